@@ -1,0 +1,23 @@
+"""The ``gpufleet`` command: one entry point, one subcommand per capability.
+
+Exit codes follow one contract across subcommands: 0 success, 1 a check or a host
+failed, 2 the command could not run (bad input, missing prerequisite).
+"""
+
+from __future__ import annotations
+
+import click
+
+from gpufleet import __version__
+from gpufleet.commands.doctor import doctor
+from gpufleet.commands.gates import gates
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpufleet")
+def main() -> None:
+    """Provision, upgrade and validate Kubernetes GPU fleets that use DRA."""
+
+
+main.add_command(doctor)
+main.add_command(gates)

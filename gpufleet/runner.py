@@ -1,0 +1,329 @@
+"""Run a playbook of the collection through ansible-runner with a live progress display.
+
+The display is driven by ansible-runner's event stream (the same events that
+``ansible-runner`` writes to ``artifacts/<ident>/job_events``): one row per host with
+its current task and its ok/changed/failed/unreachable/skipped counters, then a recap
+from the ``playbook_on_stats`` event.
+
+Exit status contract (used by every ``gpufleet`` subcommand that runs a playbook):
+0 when every host ended without failure and was reachable, 1 when a host failed or
+was unreachable, 2 when the run itself could not start (missing playbook, inventory).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+COLLECTION_PACKAGE = "ansible_collections.gpufleet.cluster"
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CANNOT_RUN = 2
+
+_COUNTERS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
+
+
+class RunError(Exception):
+    """The playbook run could not start (exit status 2)."""
+
+
+def collection_root() -> Path:
+    """Return the directory of the installed ``gpufleet.cluster`` collection.
+
+    Works for a wheel install (``site-packages/ansible_collections/gpufleet/cluster``) and
+    for an editable install (``.collections/ansible_collections/gpufleet/cluster``, a link
+    to the repository root).
+
+    Raises:
+        RunError: the collection is not importable (gpufleet is not installed).
+    """
+    try:
+        spec = importlib.util.find_spec(COLLECTION_PACKAGE)
+    except ModuleNotFoundError:
+        spec = None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(location) / "galaxy.yml").is_file():
+            return Path(location)
+    raise RunError(
+        "the Ansible collection gpufleet.cluster is not importable; "
+        "fix: pip install -e . (or the built wheel) into this Python"
+    )
+
+
+def playbook_path(name: str) -> Path:
+    """Resolve a playbook of the collection by name (``site`` or ``site.yml``) or a path.
+
+    Raises:
+        RunError: no such playbook; the message lists the playbooks that exist.
+    """
+    candidate = Path(name)
+    if candidate.suffix in (".yml", ".yaml") and candidate.is_file():
+        return candidate.resolve()
+    stem = candidate.name.removesuffix(".yml").removesuffix(".yaml")
+    book_dir = collection_root() / "playbooks"
+    path = book_dir / f"{stem}.yml"
+    if path.is_file():
+        return path
+    known = sorted(p.stem for p in book_dir.glob("*.yml")) if book_dir.is_dir() else []
+    raise RunError(f"no playbook named {name!r}; playbooks in the collection: {known or 'none'}")
+
+
+@dataclass
+class HostProgress:
+    """What one host has done so far in a run."""
+
+    name: str
+    task: str = ""
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTERS, 0))
+    last_error: str = ""
+
+    @property
+    def state(self) -> str:
+        if self.counts["unreachable"]:
+            return "unreachable"
+        if self.counts["failed"]:
+            return "failed"
+        return "running" if self.task else "waiting"
+
+
+@dataclass
+class RunProgress:
+    """Progress model fed by ansible-runner events; pure, so it is tested without a terminal.
+
+    ``hosts`` maps host name to :class:`HostProgress`; ``stats`` is the
+    ``playbook_on_stats`` event data once the run ended (``None`` before).
+    """
+
+    play: str = ""
+    task: str = ""
+    hosts: dict[str, HostProgress] = field(default_factory=dict)
+    stats: dict[str, Any] | None = None
+    failures: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def host(self, name: str) -> HostProgress:
+        if name not in self.hosts:
+            self.hosts[name] = HostProgress(name)
+        return self.hosts[name]
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        """Update the model from one ansible-runner event dict."""
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        if kind == "playbook_on_play_start":
+            self.play = data.get("play", "")
+        elif kind == "playbook_on_task_start":
+            self.task = data.get("task", "")
+        elif kind == "runner_on_start" and host:
+            self.host(host).task = data.get("task", "")
+        elif (
+            kind
+            in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable", "runner_on_skipped")
+            and host
+        ):
+            self._result(kind, host, data)
+        elif kind == "playbook_on_stats":
+            self.stats = {
+                k: data.get(k) or {}
+                for k in ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored")
+            }
+            for name in set().union(*self.stats.values()):
+                self.host(name).task = ""
+
+    def _result(self, kind: str, host: str, data: Mapping[str, Any]) -> None:
+        hp = self.host(host)
+        res = data.get("res") or {}
+        if kind == "runner_on_ok":
+            hp.counts["changed" if res.get("changed") else "ok"] += 1
+        elif kind == "runner_on_skipped":
+            hp.counts["skipped"] += 1
+        elif kind == "runner_on_failed" and data.get("ignore_errors"):
+            hp.counts["ignored"] += 1
+        else:
+            counter = "unreachable" if kind == "runner_on_unreachable" else "failed"
+            hp.counts[counter] += 1
+            msg = str(res.get("msg") or res.get("stderr") or res.get("reason") or "")
+            hp.last_error = msg
+            self.failures.append((host, data.get("task", ""), msg))
+
+    def recap(self) -> dict[str, dict[str, int]]:
+        """Per host, the final counters (from the stats event when there is one)."""
+        if self.stats is None:
+            return {h: dict(p.counts) for h, p in self.hosts.items()}
+        names = {"failures": "failed", "dark": "unreachable"}
+        out: dict[str, dict[str, int]] = {}
+        for key, per_host in self.stats.items():
+            for host, n in per_host.items():
+                out.setdefault(host, dict.fromkeys(_COUNTERS, 0))[names.get(key, key)] = n
+        return out
+
+    def exit_status(self, runner_rc: int | None = None) -> int:
+        """0 when no host failed or was unreachable and ansible-playbook exited 0, else 1."""
+        bad = any(c["failed"] or c["unreachable"] for c in self.recap().values())
+        return EXIT_FAILED if bad or (runner_rc not in (None, 0)) else EXIT_OK
+
+
+def render(progress: RunProgress, final: bool = False) -> Group:
+    """Render the progress model as rich renderables (a header line and a host table)."""
+    title = "recap" if final else (progress.play or "starting")
+    table = Table(title=title, expand=False)
+    table.add_column("host")
+    if not final:
+        table.add_column("task", overflow="ellipsis", max_width=60)
+    for col in _COUNTERS:
+        table.add_column(col, justify="right")
+    counts = progress.recap() if final else {h: p.counts for h, p in progress.hosts.items()}
+    for host in sorted(counts):
+        c = counts[host]
+        style = "red" if c["failed"] or c["unreachable"] else ("yellow" if c["changed"] else "")
+        row = [host] + ([] if final else [progress.hosts[host].task])
+        table.add_row(*row, *(str(c[k]) for k in _COUNTERS), style=style)
+    parts: list[Any] = [table]
+    if final and progress.failures:
+        parts.append(Text("failures:", style="bold red"))
+        for host, task, msg in progress.failures:
+            parts.append(Text(f"  {host} | {task}: {msg}", style="red"))
+    return Group(*parts)
+
+
+@dataclass
+class RunResult:
+    """Outcome of :func:`run_playbook`: the exit status, the model and the artifact dir."""
+
+    status: int
+    progress: RunProgress
+    artifact_dir: Path
+    runner_rc: int | None
+
+
+def run_playbook(
+    playbook: str,
+    inventory: Iterable[str] | str,
+    *,
+    extravars: Mapping[str, Any] | None = None,
+    limit: str | None = None,
+    tags: str | None = None,
+    check: bool = False,
+    diff: bool = False,
+    verbosity: int = 0,
+    console: Console | None = None,
+    on_event: Callable[[Mapping[str, Any]], None] | None = None,
+    artifact_root: Path | None = None,
+) -> RunResult:
+    """Run a playbook of the collection (or a playbook file) with a live progress display.
+
+    Args:
+        playbook: a collection playbook name (``site``) or a path to a ``.yml`` file.
+        inventory: one or more inventory paths (files or directories).
+        extravars: extra variables (``-e``).
+        limit, tags, check, diff, verbosity: as for ``ansible-playbook``.
+        console: where to draw; a non-terminal console gets the recap only.
+        on_event: called with every ansible-runner event (after the model is updated).
+        artifact_root: where ansible-runner keeps artifacts (default a temp directory).
+
+    Returns:
+        RunResult whose ``status`` follows the module's exit status contract.
+
+    Raises:
+        RunError: the playbook or an inventory path does not exist (exit status 2).
+    """
+    import ansible_runner  # imported late: it is slow to import and doctor must not need it
+
+    book = playbook_path(playbook)
+    inventories = [inventory] if isinstance(inventory, str) else list(inventory)
+    for inv in inventories:
+        if not Path(inv).exists():
+            raise RunError(f"inventory {inv!r} does not exist; fix: pass -i with an existing path")
+    console = console or Console()
+    progress = RunProgress()
+    private = Path(tempfile.mkdtemp(prefix="gpufleet-run-"))
+    artifacts = artifact_root or private / "artifacts"
+    cmdline = " ".join(
+        [
+            *(["--check"] if check else []),
+            *(["--diff"] if diff else []),
+            *(["--tags", tags] if tags else []),
+        ]
+    )
+
+    def handle(event: Mapping[str, Any]) -> bool:
+        progress.feed(event)
+        if on_event:
+            on_event(event)
+        if live is not None:
+            live.update(render(progress))
+        return True
+
+    # ansible-playbook of this Python's environment, even when its bin/ is not on PATH
+    bin_dir = str(Path(sys.executable).parent)
+    envvars = {
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "True",
+        "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
+    }
+    live: Live | None = None
+    kwargs: dict[str, Any] = dict(
+        private_data_dir=str(private),
+        artifact_dir=str(artifacts),
+        playbook=str(book),
+        inventory=[str(Path(i).resolve()) for i in inventories],
+        extravars=dict(extravars or {}),
+        limit=limit,
+        verbosity=verbosity or None,
+        quiet=True,
+        event_handler=handle,
+        envvars=envvars,
+        cmdline=cmdline or None,
+        project_dir=str(book.parent),
+    )
+    if console.is_terminal:
+        with Live(render(progress), console=console, refresh_per_second=4) as live:
+            result = ansible_runner.run(**kwargs)
+    else:
+        result = ansible_runner.run(**kwargs)
+    live = None
+    console.print(render(progress, final=True))
+    rc = result.rc if isinstance(result.rc, int) else None
+    status = progress.exit_status(rc)
+    if result.status in ("timeout", "canceled"):
+        status = EXIT_FAILED
+    if progress.stats is None and not progress.hosts and rc not in (None, 0):
+        stdout = (
+            _tail(Path(artifacts) / result.config.ident / "stdout", 20)
+            if hasattr(result, "config")
+            else ""
+        )
+        console.print(f"[red]ansible-playbook exited {rc} before running any task[/red]")
+        if stdout:
+            console.print(stdout, markup=False, highlight=False)
+        status = EXIT_CANNOT_RUN
+    return RunResult(status, progress, Path(artifacts), rc)
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def default_inventory() -> Path:
+    """The embedded default inventory, ``inventory/lab`` of the collection."""
+    return collection_root() / "inventory" / "lab"
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use: python -m gpufleet.runner BOOK INV
+    sys.exit(run_playbook(sys.argv[1], sys.argv[2:] or [os.fspath(default_inventory())]).status)

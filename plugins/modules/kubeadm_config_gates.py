@@ -1,0 +1,450 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Set feature gates and runtime-config in the kubeadm ConfigMaps of a cluster."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: kubeadm_config_gates
+short_description: Set feature gates and runtime-config in the kubeadm ConfigMaps of a cluster
+version_added: "0.1.0"
+description:
+  - Edits the cluster-wide configuration kubeadm keeps in the cluster, so that feature gates
+    and runtime-config survive C(kubeadm upgrade) (which regenerates the static pod manifests
+    and C(/var/lib/kubelet/config.yaml) from it).
+  - The C(ClusterConfiguration) key of ConfigMap C(kube-system/kubeadm-config) gets the
+    control-plane settings in C(apiServer), C(controllerManager) and C(scheduler)
+    C(extraArgs) (C(kubeadm.k8s.io/v1beta3) map or C(v1beta4) list of name/value items).
+  - The C(kubelet) key of ConfigMap C(kube-system/kubelet-config) (C(kubelet-config-1.X) on
+    clusters older than 1.24) gets the kubelet gates in C(featureGates).
+  - Wanted gates and entries are set, the ones listed as absent are removed, every other
+    entry is kept. A ConfigMap is replaced only when its data changes, with its
+    C(resourceVersion), so a concurrent change makes the module fail instead of being lost.
+  - Before a ConfigMap is replaced its old content is saved as a ConfigMap manifest under
+    O(backup_dir) (C(kubectl replace -f <file>) restores it).
+  - 'Runs where the C(kubernetes) Python client is installed, normally the control host
+    (C(delegate_to: localhost), C(run_once: true)).'
+  - The manifests on the control-plane nodes and the kubelet files on each node are not
+    changed; use M(gpufleet.cluster.static_pod_flags) and
+    M(gpufleet.cluster.kubelet_config_gates) for those.
+author:
+  - gpufleet maintainers
+requirements:
+  - PyYAML
+  - kubernetes (the Python client)
+options:
+  kubeconfig:
+    description:
+      - Kubeconfig file. Defaults to E(KUBECONFIG) or C(~/.kube/config), as kubectl does.
+    type: path
+  context:
+    description:
+      - Context of the kubeconfig to use; its current context when omitted.
+    type: str
+  apiserver:
+    description:
+      - kube-apiserver settings for C(ClusterConfiguration.apiServer.extraArgs).
+    type: dict
+    suboptions:
+      feature_gates:
+        description: Feature gates to set, name to boolean.
+        type: dict
+        default: {}
+      absent_feature_gates:
+        description: Feature gates that must not appear.
+        type: list
+        elements: str
+        default: []
+      runtime_config:
+        description:
+          - C(--runtime-config) entries to set, C(group/version) to C(true) or C(false).
+        type: dict
+        default: {}
+      absent_runtime_config:
+        description:
+          - C(--runtime-config) keys that must not appear (a C(group/version) also removes
+            its C(group/version/resource) entries).
+        type: list
+        elements: str
+        default: []
+  controller_manager:
+    description:
+      - kube-controller-manager settings for C(ClusterConfiguration.controllerManager.extraArgs).
+    type: dict
+    suboptions:
+      feature_gates:
+        description: Feature gates to set, name to boolean.
+        type: dict
+        default: {}
+      absent_feature_gates:
+        description: Feature gates that must not appear.
+        type: list
+        elements: str
+        default: []
+  scheduler:
+    description:
+      - kube-scheduler settings for C(ClusterConfiguration.scheduler.extraArgs).
+    type: dict
+    suboptions:
+      feature_gates:
+        description: Feature gates to set, name to boolean.
+        type: dict
+        default: {}
+      absent_feature_gates:
+        description: Feature gates that must not appear.
+        type: list
+        elements: str
+        default: []
+  kubelet:
+    description:
+      - Kubelet feature gates for C(featureGates) of the kubelet-config ConfigMap.
+    type: dict
+    suboptions:
+      feature_gates:
+        description: Feature gates to set, name to boolean.
+        type: dict
+        default: {}
+      absent_feature_gates:
+        description: Feature gates that must not appear.
+        type: list
+        elements: str
+        default: []
+  backup_dir:
+    description:
+      - Directory on the host running the module for the backups, named
+        C(<namespace>.<configmap>.<UTC time YYYYMMDDTHHMMSS.ffffffZ>.yaml), mode 0600.
+    type: path
+    default: ~/.gpufleet/backups
+attributes:
+  check_mode:
+    support: full
+    details: In check mode nothing is written, neither ConfigMaps nor backups.
+  diff_mode:
+    support: full
+    details: One diff per ConfigMap key that changes.
+notes:
+  - Which gates and runtime-config entries a Kubernetes release needs comes from the
+    collection's DRA version model (module_utils C(dra_versions)); this module only writes
+    what it is given.
+seealso:
+  - module: gpufleet.cluster.static_pod_flags
+  - module: gpufleet.cluster.kubelet_config_gates
+"""
+
+EXAMPLES = r"""
+- name: Kubeadm | Keep DRA gates of a 1.33 cluster in the kubeadm ConfigMaps
+  gpufleet.cluster.kubeadm_config_gates:
+    kubeconfig: /etc/kubernetes/admin.conf
+    apiserver:
+      feature_gates: {DynamicResourceAllocation: true}
+      runtime_config:
+        resource.k8s.io/v1beta1: "true"
+        resource.k8s.io/v1beta2: "true"
+    controller_manager:
+      feature_gates: {DynamicResourceAllocation: true}
+    scheduler:
+      feature_gates: {DynamicResourceAllocation: true}
+    kubelet:
+      feature_gates: {DynamicResourceAllocation: true}
+  delegate_to: localhost
+  run_once: true
+
+- name: Kubeadm | Before upgrading, drop what the next release removed
+  gpufleet.cluster.kubeadm_config_gates:
+    apiserver:
+      absent_feature_gates: [DRAControlPlaneController]
+      absent_runtime_config: [resource.k8s.io/v1alpha3]
+    controller_manager:
+      absent_feature_gates: [DRAControlPlaneController]
+    scheduler:
+      absent_feature_gates: [DRAControlPlaneController]
+    kubelet:
+      absent_feature_gates: [DRAControlPlaneController]
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+changes:
+  description: One item per change, with the ConfigMap it is in.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - configmap: kube-system/kubeadm-config
+      where: ClusterConfiguration apiServer.extraArgs feature-gates
+      what: DynamicResourceAllocation
+      old: null
+      new: "true"
+      why: feature gate wanted, was missing
+configmaps:
+  description: The ConfigMaps read, with the data key edited and whether it changed.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {name: kubeadm-config, namespace: kube-system, key: ClusterConfiguration, changed: true}
+    - {name: kubelet-config, namespace: kube-system, key: kubelet, changed: false}
+backup_files:
+  description: Backups written, one per ConfigMap replaced.
+  returned: always
+  type: list
+  elements: str
+  sample: [/root/.gpufleet/backups/kube-system.kubeadm-config.20260201T101244.123456Z.yaml]
+"""
+
+import datetime
+import os
+import re
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
+    APISERVER,
+    CONTROLLER_MANAGER,
+    HAS_YAML,
+    SCHEDULER,
+    YAML_IMPORT_ERROR,
+    ConfigEditError,
+    FlagEdit,
+    edit_cluster_configuration,
+    edit_kubelet_configuration,
+)
+
+try:
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+    from kubernetes.client.rest import ApiException
+
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+except ImportError:
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+
+if HAS_YAML:
+    import yaml
+
+NAMESPACE = "kube-system"
+KUBEADM_CONFIGMAP = ("kubeadm-config", "ClusterConfiguration")
+KUBELET_CONFIGMAP = ("kubelet-config", "kubelet")
+
+GATE_OPTIONS = dict(
+    feature_gates=dict(type="dict", default={}),
+    absent_feature_gates=dict(type="list", elements="str", default=[]),
+)
+APISERVER_OPTIONS = dict(
+    GATE_OPTIONS,
+    runtime_config=dict(type="dict", default={}),
+    absent_runtime_config=dict(type="list", elements="str", default=[]),
+)
+PARAMS_TO_COMPONENT = {
+    "apiserver": APISERVER,
+    "controller_manager": CONTROLLER_MANAGER,
+    "scheduler": SCHEDULER,
+}
+
+
+def read_configmap(api, name: str):
+    """The ConfigMap, or None when it does not exist."""
+    try:
+        return api.read_namespaced_config_map(name, NAMESPACE)
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+def kubelet_configmap(api, cluster_configuration: str | None):
+    """kubelet-config, else kubelet-config-1.X of the cluster's kubernetesVersion."""
+    cm = read_configmap(api, KUBELET_CONFIGMAP[0])
+    if cm is not None or not cluster_configuration:
+        return cm
+    docs = [d for d in yaml.safe_load_all(cluster_configuration) if isinstance(d, dict)]
+    version = next(
+        (
+            str(d.get("kubernetesVersion", ""))
+            for d in docs
+            if d.get("kind") == "ClusterConfiguration"
+        ),
+        "",
+    )
+    match = re.match(r"v?(\d+)\.(\d+)", version)
+    if not match:
+        return None
+    return read_configmap(api, f"{KUBELET_CONFIGMAP[0]}-{match.group(1)}.{match.group(2)}")
+
+
+def write_backup(backup_dir: str, cm) -> str:
+    """Save the ConfigMap as read (name, namespace, labels, data) as a manifest."""
+    os.makedirs(backup_dir, mode=0o700, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    path = os.path.join(backup_dir, f"{cm.metadata.namespace}.{cm.metadata.name}.{stamp}.yaml")
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": cm.metadata.name,
+            "namespace": cm.metadata.namespace,
+            **({"labels": dict(cm.metadata.labels)} if cm.metadata.labels else {}),
+            **({"annotations": dict(cm.metadata.annotations)} if cm.metadata.annotations else {}),
+        },
+        "data": dict(cm.data or {}),
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(manifest, fh, sort_keys=False, default_flow_style=False, width=1 << 30)
+    return path
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            apiserver=dict(type="dict", options=APISERVER_OPTIONS),
+            controller_manager=dict(type="dict", options=GATE_OPTIONS),
+            scheduler=dict(type="dict", options=GATE_OPTIONS),
+            kubelet=dict(type="dict", options=GATE_OPTIONS),
+            backup_dir=dict(type="path", default="~/.gpufleet/backups"),
+        ),
+        supports_check_mode=True,
+    )
+    if not HAS_YAML:
+        module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR)
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    params = module.params
+    result: dict = {"changed": False, "changes": [], "configmaps": [], "backup_files": []}
+    try:
+        control_plane = {
+            component: FlagEdit.from_params(params[name], name)
+            for name, component in PARAMS_TO_COMPONENT.items()
+            if params[name]
+        }
+        kubelet = FlagEdit.from_params(params["kubelet"], "kubelet")
+    except ConfigEditError as err:
+        module.fail_json(msg=str(err), **result)
+
+    try:
+        api_client = k8s_config.new_client_from_config(
+            config_file=params["kubeconfig"], context=params["context"]
+        )
+        api = k8s_client.CoreV1Api(api_client)
+        kubeadm_cm = read_configmap(api, KUBEADM_CONFIGMAP[0])
+    except (k8s_config.ConfigException, ApiException, OSError) as err:
+        module.fail_json(
+            msg=f"cannot read {NAMESPACE}/{KUBEADM_CONFIGMAP[0]}: {err}; fix: check "
+            "kubeconfig/context and that the user may read ConfigMaps in kube-system",
+            **result,
+        )
+    if kubeadm_cm is None or KUBEADM_CONFIGMAP[1] not in (kubeadm_cm.data or {}):
+        module.fail_json(
+            msg=f"{NAMESPACE}/{KUBEADM_CONFIGMAP[0]} with key {KUBEADM_CONFIGMAP[1]} does not "
+            "exist; is this a kubeadm cluster? fix: run 'kubeadm init phase upload-config "
+            "kubeadm --config <file>' or point kubeconfig at a kubeadm cluster",
+            **result,
+        )
+    cluster_text = kubeadm_cm.data[KUBEADM_CONFIGMAP[1]]
+    try:
+        work = [
+            (
+                kubeadm_cm,
+                KUBEADM_CONFIGMAP[1],
+                edit_cluster_configuration(cluster_text, control_plane),
+            )
+        ]
+    except ConfigEditError as err:
+        module.fail_json(
+            msg=f"{NAMESPACE}/{KUBEADM_CONFIGMAP[0]} key {KUBEADM_CONFIGMAP[1]}: {err}", **result
+        )
+    if not kubelet.empty:
+        try:
+            kubelet_cm = kubelet_configmap(api, cluster_text)
+        except ApiException as err:
+            module.fail_json(
+                msg=f"cannot read {NAMESPACE}/{KUBELET_CONFIGMAP[0]}: {err.status} "
+                f"{err.reason}; fix: check that the user may read ConfigMaps in kube-system",
+                **result,
+            )
+        if kubelet_cm is None or KUBELET_CONFIGMAP[1] not in (kubelet_cm.data or {}):
+            module.fail_json(
+                msg=f"{NAMESPACE}/{KUBELET_CONFIGMAP[0]} (or kubelet-config-1.X) with key "
+                f"{KUBELET_CONFIGMAP[1]} does not exist; fix: run 'kubeadm init phase "
+                "upload-config kubelet --config <file>'",
+                **result,
+            )
+        ref = f"{kubelet_cm.metadata.namespace}/{kubelet_cm.metadata.name}"
+        try:
+            work.append(
+                (
+                    kubelet_cm,
+                    KUBELET_CONFIGMAP[1],
+                    edit_kubelet_configuration(kubelet_cm.data[KUBELET_CONFIGMAP[1]], kubelet),
+                )
+            )
+        except ConfigEditError as err:
+            module.fail_json(msg=f"{ref} key {KUBELET_CONFIGMAP[1]}: {err}", **result)
+
+    diffs = []
+    to_write = []
+    for cm, key, edited in work:
+        ref = f"{cm.metadata.namespace}/{cm.metadata.name}"
+        result["configmaps"].append(
+            {
+                "name": cm.metadata.name,
+                "namespace": cm.metadata.namespace,
+                "key": key,
+                "changed": edited.changed,
+            }
+        )
+        result["changes"].extend(dict(c.to_dict(), configmap=ref) for c in edited.changes)
+        if edited.changed:
+            diffs.append(
+                {
+                    "before": cm.data[key],
+                    "after": edited.text,
+                    "before_header": f"{ref} data.{key}",
+                    "after_header": f"{ref} data.{key}",
+                }
+            )
+            to_write.append((cm, key, edited.text))
+    result["changed"] = bool(to_write)
+    if diffs:
+        result["diff"] = diffs
+    if not module.check_mode and to_write:
+        for cm, _key, _text in to_write:
+            ref = f"{cm.metadata.namespace}/{cm.metadata.name}"
+            try:
+                result["backup_files"].append(write_backup(params["backup_dir"], cm))
+            except OSError as err:
+                module.fail_json(
+                    msg=f"cannot write the backup of {ref} to {params['backup_dir']}: {err}; "
+                    "nothing was changed in the cluster; fix: pass a writable backup_dir",
+                    **result,
+                )
+        replaced: list[str] = []
+        for cm, key, text in to_write:
+            ref = f"{cm.metadata.namespace}/{cm.metadata.name}"
+            cm.data[key] = text
+            try:
+                api.replace_namespaced_config_map(cm.metadata.name, cm.metadata.namespace, cm)
+            except ApiException as err:
+                hint = (
+                    "it changed since it was read; run again"
+                    if err.status == 409
+                    else "check that the user may update ConfigMaps in kube-system"
+                )
+                module.fail_json(
+                    msg=f"cannot replace {ref}: {err.status} {err.reason}; already replaced: "
+                    f"{replaced or 'none'} (backups: {result['backup_files']}); fix: {hint}",
+                    **result,
+                )
+            replaced.append(ref)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Set feature gates and runtime-config in a kubeadm static pod manifest."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: static_pod_flags
+short_description: Set feature gates and runtime-config in a kubeadm static pod manifest
+version_added: "0.1.0"
+description:
+  - Edits the C(--feature-gates) and C(--runtime-config) arguments of one control-plane
+    component in its kubeadm static pod manifest
+    (C(/etc/kubernetes/manifests/kube-apiserver.yaml) and the like).
+  - Only those arguments of the component container's C(command) change. Wanted gates and
+    runtime-config entries are set, entries listed as absent are removed, every other entry
+    keeps its text and position. A missing flag is added after the last command item; a flag
+    left without entries is removed. When the flag appears more than once its values are
+    merged into the last occurrence (the component applies each occurrence in turn).
+  - The rest of the file is kept byte for byte when the command is a block list of one-line
+    items, as kubeadm writes it; otherwise the manifest is re-written as YAML with the same
+    content and key order.
+  - The kubelet restarts the static pod by itself when the manifest changes.
+  - Hand edits to a manifest are lost at the next C(kubeadm upgrade apply) or
+    C(kubeadm init phase control-plane), which regenerate the manifests from the
+    C(kube-system/kubeadm-config) ConfigMap. Change the ConfigMap too, with
+    M(gpufleet.cluster.kubeadm_config_gates).
+  - The backup is written outside the static pod directory (to O(backup_dir)), because the
+    kubelet runs every non-hidden file of that directory as a static pod, backups included.
+author:
+  - gpufleet maintainers
+requirements:
+  - PyYAML
+options:
+  path:
+    description:
+      - The static pod manifest.
+      - Defaults to C(/etc/kubernetes/manifests/<component>.yaml).
+    type: path
+  component:
+    description:
+      - The control-plane component; its container in the manifest has this name.
+    type: str
+    required: true
+    choices: [kube-apiserver, kube-controller-manager, kube-scheduler]
+  feature_gates:
+    description:
+      - 'Feature gates to set, name to boolean, for example C({DRAPrioritizedList: true}).'
+    type: dict
+    default: {}
+  absent_feature_gates:
+    description:
+      - Feature gates that must not appear in C(--feature-gates), for example gates the
+        target release removed (C(DRAControlPlaneController) from 1.32).
+    type: list
+    elements: str
+    default: []
+  runtime_config:
+    description:
+      - 'C(--runtime-config) entries to set, C(group/version) to C(true) or C(false), for
+        example C({"resource.k8s.io/v1beta1": "true"}). kube-apiserver only.'
+    type: dict
+    default: {}
+  absent_runtime_config:
+    description:
+      - C(--runtime-config) keys that must not appear. A C(group/version) also removes its
+        C(group/version/resource) entries. kube-apiserver only.
+    type: list
+    elements: str
+    default: []
+  backup:
+    description:
+      - Copy the manifest to O(backup_dir) before changing it.
+    type: bool
+    default: true
+  backup_dir:
+    description:
+      - Directory for backups, named C(<file name>.<pid>.<YYYY-MM-DD@HH:MM:SS>~) as
+        Ansible's own backups. Must not be the static pod directory.
+      - The default is where kubeadm keeps its own manifest backups.
+    type: path
+    default: /etc/kubernetes/tmp
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+notes:
+  - Which gates and runtime-config entries a Kubernetes release needs comes from the
+    collection's DRA version model (module_utils C(dra_versions)); this module only writes
+    what it is given.
+seealso:
+  - module: gpufleet.cluster.kubeadm_config_gates
+  - module: gpufleet.cluster.kubelet_config_gates
+"""
+
+EXAMPLES = r"""
+- name: DRA | Enable DRA beta gates and the v1beta1/v1beta2 API on kube-apiserver 1.33
+  gpufleet.cluster.static_pod_flags:
+    component: kube-apiserver
+    feature_gates:
+      DynamicResourceAllocation: true
+    runtime_config:
+      resource.k8s.io/v1beta1: "true"
+      resource.k8s.io/v1beta2: "true"
+
+- name: DRA | Drop gates and API versions the next release no longer knows
+  gpufleet.cluster.static_pod_flags:
+    path: /etc/kubernetes/manifests/kube-apiserver.yaml
+    component: kube-apiserver
+    absent_feature_gates: [DRAControlPlaneController]
+    absent_runtime_config: [resource.k8s.io/v1alpha3]
+
+- name: DRA | Same gates on the scheduler, without a backup
+  gpufleet.cluster.static_pod_flags:
+    component: kube-scheduler
+    feature_gates:
+      DynamicResourceAllocation: true
+    backup: false
+"""
+
+RETURN = r"""
+path:
+  description: The manifest edited.
+  returned: always
+  type: str
+  sample: /etc/kubernetes/manifests/kube-apiserver.yaml
+changes:
+  description: One item per change, in order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    where:
+      description: The place changed.
+      type: str
+      sample: kube-apiserver command --feature-gates
+    what:
+      description: The gate, runtime-config key or flag.
+      type: str
+      sample: DynamicResourceAllocation
+    old:
+      description: The value before (null when it was absent).
+      type: str
+      sample: null
+    new:
+      description: The value after (null when it was removed).
+      type: str
+      sample: "true"
+    why:
+      description: Why it changed.
+      type: str
+      sample: feature gate wanted, was missing
+  sample:
+    - where: kube-apiserver command --feature-gates
+      what: DynamicResourceAllocation
+      old: null
+      new: "true"
+      why: feature gate wanted, was missing
+backup_file:
+  description: The backup of the manifest before the change.
+  returned: changed and O(backup) is true and not in check mode
+  type: str
+  sample: /etc/kubernetes/tmp/kube-apiserver.yaml.2319.2026-02-01@10:12:44~
+"""
+
+import os
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
+    COMPONENTS,
+    HAS_YAML,
+    YAML_IMPORT_ERROR,
+    ConfigEditError,
+    FlagEdit,
+    edit_static_pod_manifest,
+)
+
+
+def backup_outside(module: AnsibleModule, path: str, backup_dir: str) -> str:
+    """Copy ``path`` into ``backup_dir`` with Ansible's backup name; return the copy."""
+    if os.path.realpath(backup_dir) == os.path.realpath(os.path.dirname(path)):
+        module.fail_json(
+            msg=f"backup_dir={backup_dir} is the static pod directory; the kubelet would run "
+            "the backup as a second static pod; fix: choose another directory "
+            "(default /etc/kubernetes/tmp)"
+        )
+    os.makedirs(backup_dir, mode=0o700, exist_ok=True)
+    stamp = time.strftime("%Y-%m-%d@%H:%M:%S~", time.localtime())
+    dest = os.path.join(backup_dir, f"{os.path.basename(path)}.{os.getpid()}.{stamp}")
+    module.preserved_copy(path, dest)
+    return dest
+
+
+def write_atomic(module: AnsibleModule, path: str, text: str) -> None:
+    """Replace ``path`` by ``text`` in one rename, keeping its owner and mode."""
+    fd, tmp = tempfile.mkstemp(dir=module.tmpdir)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    module.atomic_move(tmp, path)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path"),
+            component=dict(type="str", required=True, choices=list(COMPONENTS)),
+            feature_gates=dict(type="dict", default={}),
+            absent_feature_gates=dict(type="list", elements="str", default=[]),
+            runtime_config=dict(type="dict", default={}),
+            absent_runtime_config=dict(type="list", elements="str", default=[]),
+            backup=dict(type="bool", default=True),
+            backup_dir=dict(type="path", default="/etc/kubernetes/tmp"),
+        ),
+        supports_check_mode=True,
+    )
+    if not HAS_YAML:
+        module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR)
+    params = module.params
+    component = params["component"]
+    path = params["path"] or f"/etc/kubernetes/manifests/{component}.yaml"
+    result: dict = {"changed": False, "path": path, "changes": []}
+    if not os.path.isfile(path):
+        module.fail_json(
+            msg=f"path={path}: no such manifest; fix: pass the static pod manifest of "
+            f"{component} (kubeadm writes /etc/kubernetes/manifests/{component}.yaml)",
+            **result,
+        )
+    try:
+        edit = FlagEdit.from_params(params)
+        with open(path, encoding="utf-8") as fh:
+            before = fh.read()
+        edited = edit_static_pod_manifest(before, component, edit)
+    except ConfigEditError as err:
+        module.fail_json(msg=f"{path}: {err}", **result)
+
+    result["changes"] = edited.changes_as_dicts()
+    result["changed"] = edited.changed
+    if edited.changed:
+        result["diff"] = {
+            "before": before,
+            "after": edited.text,
+            "before_header": path,
+            "after_header": path,
+        }
+        if not module.check_mode:
+            if params["backup"]:
+                result["backup_file"] = backup_outside(module, path, params["backup_dir"])
+            write_atomic(module, path, edited.text)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
