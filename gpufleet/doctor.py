@@ -162,13 +162,31 @@ def check_podman() -> list[Check]:
     return checks
 
 
-def check_binaries() -> list[Check]:
-    """Each pinned release's cached binaries (the ``ci`` profile of lab/releases)."""
+def check_binaries(profile: str = "ci") -> list[Check]:
+    """The binaries of a build profile of ``gpufleet/lab/releases.yaml``, one check per
+    release or tool: built, and built from the inputs pinned now (its stamp matches)."""
     from gpufleet.lab import binaries
 
+    releases = binaries.load_releases()
+    groups: dict[tuple[str, str], list[str]] = {}
+    for target in binaries.plan_steps(releases.profile(profile).steps, releases):
+        if not binaries._up_to_date(target, releases):
+            groups.setdefault((target.group, target.version), []).append(target.binary.name)
+        else:
+            groups.setdefault((target.group, target.version), [])
     checks = []
-    for item in binaries.cache_report():
-        checks.append(Check(item.name, item.ok, item.detail, "" if item.ok else item.fix))
+    for (group, version), missing in groups.items():
+        where = binaries.cache_root() / "bin" / group / f"v{version}"
+        name = f"binaries {group} {version}"
+        if missing:
+            fix = (
+                f"lab/build-binaries --kubernetes {version}"
+                if group == "kubernetes"
+                else f"lab/build-binaries --tools {group}"
+            )
+            checks.append(Check(name, False, f"missing or stale: {', '.join(missing)}", fix))
+        else:
+            checks.append(Check(name, True, str(where)))
     return checks
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
@@ -31,6 +32,7 @@ COLLECTION_PACKAGE = "ansible_collections.gpufleet.cluster"
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CANNOT_RUN = 2
+ARTIFACTS_KEPT = 20
 
 _COUNTERS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
 
@@ -231,7 +233,8 @@ def run_playbook(
         limit, tags, check, diff, verbosity: as for ``ansible-playbook``.
         console: where to draw; a non-terminal console gets the recap only.
         on_event: called with every ansible-runner event (after the model is updated).
-        artifact_root: where ansible-runner keeps artifacts (default a temp directory).
+        artifact_root: where ansible-runner keeps artifacts (default
+            ``$GPUFLEET_CACHE/runs``, ``~/.cache/gpufleet/runs``; the newest 20 runs are kept).
 
     Returns:
         RunResult whose ``status`` follows the module's exit status contract.
@@ -249,7 +252,7 @@ def run_playbook(
     console = console or Console()
     progress = RunProgress()
     private = Path(tempfile.mkdtemp(prefix="gpufleet-run-"))
-    artifacts = artifact_root or private / "artifacts"
+    artifacts = artifact_root or _cache_dir() / "runs"
     cmdline = " ".join(
         [
             *(["--check"] if check else []),
@@ -288,6 +291,7 @@ def run_playbook(
         envvars=envvars,
         cmdline=cmdline or None,
         project_dir=str(book.parent),
+        rotate_artifacts=ARTIFACTS_KEPT,
     )
     if console.is_terminal:
         with Live(render(progress), console=console, refresh_per_second=4) as live:
@@ -310,7 +314,12 @@ def run_playbook(
         if stdout:
             console.print(stdout, markup=False, highlight=False)
         status = EXIT_CANNOT_RUN
+    shutil.rmtree(private, ignore_errors=True)
     return RunResult(status, progress, Path(artifacts), rc)
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet")
 
 
 def _tail(path: Path, lines: int) -> str:

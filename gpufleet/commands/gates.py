@@ -179,7 +179,7 @@ def render(
         console.print("must be absent from --runtime-config: " + ", ".join(sorted(absent)))
     if transition is not None:
         _render_transition(transition, console)
-    for warning in target.warnings:
+    for warning in transition.warnings if transition is not None else target.warnings:
         console.print(f"warning: {warning}")
     verdict = dv.supported_for_provision(v)
     if not verdict.ok:

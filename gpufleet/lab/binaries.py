@@ -54,6 +54,7 @@ import yaml
 __all__ = [
     "BinarySpec",
     "BuildError",
+    "BuildResult",
     "GoMod",
     "KubernetesRelease",
     "Profile",
@@ -65,6 +66,7 @@ __all__ = [
     "Tool",
     "UnknownNameError",
     "binary_path",
+    "build",
     "cache_root",
     "check_reported_version",
     "compose_ldflags",
@@ -75,9 +77,13 @@ __all__ = [
     "parse_gomod",
     "parse_releases",
     "pinned_replaces",
+    "plan_steps",
     "render_build_gomod",
+    "resolve_target",
+    "select_steps",
     "stamp_inputs",
     "stamp_matches",
+    "target_is_cached",
 ]
 
 #: Bump when the way binaries are built changes, so that stamps no longer match.
@@ -1050,11 +1056,15 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _up_to_date(target: Target, releases: Releases) -> bool:
+def target_is_cached(target: Target, releases: Releases) -> bool:
+    """True when ``target``'s binary exists and its stamp records the current inputs."""
     path = _bin_dir(target.group, target.version) / target.binary.name
     if not path.is_file():
         return False
     return stamp_matches(_read(_stamp_path(path)), _target_inputs(target, releases))
+
+
+_up_to_date = target_is_cached
 
 
 def is_cached(name: str, version: str | None = None) -> bool:

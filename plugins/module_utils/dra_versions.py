@@ -1669,17 +1669,19 @@ def _plan(
         else:
             omitted[name] = why
     targets: dict[str, set] = {name: set(GATES[name].components) for name in emit}
-    # A dependency must be enabled on every component its dependent is enabled on, since
-    # every component checks dependencies at start-up: propagate component sets downwards.
+    # Every component checks dependencies at start-up, so a component that gets a gate
+    # =true must get its dependencies =true too (propagate downwards), and a component that
+    # gets a dependency =false must get its disabled dependents =false too (upwards).
     changed = True
     while changed:
         changed = False
         for name in list(emit):
-            if not emit[name]:
-                continue
             for dep in GATES[name].depends_on:
-                if dep in emit and emit[dep] and not targets[name] <= targets[dep]:
-                    targets[dep] |= targets[name]
+                if dep not in emit or emit[dep] != emit[name]:
+                    continue
+                low, high = (dep, name) if emit[name] else (name, dep)
+                if not targets[high] <= targets[low]:
+                    targets[low] |= targets[high]
                     changed = True
     for name, val in emit.items():
         for c in targets[name]:

@@ -1492,6 +1492,22 @@ def audit(
             if (f.component == KUBELET and KUBELET in components)
             or (f.component != KUBELET and control_plane)
         ]
+    if not hosts and not set(expected_hosts):
+        findings.append(
+            Finding(
+                "gates.facts-missing",
+                FAIL,
+                None,
+                None,
+                None,
+                None,
+                {},
+                "no host was read, so nothing was audited: the inventory has no host in the "
+                "groups kube_control_plane and kube_node, or none gave facts",
+                "put the cluster's nodes into the inventory groups kube_control_plane and "
+                "kube_node and run the audit again",
+            )
+        )
     for host in sorted(set(expected_hosts) - set(hosts)):
         findings.append(
             Finding(

@@ -105,6 +105,12 @@ options:
         name C(127.0.0.1).
     type: bool
     default: false
+  metrics_text:
+    description:
+      - Also return the C(kubernetes_feature_enabled) lines as the component served them
+        (C(metrics.lines)); off by default to keep the facts of large fleets small.
+    type: bool
+    default: false
   metrics_timeout:
     description:
       - Seconds to wait for each metrics endpoint.
@@ -159,7 +165,7 @@ facts:
       epoch), C(process) (C(feature_gates) name to boolean, C(runtime_config) key to
       C(true)/C(false)), C(config_files) (kubelet), C(file) (C(path), C(exists), C(flags),
       C(mtime), C(error)), C(metrics) (C(url), C(features) name to C(enabled)/C(stage),
-      C(error), C(skipped), C(lines)) and C(errors).
+      C(error), C(skipped), C(lines) with O(metrics_text)) and C(errors).
   returned: always
   type: dict
   contains:
@@ -497,6 +503,8 @@ def read_component(
         else:
             ctx, headers, skip = metrics
             facts.metrics = fetch_metrics(url, ctx, headers, skip, params["metrics_timeout"])
+            if not params["metrics_text"]:
+                facts.metrics.lines = []
     return facts
 
 
@@ -520,6 +528,7 @@ def main() -> None:
             client_key=dict(type="path"),
             ca_file=dict(type="path"),
             validate_certs=dict(type="bool", default=False),
+            metrics_text=dict(type="bool", default=False),
             metrics_timeout=dict(type="int", default=10),
             proc_root=dict(type="path", default="/proc"),
         ),

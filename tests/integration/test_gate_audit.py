@@ -132,6 +132,7 @@ def test_facts_read_the_running_control_plane(
         "gate_audit_match": {k: v for k, v in selectors(cp).items() if k != "kube-apiserver"},
         "gate_audit_manifest_dir": str(tmp_path / "manifests"),
         "gate_audit_metrics": True,
+        "gate_audit_metrics_text": True,
         "gate_audit_client_cert": str(cp.layout.root / "admin.crt"),
         "gate_audit_client_key": str(cp.layout.root / "admin.key"),
     }
@@ -235,6 +236,28 @@ def test_drift_between_two_control_planes(
         assert api["process"]["feature_gates"][DRIFT_GATE] is value
         # the real kube-apiserver honours the flag
         assert api["metrics"]["features"][DRIFT_GATE]["enabled"] is value
+        assert api["metrics"]["lines"] == []  # the text itself only with metrics_text
+
+    # Without a selector two kube-apiservers run here: an error naming both, none read;
+    # a pid of another component is refused.
+    api_a = cp_a.processes["kube-apiserver"].popen.pid  # type: ignore[union-attr]
+    api_b = cp_b.processes["kube-apiserver"].popen.pid  # type: ignore[union-attr]
+    res = results_of(
+        play(
+            DATA / "facts.yml",
+            DATA / "inventory.yml",
+            {
+                "gate_audit_components": ["kube-apiserver", "kube-scheduler"],
+                "gate_audit_pids": {"kube-scheduler": api_a},
+            },
+        ),
+        "dra_gate_audit_facts",
+    )["localhost"]["facts"]["components"]
+    assert not res["kube-apiserver"]["running"]
+    assert "kube-apiserver processes run" in res["kube-apiserver"]["errors"][0]
+    assert f"{api_a}" in res["kube-apiserver"]["errors"][0]
+    assert f"{api_b}" in res["kube-apiserver"]["errors"][0]
+    assert "not kube-scheduler" in res["kube-scheduler"]["errors"][0]
 
     res = results_of(events, "dra_gate_audit")["localhost"]
     # fail_on_drift defaults to true in the playbook: the task fails and still reports

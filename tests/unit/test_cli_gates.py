@@ -58,6 +58,13 @@ def test_table_for_transition_133_to_134() -> None:
     assert "GA, on by default" in out
 
 
+def test_table_for_transition_134_to_135_warns_about_dependency_checks() -> None:
+    result = run("--from", "1.34.0", "--to", "1.35.0")
+    assert result.exit_code == 0, result.stderr
+    assert "warning: from 1.35 every component checks the declared" in result.stdout
+    assert "now locked to true" in result.stdout
+
+
 def test_table_for_transition_136_to_137_mentions_kubeadm_v1beta3() -> None:
     result = run("--from", "1.36.0", "--to", "1.37.0")
     assert result.exit_code == 0, result.stderr

@@ -440,7 +440,13 @@ def test_disabling_a_dependency_of_a_default_on_gate_is_refused() -> None:
             "DRAResourceClaimGranularStatusAuthorization": False,
         },
     )
-    assert plan.components[dv.APISERVER].feature_gates["DRAResourceClaimDeviceStatus"] is False
+    # Disabled on the scheduler too, so the dependents go =false there as well.
+    for component in (dv.APISERVER, dv.SCHEDULER):
+        assert plan.components[component].feature_gates == {
+            "DRAResourceClaimDeviceStatus": False,
+            "DRADeviceBindingConditions": False,
+            "DRAResourceClaimGranularStatusAuthorization": False,
+        }
 
 
 def test_feature_with_api_kind_enables_its_api_version() -> None:

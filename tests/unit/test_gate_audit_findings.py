@@ -25,7 +25,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_confi
 
 pytestmark = pytest.mark.unit
 
-DATA = Path(__file__).parent / "data" / "kubeadm" / "1.37.2"
+KUBEADM = Path(__file__).parent / "data" / "kubeadm"
 METRICS = Path(__file__).parent / "data" / "metrics" / "1.37.2"
 V1BETA3_INPUT = Path(__file__).parent / "data" / "kubeadm" / "1.33.13" / "input" / "v1beta3.yaml"
 VERSION = "1.37.2"
@@ -57,8 +57,13 @@ $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 # ------------------------------------------------------------------ inputs
 
 
+def fixture(variant: str) -> Path:
+    """``"dra"`` -> the 1.37.2 variant; ``"1.33.13/v1beta3"`` -> that release's."""
+    return KUBEADM / (variant if "/" in variant else f"{VERSION}/{variant}")
+
+
 def manifest_text(variant: str, component: str) -> str:
-    return (DATA / variant / "manifests" / f"{component}.yaml").read_text()
+    return (fixture(variant) / "manifests" / f"{component}.yaml").read_text()
 
 
 def command_of(text: str) -> list[str]:
@@ -127,11 +132,11 @@ def kubelet(
     mtime: float = 1000.0,
 ) -> ga.ComponentFacts:
     env = {
-        "/var/lib/kubelet/kubeadm-flags.env": (DATA / variant / "kubeadm-flags.env").read_text(),
+        "/var/lib/kubelet/kubeadm-flags.env": (fixture(variant) / "kubeadm-flags.env").read_text(),
         "/etc/default/kubelet": f'KUBELET_EXTRA_ARGS="{extra_args}"\n' if extra_args else None,
     }
     argv = as_proc(kce.kubelet_argv_from_systemd(KUBELET_UNIT, env))
-    text = config if config is not None else (DATA / variant / "kubelet-config.yaml").read_text()
+    text = config if config is not None else (fixture(variant) / "kubelet-config.yaml").read_text()
     gates = kce.kubelet_feature_gates(text)
     path = kce.kubelet_config_path_from_cmdline(argv)
     assert path == "/var/lib/kubelet/config.yaml"
@@ -164,8 +169,8 @@ def worker(name: str = "worker-1", **kubelet_args: object) -> ga.HostFacts:
 
 
 def configmaps(variant: str) -> ga.ConfigMapFacts:
-    kubeadm = yaml.safe_load((DATA / variant / "configmap-kubeadm-config.yaml").read_text())
-    kubelet_cm = yaml.safe_load((DATA / variant / "configmap-kubelet-config.yaml").read_text())
+    kubeadm = yaml.safe_load((fixture(variant) / "configmap-kubeadm-config.yaml").read_text())
+    kubelet_cm = yaml.safe_load((fixture(variant) / "configmap-kubelet-config.yaml").read_text())
     return ga.ConfigMapFacts(kubeadm["data"]["ClusterConfiguration"], kubelet_cm["data"]["kubelet"])
 
 
@@ -254,7 +259,7 @@ def test_metrics_url_from_the_real_manifests() -> None:
     assert ga.metrics_url("kube-controller-manager", kcm_dra) == "https://127.0.0.1:10257/metrics"
     sched = command_of(manifest_text("defaults", "kube-scheduler"))
     assert ga.metrics_url("kube-scheduler", sched) == "https://127.0.0.1:10259/metrics"
-    config = yaml.safe_load((DATA / "defaults" / "kubelet-config.yaml").read_text())
+    config = yaml.safe_load((fixture("defaults") / "kubelet-config.yaml").read_text())
     assert ga.metrics_url("kubelet", ["kubelet"], config) == "https://127.0.0.1:10250/metrics"
     assert ga.metrics_url("kubelet", ["kubelet", "--address=fd00::1"], {"port": 10555}) == (
         "https://[fd00::1]:10555/metrics"
@@ -567,6 +572,33 @@ def test_unreachable_host_and_missing_component() -> None:
     assert {f.component for f in found(result, "gates.component-not-found")} == set(CONTROL_PLANE)
 
 
+def test_unreadable_sources_are_warnings() -> None:
+    api = control_plane("kube-apiserver")
+    api.errors.append("2 kube-apiserver processes run (pids 10, 20)")
+    api.metrics = ga.MetricSource("https://127.0.0.1:6443/metrics", error="HTTP 403 Forbidden")
+    sched = absent("kube-scheduler")
+    assert sched.file is not None
+    sched.file.exists, sched.file.error = True, "cannot read: Permission denied"
+    result = run(host("cp-1", api, sched), components=["kube-apiserver", "kube-scheduler"])
+    unreadable = found(result, "gates.source-unreadable")
+    assert sorted((f.component, next(iter(f.values))) for f in unreadable) == [
+        ("kube-apiserver", "metric"),
+        ("kube-apiserver", "process"),
+        ("kube-scheduler", "file"),
+    ]
+    assert all(f.severity == "warn" for f in unreadable)
+    assert result.summary["cells"]["kube-apiserver"]["cp-1"]["metrics"] == (
+        "error: HTTP 403 Forbidden"
+    )
+
+
+def test_no_host_at_all_is_a_failure_not_a_pass() -> None:
+    result = ga.audit({}, VERSION)
+    assert [(f.id, f.severity, f.host) for f in result.findings] == [
+        ("gates.facts-missing", "fail", None)
+    ]
+
+
 def test_absent_configmaps_are_warnings_for_the_components_audited() -> None:
     result = run(worker(), cms=ga.ConfigMapFacts(None, None), components=["kubelet"])
     absent_cms = found(result, "gates.configmap-absent")
@@ -630,3 +662,85 @@ def test_table_marks_failed_and_warned_entries() -> None:
     assert "DRAAdminAccess=true~" in row
     assert any(ln.startswith("(configmap)") and "kubelet" in ln for ln in lines)
     assert any(ln.startswith("FAIL gates.model-forbidden cp-1 kube-apiserver") for ln in lines)
+
+
+# ------------------------------------------------------------------ DRA beta (1.33)
+
+BETA = "1.33.13"
+
+
+def beta_host(
+    name: str, control_plane_variant: str, kubelet_variant: str | None = None
+) -> ga.HostFacts:
+    """A 1.33.13 control-plane node whose processes run what its files say."""
+    return host(
+        name,
+        *(control_plane(c, variant=f"{BETA}/{control_plane_variant}") for c in CONTROL_PLANE),
+        kubelet(variant=f"{BETA}/{kubelet_variant or control_plane_variant}"),
+    )
+
+
+def test_beta_gate_on_the_control_plane_but_not_on_the_kubelet() -> None:
+    # Field case: gates in the three control-plane manifests, none in the kubelet
+    # configuration; on 1.33 DynamicResourceAllocation is beta and off by default.
+    result = run(
+        beta_host("cp-1", "v1beta3", kubelet_variant="defaults"),
+        cms=configmaps(f"{BETA}/v1beta3"),
+        version=BETA,
+    )
+    missing = found(result, "gates.model-missing")
+    assert [(f.severity, f.host, f.component, f.name) for f in missing] == [
+        ("fail", "cp-1", "kubelet", "DynamicResourceAllocation")
+    ]
+    assert missing[0].values == {
+        "process": None,
+        "file": None,
+        "configmap": "true",
+        "model": "true",
+    }
+    # the kubelet-config ConfigMap has the gate: the node file is behind it
+    drift = found(result, "gates.configmap-drift")
+    assert [(f.severity, f.component, f.name, f.values) for f in drift] == [
+        ("fail", "kubelet", "DynamicResourceAllocation", {"file": None, "configmap": "true"})
+    ]
+    assert "kubeadm upgrade node phase kubelet-config" in drift[0].fix
+
+
+def test_beta_gate_added_to_the_manifests_only() -> None:
+    # Field case: DynamicResourceAllocation=true added by hand to the manifests of a 1.33
+    # cluster whose kubeadm-config has no gate: the upgrade turns DRA off again.
+    result = run(
+        beta_host("cp-1", "v1beta3", kubelet_variant="v1beta3"),
+        cms=configmaps(f"{BETA}/defaults"),
+        version=BETA,
+        components=list(CONTROL_PLANE),
+    )
+    drift = keyed(result, "gates.configmap-drift")
+    for c in CONTROL_PLANE:
+        assert drift[("cp-1", c, "DynamicResourceAllocation")] == "fail"
+    assert drift[("cp-1", "kube-apiserver", "resource.k8s.io/v1beta1")] == "fail"
+
+
+def test_a_132_style_configuration_on_133_lacks_v1beta2() -> None:
+    # v1beta3 input written for 1.32 (v1beta1 only); the model enables v1beta2 on 1.33 too.
+    result = run(beta_host("cp-1", "v1beta3"), cms=configmaps(f"{BETA}/v1beta3"), version=BETA)
+    assert keyed(result, "gates.runtime-config-missing") == {
+        ("cp-1", "kube-apiserver", "resource.k8s.io/v1beta2"): "fail",
+        (None, "kube-apiserver", "resource.k8s.io/v1beta2"): "fail",
+    }
+    assert [f.id for f in result.failed] == ["gates.runtime-config-missing"] * 2
+    assert not found(result, "gates.model-missing")
+
+
+def test_carried_over_cluster_checked_before_upgrading_to_134() -> None:
+    # The dra variant of 1.33.13 still names DRAControlPlaneController (removed in 1.32)
+    # and resource.k8s.io/v1alpha3; judged against the 1.34 target before the upgrade.
+    result = run(beta_host("cp-1", "dra"), cms=configmaps(f"{BETA}/dra"), version="1.34.4")
+    forbidden = keyed(result, "gates.model-forbidden")
+    assert {k for k in forbidden if k[0] == "cp-1"} == {
+        ("cp-1", c, "DRAControlPlaneController") for c in (*CONTROL_PLANE, "kubelet")
+    }
+    advice = keyed(result, "gates.model-advice")
+    # DRA is GA and on by default in 1.34: setting it only risks the removal in 1.38
+    assert advice[("cp-1", "kubelet", "DynamicResourceAllocation")] == "warn"
+    assert advice[(None, "kube-apiserver", "resource.k8s.io/v1beta1")] == "warn"
