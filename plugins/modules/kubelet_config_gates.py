@@ -128,9 +128,9 @@ backup_file:
 
 import os
 import shutil
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import write_atomic
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
     DEFAULT_KUBELET_CONFIG,
     HAS_YAML,
@@ -242,14 +242,6 @@ def find_config(module: AnsibleModule, result: dict) -> str:
         f"default {DEFAULT_KUBELET_CONFIG}"
     )
     return DEFAULT_KUBELET_CONFIG
-
-
-def write_atomic(module: AnsibleModule, path: str, text: str) -> None:
-    """Replace ``path`` by ``text`` in one rename, keeping its owner and mode."""
-    fd, tmp = tempfile.mkstemp(dir=module.tmpdir)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    module.atomic_move(tmp, path)
 
 
 def main() -> None:

@@ -167,10 +167,10 @@ backup_file:
 """
 
 import os
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import write_atomic
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
     COMPONENTS,
     HAS_YAML,
@@ -194,14 +194,6 @@ def backup_outside(module: AnsibleModule, path: str, backup_dir: str) -> str:
     dest = os.path.join(backup_dir, f"{os.path.basename(path)}.{os.getpid()}.{stamp}")
     module.preserved_copy(path, dest)
     return dest
-
-
-def write_atomic(module: AnsibleModule, path: str, text: str) -> None:
-    """Replace ``path`` by ``text`` in one rename, keeping its owner and mode."""
-    fd, tmp = tempfile.mkstemp(dir=module.tmpdir)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    module.atomic_move(tmp, path)
 
 
 def main() -> None:
