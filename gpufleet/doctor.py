@@ -170,10 +170,9 @@ def check_binaries(profile: str = "ci") -> list[Check]:
     releases = binaries.load_releases()
     groups: dict[tuple[str, str], list[str]] = {}
     for target in binaries.plan_steps(releases.profile(profile).steps, releases):
-        if not binaries._up_to_date(target, releases):
-            groups.setdefault((target.group, target.version), []).append(target.binary.name)
-        else:
-            groups.setdefault((target.group, target.version), [])
+        missing = groups.setdefault((target.group, target.version), [])
+        if not binaries.target_is_cached(target, releases):
+            missing.append(target.binary.name)
     checks = []
     for (group, version), missing in groups.items():
         where = binaries.cache_root() / "bin" / group / f"v{version}"

@@ -46,10 +46,16 @@ def _gates(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
             )
         low = val.strip().lower()
         if low not in ("true", "false"):
+            hint = "; repeat --gate for each gate" if "," in val else ""
             raise click.BadParameter(
-                f"{raw!r} has value {val!r}; the value of --gate must be true or false"
+                f"{raw!r} has value {val!r}; the value of --gate must be true or false{hint}"
             )
-        out[name.strip()] = low == "true"
+        key, value = name.strip(), low == "true"
+        if out.get(key, value) != value:
+            raise click.BadParameter(
+                f"{key} is given twice with different values; keep one --gate {key}=..."
+            )
+        out[key] = value
     return out
 
 

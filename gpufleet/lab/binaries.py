@@ -1064,14 +1064,11 @@ def target_is_cached(target: Target, releases: Releases) -> bool:
     return stamp_matches(_read(_stamp_path(path)), _target_inputs(target, releases))
 
 
-_up_to_date = target_is_cached
-
-
 def is_cached(name: str, version: str | None = None) -> bool:
     """True when binary ``name`` at ``version`` (see :func:`binary_path`) is built and its
     stamp records the current inputs. Raises :class:`UnknownNameError` for unknown names."""
     releases = load_releases()
-    return _up_to_date(resolve_target(name, version, releases), releases)
+    return target_is_cached(resolve_target(name, version, releases), releases)
 
 
 def plan_steps(steps: Iterable[Step], releases: Releases) -> list[Target]:
@@ -1331,7 +1328,7 @@ def build(
             msg = f"no source at {target.binary.source}/main.go yet"
             log(f"{target.label}: skipped, {msg}")
             results.append(BuildResult(target, path, "skipped", message=msg))
-        elif _up_to_date(target, rel):
+        elif target_is_cached(target, rel):
             size = path.stat().st_size
             log(f"{target.label}: up to date, {_mib(size)} (stamp matches, not rebuilt)")
             results.append(BuildResult(target, path, "cached", size=size))
@@ -1344,7 +1341,7 @@ def build(
         modules: dict[tuple[str, str], _BuildModule | BuildError] = {}
         for target in todo:
             path = _bin_dir(target.group, target.version) / target.binary.name
-            if _up_to_date(target, rel):  # built by another process while we waited
+            if target_is_cached(target, rel):  # built by another process while we waited
                 size = path.stat().st_size
                 log(f"{target.label}: up to date, {_mib(size)} (built meanwhile)")
                 results.append(BuildResult(target, path, "cached", size=size))

@@ -62,6 +62,14 @@ def dra_component_settings(version, features=None, gates=None):
     Raises AnsibleFilterError carrying the version model's message for an impossible
     request or a malformed version.
     """
+    if isinstance(features, str):
+        # the reading Ansible's argument spec gives a list option: comma-separated
+        features = [f.strip() for f in features.split(",") if f.strip()]
+    if gates is not None and not isinstance(gates, dict):
+        raise AnsibleFilterError(
+            f"gates={gates!r} is not a mapping; fix: give gate name to boolean, "
+            "e.g. {DRAPrioritizedList: true}"
+        )
     try:
         plan = dv.plan_components(str(version), features or (), gates or {})
     except dv.VersionModelError as exc:
