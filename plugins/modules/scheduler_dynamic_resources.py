@@ -158,10 +158,12 @@ import hashlib
 import os
 import posixpath
 import re
-import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import write_atomic
+from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
+    backup_outside,
+    write_atomic,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
     HAS_YAML,
     SCHEDULER,
@@ -284,15 +286,6 @@ def _annotation_in_text(text: str, value: str) -> str | None:
         return None
     pad = " " * ann.value[0][0].start_mark.column
     return text[:at] + f"{pad}{ANNOTATION}: {value}\n" + text[at:]
-
-
-def backup_outside(module: AnsibleModule, path: str, backup_dir: str) -> str:
-    """Copy ``path`` into ``backup_dir`` with Ansible's backup name; return the copy."""
-    os.makedirs(backup_dir, mode=0o700, exist_ok=True)
-    stamp = time.strftime("%Y-%m-%d@%H:%M:%S~", time.localtime())
-    dest = os.path.join(backup_dir, f"{os.path.basename(path)}.{os.getpid()}.{stamp}")
-    module.preserved_copy(path, dest)
-    return dest
 
 
 def _read(module: AnsibleModule, path: str, what: str, fix: str, result: dict) -> str:

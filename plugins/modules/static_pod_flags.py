@@ -167,10 +167,12 @@ backup_file:
 """
 
 import os
-import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import write_atomic
+from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
+    backup_outside,
+    write_atomic,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
     COMPONENTS,
     HAS_YAML,
@@ -179,21 +181,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit 
     FlagEdit,
     edit_static_pod_manifest,
 )
-
-
-def backup_outside(module: AnsibleModule, path: str, backup_dir: str) -> str:
-    """Copy ``path`` into ``backup_dir`` with Ansible's backup name; return the copy."""
-    if os.path.realpath(backup_dir) == os.path.realpath(os.path.dirname(path)):
-        module.fail_json(
-            msg=f"backup_dir={backup_dir} is the static pod directory; the kubelet would run "
-            "the backup as a second static pod; fix: choose another directory "
-            "(default /etc/kubernetes/tmp)"
-        )
-    os.makedirs(backup_dir, mode=0o700, exist_ok=True)
-    stamp = time.strftime("%Y-%m-%d@%H:%M:%S~", time.localtime())
-    dest = os.path.join(backup_dir, f"{os.path.basename(path)}.{os.getpid()}.{stamp}")
-    module.preserved_copy(path, dest)
-    return dest
 
 
 def main() -> None:
