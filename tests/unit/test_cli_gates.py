@@ -159,42 +159,14 @@ def test_malformed_input_exits_2(args: tuple, message: str) -> None:
 
 
 def test_a_gate_given_twice_with_different_values_is_malformed_input() -> None:
-    from click.testing import CliRunner
-
-    from gpufleet.cli import main
-
-    result = CliRunner().invoke(
-        main,
-        [
-            "gates",
-            "plan",
-            "--to",
-            "1.35.0",
-            "--gate",
-            "DRAAdminAccess=true",
-            "--gate",
-            "DRAAdminAccess=false",
-        ],
+    result = run(
+        "--to", "1.35.0", "--gate", "DRAAdminAccess=true", "--gate", "DRAAdminAccess=false"
     )
     assert result.exit_code == 2
     assert "DRAAdminAccess is given twice with different values" in result.output
 
 
 def test_a_comma_list_in_one_gate_says_to_repeat_the_option() -> None:
-    from click.testing import CliRunner
-
-    from gpufleet.cli import main
-
-    result = CliRunner().invoke(
-        main,
-        [
-            "gates",
-            "plan",
-            "--to",
-            "1.35.0",
-            "--gate",
-            "DRAAdminAccess=true,DRAPrioritizedList=true",
-        ],
-    )
+    result = run("--to", "1.35.0", "--gate", "DRAAdminAccess=true,DRAPrioritizedList=true")
     assert result.exit_code == 2
     assert "repeat --gate for each gate" in result.output
