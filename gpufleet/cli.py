@@ -9,8 +9,11 @@ from __future__ import annotations
 import click
 
 from gpufleet import __version__
+from gpufleet.commands.claims import claims
 from gpufleet.commands.doctor import doctor
 from gpufleet.commands.gates import gates
+from gpufleet.commands.lab import lab
+from gpufleet.commands.mig import mig
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -21,3 +24,6 @@ def main() -> None:
 
 main.add_command(doctor)
 main.add_command(gates)
+main.add_command(claims)
+main.add_command(mig)
+main.add_command(lab)

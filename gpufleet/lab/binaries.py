@@ -42,6 +42,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -1516,3 +1517,33 @@ def path_command(name: str, kubernetes: str | None, version: str | None) -> None
 
 if __name__ == "__main__":
     cli()
+
+
+# --------------------------------------------------------------------------- local programs
+
+
+def build_local_program(name: str, source_dir: Path) -> Path:
+    """Build the standard-library-only Go program in ``source_dir`` (e.g. ``lab/go/pause``)
+    into ``<cache>/bin/local/<name>/<digest>/<name>``; returns the binary's path.
+
+    The directory holds ``*.go`` files of package main and no go.mod: a module file is
+    written beside a copy of them, so nothing is fetched. The digest covers the sources,
+    so an edit rebuilds and a warm call is a stat. Raises :class:`BuildError` when Go is
+    missing or the build fails.
+    """
+    digest = source_digest(source_dir)
+    if digest is None:
+        raise BuildError(f"{source_dir}: no Go sources for {name}")
+    out = cache_root() / "bin" / "local" / name / digest[:16] / name
+    if out.is_file():
+        return out
+    with tempfile.TemporaryDirectory(prefix=f"gpufleet-{name}-") as tmp:
+        work = Path(tmp)
+        for src in source_dir.glob("*.go"):
+            shutil.copy2(src, work / src.name)
+        (work / "go.mod").write_text(f"module gpufleet.local/{name}\n\ngo 1.22\n")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(f".{name}.partial")
+        _run_go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial), "."], cwd=work)
+        os.replace(partial, out)
+    return out

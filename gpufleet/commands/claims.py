@@ -1,0 +1,282 @@
+"""``gpufleet claims``: ResourceClaimTemplates for NVIDIA GPUs, and a checker for them.
+
+``gpufleet claims template KIND [--profile P] [--min-memory-gib N] [--strategy S]
+[--count N] [--name NAME] [--namespace NS] [--kubernetes-version V] [--output yaml|json]``
+prints one ResourceClaimTemplate (KIND: mig-slice, gpu-with-memory, shared-gpu,
+gpu-pair-same-product) in the resource.k8s.io version the DRA version model says the
+release serves (``plugins/module_utils/claim_templates.py``). When that version is off by
+default (1.32, 1.33) the ``--runtime-config`` entry kube-apiserver needs goes to stderr.
+
+``gpufleet claims check FILE [--kubernetes-version V] [--strict] [--json]`` checks every
+ResourceClaimTemplate and ResourceClaim in a YAML/JSON file (``-``: stdin) and prints one
+line per problem with the shape to write instead.
+
+Exit codes: 0 success (check: no error; with ``--strict`` no warning either); 1 check found
+problems; 2 bad input (unreadable file, not YAML, no claim object in it, bad option).
+
+More subcommands join this group with ``claims.add_command(...)``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+
+CLAIM_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
+
+
+def _version(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        dv.parse_version(value, name="--kubernetes-version")
+    except dv.VersionParseError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+@click.group("claims")
+def claims() -> None:
+    """ResourceClaimTemplates for NVIDIA GPUs: write them, check them."""
+
+
+@claims.command("template")
+@click.argument("kind", type=click.Choice(ct.KINDS))
+@click.option("--profile", default=None, help="MIG profile for mig-slice, e.g. 1g.18gb.")
+@click.option(
+    "--min-memory-gib",
+    type=float,
+    default=None,
+    help="Smallest GPU memory in GiB for gpu-with-memory, e.g. 40.",
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(ct.SHARING_STRATEGIES),
+    default=None,
+    help="Sharing strategy for shared-gpu (default TimeSlicing).",
+)
+@click.option(
+    "--interval",
+    type=click.Choice(ct.TIME_SLICE_INTERVALS),
+    default=None,
+    help="Time-slice interval for shared-gpu with TimeSlicing.",
+)
+@click.option(
+    "--mps-active-thread-percentage",
+    type=click.IntRange(0, 100),
+    default=None,
+    help="MPS defaultActiveThreadPercentage for shared-gpu with MPS.",
+)
+@click.option(
+    "--mps-pinned-memory-limit",
+    default=None,
+    help="MPS defaultPinnedDeviceMemoryLimit for shared-gpu with MPS, e.g. 10Gi.",
+)
+@click.option(
+    "--count", type=int, default=None, help="Number of devices (gpu-pair-same-product: >= 2)."
+)
+@click.option("--name", default=None, help="metadata.name (default derived from the kind).")
+@click.option("--namespace", default="default", show_default=True, help="metadata.namespace.")
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="metadata.labels entry (repeatable).",
+)
+@click.option(
+    "--kubernetes-version",
+    default=None,
+    callback=_version,
+    metavar="VERSION",
+    help="Release the template is for; picks resource.k8s.io v1, v1beta2 or v1beta1 "
+    "(default: the newest release the version model provisions).",
+)
+@click.option(
+    "--output", "-o", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True
+)
+def template(
+    kind: str,
+    profile: str | None,
+    min_memory_gib: float | None,
+    strategy: str | None,
+    interval: str | None,
+    mps_active_thread_percentage: int | None,
+    mps_pinned_memory_limit: str | None,
+    count: int | None,
+    name: str | None,
+    namespace: str,
+    labels: tuple[str, ...],
+    kubernetes_version: str | None,
+    output: str,
+) -> None:
+    """Print one ResourceClaimTemplate of KIND."""
+    params: dict[str, Any] = {"namespace": namespace}
+    label_map: dict[str, str] = {}
+    for raw in labels:
+        key, sep, value = raw.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{raw!r} is not KEY=VALUE", param_hint="--label")
+        label_map[key] = value
+    if label_map:
+        params["labels"] = label_map
+    if name:
+        params["name"] = name
+    options = {
+        "profile": profile,
+        "min_memory_gib": _whole(min_memory_gib),
+        "strategy": strategy,
+        "interval": interval,
+        "mps_active_thread_percentage": mps_active_thread_percentage,
+        "mps_pinned_memory_limit": mps_pinned_memory_limit,
+        "count": count,
+    }
+    given = {k: v for k, v in options.items() if v is not None}
+    unused = sorted(set(given) - set(ct.BUILD_PARAMS[kind]))
+    if unused:
+        raise click.UsageError(
+            f"{', '.join('--' + u.replace('_', '-') for u in unused)} does not apply to {kind}; "
+            f"{kind} takes "
+            + ", ".join("--" + p.replace("_", "-") for p in ct.BUILD_PARAMS[kind] if p in options)
+        )
+    params.update(given)
+    version = kubernetes_version or ct.default_kubernetes_version()
+    try:
+        choice = ct.api_choice_for(version)
+        obj = ct.build(kind, params, kubernetes_version=version)
+    except (ct.ClaimTemplateError, dv.VersionModelError) as exc:
+        raise click.UsageError(str(exc)) from None
+    if choice.runtime_config:
+        click.echo(
+            f"note: {choice.api_version} is off by default on Kubernetes {version}: "
+            f"kube-apiserver needs --runtime-config={choice.runtime_config}",
+            err=True,
+        )
+    if kind == "shared-gpu":
+        gate = ct.DRIVER_GATE_FOR_STRATEGY[obj_strategy(obj)]
+        click.echo(
+            f"note: the NVIDIA DRA driver needs its feature gate {gate} "
+            f"(chart value featureGates.{gate}=true) for this sharing strategy",
+            err=True,
+        )
+    if output == "json":
+        click.echo(json.dumps(obj, indent=2))
+    else:
+        click.echo(yaml.safe_dump(obj, sort_keys=False), nl=False)
+
+
+def _whole(value: float | None) -> float | int | None:
+    if value is not None and float(value).is_integer():
+        return int(value)
+    return value
+
+
+def obj_strategy(obj: dict[str, Any]) -> str:
+    """The sharing strategy of a template built by ``shared_gpu``."""
+    config = obj["spec"]["spec"]["devices"]["config"][0]
+    return config["opaque"]["parameters"]["sharing"]["strategy"]
+
+
+def load_documents(path: str) -> list[Any]:
+    """Every YAML/JSON document of ``path`` (``-``: stdin); a ``kind: List`` is flattened.
+
+    Raises click.BadParameter (exit 2) when unreadable or not YAML.
+    """
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise click.BadParameter(
+            f"cannot read {path}: {exc.strerror or exc}", param_hint="FILE"
+        ) from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise click.BadParameter(f"{path} is not YAML or JSON: {exc}", param_hint="FILE") from None
+    out: list[Any] = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "List":
+            out.extend(doc.get("items") or [])
+        else:
+            out.append(doc)
+    return out
+
+
+@claims.command("check")
+@click.argument("file", metavar="FILE")
+@click.option(
+    "--kubernetes-version",
+    default=None,
+    callback=_version,
+    metavar="VERSION",
+    help="Also check that this release serves each object's resource.k8s.io version.",
+)
+@click.option("--strict", is_flag=True, help="Fail on warnings too.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON document.")
+def check(file: str, kubernetes_version: str | None, strict: bool, as_json: bool) -> None:
+    """Check the ResourceClaimTemplates and ResourceClaims in FILE ('-': stdin)."""
+    docs = load_documents(file)
+    objects = [
+        d
+        for d in docs
+        if isinstance(d, dict)
+        and (d.get("kind") in CLAIM_KINDS or str(d.get("apiVersion", "")).startswith("resource."))
+    ]
+    if not objects:
+        click.echo(
+            f"error: {file} holds no ResourceClaimTemplate or ResourceClaim "
+            f"({len(docs)} document(s) read)",
+            err=True,
+        )
+        sys.exit(2)
+    try:
+        results = []
+        for obj in objects:
+            problems = ct.check_claim_spec(obj, kubernetes_version=kubernetes_version)
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            results.append(
+                {
+                    "kind": obj.get("kind"),
+                    "apiVersion": obj.get("apiVersion"),
+                    "name": meta.get("name"),
+                    "namespace": meta.get("namespace"),
+                    "problems": [p.to_dict() for p in problems],
+                }
+            )
+    except RuntimeError as exc:  # the CEL parser is missing
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    errors = sum(1 for r in results for p in r["problems"] if p["severity"] == ct.ERROR)
+    warnings = sum(1 for r in results for p in r["problems"] if p["severity"] == ct.WARNING)
+    failed = errors > 0 or (strict and warnings > 0)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "file": file,
+                    "passed": not failed,
+                    "errors": errors,
+                    "warnings": warnings,
+                    "objects": results,
+                },
+                indent=2,
+            )
+        )
+    else:
+        for r in results:
+            ident = f"{r['kind']} {r['namespace'] or '-'}/{r['name'] or '-'}"
+            if not r["problems"]:
+                click.echo(f"ok    {ident}")
+            for p in r["problems"]:
+                click.echo(f"{p['severity']:<7} {ident}: {p['path']}: {p['message']}")
+        click.echo(
+            f"{len(results)} object(s), {errors} error(s), {warnings} warning(s): "
+            + ("FAIL" if failed else "PASS")
+        )
+    sys.exit(1 if failed else 0)

@@ -1,0 +1,93 @@
+"""``gpufleet lab up|down|status``: the local lab cluster with simulated GPUs."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from gpufleet.lab import cluster
+
+HEADERS = ["node", "role", "address", "container", "status", "kubelet", "GPU (simulator)"]
+
+
+def _table(st: dict) -> Table:
+    table = Table(title=f"gpufleet lab (Kubernetes {st.get('kubernetes_version', '?')})")
+    for h in HEADERS:
+        table.add_column(h)
+    for row in cluster.summary_rows(st):
+        table.add_row(*row)
+    return table
+
+
+@click.group("lab")
+def lab() -> None:
+    """The local lab: a real kubeadm cluster on podman nodes whose GPUs are simulated."""
+
+
+@lab.command("up")
+@click.option(
+    "--kubernetes-version",
+    default="",
+    help="A release pinned in releases.yaml (default: the default release).",
+)
+@click.option("--workers", default=2, show_default=True, type=int, help="GPU worker nodes.")
+@click.option(
+    "--gpu-model", default="NVIDIA H200", show_default=True, help="Simulated GPU model (NVML name)."
+)
+@click.option(
+    "--gpus-per-node", default=1, show_default=True, type=int, help="Simulated GPUs per worker."
+)
+def up(kubernetes_version: str, workers: int, gpu_model: str, gpus_per_node: int) -> None:
+    """Build (once, cached) and start the lab; ends when every node is Ready.
+
+    Exit status: 0 the lab is up, 1 it could not be brought up, 2 bad options.
+    """
+    console = Console(stderr=True)
+    spec = cluster.LabSpec(kubernetes_version, workers, gpu_model, gpus_per_node)
+    try:
+        spec = spec.validated()
+    except cluster.LabError as e:
+        console.print(f"[red]error:[/red] {e}")
+        sys.exit(2)
+    try:
+        state = cluster.up(spec, log=lambda m: console.print(f"[dim]{m}[/dim]"))
+        st = cluster.wait_ready()
+    except cluster.LabError as e:
+        console.print(f"[red]error:[/red] {e}")
+        sys.exit(1)
+    Console().print(_table(st))
+    console.print(
+        "times: "
+        + ", ".join(f"{k} {v}" for k, v in state.timings.items())
+        + f"\nkubeconfig: {cluster.kubeconfig_path()}\ninventory: {cluster.INVENTORY}"
+    )
+
+
+@lab.command("down")
+def down() -> None:
+    """Remove the lab: containers, volumes, network, state. Exit 1 if anything is left."""
+    console = Console(stderr=True)
+    left = cluster.down(log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    rest = {k: v for k, v in left.items() if v}
+    if rest:
+        console.print(f"[red]left behind:[/red] {json.dumps(rest)}")
+        sys.exit(1)
+    console.print("lab removed; nothing left behind")
+
+
+@lab.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status(as_json: bool) -> None:
+    """Nodes, versions and readiness. Exit 0 when every node is Ready, 1 otherwise."""
+    st = cluster.status()
+    if as_json:
+        click.echo(json.dumps(st, indent=2))
+    elif not st["exists"]:
+        click.echo("no lab: run `gpufleet lab up`")
+    else:
+        Console().print(_table(st))
+    sys.exit(0 if st.get("ready") else 1)

@@ -1,0 +1,242 @@
+"""``gpufleet mig``: MIG layouts.
+
+``gpufleet mig plan --gpu-model MODEL --layout JSON_OR_@FILE [--config-name NAME]
+[--gpus N] [--json]`` answers offline from the MIG profile data
+(``plugins/module_utils/mig_profiles.py``) and the planner
+(``plugins/module_utils/mig_planner.py``): the GPU-instance placements (profile, GI
+profile ID, start:size in memory slices) for each GPU, or why the layout does not fit
+and what would.
+
+``--layout`` is a JSON object of profile -> count (``'{"1g.18gb": 7}'``), or a file
+(``@path`` or a path): a JSON/YAML layout object, or a mig-parted config
+(``version: v1`` / ``mig-configs``) of which ``--config-name`` picks one config.
+
+Exit codes: 0 every GPU's layout fits; 1 a layout does not fit (the reason and the fix go
+to stderr); 2 bad input (unknown GPU model or profile, invalid JSON/YAML, an invalid
+mig-parted config, a missing file).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mpl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mpr
+from rich.console import Console
+from rich.table import Table
+
+
+@click.group("mig")
+def mig() -> None:
+    """MIG layouts: plan GPU-instance placements per GPU model (offline)."""
+
+
+def _gpu_model(ctx: click.Context, param: click.Parameter, value: str) -> mpr.GpuModel:
+    try:
+        return mpr.model(value)
+    except mpr.UnknownGpuModel as exc:
+        raise click.BadParameter(f"{exc}; pass one of them as --gpu-model") from None
+
+
+def _read_layout_source(value: str) -> tuple[str, Any]:
+    """Return (what, data): a JSON layout given inline, or the parsed content of a file."""
+    text = value.strip()
+    if text.startswith("@") or not text.startswith("{"):
+        path = Path(text[1:] if text.startswith("@") else text)
+        if not path.is_file():
+            raise click.BadParameter(
+                f"{value!r} is neither a JSON object nor a readable file; write a layout as "
+                "'{\"1g.18gb\": 7}' or give a mig-parted config file as @path",
+                param_hint="'--layout'",
+            )
+        try:
+            return f"file {path}", yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise click.BadParameter(
+                f"file {path} is not valid YAML or JSON ({exc}); fix its syntax",
+                param_hint="'--layout'",
+            ) from None
+    try:
+        return "JSON", json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(
+            f"{value!r} is not valid JSON ({exc.msg} at column {exc.colno}); write e.g. "
+            "'{\"1g.18gb\": 7}' (double quotes around profile names)",
+            param_hint="'--layout'",
+        ) from None
+
+
+def _wanted_per_gpu(
+    model: mpr.GpuModel, layout: str, config_name: str | None, gpus: int | None
+) -> tuple[str | None, dict[int, dict[str, int] | None]]:
+    """Map GPU index -> wanted layout (None: MIG disabled by the config)."""
+    what, data = _read_layout_source(layout)
+    if isinstance(data, dict) and ("mig-configs" in data or "version" in data):
+        try:
+            config = mpl.load_mig_config(data)
+        except mpl.MigConfigError as exc:
+            raise click.BadParameter(f"{what}: {exc}", param_hint="'--layout'") from None
+        if config_name is None:
+            if len(config.names) != 1:
+                raise click.BadParameter(
+                    f"{what} holds {len(config.names)} configs; choose one with --config-name: "
+                    + ", ".join(config.names),
+                    param_hint="'--config-name'",
+                )
+            config_name = config.names[0]
+        listed = [
+            i for e in config.configs.get(config_name, ()) if e.devices != "all" for i in e.devices
+        ]
+        count = gpus if gpus is not None else (max(listed) + 1 if listed else 1)
+        device_id = model.pci_device_ids[0] if model.pci_device_ids else None
+        try:
+            entries = mpl.select_entries(config, config_name, range(count), device_id)
+        except mpl.MigConfigError as exc:
+            hint = "'--config-name'" if exc.key == "config name" else "'--layout'"
+            raise click.BadParameter(f"{what}: {exc}", param_hint=hint) from None
+        out: dict[int, dict[str, int] | None] = {}
+        for gpu, entry in sorted(entries.items()):
+            out[gpu] = (
+                {k: v for k, v in entry.mig_devices.items() if v} if entry.mig_enabled else None
+            )
+        return config_name, out
+    if config_name is not None:
+        raise click.BadParameter(
+            f"--config-name {config_name!r} needs a mig-parted config file as --layout; "
+            f"got a plain layout ({what})",
+            param_hint="'--config-name'",
+        )
+    try:
+        wanted = mpl.parse_layout(data, name="--layout")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--layout'") from None
+    return None, {gpu: wanted for gpu in range(gpus or 1)}
+
+
+def _slices_bar(total: int, start: int, size: int) -> str:
+    return "".join("■" if start <= i < start + size else "·" for i in range(total))
+
+
+def _print_plan(console: Console, model: mpr.GpuModel, gpu: int, plan: mpl.Plan) -> None:
+    table = Table(
+        title=f"GPU {gpu}: {model.name}, {model.total_slices} memory slices",
+        title_justify="left",
+        caption="ID: GI profile ID (nvidia-smi mig -cgi); CI ID: full compute instance "
+        "profile ID; slices: memory slices taken",
+        caption_justify="left",
+    )
+    table.add_column("GI", justify="right")
+    table.add_column("profile", no_wrap=True)
+    table.add_column("ID", justify="right")
+    table.add_column("start:size", no_wrap=True)
+    table.add_column("slices", no_wrap=True)
+    table.add_column("GiB", justify="right")
+    table.add_column("SMs", justify="right")
+    table.add_column("CI ID", justify="right")
+    for n, p in enumerate(plan.placements):
+        prof = model.profile(p.profile_id)
+        table.add_row(
+            str(n),
+            p.profile,
+            str(p.profile_id),
+            f"{p.start}:{p.size}",
+            _slices_bar(model.total_slices, p.start, p.size),
+            f"{prof.memory_mib / 1024:.2f}",
+            str(prof.multiprocessors),
+            str(prof.ci_profile_id),
+        )
+    console.print(table)
+    free = ", ".join(str(s) for s in plan.free_slots) or "none"
+    console.print(f"free memory slices: {free}")
+
+
+@mig.command("plan")
+@click.option(
+    "--gpu-model",
+    "gpu_model",
+    required=True,
+    metavar="MODEL",
+    callback=_gpu_model,
+    help="NVML name (e.g. 'NVIDIA H200', 'NVIDIA A100-SXM4-40GB') or short name (h200, a30).",
+)
+@click.option(
+    "--layout",
+    required=True,
+    metavar="JSON_OR_@FILE",
+    help="Profile counts as JSON ('{\"1g.18gb\": 7}') or a layout / mig-parted config file.",
+)
+@click.option(
+    "--config-name",
+    default=None,
+    metavar="NAME",
+    help="The config of a mig-parted file to plan (needed when it holds several).",
+)
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=1, max=64),
+    default=None,
+    metavar="N",
+    help="GPUs on the node for 'devices: all' (default: 1, or the highest listed index + 1).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print stable JSON instead of tables.")
+def plan(
+    gpu_model: mpr.GpuModel,
+    layout: str,
+    config_name: str | None,
+    gpus: int | None,
+    as_json: bool,
+) -> None:
+    """Place the MIG GPU instances of a layout; exit 1 with the reason if it does not fit."""
+    config_name, per_gpu = _wanted_per_gpu(gpu_model, layout, config_name, gpus)
+    results: list[dict[str, Any]] = []
+    plans: dict[int, mpl.Plan] = {}
+    failures: dict[int, mpl.LayoutDoesNotFit] = {}
+    for gpu, wanted in per_gpu.items():
+        entry: dict[str, Any] = {"index": gpu, "mig_enabled": wanted is not None}
+        if wanted is None:
+            entry["fits"] = True
+            results.append(entry)
+            continue
+        entry["wanted"] = wanted
+        try:
+            plans[gpu] = mpl.plan(gpu_model, wanted)
+        except mpr.UnknownProfile as exc:
+            raise click.BadParameter(
+                f"{exc}; use those names in the layout", param_hint="'--layout'"
+            ) from None
+        except mpl.LayoutDoesNotFit as exc:
+            failures[gpu] = exc
+            entry.update(fits=False, error=exc.to_dict())
+        else:
+            entry.update(fits=True, **plans[gpu].to_dict())
+        results.append(entry)
+
+    if as_json:
+        doc = {
+            "gpu_model": gpu_model.name,
+            "total_slices": gpu_model.total_slices,
+            "config_name": config_name,
+            "fits": not failures,
+            "gpus": results,
+        }
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        console = Console(soft_wrap=True)
+        if config_name:
+            console.print(f"mig-parted config: {config_name}")
+        if not per_gpu:
+            console.print(f"no entry of {config_name} applies to {gpu_model.name}")
+        for gpu, wanted in per_gpu.items():
+            if wanted is None:
+                console.print(f"GPU {gpu}: MIG disabled")
+            elif gpu in plans:
+                _print_plan(console, gpu_model, gpu, plans[gpu])
+    for gpu, exc in failures.items():
+        click.echo(f"GPU {gpu}: {exc.reason}", err=True)
+    if failures:
+        sys.exit(1)

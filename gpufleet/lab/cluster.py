@@ -1,0 +1,538 @@
+"""The gpufleet lab: a real kubeadm cluster on podman nodes with simulated GPUs.
+
+``gpufleet lab up`` starts one control-plane node and N GPU worker nodes as privileged
+podman containers running systemd (the node image from ``lab/prepare-podman``), on a
+podman network of their own with fixed addresses, then runs ``playbooks/lab.yml``
+against ``inventory/lab``: containerd 2.x and the GPU simulator on each node
+(role ``lab_node``), ``kubeadm init``/``kubeadm join`` with the DRA settings of the
+release (role ``kubeadm``), a bridge pod network, and the GPU simulator's DRA kubelet
+plugin chart. Everything it runs is built on this machine: binaries from the Go module
+proxy (``gpufleet.lab.binaries``), images from those binaries (``gpufleet.lab.images``).
+
+The lab's state (nodes, addresses, variables for the playbooks) is written to
+``${GPUFLEET_CACHE:-~/.cache/gpufleet}/lab/state.json``, which ``inventory/lab/lab_nodes.py``
+reads. ``gpufleet lab down`` removes the containers, their volumes, the network and
+the state file, and reports anything left behind.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufleet.lab import binaries, images, podman
+
+DEFAULT_NAME = "gpufleet-lab"
+DEFAULT_SUBNET = "10.89.50.0/24"
+LAB_LABEL = "io.gpufleet.lab"
+REPO = binaries.REPO_ROOT
+INVENTORY = REPO / "inventory" / "lab"
+GPU_MODELS = ("NVIDIA H200", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A30",
+              "NVIDIA H100 80GB HBM3")  # fmt: skip
+SMOKE_IMAGE = "localhost/gpufleet/busybox:1"
+PLUGIN_IMAGE = "localhost/gpufleet/gpu-simulator-kubelet-plugin"
+BUSYBOX = Path("/bin/busybox")
+
+
+class LabError(RuntimeError):
+    """The lab could not be brought up, inspected or removed; the message says why and
+    what to do."""
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """What ``gpufleet lab up`` builds: the release, the number of GPU workers, the
+    simulated GPU model and how many GPUs each worker has."""
+
+    kubernetes_version: str = ""
+    workers: int = 2
+    gpu_model: str = "NVIDIA H200"
+    gpus_per_node: int = 1
+
+    def validated(self) -> LabSpec:
+        """This spec with the default release filled in. Raises ``LabError`` naming the
+        option, the value and the fix."""
+        rel = binaries.load_releases()
+        version = self.kubernetes_version.lstrip("v") or rel.default
+        pinned = [r.version for r in rel.releases]
+        if version not in pinned:
+            raise LabError(
+                f"--kubernetes-version {self.kubernetes_version!r} is not pinned in "
+                f"gpufleet/lab/releases.yaml; use one of {', '.join(pinned)}"
+            )
+        if not 1 <= self.workers <= 8:
+            raise LabError(f"--workers {self.workers}: use 1 to 8 GPU worker nodes")
+        if self.gpu_model not in GPU_MODELS:
+            raise LabError(
+                f"--gpu-model {self.gpu_model!r} is not simulated; use one of "
+                + ", ".join(repr(m) for m in GPU_MODELS)
+            )
+        if not 1 <= self.gpus_per_node <= 8:
+            raise LabError(f"--gpus-per-node {self.gpus_per_node}: use 1 to 8")
+        return LabSpec(version, self.workers, self.gpu_model, self.gpus_per_node)
+
+
+@dataclass
+class LabNode:
+    name: str
+    role: str  # control-plane | gpu-worker
+    ip: str
+    gpu_model: str = ""
+    gpu_count: int = 0
+
+
+@dataclass
+class LabState:
+    """The lab as ``gpufleet lab up`` left it; ``vars`` are the inventory's ``all`` vars."""
+
+    spec: LabSpec
+    nodes: list[LabNode]
+    vars: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spec": asdict(self.spec),
+            "nodes": [asdict(n) for n in self.nodes],
+            "vars": self.vars,
+            "timings": self.timings,
+        }
+
+
+def lab_name() -> str:
+    """The lab's name: ``$GPUFLEET_LAB_NAME`` or ``gpufleet-lab``. It prefixes the node
+    containers and names the podman network, so two labs can exist side by side."""
+    name = os.environ.get("GPUFLEET_LAB_NAME", DEFAULT_NAME)
+    if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?", name):
+        raise LabError(
+            f"GPUFLEET_LAB_NAME={name!r}: use 1-32 lowercase letters, digits and '-' (it "
+            "becomes part of Kubernetes node names)"
+        )
+    return name
+
+
+def lab_subnet() -> str:
+    """The lab network: ``$GPUFLEET_LAB_SUBNET`` or 10.89.50.0/24 (a /24; nodes take .10
+    and up)."""
+    subnet = os.environ.get("GPUFLEET_LAB_SUBNET", DEFAULT_SUBNET)
+    try:
+        net = ipaddress.ip_network(subnet)
+    except ValueError:
+        raise LabError(
+            f"GPUFLEET_LAB_SUBNET={subnet!r} is not a network like 10.89.50.0/24"
+        ) from None
+    if net.prefixlen > 24:
+        raise LabError(f"GPUFLEET_LAB_SUBNET={subnet!r}: use a /24 or larger")
+    return str(net)
+
+
+def lab_dir() -> Path:
+    """``${GPUFLEET_CACHE:-~/.cache/gpufleet}/labs/<lab name>``."""
+    return binaries.cache_root() / "labs" / lab_name()
+
+
+def state_path() -> Path:
+    """``${GPUFLEET_CACHE:-~/.cache/gpufleet}/lab/state.json`` (read by inventory/lab)."""
+    return lab_dir() / "state.json"
+
+
+def kubeconfig_path() -> Path:
+    """The lab's admin kubeconfig on this machine."""
+    return lab_dir() / "kubeconfig"
+
+
+def load_state() -> dict[str, Any] | None:
+    path = state_path()
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def plan_nodes(spec: LabSpec) -> list[LabNode]:
+    """Node names and fixed addresses: ``.10`` for the control plane, ``.11``… for the
+    GPU workers, in :func:`lab_subnet`."""
+    net = ipaddress.ip_network(lab_subnet())
+    name = lab_name()
+    nodes = [LabNode(f"{name}-control-plane", "control-plane", str(net[10]))]
+    for i in range(1, spec.workers + 1):
+        nodes.append(
+            LabNode(
+                f"{name}-gpu-{i}", "gpu-worker", str(net[10 + i]), spec.gpu_model,
+                spec.gpus_per_node,
+            )
+        )  # fmt: skip
+    return nodes
+
+
+# --------------------------------------------------------------------------- artefacts
+
+
+def ensure_binaries(version: str, log: Callable[[str], None]) -> dict[str, Path]:
+    """Build (once) what the lab runs for ``version``: the release's full set, its etcd,
+    containerd and helm. Returns ``{name: path}``."""
+    rel = binaries.load_releases()
+    out: dict[str, Path] = {}
+    out.update(binaries.ensure(list(rel.full_set), version, log=log))
+    out.update(binaries.ensure(["etcd", "etcdctl"], rel.etcd_for(version), log=log))
+    containerd = rel.tool("containerd")
+    out.update(binaries.ensure([b.name for b in containerd.binaries], containerd.version, log=log))
+    out.update(binaries.ensure(["helm"], None, log=log))
+    return out
+
+
+def busybox_image() -> images.ImageSpec:
+    """A shell for the lab's test pods: Debian's statically linked busybox
+    (package busybox-static, installed by lab/prepare-podman)."""
+    if not BUSYBOX.is_file():
+        raise LabError(
+            f"{BUSYBOX} is missing: install Debian's busybox-static (lab/prepare-podman)"
+        )
+    return images.ImageSpec(
+        ref=SMOKE_IMAGE,
+        files=(images.ImageFile(path="bin/busybox", source=BUSYBOX),),
+        entrypoint=("/bin/busybox",),
+        cmd=("sh",),
+    )
+
+
+def _plugin_artefacts(log: Callable[[str], None]) -> tuple[images.ImageSpec | None, Path | None]:
+    """The GPU simulator's kubelet-plugin image (tagged with the digest of its sources)
+    and its chart directory (None when absent)."""
+    from gpufleet.lab import gpusim_plugin
+
+    binary = gpusim_plugin.ensure_binary(log=log).path
+    chart = REPO / "lab" / "gpu-simulator" / "chart"
+    spec = images.ImageSpec(
+        ref=f"{PLUGIN_IMAGE}:{binary.parent.name}",
+        files=(images.ImageFile(path=f"{images.BIN_DIR}/{binary.name}", source=binary),),
+        entrypoint=(f"/{images.BIN_DIR}/{binary.name}",),
+    )
+    return spec, chart if (chart / "Chart.yaml").is_file() else None
+
+
+def gpusim_plugin_name() -> str:
+    from gpufleet.lab import gpusim_plugin
+
+    return gpusim_plugin.BINARY_NAME
+
+
+def simulator_files() -> list[dict[str, str]]:
+    """Files of the GPU simulator's ``nvidia-smi`` to copy onto GPU nodes, each
+    ``{src, dest, mode}`` (src on this machine; literal contents are staged under the
+    lab directory first)."""
+    try:
+        from gpufleet.lab.gpusim import install
+    except ImportError:
+        return []
+    staged = lab_dir() / "gpusim-staged"
+    files: list[dict[str, str]] = []
+    entries: dict[Any, Any] = {**install.file_map(), **install.wrapper_scripts()}
+    wrappers = set(install.wrapper_scripts())
+    for dest, source in sorted(entries.items(), key=lambda kv: str(kv[0])):
+        if isinstance(source, str):
+            local = staged / str(dest).lstrip("/")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text(source)
+            source = local
+        files.append(
+            {"src": str(source), "dest": str(dest), "mode": "0755" if dest in wrappers else "0644"}
+        )
+    return files
+
+
+def _archive(spec: images.ImageSpec) -> dict[str, str]:
+    return {"ref": spec.ref, "path": str(images.build_archive(spec))}
+
+
+# --------------------------------------------------------------------------- podman
+
+
+def _run(
+    argv: list[str], *, check: bool = True, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise LabError(f"`{' '.join(argv)}` exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc
+
+
+def _network_exists() -> bool:
+    return _run(["podman", "network", "exists", lab_name()], check=False).returncode == 0
+
+
+def _container_state(name: str) -> str | None:
+    proc = _run(
+        ["podman", "container", "inspect", "--format", "{{.State.Status}}", name], check=False
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def start_nodes(nodes: list[LabNode], log: Callable[[str], None]) -> None:
+    """Create the network and start every node container that is not running yet."""
+    if not _network_exists():
+        _run(["podman", "network", "create", "--subnet", lab_subnet(),
+              "--label", f"{LAB_LABEL}={lab_name()}", lab_name()])  # fmt: skip
+        log(f"network {lab_name()} ({lab_subnet()}) created")
+    ref = podman.node_image_ref()
+    if not podman.image_present(ref):
+        raise LabError(f"node image {ref} is not built: run lab/prepare-podman")
+    for node in nodes:
+        state = _container_state(node.name)
+        if state == "running":
+            continue
+        if state is not None:
+            _run(["podman", "start", node.name])
+        else:
+            args = podman.node_run_args(
+                node.name,
+                image=ref,
+                network=lab_name(),
+                labels={LAB_LABEL: lab_name(), f"{LAB_LABEL}.role": node.role},
+                extra_args=["--ip", node.ip],
+            )
+            _run(["podman", *args])
+        log(f"node {node.name} ({node.role}, {node.ip}) started")
+    for node in nodes:
+        podman.wait_for_boot(node.name, timeout_s=180)
+
+
+# --------------------------------------------------------------------------- up/down/status
+
+
+def build_state(spec: LabSpec, log: Callable[[str], None]) -> LabState:
+    """Build (or find cached) every binary and image of the lab and describe it."""
+    spec = spec.validated()
+    timings: dict[str, float] = {}
+    t = time.monotonic()
+    bins = ensure_binaries(spec.kubernetes_version, log)
+    timings["binaries_s"] = round(time.monotonic() - t, 1)
+    t = time.monotonic()
+    etcd = binaries.load_releases().etcd_for(spec.kubernetes_version)
+    cp_specs = images.control_plane_images(spec.kubernetes_version, etcd=etcd)
+    pause = images.pause_ref(spec.kubernetes_version)
+    worker_specs = [images.pause_image(pause), busybox_image()]
+    plugin_image, chart = _plugin_artefacts(log)
+    if plugin_image is not None:
+        worker_specs.append(plugin_image)
+    cp_images = [_archive(s) for s in cp_specs]
+    worker_images = [_archive(s) for s in worker_specs]
+    timings["images_s"] = round(time.monotonic() - t, 1)
+    nodes = plan_nodes(spec)
+    cp_ip = nodes[0].ip
+    helm = bins["helm"]
+    lab_vars: dict[str, Any] = {
+        "kubeadm_kubernetes_version": spec.kubernetes_version,
+        "kubeadm_binaries_dir": str(bins["kubeadm"].parent),
+        "kubeadm_etcd_image_tag": etcd,
+        "kubeadm_kubeconfig_dest": str(kubeconfig_path()),
+        "kubeadm_kubeconfig_server": f"https://{cp_ip}:6443",
+        "lab_node_containerd_dir": str(bins["containerd"].parent),
+        "lab_node_sandbox_image": pause,
+        "lab_node_gpu_simulator_files": simulator_files(),
+        "lab_images_control_plane": cp_images,
+        "lab_images_worker": worker_images,
+        "lab_kubeconfig": str(kubeconfig_path()),
+        "lab_helm": str(helm),
+        "lab_smoke_image": SMOKE_IMAGE,
+        "dra_feature_gates_kubeconfig": str(kubeconfig_path()),
+        "gpu_node_labels_kubeconfig": str(kubeconfig_path()),
+    }
+    if chart is not None and plugin_image is not None:
+        repo, tag = plugin_image.ref.rsplit(":", 1)
+        lab_vars["lab_gpu_simulator_chart"] = str(chart)
+        lab_vars["lab_gpu_simulator_values"] = {
+            "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
+            "apiServer": {"host": cp_ip, "port": 6443},
+            "kubeletPlugin": {"command": [f"/{images.BIN_DIR}/{gpusim_plugin_name()}"]},
+        }
+    return LabState(spec, nodes, lab_vars, timings)
+
+
+def write_state(state: LabState) -> Path:
+    path = state_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state.to_json(), indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def existing_spec() -> LabSpec | None:
+    data = load_state()
+    return LabSpec(**data["spec"]) if data else None
+
+
+def up(
+    spec: LabSpec,
+    *,
+    log: Callable[[str], None] = print,
+    run_playbook: Callable[..., Any] | None = None,
+) -> LabState:
+    """Bring the lab up (idempotent: a running lab is converged, not rebuilt).
+
+    Raises ``LabError`` when a lab of another release or shape exists (``lab down``
+    first), when the node image is missing, or when the playbook fails.
+    """
+    spec = spec.validated()
+    old = existing_spec()
+    if old is not None and old != spec:
+        raise LabError(
+            f"a lab with {asdict(old)} exists; run `gpufleet lab down` before one with "
+            f"{asdict(spec)}"
+        )
+    t0 = time.monotonic()
+    state = build_state(spec, log)
+    t = time.monotonic()
+    start_nodes(state.nodes, log)
+    state.timings["nodes_s"] = round(time.monotonic() - t, 1)
+    write_state(state)
+    if run_playbook is None:
+        from gpufleet.runner import run_playbook as run_playbook
+    t = time.monotonic()
+    result = run_playbook("lab", str(INVENTORY))
+    state.timings["playbook_s"] = round(time.monotonic() - t, 1)
+    if getattr(result, "status", 1) != 0:
+        write_state(state)
+        raise LabError(
+            f"playbooks/lab.yml failed (exit {result.status}); the nodes are kept: fix the cause "
+            "and run `gpufleet lab up` again, or `gpufleet lab down`"
+        )
+    state.timings["total_s"] = round(time.monotonic() - t0, 1)
+    write_state(state)
+    return state
+
+
+def _lab_containers() -> list[str]:
+    out = _run(["podman", "ps", "--all", "--filter", f"label={LAB_LABEL}={lab_name()}",
+                "--format", "{{.Names}}"], check=False).stdout  # fmt: skip
+    return [n for n in out.split() if n]
+
+
+def _inspect(name: str, fmt: str) -> str:
+    return _run(["podman", "container", "inspect", "--format", fmt, name], check=False).stdout
+
+
+def _container_volumes(name: str) -> list[str]:
+    return _inspect(name, "{{range .Mounts}}{{if .Name}}{{.Name}} {{end}}{{end}}").split()
+
+
+def _container_netns(name: str) -> str:
+    """The network namespace path of a running container (``/run/netns/netns-…``)."""
+    return _inspect(name, "{{.NetworkSettings.SandboxKey}}").strip()
+
+
+def leftovers(netns_paths: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """What of the lab still exists on this machine: its containers, their volumes, its
+    network, mounts that name a lab node, and the network namespaces in
+    ``netns_paths`` (recorded before removal) that still exist."""
+    containers = _lab_containers()
+    volumes = [v for c in containers for v in _container_volumes(c)]
+    network = [lab_name()] if _network_exists() else []
+    mount_lines = Path("/proc/self/mounts").read_text().splitlines()
+    mounts = [line.split()[1] for line in mount_lines if f"{lab_name()}-" in line]
+    netns = [p for p in netns_paths if p and Path(p).exists()]
+    return {
+        "containers": containers,
+        "volumes": volumes,
+        "network": network,
+        "mounts": mounts,
+        "netns": netns,
+    }
+
+
+def down(*, log: Callable[[str], None] = print) -> dict[str, list[str]]:
+    """Remove the lab: its containers with their volumes, its network, its state file and
+    kubeconfig. Returns :func:`leftovers` afterwards (all lists empty when clean)."""
+    netns: list[str] = []
+    for name in _lab_containers():
+        vols = _container_volumes(name)
+        netns.append(_container_netns(name))
+        _run(["podman", "rm", "--force", "--volumes", "--time", "10", name], check=False)
+        for v in vols:
+            _run(["podman", "volume", "rm", "--force", v], check=False)
+        log(f"node {name} removed")
+    if _network_exists():
+        _run(["podman", "network", "rm", "--force", lab_name()], check=False)
+        log(f"network {lab_name()} removed")
+    for path in (state_path(), kubeconfig_path()):
+        path.unlink(missing_ok=True)
+    return leftovers(tuple(netns))
+
+
+def status() -> dict[str, Any]:
+    """The lab as it is now: each node container's state and, when the API answers, each
+    Kubernetes node's readiness, kubelet version and container runtime."""
+    data = load_state()
+    if data is None:
+        return {"exists": False, "nodes": []}
+    out: dict[str, Any] = {
+        "exists": True,
+        "kubernetes_version": data["spec"]["kubernetes_version"],
+        "kubeconfig": str(kubeconfig_path()),
+        "timings": data.get("timings", {}),
+        "nodes": [],
+    }
+    k8s_nodes = _kubernetes_nodes()
+    for n in data["nodes"]:
+        entry = {
+            "name": n["name"],
+            "role": n["role"],
+            "ip": n["ip"],
+            "container": _container_state(n["name"]) or "absent",
+        }
+        if n["role"] == "gpu-worker":
+            entry["gpu_model"] = n["gpu_model"]
+            entry["gpus"] = n["gpu_count"]
+        entry.update(k8s_nodes.get(n["name"], {"ready": False, "kubelet_version": None}))
+        out["nodes"].append(entry)
+    out["ready"] = bool(out["nodes"]) and all(n["ready"] for n in out["nodes"])
+    return out
+
+
+def _kubernetes_nodes() -> dict[str, dict[str, Any]]:
+    if not kubeconfig_path().is_file():
+        return {}
+    try:
+        from kubernetes import client, config
+
+        api = client.CoreV1Api(config.new_client_from_config(str(kubeconfig_path())))
+        items = api.list_node(_request_timeout=10).items
+    except Exception:
+        return {}
+    out = {}
+    for node in items:
+        ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+        out[node.metadata.name] = {
+            "ready": ready,
+            "kubelet_version": node.status.node_info.kubelet_version,
+            "container_runtime": node.status.node_info.container_runtime_version,
+        }
+    return out
+
+
+def wait_ready(timeout_s: float = 180) -> dict[str, Any]:
+    """Wait until every lab node is Ready; returns :func:`status`. Raises ``LabError``
+    naming the nodes that are not."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        st = status()
+        if st.get("ready"):
+            return st
+        if time.monotonic() > deadline:
+            bad = [n["name"] for n in st.get("nodes", []) if not n.get("ready")]
+            raise LabError(f"nodes not Ready after {timeout_s:.0f}s: {', '.join(bad)}")
+        time.sleep(2)
+
+
+def summary_rows(st: Mapping[str, Any]) -> list[list[str]]:
+    return [
+        [n["name"], n["role"], n["ip"], n["container"], "Ready" if n.get("ready") else "NotReady",
+         n.get("kubelet_version") or "-", n.get("gpu_model", "-")]
+        for n in st.get("nodes", [])
+    ]  # fmt: skip

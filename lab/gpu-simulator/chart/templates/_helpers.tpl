@@ -1,0 +1,54 @@
+{{/*
+Name of the chart's objects: <release>-<chart name> unless the release already
+contains the chart name; nameOverride replaces the chart name.
+*/}}
+{{- define "gpusim.name" -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpusim.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{ include "gpusim.selectorLabels" . }}
+{{- end -}}
+
+{{- define "gpusim.selectorLabels" -}}
+app.kubernetes.io/name: {{ default .Chart.Name .Values.nameOverride }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: kubelet-plugin
+{{- end -}}
+
+{{- define "gpusim.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (printf "%s-kubeletplugin" (include "gpusim.name" .)) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpusim.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/*
+The resource.k8s.io version of the DeviceClasses, chosen as the NVIDIA chart does
+(templates/_helpers.tpl, "resourceApiVersion"): .Values.resourceApiVersion if set,
+else the newest the cluster serves of v1, v1beta2, v1beta1, else "".
+*/}}
+{{- define "gpusim.resourceApiVersion" -}}
+{{- if .Values.resourceApiVersion -}}
+{{- .Values.resourceApiVersion -}}
+{{- else if .Capabilities.APIVersions.Has "resource.k8s.io/v1" -}}
+resource.k8s.io/v1
+{{- else if .Capabilities.APIVersions.Has "resource.k8s.io/v1beta2" -}}
+resource.k8s.io/v1beta2
+{{- else if .Capabilities.APIVersions.Has "resource.k8s.io/v1beta1" -}}
+resource.k8s.io/v1beta1
+{{- end -}}
+{{- end -}}

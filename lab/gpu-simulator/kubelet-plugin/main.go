@@ -1,0 +1,282 @@
+// Command gpusim-kubelet-plugin is the DRA kubelet plugin of the gpufleet GPU
+// simulator. It stands in for the NVIDIA DRA driver's GPU kubelet plugin
+// (driver gpu.nvidia.com) on lab nodes that have no GPU: it publishes
+// ResourceSlices shaped like the NVIDIA driver's from the simulator's state file,
+// republishes them when the (simulated) MIG layout changes, and prepares claims
+// by writing CDI specs that tell the container which simulated device it got.
+//
+// Registration with the kubelet, the DRA gRPC service and ResourceSlice
+// publishing are done by k8s.io/dynamic-resource-allocation/kubeletplugin, which
+// talks resource.k8s.io/v1 and falls back to v1beta2 and v1beta1 on older API
+// servers (k8s.io/dynamic-resource-allocation/client).
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+
+	"gpufleet.invalid/gpusim-kubelet-plugin/internal/devices"
+	"gpufleet.invalid/gpusim-kubelet-plugin/internal/driver"
+	"gpufleet.invalid/gpusim-kubelet-plugin/internal/state"
+)
+
+type options struct {
+	nodeName      string
+	stateFile     string
+	cdiRoot       string
+	claimsDir     string
+	pluginDataDir string
+	registrarDir  string
+	kubeconfig    string
+	pollInterval  time.Duration
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func parseFlags(args []string) (*options, error) {
+	fs := flag.NewFlagSet("gpusim-kubelet-plugin", flag.ContinueOnError)
+	klog.InitFlags(fs) // -v, --vmodule, ...
+	o := &options{}
+	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"),
+		"name of this node: pool name and node of the ResourceSlices [env NODE_NAME]")
+	fs.StringVar(&o.stateFile, "state-file", envOr("GPUFLEET_GPUSIM_STATE", state.DefaultPath),
+		"GPU simulator state file [env GPUFLEET_GPUSIM_STATE]")
+	fs.StringVar(&o.cdiRoot, "cdi-root", envOr("CDI_ROOT", "/var/run/cdi"),
+		"directory for the per-claim CDI spec files [env CDI_ROOT]")
+	fs.StringVar(&o.claimsDir, "claims-dir", envOr("GPUFLEET_GPUSIM_CLAIMS_DIR", "/var/run/gpufleet-gpu-simulator/claims"),
+		"host directory for the device files mounted into containers [env GPUFLEET_GPUSIM_CLAIMS_DIR]")
+	fs.StringVar(&o.pluginDataDir, "plugin-data-dir", envOr("PLUGIN_DATA_DIR", "/var/lib/kubelet/plugins/"+devices.DriverName),
+		"directory of the DRA gRPC socket and the checkpoint [env PLUGIN_DATA_DIR]")
+	fs.StringVar(&o.registrarDir, "registrar-dir", envOr("REGISTRAR_DIR", kubeletplugin.KubeletRegistryDir),
+		"directory the kubelet watches for plugin registration sockets [env REGISTRAR_DIR]")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"),
+		"kubeconfig file; empty means the in-cluster service account [env KUBECONFIG]")
+	fs.DurationVar(&o.pollInterval, "poll-interval", 2*time.Second, "how often the state file is checked for changes")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if o.nodeName == "" {
+		return nil, errors.New("--node-name is empty: pass --node-name or set NODE_NAME (downward API spec.nodeName)")
+	}
+	if o.pollInterval < 100*time.Millisecond {
+		return nil, fmt.Errorf("--poll-interval=%s is too short; use 100ms or more", o.pollInterval)
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gpusim-kubelet-plugin:", err)
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		klog.ErrorS(err, "gpusim-kubelet-plugin stopped")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig and not in a cluster (%w); in a pod with hostNetwork and no kube-proxy, set KUBERNETES_SERVICE_HOST/PORT to the API server", err)
+	}
+	return cfg, nil
+}
+
+func run(o *options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var fatal atomic.Pointer[error]
+	logger := klog.FromContext(ctx)
+
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "gpusim-kubelet-plugin"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+
+	for _, dir := range []string{o.pluginDataDir, o.registrarDir, o.cdiRoot, o.claimsDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+
+	drv, err := driver.New(driver.Config{
+		NodeName:       o.nodeName,
+		CDIRoot:        o.cdiRoot,
+		ClaimsDir:      o.claimsDir,
+		CheckpointPath: filepath.Join(o.pluginDataDir, "checkpoint.json"),
+	}, func(err error) {
+		fatal.CompareAndSwap(nil, &err)
+		cancel(err)
+	})
+	if err != nil {
+		return err
+	}
+
+	helper, err := kubeletplugin.Start(ctx, drv,
+		kubeletplugin.DriverName(devices.DriverName),
+		kubeletplugin.KubeClient(client),
+		kubeletplugin.NodeName(o.nodeName),
+		kubeletplugin.PluginDataDirectoryPath(o.pluginDataDir),
+		kubeletplugin.RegistrarDirectoryPath(o.registrarDir),
+		kubeletplugin.HealthService(false),
+	)
+	if err != nil {
+		return fmt.Errorf("start kubelet plugin helper: %w", err)
+	}
+	defer helper.Stop()
+	logger.Info("Started", "driver", devices.DriverName, "node", o.nodeName, "stateFile", o.stateFile,
+		"preparedClaims", len(drv.PreparedClaims()))
+
+	w := &watcher{path: o.stateFile}
+	publish := func() {
+		changed, infos, devs, err := w.poll()
+		if err != nil {
+			logger.Error(err, "State file unusable; keeping the devices published before", "path", o.stateFile)
+			return
+		}
+		if !changed {
+			return
+		}
+		drv.SetDevices(infos)
+		if err := helper.PublishResources(ctx, poolResources(o.nodeName, devs)); err != nil {
+			logger.Error(err, "Publishing ResourceSlices failed")
+			return
+		}
+		logger.Info("Published devices", "pool", o.nodeName, "count", len(devs), "names", deviceNames(devs))
+	}
+	publish()
+	ticker := time.NewTicker(o.pollInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if err := fatal.Load(); err != nil {
+				return *err
+			}
+			logger.Info("Shutting down", "cause", context.Cause(ctx))
+			return nil
+		case <-ticker.C:
+			publish()
+		}
+	}
+}
+
+// watcher remembers the last state file it turned into devices. A change of
+// mtime or size makes it read the file; a change of the content's SHA-256 makes
+// it rebuild the devices.
+type watcher struct {
+	path    string
+	seen    bool
+	mtime   time.Time
+	size    int64
+	missing bool
+	digest  [sha256.Size]byte
+	// The last unusable version of the file, reported once.
+	bad      bool
+	badMtime time.Time
+	badSize  int64
+}
+
+func (w *watcher) poll() (changed bool, infos map[string]devices.Info, devs []resourceapi.Device, err error) {
+	fi, err := os.Stat(w.path)
+	if errors.Is(err, os.ErrNotExist) {
+		// No simulated GPU on this node (yet): publish an empty pool once.
+		if w.seen && w.missing {
+			return false, nil, nil, nil
+		}
+		klog.Background().Info("State file does not exist; publishing no devices", "path", w.path)
+		w.seen, w.missing = true, true
+		return true, map[string]devices.Info{}, nil, nil
+	}
+	if err != nil {
+		return false, nil, nil, err
+	}
+	if w.seen && !w.missing && fi.ModTime().Equal(w.mtime) && fi.Size() == w.size {
+		return false, nil, nil, nil
+	}
+	if w.bad && fi.ModTime().Equal(w.badMtime) && fi.Size() == w.badSize {
+		return false, nil, nil, nil // reported already
+	}
+	s, data, err := state.Load(w.path)
+	if err != nil {
+		w.bad, w.badMtime, w.badSize = true, fi.ModTime(), fi.Size()
+		return false, nil, nil, err
+	}
+	digest := sha256.Sum256(data)
+	if w.seen && !w.missing && digest == w.digest {
+		w.mtime, w.size = fi.ModTime(), fi.Size()
+		return false, nil, nil, nil
+	}
+	res, err := devices.Build(s)
+	if err != nil {
+		w.bad, w.badMtime, w.badSize = true, fi.ModTime(), fi.Size()
+		return false, nil, nil, fmt.Errorf("%s: %w", w.path, err)
+	}
+	w.bad = false
+	for _, warning := range res.Warnings {
+		klog.Background().Info("Warning: " + warning)
+	}
+	w.seen, w.missing, w.mtime, w.size, w.digest = true, false, fi.ModTime(), fi.Size(), digest
+	return true, res.Infos, res.Devices, nil
+}
+
+// poolResources puts the devices into one pool named after the node, in slices
+// of at most resourceapi.ResourceSliceMaxDevices devices.
+func poolResources(nodeName string, devs []resourceapi.Device) resourceslice.DriverResources {
+	var slices []resourceslice.Slice
+	for start := 0; start < len(devs); start += resourceapi.ResourceSliceMaxDevices {
+		end := min(start+resourceapi.ResourceSliceMaxDevices, len(devs))
+		slices = append(slices, resourceslice.Slice{Devices: devs[start:end]})
+	}
+	if len(slices) == 0 {
+		slices = []resourceslice.Slice{{Devices: []resourceapi.Device{}}}
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: {Slices: slices}}}
+}
+
+func deviceNames(devs []resourceapi.Device) []string {
+	names := make([]string, len(devs))
+	for i, d := range devs {
+		names[i] = d.Name
+	}
+	return names
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+const oneGPU = `{"schema": 1, "simulator": "gpufleet GPU simulator", "driver_version": "580.159.04",
+ "cuda_version": "13.0", "gpus": [{"index": 0, "minor": 0,
+ "uuid": "GPU-1f6a9c2e-0b4d-4e8a-9c3f-5d2e7a1b8c90", "name": "NVIDIA H200", "brand": "Nvidia",
+ "architecture": "Hopper", "compute_capability": "9.0", "pci_bus_id": "00000000:19:00.0",
+ "memory_mib": 143771, "mig_capable": true, "mig_mode_current": "%s", "mig_mode_pending": "%s",
+ "gpu_instances": [{"id": 1, "profile": "1g.18gb", "profile_id": 19, "placement_start": 0,
+ "placement_size": 1, "memory_mib": 16384, "multiprocessors": 16, "copy_engines": 1, "decoders": 1,
+ "encoders": 0, "jpeg_engines": 1, "ofa_engines": 0, "compute_instances": [{"id": 0,
+ "profile": "1g.18gb", "profile_id": 0, "multiprocessors": 16,
+ "uuid": "MIG-5c1e0e7a-3f1b-5d8e-a1c2-0b9d8e7f6a50"}]}], "processes": []}]}`
+
+func stateWithMIG(mode string) string {
+	return strings.ReplaceAll(oneGPU, "%s", mode)
+}
+
+func write(t *testing.T, path, content string, mtime time.Time) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatcherRepublishesOnlyOnContentChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	w := &watcher{path: path}
+	t0 := time.Unix(1_700_000_000, 0)
+
+	changed, infos, devs, err := w.poll()
+	if err != nil || !changed || len(devs) != 0 || len(infos) != 0 {
+		t.Fatalf("missing file: changed=%v devs=%d err=%v; want one empty publication", changed, len(devs), err)
+	}
+	if changed, _, _, _ = w.poll(); changed {
+		t.Fatal("missing file reported as changed twice")
+	}
+
+	write(t, path, stateWithMIG("Disabled"), t0)
+	changed, _, devs, err = w.poll()
+	if err != nil || !changed || len(devs) != 1 || devs[0].Name != "gpu-0" {
+		t.Fatalf("first read: changed=%v devs=%v err=%v", changed, devs, err)
+	}
+	if changed, _, _, _ = w.poll(); changed {
+		t.Fatal("unchanged file reported as changed")
+	}
+	// Rewritten with the same content (new mtime): no republish.
+	write(t, path, stateWithMIG("Disabled"), t0.Add(time.Second))
+	if changed, _, _, err = w.poll(); changed || err != nil {
+		t.Fatalf("same content: changed=%v err=%v", changed, err)
+	}
+	// MIG enabled: the MIG device replaces the GPU.
+	write(t, path, stateWithMIG("Enabled"), t0.Add(2*time.Second))
+	changed, infos, devs, err = w.poll()
+	if err != nil || !changed || len(devs) != 1 || devs[0].Name != "gpu-0-mig-1g18gb-19-0" {
+		t.Fatalf("MIG enabled: changed=%v devs=%v err=%v", changed, devs, err)
+	}
+	if _, ok := infos["gpu-0-mig-1g18gb-19-0"]; !ok {
+		t.Fatalf("infos = %v", infos)
+	}
+	// A broken file is an error and leaves the last good state in place.
+	write(t, path, `{"schema": 1,`, t0.Add(3*time.Second))
+	if changed, _, _, err = w.poll(); changed || err == nil {
+		t.Fatalf("broken file: changed=%v err=%v", changed, err)
+	}
+	if changed, _, _, err = w.poll(); changed || err != nil {
+		t.Fatalf("the same broken file is reported once: changed=%v err=%v", changed, err)
+	}
+	write(t, path, stateWithMIG("Enabled"), t0.Add(4*time.Second))
+	if changed, _, _, err = w.poll(); changed || err != nil {
+		t.Fatalf("back to the published content: changed=%v err=%v", changed, err)
+	}
+}
+
+func TestPoolResourcesSplitsAt128Devices(t *testing.T) {
+	devs := make([]resourceapi.Device, 130)
+	res := poolResources("node-a", devs)
+	pool, ok := res.Pools["node-a"]
+	if !ok || len(res.Pools) != 1 {
+		t.Fatalf("pools = %v", res.Pools)
+	}
+	if len(pool.Slices) != 2 || len(pool.Slices[0].Devices) != 128 || len(pool.Slices[1].Devices) != 2 {
+		t.Fatalf("slices = %d", len(pool.Slices))
+	}
+	empty := poolResources("node-a", nil)
+	if s := empty.Pools["node-a"].Slices; len(s) != 1 || len(s[0].Devices) != 0 {
+		t.Fatalf("empty pool slices = %v", s)
+	}
+}
+
+func TestParseFlagsNeedsNodeName(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	if _, err := parseFlags([]string{}); err == nil || !strings.Contains(err.Error(), "--node-name") {
+		t.Fatalf("err = %v", err)
+	}
+	t.Setenv("NODE_NAME", "worker-1")
+	o, err := parseFlags([]string{"--state-file=/tmp/s.json", "-v=4"})
+	if err != nil || o.nodeName != "worker-1" || o.stateFile != "/tmp/s.json" ||
+		o.pluginDataDir != "/var/lib/kubelet/plugins/gpu.nvidia.com" ||
+		o.registrarDir != "/var/lib/kubelet/plugins_registry" || o.cdiRoot != "/var/run/cdi" {
+		t.Fatalf("options = %+v, %v", o, err)
+	}
+}

@@ -1,0 +1,345 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Label and taint the GPU nodes of a cluster with one list and only the patches needed."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_node_labels
+short_description: Label and taint GPU nodes with one node list and only the patches needed
+version_added: "0.1.0"
+description:
+  - Sets labels (default C(nvidia.com/gpu.present=true)) and optional taints on the named
+    Kubernetes nodes, and with O(remove_from_others) removes them from every other node.
+  - The NVIDIA DRA driver's kubelet-plugin DaemonSet requires one of
+    C(feature.node.kubernetes.io/pci-10de.present=true),
+    C(feature.node.kubernetes.io/cpu-model.vendor_id=NVIDIA) or C(nvidia.com/gpu.present=true)
+    on a node; without Node Feature Discovery or the GPU Operator nothing sets them and the
+    DaemonSet schedules nowhere. This module sets the last one.
+  - Lists the nodes once (paginated with C(limit)/C(continue), O(page_size) per page), computes
+    what differs, and sends one JSON merge patch per node that differs; nodes already right
+    cost no request. A taint change replaces C(spec.taints) with C(metadata.resourceVersion)
+    as a precondition; on 409 Conflict the node is read again and the patch recomputed (at
+    most 3 times).
+  - 'Runs where the C(kubernetes) Python client is installed, normally the control host
+    (C(delegate_to: localhost), C(run_once: true)).'
+author:
+  - gpufleet maintainers
+requirements:
+  - kubernetes (the Python client)
+options:
+  kubeconfig:
+    description:
+      - Kubeconfig file. Defaults to E(KUBECONFIG) or C(~/.kube/config), as kubectl does.
+    type: path
+  context:
+    description:
+      - Context of the kubeconfig to use; its current context when omitted.
+    type: str
+  nodes:
+    description:
+      - Kubernetes node names of the GPU nodes (C(metadata.name) of the Node objects).
+    type: list
+    elements: str
+    required: true
+  labels:
+    description:
+      - Labels to set on every node of O(nodes), key to value. Values are strings; an
+        unquoted YAML boolean becomes C("true")/C("false").
+    type: dict
+    default: {"nvidia.com/gpu.present": "true"}
+  taints:
+    description:
+      - Taints to set on every node of O(nodes). A taint with the same key and effect but
+        another value is replaced; other taints are kept.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      key:
+        description: Taint key, for example C(nvidia.com/gpu).
+        type: str
+        required: true
+      value:
+        description: Taint value (optional).
+        type: str
+      effect:
+        description: Taint effect.
+        type: str
+        required: true
+        choices: [NoSchedule, PreferNoSchedule, NoExecute]
+  remove_from_others:
+    description:
+      - Remove the label keys of O(labels) (whatever their value) and the taints of O(taints)
+        (by key and effect) from every node not in O(nodes).
+      - Do not use where Node Feature Discovery or the GPU Operator also manages these labels.
+    type: bool
+    default: false
+  missing:
+    description:
+      - What to do when a name of O(nodes) has no Node object. C(fail) fails listing the
+        names (nothing is patched); C(warn) patches the others and warns.
+    type: str
+    choices: [fail, warn]
+    default: fail
+  page_size:
+    description:
+      - Nodes per list page (the C(limit) parameter of the list call).
+    type: int
+    default: 500
+attributes:
+  check_mode:
+    support: full
+    details: In check mode the nodes are listed but nothing is patched.
+  diff_mode:
+    support: full
+    details: Per changed node, the labels and taints this module touches, before and after.
+notes:
+  - The number of API requests is returned in RV(api_requests); a run that changes nothing
+    makes only the list requests.
+seealso:
+  - module: kubernetes.core.k8s
+"""
+
+EXAMPLES = r"""
+- name: GPU labels | Label the GPU nodes for the NVIDIA DRA driver
+  gpufleet.cluster.gpu_node_labels:
+    kubeconfig: /etc/kubernetes/admin.conf
+    nodes: [gpu-a-01, gpu-a-02]
+  delegate_to: localhost
+  run_once: true
+
+- name: GPU labels | Label and taint, and clean nodes that are no longer GPU nodes
+  gpufleet.cluster.gpu_node_labels:
+    nodes: "{{ groups['gpu_nodes'] | map('extract', hostvars, 'kubernetes_node_name') | list }}"
+    labels:
+      nvidia.com/gpu.present: "true"
+      nvidia.com/dra-kubelet-plugin: "true"
+    taints:
+      - {key: nvidia.com/gpu, effect: NoSchedule}
+    remove_from_others: true
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+changed_nodes:
+  description: Names of the nodes patched (or, in check mode, that would be).
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-a-01]
+patches:
+  description: One item per node patched, with the label and taint changes.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - node: gpu-a-01
+      role: gpu
+      labels: {nvidia.com/gpu.present: [null, "true"]}
+      taints_added: [{key: nvidia.com/gpu, effect: NoSchedule}]
+      taints_removed: []
+missing_nodes:
+  description: Names of O(nodes) with no Node object.
+  returned: always
+  type: list
+  elements: str
+unchanged_nodes:
+  description: Number of nodes of O(nodes) that already had the labels and taints.
+  returned: always
+  type: int
+nodes_listed:
+  description: Number of Node objects the list returned.
+  returned: always
+  type: int
+api_requests:
+  description: API requests this run made, by verb, and their total.
+  returned: always
+  type: dict
+  sample: {list: 1, patch: 2, get: 0, total: 3}
+"""
+
+import json
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.cluster.plugins.module_utils.node_labels import (
+    NodeLabelError,
+    node_patch,
+    normalize_labels,
+    normalize_taints,
+    plan_labels,
+)
+
+try:
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+    from kubernetes.client.rest import ApiException
+
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+except ImportError:
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+
+MERGE_PATCH = "application/merge-patch+json"
+CONFLICT_RETRIES = 3
+
+
+class NodeApi:
+    """The three requests this module makes, counted."""
+
+    def __init__(self, api) -> None:
+        self.api = api
+        self.counts = {"list": 0, "patch": 0, "get": 0}
+
+    def list_all(self, page_size: int) -> list[dict]:
+        items: list[dict] = []
+        token = None
+        while True:
+            kwargs = {"limit": page_size, "_preload_content": False}
+            if token:
+                kwargs["_continue"] = token
+            self.counts["list"] += 1
+            page = json.loads(self.api.list_node(**kwargs).data)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def get(self, name: str) -> dict:
+        self.counts["get"] += 1
+        return json.loads(self.api.read_node(name, _preload_content=False).data)
+
+    def patch(self, name: str, body: dict) -> None:
+        self.counts["patch"] += 1
+        self.api.patch_node(name, body, _content_type=MERGE_PATCH, _preload_content=False)
+
+    def summary(self) -> dict:
+        return dict(self.counts, total=sum(self.counts.values()))
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            nodes=dict(type="list", elements="str", required=True),
+            labels=dict(type="dict", default={"nvidia.com/gpu.present": "true"}),
+            taints=dict(
+                type="list",
+                elements="dict",
+                default=[],
+                options=dict(
+                    key=dict(type="str", required=True, no_log=False),
+                    value=dict(type="str"),
+                    effect=dict(
+                        type="str",
+                        required=True,
+                        choices=["NoSchedule", "PreferNoSchedule", "NoExecute"],
+                    ),
+                ),
+            ),
+            remove_from_others=dict(type="bool", default=False),
+            missing=dict(type="str", choices=["fail", "warn"], default="fail"),
+            page_size=dict(type="int", default=500),
+        ),
+        supports_check_mode=True,
+    )
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    params = module.params
+    if params["page_size"] < 1:
+        module.fail_json(
+            msg=f"page_size={params['page_size']} must be at least 1; fix: use e.g. 500"
+        )
+    try:
+        labels = normalize_labels(params["labels"], "labels")
+        taints = normalize_taints(
+            [{k: v for k, v in t.items() if v is not None} for t in params["taints"]], "taints"
+        )
+    except NodeLabelError as exc:
+        module.fail_json(msg=str(exc))
+    try:
+        api_client = k8s_config.new_client_from_config(
+            config_file=params["kubeconfig"], context=params["context"]
+        )
+    except Exception as exc:  # kubeconfig missing or unreadable
+        module.fail_json(
+            msg=f"cannot load kubeconfig={params['kubeconfig']!r} "
+            f"context={params['context']!r}: {exc}; fix: point kubeconfig at a readable "
+            "kubeconfig file"
+        )
+    api = NodeApi(k8s_client.CoreV1Api(api_client))
+    result: dict = {"changed": False, "api_requests": api.summary()}
+    try:
+        nodes = api.list_all(params["page_size"])
+        plan = plan_labels(nodes, params["nodes"], labels, taints, params["remove_from_others"])
+    except NodeLabelError as exc:
+        module.fail_json(msg=str(exc), api_requests=api.summary())
+    except ApiException as exc:
+        module.fail_json(
+            msg=f"listing nodes failed: {exc.status} {exc.reason}; fix: check that the "
+            "kubeconfig's user may list nodes",
+            api_requests=api.summary(),
+        )
+    result.update(
+        missing_nodes=plan.missing,
+        unchanged_nodes=len(plan.unchanged),
+        nodes_listed=plan.nodes_seen,
+    )
+    if plan.missing and params["missing"] == "fail":
+        module.fail_json(
+            msg=f"{len(plan.missing)} of {len(params['nodes'])} nodes have no Node object: "
+            f"{', '.join(plan.missing)}; fix: use the Kubernetes node names (set "
+            "kubernetes_node_name per host when it differs from the inventory name), join the "
+            "nodes first, or set missing: warn",
+            changed_nodes=[],
+            patches=[],
+            api_requests=api.summary(),
+            **{k: result[k] for k in ("missing_nodes", "unchanged_nodes", "nodes_listed")},
+        )
+    if plan.missing:
+        module.warn(f"nodes without a Node object, skipped: {', '.join(plan.missing)}")
+    done = []
+    if not module.check_mode:
+        for item in plan.patches:
+            patch = item
+            for attempt in range(CONFLICT_RETRIES + 1):
+                try:
+                    api.patch(patch.name, patch.patch)
+                    done.append(patch)
+                    break
+                except ApiException as exc:
+                    if exc.status == 409 and attempt < CONFLICT_RETRIES:
+                        fresh = api.get(patch.name)
+                        patch = node_patch(fresh, labels, taints, present=patch.role == "gpu")
+                        if patch is None:
+                            break
+                        continue
+                    module.fail_json(
+                        msg=f"patching node {patch.name} failed: {exc.status} {exc.reason}; "
+                        "fix: check that the kubeconfig's user may patch nodes",
+                        changed=bool(done),
+                        changed_nodes=[p.name for p in done],
+                        patches=[p.to_dict() for p in done],
+                        api_requests=api.summary(),
+                    )
+    else:
+        done = list(plan.patches)
+    result.update(
+        changed=bool(done),
+        changed_nodes=[p.name for p in done],
+        patches=[p.to_dict() for p in done],
+        api_requests=api.summary(),
+    )
+    if module._diff and done:
+        result["diff"] = plan.diff()
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

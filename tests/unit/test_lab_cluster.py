@@ -1,0 +1,130 @@
+"""Lab planning, images and inventory without starting anything."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from gpufleet.lab import cluster, images
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_plan_nodes_names_and_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFLEET_LAB_NAME", "lab-x")
+    monkeypatch.setenv("GPUFLEET_LAB_SUBNET", "10.89.70.0/24")
+    nodes = cluster.plan_nodes(cluster.LabSpec("1.37.2", workers=3))
+    assert [(n.name, n.role, n.ip) for n in nodes] == [
+        ("lab-x-control-plane", "control-plane", "10.89.70.10"),
+        ("lab-x-gpu-1", "gpu-worker", "10.89.70.11"),
+        ("lab-x-gpu-2", "gpu-worker", "10.89.70.12"),
+        ("lab-x-gpu-3", "gpu-worker", "10.89.70.13"),
+    ]
+    assert all(n.gpu_model == "NVIDIA H200" for n in nodes[1:])
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        (cluster.LabSpec("1.29.0"), "--kubernetes-version '1.29.0' is not pinned"),
+        (cluster.LabSpec("", workers=0), "--workers 0"),
+        (cluster.LabSpec("", gpu_model="NVIDIA T4"), "--gpu-model 'NVIDIA T4' is not simulated"),
+        (cluster.LabSpec("", gpus_per_node=9), "--gpus-per-node 9"),
+    ],
+)
+def test_bad_lab_options_are_refused_naming_the_option(spec: cluster.LabSpec, words: str) -> None:
+    with pytest.raises(cluster.LabError) as e:
+        spec.validated()
+    assert words in str(e.value)
+
+
+def test_default_release_is_filled_in() -> None:
+    from gpufleet.lab import binaries
+
+    assert cluster.LabSpec("").validated().kubernetes_version == binaries.load_releases().default
+
+
+@pytest.mark.parametrize("name", ["Lab", "lab_x", "-lab", "x" * 40])
+def test_lab_name_must_fit_node_names(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setenv("GPUFLEET_LAB_NAME", name)
+    with pytest.raises(cluster.LabError, match="GPUFLEET_LAB_NAME"):
+        cluster.lab_name()
+
+
+def test_lab_subnet_must_be_a_24_or_larger(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFLEET_LAB_SUBNET", "10.89.70.0/28")
+    with pytest.raises(cluster.LabError, match="/24"):
+        cluster.lab_subnet()
+
+
+def test_image_archive_is_what_ctr_import_reads(tmp_path: Path) -> None:
+    binary = tmp_path / "tool"
+    binary.write_bytes(b"\x7fELF fake static binary")
+    spec = images.ImageSpec(
+        ref="registry.example/tool:v1",
+        files=(images.ImageFile(path="usr/local/bin/tool", source=binary),),
+        entrypoint=("/usr/local/bin/tool",),
+    )
+    out = images.build_archive(spec, tmp_path / "tool.tar")
+    with tarfile.open(out) as archive:
+        manifest = json.loads(archive.extractfile("manifest.json").read())
+        (entry,) = manifest
+        assert entry["RepoTags"] == ["registry.example/tool:v1"]
+        config = json.loads(archive.extractfile(entry["Config"]).read())
+        layer_bytes = archive.extractfile(entry["Layers"][0]).read()
+    assert config["rootfs"]["diff_ids"] == ["sha256:" + hashlib.sha256(layer_bytes).hexdigest()]
+    assert config["config"]["Entrypoint"] == ["/usr/local/bin/tool"]
+    with tarfile.open(fileobj=__import__("io").BytesIO(layer_bytes)) as layer:
+        member = layer.getmember("usr/local/bin/tool")
+        assert member.mode == 0o755
+        assert layer.extractfile(member).read() == binary.read_bytes()
+        assert layer.getmember("usr/local/bin").isdir()
+    # the digest (and so the cached name) changes with the content
+    binary.write_bytes(b"\x7fELF another build")
+    assert images.ImageSpec(ref=spec.ref, files=spec.files, entrypoint=spec.entrypoint).digest()
+
+
+def test_missing_binary_is_named(tmp_path: Path) -> None:
+    spec = images.ImageSpec(
+        ref="x/y:1", files=(images.ImageFile(path="bin/y", source=tmp_path / "absent"),)
+    )
+    with pytest.raises(FileNotFoundError, match="lab/build-binaries"):
+        images.build_archive(spec, tmp_path / "y.tar")
+
+
+def test_inventory_script_describes_the_lab_groups(tmp_path: Path) -> None:
+    state = {
+        "nodes": [
+            {"name": "l-control-plane", "role": "control-plane", "ip": "10.0.0.10"},
+            {"name": "l-gpu-1", "role": "gpu-worker", "ip": "10.0.0.11",
+             "gpu_model": "NVIDIA A30", "gpu_count": 2},
+        ],
+        "vars": {"kubeadm_kubernetes_version": "1.37.2"},
+    }  # fmt: skip
+    labs = tmp_path / "labs" / "l"
+    labs.mkdir(parents=True)
+    (labs / "state.json").write_text(json.dumps(state))
+    out = subprocess.run(
+        [sys.executable, str(REPO / "inventory" / "lab" / "lab_nodes.py"), "--list"],
+        env={"GPUFLEET_CACHE": str(tmp_path), "GPUFLEET_LAB_NAME": "l", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    inv = json.loads(out)
+    assert inv["kube_control_plane"]["hosts"] == ["l-control-plane"]
+    assert inv["gpu_nodes"]["hosts"] == ["l-gpu-1"]
+    assert inv["all"]["vars"] == {"kubeadm_kubernetes_version": "1.37.2"}
+    hv = inv["_meta"]["hostvars"]["l-gpu-1"]
+    assert hv["kubeadm_advertise_address"] == "10.0.0.11"
+    assert hv["lab_node_gpu_model"] == "NVIDIA A30" and hv["lab_node_gpu_count"] == 2
+    assert hv["lab_node_gpu_simulator"] is True
+    assert "lab_node_gpu_simulator" not in inv["_meta"]["hostvars"]["l-control-plane"]
