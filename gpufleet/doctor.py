@@ -189,6 +189,44 @@ def check_binaries(profile: str = "ci") -> list[Check]:
     return checks
 
 
+MIN_INOTIFY_INSTANCES = 1024
+
+
+def check_lab() -> list[Check]:
+    """What ``gpufleet lab up`` needs beyond podman: inotify instances for several systemd
+    nodes, Debian's static busybox for the test pod image, and the GPU simulator's kubelet
+    plugin binary."""
+    from gpufleet.lab import cluster, gpusim_plugin
+
+    checks = []
+    path = Path("/proc/sys/fs/inotify/max_user_instances")
+    value = int(path.read_text()) if path.is_file() else 0
+    ok = value >= MIN_INOTIFY_INSTANCES
+    checks.append(
+        Check(
+            "inotify instances",
+            ok,
+            f"fs.inotify.max_user_instances = {value}",
+            "" if ok else "lab/prepare-podman (raises it to 8192; the default 128 boots ~4 nodes)",
+        )
+    )
+    ok = cluster.BUSYBOX.is_file()
+    checks.append(
+        Check("busybox-static", ok, str(cluster.BUSYBOX), "" if ok else "lab/prepare-podman")
+    )
+    plugin = gpusim_plugin.binary_path()
+    ok = plugin.is_file()
+    checks.append(
+        Check(
+            "GPU simulator kubelet plugin",
+            ok,
+            str(plugin) if ok else "not built for the current sources",
+            "" if ok else ".venv/bin/python -m gpufleet.lab.gpusim_plugin build",
+        )
+    )
+    return checks
+
+
 CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_python,
     check_ansible_core,
@@ -196,6 +234,7 @@ CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_go,
     check_podman,
     check_binaries,
+    check_lab,
 )
 
 

@@ -40,6 +40,9 @@ GPU_MODELS = ("NVIDIA H200", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "
 SMOKE_IMAGE = "localhost/gpufleet/busybox:1"
 PLUGIN_IMAGE = "localhost/gpufleet/gpu-simulator-kubelet-plugin"
 BUSYBOX = Path("/bin/busybox")
+# The build cache, mounted read-only into every node: binaries and image archives are
+# then copied and imported inside the node instead of streamed through podman cp.
+NODE_CACHE = "/opt/gpufleet-cache"
 
 
 class LabError(RuntimeError):
@@ -294,6 +297,7 @@ def start_nodes(nodes: list[LabNode], log: Callable[[str], None]) -> None:
                 image=ref,
                 network=lab_name(),
                 labels={LAB_LABEL: lab_name(), f"{LAB_LABEL}.role": node.role},
+                volumes=[f"{binaries.cache_root()}:{NODE_CACHE}:ro"],
                 extra_args=["--ip", node.ip],
             )
             _run(["podman", *args])
@@ -391,6 +395,7 @@ def up(
     t = time.monotonic()
     start_nodes(state.nodes, log)
     state.timings["nodes_s"] = round(time.monotonic() - t, 1)
+    use_node_cache(state)
     write_state(state)
     if run_playbook is None:
         from gpufleet.runner import run_playbook as run_playbook
@@ -412,6 +417,29 @@ def _lab_containers() -> list[str]:
     out = _run(["podman", "ps", "--all", "--filter", f"label={LAB_LABEL}={lab_name()}",
                 "--format", "{{.Names}}"], check=False).stdout  # fmt: skip
     return [n for n in out.split() if n]
+
+
+def _has_cache_mount(name: str) -> bool:
+    return NODE_CACHE in _inspect(name, "{{range .Mounts}}{{.Destination}} {{end}}").split()
+
+
+def use_node_cache(state: LabState) -> None:
+    """Point the playbook at the read-only cache mount inside the nodes (when every node
+    has it: nodes started by an older ``lab up`` do not) instead of copying from here."""
+    if not all(_has_cache_mount(n.name) for n in state.nodes):
+        return
+    host = str(binaries.cache_root())
+
+    def inside(path: str) -> str:
+        return NODE_CACHE + path[len(host) :] if path.startswith(host) else path
+
+    v = state.vars
+    v["kubeadm_binaries_dir"] = inside(v["kubeadm_binaries_dir"])
+    v["lab_node_containerd_dir"] = inside(v["lab_node_containerd_dir"])
+    for key in ("lab_images_control_plane", "lab_images_worker"):
+        v[key] = [{**i, "path": inside(i["path"])} for i in v[key]]
+    v["kubeadm_binaries_remote_src"] = True
+    v["lab_node_remote_src"] = True
 
 
 def _inspect(name: str, fmt: str) -> str:
