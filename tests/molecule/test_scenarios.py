@@ -38,7 +38,9 @@ def _node_image() -> str:
     return ref
 
 
-@pytest.mark.parametrize("scenario", ["dra_feature_gates"])
+@pytest.mark.parametrize(
+    "scenario", ["dra_feature_gates", "nvidia_container_toolkit", "nvidia_driver"]
+)
 def test_molecule_scenario(scenario: str) -> None:
     image = _node_image()
     molecule = VENV_BIN / "molecule"

@@ -1,0 +1,170 @@
+"""State of the nvidia_container_toolkit scenario's hosts after converge and idempotence.
+
+ctd16 (Debian's containerd 1.6.20, version 2 main file) and ctd2 (containerd 2.4.2,
+version 3 main file) must run containerd restarted with the role's drop-in, and
+``containerd config dump`` (what containerd uses, parsed as TOML) must show the nvidia
+runtime (``runtime_type`` io.containerd.runc.v2, ``BinaryName``
+/usr/bin/nvidia-container-runtime, runc's ``SystemdCgroup`` kept) and, on ctd2, CDI on
+with both spec directories. The drop-in's version is the main file's (2 and 3; containerd
+2.4 itself dumps version 4). The main file differs from the prepared one by the imports
+line only, and its backup is the prepared file. ctd2bad held a stale version 2 drop-in:
+the role refused, naming it, and changed and restarted nothing.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.molecule
+
+testinfra_hosts = ["podman://ctd16", "podman://ctd2", "podman://ctd2bad"]
+
+DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
+MAIN = "/etc/containerd/config.toml"
+KEPT = "/var/lib/gpufleet-molecule"
+IMPORTS_LINE = 'imports = ["/etc/containerd/conf.d/*.toml"]'
+EXPECTED = {
+    # host: (containerd release, main/drop-in version, dump version, CRI plugin, CDI on)
+    "ctd16": ("1.6.20", 2, 2, "io.containerd.grpc.v1.cri", False),
+    "ctd2": ("2.4.2", 3, 4, "io.containerd.cri.v1.runtime", True),
+}
+
+
+def _name(host: Any) -> str:
+    return host.backend.get_hostname()
+
+
+def _good(host: Any) -> str:
+    name = _name(host)
+    if name not in EXPECTED:
+        pytest.skip(f"{name} is the host where the role must refuse")
+    return name
+
+
+def _text(host: Any, path: str) -> str:
+    f = host.file(path)
+    assert f.is_file, f"{path} is missing on {_name(host)}"
+    return f.content_string
+
+
+def _dump(host: Any) -> dict:
+    out = host.check_output("containerd config dump")
+    return tomllib.loads(out)
+
+
+def test_containerd_release(host: Any) -> None:
+    name = _good(host)
+    assert EXPECTED[name][0] in host.check_output("containerd --version")
+
+
+def test_dropin_has_the_main_files_version(host: Any) -> None:
+    name = _good(host)
+    _, version, _, plugin, _ = EXPECTED[name]
+    main = tomllib.loads(_text(host, MAIN))
+    dropin = tomllib.loads(_text(host, DROPIN))
+    assert main["version"] == version
+    assert dropin["version"] == version
+    assert list(dropin["plugins"]) == [plugin]
+
+
+def test_effective_configuration_has_the_nvidia_runtime(host: Any) -> None:
+    name = _good(host)
+    _, _, dump_version, plugin, _ = EXPECTED[name]
+    dump = _dump(host)
+    assert dump["version"] == dump_version
+    runtimes = dump["plugins"][plugin]["containerd"]["runtimes"]
+    nvidia = runtimes["nvidia"]
+    assert nvidia["runtime_type"] == "io.containerd.runc.v2"
+    assert nvidia["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    # the runtime is a copy of runc's: same cgroup driver as the kubelet
+    assert nvidia["options"]["SystemdCgroup"] is True
+    # and the main file's settings survive the drop-in
+    assert runtimes["runc"]["options"]["SystemdCgroup"] is True
+    assert runtimes["runc"]["options"].get("BinaryName", "") == ""
+
+
+def test_containerd_1_6_keeps_the_whole_cri_section(host: Any) -> None:
+    if _good(host) != "ctd16":
+        pytest.skip("containerd 2.1 and newer merge plugin sections key by key")
+    cri = _dump(host)["plugins"]["io.containerd.grpc.v1.cri"]
+    # set only in the image's main file; lost if the drop-in replaced the section
+    assert cri["cni"]["bin_dir"] == "/usr/lib/cni"
+
+
+def test_cdi_in_effect_on_containerd_2(host: Any) -> None:
+    name = _good(host)
+    _, _, _, plugin, cdi = EXPECTED[name]
+    if not cdi:
+        pytest.skip("containerd 1.6 has no CDI")
+    section = _dump(host)["plugins"][plugin]
+    # containerd 2.4 has no enable_cdi switch any more (CDI is always on): neither its
+    # defaults nor its dump name it, and the drop-in does not set it
+    assert "enable_cdi" not in host.check_output("containerd config default")
+    assert "enable_cdi" not in section
+    assert set(section["cdi_spec_dirs"]) >= {"/etc/cdi", "/var/run/cdi"}
+
+
+def test_main_file_changed_by_the_imports_line_only(host: Any) -> None:
+    _good(host)
+    prepared = _text(host, f"{KEPT}/config.toml.prepared").splitlines()
+    now = _text(host, MAIN).splitlines()
+    assert [line for line in now if line not in prepared] == [IMPORTS_LINE]
+    assert [line for line in now if line != IMPORTS_LINE] == prepared
+
+
+def test_one_backup_of_the_main_file_equal_to_the_prepared_one(host: Any) -> None:
+    _good(host)
+    backups = host.check_output("ls /etc/containerd | grep '^config.toml\\..*~$' || true").split()
+    assert len(backups) == 1, backups
+    assert _text(host, f"/etc/containerd/{backups[0]}") == _text(
+        host, f"{KEPT}/config.toml.prepared"
+    )
+
+
+def test_containerd_restarted_and_serving(host: Any) -> None:
+    name = _good(host)
+    before = _text(host, f"{KEPT}/containerd-invocation").strip()
+    now = host.check_output("systemctl show -p InvocationID --value containerd").strip()
+    assert host.service("containerd").is_running
+    assert now and now != before
+    # the running daemon answers over its socket with the expected release
+    assert EXPECTED[name][0] in host.check_output("ctr version")
+
+
+def test_cdi_spec_names_every_simulated_gpu(host: Any) -> None:
+    _good(host)
+    listing = host.check_output("nvidia-smi -L")
+    spec = _text(host, "/var/run/cdi/nvidia.yaml")
+    uuids = [line.split("UUID: ")[1].rstrip(")") for line in listing.splitlines()]
+    assert len(uuids) == 2
+    for uuid in uuids:
+        assert f"name: {uuid}" in spec
+
+
+# ------------------------------------------------------------------------- ctd2bad
+
+
+@pytest.fixture
+def bad(host: Any) -> Any:
+    if _name(host) != "ctd2bad":
+        pytest.skip("only ctd2bad holds the stale drop-in")
+    return host
+
+
+def test_refusal_names_the_stale_dropin(bad: Any) -> None:
+    text = " ".join(_text(bad, f"{KEPT}/refusal.txt").split())
+    assert (
+        "/etc/containerd/conf.d/50-site.toml is a version 2 drop-in but "
+        "/etc/containerd/config.toml is version 3" in text
+    )
+
+
+def test_nothing_changed_or_restarted_after_the_refusal(bad: Any) -> None:
+    assert _text(bad, MAIN) == _text(bad, f"{KEPT}/config.toml.prepared")
+    assert not bad.file(DROPIN).exists
+    before = _text(bad, f"{KEPT}/containerd-invocation").strip()
+    assert bad.check_output("systemctl show -p InvocationID --value containerd").strip() == before
+    assert bad.service("containerd").is_running
