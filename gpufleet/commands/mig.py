@@ -33,7 +33,8 @@ from rich.table import Table
 
 @click.group("mig")
 def mig() -> None:
-    """MIG layouts: plan GPU-instance placements per GPU model (offline)."""
+    """MIG layouts: plan GPU-instance placements per GPU model (offline), apply them to
+    the GPU nodes of an inventory."""
 
 
 def _gpu_model(ctx: click.Context, param: click.Parameter, value: str) -> mpr.GpuModel:
@@ -240,3 +241,128 @@ def plan(
         click.echo(f"GPU {gpu}: {exc.reason}", err=True)
     if failures:
         sys.exit(1)
+
+
+APPLY_PLAYBOOK = "mig"
+
+
+def apply_extravars(layout: str | None, config_name: str | None) -> dict[str, Any]:
+    """Extra variables of ``playbooks/mig.yml`` for ``--layout`` and ``--config-name``.
+
+    ``--layout`` is a JSON object (``mig_layout``), a mig-parted config file given as
+    ``@path`` or an existing path (``mig_config_file``, absolute), or the NAME of a
+    ``mig-configs`` entry of the config the inventory sets (``mig_config_name``).
+    Raises ``click.BadParameter`` (exit 2) for invalid JSON, a layout that is not
+    profile -> count, a missing ``@file``, or ``--config-name`` with a NAME or JSON.
+    """
+    out: dict[str, Any] = {}
+    if layout is None:
+        if config_name:
+            out["mig_config_name"] = config_name
+        return out
+    text = layout.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise click.BadParameter(
+                f"{layout!r} is not valid JSON ({exc.msg}); write e.g. '{{\"1g.18gb\": 7}}'",
+                param_hint="'--layout'",
+            ) from None
+        try:
+            out["mig_layout"] = mpl.parse_layout(data, name="--layout")
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--layout'") from None
+        if config_name:
+            raise click.BadParameter(
+                "--config-name goes with a mig-parted config file, not a JSON layout",
+                param_hint="'--config-name'",
+            )
+        out["mig_config"] = {}
+        out["mig_config_file"] = ""
+        return out
+    path = Path(text[1:] if text.startswith("@") else text)
+    if text.startswith("@") or path.is_file():
+        if not path.is_file():
+            raise click.BadParameter(f"{path} does not exist", param_hint="'--layout'")
+        out["mig_config_file"] = str(path.resolve())
+        out["mig_layout"] = {}
+        if config_name:
+            out["mig_config_name"] = config_name
+        return out
+    if config_name:
+        raise click.BadParameter(
+            f"--layout {layout!r} already names the config entry; drop --config-name",
+            param_hint="'--config-name'",
+        )
+    out["mig_config_name"] = text
+    return out
+
+
+@mig.command("apply")
+@click.option(
+    "-i",
+    "--inventory",
+    "inventories",
+    multiple=True,
+    required=True,
+    metavar="INVENTORY",
+    help="Ansible inventory (file or directory); repeat for several.",
+)
+@click.option(
+    "--layout",
+    default=None,
+    metavar="NAME|JSON|@FILE",
+    help="A mig-configs entry of the inventory's config (NAME), a layout as JSON "
+    "('{\"1g.18gb\": 7}'), or a mig-parted config file (@FILE, with --config-name). "
+    "Default: what the inventory sets (mig_layout, mig_config...).",
+)
+@click.option("--config-name", default=None, metavar="NAME", help="Entry of the @FILE config.")
+@click.option(
+    "--limit", default=None, metavar="PATTERN", help="Only these hosts (ansible --limit)."
+)
+@click.option("--check", is_flag=True, help="Report what would change; change nothing.")
+@click.option("--diff", is_flag=True, help="Show the GPU layouts before and after.")
+@click.option(
+    "-e",
+    "--extra-vars",
+    "extra_vars",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra variable for the playbook (repeat); the value is read as YAML.",
+)
+def apply_command(
+    inventories: tuple[str, ...],
+    layout: str | None,
+    config_name: str | None,
+    limit: str | None,
+    check: bool,
+    diff: bool,
+    extra_vars: tuple[str, ...],
+) -> None:
+    """Carve MIG GPU instances on the GPU nodes (playbooks/mig.yml), a batch at a time,
+    then republish each node's ResourceSlices.
+
+    Exit 0 when every node succeeded, 1 when one failed, 2 when it could not run."""
+    from gpufleet import runner
+
+    extravars = apply_extravars(layout, config_name)
+    for raw in extra_vars:
+        key, sep, value = raw.partition("=")
+        if not sep or not key.strip():
+            click.echo(f"Error: -e {raw!r} is not KEY=VALUE", err=True)
+            sys.exit(2)
+        extravars[key.strip()] = yaml.safe_load(value)
+    try:
+        result = runner.run_playbook(
+            APPLY_PLAYBOOK,
+            list(inventories),
+            extravars=extravars,
+            limit=limit,
+            check=check,
+            diff=diff,
+        )
+    except runner.RunError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    sys.exit(result.status)

@@ -33,6 +33,18 @@ _TOKEN_RE = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
 _HASH_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ENDPOINT_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
 FAIL_CGROUP_V1_SINCE = 31
+# kubeadm v1beta4 Timeouts fields (cmd/kubeadm/app/apis/kubeadm/v1beta4/types.go).
+TIMEOUT_KEYS = frozenset(
+    {
+        "controlPlaneComponentHealthCheck",
+        "kubeletHealthCheck",
+        "kubernetesAPICall",
+        "etcdAPICall",
+        "tlsBootstrap",
+        "discovery",
+        "upgradeManifests",
+    }
+)
 
 
 class BootstrapConfigError(ValueError):
@@ -49,6 +61,9 @@ class BootstrapSpec:
     ``allow_cgroup_v1``: set ``failCgroupV1: false`` and ignore kubeadm's
     SystemVerification error on hosts still on cgroup v1 (RHEL 8, some sandboxes).
     ``dra``: the output of the ``dra_component_settings`` filter for ``version``.
+    ``timeouts``: kubeadm's ``timeouts`` (v1beta4: controlPlaneComponentHealthCheck,
+    kubeletHealthCheck, kubernetesAPICall, discovery, tlsBootstrap, ...; durations such as
+    ``10m0s``), for slow or heavily loaded hosts; ignored by v1beta3 releases.
     """
 
     version: str
@@ -66,6 +81,7 @@ class BootstrapSpec:
     cgroup_driver: str = "systemd"
     dra: Mapping[str, Any] = field(default_factory=dict)
     kubelet_extra: Mapping[str, Any] = field(default_factory=dict)
+    timeouts: Mapping[str, str] = field(default_factory=dict)
 
 
 def _check_cidr(name: str, value: str) -> None:
@@ -107,6 +123,12 @@ def validate(spec: BootstrapSpec) -> dv.KubeVersion:
         raise BootstrapConfigError(
             f"kubeadm_image_pull_policy={spec.image_pull_policy!r}: use Always, IfNotPresent "
             "or Never (Never for images pre-loaded on air-gapped nodes)"
+        )
+    unknown = sorted(set(spec.timeouts) - TIMEOUT_KEYS)
+    if unknown:
+        raise BootstrapConfigError(
+            f"kubeadm_timeouts has unknown keys {unknown}; use {sorted(TIMEOUT_KEYS)} "
+            "(kubeadm v1beta4 Timeouts)"
         )
     if spec.cgroup_driver not in ("systemd", "cgroupfs"):
         raise BootstrapConfigError(
@@ -199,6 +221,8 @@ def init_documents(spec: BootstrapSpec, node_name: str) -> list[dict[str, Any]]:
         },
         "nodeRegistration": _node_registration(spec, node_name, None),
     }
+    if spec.timeouts and dv.extra_args_shape(api.preferred) == "list":
+        init["timeouts"] = dict(spec.timeouts)
     cluster: dict[str, Any] = {
         "apiVersion": api.preferred,
         "kind": "ClusterConfiguration",
@@ -261,6 +285,8 @@ def join_documents(
         },
         "nodeRegistration": _node_registration(spec, node_name, None),
     }
+    if spec.timeouts and dv.extra_args_shape(api.preferred) == "list":
+        join["timeouts"] = dict(spec.timeouts)
     if control_plane:
         join["controlPlane"] = {
             "localAPIEndpoint": {

@@ -98,6 +98,8 @@ def _gpufleet(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
 def lab() -> Iterator[Lab]:
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed: run scripts/setup (lab/prepare-podman)")
+    # Playbooks run in this process (gpufleet.runner) read inventory/lab for this lab too.
+    os.environ.update(LAB_ENV)
     if not podman.image_present(podman.node_image_ref()):
         pytest.skip("the lab node image is not built: run lab/prepare-podman")
     t0 = time.monotonic()

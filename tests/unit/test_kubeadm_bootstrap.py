@@ -151,3 +151,14 @@ def test_join_refuses_malformed_token_and_hash() -> None:
         kb.join_documents(spec("1.37.2"), "w", token=TOKEN, ca_cert_hash="md5:1")
     with pytest.raises(kb.BootstrapConfigError, match="token"):
         kb.parse_join_command("kubeadm join 10.0.0.1:6443")
+
+
+def test_timeouts_reach_v1beta4_documents_and_unknown_keys_are_refused() -> None:
+    docs = by_kind(kb.init_documents(spec("1.37.2", timeouts={"kubernetesAPICall": "5m0s"}), "cp"))
+    assert docs["InitConfiguration"]["timeouts"] == {"kubernetesAPICall": "5m0s"}
+    (join,) = kb.join_documents(
+        spec("1.37.2", timeouts={"discovery": "9m0s"}), "w", token=TOKEN, ca_cert_hash=HASH
+    )
+    assert join["timeouts"] == {"discovery": "9m0s"}
+    with pytest.raises(kb.BootstrapConfigError, match="kubeadm_timeouts has unknown keys"):
+        kb.init_documents(spec("1.37.2", timeouts={"apiCall": "1m"}), "cp")

@@ -160,13 +160,15 @@ def select(state: State, ids: str | None) -> list[Gpu]:
         return list(state.gpus)
     chosen: list[Gpu] = []
     for token in (t.strip() for t in ids.split(",") if t.strip()):
+        # A bare number is an index only: "0" must not match every bus ID ending in 0.
         match = [
             g
             for g in state.gpus
-            if (token.isdigit() and g.index == int(token))
-            or g.uuid.lower() == token.lower()
-            or g.pci_bus_id.lower().endswith(token.lower())
-        ]
+            if (g.index == int(token) if token.isdigit() else (
+                g.uuid.lower() == token.lower()
+                or g.pci_bus_id.lower().endswith(token.lower())
+            ))
+        ]  # fmt: skip
         if not match:
             raise LookupError(token)
         chosen.extend(g for g in match if g not in chosen)
