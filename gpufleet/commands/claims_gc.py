@@ -1,0 +1,243 @@
+"""``gpufleet claims gc`` and ``gpufleet claims explain``: leaked and pending ResourceClaims.
+
+``gpufleet claims gc [--apply] [--namespace NS] [--kubeconfig PATH] [--json]`` lists the
+claims and pods once, finds claims that hold devices for pods that are gone (as
+kube-controller-manager's resource claim controller would clean them up, see
+``plugins/module_utils/validate_claims.py``) and, with ``--apply``, releases them: drops
+the dead ``status.reservedFor`` entries, clears ``status.allocation``, removes the
+``resource.kubernetes.io/delete-protection`` finalizer and deletes generated claims whose
+pod is gone. Without ``--apply`` it only prints the plan. A claim that a live pod reserves
+or references is never touched. Every update carries the listed ``resourceVersion``: a
+claim that changed since the list is skipped (409), never overwritten.
+
+``gpufleet claims explain NAMESPACE/CLAIM [--kubeconfig PATH] [--json]`` evaluates the
+claim's DeviceClass and request selectors (Kubernetes' CEL environment on cel-python)
+against every published device and prints per request and node how many devices match
+and why the others do not.
+
+Exit codes: gc: 0 nothing to do or everything applied, 1 an update failed, 2 cannot run.
+explain: 0 the claim is allocated or would fit, 1 it cannot be allocated as published
+now, 2 cannot run (no such claim, API unreachable).
+
+Both commands register themselves on the ``claims`` group when this module is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_claims as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from rich.console import Console
+from rich.table import Table
+
+from gpufleet.commands.claims import claims
+
+
+def _kube(kubeconfig: str | None, context: str | None) -> vk.Kube:
+    try:
+        return vk.Kube(kubeconfig, context)
+    except vk.KubeError as err:
+        Console(stderr=True).print(f"[red]error:[/red] {err.message}")
+        sys.exit(2)
+
+
+def _resource_version(kube: vk.Kube) -> str:
+    try:
+        _, rv = vk.resource_version(kube)
+    except vk.KubeError as err:
+        Console(stderr=True).print(f"[red]error:[/red] cannot reach the API server: {err}")
+        sys.exit(2)
+    if not rv:
+        Console(stderr=True).print(
+            "[red]error:[/red] the cluster serves no resource.k8s.io version this command reads "
+            f"({', '.join(vk.RESOURCE_VERSIONS)}); DRA is not enabled"
+        )
+        sys.exit(2)
+    return rv
+
+
+@click.command("gc")
+@click.option(
+    "--apply", "apply_", is_flag=True, help="Release the leaked claims (default: dry run)."
+)
+@click.option("--namespace", "-n", default="", help="Only this namespace (default: all).")
+@click.option(
+    "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Kubeconfig file."
+)
+@click.option("--context", default=None, help="Kubeconfig context.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan and results as JSON.")
+def gc(
+    apply_: bool, namespace: str, kubeconfig: str | None, context: str | None, as_json: bool
+) -> None:
+    """Release ResourceClaims leaked by pods that no longer exist (dry run by default)."""
+    kube = _kube(kubeconfig, context)
+    rv = _resource_version(kube)
+    prefix = f"/namespaces/{namespace}" if namespace else ""
+    try:
+        claim_list = kube.list(f"/apis/resource.k8s.io/{rv}{prefix}/resourceclaims")
+        pods = kube.list(f"/api/v1{prefix}/pods")
+    except vk.KubeError as err:
+        Console(stderr=True).print(f"[red]error:[/red] cannot list claims and pods: {err}")
+        sys.exit(2)
+    plan = vcl.plan_gc(claim_list, pods)
+    by_key = {vcl.key(c): c for c in claim_list}
+    results: list[dict[str, Any]] = []
+    failed = 0
+    for action in plan:
+        entry = {**action.to_dict(), "applied": False, "error": None}
+        if apply_ and action.action != "skip":
+            try:
+                _apply(kube, rv, by_key[action.claim], action)
+                entry["applied"] = True
+            except vk.KubeError as err:
+                failed += 1
+                entry["error"] = str(err) + (
+                    " (the claim changed since it was listed: not touched)"
+                    if err.status == 409
+                    else ""
+                )
+        results.append(entry)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"apply": apply_, "api_requests": kube.requests, "claims": results}, indent=2
+            )
+        )
+    else:
+        console = Console()
+        table = Table(title=f"claims gc ({'apply' if apply_ else 'dry run'})")
+        for col in ("claim", "action", "devices", "reason", "result"):
+            table.add_column(col, overflow="fold")
+        for r in results:
+            result = (
+                "[red]" + r["error"] + "[/red]"
+                if r["error"]
+                else "done"
+                if r["applied"]
+                else "-"
+                if r["action"] == "skip"
+                else "would do (use --apply)"
+            )
+            table.add_row(
+                r["claim"], r["action"], "\n".join(r["devices"]) or "-", r["reason"], result
+            )
+        console.print(table if results else "no leaked ResourceClaim")
+        console.print(
+            f"{len(claim_list)} claim(s), {len(pods)} pod(s) listed; {kube.requests} API requests"
+        )
+    sys.exit(1 if failed else 0)
+
+
+def _apply(kube: vk.Kube, rv: str, claim: dict[str, Any], action: vcl.GcAction) -> None:
+    meta = claim["metadata"]
+    base = (
+        f"/apis/resource.k8s.io/{rv}/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}"
+    )
+    current = claim
+    if action.status_patch is not None:
+        body = {**claim, "status": action.status_patch}
+        current = kube.request("PUT", base + "/status", body=body)
+    if action.remove_finalizer:
+        fins = [f for f in current["metadata"].get("finalizers") or [] if f != vcl.FINALIZER]
+        current = kube.request(
+            "PUT", base, body={**current, "metadata": {**current["metadata"], "finalizers": fins}}
+        )
+    if action.delete:
+        kube.request(
+            "DELETE",
+            base,
+            body={
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "preconditions": {
+                    "uid": meta["uid"],
+                    "resourceVersion": current["metadata"]["resourceVersion"],
+                },
+            },
+        )
+
+
+@click.command("explain")
+@click.argument("claim_ref", metavar="NAMESPACE/CLAIM")
+@click.option(
+    "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Kubeconfig file."
+)
+@click.option("--context", default=None, help="Kubeconfig context.")
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
+def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json: bool) -> None:
+    """Say per node and device which selector or constraint keeps a claim from a device."""
+    ns, sep, name = claim_ref.partition("/")
+    if not sep or not ns or not name:
+        raise click.BadParameter(
+            f"{claim_ref!r} is not NAMESPACE/CLAIM", param_hint="NAMESPACE/CLAIM"
+        )
+    kube = _kube(kubeconfig, context)
+    rv = _resource_version(kube)
+    base = f"/apis/resource.k8s.io/{rv}"
+    try:
+        claim = kube.get(f"{base}/namespaces/{ns}/resourceclaims/{name}")
+    except vk.KubeError as err:
+        Console(stderr=True).print(f"[red]error:[/red] ResourceClaim {ns}/{name}: {err}")
+        sys.exit(2)
+    try:
+        classes = kube.list(f"{base}/deviceclasses")
+        slices = kube.list(f"{base}/resourceslices")
+        claim_list = kube.list(f"{base}/resourceclaims")
+        nodes = kube.list("/api/v1/nodes")
+        pods = kube.list(f"/api/v1/namespaces/{ns}/pods")
+    except vk.KubeError as err:
+        Console(stderr=True).print(
+            f"[red]error:[/red] cannot list what the explanation needs: {err}"
+        )
+        sys.exit(2)
+    result = vcl.explain_claim(claim, classes, slices, claim_list, nodes, pods)
+    allocated = vcl.allocated_devices(claim)
+    result["allocated"] = allocated
+    result["api_requests"] = kube.requests
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        render_explain(Console(), result)
+    sys.exit(0 if allocated or result["verdict"] == "would-fit" else 1)
+
+
+def render_explain(console: Console, result: dict[str, Any]) -> None:
+    """The explanation as rich tables: one per request, a row per node."""
+    state = (
+        f"allocated: {', '.join(result['allocated'])}"
+        if result.get("allocated")
+        else "not allocated"
+    )
+    console.print(
+        f"[bold]ResourceClaim {result['claim']}[/bold] ({state}); verdict: {result['verdict']}"
+    )
+    console.print(result["summary"])
+    for req in result["requests"]:
+        table = Table(title=f"request {req['request']} ({req['device_class']})")
+        for col in ("node", "devices", "matching", "free", "fits", "why the others do not match"):
+            table.add_column(col, overflow="fold")
+        for n in req["nodes"]:
+            table.add_row(
+                n["node"] + ("" if n["ready"] else " (NotReady)"),
+                str(n["total"]),
+                str(n["matching"]),
+                str(n["free"]),
+                "yes" if n["fits"] else "no",
+                "\n".join(f"{r} ({c})" for r, c in n["reasons"]) or "-",
+            )
+        console.print(table)
+        for err, count in req["errors"]:
+            console.print(f"[red]CEL error ({count} devices):[/red] {err}")
+    for c in result["constraints"]:
+        console.print(c["summary"])
+    for p in result["pods"]:
+        if p["scheduler"]:
+            console.print(f"pod {p['pod']}: scheduler says: {p['scheduler']}")
+
+
+claims.add_command(gc)
+claims.add_command(explain)

@@ -1,0 +1,98 @@
+"""Filter that runs the cross-variable checks of an inventory (module_utils preflight)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: preflight_check
+short_description: Cross-variable checks of an inventory, before any host is changed
+version_added: 0.1.0
+description:
+  - Runs every rule of the collection's preflight checks on every host given and merges the
+    problems that several hosts share, so that a role can fail once listing them all.
+  - 'Rules: removed variables, variables with a role prefix that no role declares (warning),
+    the Kubernetes release (format, the provision range 1.32-1.37, the same release in every
+    role and on every host), DRA feature gates and features the release accepts, kubeadm
+    and dra_feature_gates asking for the same gates (warning), kubeadm_allow_cgroup_v1 before
+    1.31 (warning), the NVIDIA driver pin and branch 565 for DRA, the container toolkit
+    against the containerd release, the DRA driver chart against the release (kubeVersion
+    >=1.32; docs minimum 1.34.2 as a warning), DRA driver feature gates that exclude each
+    other or that the chart lacks, DynamicMIG against the release and against a static MIG
+    layout, and a MIG layout against the node group''s GPU model.'
+options:
+  _input:
+    description:
+      - Inventory host to C({groups, variables, gpus, driver_version}); C(variables) holds the
+        variables the inventory sets, C(gpus) and C(driver_version) the optional gpu_facts
+        C(gpufleet_gpus) and C(gpufleet_gpu_driver_version).
+    type: dict
+    required: true
+  removed:
+    description: Removed variable name to its new name, or to C({new, fix}).
+    type: dict
+    default: {}
+  known_variables:
+    description:
+      - Every variable name the roles declare; a variable with a role prefix outside it is
+        reported as a probable typo. Omit to skip that rule.
+    type: list
+    elements: str
+"""
+
+EXAMPLES = r"""
+- name: Preflight | Check the inventory
+  ansible.builtin.set_fact:
+    preflight_result: >-
+      {{ {'gpu-1': {'groups': ['gpu_nodes'], 'variables': {'nvidia_driver_branch': '550'}}}
+         | gpufleet.cluster.preflight_check({'kube_version': 'kubeadm_kubernetes_version'}) }}
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - C(errors) and C(warnings), lists of C({rule, severity, variable, value, message, fix,
+      hosts}); C(report), the problems as text, one line each, naming the variable, the value,
+      the hosts and the fix; C(ok), true when there is no error.
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight as pf
+
+
+def _plain(value):
+    """Ansible's lazy and tagged containers as plain dicts, lists and scalars."""
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+        return value
+    return str(value)
+
+
+def preflight_check(hosts, removed=None, known_variables=None):
+    """Return ``{"ok", "errors", "warnings", "report"}`` for the hosts' variables."""
+    if not hasattr(hosts, "items"):
+        raise AnsibleFilterError(
+            f"preflight_check takes a mapping of inventory host to its variables, got "
+            f"{type(hosts).__name__}"
+        )
+    data = _plain(hosts)
+    problems = pf.check_inventory(
+        data,
+        removed=_plain(removed or {}),
+        known_variables=None if known_variables is None else _plain(known_variables),
+    )
+    return {
+        "ok": not any(p.severity == pf.ERROR for p in problems),
+        "errors": [p.to_dict() for p in problems if p.severity == pf.ERROR],
+        "warnings": [p.to_dict() for p in problems if p.severity == pf.WARNING],
+        "report": pf.format_report(problems, data),
+    }
+
+
+class FilterModule:
+    """Preflight filters."""
+
+    def filters(self):
+        return {"preflight_check": preflight_check}

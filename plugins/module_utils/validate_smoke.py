@@ -1,0 +1,291 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The smoke test of ``gpufleet validate --smoke``: real claims, real pods, then cleanup.
+
+In a throwaway namespace (``gpufleet-validate-<suffix>``) it creates one
+ResourceClaimTemplate per configured template (built by ``claim_templates.build``:
+``{kind: gpu-with-memory, min_memory_gib: 1}`` by default, one ``mig-slice`` per
+profile in ``smoke_profiles``) and one pod per template that prints the GPU it sees. Each
+template gives the check ``smoke.<template name>``, which passes when, within the timeout,
+the pod's generated claim was seen allocated and reserved for the pod, and the pod
+Succeeded on a GPU node. Then the namespace is deleted, or kept when a check failed (the
+report names it) unless ``smoke_keep_on_failure`` is false.
+
+Polling lists the namespace's pods and claims (two requests per round, every
+``POLL_S`` seconds), never per object.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_claims as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_cluster import (
+    Listing,
+    Settings,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_report import (
+    FAIL,
+    Check,
+    Evidence,
+    finish,
+)
+
+__all__ = ["DEFAULT_COMMAND", "run_smoke", "smoke_pod", "smoke_templates"]
+
+POLL_S = 2.0
+#: What the smoke pod runs: the GPU the container sees (the simulator's device file in the
+#: lab, nvidia-smi -L on a real node), then a pause so the claim is seen reserved.
+DEFAULT_COMMAND = [
+    "sh",
+    "-c",
+    "echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; "
+    "cat /run/gpufleet-gpu-simulator/device 2>/dev/null || nvidia-smi -L; sleep 4",
+]
+
+
+def smoke_templates(
+    options: Mapping[str, Any], namespace: str, version: str
+) -> list[dict[str, Any]]:
+    """The ResourceClaimTemplates to try. Raises ClaimTemplateError for a bad entry."""
+    wanted = list(options.get("smoke_templates") or [])
+    if not wanted:
+        wanted = [{"kind": "gpu-with-memory", "min_memory_gib": 1, "name": "smoke-gpu"}]
+    for p in options.get("smoke_profiles") or []:
+        wanted.append({"kind": "mig-slice", "profile": p})
+    out = []
+    for w in wanted:
+        params = {k: v for k, v in dict(w).items() if k != "kind"}
+        params["namespace"] = namespace
+        out.append(ct.build(str(w.get("kind")), params, kubernetes_version=version))
+    return out
+
+
+def smoke_pod(template: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod that uses one claim from ``template`` and prints the GPU it sees."""
+    name = template["metadata"]["name"]
+    command = list(options.get("smoke_command") or DEFAULT_COMMAND)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{name}-pod"[:63],
+            "namespace": template["metadata"]["namespace"],
+            "labels": {"app.kubernetes.io/managed-by": "gpufleet-validate"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
+            "containers": [
+                {
+                    "name": "smoke",
+                    "image": options.get("smoke_image") or "busybox:1",
+                    "imagePullPolicy": options.get("smoke_image_pull_policy") or "IfNotPresent",
+                    "command": command,
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+        },
+    }
+
+
+def run_smoke(
+    kube: vk.Kube, listing: Listing, settings: Settings, options: Mapping[str, Any]
+) -> list[Check]:
+    """Run the smoke test; returns one check per template (``smoke.setup`` when nothing
+    could be created)."""
+    version = settings.version or (listing.version or {}).get("gitVersion") or ""
+    timeout = float(options.get("smoke_timeout") or 180)
+    keep = options.get("smoke_keep_on_failure", True)
+    namespace = f"gpufleet-validate-{secrets.token_hex(3)}"
+    rv = listing.resource_version or "v1"
+    try:
+        templates = smoke_templates(options, namespace, version)
+    except (ct.ClaimTemplateError, ValueError) as err:
+        return [
+            Check(
+                "smoke.setup",
+                "smoke test set up",
+                FAIL,
+                f"bad smoke template: {err}",
+                fix="fix validate_smoke_templates / validate_smoke_profiles",
+            )
+        ]
+    try:
+        kube.request(
+            "POST",
+            "/api/v1/namespaces",
+            body={
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": namespace,
+                    "labels": {"app.kubernetes.io/managed-by": "gpufleet-validate"},
+                },
+            },
+        )
+        for t in templates:
+            api = t["apiVersion"].rsplit("/", 1)[-1]
+            kube.request(
+                "POST",
+                f"/apis/resource.k8s.io/{api}/namespaces/{namespace}/resourceclaimtemplates",
+                body=t,
+            )
+            kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=smoke_pod(t, options))
+    except vk.KubeError as err:
+        _delete_namespace(kube, namespace)
+        return [
+            Check(
+                "smoke.setup",
+                "smoke test set up",
+                FAIL,
+                f"could not create the smoke objects in {namespace}: {err}",
+                fix="check the validating user's rights (namespaces, pods, resourceclaimtemplates "
+                "create/delete)",
+            )
+        ]
+    pods_by_template = {
+        t["metadata"]["name"]: f"{t['metadata']['name']}-pod"[:63] for t in templates
+    }
+    seen: dict[str, dict[str, Any]] = {
+        n: {"allocated": None, "reserved": False} for n in pods_by_template
+    }
+    deadline = time.monotonic() + timeout
+    pods: dict[str, Mapping[str, Any]] = {}
+    start = time.monotonic()
+    while True:
+        try:
+            pods = {
+                p["metadata"]["name"]: p for p in kube.list(f"/api/v1/namespaces/{namespace}/pods")
+            }
+            claims = kube.list(f"/apis/resource.k8s.io/{rv}/namespaces/{namespace}/resourceclaims")
+        except vk.KubeError:
+            claims = []
+        for tname, pname in pods_by_template.items():
+            pod = pods.get(pname)
+            if pod is None:
+                continue
+            for cl in claims:
+                owner = next(
+                    (
+                        o
+                        for o in cl["metadata"].get("ownerReferences") or []
+                        if o.get("kind") == "Pod"
+                    ),
+                    None,
+                )
+                if owner and owner.get("uid") == pod["metadata"].get("uid"):
+                    devs = vcl.allocated_devices(cl)
+                    if devs:
+                        seen[tname]["allocated"] = devs
+                        seen[tname]["claim"] = cl["metadata"]["name"]
+                    if any(
+                        r.get("uid") == pod["metadata"].get("uid")
+                        for r in (cl.get("status") or {}).get("reservedFor") or []
+                    ):
+                        seen[tname]["reserved"] = True
+        done = all(
+            (pods.get(p) or {}).get("status", {}).get("phase") in ("Succeeded", "Failed")
+            for p in pods_by_template.values()
+        )
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(POLL_S)
+    elapsed = time.monotonic() - start
+    checks = []
+    for tname, pname in pods_by_template.items():
+        pod = pods.get(pname) or {}
+        phase = (pod.get("status") or {}).get("phase", "absent")
+        node = (pod.get("spec") or {}).get("nodeName")
+        c = Check(f"smoke.{tname}", f"a pod gets a device from ResourceClaimTemplate {tname}")
+        c.evidence.append(
+            Evidence(
+                f"pod {namespace}/{pname}",
+                f"phase {phase} on {node or 'no node'} after {elapsed:.0f}s",
+            )
+        )
+        if seen[tname]["allocated"]:
+            c.evidence.append(
+                Evidence(
+                    f"claim {namespace}/{seen[tname].get('claim')}",
+                    f"allocated {', '.join(seen[tname]['allocated'])}; reserved for the pod: "
+                    f"{seen[tname]['reserved']}",
+                )
+            )
+        if pod:
+            try:
+                log = kube.request_text(f"/api/v1/namespaces/{namespace}/pods/{pname}/log")
+                c.evidence.append(Evidence("pod log", log.strip()[:400] or "(empty)"))
+            except vk.KubeError as err:
+                c.evidence.append(Evidence("pod log", f"not readable: {err}"))
+        if not seen[tname]["allocated"]:
+            msg = _scheduling_message(pod)
+            c.problem(
+                pname,
+                FAIL,
+                f"its claim was never seen allocated within {timeout:.0f}s"
+                + (f": {msg}" if msg else ""),
+            )
+        elif not seen[tname]["reserved"] and phase != "Succeeded":
+            c.problem(pname, FAIL, "its claim was allocated but never reserved for the pod")
+        if phase != "Succeeded":
+            c.problem(
+                pname,
+                FAIL,
+                f"pod phase {phase} (wanted Succeeded within {timeout:.0f}s)"
+                + (f": {_scheduling_message(pod)}" if _scheduling_message(pod) else ""),
+            )
+        if node and settings.gpu_nodes and node not in settings.gpu_nodes:
+            c.problem(pname, FAIL, f"ran on {node}, which is not a GPU node of the inventory")
+        c.fix = (
+            "gpufleet claims explain on the pod's claim, the pod's events (kubectl -n NS describe "
+            "pod), and the kubelet plugin's log on the node"
+        )
+        checks.append(finish(c, f"claim allocated and reserved, pod Succeeded on {node}"))
+    failed = any(c.status == FAIL for c in checks)
+    if failed and keep:
+        for c in checks:
+            c.evidence.append(
+                Evidence(
+                    "kept for inspection",
+                    f"namespace {namespace} (delete it with: kubectl delete namespace {namespace})",
+                )
+            )
+    else:
+        ok = _delete_namespace(kube, namespace)
+        for c in checks:
+            c.evidence.append(
+                Evidence(
+                    "cleanup",
+                    f"namespace {namespace} " + ("deleted" if ok else "could NOT be deleted"),
+                )
+            )
+    return checks
+
+
+def _scheduling_message(pod: Mapping[str, Any]) -> str:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") != "True":
+            return str(cond.get("message") or cond.get("reason") or "")
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting")
+        if waiting:
+            return f"{waiting.get('reason')}: {waiting.get('message', '')}"
+    return ""
+
+
+def _delete_namespace(kube: vk.Kube, namespace: str) -> bool:
+    try:
+        kube.request("DELETE", f"/api/v1/namespaces/{namespace}")
+        return True
+    except vk.KubeError as err:
+        return err.status == 404

@@ -1,0 +1,275 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Validate a DRA GPU cluster: versions, gates, API, nodes, hosts, claims (and a smoke test)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: dra_validate
+short_description: Validate a Kubernetes cluster that allocates NVIDIA GPUs with DRA
+version_added: "0.1.0"
+description:
+  - Runs on the control host. Lists each kind once (nodes, pods, ResourceSlices,
+    ResourceClaims, DeviceClasses, DaemonSets, plus C(/version), C(/apis/resource.k8s.io)
+    and the two kubeadm ConfigMaps), so a cluster of any size costs about a dozen API
+    requests (more only when a list spans several pages of O(page_size)).
+  - Judges what it listed, the gate facts of every node (M(gpufleet.cluster.dra_gate_audit_facts))
+    and the host facts the playbook C(validate.yml) gathered, and returns a report of
+    checks, each with a stable id (C(versions.*), C(gates.*), C(api.*), C(nodes.*),
+    C(hosts.*), C(claims.*), C(smoke.*)), a status (C(pass), C(warn), C(fail), C(skip) with
+    a reason), the evidence read and the fix.
+  - Read-only, except with O(smoke=true), which creates a namespace with ResourceClaimTemplates
+    and pods, waits for them and deletes it again (kept on failure when
+    O(smoke_keep_on_failure=true)).
+  - The module does not fail when checks fail; it fails only when the cluster cannot be
+    read at all. C(gpufleet validate) turns the report into exit codes.
+author:
+  - gpufleet maintainers
+requirements:
+  - kubernetes (the Python client)
+  - cel-python (C(celpy)), to explain pending claims
+options:
+  kubeconfig:
+    description: Kubeconfig file; E(KUBECONFIG) or C(~/.kube/config) when omitted.
+    type: path
+  context:
+    description: Context of the kubeconfig; its current one when omitted.
+    type: str
+  gpu_nodes:
+    description: Kubernetes node names of the GPU nodes (the inventory group C(gpu_nodes)).
+    type: list
+    elements: str
+    default: []
+  hosts:
+    description:
+      - "Per host what the playbook read: C(host), C(node), C(gpu_node), C(simulator),
+        C(gpu) (the M(gpufleet.cluster.gpu_facts) result), C(commands) (the looped command
+        results: toolkit, containerd_version, containerd, packages, holds, kubeadm_version),
+        C(cdi) (slurp results), C(gates), C(scheduler), C(mig_layout)."
+      - See C(plugins/module_utils/validate_hosts.py). Empty, the host checks are left out.
+    type: list
+    elements: dict
+    default: []
+  gate_facts:
+    description:
+      - What M(gpufleet.cluster.dra_gate_audit_facts) returned per node (its C(facts)); when
+        omitted, taken from the C(gates) entry of each O(hosts) record.
+    type: raw
+  gate_hosts:
+    description: Hosts that must have gate facts.
+    type: list
+    elements: str
+    default: []
+  scheduler:
+    description:
+      - Per control-plane host the check-mode result of
+        M(gpufleet.cluster.scheduler_dynamic_resources) with C(host) added; when empty, taken from
+        the C(scheduler) entry of each O(hosts) record.
+    type: list
+    elements: dict
+    default: []
+  kubernetes_version:
+    description: Version to judge against; the kube-apiserver's C(/version) when omitted.
+    type: str
+  features:
+    description: DRA features wanted (as for C(gpufleet gates plan)).
+    type: list
+    elements: str
+    default: []
+  gates:
+    description: Explicit feature-gate wishes, gate name to boolean.
+    type: dict
+    default: {}
+  gpu_labels:
+    description: Labels every GPU node must carry.
+    type: dict
+    default: {nvidia.com/gpu.present: "true"}
+  driver:
+    description: DRA driver name of the GPU driver.
+    type: str
+    default: gpu.nvidia.com
+  plugin_namespace:
+    description: Namespace of the driver's kubelet plugin pods; empty for any.
+    type: str
+    default: ""
+  plugin_selector:
+    description: Label selector of the driver's kubelet plugin pods.
+    type: str
+    default: app.kubernetes.io/component=kubelet-plugin
+  device_classes:
+    description: DeviceClasses that must exist.
+    type: list
+    elements: str
+    default: [gpu.nvidia.com, mig.nvidia.com]
+  pending_threshold:
+    description: Seconds a ResourceClaim may stay unallocated before C(claims.pending) reports it.
+    type: int
+    default: 300
+  min_driver_version:
+    description: Lowest NVIDIA driver version accepted on GPU nodes.
+    type: str
+    default: "565.0.0"
+  page_size:
+    description: Items per list request.
+    type: int
+    default: 5000
+  smoke:
+    description: Run the smoke test (creates and deletes objects).
+    type: bool
+    default: false
+  smoke_image:
+    description: Image of the smoke pods.
+    type: str
+    default: busybox:1
+  smoke_image_pull_policy:
+    description: imagePullPolicy of the smoke pods.
+    type: str
+    default: IfNotPresent
+  smoke_command:
+    description: Command of the smoke pods; it should print the GPU the container sees.
+    type: list
+    elements: str
+  smoke_templates:
+    description: Templates to try, as for C(claim_templates.build) (C(kind) plus its parameters).
+    type: list
+    elements: dict
+    default: []
+  smoke_profiles:
+    description: MIG profiles to try, one C(mig-slice) template each.
+    type: list
+    elements: str
+    default: []
+  smoke_timeout:
+    description: Seconds each smoke pod may take.
+    type: int
+    default: 180
+  smoke_keep_on_failure:
+    description: Keep the smoke namespace when a smoke check fails.
+    type: bool
+    default: true
+  report_file:
+    description: Write the report (JSON) to this file on the control host.
+    type: path
+attributes:
+  check_mode:
+    support: full
+    details: Read-only except the smoke test, which does not run in check mode.
+  diff_mode:
+    support: none
+seealso:
+  - module: gpufleet.cluster.dra_gate_audit
+  - module: gpufleet.cluster.gpu_facts
+"""
+
+EXAMPLES = r"""
+- name: Validate | Judge the cluster
+  gpufleet.cluster.dra_validate:
+    kubeconfig: /etc/kubernetes/admin.conf
+    gpu_nodes: [gpu-1, gpu-2]
+    report_file: /tmp/validate.json
+  register: validate
+
+- name: Validate | With a smoke test
+  gpufleet.cluster.dra_validate:
+    gpu_nodes: [gpu-1]
+    smoke: true
+    smoke_image: registry.example.com/cuda:12-base
+    smoke_command: [nvidia-smi, -L]
+"""
+
+RETURN = r"""
+report:
+  description:
+    - The report. C(status) (C(pass) or C(fail)), C(counts) per status, C(meta)
+      (C(kubernetes_version), C(api_requests), C(api_request_log), C(objects),
+      C(timings_s), C(duration_s)) and C(checks), failures first, each with C(id),
+      C(area), C(title), C(status), C(summary), C(problems) (C(subject), C(status),
+      C(message)), C(evidence) (C(source), C(detail)), C(fix), C(reason) and C(data).
+  returned: success
+  type: dict
+exit_code:
+  description: 0 when no check failed, 1 when one did.
+  returned: success
+  type: int
+"""
+
+import json
+import os
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_run
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            gpu_nodes=dict(type="list", elements="str", default=[]),
+            hosts=dict(type="list", elements="dict", default=[]),
+            gate_facts=dict(type="raw"),
+            gate_hosts=dict(type="list", elements="str", default=[]),
+            scheduler=dict(type="list", elements="dict", default=[]),
+            kubernetes_version=dict(type="str"),
+            features=dict(type="list", elements="str", default=[]),
+            gates=dict(type="dict", default={}),
+            gpu_labels=dict(type="dict", default={"nvidia.com/gpu.present": "true"}),
+            driver=dict(type="str", default="gpu.nvidia.com"),
+            plugin_namespace=dict(type="str", default=""),
+            plugin_selector=dict(type="str", default="app.kubernetes.io/component=kubelet-plugin"),
+            device_classes=dict(
+                type="list", elements="str", default=["gpu.nvidia.com", "mig.nvidia.com"]
+            ),
+            pending_threshold=dict(type="int", default=300),
+            min_driver_version=dict(type="str", default="565.0.0"),
+            page_size=dict(type="int", default=5000),
+            smoke=dict(type="bool", default=False),
+            smoke_image=dict(type="str", default="busybox:1"),
+            smoke_image_pull_policy=dict(type="str", default="IfNotPresent"),
+            smoke_command=dict(type="list", elements="str"),
+            smoke_templates=dict(type="list", elements="dict", default=[]),
+            smoke_profiles=dict(type="list", elements="str", default=[]),
+            smoke_timeout=dict(type="int", default=180),
+            smoke_keep_on_failure=dict(type="bool", default=True),
+            report_file=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    params = dict(module.params)
+    if module.check_mode and params["smoke"]:
+        module.warn("smoke=true is ignored in check mode: the smoke test creates objects")
+        params["smoke"] = False
+    if params["page_size"] < 1:
+        module.fail_json(
+            msg=f"page_size={params['page_size']}: give a number of items >= 1 (validate_page_size)"
+        )
+    try:
+        kube = vk.Kube(params["kubeconfig"], params["context"])
+        report = validate_run.run(kube, params)
+    except vk.KubeError as err:
+        module.fail_json(msg=f"cannot validate: the API server could not be read: {err}")
+    except Exception as err:  # a defect: report it with the trace instead of a bare crash
+        module.fail_json(msg=f"validation crashed: {err}", exception=traceback.format_exc())
+    if params["report_file"]:
+        path = params["report_file"]
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=2)
+        os.replace(tmp, path)
+    code = vr.exit_code(report)
+    module.exit_json(
+        changed=bool(params["smoke"]),
+        report=report,
+        exit_code=code,
+        msg=f"{report['counts']['fail']} failed, {report['counts']['warn']} warnings, "
+        f"{report['counts']['skip']} skipped, {report['counts']['pass']} passed",
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""playbooks/preflight.yml on the sample inventory: it passes as shipped, it fails once
+naming every broken variable of a broken copy, and it reaches no host (the sample's hosts
+are addresses nothing answers on). Also the play order of playbooks/site.yml."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.ansible
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "inventory" / "sample"
+BIN = Path(sys.executable).parent
+
+
+def _ansible(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": f"{BIN}:/usr/bin:/bin",
+        "HOME": str(Path.home()),
+        "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "True",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        # a host that were contacted would fail fast instead of hanging the test
+        "ANSIBLE_SSH_ARGS": "-o ConnectTimeout=2",
+    }
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_sample_inventory_has_the_production_shape() -> None:
+    out = _ansible("ansible-inventory", "-i", str(SAMPLE), "--graph")
+    assert out.returncode == 0, out.stderr
+    graph = out.stdout
+    for group in (
+        "kube_control_plane",
+        "kube_node",
+        "gpu_nodes",
+        "gpu_a100",
+        "gpu_h100",
+        "gpu_h200",
+    ):
+        assert f"@{group}:" in graph
+    listed = _ansible("ansible-inventory", "-i", str(SAMPLE), "--list")
+    doc = yaml.safe_load(listed.stdout)
+    assert len(doc["kube_control_plane"]["hosts"]) == 3
+    layouts = {doc["_meta"]["hostvars"][h]["mig_config_name"] for h in doc["gpu_a100"]["hosts"]}
+    layouts |= {doc["_meta"]["hostvars"][h]["mig_config_name"] for h in doc["gpu_h200"]["hosts"]}
+    assert len(layouts) == 2
+
+
+def test_sample_documents_every_variable_of_every_role() -> None:
+    text = (SAMPLE / "group_vars" / "all.yml").read_text()
+    missing = []
+    for spec in sorted((ROOT / "roles").glob("*/meta/argument_specs.yml")):
+        role = spec.parent.parent.name
+        if role == "lab_node":
+            continue  # lab only: documented as never set on real hosts
+        doc = yaml.safe_load(spec.read_text())
+        for entry in doc["argument_specs"].values():
+            for name in entry.get("options") or {}:
+                if not re.search(rf"^#? ?{re.escape(name)}:", text, re.M):
+                    missing.append(name)
+    assert missing == []
+
+
+def test_preflight_passes_on_the_sample_without_reaching_a_host() -> None:
+    out = _ansible("ansible-playbook", "-i", str(SAMPLE), "playbooks/preflight.yml")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    recap = out.stdout[out.stdout.index("PLAY RECAP") :]
+    assert "unreachable=0" in recap and "unreachable=1" not in recap
+    assert re.search(r"h200-03\s+: ok=2 ", recap)
+
+
+def test_preflight_fails_once_naming_each_broken_variable(tmp_path: Path) -> None:
+    broken = tmp_path / "sample"
+    shutil.copytree(SAMPLE, broken)
+    all_yml = broken / "group_vars" / "all.yml"
+    text = all_yml.read_text()
+    text = text.replace('nvidia_driver_branch: "580"', 'nvidia_driver_branch: "550"')
+    text = text.replace(
+        'nvidia_driver_version: "580.159.04"', 'nvidia_driver_version: "550.144.03"'
+    )
+    text = text.replace('{"1g.10gb": 7}', '{"1g.10gb": 8}')
+    text += "dra_feature_gates_extra_gates: {DRAPrioritizedList: true}\n"
+    all_yml.write_text(text)
+    out = _ansible("ansible-playbook", "-i", str(broken), "playbooks/preflight.yml")
+    assert out.returncode == 2, out.stdout[-3000:]
+    assert out.stdout.count("FAILED!") == 1  # one failure listing everything
+    assert "preflight: 3 error(s)" in out.stdout
+    assert 'ERROR [driver-pin] nvidia_driver_branch=\\"550\\"' in out.stdout
+    assert "ERROR [removed-variable] dra_feature_gates_extra_gates=" in out.stdout
+    assert "mig_config.mig-configs.h100-80gb-all-1g[0].mig-devices" in out.stdout
+    assert "on h100-01, h100-02" in out.stdout
+
+
+def test_site_runs_preflight_first_and_the_roles_in_order() -> None:
+    out = _ansible("ansible-playbook", "-i", str(SAMPLE), "playbooks/site.yml", "--list-tasks")
+    assert out.returncode == 0, out.stderr
+    plays = re.findall(r"^\s+play #\d+ \(([^)]*)\): ([^|]+?) \|", out.stdout, re.M)
+    areas = [area for _, area in plays]
+    assert areas[0] == "Preflight"
+    order = [
+        "Preflight",
+        "Driver",
+        "Toolkit",
+        "Kubeadm",
+        "DRA gates",
+        "GPU labels",
+        "DRA driver",
+        "MIG",
+        "Validate",
+    ]
+    present = [a for a in order if a in areas]
+    assert present == sorted(present, key=areas.index)
+    assert {"Driver", "Toolkit", "Kubeadm", "DRA gates", "GPU labels", "DRA driver"} <= set(areas)
