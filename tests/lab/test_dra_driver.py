@@ -168,6 +168,9 @@ def play(
         "dra_driver_helm": str(lab.helm),
         "dra_driver_kubeconfig": str(lab.kubeconfig),
         "dra_driver_wait_timeout": 240,
+        # this module installs its own release, whatever the lab inventory manages
+        "dra_driver_release_name": RELEASE,
+        "dra_driver_namespace": NAMESPACE,
         **extra,
     }
     t = time.monotonic()
