@@ -133,6 +133,7 @@ def run_smoke(
                 },
             },
         )
+        _wait_for_default_service_account(kube, namespace)
         for t in templates:
             api = t["apiVersion"].rsplit("/", 1)[-1]
             kube.request(
@@ -270,6 +271,23 @@ def run_smoke(
                 )
             )
     return checks
+
+
+def _wait_for_default_service_account(
+    kube: vk.Kube, namespace: str, timeout_s: float = 120.0
+) -> None:
+    """Wait until the ServiceAccount controller has made ``default`` in the new namespace:
+    the ServiceAccount admission plugin refuses a pod before that ("serviceaccount
+    "default" not found", 403). Raises the last ``KubeError`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            kube.get(f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
+            return
+        except vk.KubeError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(1)
 
 
 def _scheduling_message(pod: Mapping[str, Any]) -> str:
