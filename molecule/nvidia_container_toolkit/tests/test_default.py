@@ -13,6 +13,7 @@ the role refused, naming it, and changed and restarted nothing.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from typing import Any
 
@@ -139,6 +140,9 @@ def test_cdi_spec_names_every_simulated_gpu(host: Any) -> None:
     listing = host.check_output("nvidia-smi -L")
     spec = _text(host, "/var/run/cdi/nvidia.yaml")
     uuids = [line.split("UUID: ")[1].rstrip(")") for line in listing.splitlines()]
+    # the GPUs are the GPU simulator's, as prepare.yml created them (gpusim init --count 2)
+    simulated = json.loads(host.check_output("gpusim show"))["gpus"]
+    assert uuids == [gpu["uuid"] for gpu in simulated]
     assert len(uuids) == 2
     for uuid in uuids:
         assert f"name: {uuid}" in spec
