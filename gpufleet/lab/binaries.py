@@ -1137,7 +1137,9 @@ def select_steps(
 
 
 @contextlib.contextmanager
-def _build_lock(log: Callable[[str], None]) -> Iterator[None]:
+def build_lock(log: Callable[[str], None]) -> Iterator[None]:
+    """Hold the cache's build lock (``<cache>/build/.lock``) while one Go build runs, so
+    that two builds never share the two cores; ``log`` says when it has to wait."""
     lock_dir = cache_root() / "build"
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / ".lock", "a+") as fh:
@@ -1338,7 +1340,7 @@ def build(
     if not todo:
         return results
     _require_go()
-    with _build_lock(log):
+    with build_lock(log):
         modules: dict[tuple[str, str], _BuildModule | BuildError] = {}
         for target in todo:
             path = _bin_dir(target.group, target.version) / target.binary.name
@@ -1544,6 +1546,7 @@ def build_local_program(name: str, source_dir: Path) -> Path:
         (work / "go.mod").write_text(f"module gpufleet.local/{name}\n\ngo 1.22\n")
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_name(f".{name}.partial")
-        _run_go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial), "."], cwd=work)
+        with build_lock(print):
+            _run_go(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(partial), "."], cwd=work)
         os.replace(partial, out)
     return out

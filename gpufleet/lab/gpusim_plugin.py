@@ -21,8 +21,6 @@ CLI::
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -30,9 +28,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpufleet.lab import binaries
 
 __all__ = [
     "BINARY_NAME",
@@ -159,22 +159,6 @@ def find_go() -> str:
     return go
 
 
-@contextlib.contextmanager
-def _build_lock(log: Callable[[str], None]) -> Iterator[None]:
-    lock_dir = cache_root() / "build"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / ".lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(f"waiting for another build to finish (lock {lock_dir / '.lock'})")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def ensure_binary(
     src: Path | None = None, *, log: Callable[[str], None] | None = None
 ) -> BuildInfo:
@@ -190,7 +174,7 @@ def ensure_binary(
     if target.is_file():
         return BuildInfo(target, False, 0.0, target.stat().st_size)
     go = find_go()
-    with _build_lock(say):
+    with binaries.build_lock(say):
         if target.is_file():  # built by another process while we waited
             return BuildInfo(target, False, 0.0, target.stat().st_size)
         target.parent.mkdir(parents=True, exist_ok=True)

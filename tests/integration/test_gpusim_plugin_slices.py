@@ -307,9 +307,7 @@ def test_slices_follow_the_simulated_mig_layout(
         full_gpu(0, GPU0_UUID, "0000:19:00.0"),
         full_gpu(1, GPU1_UUID, "0000:3b:00.0"),
     ]
-    _, devices = wait_for_devices(
-        cp, node, "resource.k8s.io/v1", [d["name"] for d in whole], run
-    )
+    _, devices = wait_for_devices(cp, node, "resource.k8s.io/v1", [d["name"] for d in whole], run)
     assert by_name(devices) == by_name(whole)
 
     # The registration and DRA sockets a kubelet would use exist.
@@ -328,9 +326,7 @@ def test_slices_follow_the_simulated_mig_layout(
 
     # Back to MIG disabled: the whole GPU returns.
     write_state(state_file, node_state([]))
-    _, devices = wait_for_devices(
-        cp, node, "resource.k8s.io/v1", [d["name"] for d in whole], run
-    )
+    _, devices = wait_for_devices(cp, node, "resource.k8s.io/v1", [d["name"] for d in whole], run)
     assert by_name(devices) == by_name(whole)
 
 

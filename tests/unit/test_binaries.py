@@ -285,7 +285,12 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
     for version, names in kube.items():
         assert not rel.release(version).optional
         assert {"kube-apiserver", "kubelet", "kubeadm", "gpufleet-featuredump"} <= names
-    assert {s.group for s in steps if s.group != "kubernetes"} == {"etcd", "kwok", "helm"}
+    assert {s.group for s in steps if s.group != "kubernetes"} == {
+        "etcd",
+        "kwok",
+        "helm",
+        "containerd",
+    }
     # the small tools others wait for come first
     assert [s.group for s in steps[:2]] == ["etcd", "kwok"]
 
