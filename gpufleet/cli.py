@@ -14,6 +14,9 @@ from gpufleet.commands.doctor import doctor
 from gpufleet.commands.gates import gates
 from gpufleet.commands.lab import lab
 from gpufleet.commands.mig import mig
+from gpufleet.commands.up import up
+from gpufleet.commands.upgrade import upgrade
+from gpufleet.commands.validate import validate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,3 +30,6 @@ main.add_command(gates)
 main.add_command(claims)
 main.add_command(mig)
 main.add_command(lab)
+main.add_command(validate)
+main.add_command(upgrade)
+main.add_command(up)

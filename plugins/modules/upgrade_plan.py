@@ -1,0 +1,238 @@
+#!/usr/bin/python
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Plan a rolling Kubernetes upgrade from what the cluster runs."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: upgrade_plan
+short_description: Plan a rolling kubeadm upgrade, one minor at a time
+version_added: "0.1.0"
+description:
+  - Reads, with one list call each, the Nodes (kubelet versions, cordon state), the
+    C(kube-apiserver) static pods in C(kube-system) (apiserver versions from the image tag)
+    and the ResourceSlices (GPU devices per node), plus the C(kubeadm-config) and
+    C(kubelet-config) ConfigMaps (the DRA settings in force), and plans the upgrade to
+    O(target) with the collection's planner (module_utils C(upgrade_plan)).
+  - Returns the whole plan and, for convenience, its first step and the hosts of each
+    kind in the order they are to be upgraded.
+  - Changes nothing. Runs on the control host.
+author:
+  - gpufleet maintainers
+requirements:
+  - kubernetes (Python client)
+  - PyYAML
+options:
+  kubeconfig:
+    description: Admin kubeconfig on the control host.
+    type: path
+    required: true
+  target:
+    description: Release to upgrade to, for example C(1.37.2).
+    type: str
+    required: true
+  hosts:
+    description:
+      - Inventory hosts in order, each C({host, name, control_plane}); C(name) is the
+        Kubernetes node name.
+    type: list
+    elements: dict
+    required: true
+  kubeadm_versions:
+    description: Host to C(kubeadm version -o short) output.
+    type: dict
+    default: {}
+  via:
+    description: Releases to pass through for the minors between the cluster's and O(target).
+    type: list
+    elements: str
+    default: []
+  batch_size:
+    description: Workers per batch, a number or a percentage such as C(20%).
+    type: str
+    default: "1"
+  min_gpu_available_percent:
+    description: Floor on GPU devices left schedulable while a batch is drained.
+    type: float
+    default: 0
+  features:
+    description: DRA features wanted (as for the dra_feature_gates role).
+    type: list
+    elements: str
+    default: []
+  gates:
+    description: Explicit feature-gate wishes.
+    type: dict
+    default: {}
+  package_revision:
+    description: Debian/RPM revision of the packages (C(1.1) on pkgs.k8s.io).
+    type: str
+    default: "1.1"
+  repo_url:
+    description: Package repository URL template with C({minor}).
+    type: str
+    default: "https://pkgs.k8s.io/core:/stable:/v{minor}/deb/"
+  gpu_driver:
+    description: DRA driver whose devices count as GPU capacity.
+    type: str
+    default: gpu.nvidia.com
+  ignore_preflight_errors:
+    description: kubeadm preflight errors to ignore (goes into the UpgradeConfiguration).
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Upgrade | Plan
+  gpufleet.cluster.upgrade_plan:
+    kubeconfig: ~/.kube/config
+    target: 1.37.2
+    hosts:
+      - {host: cp-1, name: cp-1, control_plane: true}
+      - {host: gpu-1, name: gpu-1, control_plane: false}
+    kubeadm_versions: {cp-1: v1.36.3, gpu-1: v1.36.3}
+    batch_size: 20%
+    min_gpu_available_percent: 50
+"""
+
+RETURN = r"""
+plan:
+  description:
+    - The plan (UpgradePlan.to_dict) - target, path, nodes, steps (waves, packages, DRA
+      changes).
+  returned: success
+  type: dict
+step:
+  description: The first step of the plan, or null when every component runs the target.
+  returned: success
+  type: dict
+steps:
+  description: Number of steps on the path.
+  returned: success
+  type: int
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+try:
+    import yaml
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+    from kubernetes.client.rest import ApiException
+
+    IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - reported by the module
+    IMPORT_ERROR = exc
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_plan as up
+
+
+def read_cluster(kubeconfig: str) -> dict:
+    api = k8s_config.new_client_from_config(config_file=os.path.expanduser(kubeconfig))
+    core = k8s_client.CoreV1Api(api)
+    custom = k8s_client.CustomObjectsApi(api)
+    plain = api.sanitize_for_serialization
+    out = {
+        "nodes": plain(core.list_node())["items"],
+        "pods": plain(
+            core.list_namespaced_pod("kube-system", label_selector="component=kube-apiserver")
+        )["items"],
+        "resourceslices": [],
+    }
+    for version in ("v1", "v1beta2", "v1beta1"):
+        try:
+            out["resourceslices"] = custom.list_cluster_custom_object(
+                "resource.k8s.io", version, "resourceslices"
+            )["items"]
+            break
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    for name, key, dest in (
+        ("kubeadm-config", "ClusterConfiguration", "cluster_configuration"),
+        ("kubelet-config", "kubelet", "kubelet_configuration"),
+    ):
+        try:
+            cm = core.read_namespaced_config_map(name, "kube-system")
+            out[dest] = yaml.safe_load((cm.data or {}).get(key) or "") or {}
+        except ApiException:
+            out[dest] = None
+    return out
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path", required=True),
+            target=dict(type="str", required=True),
+            hosts=dict(type="list", elements="dict", required=True),
+            kubeadm_versions=dict(type="dict", default={}),
+            via=dict(type="list", elements="str", default=[]),
+            batch_size=dict(type="str", default="1"),
+            min_gpu_available_percent=dict(type="float", default=0),
+            features=dict(type="list", elements="str", default=[]),
+            gates=dict(type="dict", default={}),
+            package_revision=dict(type="str", default=up.DEFAULT_PACKAGE_REVISION),
+            repo_url=dict(type="str", default=up.DEFAULT_REPO_URL),
+            gpu_driver=dict(type="str", default=up.DEFAULT_GPU_DRIVER),
+            ignore_preflight_errors=dict(type="list", elements="str", default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    if IMPORT_ERROR is not None:
+        module.fail_json(
+            msg=missing_required_lib("kubernetes and PyYAML"), exception=str(IMPORT_ERROR)
+        )
+    p = module.params
+    try:
+        cluster = read_cluster(p["kubeconfig"])
+    except Exception as exc:  # the API or the kubeconfig: cannot plan
+        module.fail_json(msg=f"reading the cluster through {p['kubeconfig']} failed: {exc}")
+    try:
+        nodes = up.nodes_from_objects(
+            p["hosts"],
+            cluster["nodes"],
+            cluster["pods"],
+            cluster["resourceslices"],
+            {k: (v or None) for k, v in p["kubeadm_versions"].items()},
+            p["gpu_driver"],
+        )
+        plan = up.build_plan(
+            p["target"],
+            nodes,
+            batch_size=p["batch_size"],
+            min_gpu_available_percent=p["min_gpu_available_percent"],
+            via=p["via"],
+            features=p["features"],
+            gates=p["gates"],
+            current_settings=up.settings_from_configmaps(
+                cluster["cluster_configuration"], cluster["kubelet_configuration"]
+            ),
+            package_revision=p["package_revision"],
+            repo_url_template=p["repo_url"],
+            ignore_preflight_errors=p["ignore_preflight_errors"],
+        )
+    except dv.VersionModelError as exc:
+        module.fail_json(msg=str(exc), reason=exc.reason, fix=exc.fix)
+    doc = plan.to_dict()
+    module.exit_json(
+        changed=False,
+        plan=doc,
+        step=doc["steps"][0] if doc["steps"] else None,
+        steps=len(doc["steps"]),
+    )
+
+
+if __name__ == "__main__":
+    main()

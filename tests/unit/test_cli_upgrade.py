@@ -1,0 +1,155 @@
+"""``gpufleet upgrade --plan`` from a saved cluster snapshot (real ansible-inventory)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from gpufleet.cli import main
+
+pytestmark = pytest.mark.unit
+
+
+def _node(name, version, unschedulable=False):
+    return {
+        "metadata": {"name": name},
+        "spec": {"unschedulable": unschedulable},
+        "status": {
+            "nodeInfo": {"kubeletVersion": f"v{version}"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _apiserver(node, version):
+    return {
+        "metadata": {"labels": {"component": "kube-apiserver"}},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": "kube-apiserver", "image": f"registry.k8s.io/kube-apiserver:v{version}"}
+            ],
+        },
+    }
+
+
+def _slice(node, devices):
+    return {"spec": {"driver": "gpu.nvidia.com", "nodeName": node, "devices": [{}] * devices}}
+
+
+@pytest.fixture
+def site(tmp_path):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(
+        """
+all:
+  vars:
+    upgrade_batch_size: "50%"
+    upgrade_min_gpu_available_percent: 40
+  children:
+    kube_control_plane:
+      hosts:
+        cp-a: {kubernetes_node_name: node-cp-a}
+    kube_node:
+      hosts:
+        gpu-a: {kubernetes_node_name: node-gpu-a}
+        gpu-b: {kubernetes_node_name: node-gpu-b}
+        gpu-c: {kubernetes_node_name: node-gpu-c}
+        gpu-d: {kubernetes_node_name: node-gpu-d}
+"""
+    )
+    snap = {
+        "schema": 1,
+        "nodes": [_node("node-cp-a", "1.36.3")]
+        + [_node(f"node-gpu-{x}", "1.36.3") for x in "abcd"],
+        "pods": [_apiserver("node-cp-a", "1.36.3")],
+        "resourceslices": [_slice(f"node-gpu-{x}", 8) for x in "abcd"],
+        "kubeadm_versions": {h: "v1.36.3" for h in ["cp-a", "gpu-a", "gpu-b", "gpu-c", "gpu-d"]},
+        "cluster_configuration": {
+            "apiServer": {
+                "extraArgs": [{"name": "feature-gates", "value": "DRAControlPlaneController=true"}]
+            }
+        },
+        "kubelet_configuration": {"featureGates": {}},
+    }
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(snap))
+    return inv, path
+
+
+def test_plan_json_uses_inventory_variables(site):
+    inv, snap = site
+    result = CliRunner().invoke(
+        main,
+        ["upgrade", "-i", str(inv), "--to", "1.37.2", "--plan", "--json", "--snapshot", str(snap)],
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["path"] == ["1.37.2"]
+    assert doc["batch_size"] == 2  # 50% of 4 workers
+    step = doc["steps"][0]
+    # 32 GPU devices, floor 40% -> at most 19 drained -> 2 nodes (16) per batch
+    assert step["worker_serial"] == [2, 2]
+    assert [w["hosts"] for w in step["waves"]] == [["cp-a"], ["gpu-a", "gpu-b"], ["gpu-c", "gpu-d"]]
+    assert step["packages"]["kubelet"] == "1.37.2-1.1"
+    assert [f["entry"] for f in step["sanitize"]["kube-apiserver"]["remove"]] == [
+        "DRAControlPlaneController=true"
+    ]
+    assert [n["name"] for n in doc["nodes"]] == [
+        "node-cp-a",
+        "node-gpu-a",
+        "node-gpu-b",
+        "node-gpu-c",
+        "node-gpu-d",
+    ]
+
+
+def test_options_override_inventory_variables(site):
+    inv, snap = site
+    result = CliRunner().invoke(
+        main,
+        ["upgrade", "-i", str(inv), "--to", "1.37.2", "--plan", "--json", "--snapshot", str(snap),
+         "--batch-size", "1", "--min-gpu-available-percent", "0"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["steps"][0]["worker_serial"] == [1, 1, 1, 1]
+
+
+def test_table_names_the_step_and_the_removed_gate(site):
+    inv, snap = site
+    result = CliRunner().invoke(
+        main, ["upgrade", "-i", str(inv), "--to", "1.37.2", "--plan", "--snapshot", str(snap)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "step 1: 1.36.3 -> 1.37.2" in result.output
+    assert "DRAControlPlaneController=true" in result.output
+    assert "kubeadm upgrade apply v1.37.2" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--to", "1.36.1"], "downgrades"),
+        (["--to", "1.38.0"], "outside the releases"),
+        (["--to", "1.37.2", "--batch-size", "0"], "upgrade_batch_size='0'"),
+        (["--to", "1.37.2", "--min-gpu-available-percent", "90"], "draining node-gpu-a alone"),
+    ],
+)
+def test_refused_plans_exit_2_with_reason_and_fix(site, args, message):
+    inv, snap = site
+    result = CliRunner().invoke(
+        main, ["upgrade", "-i", str(inv), "--plan", "--snapshot", str(snap), *args]
+    )
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Fix:" in result.output
+
+
+def test_missing_inventory_exits_2(tmp_path):
+    result = CliRunner().invoke(
+        main, ["upgrade", "-i", str(tmp_path / "nope"), "--to", "1.37.2", "--plan"]
+    )
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
