@@ -1,5 +1,6 @@
 """The lab for tests: one real kubeadm cluster on podman nodes with simulated GPUs,
-brought up once per test session with ``gpufleet lab up`` and removed at the end.
+brought up once for the tests of this package with ``gpufleet lab up`` and removed after
+the last of them, so the rest of the run does not share the machine with it.
 
 It is a lab of its own (``GPUFLEET_LAB_NAME=gpufleet-test``, network 10.89.60.0/24), so
 a developer's default lab is never touched. ``GPUFLEET_TEST_KEEP_LAB=1`` keeps it after
@@ -94,7 +95,7 @@ def _gpufleet(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def lab() -> Iterator[Lab]:
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed: run scripts/setup (lab/prepare-podman)")
