@@ -23,6 +23,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versio
 from rich.console import Console
 from rich.table import Table
 
+from gpufleet.commands._options import extra_vars_option
+
 
 def _version(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Reject a malformed version string with exit code 2 (click.BadParameter)."""
@@ -250,38 +252,6 @@ APPLY_PLAYBOOK = "dra_feature_gates"
 AUDIT_ACTIONS = frozenset({"gpufleet.cluster.dra_gate_audit", "dra_gate_audit"})
 
 
-def _extra_vars(
-    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
-) -> dict[str, Any]:
-    """``-e KEY=VALUE`` (the value read as YAML, so ``true``, ``[a, b]`` and ``{k: v}`` keep
-    their types) or ``-e @FILE`` (a YAML mapping); later ones win. Exit 2 when malformed."""
-    import yaml
-
-    out: dict[str, Any] = {}
-    for raw in values:
-        if raw.startswith("@"):
-            path = raw[1:]
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    data = yaml.safe_load(fh)
-            except (OSError, yaml.YAMLError) as exc:
-                raise click.BadParameter(f"{raw}: cannot read a YAML file: {exc}") from None
-            if not isinstance(data, dict):
-                raise click.BadParameter(f"{raw}: the file must hold a YAML mapping of variables")
-            out.update(data)
-            continue
-        key, sep, value = raw.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(
-                f"{raw!r} is not KEY=VALUE or @FILE; write e.g. -e dra_gate_audit_metrics=true"
-            )
-        try:
-            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
-            out[key.strip()] = value
-    return out
-
-
 _INVENTORY = click.option(
     "-i",
     "--inventory",
@@ -297,7 +267,7 @@ _EXTRA = click.option(
     "extra_vars",
     multiple=True,
     metavar="KEY=VALUE|@FILE",
-    callback=_extra_vars,
+    callback=extra_vars_option,
     help="Extra variable for the playbook (repeat); the value is read as YAML.",
 )
 

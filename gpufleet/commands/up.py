@@ -25,6 +25,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpufleet.commands._options import extra_vars_option
+
 SITE_PLAYBOOK = "site"
 REPORT_NAME = "validate-latest.json"
 
@@ -101,35 +103,6 @@ def render_report(doc: Mapping[str, Any], console: Console, path: Path | None = 
             console.print(Text(f"  fix: {c['fix']}", style="cyan"))
 
 
-def _extra_vars(
-    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
-) -> dict[str, Any]:
-    """``-e KEY=VALUE`` (value read as YAML) or ``-e @FILE`` (a YAML mapping); later wins."""
-    import yaml
-
-    out: dict[str, Any] = {}
-    for raw in values:
-        if raw.startswith("@"):
-            try:
-                data = yaml.safe_load(Path(raw[1:]).read_text(encoding="utf-8"))
-            except (OSError, yaml.YAMLError) as exc:
-                raise click.BadParameter(f"{raw}: cannot read a YAML file: {exc}") from None
-            if not isinstance(data, dict):
-                raise click.BadParameter(f"{raw}: the file must hold a YAML mapping of variables")
-            out.update(data)
-            continue
-        key, sep, value = raw.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(
-                f"{raw!r} is not KEY=VALUE or @FILE; write e.g. -e site_bootstrap=true"
-            )
-        try:
-            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
-            out[key.strip()] = value
-    return out
-
-
 @click.command("up")
 @click.option(
     "-i",
@@ -149,7 +122,7 @@ def _extra_vars(
     "extra_vars",
     multiple=True,
     metavar="KEY=VALUE|@FILE",
-    callback=_extra_vars,
+    callback=extra_vars_option,
     help="Extra variable (repeat); the value is read as YAML.",
 )
 @click.option("-v", "--verbose", count=True, help="More Ansible output (repeat).")

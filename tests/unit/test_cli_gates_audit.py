@@ -14,6 +14,7 @@ from rich.console import Console
 
 from gpufleet.cli import main
 from gpufleet.commands import gates
+from gpufleet.commands._options import extra_vars_option
 
 pytestmark = pytest.mark.unit
 
@@ -104,7 +105,7 @@ def test_render_lists_hosts_components_and_failures_first() -> None:
 def test_extra_vars_are_yaml_values_and_files(tmp_path: Path) -> None:
     varfile = tmp_path / "vars.yml"
     varfile.write_text("dra_gate_audit_features: [admin-access]\nother: 1\n")
-    parsed = gates._extra_vars(
+    parsed = extra_vars_option(
         None,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
         (
