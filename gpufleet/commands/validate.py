@@ -21,29 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
 from rich.console import Console
 from rich.table import Table
 
 from gpufleet import runner
 from gpufleet.commands import claims_gc  # noqa: F401  (registers claims gc and claims explain)
+from gpufleet.commands._options import extra_vars_option
 
 STYLE = {vr.FAIL: "bold red", vr.WARN: "yellow", vr.SKIP: "dim", vr.PASS: "green"}
 MODULE_TASK = "Validate | Run the checks"
-
-
-def _extra(values: tuple[str, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for raw in values:
-        key, sep, value = raw.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{raw!r} is not KEY=VALUE", param_hint="-e")
-        try:
-            out[key] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            out[key] = value
-    return out
 
 
 def render_tables(console: Console, report: Mapping[str, Any]) -> None:
@@ -114,7 +101,15 @@ def write_outputs(
 @click.option("--markdown", metavar="FILE", help="Write the report as Markdown.")
 @click.option("--smoke", is_flag=True, help="Also run the smoke test (creates, then deletes).")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig on this host.")
-@click.option("-e", "--extra-vars", "extra", multiple=True, metavar="KEY=VALUE", help="Variable.")
+@click.option(
+    "-e",
+    "--extra-vars",
+    "extra",
+    multiple=True,
+    metavar="KEY=VALUE|@FILE",
+    callback=extra_vars_option,
+    help="Extra variable for the playbook (repeat); the value is read as YAML.",
+)
 @click.option("--limit", default=None, help="Limit the hosts read (as ansible-playbook).")
 @click.option("-v", "--verbose", count=True, help="ansible-playbook verbosity.")
 def validate(
@@ -124,14 +119,14 @@ def validate(
     markdown: str | None,
     smoke: bool,
     kubeconfig: str | None,
-    extra: tuple[str, ...],
+    extra: dict[str, Any],
     limit: str | None,
     verbose: int,
 ) -> None:
     """Validate a DRA GPU cluster; exit 0 pass, 1 a check failed, 2 could not run."""
     err = Console(stderr=True)
     out = Console(stderr=json_file == "-")
-    extravars = _extra(extra)
+    extravars = dict(extra)
     with tempfile.TemporaryDirectory(prefix="gpufleet-validate-") as tmp:
         report_path = Path(tmp) / "report.json"
         extravars.setdefault("validate_report_file", str(report_path))

@@ -1195,6 +1195,33 @@ class ControlPlane:
             check=check,
         )
 
+    def create_namespace(self, name: str, timeout_s: float = 60.0) -> None:
+        """Create namespace ``name`` (no error when it exists) and wait until its
+        ``default`` ServiceAccount exists: the ServiceAccount admission plugin refuses pods
+        until the serviceaccount controller of kube-controller-manager has made it
+        (``plugin/pkg/admission/serviceaccount/admission.go``).
+
+        Raises ``subprocess.CalledProcessError`` when the namespace cannot be created,
+        ``TimeoutError`` when the ServiceAccount does not appear within ``timeout_s``
+        seconds.
+        """
+        created = self.kubectl("create", "namespace", name, check=False)
+        if created.returncode != 0 and "AlreadyExists" not in created.stderr:
+            created.check_returncode()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if (
+                self.kubectl("-n", name, "get", "serviceaccount", "default", check=False).returncode
+                == 0
+            ):
+                return
+            time.sleep(0.5)
+        raise TimeoutError(
+            f"namespace {name}: ServiceAccount default not made within {timeout_s:.0f}s "
+            f"(is the serviceaccount controller of kube-controller-manager running? see "
+            f"{self.log_path('kube-controller-manager')})"
+        )
+
     # -- kwok
 
     def start_kwok(

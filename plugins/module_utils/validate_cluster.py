@@ -313,7 +313,9 @@ def _lockstep(kubelets: Mapping[str, str], settings: Settings, ev: Evidence) -> 
         return skipped(c.id, c.title, "no GPU node of the inventory has a Node object", [ev])
     counts = Counter(gpu.values())
     if len(counts) > 1:
-        ref = counts.most_common(1)[0][0]
+        # the version most GPU nodes run; on a tie the newest, so the nodes left behind
+        # by an unfinished upgrade are the ones named
+        ref = max(counts, key=lambda v: (counts[v], _version_order(v)))
         for node, v in sorted(gpu.items()):
             if v != ref:
                 c.problem(
@@ -324,6 +326,14 @@ def _lockstep(kubelets: Mapping[str, str], settings: Settings, ev: Evidence) -> 
                 )
         c.fix = "finish the kubelet upgrade of the GPU nodes (gpufleet upgrade -i INVENTORY)"
     return finish(c, f"{len(gpu)} GPU node kubelet(s) on {', '.join(sorted(counts))}")
+
+
+def _version_order(v: str) -> tuple[int, int, int]:
+    try:
+        k = dv.parse_version(v)
+    except dv.VersionModelError:
+        return (-1, -1, -1)
+    return (k.major, k.minor, k.patch or 0)
 
 
 def _known_bad(apis: Mapping[str, str], kubelets: Mapping[str, str], *ev: Evidence) -> Check:

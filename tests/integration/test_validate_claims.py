@@ -137,8 +137,8 @@ def cluster() -> Any:
                 "devices": devices,
             },
         }
-        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
-        apply(cp, [ns, *classes, rslice])
+        cp.create_namespace(NS)
+        apply(cp, [*classes, rslice])
         yield cp, node
     finally:
         cp.stop()

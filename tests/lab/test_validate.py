@@ -11,7 +11,8 @@ after its check, so the tests leave the lab as they found it. Faults:
 * a leaked claim: kube-controller-manager stopped (its static pod manifest moved away),
   a pod with an allocated claim force-deleted; ``claims gc --apply`` releases it;
 * a claim no device matches (explained: the failing selector is named);
-* a kubelet feature gate drifted on one worker (``/var/lib/kubelet/config.yaml``).
+* a kubelet feature gate drifted on one worker (``/var/lib/kubelet/config.yaml``);
+* a kubelet of the previous release on one GPU worker (its binary swapped).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.lab import cluster
+from gpufleet.lab import binaries, cluster
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -161,9 +162,36 @@ class Lab:
         }
         return set(self.workers) <= running
 
+    def kubelet_version(self, node: str) -> str:
+        return self.kubectl("get", "node", node, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}")
+
+    def slices_published(self) -> bool:
+        """Every worker has a ResourceSlice again (the plugin republishes them after its
+        kubelet restarts)."""
+        slices = json.loads(self.kubectl("get", "resourceslices", "-o", "json"))
+        return set(self.workers) <= {s["spec"].get("nodeName") for s in slices["items"]}
+
+    def settle(self) -> None:
+        """Wait until the kubelet plugin runs on every worker and its slices are back."""
+        self.wait("the kubelet plugin on every node", self.plugin_running)
+        self.wait("ResourceSlices on every node", self.slices_published)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.lstrip("v").split("."))
+
 
 def checks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["id"]: c for c in report.get("checks") or []}
+
+
+def failed_checks(report: dict[str, Any]) -> dict[str, Any]:
+    """The failed checks with their problems, for an assertion message."""
+    return {
+        c["id"]: {"summary": c["summary"], "problems": c.get("problems")}
+        for c in report.get("checks") or []
+        if c["status"] == "fail"
+    }
 
 
 def subjects(report: dict[str, Any], check_id: str) -> set[str]:
@@ -186,15 +214,14 @@ def lab(lab) -> Iterator[Lab]:
     if len(lab.workers) < 2:
         pytest.skip("the fault tests need a lab with two GPU workers (gpufleet lab up --workers 2)")
     lab.ensure_images()
-    lab.wait("the kubelet plugin on every node", lab.plugin_running)
+    lab.settle()
     yield lab
     print("\nvalidate timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in TIMINGS.items()))
 
 
 def test_clean_lab_passes(lab: Lab) -> None:
     code, report, out = lab.validate("clean")
-    failed = {c["id"]: c["summary"] for c in report.get("checks") or [] if c["status"] == "fail"}
-    assert code == 0, f"{failed}\n{out[-3000:]}"
+    assert code == 0, f"{failed_checks(report)}\n{out[-3000:]}"
     ids = set(checks(report))
     for wanted in (
         "versions.kubelet-skew",
@@ -473,10 +500,54 @@ def test_kubelet_gate_drift_on_one_worker_is_caught(lab: Lab) -> None:
                 )
             ),
         )
+        lab.settle()
+
+
+def test_kubelet_on_another_version_is_caught(lab: Lab) -> None:
+    """One GPU worker's kubelet binary swapped for the previous cached release's (a legal
+    skew, but the GPU nodes are no longer in lockstep)."""
+    ours = str(lab.state["spec"]["kubernetes_version"]).lstrip("v")
+    older = [
+        r.version
+        for r in binaries.load_releases().releases
+        if binaries.binary_path("kubelet", r.version).is_file()
+        and version_key(r.version) < version_key(ours)
+    ]
+    if not older:
+        pytest.skip(f"no kubelet of a release older than {ours} in the binaries cache")
+    other = max(older, key=version_key)
+    node = lab.workers[0]
+    kubelet = "/usr/bin/kubelet"
+    backup = "/usr/bin/kubelet.validate-test"
+    cached = binaries.binary_path("kubelet", other).relative_to(binaries.cache_root())
+    in_node = f"{cluster.NODE_CACHE}/{cached}"
+    lab.exec(node, "cp", "-p", kubelet, backup)
+    try:
+        lab.exec(node, "install", "-m", "0755", in_node, kubelet)
+        lab.exec(node, "systemctl", "restart", "kubelet")
+        lab.wait(
+            f"the kubelet of {node} reporting v{other}",
+            lambda: lab.kubelet_version(node) == f"v{other}",
+        )
+        code, report, _ = lab.validate("kubelet-version")
+        assert code == 1
+        lockstep = checks(report)["versions.gpu-kubelet-lockstep"]
+        assert lockstep["status"] == "fail", lockstep
+        assert subjects(report, "versions.gpu-kubelet-lockstep") == {node}
+        assert checks(report)["versions.kubelet-skew"]["status"] == "pass"
+    finally:
+        lab.exec(node, "mv", backup, kubelet)
+        lab.exec(node, "systemctl", "restart", "kubelet")
+        lab.wait(
+            f"the kubelet of {node} back on v{ours}",
+            lambda: lab.kubelet_version(node) == f"v{ours}",
+        )
+        lab.settle()
 
 
 def test_smoke_gets_a_gpu_and_cleans_up(lab: Lab) -> None:
     lab.ensure_images()
+    lab.settle()
     code, report, out = lab.validate("smoke", "--smoke")
     smoke = {i: c for i, c in checks(report).items() if i.startswith("smoke.")}
     assert smoke, out[-2000:]
@@ -485,4 +556,4 @@ def test_smoke_gets_a_gpu_and_cleans_up(lab: Lab) -> None:
         assert any(e["source"] == "cleanup" and "deleted" in e["detail"] for e in c["evidence"])
         log = next(e["detail"] for e in c["evidence"] if e["source"] == "pod log")
         assert "NVIDIA_VISIBLE_DEVICES=" in log
-    assert code == 0, out[-3000:]
+    assert code == 0, f"{failed_checks(report)}\n{out[-3000:]}"

@@ -53,7 +53,10 @@ def test_outputs_are_json_junit_and_markdown(tmp_path: Path) -> None:
 
 
 def test_extra_vars_parse_yaml_values() -> None:
-    assert cmd._extra(("validate_pending_threshold=0", "a=[1, 2]", "b=x")) == {
+    from gpufleet.commands._options import extra_vars_option
+
+    values = ("validate_pending_threshold=0", "a=[1, 2]", "b=x")
+    assert extra_vars_option(None, None, values) == {  # type: ignore[arg-type]
         "validate_pending_threshold": 0,
         "a": [1, 2],
         "b": "x",

@@ -96,7 +96,20 @@ def test_kubelet_newer_than_the_apiserver_fails_skew() -> None:
         in c["versions.kubelet-skew"].problems[0].message
     )
     assert c["versions.gpu-kubelet-lockstep"].status == "fail"
-    assert c["versions.gpu-kubelet-lockstep"].problems[0].subject in ("gpu-1", "gpu-2")
+    # on a tie the node that is not on the newest version is named
+    assert [p.subject for p in c["versions.gpu-kubelet-lockstep"].problems] == ["gpu-2"]
+
+
+def test_lockstep_tie_names_the_node_left_behind() -> None:
+    listing, settings = healthy()
+    listing.nodes[2] = node("gpu-2", LABELS, kubelet="v1.36.3")
+    c = by_id(vc.versions_checks(listing, settings))
+    lockstep = c["versions.gpu-kubelet-lockstep"]
+    assert lockstep.status == "fail"
+    assert [(p.subject, p.message.split(" while ")[0]) for p in lockstep.problems] == [
+        ("gpu-2", "kubelet 1.36.3")
+    ]
+    assert c["versions.kubelet-skew"].status == "pass"
 
 
 def test_apiservers_two_minors_apart_fail() -> None:
