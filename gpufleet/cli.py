@@ -6,6 +6,9 @@ failed, 2 the command could not run (bad input, missing prerequisite).
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 
 from gpufleet import __version__
@@ -33,3 +36,16 @@ main.add_command(lab)
 main.add_command(validate)
 main.add_command(upgrade)
 main.add_command(up)
+
+
+#: Width of tables written to a file or a pipe (a CI log, ``| tee``): rich falls back to
+#: 80 columns there, which cuts host names and check ids; ``COLUMNS`` still wins.
+LOG_COLUMNS = "160"
+
+
+def entry() -> None:
+    """The ``gpufleet`` console script: :func:`main` with wide tables when stdout is not a
+    terminal."""
+    if not sys.stdout.isatty():
+        os.environ.setdefault("COLUMNS", LOG_COLUMNS)
+    main()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
@@ -249,6 +250,8 @@ def run_playbook(
     for inv in inventories:
         if not Path(inv).exists():
             raise RunError(f"inventory {inv!r} does not exist; fix: pass -i with an existing path")
+    if playbook != "lab":
+        check_lab_inventory(inventories)
     console = console or Console()
     progress = RunProgress()
     private = Path(tempfile.mkdtemp(prefix="gpufleet-run-"))
@@ -262,11 +265,18 @@ def run_playbook(
     )
 
     def handle(event: Mapping[str, Any]) -> bool:
+        before = (progress.play, len(progress.failures))
         progress.feed(event)
         if on_event:
             on_event(event)
         if live is not None:
             live.update(render(progress))
+        elif not console.is_terminal:
+            # a log or CI job: one plain line per play and per failure, no live display
+            if progress.play != before[0]:
+                console.print(f"play: {progress.play}", markup=False, highlight=False)
+            for host, task, msg in progress.failures[before[1] :]:
+                console.print(f"failed: {host} | {task}: {msg}", markup=False, highlight=False)
         return True
 
     # ansible-playbook of this Python's environment, even when its bin/ is not on PATH
@@ -314,8 +324,48 @@ def run_playbook(
         if stdout:
             console.print(stdout, markup=False, highlight=False)
         status = EXIT_CANNOT_RUN
+    ident = getattr(getattr(result, "config", None), "ident", None)
+    if ident:
+        console.print(
+            f"ansible log: {Path(artifacts) / str(ident) / 'stdout'}", markup=False, highlight=False
+        )
     shutil.rmtree(private, ignore_errors=True)
     return RunResult(status, progress, Path(artifacts), rc)
+
+
+def check_lab_inventory(inventories: Iterable[str]) -> None:
+    """Refuse to run against the embedded lab inventory (``inventory/lab``) when the lab it
+    names (``GPUFLEET_LAB_NAME``, default ``gpufleet-lab``) has not been brought up or its
+    control-plane node is not running: Ansible would only report that it cannot reach the
+    podman containers.
+
+    Raises:
+        RunError: naming the lab and the command that brings it up.
+    """
+    lab_inventory = default_inventory().resolve()
+    if not any(Path(i).resolve() == lab_inventory for i in inventories):
+        return
+    from gpufleet.lab import cluster
+
+    state = cluster.load_state()
+    name = cluster.lab_name()
+    if state is None:
+        raise RunError(
+            f"lab {name!r} does not exist (no {cluster.state_path()}); fix: bring it up with "
+            "`gpufleet lab up`, or set GPUFLEET_LAB_NAME to the lab you mean"
+        )
+    nodes = [n["name"] for n in state.get("nodes") or [] if n.get("role") == "control-plane"]
+    proc = subprocess.run(
+        ["podman", "container", "inspect", "--format", "{{.State.Running}}", *nodes[:1]],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if nodes and (proc.returncode != 0 or proc.stdout.strip() != "true"):
+        raise RunError(
+            f"lab {name!r}: its control-plane node {nodes[0]} is not running; fix: "
+            "`gpufleet lab up` (it converges the lab), or `gpufleet lab down` and up again"
+        )
 
 
 def _cache_dir() -> Path:

@@ -325,7 +325,11 @@ def render_audit(audit_doc: dict[str, Any], console: Console) -> None:
         f"[bold red]{counts.get('fail', 0)} failed[/bold red], "
         f"[yellow]{counts.get('warn', 0)} warnings[/yellow]"
     )
-    table = Table()
+    table = Table(
+        caption="each cell: the process state, then the feature gates and runtime-config it "
+        "sets (- none: every gate at its default); red a failed finding, yellow a warning",
+        caption_justify="left",
+    )
     table.add_column("host", no_wrap=True)
     for c in components:
         table.add_column(c, no_wrap=True)

@@ -11,6 +11,16 @@ from rich.table import Table
 
 from gpufleet.lab import cluster
 
+
+def _default_release() -> str:
+    from gpufleet.lab import binaries
+
+    try:
+        return binaries.load_releases().default
+    except Exception as err:  # the help text must render even with a bad releases file
+        return f"unreadable: {err}"
+
+
 HEADERS = ["node", "role", "address", "container", "status", "kubelet", "GPU (simulator)"]
 
 
@@ -32,7 +42,8 @@ def lab() -> None:
 @click.option(
     "--kubernetes-version",
     default="",
-    help="A release pinned in releases.yaml (default: the default release).",
+    help="A release pinned in gpufleet/lab/releases.yaml (default: its default release, "
+    f"{_default_release()}).",
 )
 @click.option("--workers", default=2, show_default=True, type=int, help="GPU worker nodes.")
 @click.option(

@@ -152,8 +152,15 @@ def _print_plan(console: Console, model: mpr.GpuModel, gpu: int, plan: mpl.Plan)
             str(prof.ci_profile_id),
         )
     console.print(table)
-    free = ", ".join(str(s) for s in plan.free_slots) or "none"
-    console.print(f"free memory slices: {free}")
+    n = len(plan.free_slots)
+    free = ", ".join(str(s) for s in plan.free_slots)
+    console.print(
+        f"free memory slices: {n} (index {free})"
+        if n == 1
+        else f"free memory slices: {n} (indexes {free})"
+        if n
+        else "free memory slices: none"
+    )
 
 
 @mig.command("plan")

@@ -144,7 +144,8 @@ def up(
 ) -> None:
     """Provision a GPU cluster with DRA end to end (playbooks/site.yml): preflight, NVIDIA
     driver and container toolkit, kubeadm (site_bootstrap=true), DRA feature gates, GPU
-    node labels, the NVIDIA DRA driver, then the validation report.
+    node labels, the NVIDIA DRA driver, MIG (mig_layout), then validate with a smoke test
+    and its report. Try it on the lab: gpufleet up -i inventory/lab
 
     Exit 0 when every host succeeded and no check failed, 1 when a host or a check failed,
     2 when it could not run."""

@@ -99,7 +99,12 @@ def write_outputs(
 @click.option("--json", "json_file", metavar="FILE", help="Write the JSON report ('-': stdout).")
 @click.option("--junit", metavar="FILE", help="Write the report as JUnit XML.")
 @click.option("--markdown", metavar="FILE", help="Write the report as Markdown.")
-@click.option("--smoke", is_flag=True, help="Also run the smoke test (creates, then deletes).")
+@click.option(
+    "--smoke",
+    is_flag=True,
+    help="Also run the smoke test: a pod per device kind in a throwaway namespace, deleted "
+    "afterwards (kept when the smoke fails; the report names it).",
+)
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig on this host.")
 @click.option(
     "-e",

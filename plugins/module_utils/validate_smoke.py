@@ -28,6 +28,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_k
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_cluster import (
     Listing,
     Settings,
+    _attr_value,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_report import (
     FAIL,
@@ -36,7 +37,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_report i
     finish,
 )
 
-__all__ = ["DEFAULT_COMMAND", "run_smoke", "smoke_pod", "smoke_templates"]
+__all__ = ["DEFAULT_COMMAND", "published_kinds", "run_smoke", "smoke_pod", "smoke_templates"]
 
 POLL_S = 2.0
 #: What the smoke pod runs: the GPU the container sees (the simulator's device file in the
@@ -50,13 +51,26 @@ DEFAULT_COMMAND = [
 
 
 def smoke_templates(
-    options: Mapping[str, Any], namespace: str, version: str
+    options: Mapping[str, Any],
+    namespace: str,
+    version: str,
+    published: tuple[bool, list[str]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The ResourceClaimTemplates to try. Raises ClaimTemplateError for a bad entry."""
+    """The ResourceClaimTemplates to try: ``smoke_templates`` when given, else one per
+    kind of device the cluster should hand out: a whole GPU (``smoke-gpu``, at least
+    1 GiB) when a GPU node publishes one, and a ``mig-slice`` per MIG profile that is
+    configured (``smoke_profiles``) or published (``published`` as returned by
+    :func:`published_kinds`; None: the whole GPU only, as when nothing is known). Each
+    entry of ``smoke_profiles`` is added in any case. Raises ClaimTemplateError for a bad
+    entry."""
     wanted = list(options.get("smoke_templates") or [])
+    profiles = [str(p) for p in options.get("smoke_profiles") or []]
     if not wanted:
-        wanted = [{"kind": "gpu-with-memory", "min_memory_gib": 1, "name": "smoke-gpu"}]
-    for p in options.get("smoke_profiles") or []:
+        whole, seen = published if published is not None else (True, [])
+        profiles += [p for p in seen if p not in profiles]
+        if whole or not profiles:
+            wanted = [{"kind": "gpu-with-memory", "min_memory_gib": 1, "name": "smoke-gpu"}]
+    for p in dict.fromkeys(profiles):
         wanted.append({"kind": "mig-slice", "profile": p})
     out = []
     for w in wanted:
@@ -64,6 +78,38 @@ def smoke_templates(
         params["namespace"] = namespace
         out.append(ct.build(str(w.get("kind")), params, kubernetes_version=version))
     return out
+
+
+def published_kinds(listing: Listing, settings: Settings) -> tuple[bool, list[str]]:
+    """What the GPU nodes can hand out: (a whole GPU is published or nothing at all is,
+    the MIG profiles published or wanted by ``settings.mig_layout``, sorted). Devices are
+    those of ``settings.driver`` in ResourceSlices of the inventory's GPU nodes (all nodes
+    when the inventory names none); their ``type`` and ``profile`` attributes are the
+    NVIDIA DRA driver's (``gpu``/``mig``, ``1g.18gb``)."""
+    gpu_nodes = set(settings.gpu_nodes)
+    types: set[str] = set()
+    profiles: set[str] = set()
+    for rs in listing.slices:
+        spec = rs.get("spec") or {}
+        if spec.get("driver") != settings.driver:
+            continue
+        if gpu_nodes and spec.get("nodeName") not in gpu_nodes:
+            continue
+        for d in spec.get("devices") or []:
+            kind = str(_attr_value(d, "type") or "gpu")
+            types.add(kind)
+            if kind == "mig" and _attr_value(d, "profile"):
+                profiles.add(str(_attr_value(d, "profile")))
+    for raw in settings.mig_layout.values():
+        layouts = (
+            raw.values()
+            if isinstance(raw, Mapping) and raw and all(str(k).isdigit() for k in raw)
+            else [raw]
+        )
+        for layout in layouts:
+            if isinstance(layout, Mapping):
+                profiles.update(str(k) for k, v in layout.items() if v)
+    return ("gpu" in types or not types), sorted(profiles)
 
 
 def smoke_pod(template: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,7 +155,7 @@ def run_smoke(
     namespace = f"gpufleet-validate-{secrets.token_hex(3)}"
     rv = listing.resource_version or "v1"
     try:
-        templates = smoke_templates(options, namespace, version)
+        templates = smoke_templates(options, namespace, version, published_kinds(listing, settings))
     except (ct.ClaimTemplateError, ValueError) as err:
         return [
             Check(
@@ -185,10 +231,10 @@ def run_smoke(
                     None,
                 )
                 if owner and owner.get("uid") == pod["metadata"].get("uid"):
+                    seen[tname]["claim"] = cl["metadata"]["name"]
                     devs = vcl.allocated_devices(cl)
                     if devs:
                         seen[tname]["allocated"] = devs
-                        seen[tname]["claim"] = cl["metadata"]["name"]
                     if any(
                         r.get("uid") == pod["metadata"].get("uid")
                         for r in (cl.get("status") or {}).get("reservedFor") or []
@@ -247,20 +293,23 @@ def run_smoke(
             )
         if node and settings.gpu_nodes and node not in settings.gpu_nodes:
             c.problem(pname, FAIL, f"ran on {node}, which is not a GPU node of the inventory")
+        claim = seen[tname].get("claim")
         c.fix = (
-            "gpufleet claims explain on the pod's claim, the pod's events (kubectl -n NS describe "
-            "pod), and the kubelet plugin's log on the node"
+            (f"gpufleet claims explain {namespace}/{claim}" if claim else "gpufleet claims explain")
+            + f", the pod's events (kubectl -n {namespace} describe pod {pname}), and the "
+            "kubelet plugin's log on the node"
         )
         checks.append(finish(c, f"claim allocated and reserved, pod Succeeded on {node}"))
     failed = any(c.status == FAIL for c in checks)
     if failed and keep:
+        kept = (
+            f"namespace {namespace} kept for inspection; delete it with: "
+            f"kubectl delete namespace {namespace}"
+        )
         for c in checks:
-            c.evidence.append(
-                Evidence(
-                    "kept for inspection",
-                    f"namespace {namespace} (delete it with: kubectl delete namespace {namespace})",
-                )
-            )
+            c.evidence.append(Evidence("kept for inspection", kept))
+            if c.status == FAIL:
+                c.fix = f"{c.fix}. {kept}"
     else:
         ok = _delete_namespace(kube, namespace)
         for c in checks:

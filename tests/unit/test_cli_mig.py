@@ -29,7 +29,7 @@ def test_seven_1g_on_h200_table() -> None:
     rows = [line for line in result.stdout.splitlines() if "1g.18gb" in line]
     assert len(rows) == 7
     assert [row.split("│")[4].strip() for row in rows] == [f"{s}:1" for s in range(7)]
-    assert "free memory slices: 7" in result.stdout
+    assert "free memory slices: 1 (index 7)" in result.stdout
 
 
 def test_json_output_of_a_fit() -> None:

@@ -77,6 +77,35 @@ def test_missing_playbook_and_inventory_are_refused_before_running(tmp_path: Pat
         runner.run_playbook(str(DATA / "mixed.yml"), str(tmp_path / "missing"))
 
 
+def test_a_log_gets_one_line_per_play_and_failure_and_the_log_path(tmp_path: Path) -> None:
+    _, _, printed = _run(tmp_path)  # Console(file=StringIO) is not a terminal
+    lines = printed.splitlines()
+    assert any(line.startswith("play: ") for line in lines)
+    assert "failed: bad | Runner | Fail on the host named bad: host bad refuses" in lines
+    (log,) = [line.split(": ", 1)[1] for line in lines if line.startswith("ansible log: ")]
+    assert Path(log).is_file() and "host bad refuses" in Path(log).read_text()
+
+
+def test_the_lab_inventory_is_refused_when_its_lab_does_not_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path))
+    monkeypatch.setenv("GPUFLEET_LAB_NAME", "nope")
+    with pytest.raises(runner.RunError, match=r"lab 'nope' does not exist .*gpufleet lab up"):
+        runner.run_playbook("validate", str(runner.default_inventory()))
+    # a lab whose node container is gone (a reboot, a podman rm)
+    from gpufleet.lab import cluster
+
+    cluster.state_path().parent.mkdir(parents=True)
+    cluster.state_path().write_text(
+        '{"nodes": [{"name": "nope-control-plane", "role": "control-plane", "ip": "10.0.0.1"}]}'
+    )
+    with pytest.raises(runner.RunError, match="nope-control-plane is not running"):
+        runner.check_lab_inventory([str(runner.default_inventory())])
+    # another inventory is not the lab's business
+    runner.check_lab_inventory([str(DATA / "inventory.ini")])
+
+
 def test_collection_root_is_the_installed_collection() -> None:
     root = runner.collection_root()
     assert (root / "galaxy.yml").is_file()
