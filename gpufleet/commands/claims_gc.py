@@ -78,12 +78,17 @@ def gc(
     rv = _resource_version(kube)
     prefix = f"/namespaces/{namespace}" if namespace else ""
     try:
-        claim_list = kube.list(f"/apis/resource.k8s.io/{rv}{prefix}/resourceclaims")
-        pods = kube.list(f"/api/v1{prefix}/pods")
+        # trimmed as they arrive, so that a fleet's claims and pods fit in memory
+        with vk.gc_paused():
+            claim_list = kube.list(
+                f"/apis/resource.k8s.io/{rv}{prefix}/resourceclaims", trim=vk.strip_managed_fields
+            )
+            pods = kube.list(f"/api/v1{prefix}/pods", trim=vk.trim_pod)
     except vk.KubeError as err:
         Console(stderr=True).print(f"[red]error:[/red] cannot list claims and pods: {err}")
         sys.exit(2)
-    plan = vcl.plan_gc(claim_list, pods)
+    with vk.gc_paused():
+        plan = vcl.plan_gc(claim_list, pods)
     by_key = {vcl.key(c): c for c in claim_list}
     results: list[dict[str, Any]] = []
     failed = 0

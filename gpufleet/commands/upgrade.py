@@ -11,9 +11,29 @@ repository, the kubeadm command, the DRA gate and runtime-config changes, what t
 refuses to start with, and the order of the nodes (waves).
 
 Without ``--plan`` it runs ``playbooks/upgrade.yml`` once per step of the path
-(``upgrade_kubernetes_version`` = the step's release), and ``playbooks/validate.yml``
-before and after when the collection has it. ``--snapshot FILE`` plans from a saved
-cluster snapshot (``--save-snapshot FILE`` writes one), for review away from the cluster.
+(``upgrade_kubernetes_version`` = the step's release, ``upgrade_kubeconfig`` = the
+kubeconfig it planned with, plus ``-e`` variables), and ``playbooks/validate.yml`` before
+(not when resuming a failed run, whose cordoned node validate would refuse) and after,
+unless ``--no-validate``. ``--snapshot FILE`` plans from a saved cluster snapshot
+(``--save-snapshot FILE`` writes one), for review away from the cluster.
+
+Resume: the upgrade report (``upgrade_report_path``, default
+``~/.cache/gpufleet/upgrade-report.json``; on the lab's inventory
+``labs/<name>/upgrade-report.json`` beside its kubeconfig, one per lab; the command passes
+the path it uses to the playbook) of an earlier run to the same release names
+the nodes it drained and left cordoned (``cordoned_by_upgrade``); the plan resumes them
+(their kubelet part again, then uncordon) even when they already run the target. A host
+that went unreachable during a run (its entry still ``in-progress``) is recorded as
+failed there, with the phase it had reached (read from the run's events) and Ansible's
+message. After each step the report's timings are printed per node: drain, restart to
+Ready, DRA plugin and ResourceSlices, the node's total and the rest (the toolkit's own
+work), and the step's wall-clock time.
+
+On the lab's inventory (it carries ``lab_kubeconfig``; the lab is air-gapped) the
+kubeadm, kubelet and kubectl packages of every release involved are built into the local
+repository in the pkgs.k8s.io layout (``gpufleet.lab.packages``) and the control-plane
+images of each step (``gpufleet.lab.images``) before the run, and passed as
+``upgrade_local_repo_dir`` and ``upgrade_image_archives``; ``-e`` overrides them.
 
 Exit codes: 0 planned or upgraded; 1 a host or a step failed; 2 the plan is refused
 (downgrade, skipped minor, target outside the model, bad batch/floor values) or the
@@ -26,7 +46,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +58,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_pl
 from rich.console import Console
 from rich.table import Table
 
+from gpufleet.commands._options import extra_vars_option
+
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 SNAPSHOT_SCHEMA = 1
+#: The role's default upgrade_report_path (roles/upgrade/defaults/main.yml).
+DEFAULT_REPORT = Path("~/.cache/gpufleet/upgrade-report.json")
 
 
 class InputError(Exception):
@@ -198,9 +223,11 @@ def plan_from_snapshot(
     package_revision: str = up.DEFAULT_PACKAGE_REVISION,
     repo_url_template: str = up.DEFAULT_REPO_URL,
     gpu_driver: str = up.DEFAULT_GPU_DRIVER,
+    resume_hosts: Sequence[str] = (),
 ) -> up.UpgradePlan:
     """The plan for a snapshot (``{hosts, nodes, pods, resourceslices, kubeadm_versions,
-    cluster_configuration, kubelet_configuration}``). Raises UpgradePlanError."""
+    cluster_configuration, kubelet_configuration}``); ``resume_hosts`` as for
+    ``upgrade_plan.build_plan``. Raises UpgradePlanError."""
     states = up.nodes_from_objects(
         snapshot["hosts"],
         snapshot.get("nodes") or [],
@@ -223,6 +250,7 @@ def plan_from_snapshot(
         current_settings=current,
         package_revision=package_revision,
         repo_url_template=repo_url_template,
+        resume_hosts=resume_hosts,
     )
 
 
@@ -283,6 +311,9 @@ def render(plan: up.UpgradePlan, console: Console) -> None:
         for n in skipped:
             waves.add_row("-", "skip", n.host, "0", n.reason)
         console.print(waves)
+        for n in step.nodes:
+            if n.resume:
+                console.print(f"resume {n.host} (wave {n.wave}): {n.reason}")
         changes = Table(title="DRA settings (version model)")
         for col in ("component", "entry", "change", "reason"):
             changes.add_column(col, overflow="fold")
@@ -310,6 +341,238 @@ def render(plan: up.UpgradePlan, console: Console) -> None:
             console.print("DRA settings: no change")
         for w in step.warnings:
             console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+# ------------------------------------------------------------------------- report
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """The upgrade report at ``path`` (module ``upgrade_report``: ``{target, nodes: {host:
+    {node, state, phase, cause, cordoned, cordoned_by_upgrade, timings_s}}}``), or {}
+    when it is missing or not JSON."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def resume_hosts(report: Mapping[str, Any], versions: Sequence[str]) -> list[str]:
+    """Hosts that a run to one of ``versions`` (the report's ``target``) drained and left
+    cordoned: ``cordoned_by_upgrade`` set in their entry."""
+    if str(report.get("target") or "") not in {str(v) for v in versions}:
+        return []
+    nodes = report.get("nodes") or {}
+    return [h for h, e in nodes.items() if isinstance(e, Mapping) and e.get("cordoned_by_upgrade")]
+
+
+def unfinished_hosts(report: Mapping[str, Any], versions: Sequence[str]) -> list[str]:
+    """Hosts a run to one of ``versions`` left ``failed`` or ``in-progress``."""
+    if str(report.get("target") or "") not in {str(v) for v in versions}:
+        return []
+    nodes = report.get("nodes") or {}
+    return [
+        h
+        for h, e in nodes.items()
+        if isinstance(e, Mapping) and e.get("state") in ("failed", "in-progress")
+    ]
+
+
+class PhaseTracker:
+    """Follows an upgrade run's ansible-runner events: per host, the last
+    ``upgrade_phase`` the role set (``set_fact`` results) and whether and why the host was
+    unreachable. Rescue blocks do not run for an unreachable host, so the run cannot
+    record such a failure itself; :meth:`record` does it afterwards."""
+
+    def __init__(self) -> None:
+        self.phase: dict[str, str] = {}
+        self.drained: dict[str, bool] = {}
+        self.unreachable: dict[str, str] = {}
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        if not host:
+            return
+        res = data.get("res") or {}
+        if event.get("event") == "runner_on_ok":
+            facts = res.get("ansible_facts") or {}
+            if "upgrade_phase" in facts:
+                self.phase[host] = str(facts["upgrade_phase"])
+            if "upgrade_drained" in facts:
+                self.drained[host] = bool(facts["upgrade_drained"])
+        elif event.get("event") == "runner_on_unreachable" and not data.get("ignore_errors"):
+            msg = str(res.get("msg") or "unreachable").strip()
+            self.unreachable[host] = " ".join(msg.split())[:500]
+
+    def record(self, path: Path, target: str) -> list[str]:
+        """Mark in the report at ``path`` every unreachable host whose entry is still
+        ``in-progress`` as ``failed``, with its phase and Ansible's message. Returns the
+        hosts marked."""
+        from ansible_collections.gpufleet.cluster.plugins.modules import upgrade_report as ur
+
+        report = read_report(path)
+        marked = []
+        for host, msg in self.unreachable.items():
+            entry = (report.get("nodes") or {}).get(host)
+            if not entry or entry.get("state") != "in-progress" or report.get("target") != target:
+                continue
+            drained = self.drained.get(host, False)
+            ur.merge(
+                report,
+                {
+                    "target": target,
+                    "host": host,
+                    "node": entry.get("node") or host,
+                    "state": "failed",
+                    "phase": self.phase.get(host) or entry.get("phase") or "",
+                    "cause": f"host unreachable: {msg}",
+                    "cordoned": True if drained else None,
+                    "cordoned_by_upgrade": True if drained else None,
+                    "timings": {},
+                },
+                ur.now(),
+            )
+            marked.append(host)
+        if marked:
+            tmp = path.with_name(f".{path.name}.cli")
+            tmp.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+            os.replace(tmp, path)
+        return marked
+
+
+#: Timings of a node in the report that are waiting on Kubernetes, not on the toolkit.
+WAIT_KEYS = ("drain_s", "restart_ready_s", "dra_plugin_s")
+
+
+def timing_rows(
+    report: Mapping[str, Any], hosts: Sequence[str], since: str = ""
+) -> list[dict[str, Any]]:
+    """Per host of ``hosts`` that has timings in the report: ``{host, node, state,
+    control_plane_s, drain_s, restart_ready_s, dra_plugin_s, node_total_s, waits_s,
+    overhead_s}`` in seconds. ``node_total_s`` is the node's whole time (for a
+    control-plane node its kubeadm part plus its kubelet part), ``waits_s`` the sum of
+    drain, restart to Ready and plugin, ``overhead_s`` the rest (kubeadm, packages,
+    checks, Ansible). ``since`` (``%Y-%m-%dT%H:%M:%SZ``, UTC): only entries upgraded or
+    failed at or after it, i.e. by this run (a node skipped now keeps the timings of the
+    run that upgraded it)."""
+    rows = []
+    nodes = report.get("nodes") or {}
+    for host in hosts:
+        e = nodes.get(host) or {}
+        t = e.get("timings_s") or {}
+        if not t or (since and (e.get("state") == "skipped" or str(e.get("updated")) < since)):
+            continue
+        waits = sum(float(t.get(k) or 0) for k in WAIT_KEYS)
+        parts = [float(t[k]) for k in ("control_plane_s", "node_total_s") if t.get(k) is not None]
+        total = round(sum(parts), 1) if parts else None
+        rows.append(
+            {
+                "host": host,
+                "node": e.get("node") or host,
+                "state": e.get("state"),
+                **{k: t.get(k) for k in (*WAIT_KEYS, "control_plane_s")},
+                "node_total_s": total,
+                "waits_s": round(waits, 1),
+                "overhead_s": round(float(total) - waits, 1) if total is not None else None,
+            }
+        )
+    return rows
+
+
+def render_timings(rows: Sequence[Mapping[str, Any]], wall_s: float, console: Console) -> None:
+    """The per-node timing table and the step's wall-clock time against the summed waits."""
+    table = Table(title="timings (s)")
+    cols = ("host", "state", "control plane", "drain", "restart->Ready", "plugin+slices",
+            "node total", "waits", "overhead")  # fmt: skip
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("host", "state") else "right")
+
+    def f(v: Any) -> str:
+        return "-" if v is None else f"{float(v):.1f}"
+
+    for r in rows:
+        table.add_row(
+            r["host"], str(r["state"]), f(r["control_plane_s"]), f(r["drain_s"]),
+            f(r["restart_ready_s"]), f(r["dra_plugin_s"]), f(r["node_total_s"]),
+            f(r["waits_s"]), f(r["overhead_s"]),
+        )  # fmt: skip
+    console.print(table)
+    waits = sum(r["waits_s"] for r in rows)
+    console.print(
+        f"step wall-clock {wall_s:.1f}s; drain + restart->Ready + plugin summed over the "
+        f"nodes {waits:.1f}s; the rest {wall_s - waits:.1f}s (plan, preflight, backups, "
+        "kubeadm, packages, checks, Ansible)"
+    )
+
+
+# ------------------------------------------------------------------------- lab
+
+
+def lab_report_path(var: Any) -> Path | None:
+    """The lab's upgrade report, beside its kubeconfig (``labs/<name>/upgrade-report.json``
+    under the cache), so that each lab keeps its own; None for another inventory."""
+    kubeconfig = var("lab_kubeconfig")
+    return Path(str(kubeconfig)).expanduser().parent / "upgrade-report.json" if kubeconfig else None
+
+
+def repo_template(var: Any) -> str:
+    """The package repository the plan names, with ``{minor}``: a local tree in the
+    pkgs.k8s.io layout when there is one (``upgrade_local_repo_dir``; on the lab's
+    inventory the one ``lab_upgrade_vars`` builds), else ``upgrade_repo_url``, else
+    pkgs.k8s.io."""
+    local = var("upgrade_local_repo_dir")
+    if not local and var("lab_kubeconfig") and not var("upgrade_repo_url"):
+        from gpufleet.lab import packages
+
+        local = str(packages.default_root())
+    if local:
+        return f"file:{local}/core:/stable:/v{{minor}}/deb/"
+    return str(var("upgrade_repo_url") or up.DEFAULT_REPO_URL)
+
+
+def lab_upgrade_vars(
+    running: Iterable[str],
+    steps: Sequence[str],
+    var: Any,
+    log: Any = print,
+) -> dict[str, dict[str, Any]]:
+    """For the lab's inventory (``var("lab_kubeconfig")`` set; ``var(name)`` reads an
+    inventory variable): per release of ``steps``, the extra variables that make the
+    air-gapped upgrade work - the package repository in the pkgs.k8s.io layout, built from
+    the cached binaries for every release in ``running`` (what the nodes run now, for the
+    conversion of plain binaries to packages) and in ``steps``, and the control-plane
+    images of the step (etcd keeps the lab's tag, ``kubeadm_etcd_image_tag``). When the
+    lab's nodes mount the cache (``kubeadm_binaries_remote_src``), paths inside the nodes
+    are given and nothing is copied. {} for any other inventory. Raises
+    ``gpufleet.lab.packages.PackageError`` when a release is not built."""
+    if not var("lab_kubeconfig"):
+        return {}
+    from gpufleet.lab import binaries, images, packages
+    from gpufleet.lab.cluster import NODE_CACHE
+
+    versions = sorted({str(v) for v in running if v} | {str(v) for v in steps})
+    root = packages.default_root()
+    packages.build_repository(versions, root, log=log)
+    host_cache = str(binaries.cache_root())
+    in_node = bool(var("kubeadm_binaries_remote_src"))
+
+    def node_path(path: Path) -> str:
+        text = str(path)
+        if in_node and text.startswith(host_cache):
+            return NODE_CACHE + text[len(host_cache) :]
+        return text
+
+    out: dict[str, dict[str, Any]] = {}
+    for version in steps:
+        specs = images.control_plane_images(version, etcd=var("kubeadm_etcd_image_tag"))
+        archives = [{"ref": sp.ref, "path": node_path(images.build_archive(sp))} for sp in specs]
+        out[str(version)] = {
+            "upgrade_local_repo_dir": node_path(root),
+            "upgrade_local_repo_remote_src": in_node,
+            "upgrade_image_archives": archives,
+        }
+    return out
 
 
 # ------------------------------------------------------------------------- command
@@ -358,6 +621,18 @@ def render(plan: up.UpgradePlan, console: Console) -> None:
     default=None,
     help="Write what was read from the cluster and the hosts to this file.",
 )
+@click.option(
+    "-e",
+    "--extra-vars",
+    "extra_vars",
+    multiple=True,
+    metavar="KEY=VALUE|@FILE",
+    callback=extra_vars_option,
+    help="Extra variable for the upgrade playbook (repeat); the value is read as YAML.",
+)
+@click.option(
+    "--no-validate", is_flag=True, help="Do not run playbooks/validate.yml before and after."
+)
 def upgrade(
     inventory: tuple[str, ...],
     to_version: str,
@@ -369,24 +644,33 @@ def upgrade(
     kubeconfig: str | None,
     snapshot: str | None,
     save_snapshot: str | None,
+    extra_vars: dict[str, Any],
+    no_validate: bool,
 ) -> None:
     """Upgrade kubeadm, the control plane and the kubelets to --to, one minor at a time."""
+    kc = None
     try:
         inv = read_inventory(inventory)
         hosts = inventory_hosts(inv)
         names = [h["host"] for h in hosts]
-        var = lambda *n: inventory_var(inv, names, *n)  # noqa: E731
+
+        def var(*keys: str) -> Any:
+            for key in keys:
+                if extra_vars.get(key) not in (None, ""):
+                    return extra_vars[key]
+            return inventory_var(inv, names, *keys)
+
         if snapshot:
             data = json.loads(Path(snapshot).read_text())
             data.setdefault("hosts", hosts)
         else:
-            kc = (
+            kc = str(
                 kubeconfig
-                or var("upgrade_kubeconfig", "dra_feature_gates_kubeconfig")
+                or var("upgrade_kubeconfig", "lab_kubeconfig", "dra_feature_gates_kubeconfig")
                 or os.environ.get("KUBECONFIG")
                 or "~/.kube/config"
             )
-            data = read_cluster(str(kc))
+            data = read_cluster(kc)
             data["hosts"] = hosts
             data["kubeadm_versions"] = read_kubeadm_versions(inventory, names)
         if save_snapshot:
@@ -397,6 +681,12 @@ def upgrade(
     via_all = list(via) or list(var("upgrade_via") or [])
     features = var("dra_feature_gates_features") or []
     gates = var("dra_feature_gates_extra") or {}
+    report_file = Path(
+        os.path.expanduser(
+            str(var("upgrade_report_path") or lab_report_path(var) or DEFAULT_REPORT)
+        )
+    )
+    report = read_report(report_file)
     try:
         plan = plan_from_snapshot(
             data,
@@ -409,7 +699,8 @@ def upgrade(
             features=features,
             gates=gates,
             package_revision=str(var("upgrade_package_revision") or up.DEFAULT_PACKAGE_REVISION),
-            repo_url_template=str(var("upgrade_repo_url") or up.DEFAULT_REPO_URL),
+            repo_url_template=repo_template(var),
+            resume_hosts=resume_hosts(report, [to_version]),
         )
     except dv.VersionModelError as exc:
         click.echo(f"Error: {exc.reason}", err=True)
@@ -422,34 +713,122 @@ def upgrade(
         render(plan, Console(width=max(140, Console().width), soft_wrap=False))
     if plan_only or plan.up_to_date:
         return
-    sys.exit(run_steps(plan, list(inventory), via_all))
+    console = Console()
+    extra = {**extra_vars, "upgrade_report_path": str(report_file)}
+    if kc is not None:
+        extra.setdefault("upgrade_kubeconfig", kc)
+    try:
+        per_step = lab_upgrade_vars(
+            [v for n in plan.nodes for v in (n.kubelet, n.kubeadm) if v],
+            [s.version for s in plan.steps],
+            var,
+            lambda m: console.print(f"  {m}"),
+        )
+    except Exception as exc:  # PackageError, an image that cannot be built: nothing ran
+        console.print(f"[red]building the lab's packages and images failed: {exc}[/red]")
+        sys.exit(EXIT_CANNOT_RUN)
+    resuming = unfinished_hosts(report, [s.version for s in plan.steps])
+    sys.exit(
+        run_steps(
+            plan,
+            list(inventory),
+            via_all,
+            extra=extra,
+            per_step=per_step,
+            report_file=report_file,
+            validate=not no_validate,
+            resuming=resuming,
+            console=console,
+        )
+    )
 
 
-def run_steps(plan: up.UpgradePlan, inventory: list[str], via: list[str]) -> int:
-    """Run ``playbooks/upgrade.yml`` per step (validate before and after when present);
-    stop at the first failed step. Returns the exit status."""
+def run_validate(inventory: list[str], when: str, console: Console) -> int:
+    """``playbooks/validate.yml`` with its report written to
+    ``$GPUFLEET_CACHE/reports/validate-upgrade-<when>.json`` and shown as ``gpufleet up``
+    shows it. Returns 0 when the run and every check passed, else 1."""
+    from gpufleet.commands import up as up_cmd
+    from gpufleet.runner import run_playbook
+
+    path = up_cmd.report_path().with_name(f"validate-upgrade-{when}.json")
+    started = time.time()
+    console.rule(f"validate {when} the upgrade")
+    status = run_playbook(
+        "validate", inventory, extravars={"validate_report_file": str(path)}, console=console
+    ).status
+    doc = up_cmd.read_report(path, float(int(started)))
+    if doc is not None:
+        up_cmd.render_report(doc, console, path)
+        status = max(status, up_cmd.report_status(doc))
+    return EXIT_FAILED if status else EXIT_OK
+
+
+def run_steps(
+    plan: up.UpgradePlan,
+    inventory: list[str],
+    via: list[str],
+    *,
+    extra: Mapping[str, Any] | None = None,
+    per_step: Mapping[str, Mapping[str, Any]] | None = None,
+    report_file: Path = DEFAULT_REPORT,
+    validate: bool = True,
+    resuming: Sequence[str] = (),
+    console: Console | None = None,
+) -> int:
+    """Run ``playbooks/upgrade.yml`` per step (validate before and after when present and
+    ``validate``; not before when ``resuming`` names hosts an earlier run left failed);
+    stop at the first failed step. ``extra``: variables for every step, ``per_step``:
+    release -> variables for that step (``extra`` wins). Prints each step's timings from
+    the report. Returns the exit status."""
     from gpufleet.runner import RunError, collection_root, run_playbook
 
-    console = Console()
+    console = console or Console()
+    names = [n.host for n in plan.nodes]
     try:
-        has_validate = (collection_root() / "playbooks" / "validate.yml").is_file()
-        if has_validate and run_playbook("validate", inventory).status != 0:
+        has_validate = validate and (collection_root() / "playbooks" / "validate.yml").is_file()
+        if has_validate and resuming:
+            console.print(
+                f"resuming the run that stopped on {', '.join(resuming)}: validate runs after "
+                "the upgrade only"
+            )
+        elif has_validate and run_validate(inventory, "before", console) != 0:
             console.print("[red]validate failed before the upgrade: nothing was changed[/red]")
             return EXIT_FAILED
         for step in plan.steps:
             console.rule(f"upgrade to {step.version}")
+            tracker = PhaseTracker()
+            extravars = {
+                **dict((per_step or {}).get(step.version) or {}),
+                **dict(extra or {}),
+                "upgrade_kubernetes_version": step.version,
+                "upgrade_via": via,
+            }
+            t0, since = time.monotonic(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             result = run_playbook(
-                "upgrade",
-                inventory,
-                extravars={"upgrade_kubernetes_version": step.version, "upgrade_via": via},
+                "upgrade", inventory, extravars=extravars, console=console, on_event=tracker.feed
             )
+            wall = time.monotonic() - t0
+            marked = tracker.record(report_file, step.version)
+            report = read_report(report_file)
+            render_timings(timing_rows(report, names, since), wall, console)
             if result.status != 0:
+                for host, entry in sorted((report.get("nodes") or {}).items()):
+                    if entry.get("state") == "failed":
+                        console.print(
+                            f"[red]{entry.get('node') or host}: failed in phase "
+                            f"{entry.get('phase')}"
+                            f"{' (left cordoned)' if entry.get('cordoned') else ''}: "
+                            f"{entry.get('cause')}[/red]"
+                        )
+                if marked:
+                    console.print(f"recorded as unreachable: {', '.join(marked)}")
                 console.print(
-                    f"[red]step to {step.version} failed; see the report named by "
-                    "upgrade_report_path; run the same command again to resume[/red]"
+                    f"[red]step to {step.version} failed; report: {report_file}; fix the "
+                    "cause and run the same command again to resume[/red]"
                 )
                 return result.status
-        if has_validate and run_playbook("validate", inventory).status != 0:
+        if has_validate and run_validate(inventory, "after", console) != 0:
+            console.print("[red]validate failed after the upgrade: see the report above[/red]")
             return EXIT_FAILED
     except RunError as exc:
         console.print(f"[red]{exc}[/red]")

@@ -85,6 +85,7 @@ UPGRADE_CONFIGURATION_SINCE = 31
 FIRST_CONTROL_PLANE = "first-control-plane"
 CONTROL_PLANE = "control-plane"
 WORKER = "worker"
+RESUME_REASON = "at the target, left cordoned by an earlier run: resumed"
 
 
 class UpgradePlanError(dv.VersionModelError):
@@ -327,7 +328,9 @@ def upgrade_configuration(
 @dataclass
 class NodeStep:
     """What one node does in a step: ``role`` (first-control-plane, control-plane, worker),
-    ``wave`` index, ``actions`` in order, or ``skip`` with the reason."""
+    ``wave`` index, ``actions`` in order, or ``skip`` with the reason. ``resume``: the node
+    already runs the step's release but an earlier run of this step drained it and left it
+    cordoned (``reason`` says so); its kubelet part runs again and it is uncordoned."""
 
     host: str
     name: str
@@ -337,6 +340,7 @@ class NodeStep:
     skip: bool = False
     reason: str = ""
     gpu_devices: int = 0
+    resume: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -348,6 +352,7 @@ class NodeStep:
             "skip": self.skip,
             "reason": self.reason,
             "gpu_devices": self.gpu_devices,
+            "resume": self.resume,
         }
 
 
@@ -571,6 +576,7 @@ def build_plan(
     package_revision: str = DEFAULT_PACKAGE_REVISION,
     repo_url_template: str = DEFAULT_REPO_URL,
     ignore_preflight_errors: Sequence[str] = (),
+    resume_hosts: Sequence[str] = (),
 ) -> UpgradePlan:
     """Plan the upgrade of ``nodes`` (inventory order) to ``target``.
 
@@ -578,13 +584,17 @@ def build_plan(
     (``["1.36.3"]`` to go 1.35 -> 1.36.3 -> 1.37.2); ``features``/``gates``: DRA wishes as
     for ``dra_versions.plan_components``; ``current_settings``: per component
     (``kube-apiserver`` ... ``kubelet``) ``{"feature_gates": {name: bool},
-    "runtime_config": ["g/v=true"]}`` as the kubeadm ConfigMaps hold them today.
+    "runtime_config": ["g/v=true"]}`` as the kubeadm ConfigMaps hold them today;
+    ``resume_hosts``: inventory hosts that an earlier run to ``target`` drained and left
+    cordoned (the upgrade report's ``cordoned_by_upgrade``). Such a host that already runs
+    ``target`` is not skipped but resumed in the last step (``NodeStep.resume``: its
+    kubelet part again, then uncordon); one that does not is upgraded as usual.
 
     Returns an UpgradePlan with one Step per release on the path (none when every
-    component already runs ``target``). Raises UpgradePlanError for a target outside the
-    model, a downgrade, a skipped minor, a control plane with no kube-apiserver version,
-    bad batch or floor values, or a node that alone breaks the GPU floor;
-    VersionParseError for a malformed version.
+    component already runs ``target`` and no host is to be resumed). Raises
+    UpgradePlanError for a target outside the model, a downgrade, a skipped minor, a
+    control plane with no kube-apiserver version, bad batch or floor values, or a node
+    that alone breaks the GPU floor; VersionParseError for a malformed version.
     """
     tv = _target(target)
     if not nodes:
@@ -649,7 +659,9 @@ def build_plan(
                 f"({tv.minor_version}).",
                 "give only releases of the minors in between.",
             )
-    if low >= tv:
+    known = {n.host for n in nodes}
+    resume = [h for h in resume_hosts if h in known]
+    if low >= tv and not resume:
         return UpgradePlan(str(tv), list(nodes), [], size, floor, warnings)
     path = _path(low, tv, via_versions) if low.minor < tv.minor else [tv]
     total_gpu = sum(n.gpu_devices for n in nodes)
@@ -695,9 +707,11 @@ def build_plan(
                 return 100.0
             return round(100.0 * (total_gpu - cordoned_gpu - drained) / total_gpu, 1)
 
+        resumed = {h for h in resume if step_version == tv and not _needs(state[h], step_version)}
+
         for n in cps:
             cur = state[n.host]
-            if not _needs(cur, step_version):
+            if not _needs(cur, step_version) and n.host not in resumed:
                 node_steps.append(
                     NodeStep(n.host, n.name, CONTROL_PLANE, -1, [], True, f"at {step_version}")
                 )
@@ -710,7 +724,10 @@ def build_plan(
                     f"{required_gpu} of {total_gpu}.",
                     "lower upgrade_min_gpu_available_percent.",
                 )
-            if not apply_done and apply_host is None:
+            if n.host in resumed:
+                role = CONTROL_PLANE
+                upgrade = ""
+            elif not apply_done and apply_host is None:
                 role = FIRST_CONTROL_PLANE
                 apply_host = n.host
                 upgrade = f"kubeadm upgrade apply v{step_version}"
@@ -721,7 +738,7 @@ def build_plan(
                 f"kubeadm {package_version(str(step_version), package_revision)}",
                 "sanitize kubeadm-config and manifests" if role == FIRST_CONTROL_PLANE else "",
                 upgrade,
-                "assert DRA settings",
+                "assert DRA settings" if upgrade else "",
                 "drain",
                 f"kubelet+kubectl {package_version(str(step_version), package_revision)}",
                 "restart kubelet, wait Ready",
@@ -734,14 +751,20 @@ def build_plan(
                     role,
                     wave_index,
                     [a for a in actions if a],
+                    reason=RESUME_REASON if n.host in resumed else "",
                     gpu_devices=n.gpu_devices,
+                    resume=n.host in resumed,
                 )
             )
             waves.append(Wave(wave_index, role, [n.host], cost, avail(cost)))
             wave_index += 1
-        if not apply_done and apply_host is None:
+        if (
+            not apply_done
+            and apply_host is None
+            and any(_needs(state[n.host], step_version) for n in cps)
+        ):
             step_warnings.append("no control-plane node needs kubeadm upgrade apply")
-        pending = [n for n in workers if _needs(state[n.host], step_version)]
+        pending = [n for n in workers if _needs(state[n.host], step_version) or n.host in resumed]
         for n in workers:
             if n not in pending:
                 node_steps.append(
@@ -770,7 +793,9 @@ def build_plan(
                             "DRA plugin Ready, ResourceSlices republished",
                             "uncordon",
                         ],
+                        reason=RESUME_REASON if n.host in resumed else "",
                         gpu_devices=n.gpu_devices,
+                        resume=n.host in resumed,
                     )
                 )
             wave_index += 1

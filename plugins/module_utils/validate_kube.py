@@ -6,18 +6,39 @@ client's configuration and authentication, each kind listed once, requests count
 Objects stay plain JSON dicts (no model classes), so listing thousands of pods costs one
 ``json.loads`` per page, and resource.k8s.io kinds are read in whichever version the
 cluster serves (v1, v1beta2, v1beta1), independent of the client release.
+
+``list_cluster`` trims every page as it arrives (``TRIMS``) down to what the checks read,
+so that the listing of a large fleet fits in memory: 1,000 GPU nodes with 10,500 pods,
+16,000 devices and 10,000 claims are about 70 MB of JSON and took 460 MiB as whole
+objects, about 110 MiB trimmed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
+import re
+import threading
 import urllib.parse
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_cluster import Listing
+if TYPE_CHECKING:  # imported where used: the node labels module needs Kube only
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_cluster import Listing
 
-__all__ = ["RESOURCE_VERSIONS", "Kube", "KubeError", "list_cluster"]
+__all__ = [
+    "RESOURCE_VERSIONS",
+    "TRIMS",
+    "Kube",
+    "KubeError",
+    "decode_list",
+    "gc_paused",
+    "list_cluster",
+    "strip_managed_fields",
+    "trim_pod",
+]
 
 #: resource.k8s.io versions tried for listing, most stable first.
 RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
@@ -35,18 +56,38 @@ class KubeError(Exception):
 
 class Kube:
     """One API server connection from a kubeconfig (``None``: ``KUBECONFIG`` or
-    ``~/.kube/config``; in a pod, the in-cluster configuration). Raises KubeError when the
-    kubeconfig cannot be loaded or the ``kubernetes`` package is missing."""
+    ``~/.kube/config``; in a pod, the in-cluster configuration). ``connections``: HTTP
+    connections kept for requests sent from several threads at once (default: the
+    client's, five per CPU). Raises KubeError when the kubeconfig cannot be loaded or the
+    ``kubernetes`` package is missing.
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+    Requests go through the client's ``ApiClient`` only, never its generated API classes
+    (``CoreV1Api`` alone takes about a second of CPU to import, and each of its calls
+    validates its arguments with pydantic)."""
+
+    def __init__(
+        self,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        connections: int | None = None,
+    ) -> None:
         try:
+            from kubernetes import client as k8s_client
             from kubernetes import config as k8s_config
         except ImportError as err:
             raise KubeError(
                 None, "the Python package 'kubernetes' is missing; fix: pip install kubernetes"
             ) from err
         try:
-            self.client = k8s_config.new_client_from_config(config_file=kubeconfig, context=context)
+            configuration = k8s_client.Configuration()
+            k8s_config.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=configuration
+            )
+            if connections:
+                configuration.connection_pool_maxsize = max(
+                    configuration.connection_pool_maxsize or 0, connections
+                )
+            self.client = k8s_client.ApiClient(configuration)
         except Exception as err:  # ConfigException, OSError, yaml errors
             where = kubeconfig or "KUBECONFIG or ~/.kube/config"
             raise KubeError(
@@ -54,8 +95,20 @@ class Kube:
                 f"cannot load the kubeconfig {where}: {err}; fix: pass --kubeconfig "
                 "(validate_kubeconfig)",
             ) from None
+        self._counters()
+
+    def _counters(self) -> None:
         self.requests = 0
         self.log: list[str] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_client(cls, api_client: Any) -> Kube:
+        """A Kube over an existing ``kubernetes.client.ApiClient``."""
+        kube = cls.__new__(cls)
+        kube.client = api_client
+        kube._counters()
+        return kube
 
     def request(
         self,
@@ -65,13 +118,16 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
         raw: bool = False,
+        decode: Callable[[bytes | str], Any] | None = None,
     ) -> Any:
-        """One request; returns the decoded JSON body. Raises KubeError for a status
-        outside 2xx (with the server's message) or a connection failure."""
-        self.requests += 1
-        self.log.append(
-            f"{method} {path}" + (f"?{urllib.parse.urlencode(list(query))}" if query else "")
-        )
+        """One request; returns the decoded JSON body (``decode(body)`` when given).
+        Raises KubeError for a status outside 2xx (with the server's message) or a
+        connection failure."""
+        with self._lock:  # list_cluster reads several kinds at once
+            self.requests += 1
+            self.log.append(
+                f"{method} {path}" + (f"?{urllib.parse.urlencode(list(query))}" if query else "")
+            )
         headers = {"Accept": "*/*" if raw else "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -110,6 +166,8 @@ class Kube:
             raise KubeError(int(status), _message(data))
         if raw:
             return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")
+        if decode is not None:
+            return decode(data or b"{}")
         return json.loads(data) if data else {}
 
     def request_text(self, path: str) -> str:
@@ -120,15 +178,22 @@ class Kube:
         return self.request("GET", path, query)
 
     def list(
-        self, path: str, page_size: int = 5000, query: Sequence[tuple[str, Any]] = ()
+        self,
+        path: str,
+        page_size: int = 5000,
+        query: Sequence[tuple[str, Any]] = (),
+        trim: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
-        """Every item of a list path, ``page_size`` per request (``limit``/``continue``)."""
+        """Every item of a list path, ``page_size`` per request (``limit``/``continue``),
+        each passed through ``trim`` as its page arrives (so that only one page is ever
+        held whole)."""
         items: list[dict[str, Any]] = []
         token = None
         while True:
             q = [*query, ("limit", page_size)] + ([("continue", token)] if token else [])
-            page = self.get(path, q)
-            items += page.get("items") or []
+            page = self.request(
+                "GET", path, q, decode=lambda data: decode_list(data, items.append, trim)
+            )
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
@@ -144,6 +209,185 @@ def _message(data: Any) -> str:
     except (ValueError, TypeError):
         pass
     return str(data)[:300]
+
+
+# ------------------------------------------------------------------ decoding a list
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the block.
+
+    Decoding a fleet's lists creates millions of dicts; every full collection meanwhile
+    walks all of them again, which more than doubled the time of listing and checking
+    1,000 nodes. Decoded JSON holds no reference cycles, so pausing frees nothing later
+    than it would have been freed. Not reentrant across threads: pause around the
+    threads, not within them.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def decode_list(
+    data: bytes | str,
+    add: Callable[[Any], Any],
+    trim: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Decode a list response (``{"kind": ..., "metadata": ..., "items": [...]}``) one
+    item at a time: each item goes through ``trim`` to ``add`` as soon as it is decoded,
+    so the untrimmed items of a page never exist all at once. Returns the other members
+    (``kind``, ``apiVersion``, ``metadata``). Raises ValueError for a body that is not a
+    JSON object (``json.JSONDecodeError`` names the position)."""
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    decoder = json.JSONDecoder()
+    out: dict[str, Any] = {}
+    pos = _WS.match(text, 0).end()
+    if text[pos : pos + 1] != "{":
+        raise ValueError(f"a list response must be a JSON object, got {text[:40]!r}")
+    pos = _WS.match(text, pos + 1).end()
+    if text[pos : pos + 1] == "}":
+        return out
+    while True:
+        key, pos = decoder.raw_decode(text, pos)
+        pos = _WS.match(text, pos).end()
+        if text[pos : pos + 1] != ":":
+            raise ValueError(f"expected ':' at {pos} of a list response")
+        pos = _WS.match(text, pos + 1).end()
+        if key == "items" and text[pos : pos + 1] == "[":
+            pos = _WS.match(text, pos + 1).end()
+            if text[pos : pos + 1] == "]":
+                pos += 1
+            else:
+                while True:
+                    item, pos = decoder.raw_decode(text, pos)
+                    add(trim(item) if trim is not None else item)
+                    pos = _WS.match(text, pos).end()
+                    sep = text[pos : pos + 1]
+                    pos = _WS.match(text, pos + 1).end()
+                    if sep == "]":
+                        break
+                    if sep != ",":
+                        raise ValueError(f"expected ',' or ']' at {pos} of a list response")
+        else:
+            out[key], pos = decoder.raw_decode(text, pos)
+        pos = _WS.match(text, pos).end()
+        sep = text[pos : pos + 1]
+        pos = _WS.match(text, pos + 1).end()
+        if sep == "}":
+            return out
+        if sep != ",":
+            raise ValueError(f"expected ',' or '}}' at {pos} of a list response")
+
+
+# ------------------------------------------------------------------ trimming
+
+
+def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without ``metadata.managedFields`` (server-side apply bookkeeping, which no
+    check reads and which makes up to half of a pod's bytes; client-go's informers drop it
+    the same way, ``cache.TransformStripManagedFields``)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+def _pick(obj: Any, keys: Sequence[str]) -> dict[str, Any]:
+    return {k: obj[k] for k in keys if k in obj} if isinstance(obj, Mapping) else {}
+
+
+#: The pod fields the checks read (``validate_cluster``: apiserver versions, plugin pods;
+#: ``validate_claims``: pods by name, their claims, done or not, scheduler messages).
+POD_FIELDS = {
+    "metadata": ("name", "namespace", "uid", "labels", "deletionTimestamp"),
+    "spec": ("nodeName", "resourceClaims"),
+    "status": ("phase", "conditions", "resourceClaimStatuses"),
+}
+
+
+def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """A pod with ``POD_FIELDS`` only, its containers' ``name`` and ``image`` and its
+    container statuses' ``name`` and ``ready``; volumes, tolerations, env, probes and
+    the rest are dropped."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    out_spec = _pick(spec, POD_FIELDS["spec"])
+    out_spec["containers"] = [_pick(c, ("name", "image")) for c in spec.get("containers") or []]
+    out_status = _pick(status, POD_FIELDS["status"])
+    if "containerStatuses" in status:
+        out_status["containerStatuses"] = [
+            _pick(c, ("name", "ready")) for c in status.get("containerStatuses") or []
+        ]
+    return {
+        "metadata": _pick(pod.get("metadata"), POD_FIELDS["metadata"]),
+        "spec": out_spec,
+        "status": out_status,
+    }
+
+
+def trim_node(node: dict[str, Any]) -> dict[str, Any]:
+    """A node without managedFields and ``status.images`` (the kubelet lists up to 50
+    images with all their names; no check reads them)."""
+    strip_managed_fields(node)
+    status = node.get("status")
+    if isinstance(status, dict):
+        status.pop("images", None)
+    return node
+
+
+class _Shared:
+    """One object per distinct attribute or capacity value (``{"string": "NVIDIA
+    H200"}``): the devices of a fleet repeat a few dozen values thousands of times. The
+    shared values are never modified (the checks only read devices)."""
+
+    def __init__(self) -> None:
+        self.values: dict[Any, Any] = {}
+
+    def __call__(self, value: Any) -> Any:
+        if not isinstance(value, dict) or len(value) != 1:
+            return value
+        ((k, v),) = value.items()
+        if isinstance(v, dict | list):
+            return value
+        return self.values.setdefault((k, v), value)
+
+
+def trim_slices() -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A trim for ResourceSlices: managedFields dropped, equal attribute and capacity
+    values of all devices shared (one object per distinct value)."""
+    shared = _Shared()
+
+    def trim(rslice: dict[str, Any]) -> dict[str, Any]:
+        strip_managed_fields(rslice)
+        for device in (rslice.get("spec") or {}).get("devices") or []:
+            body = device.get("basic") if isinstance(device.get("basic"), dict) else device
+            for field in ("attributes", "capacity"):
+                values = body.get(field)
+                if isinstance(values, dict):
+                    for name, value in values.items():
+                        values[name] = shared(value)
+        return rslice
+
+    return trim
+
+
+#: Kind -> a factory of the trim applied to each listed item (see ``Kube.list``).
+TRIMS: dict[str, Callable[[], Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "nodes": lambda: trim_node,
+    "pods": lambda: trim_pod,
+    "resourceslices": trim_slices,
+    "resourceclaims": lambda: strip_managed_fields,
+    "deviceclasses": lambda: strip_managed_fields,
+    "daemonsets": lambda: strip_managed_fields,
+}
 
 
 def resource_version(kube: Kube) -> tuple[Mapping[str, Any] | None, str | None]:
@@ -162,6 +406,10 @@ def resource_version(kube: Kube) -> tuple[Mapping[str, Any] | None, str | None]:
     return group, None
 
 
+#: Listing attribute of each kind whose name differs.
+_ATTRS = {"resourceslices": "slices", "resourceclaims": "claims", "deviceclasses": "classes"}
+
+
 def list_cluster(
     kube: Kube,
     plugin_namespace: str = "",
@@ -175,9 +423,13 @@ def list_cluster(
         "daemonsets",
     ),
 ) -> Listing:
-    """List each kind once (paged by ``page_size``) into a Listing; a kind that fails is
-    recorded in ``errors`` and left empty. ``/version`` and ``/apis/resource.k8s.io`` are
-    read first. Raises KubeError only when the API server does not answer ``/version``."""
+    """List each kind once (paged by ``page_size``, each page trimmed by ``TRIMS``; the
+    kinds concurrently) into a Listing; a kind that fails is recorded in ``errors`` and
+    left empty. ``/version`` and
+    ``/apis/resource.k8s.io`` are read first. Raises KubeError only when the API server
+    does not answer ``/version``."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_cluster import Listing
+
     listing = Listing()
     listing.version = kube.get("/version")
     listing.sources["version"] = "GET /version"
@@ -196,22 +448,28 @@ def list_cluster(
     if rv:
         for kind in ("resourceslices", "resourceclaims", "deviceclasses"):
             paths[kind] = f"/apis/resource.k8s.io/{rv}/{kind}"
+    wanted = []
     for kind in kinds:
         if kind not in paths:
             listing.errors[kind] = "resource.k8s.io is not served"
             continue
         listing.sources[kind] = f"GET {paths[kind]}"
+        wanted.append(kind)
+
+    def read(kind: str) -> list[dict[str, Any]] | KubeError:
         try:
-            setattr(
-                listing,
-                {
-                    "resourceslices": "slices",
-                    "resourceclaims": "claims",
-                    "deviceclasses": "classes",
-                }.get(kind, kind),
-                kube.list(paths[kind], page_size),
-            )
+            return kube.list(paths[kind], page_size, trim=TRIMS[kind]())
         except KubeError as err:
-            listing.errors[kind] = str(err)
+            return err
+
+    # the kinds are listed side by side: the API server encodes one list while this
+    # process decodes another
+    with gc_paused(), ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
+        results = list(pool.map(read, wanted))
+    for kind, result in zip(wanted, results, strict=True):
+        if isinstance(result, KubeError):
+            listing.errors[kind] = str(result)
+        else:
+            setattr(listing, _ATTRS.get(kind, kind), result)
     listing.requests = kube.requests
     return listing

@@ -139,7 +139,8 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
     audit, why = gate_audit(kube, gate_facts, options.get("gate_hosts") or [], version, options)
     timings["gates"] = time.monotonic() - t1
     t2 = time.monotonic()
-    checks = vc.all_checks(listing, settings, audit, why, scheduler)
+    with vk.gc_paused():  # tens of thousands of objects indexed, no cycles made
+        checks = vc.all_checks(listing, settings, audit, why, scheduler)
     if hosts:
         checks += vh.hosts_checks(hosts, options.get("min_driver_version") or vh.DEFAULT_MIN_DRIVER)
         _kubeadm_known_bad(checks, hosts)

@@ -83,6 +83,14 @@ options:
     type: list
     elements: str
     default: []
+  resume_hosts:
+    description:
+      - Hosts an earlier run to O(target) drained and left cordoned (the upgrade report's
+        C(cordoned_by_upgrade)). One that already runs O(target) is resumed rather than
+        skipped (its kubelet part again, then uncordon); the plan is then not up to date.
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -187,6 +195,7 @@ def main() -> None:
             repo_url=dict(type="str", default=up.DEFAULT_REPO_URL),
             gpu_driver=dict(type="str", default=up.DEFAULT_GPU_DRIVER),
             ignore_preflight_errors=dict(type="list", elements="str", default=[]),
+            resume_hosts=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -222,6 +231,7 @@ def main() -> None:
             package_revision=p["package_revision"],
             repo_url_template=p["repo_url"],
             ignore_preflight_errors=p["ignore_preflight_errors"],
+            resume_hosts=p["resume_hosts"],
         )
     except dv.VersionModelError as exc:
         module.fail_json(msg=str(exc), reason=exc.reason, fix=exc.fix)

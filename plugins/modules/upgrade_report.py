@@ -16,9 +16,14 @@ description:
     write at the same time.
   - "The report is data first; C(gpufleet upgrade) and a rerun read it. Shape:
     C({target, updated, nodes: {<host>: {node, state, phase, version, cause, cordoned,
-    timings_s, updated}}, events: [...]}) (timestamps in UTC, ISO 8601)."
+    cordoned_by_upgrade, timings_s, updated}}, events: [...]}) (timestamps in UTC, ISO
+    8601; timings in seconds)."
+  - C(cordoned_by_upgrade) marks a node that the upgrade drained and left cordoned (a
+    failure after the drain); a rerun to the same target resumes it and uncordons it. A
+    node cordoned by someone else before the upgrade is never marked.
   - C(state) is one of C(upgraded), C(skipped), C(in-progress), C(failed); a failed node keeps
-    its C(phase) (where it stopped) and C(cause) (the error).
+    its C(phase) (where it stopped) and C(cause) (the error). Timings of one attempt are
+    merged into C(timings_s); an C(in-progress) entry starts them afresh.
 author:
   - gpufleet maintainers
 options:
@@ -31,13 +36,18 @@ options:
     type: str
     required: true
   host:
-    description: Inventory host.
+    description: Inventory host. One of O(host) and O(hosts) is required.
     type: str
-    required: true
   node:
-    description: Kubernetes node name.
+    description: Kubernetes node name (with O(host)).
     type: str
     default: ""
+  hosts:
+    description:
+      - Several nodes given the same state, phase and cause at once (one file write), each
+        C({host, name}) as the upgrade_plan module returns them.
+    type: list
+    elements: dict
   state:
     description: Where the node stands.
     type: str
@@ -55,6 +65,12 @@ options:
     default: ""
   cordoned:
     description: Whether the node is left cordoned.
+    type: bool
+  cordoned_by_upgrade:
+    description:
+      - Whether the upgrade itself left the node cordoned (it drained it); a rerun
+        uncordons such a node once it is upgraded. Omitted - the entry keeps its value
+        (false for a new entry).
     type: bool
   timings:
     description: Seconds per phase (merged into the node's timings_s).
@@ -83,7 +99,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 entry:
-  description: The node's entry as written.
+  description: The node's entry as written (the last one with O(hosts)).
   returned: success
   type: dict
 """
@@ -108,7 +124,8 @@ def merge(report: dict, params: dict, stamp: str) -> dict:
         report["target"] = params["target"]
     nodes = report.setdefault("nodes", {})
     entry = nodes.setdefault(params["host"], {})
-    timings = dict(entry.get("timings_s") or {})
+    # a node starting again (in-progress) starts its timings afresh
+    timings = {} if params["state"] == "in-progress" else dict(entry.get("timings_s") or {})
     timings.update({k: round(float(v), 1) for k, v in (params["timings"] or {}).items()})
     entry.update(
         {
@@ -125,6 +142,9 @@ def merge(report: dict, params: dict, stamp: str) -> dict:
     )
     if params["cordoned"] is not None:
         entry["cordoned"] = params["cordoned"]
+    if params.get("cordoned_by_upgrade") is not None:
+        entry["cordoned_by_upgrade"] = params["cordoned_by_upgrade"]
+    entry.setdefault("cordoned_by_upgrade", False)
     report.setdefault("events", []).append(
         {"time": stamp, "host": params["host"], "state": params["state"], "phase": params["phase"]}
     )
@@ -137,19 +157,30 @@ def main() -> None:
         argument_spec=dict(
             path=dict(type="path", required=True),
             target=dict(type="str", required=True),
-            host=dict(type="str", required=True),
+            host=dict(type="str"),
             node=dict(type="str", default=""),
+            hosts=dict(type="list", elements="dict"),
             state=dict(
                 type="str", required=True, choices=["upgraded", "skipped", "in-progress", "failed"]
             ),
             phase=dict(type="str", default=""),
             cause=dict(type="str", default=""),
             cordoned=dict(type="bool"),
+            cordoned_by_upgrade=dict(type="bool"),
             timings=dict(type="dict", default={}),
         ),
+        required_one_of=[("host", "hosts")],
+        mutually_exclusive=[("host", "hosts")],
         supports_check_mode=False,
     )
     p = module.params
+    if p["host"]:
+        records = [p]
+    else:
+        records = [
+            {**p, "host": str(h["host"]), "node": str(h.get("name") or h.get("node") or "")}
+            for h in p["hosts"]
+        ]
     path = p["path"]
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
@@ -162,7 +193,10 @@ def main() -> None:
                     report = json.load(fh)
             except ValueError:
                 report = {}
-        entry = merge(report, p, now())
+        stamp = now()
+        entry: dict = {}
+        for record in records:
+            entry = merge(report, record, stamp)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".upgrade-report-")
         with os.fdopen(fd, "w") as fh:
             json.dump(report, fh, indent=2, sort_keys=True)

@@ -6,6 +6,7 @@ import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.node_labels import (
     DEFAULT_LABELS,
     NodeLabelError,
+    apply_patches,
     normalize_labels,
     normalize_taints,
     plan_labels,
@@ -152,3 +153,78 @@ def test_duplicate_node_names_are_refused() -> None:
 def test_nothing_to_set_is_refused() -> None:
     with pytest.raises(NodeLabelError, match="both empty"):
         plan_labels([node("a")], ["a"], labels={}, taints=[])
+
+
+# ------------------------------------------------------------------ applying patches
+
+
+class Conflict(Exception):
+    pass
+
+
+def test_patches_are_all_sent_and_returned_in_plan_order() -> None:
+    nodes = [node(f"gpu-{i:03d}") for i in range(50)]
+    plan = plan_labels(nodes, [f"gpu-{i:03d}" for i in range(50)])
+    sent: list[str] = []
+    done, failure = apply_patches(
+        plan.patches,
+        lambda name, body: sent.append(name),
+        lambda name: {},
+        DEFAULT_LABELS,
+        [],
+        is_conflict=lambda err: False,
+        workers=8,
+    )
+    assert failure is None
+    assert sorted(sent) == [f"gpu-{i:03d}" for i in range(50)]
+    assert [p.name for p in done] == [f"gpu-{i:03d}" for i in range(50)]
+
+
+def test_conflict_rereads_the_node_and_sends_the_recomputed_patch() -> None:
+    stale = node("gpu-1", taints=[], rv="7")
+    plan = plan_labels([stale], ["gpu-1"], taints=[GPU_TAINT])
+    # meanwhile someone added a taint of their own: rv 8
+    fresh = node("gpu-1", taints=[{"key": "other", "effect": "NoExecute"}], rv="8")
+    bodies: list[dict] = []
+
+    def send(name: str, body: dict) -> None:
+        bodies.append(body)
+        if body["metadata"].get("resourceVersion") == "7":
+            raise Conflict()
+
+    done, failure = apply_patches(
+        plan.patches,
+        send,
+        lambda name: fresh,
+        DEFAULT_LABELS,
+        normalize_taints([GPU_TAINT]),
+        is_conflict=lambda err: isinstance(err, Conflict),
+    )
+    assert failure is None
+    assert len(bodies) == 2
+    assert bodies[1]["metadata"]["resourceVersion"] == "8"
+    assert bodies[1]["spec"]["taints"] == [{"key": "other", "effect": "NoExecute"}, GPU_TAINT]
+    assert [p.patch for p in done] == [bodies[1]]
+
+
+def test_a_failure_stops_the_patches_not_yet_started() -> None:
+    plan = plan_labels([node(f"gpu-{i}") for i in range(20)], [f"gpu-{i}" for i in range(20)])
+    sent: list[str] = []
+
+    def send(name: str, body: dict) -> None:
+        sent.append(name)
+        if name == "gpu-0":
+            raise PermissionError("403 Forbidden")
+
+    done, failure = apply_patches(
+        plan.patches,
+        send,
+        lambda name: {},
+        DEFAULT_LABELS,
+        [],
+        is_conflict=lambda err: False,
+        workers=1,
+    )
+    assert failure is not None and failure.patch.name == "gpu-0"
+    assert isinstance(failure.error, PermissionError)
+    assert sent == ["gpu-0"] and done == []

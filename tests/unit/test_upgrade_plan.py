@@ -105,6 +105,47 @@ def test_resume_skips_nodes_already_at_the_target_and_does_not_apply_twice():
     assert [w.hosts for w in step.waves] == [["w2"]]
 
 
+def test_node_left_cordoned_at_the_target_is_resumed_not_skipped():
+    nodes = [
+        node("cp1", True, "1.37.2", kubeadm="1.37.2"),
+        node("w1", kubelet="1.37.2", kubeadm="1.37.2", gpus=8),
+        node("w2", kubelet="1.37.2", kubeadm="1.37.2", gpus=8, unschedulable=True),
+    ]
+    assert up.build_plan("1.37.2", nodes).up_to_date
+    plan = up.build_plan("1.37.2", nodes, resume_hosts=["w2", "not-in-inventory"])
+    assert not plan.up_to_date and plan.to_dict()["path"] == ["1.37.2"]
+    step = plan.steps[0]
+    by_host = {n.host: n for n in step.nodes}
+    assert by_host["cp1"].skip and by_host["w1"].skip and not by_host["w1"].resume
+    assert by_host["w2"].resume and not by_host["w2"].skip
+    assert by_host["w2"].reason == up.RESUME_REASON
+    assert "uncordon" in by_host["w2"].actions
+    assert step.apply_host is None
+    assert not any("kubeadm upgrade apply" in w for w in step.warnings)
+    # already cordoned: resuming it drains nothing more
+    assert [(w.hosts, w.gpu_devices_drained) for w in step.waves] == [(["w2"], 0)]
+    assert step.serial == [1]
+    assert step.to_dict()["nodes"][2]["resume"] is True
+
+
+def test_resume_host_behind_the_target_is_upgraded_as_usual():
+    nodes = [
+        node("cp1", True, "1.37.2", kubeadm="1.37.2"),
+        node("w1", kubelet="1.36.3", kubeadm="1.37.2", gpus=8, unschedulable=True),
+    ]
+    step = up.build_plan("1.37.2", nodes, resume_hosts=["w1"]).steps[0]
+    w1 = next(n for n in step.nodes if n.host == "w1")
+    assert not w1.skip and not w1.resume and w1.reason == ""
+
+
+def test_control_plane_left_cordoned_is_resumed_without_kubeadm_upgrade():
+    nodes = [node("cp1", True, "1.37.2", kubeadm="1.37.2", unschedulable=True)]
+    step = up.build_plan("1.37.2", nodes, resume_hosts=["cp1"]).steps[0]
+    (cp,) = step.nodes
+    assert cp.resume and cp.role == up.CONTROL_PLANE and step.apply_host is None
+    assert not any(a.startswith("kubeadm upgrade") for a in cp.actions)
+
+
 def test_second_control_plane_runs_upgrade_node_once_apply_is_done():
     nodes = [
         node("cp1", True, "1.37.2", kubeadm="1.37.2"),

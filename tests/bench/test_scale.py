@@ -1,0 +1,548 @@
+"""Scale benchmark: 1,000 GPU nodes, 16,000 devices, 10,000 ResourceClaims.
+
+Run it with ``.venv/bin/pytest -m bench tests/bench`` (not part of the default run). It
+starts etcd and kube-apiserver of the default pinned release as local processes with
+KWOK nodes (``gpufleet.lab.controlplane``) and builds the fleet of
+``tests.bench.fleet``: 1,000 KWOK GPU nodes with 8 simulated H200s each (GPUs 0-3 carved
+into 3g.71gb + 2 x 2g.35gb, GPUs 4-7 whole: 8,000 GPUs, 16,000 devices in one
+ResourceSlice per node, checked against the simulator's kubelet plugin), the DeviceClasses,
+10,000 ResourceClaims allocated and reserved as kube-scheduler writes them, 500 of them
+leaked (reserved for pods that no longer exist), 9,500 pods using the others and a
+kubelet plugin pod per node. kube-controller-manager and kube-scheduler do not run: the
+resource claim controller and the garbage collector would clean the leaked claims up, and
+the claims are allocated by the benchmark itself.
+
+Then it measures, each project way against the per-node way, side by side:
+
+1. labelling every GPU node: ``playbooks/gpu_node_labels.yml`` (role and module
+   ``gpu_node_labels``) vs. a loop of ``kubernetes.core.k8s`` per node
+   (``tests/bench/playbooks/label_per_node.yml``);
+2. the full validation without smoke: ``gpufleet validate`` (``playbooks/validate.yml``,
+   module ``dra_validate``) vs. the same cluster-side checks as per-node
+   ``kubernetes.core.k8s_info`` calls (``tests/bench/playbooks/validate_per_node.yml``).
+   The KWOK nodes have no hosts behind them: the inventory names the 1,000 GPU nodes in
+   group ``gpu_nodes`` only, so the play that reads hosts (``kube_control_plane:kube_node``)
+   matches none and the host and gate checks are skipped with their reason;
+3. leaked-claim detection: ``gpufleet claims gc`` (dry run) vs. a per-claim lookup
+   of every reserved pod (``tests/bench/claims_per_claim.py``).
+
+Each run is a child process; the figures are its wall time, the API requests it issued
+(kube-apiserver's ``apiserver_request_total`` before and after, with KWOK paused so
+that only the measured program talks to the API server) and the peak RSS of its process
+tree. Goals are printed as pass/miss; a wrong result (a leak not found, a node left
+unlabelled) fails the test.
+
+Environment:
+
+``GPUFLEET_BENCH_SAMPLE``
+    nodes the per-node Ansible baselines run on (default 20; ``all`` for every node).
+    Each loop item is a module process of its own, about 1.3 s of CPU here, so the whole
+    fleet would take an hour per baseline. With a sample, the baseline is also run on no
+    node at all to measure its fixed cost ``a``; the figure for the whole fleet is
+    ``a + (T_N - a) * nodes / N``, printed as extrapolated (requests and CPU likewise;
+    peak RSS is the measured one).
+``GPUFLEET_BENCH_CLAIM_SAMPLE``
+    claims the per-claim baseline looks up (default ``all``: 10,000 lookups in one
+    process take about a minute); with a count, extrapolated the same way.
+``GPUFLEET_BENCH_NODES``
+    fleet size (default 1000; the goals are stated for 1,000).
+``GPUFLEET_BENCH_RESULTS``
+    where the figures are written as JSON (default
+    ``~/.cache/gpufleet/bench/scale-<time>.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.lab import gpusim_plugin
+from gpufleet.lab.controlplane import ControlPlane, build_command
+from tests.bench import cluster
+from tests.bench.cluster import Measured
+from tests.integration.conftest import DEFAULT_VERSION, require_binaries
+
+pytestmark = pytest.mark.bench
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+HERE = Path(__file__).resolve().parent
+
+
+def _count(name: str, default: str) -> int | None:
+    """An env var as a count; ``all`` (or 0) -> None."""
+    raw = os.environ.get(name, default).strip().lower()
+    if raw in ("all", "0", ""):
+        return None
+    value = int(raw)
+    if value < 1:
+        raise ValueError(f"{name}={raw!r}: give a count >= 1 or 'all'")
+    return value
+
+
+NODES = _count("GPUFLEET_BENCH_NODES", "1000") or 1000
+SAMPLE = _count("GPUFLEET_BENCH_SAMPLE", "20")
+CLAIM_SAMPLE = _count("GPUFLEET_BENCH_CLAIM_SAMPLE", "all")
+
+#: Goals (for 1,000 GPU nodes).
+GOAL_VALIDATE_S = 10.0
+GOAL_VALIDATE_REQUESTS = 20
+GOAL_VALIDATE_SPEEDUP = 20.0
+GOAL_LABEL_S = 5.0
+GOAL_RSS_MIB = 300.0
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+#: The figures of a run, in print order: (key, column title, format).
+COLUMNS = (
+    ("wall_s", "wall s", "{:10.2f}"),
+    ("requests", "requests", "{:10.0f}"),
+    ("cpu_s", "client CPU s", "{:13.2f}"),
+    ("server_cpu_s", "server CPU s", "{:13.2f}"),
+    ("peak_rss_mib", "peak RSS MiB", "{:13.0f}"),
+)
+
+
+def figures(m: Measured) -> dict[str, float]:
+    return {
+        "wall_s": m.wall_s,
+        "requests": float(m.requests.total),
+        "cpu_s": m.cpu_s,
+        "server_cpu_s": m.server_cpu_s,
+        "peak_rss_mib": m.peak_rss_mib,
+    }
+
+
+@dataclass
+class Figure:
+    """One comparison: the project's way (measured) and the per-node way (measured on a
+    sample and extrapolated, or measured on all), with the goals checked."""
+
+    what: str
+    project: Measured
+    baseline: dict[str, float] | None = None
+    baseline_note: str = ""
+    goals: list[tuple[str, bool]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.project
+        return {
+            "what": self.what,
+            "project": {k: round(v, 3) for k, v in figures(p).items()},
+            "project_requests_by_kind": p.requests.by_kind,
+            "project_requests_background": p.requests.background,
+            "project_load": list(p.load),
+            "baseline": {k: round(v, 3) for k, v in (self.baseline or {}).items()},
+            "baseline_note": self.baseline_note,
+            "goals": [{"goal": g, "met": ok} for g, ok in self.goals],
+        }
+
+
+class Out:
+    """Prints through pytest's terminal reporter, so that the figures show with the
+    plain command (output capture on)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.tr = config.pluginmanager.get_plugin("terminalreporter")
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def __call__(self, text: str = "") -> None:
+        if self.tr is None or self.capture is None:
+            print(text)
+            return
+        with self.capture.global_and_fixture_disabled():
+            self.tr.write_line(text)
+
+
+def goal(text: str, ok: bool) -> tuple[str, bool]:
+    return text, ok
+
+
+def show(out: Out, fig: Figure) -> None:
+    p = figures(fig.project)
+    out(f"--- {fig.what}")
+    out(" " * 16 + "".join(f"{title:>{len(fmt.format(0))}}" for _, title, fmt in COLUMNS))
+    out(f"  {'project':<14}" + "".join(fmt.format(p[k]) for k, _, fmt in COLUMNS))
+    if fig.baseline:
+        b = fig.baseline
+        out(f"  {'per-node way':<14}" + "".join(fmt.format(b[k]) for k, _, fmt in COLUMNS))
+        ratios = "".join(
+            f"{b[k] / p[k]:{len(fmt.format(0)) - 1}.1f}x" if p[k] else " " * len(fmt.format(0))
+            for k, _, fmt in COLUMNS
+        )
+        out(f"  {'ratio':<14}" + ratios)
+        out(f"  per-node way: {fig.baseline_note}")
+    out(f"  project requests: {fig.project.requests.short(8)}")
+    out(
+        f"  load average (1 min) around the project run: {fig.project.load[0]:.1f} -> "
+        f"{fig.project.load[1]:.1f}"
+    )
+    for text, ok in fig.goals:
+        out(f"  goal {'PASS' if ok else 'MISS'}: {text}")
+
+
+@dataclass
+class Bench:
+    """What the tests share: the fleet, the output, the figures so far."""
+
+    fleet: cluster.Fleet
+    out: Out
+    workdir: Path
+    figures: list[Figure] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def cp(self) -> ControlPlane:
+        return self.fleet.cp
+
+    def run(self, argv: list[str], timeout_s: float = 3600.0) -> Measured:
+        return cluster.run_measured(self.cp, argv, env=self.env, cwd=REPO, timeout_s=timeout_s)
+
+
+def _machine() -> dict[str, Any]:
+    cpu = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem_kib = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal:")
+    )
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": round(mem_kib / 2**20, 1),
+        "loadavg": Path("/proc/loadavg").read_text().split()[:3],
+    }
+
+
+@pytest.fixture(scope="module")
+def bench(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Bench]:
+    require_binaries(DEFAULT_VERSION)
+    out = Out(request.config)
+    cp = ControlPlane(
+        DEFAULT_VERSION,
+        with_controllers=False,
+        timeout_s=300,
+        extra_args={"kube-apiserver": cluster.audit_args(tmp_path_factory.mktemp("apiserver"))},
+    )
+    plugin: Path | None = None
+    plugin_reason = ""
+    try:
+        plugin = gpusim_plugin.ensure_binary().path
+    except gpusim_plugin.BuildError as exc:
+        plugin_reason = f"not checked against the kubelet plugin (it cannot be built: {exc})"
+    cp.start()
+    try:
+        if cp.binaries is None or cp.binaries.kwok is None:
+            pytest.skip(f"kwok is not cached; build it with: {build_command(tools=['kwok'])}")
+        machine = _machine()
+        out()
+        out(
+            f"scale benchmark: Kubernetes {cp.version}, {NODES} KWOK GPU nodes; machine: "
+            f"{machine['nproc']} CPUs ({machine['cpu']}), {machine['memory_gib']} GiB, "
+            f"load average {' '.join(machine['loadavg'])}"
+        )
+        start = time.monotonic()
+        built = cluster.build_fleet(
+            cp, NODES, plugin_binary=plugin, plugin_skip_reason=plugin_reason, log=out
+        )
+        out(f"fleet built in {time.monotonic() - start:.0f}s")
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        env.update(
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_FORCE_COLOR="0",
+            ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="True",
+            ANSIBLE_LOCALHOST_WARNING="False",
+            PATH=os.pathsep.join([str(BIN), env.get("PATH", "")]),
+        )
+        b = Bench(built, out, tmp_path_factory.mktemp("bench"), env=env)
+        yield b
+        _write_results(b, machine)
+    finally:
+        cp.stop()
+
+
+def _write_results(b: Bench, machine: dict[str, Any]) -> None:
+    default = (
+        Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet")
+        / "bench"
+        / time.strftime("scale-%Y%m%d-%H%M%S.json")
+    )
+    path = Path(os.environ.get("GPUFLEET_BENCH_RESULTS") or default)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    machine_end = _machine()
+    doc = {
+        "kubernetes": b.cp.version,
+        "nodes": len(b.fleet.nodes),
+        "devices": b.fleet.devices,
+        "claims": len(b.fleet.claims),
+        "leaked": len(b.fleet.leaked),
+        "sample": SAMPLE,
+        "claim_sample": CLAIM_SAMPLE,
+        "machine": machine,
+        "loadavg_end": machine_end["loadavg"],
+        "setup_s": {k: round(v, 1) for k, v in b.fleet.timings.items()},
+        "shape_check": b.fleet.shape_check,
+        "figures": [f.to_dict() for f in b.figures],
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    b.out(f"figures written to {path}; load average now {' '.join(machine_end['loadavg'])}")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def write_inventory(path: Path, nodes: list[str], kubeconfig: Path) -> Path:
+    """The GPU nodes in group ``gpu_nodes`` (inventory name = node name), never contacted:
+    every task that talks to Kubernetes runs on the control host."""
+    lines = ["[gpu_nodes]", *nodes, "", "[all:vars]"]
+    lines += [
+        "ansible_connection=local",
+        f"ansible_python_interpreter={sys.executable}",
+        f"gpu_node_labels_kubeconfig={kubeconfig}",
+        f"validate_kubeconfig={kubeconfig}",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def playbook(b: Bench, book: Path, inventory: Path | None, extra: dict[str, Any]) -> Measured:
+    vars_file = b.workdir / f"vars-{time.monotonic_ns()}.json"
+    vars_file.write_text(json.dumps(extra))
+    argv = [str(BIN / "ansible-playbook"), "-e", f"@{vars_file}", str(book)]
+    if inventory is not None:
+        argv[1:1] = ["-i", str(inventory)]
+    return b.run(argv).check()
+
+
+def sampled(nodes: list[str]) -> list[str]:
+    if SAMPLE is None or len(nodes) <= SAMPLE:
+        return list(nodes)
+    step = len(nodes) / SAMPLE
+    return [nodes[int(i * step)] for i in range(SAMPLE)]
+
+
+def extrapolate(
+    fixed: Measured | None, run: Measured, n: int, total: int, unit: str = "nodes"
+) -> tuple[dict[str, float], str]:
+    """The per-node way's figures for ``total`` items, from a run over ``n`` items and,
+    when sampled, a run over none (``fixed``): ``a + (T_n - a) * total / n`` for wall time,
+    requests and CPU; peak RSS as measured. Returns (figures, note)."""
+    measured = figures(run)
+    if fixed is None or n >= total:
+        return measured, f"measured on all {total} {unit}"
+    base = figures(fixed)
+    out = {
+        k: base[k] + (measured[k] - base[k]) * total / n
+        for k in ("wall_s", "requests", "cpu_s", "server_cpu_s")
+    }
+    out["peak_rss_mib"] = max(measured["peak_rss_mib"], base["peak_rss_mib"])
+    per = (measured["wall_s"] - base["wall_s"]) / n
+    return out, (
+        f"EXTRAPOLATED to {total} {unit} from a run on {n} ({measured['wall_s']:.1f} s, "
+        f"{measured['requests']:.0f} requests) and one on none ({base['wall_s']:.1f} s, "
+        f"{base['requests']:.0f} requests): {per:.2f} s per item; peak RSS as measured on {n}"
+    )
+
+
+def show_startup(b: Bench, inventory: Path) -> None:
+    """Print what ansible-playbook costs before any module runs, with this inventory."""
+    noop = playbook(b, HERE / "playbooks" / "noop.yml", inventory, {})
+    b.out(
+        f"  of which ansible-playbook's own start with this {len(b.fleet.nodes)}-host "
+        f"inventory (one debug task): {noop.wall_s:.2f} s, {noop.cpu_s:.2f} CPU s"
+    )
+
+
+# --------------------------------------------------------------------------- benchmarks
+
+
+def test_label_every_gpu_node(bench: Bench) -> None:
+    b, nodes = bench, bench.fleet.nodes
+    inventory = write_inventory(b.workdir / "gpu_nodes.ini", nodes, b.cp.kubeconfig)
+    book = REPO / "playbooks" / "gpu_node_labels.yml"
+
+    cluster.set_gpu_label(b.cp, nodes, None)
+    assert cluster.labelled(b.cp) == set()
+    project = playbook(b, book, inventory, {})
+    assert cluster.labelled(b.cp) == set(nodes), "the role left GPU nodes unlabelled"
+    again = playbook(b, book, inventory, {})
+
+    sample = sampled(nodes)
+    cluster.set_gpu_label(b.cp, nodes, None)
+    loop = HERE / "playbooks" / "label_per_node.yml"
+    fixed = None
+    if len(sample) < len(nodes):
+        fixed = playbook(
+            b, loop, None, {"bench_kubeconfig": str(b.cp.kubeconfig), "bench_nodes": []}
+        )
+    base = playbook(
+        b, loop, None, {"bench_kubeconfig": str(b.cp.kubeconfig), "bench_nodes": sample}
+    )
+    assert cluster.labelled(b.cp) == set(sample), "the per-node loop did not label its nodes"
+    cluster.set_gpu_label(b.cp, nodes, "true")
+
+    per_node, note = extrapolate(fixed, base, len(sample), len(nodes))
+    fig = Figure(
+        f"label {len(nodes)} GPU nodes (role gpu_node_labels vs. kubernetes.core.k8s loop)",
+        project,
+        per_node,
+        note,
+        [
+            goal(
+                f"labelling {project.wall_s:.2f}s <= {GOAL_LABEL_S:.0f}s",
+                project.wall_s <= GOAL_LABEL_S,
+            ),
+            goal(
+                f"peak RSS {project.peak_rss_mib:.0f} MiB <= {GOAL_RSS_MIB:.0f} MiB",
+                project.peak_rss_mib <= GOAL_RSS_MIB,
+            ),
+        ],
+    )
+    b.figures.append(fig)
+    show(b.out, fig)
+    show_startup(b, inventory)
+    b.out(
+        f"  second run (nothing to change): {again.wall_s:.2f} s, {again.requests.total} "
+        f"requests [{again.requests.short()}], {again.peak_rss_mib:.0f} MiB"
+    )
+
+
+def test_validate_the_fleet(bench: Bench) -> None:
+    b, nodes = bench, bench.fleet.nodes
+    assert cluster.labelled(b.cp) == set(nodes)
+    inventory = write_inventory(b.workdir / "validate.ini", nodes, b.cp.kubeconfig)
+    report_file = b.workdir / "validate.json"
+    project = b.run(
+        [
+            str(BIN / "gpufleet"),
+            "validate",
+            "-i",
+            str(inventory),
+            "--kubeconfig",
+            str(b.cp.kubeconfig),
+            "--json",
+            str(report_file),
+        ]
+    )
+    # exit 1: claims.leaked fails, as it must
+    assert project.rc == 1, project.stdout[-4000:] + project.stderr[-2000:]
+    report = json.loads(report_file.read_text())
+    checks = {c["id"]: c for c in report["checks"]}
+    for cid in (
+        "nodes.gpu-labels",
+        "nodes.resourceslices",
+        "nodes.plugin-running",
+        "nodes.orphan-slices",
+        "api.deviceclasses",
+        "versions.gpu-kubelet-lockstep",
+    ):
+        assert checks[cid]["status"] == "pass", checks[cid]
+    leaked = checks["claims.leaked"]
+    assert leaked["status"] == "fail"
+    assert {p["subject"] for p in leaked["problems"]} == b.fleet.leaked
+    meta = report["meta"]
+    assert meta["objects"]["nodes"] == len(nodes)
+    assert meta["objects"]["resourceclaims"] == len(b.fleet.claims)
+
+    sample = sampled(nodes)
+    loop = HERE / "playbooks" / "validate_per_node.yml"
+    base_report = b.workdir / "validate_per_node.json"
+    extra = {"bench_kubeconfig": str(b.cp.kubeconfig), "bench_report": str(base_report)}
+    fixed = None
+    if len(sample) < len(nodes):
+        fixed = playbook(b, loop, None, {**extra, "bench_nodes": []})
+    base = playbook(b, loop, None, {**extra, "bench_nodes": sample})
+    judged = json.loads(base_report.read_text())
+    assert set(judged["leaked"]) == b.fleet.leaked_on(sample), judged["leaked"][:10]
+    assert judged["gpu_labels"] == judged["resourceslices"] == judged["plugin_running"] == []
+    assert judged["deviceclasses"] == [] and len(judged["kubelets"]) == 1
+
+    per_node, note = extrapolate(fixed, base, len(sample), len(nodes))
+    speedup = per_node["wall_s"] / project.wall_s
+    fig = Figure(
+        f"validate {len(nodes)} GPU nodes without smoke (gpufleet validate vs. per-node k8s_info)",
+        project,
+        per_node,
+        note,
+        [
+            goal(
+                f"validate {project.wall_s:.2f}s <= {GOAL_VALIDATE_S:.0f}s",
+                project.wall_s <= GOAL_VALIDATE_S,
+            ),
+            goal(
+                f"validate {project.requests.total} requests <= {GOAL_VALIDATE_REQUESTS}",
+                project.requests.total <= GOAL_VALIDATE_REQUESTS,
+            ),
+            goal(
+                f"{speedup:.0f}x faster than the per-node way >= {GOAL_VALIDATE_SPEEDUP:.0f}x",
+                speedup >= GOAL_VALIDATE_SPEEDUP,
+            ),
+            goal(
+                f"peak RSS {project.peak_rss_mib:.0f} MiB <= {GOAL_RSS_MIB:.0f} MiB",
+                project.peak_rss_mib <= GOAL_RSS_MIB,
+            ),
+        ],
+    )
+    b.figures.append(fig)
+    show(b.out, fig)
+    skipped = [f"{c['id']} ({c.get('reason')})" for c in report["checks"] if c["status"] == "skip"]
+    b.out(
+        f"  module dra_validate: {meta['api_requests']} requests by its own count (with "
+        "GET /version and GET /apis/resource.k8s.io, which apiserver_request_total does not "
+        f"count), timings {meta['timings_s']}; checks {report['counts']}"
+    )
+    show_startup(b, inventory)
+    b.out(f"  skipped (no hosts behind KWOK nodes): {'; '.join(skipped) or 'none'}")
+
+
+def test_find_leaked_claims(bench: Bench) -> None:
+    b = bench
+    project = b.run(
+        [str(BIN / "gpufleet"), "claims", "gc", "--json", "--kubeconfig", str(b.cp.kubeconfig)]
+    ).check()
+    plan = json.loads(project.stdout)
+    found = {c["claim"] for c in plan["claims"] if c["action"] in ("release", "delete")}
+    assert found == b.fleet.leaked
+
+    total = len(b.fleet.claims)
+    script = [sys.executable, "-m", "tests.bench.claims_per_claim", str(b.cp.kubeconfig)]
+    fixed = None
+    n = total
+    if CLAIM_SAMPLE is not None and total > CLAIM_SAMPLE:
+        n = CLAIM_SAMPLE
+        fixed = b.run([*script, "0"]).check()
+        base = b.run([*script, str(n)]).check()
+    else:
+        base = b.run(script).check()
+        assert set(json.loads(base.stdout)["leaked"]) == b.fleet.leaked
+    per_claim, note = extrapolate(fixed, base, n, total, unit="claims")
+    fig = Figure(
+        f"find the leaked claims among {total} (gpufleet claims gc vs. per-claim lookups)",
+        project,
+        per_claim,
+        note,
+        [
+            goal(
+                f"peak RSS {project.peak_rss_mib:.0f} MiB <= {GOAL_RSS_MIB:.0f} MiB",
+                project.peak_rss_mib <= GOAL_RSS_MIB,
+            )
+        ],
+    )
+    b.figures.append(fig)
+    show(b.out, fig)

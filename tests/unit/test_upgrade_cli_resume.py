@@ -1,0 +1,183 @@
+"""``gpufleet upgrade``: resume from the report, unreachable hosts, timings
+(gpufleet/commands/upgrade.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from gpufleet.cli import main
+from gpufleet.commands import upgrade as cmd
+
+pytestmark = pytest.mark.unit
+
+TARGET = "1.37.2"
+
+
+def _node(name, version, unschedulable=False, ready=True):
+    return {
+        "metadata": {"name": name},
+        "spec": {"unschedulable": unschedulable},
+        "status": {
+            "nodeInfo": {"kubeletVersion": f"v{version}"},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+@pytest.fixture
+def site(tmp_path):
+    """Control plane and gpu-a at 1.37.2, gpu-b at 1.37.2 but cordoned by a failed run."""
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(
+        "all:\n  children:\n"
+        "    kube_control_plane: {hosts: {cp: {}}}\n"
+        "    kube_node: {hosts: {gpu-a: {}, gpu-b: {}}}\n"
+    )
+    snap = {
+        "schema": 1,
+        "nodes": [_node("cp", TARGET), _node("gpu-a", TARGET), _node("gpu-b", TARGET, True)],
+        "pods": [
+            {
+                "metadata": {"labels": {"component": "kube-apiserver"}},
+                "spec": {
+                    "nodeName": "cp",
+                    "containers": [
+                        {
+                            "name": "kube-apiserver",
+                            "image": f"registry.k8s.io/kube-apiserver:v{TARGET}",
+                        }
+                    ],
+                },
+            }
+        ],
+        "resourceslices": [],
+        "kubeadm_versions": dict.fromkeys(("cp", "gpu-a", "gpu-b"), f"v{TARGET}"),
+    }
+    (tmp_path / "snapshot.json").write_text(json.dumps(snap))
+    report = {
+        "target": TARGET,
+        "nodes": {
+            "cp": {"state": "skipped", "cordoned_by_upgrade": False},
+            "gpu-a": {"state": "upgraded", "cordoned_by_upgrade": False},
+            "gpu-b": {
+                "node": "gpu-b",
+                "state": "failed",
+                "phase": "kubelet-restart",
+                "cordoned": True,
+                "cordoned_by_upgrade": True,
+            },
+        },
+    }
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    return tmp_path
+
+
+def _plan(site, report):
+    return CliRunner().invoke(
+        main,
+        ["upgrade", "-i", str(site / "hosts.yml"), "--to", TARGET, "--plan", "--json",
+         "--snapshot", str(site / "snapshot.json"), "-e", f"upgrade_report_path={report}"],
+    )  # fmt: skip
+
+
+def test_a_node_the_report_left_cordoned_is_resumed_though_at_the_target(site):
+    result = _plan(site, site / "report.json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["up_to_date"] is False and doc["path"] == [TARGET]
+    nodes = {n["host"]: n for n in doc["steps"][0]["nodes"]}
+    assert nodes["gpu-b"]["resume"] is True and not nodes["gpu-b"]["skip"]
+    assert nodes["gpu-a"]["skip"] and nodes["cp"]["skip"]
+
+
+def test_without_the_report_the_same_cluster_is_up_to_date(site):
+    result = _plan(site, site / "missing.json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["up_to_date"] is True
+
+
+def test_a_report_of_another_target_resumes_nothing():
+    report = {"target": "1.36.3", "nodes": {"gpu-b": {"cordoned_by_upgrade": True}}}
+    assert cmd.resume_hosts(report, [TARGET]) == []
+    assert cmd.resume_hosts(report, ["1.36.3"]) == ["gpu-b"]
+    assert cmd.unfinished_hosts({"target": TARGET, "nodes": {
+        "a": {"state": "failed"}, "b": {"state": "in-progress"}, "c": {"state": "upgraded"}
+    }}, [TARGET]) == ["a", "b"]  # fmt: skip
+
+
+def _event(kind, host, res, **data):
+    return {"event": kind, "event_data": {"host": host, "res": res, **data}}
+
+
+def test_unreachable_host_in_progress_is_recorded_failed_with_its_phase(tmp_path):
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({
+        "target": TARGET,
+        "nodes": {
+            "gpu-a": {"node": "gpu-a", "state": "upgraded", "timings_s": {}},
+            "gpu-b": {"node": "gpu-b", "state": "in-progress", "phase": "connect", "timings_s": {}},
+        },
+    }))  # fmt: skip
+    tracker = cmd.PhaseTracker()
+    tracker.feed(_event("runner_on_ok", "gpu-b", {"ansible_facts": {"upgrade_phase": "drain"}}))
+    tracker.feed(_event("runner_on_ok", "gpu-b", {"ansible_facts": {"upgrade_drained": True}}))
+    tracker.feed(_event("runner_on_ok", "gpu-b",
+                        {"ansible_facts": {"upgrade_phase": "kubeadm-upgrade-node"}}))  # fmt: skip
+    tracker.feed(_event("runner_on_unreachable", "gpu-b", {"msg": "Failed to connect\n  to gpu-b"}))
+    # an unreachable result the task ignores (ignore_unreachable) is not a failure
+    tracker.feed(_event("runner_on_unreachable", "gpu-a", {"msg": "x"}, ignore_errors=True))
+    assert tracker.record(path, TARGET) == ["gpu-b"]
+    entry = json.loads(path.read_text())["nodes"]["gpu-b"]
+    assert (entry["state"], entry["phase"]) == ("failed", "kubeadm-upgrade-node")
+    assert entry["cause"] == "host unreachable: Failed to connect to gpu-b"
+    assert entry["cordoned"] is True and entry["cordoned_by_upgrade"] is True
+    # a second look changes nothing: the entry is no longer in progress
+    assert tracker.record(path, TARGET) == []
+
+
+def test_timings_add_the_control_plane_part_and_split_waits_from_overhead():
+    report = {"nodes": {
+        "cp": {"state": "upgraded", "timings_s": {"control_plane_s": 200.0, "drain_s": 10.0,
+                                                  "restart_ready_s": 15.0, "node_total_s": 60.0}},
+        "gpu-a": {"state": "upgraded", "timings_s": {
+            "drain_s": 12.0, "restart_ready_s": 30.0, "dra_plugin_s": 20.0, "node_total_s": 150.0}},
+        "gpu-b": {"state": "skipped", "timings_s": {}},
+    }}  # fmt: skip
+    rows = {r["host"]: r for r in cmd.timing_rows(report, ["cp", "gpu-a", "gpu-b"])}
+    assert set(rows) == {"cp", "gpu-a"}
+    assert (rows["cp"]["node_total_s"], rows["cp"]["waits_s"], rows["cp"]["overhead_s"]) == (
+        260.0, 25.0, 235.0,
+    )  # fmt: skip
+    assert (rows["gpu-a"]["waits_s"], rows["gpu-a"]["overhead_s"]) == (62.0, 88.0)
+
+
+def test_lab_variables_only_for_the_lab_inventory(tmp_path):
+    assert cmd.lab_upgrade_vars(["1.36.3"], [TARGET], lambda *k: None) == {}
+    assert cmd.lab_report_path(lambda *k: None) is None
+    kubeconfig = tmp_path / "labs" / "x" / "kubeconfig"
+    assert (
+        cmd.lab_report_path(lambda *k: str(kubeconfig)) == kubeconfig.parent / "upgrade-report.json"
+    )
+
+
+def test_timings_of_this_run_only_leave_out_nodes_skipped_or_updated_before():
+    report = {"nodes": {
+        "a": {"state": "upgraded", "updated": "2026-01-01T10:00:05Z", "timings_s": {"drain_s": 1}},
+        "b": {"state": "skipped", "updated": "2026-01-01T10:00:05Z", "timings_s": {"drain_s": 2}},
+        "c": {"state": "failed", "updated": "2026-01-01T09:59:59Z", "timings_s": {"drain_s": 3}},
+    }}  # fmt: skip
+    since = "2026-01-01T10:00:00Z"
+    assert [r["host"] for r in cmd.timing_rows(report, ["a", "b", "c"], since)] == ["a"]
+    assert [r["host"] for r in cmd.timing_rows(report, ["a", "b", "c"])] == ["a", "b", "c"]
+
+
+def test_the_plan_names_the_local_repository_on_the_lab_and_the_url_elsewhere(tmp_path):
+    lab = {"lab_kubeconfig": str(tmp_path / "kubeconfig")}
+    assert cmd.repo_template(lab.get).startswith("file:")
+    assert cmd.repo_template(lab.get).endswith("/pkgs/core:/stable:/v{minor}/deb/")
+    site = {"upgrade_local_repo_dir": "/srv/k8s"}
+    assert cmd.repo_template(site.get) == "file:/srv/k8s/core:/stable:/v{minor}/deb/"
+    assert cmd.repo_template({}.get) == "https://pkgs.k8s.io/core:/stable:/v{minor}/deb/"
