@@ -162,6 +162,10 @@ class Lab:
         }
         return set(self.workers) <= running
 
+    def node_ready(self, node: str) -> bool:
+        ready = 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'
+        return "True" in self.kubectl("get", "node", node, "-o", ready)
+
     def kubelet_version(self, node: str) -> str:
         return self.kubectl("get", "node", node, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}")
 
@@ -463,19 +467,7 @@ def test_kubelet_gate_drift_on_one_worker_is_caught(lab: Lab) -> None:
     try:
         lab.exec(node, "python3", "-c", script, config)
         lab.exec(node, "systemctl", "restart", "kubelet")
-        lab.wait(
-            f"the kubelet of {node} Ready again",
-            lambda: (
-                "True"
-                in lab.kubectl(
-                    "get",
-                    "node",
-                    node,
-                    "-o",
-                    'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
-                )
-            ),
-        )
+        lab.wait(f"the kubelet of {node} Ready again", lambda: lab.node_ready(node))
         code, report, _ = lab.validate("gate-drift")
         assert code == 1
         drift = checks(report)["gates.component-drift"]
@@ -487,19 +479,7 @@ def test_kubelet_gate_drift_on_one_worker_is_caught(lab: Lab) -> None:
     finally:
         lab.exec(node, "mv", backup, config)
         lab.exec(node, "systemctl", "restart", "kubelet")
-        lab.wait(
-            f"the kubelet of {node} Ready again",
-            lambda: (
-                "True"
-                in lab.kubectl(
-                    "get",
-                    "node",
-                    node,
-                    "-o",
-                    'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
-                )
-            ),
-        )
+        lab.wait(f"the kubelet of {node} Ready again", lambda: lab.node_ready(node))
         lab.settle()
 
 
