@@ -138,6 +138,7 @@ class Figure:
     baseline_note: str = ""
     goals: list[tuple[str, bool]] = field(default_factory=list)
     project_walls: list[float] = field(default_factory=list)
+    baseline_name: str = "per-node way"
 
     def to_dict(self) -> dict[str, Any]:
         p = self.project
@@ -148,6 +149,7 @@ class Figure:
             "project_requests_background": p.requests.background,
             "project_load": list(p.load),
             "project_wall_s_all_runs": [round(w, 3) for w in self.project_walls],
+            "baseline_name": self.baseline_name,
             "baseline": {k: round(v, 3) for k, v in (self.baseline or {}).items()},
             "baseline_note": self.baseline_note,
             "goals": [{"goal": g, "met": ok} for g, ok in self.goals],
@@ -181,13 +183,13 @@ def show(out: Out, fig: Figure) -> None:
     out(f"  {'project':<14}" + "".join(fmt.format(p[k]) for k, _, fmt in COLUMNS))
     if fig.baseline:
         b = fig.baseline
-        out(f"  {'per-node way':<14}" + "".join(fmt.format(b[k]) for k, _, fmt in COLUMNS))
+        out(f"  {fig.baseline_name:<14}" + "".join(fmt.format(b[k]) for k, _, fmt in COLUMNS))
         ratios = "".join(
             f"{b[k] / p[k]:{len(fmt.format(0)) - 1}.1f}x" if p[k] else " " * len(fmt.format(0))
             for k, _, fmt in COLUMNS
         )
         out(f"  {'ratio':<14}" + ratios)
-        out(f"  per-node way: {fig.baseline_note}")
+        out(f"  {fig.baseline_name}: {fig.baseline_note}")
     if len(fig.project_walls) > 1:
         walls = ", ".join(f"{w:.2f}" for w in fig.project_walls)
         out(f"  project wall s of {len(fig.project_walls)} runs: {walls} (the median run shown)")
@@ -578,6 +580,7 @@ def test_find_leaked_claims(bench: Bench) -> None:
             )
         ],
     )
+    fig.baseline_name = "per-claim way"
     fig.project_walls = [r.wall_s for r in runs]
     b.figures.append(fig)
     show(b.out, fig)
