@@ -35,6 +35,15 @@ repository in the pkgs.k8s.io layout (``gpufleet.lab.packages``) and the control
 images of each step (``gpufleet.lab.images``) before the run, and passed as
 ``upgrade_local_repo_dir`` and ``upgrade_image_archives``; ``-e`` overrides them.
 
+Input is judged before any host or the cluster is read: ``--to`` and ``--via`` are exact
+releases (MAJOR.MINOR.PATCH; packages exist only for releases, not pre-releases), one per
+minor; batch size and GPU floor; the type of each variable the planner reads. Variables
+are read as the run reads them (``-e`` over the inventory's ``localhost`` variables over
+the role's defaults, templated by Ansible); an option wins over both and is passed to the
+run as its variable. What needs the cluster (downgrade, skipped minor, floor against the
+devices) is judged after reading it. Errors name the option or variable, the value and the
+fix.
+
 Exit codes: 0 planned or upgraded; 1 a host or a step failed; 2 the plan is refused
 (downgrade, skipped minor, target outside the model, bad batch/floor values) or the
 cluster or inventory could not be read.
@@ -67,25 +76,66 @@ DEFAULT_REPORT = Path("~/.cache/gpufleet/upgrade-report.json")
 
 
 class InputError(Exception):
-    """The inventory or the cluster could not be read (exit 2)."""
+    """The input, the inventory or the cluster could not be read or is refused (exit 2).
+
+    ``reason`` names the option or variable and the value, ``fix`` says what to do."""
+
+    def __init__(self, reason: str, fix: str = "") -> None:
+        super().__init__(reason if not fix else f"{reason} Fix: {fix}")
+        self.reason = reason
+        self.fix = fix
 
 
 # ------------------------------------------------------------------------- inventory
 
 
 def read_inventory(inventory: Sequence[str]) -> dict[str, Any]:
-    """``ansible-inventory --list`` of ``inventory`` as a dict (raises InputError)."""
+    """``ansible-inventory --list`` of ``inventory`` as a dict. Raises InputError when a
+    source is missing or cannot be parsed (``INVENTORY_ANY_UNPARSED_IS_FAILED``: Ansible's
+    own parse error is shown, not an empty inventory)."""
     exe = Path(sys.executable).parent / "ansible-inventory"
     argv = [str(exe) if exe.exists() else "ansible-inventory"]
     for inv in inventory:
         if not Path(inv).exists():
-            raise InputError(f"inventory {inv!r} does not exist; fix: pass -i with a path")
+            raise InputError(
+                f"-i {inv!r}: the inventory does not exist.", "pass -i with an inventory path."
+            )
         argv += ["-i", inv]
     argv.append("--list")
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+    env = {**os.environ, "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "True"}
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120, env=env)
     if proc.returncode != 0:
-        raise InputError(f"ansible-inventory failed: {proc.stderr.strip()[-400:]}")
-    return json.loads(proc.stdout)
+        raise InputError(
+            f"-i {' '.join(inventory)}: ansible-inventory cannot parse the inventory: "
+            f"{_parse_failure(proc.stderr)}",
+            f"correct the inventory (ansible-inventory -i {' '.join(inventory)} --list "
+            "shows the whole error).",
+        )
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError as exc:
+        raise InputError(
+            f"-i {' '.join(inventory)}: ansible-inventory printed no JSON ({exc}).",
+            "run ansible-inventory -i INVENTORY --list to see what it prints.",
+        ) from None
+    return data if isinstance(data, dict) else {}
+
+
+def _parse_failure(stderr: str) -> str:
+    """The useful lines of ansible-inventory's parse failure: the first plugin's reason,
+    where it was found, and the final error."""
+    keep: list[str] = []
+    for line in stderr.splitlines():
+        text = line.strip()
+        if not text:
+            continue
+        if (text.startswith("[WARNING]: Failed to parse") and not keep) or (
+            text.startswith("Origin:") and len(keep) == 1
+        ):
+            keep.append(text.removeprefix("[WARNING]: "))
+        elif text.startswith("[ERROR]"):
+            keep.append(text.removeprefix("[ERROR]: "))
+    return "; ".join(keep) if keep else " ".join(stderr.split())[-400:]
 
 
 def _group_hosts(inv: Mapping[str, Any], group: str) -> list[str]:
@@ -118,7 +168,7 @@ def inventory_hosts(inv: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def inventory_var(inv: Mapping[str, Any], hosts: Sequence[str], *names: str) -> Any:
     """The first of ``names`` set on the first host that has it (group vars land in
-    hostvars); templated values (``{{ ... }}``) are ignored."""
+    hostvars), untemplated: for the lab's host variables (``kubeadm_etcd_image_tag``)."""
     hostvars = (inv.get("_meta") or {}).get("hostvars") or {}
     for name in names:
         for h in hosts:
@@ -127,6 +177,147 @@ def inventory_var(inv: Mapping[str, Any], hosts: Sequence[str], *names: str) -> 
                 continue
             return value
     return None
+
+
+#: Variables that the upgrade role's planning play (``hosts: localhost``,
+#: roles/upgrade/tasks/plan.yml) reads, and the CLI reads the same way.
+PLANNER_VARS = (
+    "upgrade_via",
+    "upgrade_batch_size",
+    "upgrade_min_gpu_available_percent",
+    "upgrade_dra_features",
+    "dra_feature_gates_features",
+    "upgrade_dra_gates",
+    "dra_feature_gates_extra",
+    "upgrade_gpu_driver",
+    "upgrade_package_revision",
+    "upgrade_repo_url",
+    "upgrade_local_repo_dir",
+    "upgrade_kubeconfig",
+    "lab_kubeconfig",
+    "dra_feature_gates_kubeconfig",
+    "upgrade_report_path",
+)
+
+
+class Variables:
+    """Variables as the upgrade playbook sees them: ``-e`` extra variables over the
+    inventory's variables of ``localhost`` (the planning play's host: group ``all`` and
+    ``host_vars/localhost``), templated by Ansible itself (``ansible.template.Templar``,
+    with every variable of the inventory in scope) as the run templates them. The
+    ``PLANNER_VARS`` are read for ``localhost`` only, as the run reads them (a value set
+    only for a group of nodes does not reach the planning play); another name that
+    ``localhost`` lacks is looked up on the inventory hosts in order (the lab's host
+    variables, e.g. ``kubeadm_etcd_image_tag``). Role defaults are not applied here:
+    ``planner_inputs`` applies those of roles/upgrade/defaults/main.yml.
+
+    ``get(name)``: the templated value, or None when not set; ``is_set(name)``;
+    ``source(name)``: ``"-e"``, ``"inventory"`` or None. ``get`` raises InputError
+    naming the variable and its raw value when the template cannot be rendered."""
+
+    def __init__(
+        self,
+        inventory: Sequence[str],
+        hosts: Sequence[str],
+        extra_vars: Mapping[str, Any],
+    ) -> None:
+        from ansible.inventory.manager import InventoryManager
+        from ansible.parsing.dataloader import DataLoader
+        from ansible.vars.manager import VariableManager
+
+        self._loader = DataLoader()
+        self._inventory = InventoryManager(
+            loader=self._loader, sources=[str(Path(i).resolve()) for i in inventory]
+        )
+        self._manager = VariableManager(loader=self._loader, inventory=self._inventory)
+        self._extra = {k: _trusted(v) for k, v in extra_vars.items()}
+        self._hosts = list(hosts)
+        self._scopes: dict[str, dict[str, Any]] = {}
+        self._cache: dict[str, Any] = {}
+
+    def _scope(self, host: str) -> dict[str, Any]:
+        if host not in self._scopes:
+            h = self._inventory.get_host(host)
+            found = dict(self._manager.get_vars(host=h)) if h is not None else {}
+            self._scopes[host] = {**found, **self._extra}
+        return self._scopes[host]
+
+    def _where(self, name: str) -> str | None:
+        hosts = () if name in PLANNER_VARS else tuple(self._hosts)
+        for host in ("localhost", *hosts):
+            if name in self._scope(host):
+                return host
+        return None
+
+    def source(self, name: str) -> str | None:
+        if name in self._extra:
+            return "-e"
+        return "inventory" if self._where(name) else None
+
+    def is_set(self, name: str) -> bool:
+        return self.source(name) is not None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        host = self._where(name)
+        if host is None:
+            return default
+        if name not in self._cache:
+            from ansible.errors import AnsibleError
+            from ansible.template import Templar
+
+            scope = self._scope(host)
+            raw = scope[name]
+            try:
+                value = Templar(loader=self._loader, variables=scope).template(raw)
+            except AnsibleError as exc:
+                msg = " ".join(str(exc).split())[:300]
+                raise InputError(
+                    f"{name}={_raw(raw)!r} ({self.source(name)}) cannot be templated: {msg}",
+                    f"define what the template uses, or give {name} a plain value.",
+                ) from None
+            self._cache[name] = _untagged(value)
+        return self._cache[name]
+
+    __call__ = get
+
+
+def _trusted(value: Any) -> Any:
+    """``-e`` values as the run receives them: ansible-runner writes them to a file the
+    playbook loads, so their templates are rendered; mark them trusted for Templar
+    (ansible-core 2.19 and later; before 2.19 Templar renders every string)."""
+    try:
+        from ansible.template import trust_as_template
+    except ImportError:  # ansible-core < 2.19: no data tagging
+        return value
+
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, list):
+        return [_trusted(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _trusted(v) for k, v in value.items()}
+    return value
+
+
+def _untagged(value: Any) -> Any:
+    """Plain Python types (Ansible returns tagged subclasses of str, list, dict)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {_untagged(k): _untagged(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_untagged(v) for v in value]
+    return value
+
+
+def _raw(value: Any) -> Any:
+    return _untagged(value)
 
 
 def read_kubeadm_versions(inventory: Sequence[str], hosts: Sequence[str]) -> dict[str, str | None]:
@@ -158,29 +349,295 @@ def read_kubeadm_versions(inventory: Sequence[str], hosts: Sequence[str]) -> dic
     return out
 
 
+# ------------------------------------------------------------------------- input
+
+
+def _list_var(variables: Variables, name: str) -> list[str]:
+    """A list-of-strings variable (``upgrade_via``, ``upgrade_dra_features``); a single
+    string is read as Ansible's ``list`` type reads it (split at commas: ``"1.36.3"`` is
+    ``["1.36.3"]``). [] when not set. Raises InputError naming the variable, the value
+    and the expected type."""
+    value = variables.get(name)
+    if value is None and not variables.is_set(name):
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(
+            f"{name}={value!r} ({variables.source(name)}) is not a list of strings.",
+            f"give a YAML list, e.g. -e '{name}=[{_list_example(name)}]'.",
+        )
+    return list(value)
+
+
+def _list_example(name: str) -> str:
+    return "1.36.3" if name == "upgrade_via" else "partitionable-devices"
+
+
+def _mapping_var(variables: Variables, name: str) -> dict[str, Any]:
+    """A mapping variable (``upgrade_dra_gates``: gate name -> true/false). {} when not
+    set. Raises InputError naming the variable, the value and the expected type."""
+    value = variables.get(name)
+    if value is None and not variables.is_set(name):
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InputError(
+            f"{name}={value!r} ({variables.source(name)}) is not a mapping of feature gate "
+            "names to true/false.",
+            f"give a YAML mapping, e.g. -e '{name}={{DRAPartitionableDevices: true}}'.",
+        )
+    return dict(value)
+
+
+def _str_var(variables: Variables, name: str, default: str, *, empty_ok: bool = False) -> str:
+    """A string variable (a number is written as text, as the module's ``str`` type does);
+    ``default`` when not set. Raises InputError for a list, a mapping, a boolean, or an
+    empty value unless ``empty_ok``."""
+    if not variables.is_set(name):
+        return default
+    value = variables.get(name)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or (not value.strip() and not empty_ok):
+        raise InputError(
+            f"{name}={value!r} ({variables.source(name)}) is not a non-empty string.",
+            f"give {name} a text value (role default: {default!r}).",
+        )
+    return value
+
+
+def planner_inputs(
+    to_version: str,
+    via: Sequence[str],
+    batch_size: str | None,
+    min_gpu_available_percent: str | None,
+    variables: Variables,
+    workers: int,
+) -> dict[str, Any]:
+    """Check everything the plan takes that does not need the cluster, before it is read,
+    and return ``plan_from_snapshot``'s keyword arguments.
+
+    Precedence as in the run (roles/upgrade/defaults/main.yml, tasks/plan.yml): an option
+    over ``-e`` over the inventory over the role default; ``upgrade_dra_features``, else
+    ``dra_feature_gates_features``, else []; ``upgrade_dra_gates``, else
+    ``dra_feature_gates_extra``, else {}; ``upgrade_gpu_driver`` (gpu.nvidia.com),
+    ``upgrade_package_revision`` (1.1), ``upgrade_batch_size`` (1),
+    ``upgrade_min_gpu_available_percent`` (0). A variable that is set is judged, never
+    replaced by the default. Checked: the target and each ``--via`` release (exact
+    releases, no pre-release, in the model, one per minor, below the target), batch size
+    (``workers``: inventory hosts outside kube_control_plane) and GPU floor, the variable
+    types, the DRA wishes at each release, the repository template. Messages name the
+    option when the value came from one, else the variable. Raises UpgradePlanError or
+    InputError."""
+    names = {"target": "--to", "via": "--via"}
+    target = up.parse_target(to_version, "--to")
+    if via:
+        via_values = list(via)
+    else:
+        names["via"] = "upgrade_via"
+        via_values = _list_var(variables, "upgrade_via")
+    via_versions = up.parse_via(via_values, target, names["via"])
+
+    def option_or_var(option: Any, flag: str, name: str, default: Any) -> tuple[Any, str]:
+        if option is not None:
+            return option, flag
+        return (variables.get(name) if variables.is_set(name) else default), name
+
+    size, names["batch_size"] = option_or_var(batch_size, "--batch-size", "upgrade_batch_size", 1)
+    up.parse_batch_size(size, max(1, workers), names["batch_size"])
+    floor, names["min_gpu_available_percent"] = option_or_var(
+        min_gpu_available_percent,
+        "--min-gpu-available-percent",
+        "upgrade_min_gpu_available_percent",
+        0,
+    )
+    up.parse_min_gpu_percent(floor, names["min_gpu_available_percent"])
+    features_name = next(
+        (n for n in ("upgrade_dra_features", "dra_feature_gates_features") if variables.is_set(n)),
+        "upgrade_dra_features",
+    )
+    features = _list_var(variables, features_name)
+    gates_name = next(
+        (n for n in ("upgrade_dra_gates", "dra_feature_gates_extra") if variables.is_set(n)),
+        "upgrade_dra_gates",
+    )
+    gates = _mapping_var(variables, gates_name)
+    for release in [*via_versions.values(), target]:
+        try:
+            dv.plan_components(str(release), features, gates)
+        except dv.VersionModelError as exc:
+            given = [f"{features_name}={features!r}"] if features else []
+            given += [f"{gates_name}={gates!r}"] if gates else []
+            raise up.UpgradePlanError(
+                f"{', '.join(given) or 'the DRA settings'} at {release}: {exc.reason}", exc.fix
+            ) from None
+    gpu_driver = _str_var(variables, "upgrade_gpu_driver", up.DEFAULT_GPU_DRIVER)
+    revision = _str_var(variables, "upgrade_package_revision", up.DEFAULT_PACKAGE_REVISION)
+    for name in ("upgrade_repo_url", "upgrade_local_repo_dir", "upgrade_report_path"):
+        _str_var(variables, name, "", empty_ok=True)
+    template = repo_template(variables)
+    up.repo_url(str(target), template)
+    return {
+        "target": str(target),
+        "via": via_values,
+        "batch_size": size,
+        "min_gpu_available_percent": floor,
+        "features": features,
+        "gates": gates,
+        "gpu_driver": gpu_driver,
+        "package_revision": revision,
+        "repo_url_template": template,
+        "input_names": names,
+    }
+
+
+def resolve_kubeconfig(option: str | None, variables: Variables) -> tuple[str, str]:
+    """``(path, what named it)``: --kubeconfig, else ``upgrade_kubeconfig`` when set, else
+    the role default's chain (``lab_kubeconfig``, ``dra_feature_gates_kubeconfig``,
+    ``$KUBECONFIG``, ``~/.kube/config``). Raises InputError when the file does not exist
+    or is not a file, naming the option or variable and the fix."""
+    if option is not None:
+        path, name = option, "--kubeconfig"
+    elif variables.is_set("upgrade_kubeconfig"):
+        path, name = _str_var(variables, "upgrade_kubeconfig", ""), "upgrade_kubeconfig"
+    else:
+        path, name = "~/.kube/config", "the default ~/.kube/config"
+        for var in ("lab_kubeconfig", "dra_feature_gates_kubeconfig"):
+            value = _str_var(variables, var, "", empty_ok=True)
+            if value.strip():
+                path, name = value, var
+                break
+        else:
+            if os.environ.get("KUBECONFIG"):
+                path, name = os.environ["KUBECONFIG"].split(os.pathsep)[0], "$KUBECONFIG"
+    full = Path(os.path.expanduser(str(path)))
+    fix = (
+        "give the cluster's admin kubeconfig (a copy of /etc/kubernetes/admin.conf) with "
+        "--kubeconfig FILE or -e upgrade_kubeconfig=FILE, or plan from a saved cluster "
+        "with --snapshot FILE."
+    )
+    if not str(path).strip():
+        raise InputError(f"{name}={path!r} is empty.", fix)
+    if not full.exists():
+        raise InputError(f"{name} {str(path)!r}: the kubeconfig file does not exist.", fix)
+    if not full.is_file():
+        raise InputError(f"{name} {str(path)!r} is not a file.", fix)
+    return str(path), name
+
+
+def check_save_snapshot(path: str) -> Path:
+    """The ``--save-snapshot`` path, checked before anything is read: its directory exists
+    and is writable, the path is not a directory. Raises InputError."""
+    target = Path(os.path.expanduser(path))
+    parent = target.parent
+    fix = "give a file in an existing, writable directory, e.g. --save-snapshot ./snapshot.json."
+    if target.is_dir():
+        raise InputError(f"--save-snapshot {path!r} is a directory.", fix)
+    if not parent.is_dir():
+        raise InputError(
+            f"--save-snapshot {path!r}: directory {str(parent)!r} does not exist.", fix
+        )
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise InputError(f"--save-snapshot {path!r}: no permission to write it.", fix)
+    return target
+
+
+def load_snapshot(path: str, hosts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A snapshot written by ``--save-snapshot`` (``{schema, hosts, nodes, pods,
+    resourceslices, kubeadm_versions, cluster_configuration, kubelet_configuration}``);
+    ``hosts`` from the inventory when it has none. Raises InputError naming --snapshot
+    when the file is not JSON or not of that shape."""
+    fix = "give a file written by gpufleet upgrade --save-snapshot FILE."
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"--snapshot {path!r} cannot be read: {exc.strerror}.", fix) from None
+    except ValueError as exc:
+        raise InputError(f"--snapshot {path!r} is not JSON: {exc}.", fix) from None
+    if not isinstance(data, dict):
+        raise InputError(
+            f"--snapshot {path!r} holds a JSON {type(data).__name__}, not the object of a "
+            "cluster snapshot.",
+            fix,
+        )
+    if data.get("schema", SNAPSHOT_SCHEMA) != SNAPSHOT_SCHEMA:
+        raise InputError(
+            f"--snapshot {path!r} has schema {data.get('schema')!r}; this version reads "
+            f"schema {SNAPSHOT_SCHEMA}.",
+            "save the snapshot again with this version.",
+        )
+    for key in ("hosts", "nodes", "pods", "resourceslices"):
+        value = data.get(key)
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(v, dict) for v in value)
+        ):
+            raise InputError(f"--snapshot {path!r}: {key!r} is not a list of objects.", fix)
+    for key in ("kubeadm_versions", "cluster_configuration", "kubelet_configuration"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise InputError(f"--snapshot {path!r}: {key!r} is not an object.", fix)
+    if any(not isinstance(h.get("host"), str) for h in data.get("hosts") or []):
+        raise InputError(f"--snapshot {path!r}: an entry of 'hosts' has no 'host' name.", fix)
+    data.setdefault("hosts", list(hosts))
+    for h in data["hosts"]:
+        h.setdefault("name", h["host"])
+    return data
+
+
+def lab_release_warnings(versions: Iterable[str], variables: Any) -> list[str]:
+    """On the lab's inventory (``lab_kubeconfig`` set): a warning per release of
+    ``versions`` that gpufleet/lab/releases.yaml does not pin (the lab is air-gapped and
+    builds packages and images only of pinned releases). [] for another inventory."""
+    if not variables("lab_kubeconfig"):
+        return []
+    from gpufleet.lab import binaries
+
+    pinned = [r.version for r in binaries.load_releases().releases]
+    return [
+        f"{v} is not pinned in gpufleet/lab/releases.yaml: the lab cannot build its packages "
+        "and images, so a run stops before changing anything; pin it under "
+        f"kubernetes.releases there or use one of {', '.join(pinned)}"
+        for v in versions
+        if v not in pinned
+    ]
+
+
 # ------------------------------------------------------------------------- cluster
 
 
-def read_cluster(kubeconfig: str) -> dict[str, Any]:
+def read_cluster(kubeconfig: str, name: str = "--kubeconfig") -> dict[str, Any]:
     """One list each of Nodes, kube-apiserver Pods and ResourceSlices, and the two kubeadm
-    ConfigMaps, as plain dicts (raises InputError when the API cannot be reached)."""
+    ConfigMaps, as plain dicts. Raises InputError naming ``name`` (what gave the
+    kubeconfig) when it cannot be loaded or the API cannot be reached."""
     from kubernetes import client, config
     from kubernetes.client.rest import ApiException
 
     try:
         api_client = config.new_client_from_config(config_file=os.path.expanduser(kubeconfig))
     except Exception as exc:
-        raise InputError(f"kubeconfig {kubeconfig!r} cannot be loaded: {exc}") from None
+        raise InputError(
+            f"{name} {kubeconfig!r} cannot be loaded as a kubeconfig: {exc}",
+            "give the cluster's admin kubeconfig (a copy of /etc/kubernetes/admin.conf) with "
+            "--kubeconfig FILE or -e upgrade_kubeconfig=FILE.",
+        ) from None
     core = client.CoreV1Api(api_client)
     custom = client.CustomObjectsApi(api_client)
     plain = api_client.sanitize_for_serialization
     try:
-        nodes = plain(core.list_node())["items"]
+        nodes = plain(core.list_node(_request_timeout=30))["items"]
         pods = plain(
-            core.list_namespaced_pod("kube-system", label_selector="component=kube-apiserver")
+            core.list_namespaced_pod(
+                "kube-system", label_selector="component=kube-apiserver", _request_timeout=30
+            )
         )["items"]
     except Exception as exc:
-        raise InputError(f"the API server behind {kubeconfig} did not answer: {exc}") from None
+        raise InputError(
+            f"the API server of {name} {kubeconfig!r} did not answer: "
+            f"{' '.join(str(exc).split())[:400]}",
+            f"check that the API server is up and reachable from here (kubectl --kubeconfig "
+            f"{kubeconfig} get nodes), that {name} names this cluster's kubeconfig, or plan "
+            "from a saved cluster with --snapshot FILE.",
+        ) from None
     slices: list[dict[str, Any]] = []
     for version in ("v1", "v1beta2", "v1beta1"):
         try:
@@ -224,10 +681,11 @@ def plan_from_snapshot(
     repo_url_template: str = up.DEFAULT_REPO_URL,
     gpu_driver: str = up.DEFAULT_GPU_DRIVER,
     resume_hosts: Sequence[str] = (),
+    input_names: Mapping[str, str] | None = None,
 ) -> up.UpgradePlan:
     """The plan for a snapshot (``{hosts, nodes, pods, resourceslices, kubeadm_versions,
-    cluster_configuration, kubelet_configuration}``); ``resume_hosts`` as for
-    ``upgrade_plan.build_plan``. Raises UpgradePlanError."""
+    cluster_configuration, kubelet_configuration}``); ``resume_hosts`` and
+    ``input_names`` as for ``upgrade_plan.build_plan``. Raises UpgradePlanError."""
     states = up.nodes_from_objects(
         snapshot["hosts"],
         snapshot.get("nodes") or [],
@@ -251,6 +709,7 @@ def plan_from_snapshot(
         package_revision=package_revision,
         repo_url_template=repo_url_template,
         resume_hosts=resume_hosts,
+        input_names=input_names,
     )
 
 
@@ -318,20 +777,27 @@ def render(plan: up.UpgradePlan, console: Console) -> None:
         for col in ("component", "entry", "change", "reason"):
             changes.add_column(col, overflow="fold")
         tr = d["transition"]
+        shown: set[tuple[str, str]] = set()  # (component, gate or runtime-config key)
         for c in tr["gate_changes"]:
             before = "-" if c["before"] is None else str(c["before"]).lower()
             after = "-" if c["after"] is None else str(c["after"]).lower()
             changes.add_row(
                 c["component"], c["gate"], f"{c['action']} {before} -> {after}", c["reason"]
             )
+            shown.add((c["component"], c["gate"]))
         for c in tr["runtime_config_changes"]:
-            changes.add_row(
-                "kube-apiserver", f"runtime-config {c['entry']}", c["action"], c["reason"]
+            # a drop the target does not need is advice: the run keeps the entry
+            action = (
+                "advise drop (kept)" if c["action"] == "drop" and not c["required"] else c["action"]
             )
+            changes.add_row("kube-apiserver", f"runtime-config {c['entry']}", action, c["reason"])
+            shown.add(("kube-apiserver", c["entry"].split("=", 1)[0]))
         for component, rep in sorted(step.sanitize.items()):
             for f in rep["remove"]:
                 changes.add_row(component, f["entry"], "remove (found now)", f["reason"])
             for f in rep["advice"]:
+                if (component, f["entry"].split("=", 1)[0]) in shown:
+                    continue  # the same entry as a transition row above
                 changes.add_row(component, f["entry"], "advise remove", f["reason"])
             for entry in rep["not_checked"]:
                 changes.add_row(component, entry, "kept", "not a DRA gate: not checked")
@@ -653,60 +1119,49 @@ def upgrade(
         inv = read_inventory(inventory)
         hosts = inventory_hosts(inv)
         names = [h["host"] for h in hosts]
-
-        def var(*keys: str) -> Any:
-            for key in keys:
-                if extra_vars.get(key) not in (None, ""):
-                    return extra_vars[key]
-            return inventory_var(inv, names, *keys)
-
-        if snapshot:
-            data = json.loads(Path(snapshot).read_text())
-            data.setdefault("hosts", hosts)
-        else:
-            kc = str(
-                kubeconfig
-                or var("upgrade_kubeconfig", "lab_kubeconfig", "dra_feature_gates_kubeconfig")
-                or os.environ.get("KUBECONFIG")
-                or "~/.kube/config"
+        var = Variables(inventory, names, extra_vars)
+        # Everything that does not need the cluster is judged before it is read.
+        inputs = planner_inputs(
+            to_version,
+            via,
+            batch_size,
+            min_gpu_available_percent,
+            var,
+            sum(1 for h in hosts if not h["control_plane"]),
+        )
+        report_file = Path(
+            os.path.expanduser(
+                str(var("upgrade_report_path") or lab_report_path(var) or DEFAULT_REPORT)
             )
-            data = read_cluster(kc)
+        )
+        save_path = check_save_snapshot(save_snapshot) if save_snapshot else None
+        if snapshot:
+            data = load_snapshot(snapshot, hosts)
+        else:
+            kc, kc_name = resolve_kubeconfig(kubeconfig, var)
+            data = read_cluster(kc, kc_name)
             data["hosts"] = hosts
             data["kubeadm_versions"] = read_kubeadm_versions(inventory, names)
-        if save_snapshot:
-            Path(save_snapshot).write_text(json.dumps(data, indent=1, default=str) + "\n")
-    except InputError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(EXIT_CANNOT_RUN)
-    via_all = list(via) or list(var("upgrade_via") or [])
-    features = var("dra_feature_gates_features") or []
-    gates = var("dra_feature_gates_extra") or {}
-    report_file = Path(
-        os.path.expanduser(
-            str(var("upgrade_report_path") or lab_report_path(var) or DEFAULT_REPORT)
-        )
-    )
-    report = read_report(report_file)
-    try:
+        if save_path is not None:
+            try:
+                save_path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+            except OSError as exc:
+                raise InputError(
+                    f"--save-snapshot {save_snapshot!r} cannot be written: {exc.strerror}.",
+                    "give a file in an existing, writable directory.",
+                ) from None
+        report = read_report(report_file)
+        target = inputs.pop("target")
         plan = plan_from_snapshot(
-            data,
-            to_version,
-            batch_size=batch_size or var("upgrade_batch_size") or 1,
-            min_gpu_available_percent=min_gpu_available_percent
-            or var("upgrade_min_gpu_available_percent")
-            or 0,
-            via=via_all,
-            features=features,
-            gates=gates,
-            package_revision=str(var("upgrade_package_revision") or up.DEFAULT_PACKAGE_REVISION),
-            repo_url_template=repo_template(var),
-            resume_hosts=resume_hosts(report, [to_version]),
+            data, target, resume_hosts=resume_hosts(report, [target]), **inputs
         )
-    except dv.VersionModelError as exc:
+        plan.warnings.extend(lab_release_warnings([s.version for s in plan.steps], var))
+    except (InputError, dv.VersionModelError) as exc:
         click.echo(f"Error: {exc.reason}", err=True)
         if exc.fix:
             click.echo(f"Fix: {exc.fix}", err=True)
         sys.exit(EXIT_CANNOT_RUN)
+    via_all = list(inputs["via"])
     if as_json:
         click.echo(json.dumps(plan.to_dict(), indent=2, sort_keys=True))
     else:
@@ -714,9 +1169,7 @@ def upgrade(
     if plan_only or plan.up_to_date:
         return
     console = Console()
-    extra = {**extra_vars, "upgrade_report_path": str(report_file)}
-    if kc is not None:
-        extra.setdefault("upgrade_kubeconfig", kc)
+    extra = run_extra_vars(extra_vars, report_file, batch_size, min_gpu_available_percent, kc)
     try:
         per_step = lab_upgrade_vars(
             [v for n in plan.nodes for v in (n.kubelet, n.kubeadm) if v],
@@ -741,6 +1194,27 @@ def upgrade(
             console=console,
         )
     )
+
+
+def run_extra_vars(
+    extra_vars: Mapping[str, Any],
+    report_file: Path,
+    batch_size: str | None = None,
+    min_gpu_available_percent: str | None = None,
+    kubeconfig: str | None = None,
+) -> dict[str, Any]:
+    """The variables every step's run gets: ``-e``, the report path, and what the plan was
+    made with (``--batch-size`` and ``--min-gpu-available-percent`` as
+    ``upgrade_batch_size`` and ``upgrade_min_gpu_available_percent``, since the role plans
+    again with them; the kubeconfig read unless ``-e`` names one)."""
+    extra = {**extra_vars, "upgrade_report_path": str(report_file)}
+    if batch_size is not None:
+        extra["upgrade_batch_size"] = batch_size
+    if min_gpu_available_percent is not None:
+        extra["upgrade_min_gpu_available_percent"] = min_gpu_available_percent
+    if kubeconfig is not None:
+        extra.setdefault("upgrade_kubeconfig", kubeconfig)
+    return extra
 
 
 def run_validate(inventory: list[str], when: str, console: Console) -> int:

@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_GPU_DRIVER",
     "DEFAULT_PACKAGE_REVISION",
     "DEFAULT_REPO_URL",
+    "INPUT_NAMES",
     "UPGRADE_MAX_MINOR",
     "UPGRADE_MIN_MINOR",
     "NodeState",
@@ -68,6 +69,9 @@ __all__ = [
     "package_version",
     "parse_batch_size",
     "parse_min_gpu_percent",
+    "parse_release",
+    "parse_target",
+    "parse_via",
     "repo_url",
     "upgrade_configuration",
 ]
@@ -86,6 +90,13 @@ FIRST_CONTROL_PLANE = "first-control-plane"
 CONTROL_PLANE = "control-plane"
 WORKER = "worker"
 RESUME_REASON = "at the target, left cordoned by an earlier run: resumed"
+#: How ``build_plan``'s messages name its inputs by default.
+INPUT_NAMES = {
+    "target": "--to",
+    "via": "--via",
+    "batch_size": "upgrade_batch_size",
+    "min_gpu_available_percent": "upgrade_min_gpu_available_percent",
+}
 
 
 class UpgradePlanError(dv.VersionModelError):
@@ -450,20 +461,84 @@ class UpgradePlan:
 # --------------------------------------------------------------------------------------
 
 
-def _target(version: str) -> dv.KubeVersion:
-    v = dv.parse_version(version, "--to")
+_RELEASE_RE = re.compile(r"^v?\d+\.\d+\.\d+$")
+_RELEASE_FIX = "give MAJOR.MINOR.PATCH with an optional leading v, e.g. 1.37.2 or v1.37.2."
+
+
+def parse_release(value: Any, name: str = "--to") -> dv.KubeVersion:
+    """An exact release (``"1.37.2"`` or ``"v1.37.2"``, surrounding spaces ignored) as a
+    KubeVersion with a patch. Packages are published only for releases (pkgs.k8s.io
+    versions ``1.37.2-1.1``; the upgrade role accepts ``^v?\\d+\\.\\d+\\.\\d+$``), so a
+    minor (``"1.37"``), a pre-release (``"1.37.3-rc.0"``) and build metadata
+    (``"1.37.2+abc"``) are refused. The range of the model is not checked here.
+
+    Raises UpgradePlanError (VersionParseError for a value that is no version at all)
+    naming ``name`` and the value, with the fix."""
+    if not isinstance(value, str):
+        raise dv.VersionParseError(f"{name}={value!r} is not a Kubernetes release string.",
+                                   _RELEASE_FIX)  # fmt: skip
+    try:
+        v = dv.parse_version(value, name)
+    except dv.VersionParseError as exc:
+        raise dv.VersionParseError(exc.reason, _RELEASE_FIX) from None
+    text = value.strip()
     if v.patch is None:
         raise UpgradePlanError(
-            f"--to {version!r} names a minor, not a release.",
+            f"{name} {value!r} names a minor, not a release.",
             f"give the exact release, e.g. {v.minor_version}.0; packages are pinned exactly.",
         )
+    if not _RELEASE_RE.match(text):
+        kind = "a pre-release" if v.pre else "a release with build metadata"
+        plain = f"{v.major}.{v.minor}.{v.patch}"
+        raise UpgradePlanError(
+            f"{name} {value!r} is {kind}; packages (kubeadm, kubelet, kubectl "
+            "MAJOR.MINOR.PATCH-REVISION) exist only for releases.",
+            f"give a release MAJOR.MINOR.PATCH, e.g. {plain}.",
+        )
+    return v
+
+
+def _target(version: Any, name: str = "--to") -> dv.KubeVersion:
+    v = parse_release(version, name)
     if not UPGRADE_MIN_MINOR < v.minor <= UPGRADE_MAX_MINOR:
         raise UpgradePlanError(
-            f"--to {version!r} is outside the releases the version model covers for "
+            f"{name} {version!r} is outside the releases the version model covers for "
             f"upgrades (1.{UPGRADE_MIN_MINOR + 1} to 1.{UPGRADE_MAX_MINOR}).",
             f"give a release from 1.{UPGRADE_MIN_MINOR + 1}.0 to 1.{UPGRADE_MAX_MINOR}.x.",
         )
     return v
+
+
+def parse_target(value: Any, name: str = "--to") -> dv.KubeVersion:
+    """The release to upgrade to: ``parse_release`` and within the releases the upgrade
+    covers (1.32 to ``UPGRADE_MAX_MINOR``). Raises UpgradePlanError naming ``name``."""
+    return _target(value, name)
+
+
+def parse_via(
+    values: Sequence[Any], target: dv.KubeVersion, name: str = "--via"
+) -> dict[int, dv.KubeVersion]:
+    """The releases to pass through, by minor: each an exact release (``parse_release``) of
+    a minor below ``target``'s, at most one per minor. What needs the cluster (a minor not
+    between the cluster's and the target's) is checked by ``build_plan``. Raises
+    UpgradePlanError naming ``name`` and the value."""
+    out: dict[int, dv.KubeVersion] = {}
+    for raw in values:
+        v = parse_release(raw, name)
+        if v.minor >= target.minor:
+            raise UpgradePlanError(
+                f"{name} {v} is not between the cluster and --to ({target}): a release to pass "
+                f"through must be of a minor below {target.minor_version}.",
+                "give only releases of the minors between the cluster's and the target's.",
+            )
+        if v.minor in out and out[v.minor] != v:
+            raise UpgradePlanError(
+                f"{name} names two releases of {v.minor_version}: {out[v.minor]} and {v}; "
+                "each minor is passed through once.",
+                f"give one {v.minor_version} release.",
+            )
+        out[v.minor] = v
+    return out
 
 
 def _versions_of(node: NodeState) -> list[tuple[str, dv.KubeVersion]]:
@@ -534,6 +609,7 @@ def _batches(
     cordoned_gpu: int,
     required_gpu: int,
     floor: float,
+    floor_name: str = "upgrade_min_gpu_available_percent",
 ) -> list[list[NodeState]]:
     allowance = total_gpu - required_gpu - cordoned_gpu
     batches: list[list[NodeState]] = []
@@ -543,10 +619,10 @@ def _batches(
         cost = 0 if n.unschedulable else n.gpu_devices
         if total_gpu and cost > allowance:
             raise UpgradePlanError(
-                f"upgrade_min_gpu_available_percent={floor:g}: draining {n.name} alone "
+                f"{floor_name}={floor:g}: draining {n.name} alone "
                 f"({n.gpu_devices} GPU devices) leaves {total_gpu - cordoned_gpu - cost} of "
                 f"{total_gpu} schedulable, below the floor of {required_gpu}.",
-                "lower upgrade_min_gpu_available_percent, or uncordon nodes cordoned by hand "
+                f"lower {floor_name}, or uncordon nodes cordoned by hand "
                 "so that more GPU capacity stays schedulable.",
             )
         if current and (len(current) >= batch_size or used + cost > allowance):
@@ -577,6 +653,7 @@ def build_plan(
     repo_url_template: str = DEFAULT_REPO_URL,
     ignore_preflight_errors: Sequence[str] = (),
     resume_hosts: Sequence[str] = (),
+    input_names: Mapping[str, str] | None = None,
 ) -> UpgradePlan:
     """Plan the upgrade of ``nodes`` (inventory order) to ``target``.
 
@@ -589,6 +666,9 @@ def build_plan(
     cordoned (the upgrade report's ``cordoned_by_upgrade``). Such a host that already runs
     ``target`` is not skipped but resumed in the last step (``NodeStep.resume``: its
     kubelet part again, then uncordon); one that does not is upgraded as usual.
+    ``input_names``: how the messages name ``target``, ``via``, ``batch_size`` and
+    ``min_gpu_available_percent`` (``INPUT_NAMES`` by default; the CLI passes the option
+    when the value came from one, e.g. ``--batch-size``).
 
     Returns an UpgradePlan with one Step per release on the path (none when every
     component already runs ``target`` and no host is to be resumed). Raises
@@ -596,7 +676,8 @@ def build_plan(
     control plane with no kube-apiserver version, bad batch or floor values, or a node
     that alone breaks the GPU floor; VersionParseError for a malformed version.
     """
-    tv = _target(target)
+    names = {**INPUT_NAMES, **dict(input_names or {})}
+    tv = _target(target, names["target"])
     if not nodes:
         raise UpgradePlanError("the inventory has no nodes to upgrade.", "check -i INVENTORY.")
     cps = [n for n in nodes if n.control_plane]
@@ -605,17 +686,11 @@ def build_plan(
             "no control-plane node in the inventory (group kube_control_plane).",
             "put the control-plane nodes in kube_control_plane.",
         )
-    floor = parse_min_gpu_percent(min_gpu_available_percent)
+    floor_name = names["min_gpu_available_percent"]
+    floor = parse_min_gpu_percent(min_gpu_available_percent, floor_name)
     workers = [n for n in nodes if not n.control_plane]
-    size = parse_batch_size(batch_size, max(1, len(workers)))
-    via_versions: dict[int, dv.KubeVersion] = {}
-    for raw in via:
-        v = dv.parse_version(raw, "--via")
-        if v.patch is None:
-            raise UpgradePlanError(
-                f"--via {raw!r} names a minor, not a release.", "give e.g. --via 1.36.3."
-            )
-        via_versions[v.minor] = v
+    size = parse_batch_size(batch_size, max(1, len(workers)), names["batch_size"])
+    via_versions = parse_via(via, tv, names["via"])
     warnings: list[str] = []
     all_versions: list[tuple[NodeState, str, dv.KubeVersion]] = []
     for n in nodes:
@@ -655,7 +730,7 @@ def build_plan(
     for minor, v in via_versions.items():
         if not low.minor < minor < tv.minor:
             raise UpgradePlanError(
-                f"--via {v} is not between the cluster ({low.minor_version}) and --to "
+                f"{names['via']} {v} is not between the cluster ({low.minor_version}) and --to "
                 f"({tv.minor_version}).",
                 "give only releases of the minors in between.",
             )
@@ -719,10 +794,10 @@ def build_plan(
             cost = 0 if n.unschedulable else n.gpu_devices
             if total_gpu and cordoned_gpu + cost > total_gpu - required_gpu:
                 raise UpgradePlanError(
-                    f"upgrade_min_gpu_available_percent={floor:g}: draining control-plane node "
+                    f"{floor_name}={floor:g}: draining control-plane node "
                     f"{n.name} ({n.gpu_devices} GPU devices) breaks the floor of "
                     f"{required_gpu} of {total_gpu}.",
-                    "lower upgrade_min_gpu_available_percent.",
+                    f"lower {floor_name}.",
                 )
             if n.host in resumed:
                 role = CONTROL_PLANE
@@ -772,7 +847,9 @@ def build_plan(
                 )
         serial: list[int] = []
         pkg = package_version(str(step_version), package_revision)
-        for batch in _batches(pending, size, total_gpu, cordoned_gpu, required_gpu, floor):
+        for batch in _batches(
+            pending, size, total_gpu, cordoned_gpu, required_gpu, floor, floor_name
+        ):
             drained = sum(0 if n.unschedulable else n.gpu_devices for n in batch)
             waves.append(Wave(wave_index, WORKER, [n.host for n in batch], drained, avail(drained)))
             serial.append(len(batch))

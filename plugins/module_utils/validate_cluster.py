@@ -426,15 +426,28 @@ def gates_checks(audit: Mapping[str, Any] | None, reason: str = "") -> list[Chec
 
 
 def api_checks(
-    listing: Listing, settings: Settings, scheduler: Sequence[Mapping[str, Any]] | None = None
+    listing: Listing,
+    settings: Settings,
+    scheduler: Sequence[Mapping[str, Any]] | None = None,
+    audit: Mapping[str, Any] | None = None,
 ) -> list[Check]:
     """``api.resource-versions``, ``api.deviceclasses``, ``api.scheduler-dynamicresources``.
     ``scheduler``: per control-plane host the check-mode result of the module
     ``scheduler_dynamic_resources`` (``host``, ``custom_config``, ``changes``, ``message``,
-    ``failed``/``msg``); None or empty: that check is skipped."""
+    ``failed``/``msg``); None or empty: that check is skipped. ``audit``: the gate audit
+    (``gate_audit.AuditResult.to_dict()``), whose per-host kube-scheduler gates tell
+    whether a gate that is off by default was turned on there."""
     out = [_resource_versions(listing, settings), _device_classes(listing, settings)]
-    out.append(_scheduler(listing, settings, scheduler))
+    out.append(_scheduler(listing, settings, scheduler, audit))
     return out
+
+
+def _scheduler_gate_on(audit: Mapping[str, Any] | None, host: str) -> bool:
+    """True when the gate audit read the DRA gate set to true on ``host``'s kube-scheduler
+    (its running process, else its static pod manifest)."""
+    cells = ((audit or {}).get("summary") or {}).get("cells") or {}
+    cell = (cells.get("kube-scheduler") or {}).get(host) or {}
+    return (cell.get("feature_gates") or {}).get(dv.DRA_GATE) is True
 
 
 def _resource_versions(listing: Listing, settings: Settings) -> Check:
@@ -512,7 +525,10 @@ def _device_classes(listing: Listing, settings: Settings) -> Check:
 
 
 def _scheduler(
-    listing: Listing, settings: Settings, scheduler: Sequence[Mapping[str, Any]] | None
+    listing: Listing,
+    settings: Settings,
+    scheduler: Sequence[Mapping[str, Any]] | None,
+    audit: Mapping[str, Any] | None = None,
 ) -> Check:
     cid, title = "api.scheduler-dynamicresources", "kube-scheduler profile runs DynamicResources"
     if not scheduler:
@@ -552,6 +568,7 @@ def _scheduler(
             and gate.known
             and not gate.default
             and not gate.locked
+            and not _scheduler_gate_on(audit, host)
         ):
             c.problem(
                 host,
@@ -1021,7 +1038,7 @@ def all_checks(
     return [
         *versions_checks(listing, settings),
         *gates_checks(audit, audit_reason),
-        *api_checks(listing, settings, scheduler),
+        *api_checks(listing, settings, scheduler, audit),
         *nodes_checks(listing, settings),
         *claims_checks(listing, settings),
     ]

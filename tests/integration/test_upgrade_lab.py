@@ -1,4 +1,5 @@
-"""A real rolling upgrade of the lab, 1.36.3 -> 1.37.2, with injected faults, then a resume.
+"""A real rolling upgrade of the lab, 1.36.3 -> 1.37.2 (or GPUFLEET_UPGRADE_FROM ->
+GPUFLEET_UPGRADE_TO), with injected faults, then a resume.
 
 Needs a lab at 1.36.3 with two GPU workers (``GPUFLEET_LAB_NAME=... gpufleet lab up
 --kubernetes-version 1.36.3 --workers 2``). The test changes the lab (it ends at 1.37.2,
@@ -48,7 +49,11 @@ import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SOURCE, TARGET = "1.36.3", "1.37.2"
+#: The upgrade path: the lab's release and the target (one minor apart, both pinned in
+#: gpufleet/lab/releases.yaml and built). GPUFLEET_UPGRADE_FROM/GPUFLEET_UPGRADE_TO run the
+#: same faults on another pair, e.g. 1.33.13 -> 1.34.4 (DRA beta -> GA).
+SOURCE = os.environ.get("GPUFLEET_UPGRADE_FROM", "1.36.3")
+TARGET = os.environ.get("GPUFLEET_UPGRADE_TO", "1.37.2")
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "inventory" / "lab"
 PROBE_GATE = "GpufleetUpgradeProbe"

@@ -133,7 +133,7 @@ def test_table_names_the_step_and_the_removed_gate(site):
     [
         (["--to", "1.36.1"], "downgrades"),
         (["--to", "1.38.0"], "outside the releases"),
-        (["--to", "1.37.2", "--batch-size", "0"], "upgrade_batch_size='0'"),
+        (["--to", "1.37.2", "--batch-size", "0"], "--batch-size='0'"),
         (["--to", "1.37.2", "--min-gpu-available-percent", "90"], "draining node-gpu-a alone"),
     ],
 )
@@ -153,3 +153,44 @@ def test_missing_inventory_exits_2(tmp_path):
     )
     assert result.exit_code == 2
     assert "does not exist" in result.output
+
+
+def test_beta_to_ga_table_removes_the_gate_and_keeps_the_served_beta_api(tmp_path):
+    # 1.33 -> 1.34: the run removes DynamicResourceAllocation=true (GA, on by default) and
+    # keeps resource.k8s.io/v1beta1=true (still served): the table says so, once per entry
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(
+        "all:\n  children:\n    kube_control_plane:\n      hosts:\n        cp-a: {}\n"
+        "    kube_node:\n      hosts:\n        gpu-a: {}\n"
+    )
+    gates = "DynamicResourceAllocation=true"
+    rc = "resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"
+    snap = {
+        "schema": 1,
+        "nodes": [_node("cp-a", "1.33.13"), _node("gpu-a", "1.33.13")],
+        "pods": [_apiserver("cp-a", "1.33.13")],
+        "resourceslices": [_slice("gpu-a", 1)],
+        "kubeadm_versions": {"cp-a": "v1.33.13", "gpu-a": "v1.33.13"},
+        "cluster_configuration": {
+            "apiServer": {
+                "extraArgs": [
+                    {"name": "feature-gates", "value": gates},
+                    {"name": "runtime-config", "value": rc},
+                ]
+            }
+        },
+        "kubelet_configuration": {"featureGates": {"DynamicResourceAllocation": True}},
+    }
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(snap))
+    result = CliRunner().invoke(
+        main,
+        ["upgrade", "-i", str(inv), "--to", "1.34.4", "--plan", "--snapshot", str(path)],
+        env={"COLUMNS": "250"},
+    )
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if "│" in line]
+    dra = [r for r in rows if "DynamicResourceAllocation" in r]
+    assert dra and all("remove true -> -" in r for r in dra), dra
+    beta = [r for r in rows if "resource.k8s.io/v1beta1=true" in r]
+    assert len(beta) == 1 and "advise drop (kept)" in beta[0], beta

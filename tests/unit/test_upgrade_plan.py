@@ -371,3 +371,38 @@ def test_current_skew_violation_is_reported():
     nodes = [node("cp1", True, "1.36.3"), node("w1", kubelet="1.37.2", kubeadm="1.37.2")]
     plan = up.build_plan("1.37.2", nodes)
     assert any("must not be newer" in w for w in plan.warnings)
+
+
+@pytest.mark.parametrize("target", ["1.37.2-rc.0", "1.37.3-rc.0", "v1.37.2-alpha.1", "1.37.2+abc"])
+def test_pre_releases_and_build_metadata_are_refused_not_compared(target):
+    with pytest.raises(up.UpgradePlanError) as err:
+        up.build_plan(target, fleet(1))
+    assert repr(target) in err.value.reason
+    assert "exist only for releases" in err.value.reason
+    assert "MAJOR.MINOR.PATCH" in err.value.fix
+
+
+def test_a_pre_release_to_pass_through_is_refused():
+    with pytest.raises(up.UpgradePlanError, match=r"--via '1\.36\.0-rc\.1' is a pre-release"):
+        up.build_plan("1.37.2", fleet(1, version="1.35.4"), via=["1.36.0-rc.1"])
+
+
+def test_two_releases_of_one_minor_to_pass_through_are_refused():
+    with pytest.raises(up.UpgradePlanError, match=r"two releases of 1\.36: 1\.36\.3 and 1\.36\.1"):
+        up.build_plan("1.37.2", fleet(1, version="1.35.4"), via=["1.36.3", "1.36.1"])
+
+
+def test_a_malformed_release_is_told_to_give_major_minor_patch():
+    with pytest.raises(up.dv.VersionParseError) as err:
+        up.parse_release("1.x", "upgrade_via")
+    assert "upgrade_via='1.x'" in err.value.reason
+    assert err.value.fix.startswith("give MAJOR.MINOR.PATCH ")
+
+
+def test_messages_name_the_inputs_as_given():
+    nodes = fleet(2)
+    names = {"min_gpu_available_percent": "--min-gpu-available-percent"}
+    with pytest.raises(up.UpgradePlanError) as err:
+        up.build_plan("1.37.2", nodes, min_gpu_available_percent=90, input_names=names)
+    assert err.value.reason.startswith("--min-gpu-available-percent=90: draining")
+    assert "lower --min-gpu-available-percent" in err.value.fix

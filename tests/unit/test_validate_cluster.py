@@ -201,6 +201,32 @@ def test_scheduler_profile_without_dynamicresources_fails() -> None:
     assert c["api.scheduler-dynamicresources"].status == "fail"
 
 
+def _default_profile_on_beta(audit: dict | None) -> vc.Check:
+    listing, settings = healthy()
+    listing.version = {"gitVersion": "v1.33.13"}
+    sched = [{"host": "cp", "custom_config": False, "message": "no --config", "changes": []}]
+    return by_id(vc.api_checks(listing, settings, sched, audit))["api.scheduler-dynamicresources"]
+
+
+def test_default_profile_on_a_beta_release_warns_unless_the_gate_is_on_there() -> None:
+    # 1.33: DynamicResourceAllocation is beta and off by default; the default profile runs
+    # DynamicResources only while the gate is on
+    assert _default_profile_on_beta(None).status == "warn"
+    cell = {"state": "running", "source": "process", "runtime_config": {}}
+    off = {"summary": {"cells": {"kube-scheduler": {"cp": {**cell, "feature_gates": {}}}}}}
+    assert _default_profile_on_beta(off).status == "warn"
+    on = {
+        "summary": {
+            "cells": {
+                "kube-scheduler": {
+                    "cp": {**cell, "feature_gates": {"DynamicResourceAllocation": True}}
+                }
+            }
+        }
+    }
+    assert _default_profile_on_beta(on).status == "pass"
+
+
 def test_unlabeled_gpu_node_fails_labels() -> None:
     listing, settings = healthy()
     listing.nodes[2] = node("gpu-2", {})

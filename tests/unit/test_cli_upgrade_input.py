@@ -1,0 +1,331 @@
+"""``gpufleet upgrade``: bad input is refused with the option or variable, the value and
+the fix, before any host or the cluster is read (real ansible-inventory and Ansible
+templating; the cluster comes from a saved snapshot)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpufleet.cli import main
+from gpufleet.commands import upgrade as cmd
+
+pytestmark = pytest.mark.unit
+
+HOSTS = ["cp-a", "gpu-a", "gpu-b"]
+
+
+def _node(name, version):
+    return {
+        "metadata": {"name": name},
+        "spec": {},
+        "status": {
+            "nodeInfo": {"kubeletVersion": f"v{version}"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _snapshot(version):
+    return {
+        "schema": 1,
+        "nodes": [_node(h, version) for h in HOSTS],
+        "pods": [
+            {
+                "metadata": {"labels": {"component": "kube-apiserver"}},
+                "spec": {
+                    "nodeName": "cp-a",
+                    "containers": [
+                        {
+                            "name": "kube-apiserver",
+                            "image": f"registry.k8s.io/kube-apiserver:v{version}",
+                        }
+                    ],
+                },
+            }
+        ],
+        "resourceslices": [
+            {"spec": {"driver": "gpu.nvidia.com", "nodeName": h, "devices": [{}] * 4}}
+            for h in HOSTS[1:]
+        ],
+        "kubeadm_versions": {h: f"v{version}" for h in HOSTS},
+        "cluster_configuration": {},
+        "kubelet_configuration": {},
+    }
+
+
+INVENTORY = """
+all:
+  vars:
+{vars}
+  children:
+    kube_control_plane:
+      hosts:
+        cp-a:
+    kube_node:
+      hosts:
+        gpu-a:
+        gpu-b:
+"""
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """``make(vars_yaml)`` -> inventory path; snapshots at 1.36.3 and 1.35.4; the cluster
+    and the hosts must not be read (``reads`` records any attempt)."""
+    reads: list[str] = []
+
+    def no_cluster(*args, **kwargs):
+        reads.append("cluster")
+        raise AssertionError("the cluster was read")
+
+    def no_hosts(*args, **kwargs):
+        reads.append("hosts")
+        raise AssertionError("the hosts were read")
+
+    monkeypatch.setattr(cmd, "read_cluster", no_cluster)
+    monkeypatch.setattr(cmd, "read_kubeadm_versions", no_hosts)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    def make(variables: str = "    site_name: test") -> str:
+        path = tmp_path / "hosts.yml"
+        path.write_text(INVENTORY.format(vars=variables))
+        return str(path)
+
+    snaps = {}
+    for version in ("1.36.3", "1.35.4"):
+        snaps[version] = tmp_path / f"snap-{version}.json"
+        snaps[version].write_text(json.dumps(_snapshot(version)))
+
+    class Site:
+        pass
+
+    s = Site()
+    s.make, s.snap, s.reads, s.tmp = make, snaps, reads, tmp_path
+    return s
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["upgrade", *args])
+
+
+def refused(result, *parts):
+    """Exit 2, every part in the error, a Fix line, no traceback."""
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    for part in parts:
+        assert part in result.stderr, result.stderr
+    assert "Fix:" in result.stderr or "fix:" in result.stderr
+
+
+# ---------------------------------------------------------------- checked before any read
+
+
+@pytest.mark.parametrize(
+    ("args", "parts"),
+    [
+        (["--to", "1.37.2-rc.0"], ["--to '1.37.2-rc.0' is a pre-release"]),
+        (["--to", "1.37.3-rc.0"], ["--to '1.37.3-rc.0' is a pre-release"]),
+        (["--to", "1.37.2+build.1"], ["build metadata"]),
+        (["--to", "1.38.0"], ["outside the releases"]),
+        (["--to", "1.37.2", "--via", "1.36.0-rc.1"], ["--via '1.36.0-rc.1' is a pre-release"]),
+        (["--to", "1.37.2", "--via", "1.36.3", "--via", "1.36.1"], ["two releases of 1.36"]),
+        (["--to", "1.37.2", "--via", "1.37.1"], ["--via 1.37.1 is not between"]),
+        (["--to", "1.37.2", "--batch-size", "0"], ["--batch-size='0'"]),
+        (["--to", "1.37.2", "--min-gpu-available-percent", "150"], ["--min-gpu-available-percent"]),
+        (["--to", "1.37.2", "-e", "upgrade_batch_size=0"], ["upgrade_batch_size=0 must be"]),
+        (["--to", "1.37.2", "-e", "upgrade_min_gpu_available_percent=false"], ["=False"]),
+        (
+            ["--to", "1.37.2", "-e", "dra_feature_gates_extra=[a]"],
+            ["dra_feature_gates_extra=['a']", "mapping"],
+        ),
+        (
+            ["--to", "1.37.2", "-e", "upgrade_via={a: b}"],
+            ["upgrade_via={'a': 'b'}", "list of strings"],
+        ),
+        (["--to", "1.37.2", "-e", "upgrade_via=1.36"], ["upgrade_via=1.36", "list of strings"]),
+        (
+            ["--to", "1.37.2", "-e", "dra_feature_gates_features=no-such-feature"],
+            ["'no-such-feature'"],
+        ),
+        (["--to", "1.37.2", "-e", "upgrade_gpu_driver=[a]"], ["upgrade_gpu_driver=['a']"]),
+        (["--to", "1.37.2", "-e", "upgrade_repo_url=http://mirror/deb/"], ["no {minor}"]),
+        (
+            ["--to", "1.37.2", "--save-snapshot", "/nonexistent/dir/s.json"],
+            ["--save-snapshot", "does not exist"],
+        ),
+    ],
+)
+def test_bad_input_is_refused_before_the_cluster_and_hosts_are_read(site, args, parts):
+    result = run("-i", site.make(), "--plan", "--kubeconfig", "/nonexistent/kubeconfig", *args)
+    refused(result, *parts)
+    assert site.reads == []
+
+
+def test_a_broken_kubeconfig_does_not_hide_a_bad_target(site):
+    result = run("-i", site.make(), "--plan", "--to", "1.37", "--kubeconfig", "/nonexistent")
+    refused(result, "--to '1.37' names a minor")
+    assert "kubeconfig" not in result.stderr
+
+
+def test_a_malformed_target_is_told_to_give_major_minor_patch(site):
+    result = run("-i", site.make(), "--plan", "--to", "abc", "--snapshot", str(site.snap["1.36.3"]))
+    refused(result, "--to='abc'", "MAJOR.MINOR.PATCH")
+    assert "MAJOR.MINOR[.PATCH]" not in result.stderr
+
+
+def test_a_missing_kubeconfig_names_the_option_and_the_fix(site):
+    result = run("-i", site.make(), "--plan", "--to", "1.37.2", "--kubeconfig", "/nonexistent")
+    refused(result, "--kubeconfig '/nonexistent'", "does not exist", "--snapshot FILE")
+
+
+def test_a_missing_kubeconfig_from_a_variable_names_the_variable(site):
+    inv = site.make("    upgrade_kubeconfig: /nonexistent/admin.conf")
+    refused(run("-i", inv, "--plan", "--to", "1.37.2"), "upgrade_kubeconfig '/nonexistent")
+
+
+def test_json_mode_keeps_stdout_empty_on_a_refusal(site):
+    result = run(
+        "-i", site.make(), "--plan", "--json", "--to", "1.37.2-rc.0",
+        "--snapshot", str(site.snap["1.36.3"]),
+    )  # fmt: skip
+    refused(result, "pre-release")
+    assert result.stdout == ""
+
+
+# ---------------------------------------------------------------- snapshot files
+
+
+@pytest.mark.parametrize(
+    ("content", "part"),
+    [("{not json", "is not JSON"), ("[1, 2]", "holds a JSON list"), ('{"nodes": 3}', "'nodes'")],
+)
+def test_a_bad_snapshot_file_is_refused(site, content, part):
+    path = site.tmp / "bad.json"
+    path.write_text(content)
+    result = run("-i", site.make(), "--plan", "--to", "1.37.2", "--snapshot", str(path))
+    refused(result, f"--snapshot '{path}'", part)
+
+
+# ---------------------------------------------------------------- variables as the run reads them
+
+
+def plan_json(site, inv, *args, version="1.36.3"):
+    result = run("-i", inv, "--plan", "--json", "--snapshot", str(site.snap[version]), *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_templated_inventory_values_are_templated_as_ansible_does(site):
+    inv = site.make(
+        '    site_floor: 40\n    upgrade_batch_size: "{{ 1 + 1 }}"\n'
+        '    upgrade_min_gpu_available_percent: "{{ site_floor }}"'
+    )
+    doc = plan_json(site, inv, "--to", "1.37.2")
+    assert doc["batch_size"] == 2
+    assert doc["min_gpu_available_percent"] == 40.0
+    # 8 devices, floor 40% -> at most 4 drained at once: one node per batch
+    assert doc["steps"][0]["worker_serial"] == [1, 1]
+
+
+def test_a_template_that_cannot_be_rendered_names_the_variable(site):
+    inv = site.make('    upgrade_batch_size: "{{ no_such_variable }}"')
+    result = run("-i", inv, "--plan", "--to", "1.37.2", "--snapshot", str(site.snap["1.36.3"]))
+    refused(result, "upgrade_batch_size=", "cannot be templated")
+
+
+def test_a_single_string_is_a_one_item_list(site):
+    doc = plan_json(site, site.make(), "--to", "1.37.2", "-e", "upgrade_via=1.36.3",
+                    version="1.35.4")  # fmt: skip
+    assert doc["path"] == ["1.36.3", "1.37.2"]
+
+
+def test_a_set_variable_is_judged_not_replaced_by_the_default(site):
+    result = run("-i", site.make("    upgrade_batch_size: 0"), "--plan", "--to", "1.37.2",
+                 "--snapshot", str(site.snap["1.36.3"]))  # fmt: skip
+    refused(result, "upgrade_batch_size=0 must be at least 1")
+
+
+def test_upgrade_gpu_driver_is_read_as_the_role_reads_it(site):
+    doc = plan_json(site, site.make(), "--to", "1.37.2", "-e", "upgrade_gpu_driver=other.example")
+    assert [n["gpu_devices"] for n in doc["nodes"]] == [0, 0, 0]
+
+
+def test_upgrade_dra_features_wins_over_dra_feature_gates_features(site):
+    inv = site.make(
+        "    dra_feature_gates_features: [no-such-feature]\n    upgrade_dra_features: []"
+    )
+    doc = plan_json(site, inv, "--to", "1.37.2")
+    assert doc["path"] == ["1.37.2"]
+
+
+def test_upgrade_dra_gates_is_read_before_dra_feature_gates_extra(site):
+    inv = site.make("    upgrade_dra_gates: {NoSuchGate: true}")
+    result = run("-i", inv, "--plan", "--to", "1.37.2", "--snapshot", str(site.snap["1.36.3"]))
+    refused(result, "upgrade_dra_gates=", "NoSuchGate")
+
+
+# ---------------------------------------------------------------- names and inventory
+
+
+def test_a_floor_broken_by_the_option_names_the_option(site):
+    result = run("-i", site.make(), "--plan", "--to", "1.37.2", "--snapshot",
+                 str(site.snap["1.36.3"]), "--min-gpu-available-percent", "90")  # fmt: skip
+    refused(result, "--min-gpu-available-percent=90: draining")
+
+
+def test_an_inventory_yaml_error_is_shown_not_an_empty_inventory(site):
+    path = site.tmp / "broken.yml"
+    path.write_text("all:\n  hosts: [\n")
+    result = run("-i", str(path), "--plan", "--to", "1.37.2")
+    refused(result, "cannot parse the inventory", "YAML")
+    assert "kube_control_plane" not in result.stderr
+
+
+def test_the_options_reach_the_run_as_the_variables_the_role_plans_with(tmp_path):
+    extra = cmd.run_extra_vars({"x": 1}, tmp_path / "r.json", "50%", "40", "/k")
+    assert extra["upgrade_batch_size"] == "50%"
+    assert extra["upgrade_min_gpu_available_percent"] == "40"
+    assert extra["upgrade_kubeconfig"] == "/k"
+    assert "upgrade_batch_size" not in cmd.run_extra_vars({}, tmp_path / "r.json")
+
+
+def test_the_lab_warns_of_a_release_it_has_not_pinned(site):
+    kubeconfig = site.tmp / "labs" / "x" / "kubeconfig"
+    inv = site.make(f"    lab_kubeconfig: {kubeconfig}")
+    doc = plan_json(site, inv, "--to", "1.37.9")
+    assert any("1.37.9 is not pinned in gpufleet/lab/releases.yaml" in w for w in doc["warnings"])
+    pinned = plan_json(site, inv, "--to", "1.37.2")
+    assert not any("not pinned" in w for w in pinned["warnings"])
+    other = plan_json(site, site.make(), "--to", "1.37.9")
+    assert not any("not pinned" in w for w in other["warnings"])
+
+
+def test_an_unreachable_api_server_gets_a_fix(tmp_path):
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "
+        "'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: "
+        "[{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    with pytest.raises(cmd.InputError) as err:
+        cmd.read_cluster(str(kc), "--kubeconfig")
+    assert "did not answer" in err.value.reason
+    assert "--snapshot FILE" in err.value.fix
+    assert Path(kc).exists()
+
+
+def test_a_variable_set_only_for_the_nodes_is_not_what_the_run_plans_with(site):
+    # the planning play runs on localhost: group vars of kube_node do not reach it
+    inv = site.make()
+    text = (
+        Path(inv)
+        .read_text()
+        .replace("    kube_node:\n", "    kube_node:\n      vars:\n        upgrade_batch_size: 2\n")
+    )
+    Path(inv).write_text(text)
+    assert plan_json(site, inv, "--to", "1.37.2")["batch_size"] == 1
