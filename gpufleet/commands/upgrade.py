@@ -51,6 +51,7 @@ cluster or inventory could not be read.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -648,6 +649,10 @@ def read_cluster(kubeconfig: str, name: str = "--kubeconfig") -> dict[str, Any]:
         except ApiException as exc:
             if exc.status != 404:
                 raise InputError(f"listing ResourceSlices failed: {exc.reason}") from None
+    try:  # the cluster's identity: the upgrade report of another cluster is not resumed
+        cluster_uid = core.read_namespace("kube-system", _request_timeout=30).metadata.uid
+    except Exception:  # no identity: the report is taken as this cluster's
+        cluster_uid = None
     cms: dict[str, Any] = {}
     for name, key in (("kubeadm-config", "ClusterConfiguration"), ("kubelet-config", "kubelet")):
         try:
@@ -662,6 +667,7 @@ def read_cluster(kubeconfig: str, name: str = "--kubeconfig") -> dict[str, Any]:
         "resourceslices": slices,
         "cluster_configuration": cms["kubeadm-config"],
         "kubelet_configuration": cms["kubelet-config"],
+        "cluster_uid": cluster_uid,
     }
 
 
@@ -821,6 +827,44 @@ def read_report(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+def foreign_report(report: Mapping[str, Any], cluster_uid: str | None) -> bool:
+    """True when ``report`` was written for another cluster: its ``cluster_uid`` (the UID of
+    that cluster's kube-system Namespace, stamped by :func:`own_report`) differs from
+    ``cluster_uid``. A report without one, or a cluster whose UID is unknown (a
+    snapshot), counts as this cluster's. The default report path is shared by every
+    cluster upgraded from this machine, and host names (cp-1, gpu-1) repeat between a
+    staging and a production inventory."""
+    theirs = report.get("cluster_uid")
+    return bool(theirs and cluster_uid and theirs != cluster_uid)
+
+
+def own_report(path: Path, cluster_uid: str | None) -> str:
+    """Before a run: move a report of another cluster aside (``<name>.cluster-<uid>.json``
+    beside it) and stamp the report with ``cluster_uid``, under the lock file the module
+    ``upgrade_report`` takes. Returns a line saying what was moved, or ""."""
+    if not cluster_uid:
+        return ""
+    with open(str(path) + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        report = read_report(path)
+        note = ""
+        if foreign_report(report, cluster_uid):
+            aside = path.with_name(f"{path.stem}.cluster-{str(report['cluster_uid'])[:8]}.json")
+            path.replace(aside)
+            note = (
+                f"the upgrade report {path} is another cluster's; moved to {aside}, this run "
+                "starts afresh"
+            )
+            report = {}
+        if report.get("cluster_uid") != cluster_uid:
+            report["cluster_uid"] = cluster_uid
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            tmp.replace(path)
+    return note
 
 
 def resume_hosts(report: Mapping[str, Any], versions: Sequence[str]) -> list[str]:
@@ -1151,6 +1195,13 @@ def upgrade(
                     "give a file in an existing, writable directory.",
                 ) from None
         report = read_report(report_file)
+        if foreign_report(report, data.get("cluster_uid")):
+            click.echo(
+                f"note: the upgrade report {report_file} is another cluster's (kube-system "
+                f"{report.get('cluster_uid')}): nothing in it is resumed",
+                err=True,
+            )
+            report = {}
         target = inputs.pop("target")
         plan = plan_from_snapshot(
             data, target, resume_hosts=resume_hosts(report, [target]), **inputs
@@ -1180,6 +1231,9 @@ def upgrade(
     except Exception as exc:  # PackageError, an image that cannot be built: nothing ran
         console.print(f"[red]building the lab's packages and images failed: {exc}[/red]")
         sys.exit(EXIT_CANNOT_RUN)
+    moved = own_report(report_file, data.get("cluster_uid"))
+    if moved:
+        console.print(moved)
     resuming = unfinished_hosts(report, [s.version for s in plan.steps])
     sys.exit(
         run_steps(

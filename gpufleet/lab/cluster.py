@@ -152,6 +152,14 @@ def kubeconfig_path() -> Path:
     return lab_dir() / "kubeconfig"
 
 
+def upgrade_report_paths() -> tuple[Path, Path]:
+    """The lab's upgrade report and its lock file (``gpufleet upgrade`` on the lab's
+    inventory keeps them beside the kubeconfig, gpufleet/commands/upgrade.py). A report
+    names the nodes a failed run left cordoned; it belongs to this lab only."""
+    report = lab_dir() / "upgrade-report.json"
+    return report, report.with_name(report.name + ".lock")
+
+
 def load_state() -> dict[str, Any] | None:
     path = state_path()
     return json.loads(path.read_text()) if path.is_file() else None
@@ -475,8 +483,9 @@ def leftovers(netns_paths: tuple[str, ...] = ()) -> dict[str, list[str]]:
 
 
 def down(*, log: Callable[[str], None] = print) -> dict[str, list[str]]:
-    """Remove the lab: its containers with their volumes, its network, its state file and
-    kubeconfig. Returns :func:`leftovers` afterwards (all lists empty when clean)."""
+    """Remove the lab: its containers with their volumes, its network, its state file,
+    kubeconfig and upgrade report (a new lab of the same name must not resume the upgrade of
+    this one). Returns :func:`leftovers` afterwards (all lists empty when clean)."""
     netns: list[str] = []
     for name in _lab_containers():
         vols = _container_volumes(name)
@@ -488,7 +497,7 @@ def down(*, log: Callable[[str], None] = print) -> dict[str, list[str]]:
     if _network_exists():
         _run(["podman", "network", "rm", "--force", lab_name()], check=False)
         log(f"network {lab_name()} removed")
-    for path in (state_path(), kubeconfig_path()):
+    for path in (state_path(), kubeconfig_path(), *upgrade_report_paths()):
         path.unlink(missing_ok=True)
     return leftovers(tuple(netns))
 

@@ -194,3 +194,64 @@ def test_beta_to_ga_table_removes_the_gate_and_keeps_the_served_beta_api(tmp_pat
     assert dra and all("remove true -> -" in r for r in dra), dra
     beta = [r for r in rows if "resource.k8s.io/v1beta1=true" in r]
     assert len(beta) == 1 and "advise drop (kept)" in beta[0], beta
+
+
+def _report(path, cluster_uid, host="gpu-a"):
+    path.write_text(
+        json.dumps(
+            {
+                "cluster_uid": cluster_uid,
+                "target": "1.37.2",
+                "nodes": {
+                    host: {
+                        "node": f"node-{host}",
+                        "state": "failed",
+                        "phase": "kubelet-restart",
+                        "cordoned": True,
+                        "cordoned_by_upgrade": True,
+                    }
+                },
+            }
+        )
+    )
+
+
+@pytest.mark.parametrize(("theirs", "resumed"), [("uid-a", True), ("uid-other", False)])
+def test_a_report_of_another_cluster_is_not_resumed(site, tmp_path, theirs, resumed):
+    inv, snap = site
+    doc = json.loads(snap.read_text())
+    doc["cluster_uid"] = "uid-a"
+    # gpu-a: at the target, left cordoned by the failed run the report describes
+    doc["nodes"] = [n for n in doc["nodes"] if n["metadata"]["name"] != "node-gpu-a"]
+    doc["nodes"].append(_node("node-gpu-a", "1.37.2", unschedulable=True))
+    doc["kubeadm_versions"]["gpu-a"] = "v1.37.2"
+    snap.write_text(json.dumps(doc))
+    report = tmp_path / "report.json"
+    _report(report, theirs)
+    result = CliRunner().invoke(
+        main,
+        ["upgrade", "-i", str(inv), "--to", "1.37.2", "--plan", "--json", "--snapshot", str(snap),
+         "-e", f"upgrade_report_path={report}"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    resume = [n["host"] for n in plan["steps"][0]["nodes"] if n["resume"]]
+    assert resume == (["gpu-a"] if resumed else [])
+    assert ("another cluster's" in result.stderr) is not resumed
+
+
+def test_own_report_moves_another_clusters_report_aside_and_stamps(tmp_path):
+    from gpufleet.commands import upgrade as cmd
+
+    report = tmp_path / "upgrade-report.json"
+    _report(report, "uid-other")
+    note = cmd.own_report(report, "uid-a")
+    assert "another cluster's" in note
+    assert json.loads(report.read_text()) == {"cluster_uid": "uid-a"}
+    aside = tmp_path / "upgrade-report.cluster-uid-othe.json"
+    assert json.loads(aside.read_text())["nodes"]["gpu-a"]["cordoned_by_upgrade"] is True
+    # this cluster's report (or one without a UID) is kept, stamped
+    _report(report, None)
+    assert cmd.own_report(report, "uid-a") == ""
+    doc = json.loads(report.read_text())
+    assert doc["cluster_uid"] == "uid-a" and "gpu-a" in doc["nodes"]

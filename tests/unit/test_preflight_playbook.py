@@ -6,39 +6,20 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.unit.ansible_cli import ansible
+
 pytestmark = pytest.mark.ansible
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "inventory" / "sample"
-BIN = Path(sys.executable).parent
 
 
-def _ansible(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        "PATH": f"{BIN}:/usr/bin:/bin",
-        "HOME": str(Path.home()),
-        "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "True",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        # a host that were contacted would fail fast instead of hanging the test
-        "ANSIBLE_SSH_ARGS": "-o ConnectTimeout=2",
-    }
-    return subprocess.run(
-        [str(BIN / args[0]), *args[1:]],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+_ansible = ansible
 
 
 def test_sample_inventory_has_the_production_shape() -> None:

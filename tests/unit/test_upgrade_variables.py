@@ -6,16 +6,16 @@ host is contacted (the sample's hosts are addresses nothing answers on)."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.unit.ansible_cli import ansible
 
 pytestmark = pytest.mark.ansible
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "inventory" / "sample"
-BIN = Path(sys.executable).parent
 
 #: The first play of playbooks/upgrade.yml up to its first task that reads a host.
 CHECK_ONLY = """
@@ -31,23 +31,7 @@ CHECK_ONLY = """
 
 
 def _playbook(path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        "PATH": f"{BIN}:/usr/bin:/bin",
-        "HOME": str(Path.home()),
-        "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "True",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_SSH_ARGS": "-o ConnectTimeout=2",
-    }
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(SAMPLE), str(path), *extra],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return ansible("ansible-playbook", "-i", str(SAMPLE), str(path), *extra)
 
 
 def test_the_check_is_the_first_task_of_the_upgrade() -> None:
