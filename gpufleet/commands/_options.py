@@ -37,3 +37,20 @@ def extra_vars_option(
         except yaml.YAMLError:
             out[key.strip()] = value
     return out
+
+
+def extra_vars_flag(
+    help_text: str = "Extra variable (repeat); the value is read as YAML.",
+    dest: str = "extra_vars",
+) -> Any:
+    """The ``-e/--extra-vars KEY=VALUE|@FILE`` option (repeatable, parsed by
+    :func:`extra_vars_option` into a dict passed as ``dest``) with ``help_text``."""
+    return click.option(
+        "-e",
+        "--extra-vars",
+        dest,
+        multiple=True,
+        metavar="KEY=VALUE|@FILE",
+        callback=extra_vars_option,
+        help=help_text,
+    )

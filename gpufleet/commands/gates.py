@@ -23,7 +23,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versio
 from rich.console import Console
 from rich.table import Table
 
-from gpufleet.commands._options import extra_vars_option
+from gpufleet.commands._options import extra_vars_flag
 
 
 def _version(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -261,15 +261,7 @@ _INVENTORY = click.option(
     metavar="INVENTORY",
     help="Ansible inventory (file or directory); repeat for several.",
 )
-_EXTRA = click.option(
-    "-e",
-    "--extra-vars",
-    "extra_vars",
-    multiple=True,
-    metavar="KEY=VALUE|@FILE",
-    callback=extra_vars_option,
-    help="Extra variable for the playbook (repeat); the value is read as YAML.",
-)
+_EXTRA = extra_vars_flag("Extra variable for the playbook (repeat); the value is read as YAML.")
 
 
 def audit_result_from_event(event: dict[str, Any]) -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpufleet.commands._options import extra_vars_option
+from gpufleet.commands._options import extra_vars_flag
 
 SITE_PLAYBOOK = "site"
 REPORT_NAME = "validate-latest.json"
@@ -116,15 +116,7 @@ def render_report(doc: Mapping[str, Any], console: Console, path: Path | None = 
 @click.option("--check", is_flag=True, help="Report what would change; change nothing.")
 @click.option("--diff", is_flag=True, help="Show the changes to files and objects.")
 @click.option("-l", "--limit", metavar="PATTERN", help="Run on these hosts only (as Ansible).")
-@click.option(
-    "-e",
-    "--extra-vars",
-    "extra_vars",
-    multiple=True,
-    metavar="KEY=VALUE|@FILE",
-    callback=extra_vars_option,
-    help="Extra variable (repeat); the value is read as YAML.",
-)
+@extra_vars_flag("Extra variable (repeat); the value is read as YAML.")
 @click.option("-v", "--verbose", count=True, help="More Ansible output (repeat).")
 @click.option(
     "--playbook",

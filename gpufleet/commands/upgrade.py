@@ -68,7 +68,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_pl
 from rich.console import Console
 from rich.table import Table
 
-from gpufleet.commands._options import extra_vars_option
+from gpufleet.commands._options import extra_vars_flag
 
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 SNAPSHOT_SCHEMA = 1
@@ -1131,15 +1131,7 @@ def lab_upgrade_vars(
     default=None,
     help="Write what was read from the cluster and the hosts to this file.",
 )
-@click.option(
-    "-e",
-    "--extra-vars",
-    "extra_vars",
-    multiple=True,
-    metavar="KEY=VALUE|@FILE",
-    callback=extra_vars_option,
-    help="Extra variable for the upgrade playbook (repeat); the value is read as YAML.",
-)
+@extra_vars_flag("Extra variable for the upgrade playbook (repeat); the value is read as YAML.")
 @click.option(
     "--no-validate", is_flag=True, help="Do not run playbooks/validate.yml before and after."
 )

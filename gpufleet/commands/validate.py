@@ -27,7 +27,7 @@ from rich.table import Table
 
 from gpufleet import runner
 from gpufleet.commands import claims_gc  # noqa: F401  (registers claims gc and claims explain)
-from gpufleet.commands._options import extra_vars_option
+from gpufleet.commands._options import extra_vars_flag
 
 STYLE = {vr.FAIL: "bold red", vr.WARN: "yellow", vr.SKIP: "dim", vr.PASS: "green"}
 MODULE_TASK = "Validate | Run the checks"
@@ -106,15 +106,7 @@ def write_outputs(
     "afterwards (kept when the smoke fails; the report names it).",
 )
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig on this host.")
-@click.option(
-    "-e",
-    "--extra-vars",
-    "extra",
-    multiple=True,
-    metavar="KEY=VALUE|@FILE",
-    callback=extra_vars_option,
-    help="Extra variable for the playbook (repeat); the value is read as YAML.",
-)
+@extra_vars_flag("Extra variable for the playbook (repeat); the value is read as YAML.", "extra")
 @click.option("--limit", default=None, help="Limit the hosts read (as ansible-playbook).")
 @click.option("-v", "--verbose", count=True, help="ansible-playbook verbosity.")
 def validate(

@@ -371,6 +371,22 @@ def extrapolate(
     )
 
 
+def rss_goal(project: Measured) -> tuple[str, bool]:
+    """The peak RSS goal, judged on the project's run."""
+    return goal(
+        f"peak RSS {project.peak_rss_mib:.0f} MiB <= {GOAL_RSS_MIB:.0f} MiB",
+        project.peak_rss_mib <= GOAL_RSS_MIB,
+    )
+
+
+def publish(b: Bench, fig: Figure, runs: list[Measured]) -> None:
+    """Keep ``fig`` for the JSON results, with the wall times of every project run, and
+    print it."""
+    fig.project_walls = [r.wall_s for r in runs]
+    b.figures.append(fig)
+    show(b.out, fig)
+
+
 def median_run(runs: list[Measured]) -> Measured:
     """The run of median wall time (its other figures come with it)."""
     return sorted(runs, key=lambda m: m.wall_s)[len(runs) // 2]
@@ -427,15 +443,10 @@ def test_label_every_gpu_node(bench: Bench) -> None:
                 f"labelling {project.wall_s:.2f}s <= {GOAL_LABEL_S:.0f}s",
                 project.wall_s <= GOAL_LABEL_S,
             ),
-            goal(
-                f"peak RSS {project.peak_rss_mib:.0f} MiB <= {GOAL_RSS_MIB:.0f} MiB",
-                project.peak_rss_mib <= GOAL_RSS_MIB,
-            ),
+            rss_goal(project),
         ],
     )
-    fig.project_walls = [r.wall_s for r in runs]
-    b.figures.append(fig)
-    show(b.out, fig)
+    publish(b, fig, runs)
     show_startup(b, inventory)
     b.out(
         f"  second run (nothing to change): {again.wall_s:.2f} s, {again.requests.total} "
@@ -524,15 +535,10 @@ def test_validate_the_fleet(bench: Bench) -> None:
                 f"{speedup:.0f}x faster than the per-node way >= {GOAL_VALIDATE_SPEEDUP:.0f}x",
                 speedup >= GOAL_VALIDATE_SPEEDUP,
             ),
-            goal(
-                f"peak RSS {project.peak_rss_mib:.0f} MiB <= {GOAL_RSS_MIB:.0f} MiB",
-                project.peak_rss_mib <= GOAL_RSS_MIB,
-            ),
+            rss_goal(project),
         ],
     )
-    fig.project_walls = [r.wall_s for r in runs]
-    b.figures.append(fig)
-    show(b.out, fig)
+    publish(b, fig, runs)
     skipped = [f"{c['id']} ({c.get('reason')})" for c in report["checks"] if c["status"] == "skip"]
     b.out(
         f"  module dra_validate: {meta['api_requests']} requests by its own count (with "
@@ -573,14 +579,7 @@ def test_find_leaked_claims(bench: Bench) -> None:
         project,
         per_claim,
         note,
-        [
-            goal(
-                f"peak RSS {project.peak_rss_mib:.0f} MiB <= {GOAL_RSS_MIB:.0f} MiB",
-                project.peak_rss_mib <= GOAL_RSS_MIB,
-            )
-        ],
+        [rss_goal(project)],
     )
     fig.baseline_name = "per-claim way"
-    fig.project_walls = [r.wall_s for r in runs]
-    b.figures.append(fig)
-    show(b.out, fig)
+    publish(b, fig, runs)
