@@ -232,6 +232,8 @@ def main() -> None:
             repo_url_template=p["repo_url"],
             ignore_preflight_errors=p["ignore_preflight_errors"],
             resume_hosts=p["resume_hosts"],
+            # the role passes its variables: messages name them, not the CLI's options
+            input_names={"target": "upgrade_kubernetes_version", "via": "upgrade_via"},
         )
     except dv.VersionModelError as exc:
         module.fail_json(msg=str(exc), reason=exc.reason, fix=exc.fix)
