@@ -1100,7 +1100,7 @@ def lab_upgrade_vars(
 )
 @click.option("--to", "to_version", required=True, metavar="VERSION", help="Target release.")
 @click.option("--plan", "plan_only", is_flag=True, help="Print the plan; change nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (with --plan only).")
 @click.option(
     "--via",
     multiple=True,
@@ -1135,6 +1135,12 @@ def lab_upgrade_vars(
 @click.option(
     "--no-validate", is_flag=True, help="Do not run playbooks/validate.yml before and after."
 )
+@click.option(
+    "--accept-warnings",
+    is_flag=True,
+    help="Upgrade although validate before, or the gate audit, warns "
+    "(sets upgrade_accept_warnings=true).",
+)
 def upgrade(
     inventory: tuple[str, ...],
     to_version: str,
@@ -1148,9 +1154,19 @@ def upgrade(
     save_snapshot: str | None,
     extra_vars: dict[str, Any],
     no_validate: bool,
+    accept_warnings: bool,
 ) -> None:
     """Upgrade kubeadm, the control plane and the kubelets to --to, one minor at a time."""
     kc = None
+    if as_json and not plan_only:
+        # a run prints its progress on stdout: JSON there would be followed by the upgrade
+        click.echo("Error: --json prints the plan only; the upgrade would run too.", err=True)
+        click.echo(
+            "Fix: add --plan (gpufleet upgrade -i INVENTORY --to VERSION --plan --json), "
+            "then run without --json to upgrade.",
+            err=True,
+        )
+        sys.exit(EXIT_CANNOT_RUN)
     try:
         inv = read_inventory(inventory)
         hosts = inventory_hosts(inv)
@@ -1213,6 +1229,8 @@ def upgrade(
         return
     console = Console()
     extra = run_extra_vars(extra_vars, report_file, batch_size, min_gpu_available_percent, kc)
+    if accept_warnings:
+        extra["upgrade_accept_warnings"] = True
     try:
         per_step = lab_upgrade_vars(
             [v for n in plan.nodes for v in (n.kubelet, n.kubeadm) if v],
@@ -1236,10 +1254,18 @@ def upgrade(
             per_step=per_step,
             report_file=report_file,
             validate=not no_validate,
+            accept_warnings=accept_warnings or _truthy(var("upgrade_accept_warnings")),
             resuming=resuming,
             console=console,
         )
     )
+
+
+def _truthy(value: Any) -> bool:
+    """A variable's boolean as Ansible reads it (``true``, ``yes``, ``1``, ``on``)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "1", "on", "y", "t")
+    return bool(value)
 
 
 def run_extra_vars(
@@ -1263,10 +1289,25 @@ def run_extra_vars(
     return extra
 
 
-def run_validate(inventory: list[str], when: str, console: Console) -> int:
+def warned_checks(doc: Mapping[str, Any]) -> list[str]:
+    """Ids of the checks of a validate report (``{checks: [{id, status}]}``) that
+    warned."""
+    return [
+        str(c.get("id"))
+        for c in doc.get("checks") or []
+        if isinstance(c, Mapping) and c.get("status") == "warn"
+    ]
+
+
+def run_validate(
+    inventory: list[str], when: str, console: Console, *, refuse_warnings: bool = False
+) -> int:
     """``playbooks/validate.yml`` with its report written to
     ``$GPUFLEET_CACHE/reports/validate-upgrade-<when>.json`` and shown as ``gpufleet up``
-    shows it. Returns 0 when the run and every check passed, else 1."""
+    shows it. Returns 0 when the run and every check passed, else 1; with
+    ``refuse_warnings`` (the validation before an upgrade, unless the warnings are
+    accepted explicitly: ``--accept-warnings``, ``upgrade_accept_warnings``) a check that
+    warned counts as failed too."""
     from gpufleet.commands import up as up_cmd
     from gpufleet.runner import run_playbook
 
@@ -1280,6 +1321,14 @@ def run_validate(inventory: list[str], when: str, console: Console) -> int:
     if doc is not None:
         up_cmd.render_report(doc, console, path)
         status = max(status, up_cmd.report_status(doc))
+        warned = warned_checks(doc)
+        if refuse_warnings and warned and not status:
+            console.print(
+                f"[red]validate warned before the upgrade ({', '.join(warned)}): fix the "
+                "cause, or accept the warnings explicitly with --accept-warnings "
+                "(-e upgrade_accept_warnings=true)[/red]"
+            )
+            status = EXIT_FAILED
     return EXIT_FAILED if status else EXIT_OK
 
 
@@ -1292,6 +1341,7 @@ def run_steps(
     per_step: Mapping[str, Mapping[str, Any]] | None = None,
     report_file: Path = DEFAULT_REPORT,
     validate: bool = True,
+    accept_warnings: bool = False,
     resuming: Sequence[str] = (),
     console: Console | None = None,
 ) -> int:
@@ -1311,7 +1361,10 @@ def run_steps(
                 f"resuming the run that stopped on {', '.join(resuming)}: validate runs after "
                 "the upgrade only"
             )
-        elif has_validate and run_validate(inventory, "before", console) != 0:
+        elif (
+            has_validate
+            and run_validate(inventory, "before", console, refuse_warnings=not accept_warnings) != 0
+        ):
             console.print("[red]validate failed before the upgrade: nothing was changed[/red]")
             return EXIT_FAILED
         for step in plan.steps:

@@ -36,9 +36,10 @@ Environment:
 
 ``GPUFLEET_BENCH_SAMPLE``
     nodes the per-node Ansible baselines run on (default 20; ``all`` for every node).
-    Each loop item is a module process of its own, about 1.3 s of CPU here, so the whole
-    fleet would take an hour per baseline. With a sample, the baseline is also run on no
-    node at all to measure its fixed cost ``a``; the figure for the whole fleet is
+    Each loop item is a module process of its own, about 0.5 to 1.5 s of CPU here, so the
+    whole fleet would take 8 to 25 minutes per baseline. With a sample, the baseline is
+    also run on no node at all to measure its fixed cost ``a``; the figure for the whole
+    fleet is
     ``a + (T_N - a) * nodes / N``, printed as extrapolated (requests and CPU likewise;
     peak RSS is the measured one).
 ``GPUFLEET_BENCH_CLAIM_SAMPLE``

@@ -255,3 +255,29 @@ def test_own_report_moves_another_clusters_report_aside_and_stamps(tmp_path):
     assert cmd.own_report(report, "uid-a") == ""
     doc = json.loads(report.read_text())
     assert doc["cluster_uid"] == "uid-a" and "gpu-a" in doc["nodes"]
+
+
+def test_json_without_plan_is_refused_before_anything_runs(site):
+    inv, snap = site
+    result = CliRunner().invoke(
+        main, ["upgrade", "-i", str(inv), "--to", "1.37.2", "--json", "--snapshot", str(snap)]
+    )
+    assert result.exit_code == 2
+    assert "--json prints the plan only" in result.stderr and "add --plan" in result.stderr
+    assert result.stdout == ""
+
+
+def test_warnings_before_an_upgrade_are_named_and_accepted_only_explicitly():
+    from gpufleet.commands import upgrade as cmd
+
+    doc = {
+        "checks": [
+            {"id": "gates.model", "status": "warn"},
+            {"id": "nodes.gpu-labels", "status": "pass"},
+        ]
+    }
+    assert cmd.warned_checks(doc) == ["gates.model"]
+    assert cmd.warned_checks({"checks": [{"id": "a", "status": "pass"}]}) == []
+    assert cmd._truthy("yes") and cmd._truthy(True) and not cmd._truthy("false")
+    result = CliRunner().invoke(main, ["upgrade", "--help"])
+    assert "--accept-warnings" in result.output
