@@ -174,7 +174,9 @@ def _driver(hosts: Sequence[Mapping[str, Any]], min_driver: str) -> Check:
         c.problem(None, FAIL, f"validate_driver_min_version={min_driver!r}: {err}")
         minimum = (0,)
     counts = Counter(versions.values())
-    ref = counts.most_common(1)[0][0] if counts else None
+    # the reference is the version most nodes run; on a tie the newest, so that the nodes
+    # left behind are named whatever order the hosts reported in
+    ref = max(counts, key=lambda v: (counts[v], _driver_order(v))) if counts else None
     for host, v in sorted(versions.items()):
         if v != ref:
             c.problem(
@@ -194,8 +196,8 @@ def _driver(hosts: Sequence[Mapping[str, Any]], min_driver: str) -> Check:
         except ValueError:
             c.problem(host, FAIL, f"driver version {v!r} cannot be read")
     c.fix = (
-        "install one driver release on every GPU node: gpufleet up -i INVENTORY --tags "
-        "nvidia_driver (nvidia_driver_version)"
+        "install one driver release on every GPU node: set nvidia_driver_version and run "
+        "gpufleet up -i INVENTORY (role nvidia_driver; -l NODE for the nodes named)"
     )
     return finish(c, f"driver {ref} on {len(versions)} GPU node(s)")
 
@@ -242,8 +244,8 @@ def _toolkit(hosts: Sequence[Mapping[str, Any]]) -> Check:
         except cc.ConfigError as err2:
             c.problem(h["host"], FAIL, str(err2))
     c.fix = (
-        "install or upgrade the toolkit: gpufleet up -i INVENTORY --tags nvidia_container_toolkit "
-        "(nvidia_container_toolkit_version)"
+        "install or upgrade the toolkit: set nvidia_container_toolkit_version and run gpufleet "
+        "up -i INVENTORY (role nvidia_container_toolkit; -l NODE for the nodes named)"
     )
     return finish(c, f"toolkit fit for containerd on {len(real)} GPU node(s)")
 
@@ -282,8 +284,8 @@ def _containerd(hosts: Sequence[Mapping[str, Any]], runtime: str, binary: str) -
         for p in problems:
             c.problem(h["host"], FAIL, p)
     c.fix = (
-        "configure containerd: gpufleet up -i INVENTORY --tags nvidia_container_toolkit (module "
-        "containerd_runtime_config), then restart containerd"
+        "configure containerd: gpufleet up -i INVENTORY (role nvidia_container_toolkit, module "
+        "containerd_runtime_config; -l NODE for the nodes named), then restart containerd"
     )
     return finish(c, f"nvidia runtime and CDI in effect on {len(hosts)} GPU node(s)")
 
@@ -427,3 +429,12 @@ def kubeadm_versions(hosts: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         if rc == 0 and m:
             out[str(h["host"])] = m.group(1)
     return out
+
+
+def _driver_order(version: str) -> tuple[int, ...]:
+    """``driver_version_key`` of ``version``, or () when it cannot be read (it sorts
+    first and is reported as unreadable)."""
+    try:
+        return tuple(driver_version_key(version))
+    except ValueError:
+        return ()

@@ -111,6 +111,17 @@ def test_one_node_with_another_driver_fails_naming_it() -> None:
     assert "driver 570.0.0, while 2 of 3 GPU nodes run 580.159.04" in p.message
 
 
+def test_on_a_tie_the_node_behind_the_newest_driver_is_named_in_any_order() -> None:
+    # two GPU nodes, one each: the facts come back in whatever order the hosts answered
+    old, new = host("gpu-2", driver="570.0.0"), host("gpu-1")
+    for hosts in ([old, new], [new, old]):
+        c = by_id(vh.hosts_checks(hosts))
+        (p,) = c["hosts.driver-version"].problems
+        assert p.subject == "gpu-2"
+        assert "driver 570.0.0, while 1 of 2 GPU nodes run 580.159.04" in p.message
+        assert "--tags" not in (c["hosts.driver-version"].fix or "")
+
+
 def test_driver_below_the_minimum_fails() -> None:
     c = by_id(vh.hosts_checks([host("gpu-1", driver="550.54.15")]))
     assert "older than 565.0.0" in c["hosts.driver-version"].problems[0].message
