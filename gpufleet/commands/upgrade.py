@@ -1262,10 +1262,11 @@ def upgrade(
 
 
 def _truthy(value: Any) -> bool:
-    """A variable's boolean as Ansible reads it (``true``, ``yes``, ``1``, ``on``)."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "1", "on", "y", "t")
-    return bool(value)
+    """A variable's boolean as Ansible reads it (``ansible.module_utils.parsing.
+    convert_bool.boolean``, not strict: anything it does not know is false)."""
+    from ansible.module_utils.parsing.convert_bool import boolean
+
+    return bool(value) and boolean(value, strict=False)
 
 
 def run_extra_vars(

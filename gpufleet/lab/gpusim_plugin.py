@@ -13,6 +13,10 @@ is reused without running Go. Builds use the Go module proxy (``GOFLAGS=-mod=mod
 same lock file as ``gpufleet.lab.binaries`` (``<cache>/build/.lock``) so that two Go
 builds never run at once on a small machine.
 
+Running the plugin outside a node (tests, the scale benchmark): :func:`local_command`,
+:func:`start_local` and :func:`stop`; :func:`device_classes` are the DeviceClasses the
+simulator's chart creates.
+
 CLI::
 
     python -m gpufleet.lab.gpusim_plugin build   # builds when missing, prints the path
@@ -25,29 +29,38 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpufleet.lab import binaries
 
 __all__ = [
     "BINARY_NAME",
+    "DRIVER",
     "BuildError",
     "BuildInfo",
     "binary_path",
     "build_command",
     "build_env",
+    "device_classes",
     "ensure_binary",
+    "local_command",
     "source_digest",
     "source_dir",
     "source_files",
+    "start_local",
+    "stop",
 ]
 
 BINARY_NAME = "gpusim-kubelet-plugin"
+#: The DRA driver name the plugin publishes under (the NVIDIA driver's).
+DRIVER = "gpu.nvidia.com"
 #: Repository root when the package runs from a checkout.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Bump when the way the binary is built changes (flags), so that the digest changes.
@@ -202,6 +215,74 @@ def ensure_binary(
         size = target.stat().st_size
         say(f"built {target} ({size / 2**20:.1f} MiB) in {seconds:.0f}s")
         return BuildInfo(target, True, seconds, size)
+
+
+# --------------------------------------------------------------------------- running
+
+
+def device_classes(api_version: str = "resource.k8s.io/v1") -> list[dict[str, Any]]:
+    """``gpu.nvidia.com`` and ``mig.nvidia.com``, as the simulator's chart creates them
+    (``lab/gpu-simulator/chart/templates/deviceclass-*.yaml``): a CEL selector on the
+    driver and the device's ``type`` attribute."""
+    return [
+        {
+            "apiVersion": api_version,
+            "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": f"device.driver == '{DRIVER}' && "
+                            f"device.attributes['{DRIVER}'].type == '{kind}'"
+                        }
+                    }
+                ]
+            },
+        }
+        for name, kind in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig"))
+    ]
+
+
+def local_command(
+    binary: Path, node: str, state_file: Path, kubeconfig: Path, root: Path, *extra: str
+) -> list[str]:
+    """The plugin's command line for ``node`` run on this machine: the simulator state
+    ``state_file``, the API server of ``kubeconfig``, and its sockets, CDI specs and
+    checkpoint under ``root`` (keep it short: unix socket paths are limited to 107 bytes).
+    ``extra``: more flags (``--poll-interval=200ms``)."""
+    return [
+        str(binary),
+        f"--node-name={node}",
+        f"--state-file={state_file}",
+        f"--kubeconfig={kubeconfig}",
+        f"--plugin-data-dir={root / 'plugins' / DRIVER}",
+        f"--registrar-dir={root / 'registry'}",
+        f"--cdi-root={root / 'cdi'}",
+        f"--claims-dir={root / 'claims'}",
+        *extra,
+    ]
+
+
+def start_local(cmd: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` (:func:`local_command`) with its output in ``log``; ``NODE_NAME`` and
+    ``KUBECONFIG`` of this environment are not passed (the flags name both)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NODE_NAME", "KUBECONFIG")}
+    with open(log, "wb") as fh:
+        return subprocess.Popen(list(cmd), stdout=fh, stderr=subprocess.STDOUT, env=env)
+
+
+def stop(proc: subprocess.Popen[bytes], grace_s: float = 30) -> int:
+    """SIGTERM, then SIGKILL after ``grace_s`` seconds; returns the exit status (the
+    plugin exits 0 on SIGTERM)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
 
 
 def main(argv: Sequence[str] | None = None) -> int:

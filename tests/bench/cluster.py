@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpufleet.lab import gpusim_plugin
 from gpufleet.lab.controlplane import ControlPlane
 from tests.bench import fleet
 
@@ -570,20 +571,9 @@ def check_plugin_shape(
     state = root / "state.json"
     state.write_text(json.dumps(fleet.node_state(node).to_dict()))
     log = root / "plugin.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("NODE_NAME", "KUBECONFIG")}
-    cmd = [
-        str(binary),
-        f"--node-name={node}",
-        f"--state-file={state}",
-        f"--kubeconfig={cp.kubeconfig}",
-        f"--plugin-data-dir={root / 'plugins'}",
-        f"--registrar-dir={root / 'registry'}",
-        f"--cdi-root={root / 'cdi'}",
-        f"--claims-dir={root / 'claims'}",
-    ]
+    cmd = gpusim_plugin.local_command(binary, node, state, cp.kubeconfig, root)
     selector = urllib.parse.quote(f"spec.nodeName={node}")
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+    proc = gpusim_plugin.start_local(cmd, log)
     try:
         deadline = time.monotonic() + 60
         got: list[dict[str, Any]] = []
@@ -594,12 +584,7 @@ def check_plugin_shape(
             time.sleep(0.3)
         assert got, f"plugin published nothing in 60s: {log.read_text()[-2000:]}"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        gpusim_plugin.stop(proc)
         subprocess.run(["rm", "-rf", str(root)], check=False)
     for g, e in zip(got, expected, strict=False):
         assert g == e, f"plugin device {g.get('name')} differs from the benchmark's: {g} != {e}"

@@ -25,6 +25,7 @@ import uuid as uuidlib
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.lab import gpusim_plugin
 from gpufleet.lab.gpusim import admin, mig
 from gpufleet.lab.gpusim.state import State
 
@@ -198,26 +199,8 @@ def resource_slice(node: str, node_uid: str, devs: list[dict[str, Any]]) -> dict
 
 
 def device_classes() -> list[dict[str, Any]]:
-    """``gpu.nvidia.com`` and ``mig.nvidia.com``, as the simulator's chart creates them
-    (``lab/gpu-simulator/chart/templates/deviceclass-*.yaml``)."""
-    return [
-        {
-            "apiVersion": RESOURCE_API,
-            "kind": "DeviceClass",
-            "metadata": {"name": name},
-            "spec": {
-                "selectors": [
-                    {
-                        "cel": {
-                            "expression": f"device.driver == '{DRIVER}' && "
-                            f"device.attributes['{DRIVER}'].type == '{kind}'"
-                        }
-                    }
-                ]
-            },
-        }
-        for name, kind in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig"))
-    ]
+    """The DeviceClasses the simulator's chart creates (``gpusim_plugin.device_classes``)."""
+    return gpusim_plugin.device_classes(RESOURCE_API)
 
 
 # --------------------------------------------------------------------------- claims

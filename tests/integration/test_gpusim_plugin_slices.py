@@ -15,8 +15,6 @@ v1beta2 through ``k8s.io/dynamic-resource-allocation/client``.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import tempfile
 import time
@@ -203,22 +201,10 @@ def start_plugin(plugin_binary: Path) -> Iterator[StartPlugin]:
         root = workdir / str(len(started))
         log = root / "plugin.log"
         root.mkdir()
-        cmd = [
-            str(plugin_binary),
-            f"--node-name={node}",
-            f"--state-file={state_file}",
-            f"--kubeconfig={cp.kubeconfig}",
-            f"--plugin-data-dir={root / 'plugins' / DRIVER}",
-            f"--registrar-dir={root / 'registry'}",
-            f"--cdi-root={root / 'cdi'}",
-            f"--claims-dir={root / 'claims'}",
-            "--poll-interval=200ms",
-            "-v=4",
-        ]
-        env = {k: v for k, v in os.environ.items() if k not in ("NODE_NAME", "KUBECONFIG")}
-        with open(log, "wb") as fh:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
-        run = PluginRun(proc, root, log)
+        cmd = gpusim_plugin.local_command(
+            plugin_binary, node, state_file, cp.kubeconfig, root, "--poll-interval=200ms", "-v=4"
+        )
+        run = PluginRun(gpusim_plugin.start_local(cmd, log), root, log)
         started.append(run)
         return run
 
@@ -226,14 +212,7 @@ def start_plugin(plugin_binary: Path) -> Iterator[StartPlugin]:
     failures = []
     for run in started:
         proc, log = run.proc, run.log
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.returncode != 0:
+        if gpusim_plugin.stop(proc) != 0:
             failures.append(f"exit {proc.returncode}:\n{log_tail(log)}")
     subprocess.run(["rm", "-rf", str(workdir)], check=False)
     assert not failures, "plugin did not stop cleanly: " + "\n".join(failures)

@@ -22,6 +22,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_k
 from click.testing import CliRunner
 
 from gpufleet.cli import main
+from gpufleet.lab import gpusim_plugin
 from gpufleet.lab.controlplane import ControlPlane
 from tests.integration.conftest import DEFAULT_VERSION
 
@@ -106,24 +107,7 @@ def cluster() -> Any:
     try:
         (node,) = cp.start_kwok(1, labels={"nvidia.com/gpu.present": "true"}, name_prefix="gpu-")
         cp.wait_nodes_ready([node])
-        classes = [
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": name},
-                "spec": {
-                    "selectors": [
-                        {
-                            "cel": {
-                                "expression": f"device.driver == '{DRIVER}' && "
-                                f"device.attributes['{DRIVER}'].type == '{t}'"
-                            }
-                        }
-                    ]
-                },
-            }
-            for name, t in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig"))
-        ]
+        classes = gpusim_plugin.device_classes()
         devices = [device("gpu-0", "GPU-0"), device("gpu-1", "GPU-1")]
         devices += [device(f"gpu-2-mig-1g18gb-19-{i}", f"MIG-{i}", "1g.18gb") for i in range(3)]
         rslice = {
