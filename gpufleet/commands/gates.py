@@ -131,8 +131,10 @@ def plan(
 
 
 def plan_document(target: dv.ComponentPlan, transition: dv.TransitionPlan | None) -> dict[str, Any]:
-    """The ``--json`` document: ``{"to": plan, "from": plan|null, "transition": ...|null}``."""
+    """The ``--json`` document: ``{"to": plan, "from": plan|null, "transition": ...|null,
+    "release": what the target release registers (dra_versions.release_document)}``."""
     return {
+        "release": dv.release_document(target.version),
         "to": target.to_dict(),
         "from": transition.source.to_dict() if transition else None,
         "transition": transition.to_dict() if transition else None,

@@ -33,35 +33,39 @@ gates on by default are pinned so the wish survives a default change) or off by 
 on every component that reads it, and a dependency on every component its dependent is
 written on, because each component checks dependencies at start-up (1.35+).
 
-Sources. Unless a record says otherwise, gate specs and dependencies come from
-``pkg/features/kube_features.go`` of k8s.io/kubernetes v1.33.13, v1.34.4, v1.35.4, v1.36.3
-and v1.37.2 (``pkg/features/versioned_kube_features.go`` in v1.32.13; the unversioned
-``defaultKubernetesFeatureGates`` in v1.29.6 to v1.31.14); API versions from
-``pkg/controlplane/instance.go`` (``DefaultAPIResourceConfigSource``) and
-``pkg/registry/resource/rest/storage_resource.go``; kinds from
-``staging/src/k8s.io/api/resource/<version>/register.go``; kubeadm API versions from
-``cmd/kubeadm/app/util/config/common.go`` (``validateSupportedVersion``) and
-``cmd/kubeadm/app/apis/kubeadm/scheme/scheme.go``; component readers from the packages
-that reference each gate (``pkg/registry``, ``pkg/api*``, ``plugin/`` -> kube-apiserver;
-``pkg/controller`` -> kube-controller-manager; ``pkg/scheduler`` -> kube-scheduler;
-``pkg/kubelet`` -> kubelet; ``pkg/quota`` -> kube-apiserver and kube-controller-manager).
-Releases 1.26 to 1.28 are not on the Go module proxy; their few facts come from the
-Kubernetes website (``UNVERIFIED_MINORS``; plans for them carry a warning). Minor 1.38
-is a projection from code comments in 1.37 ("remove in 1.38", "LockToDefault: true in
-1.38") and from the API lifecycle (``zz_generated.prerelease-lifecycle.go``); every plan
-for it says so.
+Sources. The per-release facts are generated from each release's own source and
+committed as data (``k8s_release_v1_<minor>.py``, read through ``k8s_releases``; made by
+``python -m gpufleet.lab.release_facts generate``, which builds ``lab/go/featuredump``
+against k8s.io/kubernetes v1.31.14, v1.32.13, v1.33.13, v1.34.4, v1.35.4, v1.36.3, v1.37.2
+and v1.38.0-beta.0): every registered feature gate with its versioned specs and declared
+dependencies (``pkg/features``), the ``resource.k8s.io`` versions of
+``DefaultAPIResourceConfigSource`` (``pkg/controlplane/instance.go``) with their kinds and
+prerelease lifecycle, and kubeadm's registered, old, deprecated and experimental
+configuration API versions (``cmd/kubeadm/app/util/config/common.go``). Hand-kept here is
+only what the source cannot say: which components read each DRA gate (``_READERS``, from
+the packages that reference it: ``pkg/registry``, ``pkg/api*``, ``plugin/`` ->
+kube-apiserver; ``pkg/controller`` -> kube-controller-manager; ``pkg/scheduler`` ->
+kube-scheduler; ``pkg/kubelet`` -> kubelet), known-bad releases with their source, the
+runtime-config policy before resource.k8s.io/v1, the skew policy, and the facts of minors
+older than 1.31 (``_RESOURCE_API_BEFORE_DATA``; 1.26 to 1.28 are not on the Go module
+proxy, ``UNVERIFIED_MINORS``). A minor whose data comes from a pre-release (1.38 from
+v1.38.0-beta.0) carries a warning in every plan.
 
-The integration test ``tests/integration/test_version_model_source.py`` compares this
-model with ``gpufleet-featuredump`` built against each cached release.
+``tests/unit/test_release_facts.py`` checks the model against every committed release and
+``tests/integration/test_version_model_source.py`` regenerates each cached release's data
+and compares it with the committed file.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Union
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s_releases as _releases
 
 __all__ = [
     "ALL_FEATURES",
@@ -109,12 +113,12 @@ MIN_MINOR = 26
 MAX_MINOR = 38
 #: Minors whose facts are projected from code comments of the newest release, not read
 #: from a release of their own.
-PROJECTED_MINORS = frozenset({38})
+PROJECTED_MINORS: frozenset = frozenset()
 #: Minors whose facts come from notes, not from a release's source.
 UNVERIFIED_MINORS = frozenset({26, 27, 28})
 #: Minors the provision roles accept (design: DRA with structured parameters).
 PROVISION_MIN_MINOR = 32
-PROVISION_MAX_MINOR = 37
+PROVISION_MAX_MINOR = 38
 
 APISERVER = "kube-apiserver"
 CONTROLLER_MANAGER = "kube-controller-manager"
@@ -261,12 +265,13 @@ class SpecEntry:
 class GateDef:
     """A feature gate of the model.
 
-    ``specs``: versioned specs in Kubernetes order; ``removed``: first minor whose
-    components no longer know the gate (None: not scheduled); ``removal_planned``: the
-    removal comes from a code comment, not from a release; ``components``: components
-    whose code reads the gate; ``depends_on``: gates Kubernetes declares as dependencies
-    (checked at start-up from 1.35); ``dra``: False for non-DRA gates kept only because
-    DRA gates depend on them.
+    ``specs``: versioned specs in Kubernetes order, from the newest generated release that
+    registers the gate; ``removed``: first generated minor whose components no longer know
+    the gate (None: every generated release after its introduction registers it);
+    ``components``: components whose code reads the gate (hand-kept; every component
+    *parses* every gate, so an unknown one stops any of them); ``depends_on``: the gates
+    Kubernetes declares as dependencies (checked at start-up from 1.35), over all generated
+    releases; ``dra``: False for gates outside DRA.
     """
 
     name: str
@@ -274,216 +279,133 @@ class GateDef:
     components: frozenset
     depends_on: tuple[str, ...] = ()
     removed: int | None = None
-    removal_planned: bool = False
     dra: bool = True
     note: str = ""
 
     @property
     def since(self) -> int:
-        return self.specs[0].since
-
-
-def _s(
-    since: int, stage: str, default: bool, locked: bool = False, min_compat: int | None = None
-) -> SpecEntry:
-    return SpecEntry(since, stage, default, locked, min_compat)
+        return self.specs[0].since if self.specs else MIN_MINOR
 
 
 _API_KCM_SCHED = frozenset({APISERVER, CONTROLLER_MANAGER, SCHEDULER})
 _API_SCHED = frozenset({APISERVER, SCHEDULER})
 _API_KUBELET_SCHED = frozenset({APISERVER, KUBELET, SCHEDULER})
+_KCM_SCHED_API = _API_KCM_SCHED
 
-_GATE_LIST = (
-    GateDef(
-        DRA_GATE,
-        (_s(26, ALPHA, False), _s(32, BETA, False), _s(34, GA, True), _s(35, GA, True, True)),
+#: What the source cannot say: which components read each DRA gate (and the non-DRA gates
+#: DRA gates depend on), and notes. name -> (components, dra, note). Stages, defaults,
+#: locks, removals and dependencies come from the generated release data (k8s_releases).
+_READERS: dict[str, tuple[frozenset, bool, str]] = {
+    DRA_GATE: (
         _ALL,
-        removed=38,
-        removal_planned=True,
-        note="classic (control-plane controller) DRA up to 1.30, structured parameters "
-        "from 1.30; kube_features.go 1.37: 'remove completely in 1.38'",
+        True,
+        "classic (control-plane controller) DRA up to 1.30, structured parameters from 1.30",
     ),
-    GateDef(
-        "DRAControlPlaneController",
-        (_s(31, ALPHA, False),),
-        _API_SCHED,
-        depends_on=(),
-        removed=32,
-        note="classic DRA split out of DynamicResourceAllocation in 1.31; removed in 1.32",
-    ),
-    GateDef(
-        "DRAAdminAccess",
-        (_s(32, ALPHA, False), _s(34, BETA, True), _s(36, GA, True, True)),
-        _API_KCM_SCHED,
-        depends_on=(DRA_GATE,),
-        removed=39,
-        removal_planned=True,
-    ),
-    GateDef(
-        "DRAConsumableCapacity",
-        (_s(34, ALPHA, False), _s(36, BETA, True)),
-        _API_KCM_SCHED,
-        depends_on=(DRA_GATE,),
-    ),
-    GateDef(
-        "DRADerivedAttributes",
-        (_s(37, ALPHA, False),),
-        _API_SCHED,
-        depends_on=(DRA_GATE,),
-    ),
-    GateDef(
-        "DRADeviceBindingConditions",
-        (_s(34, ALPHA, False), _s(36, BETA, True)),
-        _API_SCHED,
-        depends_on=(DRA_GATE, "DRAResourceClaimDeviceStatus"),
-    ),
-    GateDef(
-        "DRADeviceCompatibilityGroups",
-        (_s(37, ALPHA, False),),
-        _API_SCHED,
-        depends_on=(DRA_GATE, "DRAPartitionableDevices"),
-    ),
-    GateDef(
-        "DRADeviceTaintRules",
-        (_s(35, ALPHA, False), _s(36, BETA, False), _s(37, GA, True), _s(38, GA, True, True)),
-        _API_KCM_SCHED,
-        depends_on=("DRADeviceTaints",),
-        removed=41,
-        removal_planned=True,
-        note="beta off by default in 1.36 (depends on an off-by-default beta API); "
-        "kube_features.go 1.37: 'LockToDefault: true in 1.38; remove in 1.41'",
-    ),
-    GateDef(
-        "DRADeviceTaints",
-        (_s(33, ALPHA, False), _s(36, BETA, True), _s(37, GA, True), _s(38, GA, True, True)),
-        _API_KCM_SCHED,
-        depends_on=(DRA_GATE,),
-        removed=41,
-        removal_planned=True,
-        note="kube_features.go 1.37: 'LockToDefault: true in 1.38; remove in 1.41'",
-    ),
-    GateDef(
-        "DRAExtendedResource",
-        (_s(34, ALPHA, False), _s(36, BETA, True), _s(37, GA, True, True)),
+    "DRAControlPlaneController": (_API_SCHED, True, "classic DRA split out in 1.31"),
+    "DRAAdminAccess": (_API_KCM_SCHED, True, ""),
+    "DRAConsumableCapacity": (_API_KCM_SCHED, True, ""),
+    "DRADerivedAttributes": (_API_SCHED, True, ""),
+    "DRADeviceBindingConditions": (_API_SCHED, True, ""),
+    "DRADeviceCompatibilityGroups": (_API_SCHED, True, ""),
+    "DRADeviceTaintRules": (_API_KCM_SCHED, True, ""),
+    "DRADeviceTaints": (_API_KCM_SCHED, True, ""),
+    "DRAExtendedResource": (
         _ALL,
-        depends_on=(DRA_GATE,),
-        removed=40,
-        removal_planned=True,
-        note="kube-controller-manager reads it through the ResourceQuota evaluator "
+        True,
+        "kube-controller-manager reads it through the ResourceQuota evaluator "
         "(pkg/quota/v1/evaluator/core)",
     ),
-    GateDef(
-        "DRAFractionalCapacityRange",
-        (_s(37, BETA, False), _s(37, BETA, True, min_compat=37)),
+    "DRAFractionalCapacityRange": (
         _API_SCHED,
-        depends_on=("DRAConsumableCapacity",),
-        note="on by default only when --min-compatibility-version is at least 1.37",
+        True,
+        "on by default only when --min-compatibility-version is at least 1.37",
     ),
-    GateDef(
-        "DRAListTypeAttributes",
-        (_s(36, ALPHA, False),),
+    "DRAListTypeAttributes": (_API_SCHED, True, ""),
+    "DRANodeAllocatableResources": (_API_KUBELET_SCHED, True, ""),
+    "DRAOptionalNodeOperations": (_API_KUBELET_SCHED, True, ""),
+    "DRAPartitionableDevices": (_API_SCHED, True, ""),
+    "DRAPartitionableDevicesType": (frozenset({APISERVER}), True, ""),
+    "DRAPrioritizedList": (_API_KCM_SCHED, True, ""),
+    "DRAResourceClaimDeviceStatus": (
         _API_SCHED,
-        depends_on=(DRA_GATE,),
-    ),
-    GateDef(
-        "DRANodeAllocatableResources",
-        (_s(36, ALPHA, False),),
-        _API_KUBELET_SCHED,
-        depends_on=(DRA_GATE,),
-    ),
-    GateDef(
-        "DRAOptionalNodeOperations",
-        (_s(37, ALPHA, False),),
-        _API_KUBELET_SCHED,
-        depends_on=(DRA_GATE, "NodeDeclaredFeatures"),
-    ),
-    GateDef(
-        "DRAPartitionableDevices",
-        (_s(33, ALPHA, False), _s(36, BETA, True)),
-        _API_SCHED,
-        depends_on=(DRA_GATE,),
-    ),
-    GateDef(
-        "DRAPartitionableDevicesType",
-        (_s(37, ALPHA, False),),
-        frozenset({APISERVER}),
-        depends_on=(DRA_GATE, "DRAPartitionableDevices", "DRAResourcePoolStatus"),
-    ),
-    GateDef(
-        "DRAPrioritizedList",
-        (_s(33, ALPHA, False), _s(34, BETA, True), _s(36, GA, True), _s(37, GA, True, True)),
-        _API_KCM_SCHED,
-        depends_on=(DRA_GATE,),
-        removed=40,
-        removal_planned=True,
-    ),
-    GateDef(
-        "DRAResourceClaimDeviceStatus",
-        (_s(32, ALPHA, False), _s(33, BETA, True), _s(37, GA, True, True)),
-        _API_SCHED,
-        depends_on=(),
-        removed=40,
-        removal_planned=True,
-        note="no declared dependency ('soft dependency on DynamicResourceAllocation due to "
+        True,
+        "no declared dependency ('soft dependency on DynamicResourceAllocation due to "
         "on/off-by-default conflict')",
     ),
-    GateDef(
-        "DRAResourceClaimGranularStatusAuthorization",
-        (_s(36, BETA, True),),
-        frozenset({APISERVER}),
-        depends_on=(DRA_GATE, "DRAResourceClaimDeviceStatus"),
-    ),
-    GateDef(
-        "DRAResourcePoolStatus",
-        (_s(36, ALPHA, False),),
-        frozenset({APISERVER, CONTROLLER_MANAGER}),
-        depends_on=(DRA_GATE,),
-    ),
-    GateDef(
-        "DRASchedulerFilterTimeout",
-        (_s(34, BETA, True),),
-        frozenset({SCHEDULER}),
-        depends_on=(DRA_GATE,),
-    ),
-    GateDef(
-        "DRAWorkloadResourceClaims",
-        (_s(36, ALPHA, False), _s(37, BETA, False)),
-        _ALL,
-        depends_on=(DRA_GATE, "GenericWorkload"),
-    ),
-    GateDef(
-        "KubeletPodResourcesDynamicResources",
-        (_s(27, ALPHA, False), _s(34, BETA, True), _s(36, GA, True, True)),
-        frozenset({KUBELET}),
-        removed=38,
-        removal_planned=True,
-        note="kube_features.go says 'remove in 1.37' but v1.37.2 still registers it",
-    ),
-    GateDef(
-        "ResourceHealthStatus",
-        (_s(31, ALPHA, False), _s(36, BETA, True)),
+    "DRAResourceClaimGranularStatusAuthorization": (frozenset({APISERVER}), True, ""),
+    "DRAResourcePoolStatus": (frozenset({APISERVER, CONTROLLER_MANAGER}), True, ""),
+    "DRASchedulerFilterTimeout": (frozenset({SCHEDULER}), True, ""),
+    "DRAWorkloadResourceClaims": (_ALL, True, ""),
+    "KubeletPodResourcesDynamicResources": (frozenset({KUBELET}), True, ""),
+    "ResourceHealthStatus": (
         frozenset({APISERVER, KUBELET}),
-        depends_on=(DRA_GATE,),
-        note="device health in Pod status, for device plugins and DRA",
+        True,
+        "device health in Pod status, for device plugins and DRA",
     ),
-    GateDef(
-        "GenericWorkload",
-        (_s(35, ALPHA, False), _s(37, BETA, False)),
+    "GenericWorkload": (
         _API_KCM_SCHED,
-        dra=False,
-        note="not a DRA gate; DRAWorkloadResourceClaims depends on it",
+        False,
+        "not a DRA gate; DRAWorkloadResourceClaims needs it",
     ),
-    GateDef(
-        "NodeDeclaredFeatures",
-        (_s(35, ALPHA, False), _s(36, BETA, True), _s(37, GA, True, True)),
+    "NodeDeclaredFeatures": (
         _API_KUBELET_SCHED,
-        dra=False,
-        note="not a DRA gate; DRAOptionalNodeOperations depends on it",
+        False,
+        "not a DRA gate; DRAOptionalNodeOperations needs it",
     ),
-)
+}
 
-#: name -> GateDef, for every gate of the model.
-GATES: dict[str, GateDef] = {g.name: g for g in _GATE_LIST}
+
+def _spec_entries(facts) -> tuple[SpecEntry, ...]:
+    return tuple(SpecEntry(s.since, s.stage, s.default, s.locked, s.min_compat) for s in facts)
+
+
+def _build_gate(name: str, components: frozenset, dra: bool, note: str) -> GateDef:
+    newest = _releases.newest_minor()
+    facts = _releases.latest_gate_facts(name, newest)
+    deps = sorted(
+        {
+            d
+            for r in _releases.releases().values()
+            if name in r.gates and r.dependencies_declared
+            for d in r.gates[name].dependencies
+        }
+    )
+    specs = _spec_entries(facts.specs) if facts else ()
+    first = _releases.presence(name)[0] if facts else newest
+    # A release before versioned gates (1.31) registers some gates without a version
+    # ("0.0"): the history then starts at the first generated release that registers it.
+    specs = tuple(
+        SpecEntry(first, s.stage, s.default, s.locked, s.min_compat) if s.since == 0 else s
+        for s in specs
+    )
+    return GateDef(
+        name,
+        specs,
+        components,
+        tuple(deps),
+        _releases.removed_in(name, newest),
+        dra,
+        note,
+    )
+
+
+def _model_gates() -> dict[str, GateDef]:
+    out: dict[str, GateDef] = {}
+    pending = list(_READERS)
+    while pending:
+        name = pending.pop(0)
+        if name in out:
+            continue
+        components, dra, note = _READERS.get(
+            name, (_ALL, False, "not a DRA gate; a DRA gate depends on it")
+        )
+        out[name] = _build_gate(name, components, dra, note)
+        pending.extend(d for d in out[name].depends_on if d not in out)
+    return out
+
+
+#: name -> GateDef, for every DRA gate of the model and the gates they depend on.
+GATES: dict[str, GateDef] = _model_gates()
 
 
 # --------------------------------------------------------------------------------------
@@ -534,12 +456,13 @@ class GateState:
         return text
 
 
-def _spec_at(gate: GateDef, minor: int) -> SpecEntry | None:
+def _spec_at(gate: GateDef | Sequence[SpecEntry], minor: int) -> SpecEntry | None:
     """The spec in force at ``minor`` with the default minimum compatibility version."""
+    specs = gate.specs if isinstance(gate, GateDef) else gate
     min_compat = minor - 1
     chosen = None
     carried: int | None = None
-    for spec in gate.specs:
+    for spec in specs:
         # featuregate.AddVersioned carries MinCompatibilityVersion forward to later entries.
         carried = spec.min_compat if spec.min_compat is not None else carried
         if spec.since > minor:
@@ -550,33 +473,67 @@ def _spec_at(gate: GateDef, minor: int) -> SpecEntry | None:
     return chosen
 
 
+@functools.cache
+def _other_gate(name: str) -> GateDef | None:
+    """A gate outside the DRA set that some generated release registers; None if none does."""
+    if name not in _releases.all_gate_names():
+        return None
+    newest = _releases.presence(name)[-1]
+    owners = _releases.release(newest).registered_by(name)
+    return _build_gate(name, owners or _ALL, False, "")
+
+
 def _gate_def(gate: str) -> GateDef:
-    try:
-        return GATES[gate]
-    except KeyError:
-        close = difflib.get_close_matches(gate, list(GATES), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise VersionModelError(
-            f"feature gate {gate!r} is not a DRA gate the version model knows{hint}.",
-            "use one of: {}.".format(", ".join(sorted(GATES))),
-        ) from None
+    found = GATES.get(gate) or _other_gate(gate)
+    if found is not None:
+        return found
+    close = difflib.get_close_matches(gate, sorted(_releases.all_gate_names()), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise VersionModelError(
+        f"feature gate {gate!r} is registered by no Kubernetes release from "
+        f"{_releases.releases()[_releases.oldest_minor()].release} to "
+        f"{_releases.releases()[_releases.newest_minor()].release}{hint}.",
+        "check the spelling; gate names are case-sensitive (see 'gpufleet gates plan --json').",
+    ) from None
+
+
+def is_known_gate(gate: str) -> bool:
+    """True when some generated release registers ``gate``."""
+    return gate in GATES or gate in _releases.all_gate_names()
+
+
+def registered_by(gate: str, version: VersionLike) -> frozenset | None:
+    """The components of ``version`` that register ``gate``: None when all of them do (or
+    when the minor has no generated table), else e.g. ``{"kube-controller-manager"}``."""
+    rel = _releases.release(_in_model(version).minor)
+    return rel.registered_by(gate) if rel is not None else None
 
 
 def gate_state(gate: str, version: VersionLike) -> GateState:
-    """Stage/default/locked/removed of ``gate`` at ``version``'s minor.
+    """Stage/default/locked/removed of any feature gate at ``version``'s minor.
 
-    Raises VersionModelError for a gate the model does not know or a version outside
-    1.26-1.38; VersionParseError for a malformed version.
-    Source: the gate's versioned specs in pkg/features/kube_features.go.
+    For a minor with generated release data the state is that release's own: its
+    registration of the gate (``pkg/features``, read by featuredump), or, when it does
+    not register it, ``removed`` (an earlier release did) or ``not-yet``. For an older
+    minor the state follows from the versioned spec history of the oldest generated
+    release. Raises VersionModelError for a gate no generated release registers or a
+    version outside 1.26-1.38; VersionParseError for a malformed version.
     """
     v = _in_model(version)
     g = _gate_def(gate)
     projected = v.minor in PROJECTED_MINORS
-    if g.removed is not None and v.minor >= g.removed:
-        return GateState(
-            g.name, v.minor, REMOVED, None, False, False, g.since, g.removed, projected
-        )
-    spec = _spec_at(g, v.minor)
+    rel = _releases.release(v.minor)
+    if rel is not None:
+        facts = rel.gate(g.name)
+        if facts is None:
+            removed = _releases.removed_in(g.name, v.minor)
+            status = REMOVED if removed is not None else NOT_YET
+            return GateState(
+                g.name, v.minor, status, None, False, False, g.since, removed, projected
+            )
+        spec = _spec_at(_spec_entries(facts.specs), v.minor)
+    else:
+        spec = _spec_at(g, v.minor)
     if spec is None:
         return GateState(
             g.name, v.minor, NOT_YET, None, False, False, g.since, g.removed, projected
@@ -594,10 +551,78 @@ def gate_state(gate: str, version: VersionLike) -> GateState:
     )
 
 
+def prerelease_source(minor: int) -> str | None:
+    """``"1.38.0-beta.0"`` when ``minor``'s facts come from a pre-release, else None."""
+    rel = _releases.release(minor)
+    return rel.release if rel is not None and rel.prerelease else None
+
+
 def gates_at(version: VersionLike) -> dict[str, GateState]:
     """Every model gate's state at ``version``: gate name -> GateState."""
     v = _in_model(version)
     return {name: gate_state(name, v) for name in GATES}
+
+
+def release_gates_at(version: VersionLike) -> dict[str, GateState]:
+    """Every gate the release of ``version``'s minor registers (all of them, not only
+    DRA's): gate name -> GateState. Empty for a minor without generated release data."""
+    v = _in_model(version)
+    rel = _releases.release(v.minor)
+    return {name: gate_state(name, v) for name in sorted(rel.all_names())} if rel else {}
+
+
+def release_document(version: VersionLike) -> dict:
+    """What ``version``'s release registers, as data: ``source`` (the release the facts
+    were generated from, or None before 1.31), ``gates`` (every gate: stage, default,
+    locked, components that register it), ``removed_gates`` (gates an earlier generated
+    release registered -> the minor that removed them), ``api_versions`` (served
+    resource.k8s.io versions: enabled_by_default, kinds), ``not_served`` (version -> why)
+    and ``kubeadm`` (registered, deprecated, experimental, old -> kubeadm to migrate with).
+    """
+    v = _in_model(version)
+    rel = _releases.release(v.minor)
+    if rel is None:
+        return {"source": None, "gates": {}, "removed_gates": {}, "api_versions": {}}
+    gates = {}
+    for name, st in release_gates_at(v).items():
+        owners = rel.registered_by(name)
+        gates[name] = {
+            "stage": st.stage,
+            "default": st.default,
+            "locked": st.locked,
+            "components": sorted(owners) if owners else list(COMPONENTS),
+        }
+    removed = {}
+    for name in sorted(_releases.all_gate_names() - rel.all_names()):
+        gone = _releases.removed_in(name, v.minor)
+        if gone is not None:
+            removed[name] = _mv(gone)
+    served = _served(v.minor)
+    not_served = {}
+    for ver, api in sorted(rel.resource.items()):
+        if ver in served:
+            continue
+        if api.removed is not None and v.minor >= api.removed:
+            not_served[ver] = f"API lifecycle removed in {_mv(api.removed)}"
+        else:
+            not_served[ver] = "not in kube-apiserver's DefaultAPIResourceConfigSource"
+    return {
+        "source": rel.release,
+        "prerelease": rel.prerelease,
+        "gates": gates,
+        "removed_gates": removed,
+        "api_versions": {
+            ver: {"enabled_by_default": served[ver][0], "kinds": list(served[ver][1])}
+            for ver in sorted(served)
+        },
+        "not_served": not_served,
+        "kubeadm": {
+            "registered": list(rel.kubeadm.registered),
+            "deprecated": list(rel.kubeadm.deprecated),
+            "experimental": list(rel.kubeadm.experimental),
+            "old": dict(rel.kubeadm.old),
+        },
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -616,55 +641,27 @@ _CLASSIC_2_STRUCTURED = (
 _DTR = "DeviceTaintRule"
 _RPSR = "ResourcePoolStatusRequest"
 
-# minor -> {version: (enabled by default, kinds)}
-_RESOURCE_API: dict[int, dict[str, tuple[bool, tuple[str, ...]]]] = {
+# Minors older than every generated release: minor -> {version: (enabled by default,
+# kinds)}; from the Kubernetes website and the v1.29.6/v1.30.14 sources. Newer minors come
+# from the generated release data (``_served``).
+_RESOURCE_API_BEFORE_DATA: dict[int, dict[str, tuple[bool, tuple[str, ...]]]] = {
     26: {"v1alpha1": (False, _CLASSIC_1)},
     27: {"v1alpha2": (False, _CLASSIC_2)},
     28: {"v1alpha2": (False, _CLASSIC_2)},
     29: {"v1alpha2": (False, _CLASSIC_2)},
     30: {"v1alpha2": (False, _CLASSIC_2_STRUCTURED)},
-    31: {"v1alpha3": (False, ("DeviceClass", "PodSchedulingContext", *_CORE4[1:]))},
-    32: {"v1alpha3": (False, _CORE4), "v1beta1": (False, _CORE4)},
-    33: {
-        "v1alpha3": (False, tuple(sorted((*_CORE4, _DTR)))),
-        "v1beta1": (False, _CORE4),
-        "v1beta2": (False, _CORE4),
-    },
-    34: {
-        "v1": (True, _CORE4),
-        "v1alpha3": (False, (_DTR,)),
-        "v1beta1": (False, _CORE4),
-        "v1beta2": (False, _CORE4),
-    },
-    35: {
-        "v1": (True, _CORE4),
-        "v1alpha3": (False, (_DTR,)),
-        "v1beta1": (False, _CORE4),
-        "v1beta2": (False, _CORE4),
-    },
-    36: {
-        "v1": (True, _CORE4),
-        "v1alpha3": (False, (_DTR, _RPSR)),
-        "v1beta1": (False, _CORE4),
-        "v1beta2": (False, tuple(sorted((*_CORE4, _DTR)))),
-    },
-    37: {
-        "v1": (True, tuple(sorted((*_CORE4, _DTR)))),
-        "v1alpha3": (False, (_DTR, _RPSR)),
-        "v1beta1": (False, _CORE4),
-        "v1beta2": (False, tuple(sorted((*_CORE4, _DTR)))),
-    },
-    # Projection: v1beta1 lifecycle says "removed 1.38" (k8s.io/api resource/v1beta1).
-    38: {
-        "v1": (True, tuple(sorted((*_CORE4, _DTR)))),
-        "v1alpha3": (False, (_DTR, _RPSR)),
-        "v1beta2": (False, tuple(sorted((*_CORE4, _DTR)))),
-    },
 }
 
-#: resource.k8s.io versions whose generated API lifecycle schedules a removal, as of
-#: v1.37.2 (``APILifecycleRemoved`` of DeviceClass / DeviceTaintRule).
-API_LIFECYCLE_REMOVED = {"v1beta1": 38, "v1beta2": 39}
+
+def _api_lifecycle_removed() -> dict[str, int]:
+    """resource.k8s.io version -> the minor its generated API lifecycle stops serving it
+    (``APILifecycleRemoved`` of its kinds), as the newest generated release says."""
+    newest = _releases.release(_releases.newest_minor())
+    return {v: a.removed for v, a in sorted(newest.resource.items()) if a.removed is not None}
+
+
+#: resource.k8s.io version -> minor its API lifecycle stops serving it (generated data).
+API_LIFECYCLE_REMOVED = _api_lifecycle_removed()
 
 #: Versions the core DRA objects (DeviceClass, ResourceClaim(Template), ResourceSlice)
 #: need enabled with --runtime-config, per minor; empty once resource.k8s.io/v1 is GA
@@ -685,7 +682,11 @@ _VERSION_ORDER = {"v1": 0, "v1beta2": 1, "v1beta1": 2, "v1alpha3": 3, "v1alpha2"
 
 #: Every resource.k8s.io version any minor of the model serves.
 ALL_RESOURCE_VERSIONS = tuple(
-    sorted({ver for api in _RESOURCE_API.values() for ver in api}, key=lambda x: _VERSION_ORDER[x])
+    sorted(
+        {ver for api in _RESOURCE_API_BEFORE_DATA.values() for ver in api}
+        | {ver for r in _releases.releases().values() for ver in r.resource},
+        key=lambda x: _VERSION_ORDER[x],
+    )
 )
 
 
@@ -713,15 +714,30 @@ def served_api_versions(version: VersionLike) -> tuple[ApiVersionState, ...]:
     DefaultAPIResourceConfigSource) and staging/src/k8s.io/api/resource/*/register.go.
     """
     v = _in_model(version)
-    api = _RESOURCE_API[v.minor]
+    api = _served(v.minor)
     return tuple(
         ApiVersionState(f"{RESOURCE_GROUP}/{ver}", ver, api[ver][0], tuple(sorted(api[ver][1])))
         for ver in sorted(api, key=lambda x: _VERSION_ORDER[x])
     )
 
 
+@functools.cache
 def _served(minor: int) -> dict[str, tuple[bool, tuple[str, ...]]]:
-    return _RESOURCE_API[minor]
+    """version -> (enabled by default, kinds) of what kube-apiserver of ``minor`` serves.
+
+    From the generated data: a version listed in DefaultAPIResourceConfigSource whose API
+    lifecycle has not reached its removal in ``minor`` (a GA or beta build stops serving a
+    version in the minor its ``APILifecycleRemoved`` names: ``ShouldServeForVersion`` in
+    k8s.io/apiserver/pkg/server/deleted_kinds.go).
+    """
+    rel = _releases.release(minor)
+    if rel is None:
+        return _RESOURCE_API_BEFORE_DATA[minor]
+    return {
+        ver: (a.enabled_by_default, a.kinds)
+        for ver, a in rel.resource.items()
+        if a.served and a.kinds and (a.removed is None or minor < a.removed)
+    }
 
 
 def _version_for_kind(minor: int, kind: str) -> str | None:
@@ -785,7 +801,7 @@ def _kubeadm(minor: int) -> KubeadmConfigAPI:
             (_KB + "v1beta2",),
             verified=False,
         )
-    if minor <= 30:
+    if minor < _releases.oldest_minor():
         return KubeadmConfigAPI(
             minor,
             _KB + "v1beta3",
@@ -794,22 +810,31 @@ def _kubeadm(minor: int) -> KubeadmConfigAPI:
             migrate_with=((_KB + "v1beta2", "1.26"),),
             verified=minor >= 29,
         )
-    if minor <= 36:
-        return KubeadmConfigAPI(
-            minor,
-            _KB + "v1beta4",
-            (_KB + "v1beta4", _KB + "v1beta3"),
-            deprecated=(_KB + "v1beta3",),
-            migrate_with=((_KB + "v1beta2", "1.26"),),
-        )
+    rel = _releases.release(minor)
+    if rel is None:
+        # 1.31 and newer always have generated data; this covers an older one.
+        raise VersionModelError(f"no kubeadm facts for 1.{minor}", "add its release data.")
+    k = rel.kubeadm
+    accepted = tuple(v for v in k.registered if v not in k.experimental)
+    stable_first = sorted(accepted, key=_kubeadm_api_order)
+    preferred = next((v for v in stable_first if v not in k.deprecated), stable_first[0])
     return KubeadmConfigAPI(
         minor,
-        _KB + "v1beta4",
-        (_KB + "v1beta4",),
-        experimental=(_KB + "v1",),
-        migrate_with=((_KB + "v1beta2", "1.26"), (_KB + "v1beta3", "1.36")),
-        verified=minor not in PROJECTED_MINORS,
+        preferred,
+        tuple(stable_first),
+        deprecated=tuple(v for v in stable_first if v in k.deprecated),
+        experimental=tuple(k.experimental),
+        migrate_with=tuple((gv, use.lstrip("v")) for gv, use in k.old if gv not in accepted),
     )
+
+
+def _kubeadm_api_order(group_version: str) -> tuple[int, int, int]:
+    """Most stable first: v1 < v1beta4 < v1beta3 < ... (kubeadm.k8s.io/<version>)."""
+    m = re.match(r"v(\d+)(alpha|beta)?(\d+)?$", group_version.rsplit("/", 1)[-1])
+    if not m:
+        return (9, 0, 0)
+    level = {None: 0, "beta": 1, "alpha": 2}[m.group(2)]
+    return (level, -int(m.group(1)), -int(m.group(3) or 0))
 
 
 def kubeadm_config_api(version: VersionLike) -> KubeadmConfigAPI:
@@ -969,8 +994,20 @@ class KnownBadRelease:
     advice: str
 
 
+_DRA_PLUGIN_REGISTRATION_134 = dict(
+    component="kubelet",
+    problem="DRA kubelet plugins fail to register with the kubelet, so the node publishes "
+    "no ResourceSlices and no claim on it is prepared",
+    fixed_in="1.34.2",
+    source="the NVIDIA DRA driver's documented Kubernetes minimum, v1.34.2 "
+    "(kubernetes-sigs/dra-driver-nvidia-gpu docs/prerequisites.md, added by PR #1088)",
+    advice="run 1.34.2 or later on every kubelet of a DRA node",
+)
+
 #: Known-bad patch releases (extend as new ones become known).
 KNOWN_BAD_RELEASES: tuple[KnownBadRelease, ...] = (
+    KnownBadRelease(version="1.34.0", **_DRA_PLUGIN_REGISTRATION_134),
+    KnownBadRelease(version="1.34.1", **_DRA_PLUGIN_REGISTRATION_134),
     KnownBadRelease(
         version="1.30.0",
         component="kubeadm",
@@ -1330,6 +1367,19 @@ def _unknown_reason(st: GateState) -> str:
     )
 
 
+def unregistered_gate_reason(name: str, minor: int) -> str:
+    """Why a gate that no generated release registers stops a component of ``minor``."""
+    rel = _releases.release(minor)
+    source = rel.release if rel else _mv(minor)
+    close = difflib.get_close_matches(name, sorted(rel.gates) if rel else [], n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return (
+        f"Kubernetes {source} registers no feature gate {name}{hint}, nor does any release "
+        f"of the model: every component refuses to start with 'unrecognized feature gate: "
+        f"{name}'"
+    )
+
+
 def _locked_reason(st: GateState) -> str:
     text = "locked to {} in {}: 'cannot set feature gate {} to {}, feature is locked to {}'".format(
         "true" if st.default else "false",
@@ -1370,7 +1420,7 @@ def _closure(gates: Iterable[str]) -> list[str]:
     def visit(name: str) -> None:
         if name in seen:
             return
-        for dep in GATES[name].depends_on:
+        for dep in _gate_def(name).depends_on:
             visit(dep)
         seen.append(name)
 
@@ -1382,14 +1432,14 @@ def _closure(gates: Iterable[str]) -> list[str]:
 def _needs_dra(name: str) -> bool:
     """Gates that have no effect unless DynamicResourceAllocation is on (all DRA gates and
     those declaring it as a dependency)."""
-    g = GATES[name]
+    g = _gate_def(name)
     return name != DRA_GATE and (g.dra or DRA_GATE in g.depends_on)
 
 
 def _on_after_removal(name: str) -> bool:
     """True for a gate removed after being locked on: its feature is simply always on."""
-    last = GATES[name].specs[-1]
-    return GATES[name].removed is not None and last.locked and last.default
+    last = _gate_def(name).specs[-1]
+    return _gate_def(name).removed is not None and last.locked and last.default
 
 
 def _enabled_at(states: Mapping[str, GateState], wishes: Mapping[str, bool], name: str) -> bool:
@@ -1457,7 +1507,7 @@ def _plan(
     v: KubeVersion, features: tuple[str, ...], raw_gates: dict[str, bool | str], strict: bool
 ) -> ComponentPlan:
     minor = v.minor
-    states = {name: gate_state(name, v) for name in GATES}
+    states = {name: gate_state(name, v) for name in (*GATES, *raw_gates)}
     explicit: dict[str, bool] = {}
     for name, val in raw_gates.items():
         _gate_def(name)
@@ -1609,7 +1659,7 @@ def _plan(
         st = states[name]
         if not st.known or not wishes[name]:
             continue
-        missing_deps = [d for d in GATES[name].depends_on if not effective.get(d)]
+        missing_deps = [d for d in _gate_def(name).depends_on if not effective.get(d)]
         if (
             _needs_dra(name)
             and not effective.get(DRA_GATE)
@@ -1636,7 +1686,7 @@ def _plan(
         for name, st in states.items():
             if not st.known or not effective[name]:
                 continue
-            off = [d for d in GATES[name].depends_on if not effective.get(d)]
+            off = [d for d in _gate_def(name).depends_on if not effective.get(d)]
             if off:
                 turned_off = [d for d in off if wishes.get(d) is False]
                 refuse(
@@ -1668,7 +1718,7 @@ def _plan(
             emit[name] = wishes[name]
         else:
             omitted[name] = why
-    targets: dict[str, set] = {name: set(GATES[name].components) for name in emit}
+    targets: dict[str, set] = {name: set(_gate_def(name).components) for name in emit}
     # Every component checks dependencies at start-up, so a component that gets a gate
     # =true must get its dependencies =true too (propagate downwards), and a component that
     # gets a dependency =false must get its disabled dependents =false too (upwards).
@@ -1676,7 +1726,7 @@ def _plan(
     while changed:
         changed = False
         for name in list(emit):
-            for dep in GATES[name].depends_on:
+            for dep in _gate_def(name).depends_on:
                 if dep not in emit or emit[dep] != emit[name]:
                     continue
                 low, high = (dep, name) if emit[name] else (name, dep)
@@ -1711,10 +1761,12 @@ def _plan(
     }
 
     warnings: list[str] = []
-    if minor in PROJECTED_MINORS:
+    prerelease = prerelease_source(minor)
+    if prerelease:
         warnings.append(
-            f"Kubernetes {_mv(minor)} is a projection from code comments of 1.37 (planned "
-            f"removals and locks), not read from a {_mv(minor)} release."
+            f"the facts of Kubernetes {_mv(minor)} come from {prerelease}, a pre-release; "
+            f"regenerate them once {_mv(minor)}.0 is out (python -m gpufleet.lab.release_facts "
+            "generate)."
         )
     if minor in UNVERIFIED_MINORS:
         warnings.append(
@@ -1808,17 +1860,21 @@ def sanitize(
     existing_gates: Mapping[str, bool | str],
     existing_runtime_config: str | Sequence[str],
     version: VersionLike,
+    component: str | None = None,
 ) -> SanitizeReport:
     """Judge existing ``feature-gates`` entries and ``--runtime-config`` entries of a
     component against ``version`` (e.g. before upgrading to it).
 
-    Fatal (must be removed before the component of ``version`` starts): a model gate that is
-    removed or not yet known; a DRA-named gate the model does not know on a minor checked
-    against source; a locked gate at the other value; an enabled gate whose declared
-    dependency is disabled (1.35+); a resource.k8s.io group/version the version does not
-    serve. Advice: a locked gate at its default, a GA gate on by default set to true
-    (both break at the gate's removal), a served alpha/beta API version no longer needed.
-    Gates outside DRA are kept and reported as not checked.
+    Every gate is judged against the full gate table of ``version``'s release (generated
+    from its source), DRA or not. Fatal (must be removed before the component of
+    ``version`` starts): a gate the release does not register (removed, not yet
+    introduced, or never a Kubernetes gate); a locked gate at the other value; an enabled
+    gate whose declared dependency is disabled (1.35+); a resource.k8s.io group/version the
+    version does not serve. Advice: a locked gate at its default, a GA gate on by default
+    set to true (both break at the gate's removal), a served alpha/beta API version no
+    longer needed. Only for a minor without a generated table (before 1.31) are gates
+    outside the model kept unchecked. With ``component``, a gate that only another
+    component registers (kube-controller-manager's own) is fatal too.
 
     Raises VersionParseError for a malformed version or gate value.
     """
@@ -1832,39 +1888,49 @@ def sanitize(
     for name in sorted(parsed):
         val = parsed[name]
         entry = _fmt(name, val)
-        if name not in GATES:
-            if name.startswith("DRA") and minor not in UNVERIFIED_MINORS | PROJECTED_MINORS:
+        if not is_known_gate(name):
+            if _releases.release(minor) is None:
                 findings.append(
                     Finding(
                         "feature-gate",
                         entry,
-                        True,
-                        "remove",
-                        f"Kubernetes {_mv(minor)} registers no gate {name} (every DRA gate "
-                        f"of this release is in the model): 'unrecognized feature gate: {name}'",
+                        False,
+                        "keep",
+                        f"Kubernetes {_mv(minor)} has no generated gate table; not checked",
                     )
                 )
+                kept[name] = val
                 continue
             findings.append(
                 Finding(
-                    "feature-gate",
-                    entry,
-                    False,
-                    "keep",
-                    "not a DRA gate; the DRA version model does not check it",
+                    "feature-gate", entry, True, "remove", unregistered_gate_reason(name, minor)
                 )
             )
-            kept[name] = val
             continue
         st = gate_state(name, v)
         if not st.known:
             findings.append(Finding("feature-gate", entry, True, "remove", _unknown_reason(st)))
             continue
+        owners = registered_by(name, v)
+        if component is not None and owners is not None and component not in owners:
+            findings.append(
+                Finding(
+                    "feature-gate",
+                    entry,
+                    True,
+                    "remove",
+                    f"only {', '.join(sorted(owners))} registers {name} in "
+                    f"{_releases.release(minor).release}: {component} refuses to start with "
+                    f"'unrecognized feature gate: {name}'",
+                )
+            )
+            continue
         if st.locked and val != st.default:
             findings.append(Finding("feature-gate", entry, True, "remove", _locked_reason(st)))
             continue
         kept[name] = val
-        effective[name] = val
+        if name in GATES:
+            effective[name] = val
         if st.locked:
             findings.append(
                 Finding(
@@ -1904,6 +1970,7 @@ def sanitize(
             for culprit in [d for d in off if d in kept] or [name]:
                 entry = _fmt(culprit, kept.pop(culprit))
                 findings.append(Finding("feature-gate", entry, True, "remove", reason))
+        findings.extend(_other_dependency_findings(kept, minor))
     kept_rc: list[str] = []
     served = _served(minor)
     needed = set(_CORE_RUNTIME_CONFIG.get(minor, ()))
@@ -1930,6 +1997,39 @@ def sanitize(
             reason += f"; {RESOURCE_GROUP}/{ver} is scheduled for removal in {_mv(removal)}"
         findings.append(Finding("runtime-config", entry, False, "advise-remove", reason))
     return SanitizeReport(v, findings, kept, kept_rc)
+
+
+def _other_dependency_findings(kept: dict[str, bool], minor: int) -> list[Finding]:
+    """Declared dependencies of gates outside the model's set, from ``minor``'s release."""
+    rel = _releases.release(minor)
+    if rel is None:
+        return []
+    out = []
+    for name in sorted(kept):
+        if name in GATES or not kept.get(name) or rel.gate(name) is None:
+            continue
+        off = []
+        for dep in rel.gate(name).dependencies:
+            if dep in kept:
+                on = kept[dep]
+            elif dep in rel.gates:
+                on = gate_state(dep, _kv(minor)).default
+            else:
+                on = False
+            if not on:
+                off.append(dep)
+        if off:
+            reason = (
+                f"{name} is enabled but depends on disabled {', '.join(off)}: Kubernetes "
+                f"{_mv(minor)} refuses to start"
+            )
+            culprits = [d for d in off if d in kept] or [name]
+            out.extend(
+                Finding("feature-gate", _fmt(c, kept.pop(c)), True, "remove", reason)
+                for c in culprits
+                if c in kept
+            )
+    return out
 
 
 # --------------------------------------------------------------------------------------

@@ -281,10 +281,10 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
     steps = rel.profile("ci").steps
     kube = {s.version: set(s.binaries) for s in steps if s.group == "kubernetes"}
     assert kube[rel.default] == set(rel.full_set)
-    assert {"kubectl", "kubeadm", "kubelet", "gpufleet-featuredump"} <= set(rel.full_set)
+    assert {"kubectl", "kubeadm", "kubelet"} <= set(rel.full_set)
     for version, names in kube.items():
         assert not rel.release(version).optional
-        assert {"kube-apiserver", "kubelet", "kubeadm", "gpufleet-featuredump"} <= names
+        assert {"kube-apiserver", "kubelet", "kubeadm"} <= names
     assert {s.group for s in steps if s.group != "kubernetes"} == {
         "etcd",
         "kwok",
@@ -422,9 +422,6 @@ def test_binary_paths_follow_the_cache_layout(
     assert b.cache_root() == tmp_path
     assert b.binary_path("kube-apiserver") == tmp_path / "bin/kubernetes/v1.37.2/kube-apiserver"
     assert b.binary_path("kubelet", "v1.36.3") == tmp_path / "bin/kubernetes/v1.36.3/kubelet"
-    assert b.binary_path("gpufleet-featuredump", "1.33.13") == (
-        tmp_path / "bin/kubernetes/v1.33.13/gpufleet-featuredump"
-    )
     etcd = rel.tool("etcd").version
     assert b.binary_path("etcdctl") == tmp_path / f"bin/etcd/v{etcd}/etcdctl"
     assert b.binary_path("kwok") == tmp_path / f"bin/kwok/v{rel.tool('kwok').version}/kwok"

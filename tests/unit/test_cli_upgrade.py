@@ -132,7 +132,7 @@ def test_table_names_the_step_and_the_removed_gate(site):
     ("args", "message"),
     [
         (["--to", "1.36.1"], "downgrades"),
-        (["--to", "1.38.0"], "outside the releases"),
+        (["--to", "1.39.0"], "outside the releases"),
         (["--to", "1.37.2", "--batch-size", "0"], "--batch-size='0'"),
         (["--to", "1.37.2", "--min-gpu-available-percent", "90"], "draining node-gpu-a alone"),
     ],

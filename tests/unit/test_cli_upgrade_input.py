@@ -131,7 +131,7 @@ def refused(result, *parts):
         (["--to", "1.37.2-rc.0"], ["--to '1.37.2-rc.0' is a pre-release"]),
         (["--to", "1.37.3-rc.0"], ["--to '1.37.3-rc.0' is a pre-release"]),
         (["--to", "1.37.2+build.1"], ["build metadata"]),
-        (["--to", "1.38.0"], ["outside the releases"]),
+        (["--to", "1.39.0"], ["outside the releases"]),
         (["--to", "1.37.2", "--via", "1.36.0-rc.1"], ["--via '1.36.0-rc.1' is a pre-release"]),
         (["--to", "1.37.2", "--via", "1.36.3", "--via", "1.36.1"], ["two releases of 1.36"]),
         (["--to", "1.37.2", "--via", "1.37.1"], ["--via 1.37.1 is not between"]),

@@ -325,13 +325,19 @@ def test_below_chart_kube_version_is_refused() -> None:
     assert err.variable == "dra_driver_kubernetes_version" and ">=1.32.0-0" in err.reason
 
 
-@pytest.mark.parametrize("version", ["1.33.5", "1.34.1", "1.32.0"])
+@pytest.mark.parametrize("version", ["1.33.5", "1.32.0"])
 def test_below_documented_minimum_is_refused_unless_accepted(version: str) -> None:
     err = refused(kubernetes_version=version)
     assert "documented minimum Kubernetes v1.34.2" in err.reason
     assert "dra_driver_accept_below_documented_minimum: true" in err.fix
     plan = ddv.plan(inputs(kubernetes_version=version, accept_below_documented_minimum=True))
     assert any("documented minimum" in w for w in plan.warnings)
+
+
+@pytest.mark.parametrize("version", ["1.34.0", "1.34.1"])
+def test_known_bad_134_is_refused_even_when_below_the_minimum_is_accepted(version: str) -> None:
+    err = refused(kubernetes_version=version, accept_below_documented_minimum=True)
+    assert "known-bad" in err.reason and "1.34.2" in err.reason
 
 
 def test_documented_minimum_itself_passes() -> None:
@@ -341,9 +347,9 @@ def test_documented_minimum_itself_passes() -> None:
 
 
 def test_not_supported_for_provision_is_refused() -> None:
-    err = refused(kubernetes_version="1.38.1")
+    err = refused(kubernetes_version="1.39.1")
     assert err.variable == "dra_driver_kubernetes_version"
-    assert dv.supported_for_provision("1.38.1").reason in err.reason
+    assert dv.supported_for_provision("1.39.1").reason in err.reason
 
 
 def test_known_bad_release_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -105,7 +105,7 @@ def test_dynamic_resource_allocation_lifecycle(
         # Beta, on by default only with --min-compatibility-version >= 1.37.
         ("DRAFractionalCapacityRange", 37, ("present", "beta", False, False)),
         ("KubeletPodResourcesDynamicResources", 37, ("present", "ga", True, True)),
-        ("KubeletPodResourcesDynamicResources", 38, ("removed", None, False, False)),
+        ("KubeletPodResourcesDynamicResources", 38, ("present", "ga", True, True)),
     ],
 )
 def test_gate_states_from_source(gate: str, minor: int, expected: tuple) -> None:
@@ -288,11 +288,31 @@ def test_field_case_3_transition_into_the_removal_is_refused() -> None:
     assert "DRAControlPlaneController" in str(err.value)
 
 
-def test_gates_outside_dra_are_kept_and_reported_as_unchecked() -> None:
-    report = dv.sanitize({"BlockVolume": True}, [], "1.34.0")
-    assert report.ok
-    assert report.gates == {"BlockVolume": True}
-    assert report.findings[0].action == "keep"
+def test_every_gate_is_judged_against_the_release_table() -> None:
+    # A gate long gone from Kubernetes (removed before the oldest generated release).
+    report = dv.sanitize({"BlockVolume": True, "CSIMigration": True}, [], "1.34.0")
+    assert sorted(f.entry for f in report.must_remove) == ["BlockVolume=true", "CSIMigration=true"]
+    assert "registers no feature gate CSIMigration" in report.must_remove[1].reason
+    assert report.gates == {}
+    # A gate outside DRA that a generated release removed: named with its removal.
+    report = dv.sanitize({"CSIMigrationPortworx": True}, [], "1.36.0")
+    assert [f.entry for f in report.must_remove] == ["CSIMigrationPortworx=true"]
+    assert "removed in 1.36" in report.must_remove[0].reason
+    # Still registered on 1.35: kept, with GA advice.
+    report = dv.sanitize({"CSIMigrationPortworx": True}, [], "1.35.0")
+    assert report.ok and report.gates == {"CSIMigrationPortworx": True}
+
+
+def test_a_locked_gate_outside_dra_is_refused_at_the_other_value() -> None:
+    locked = [
+        name
+        for name, st in dv.release_gates_at("1.37.2").items()
+        if st.locked and st.default and name not in dv.GATES
+    ]
+    assert locked, "1.37.2 locks some non-DRA gate to true"
+    report = dv.sanitize({locked[0]: False}, [], "1.37.2")
+    assert [f.entry for f in report.must_remove] == [f"{locked[0]}=false"]
+    assert "locked to true" in report.must_remove[0].reason
 
 
 def test_unknown_dra_named_gate_on_a_source_checked_minor_is_fatal() -> None:
@@ -521,8 +541,9 @@ def test_provision_support() -> None:
     assert dv.supported_for_provision("1.32.0").ok
     assert dv.supported_for_provision("1.37.2").ok
     verdict = dv.supported_for_provision("1.31.9")
-    assert not verdict.ok and "1.32 to 1.37" in verdict.reason
-    assert not dv.supported_for_provision("1.38.0").ok
+    assert not verdict.ok and "1.32 to 1.38" in verdict.reason
+    assert dv.supported_for_provision("1.38.0").ok
+    assert not dv.supported_for_provision("1.39.0").ok
     # Older minors still answer.
     assert dv.plan_components("1.31.9").runtime_config == ["resource.k8s.io/v1alpha3=true"]
 

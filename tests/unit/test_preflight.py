@@ -36,13 +36,13 @@ def test_a_supported_release_with_defaults_has_no_problem() -> None:
     assert _host({}) == []
 
 
-@pytest.mark.parametrize(("release", "word"), [("1.31.4", "older"), ("1.38.0", "newer")])
+@pytest.mark.parametrize(("release", "word"), [("1.31.4", "older"), ("1.39.0", "newer")])
 def test_release_outside_the_provision_range_names_the_variable(release: str, word: str) -> None:
     p = _rules(_host({"kubeadm_kubernetes_version": release}))["release-range"]
     assert p.severity == pf.ERROR
     assert p.variable == "kubeadm_kubernetes_version" and p.value == release
-    assert word in p.message and "1.32 to 1.37" in p.message
-    assert "1.32" in p.fix and "1.37" in p.fix
+    assert word in p.message and "1.32 to 1.38" in p.message
+    assert "1.32" in p.fix and "1.38" in p.fix
 
 
 def test_malformed_release_is_refused() -> None:

@@ -66,7 +66,7 @@ def test_downgrade_is_refused_naming_the_host_and_component():
     assert "downgrades" in err.value.reason
 
 
-@pytest.mark.parametrize("target", ["1.38.0", "1.31.0", "1.25.3"])
+@pytest.mark.parametrize("target", ["1.39.0", "1.31.0", "1.25.3"])
 def test_target_outside_the_model_is_refused(target):
     with pytest.raises(up.UpgradePlanError, match="outside the releases"):
         up.build_plan(target, fleet(1))
@@ -249,9 +249,11 @@ def test_removed_gate_and_unserved_api_found_in_the_configmap_are_marked_for_rem
     api = step.sanitize["kube-apiserver"]
     assert [f["entry"] for f in api["remove"]] == [
         "DRAControlPlaneController=true",
+        "MyGate=true",
         "resource.k8s.io/v1alpha2=true",
     ]
-    assert api["not_checked"] == ["MyGate=true"]
+    assert "registers no feature gate MyGate" in api["remove"][1]["reason"]
+    assert api["not_checked"] == []
     kubelet = step.sanitize["kubelet"]["remove"]
     assert [f["entry"] for f in kubelet] == ["DynamicResourceAllocation=false"]
     assert "locked" in kubelet[0]["reason"]
