@@ -77,7 +77,8 @@ def test_json_document_is_stable_and_complete() -> None:
     assert first.exit_code == 0
     assert first.stdout == second.stdout
     doc = json.loads(first.stdout)
-    assert sorted(doc) == ["from", "to", "transition"]
+    assert sorted(doc) == ["from", "release", "to", "transition"]
+    assert doc["release"]["source"] == "1.34.4"
     assert doc["to"]["version"] == "1.34.0"
     assert all(doc["to"]["components"][c]["feature_gates"] == {} for c in COMPONENTS)
     assert doc["from"]["components"]["kubelet"]["feature_gates"] == {
