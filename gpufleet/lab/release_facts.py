@@ -57,6 +57,9 @@ EMBEDDED_SOURCES = {
     "common.go.txt": "cmd/kubeadm/app/util/config/common.go",
 }
 REFERENCE_LIST = "test/compatibility_lifecycle/reference/versioned_feature_list.yaml"
+#: The API groups kube-apiserver registers: the release's own list of install packages.
+KNOWN_VERSIONS_SOURCE = "pkg/controlplane/import_known_versions.go"
+KNOWN_VERSIONS_GO = "known_versions.go"
 #: Format of the committed data (bump when the shape changes).
 DATA_FORMAT = 1
 GENERATE_COMMAND = "python -m gpufleet.lab.release_facts generate --kubernetes {version}"
@@ -200,6 +203,7 @@ def normalise(dump: Mapping[str, Any], release: str) -> dict[str, Any]:
         "gates": gates,
         "componentGates": component_gates,
         "resource": resource,
+        "groupVersions": sorted(dump["groupVersions"]),
         "kubeadm": {
             "registered": sorted(kubeadm["registered"]),
             "old": dict(sorted(kubeadm["old"].items())),
@@ -320,6 +324,22 @@ def _go(release: FactRelease, args: Sequence[str], cwd: Path) -> str:
     return proc.stdout
 
 
+def known_versions_go(source: str) -> str:
+    """A ``package main`` file with the blank imports of ``import_known_versions.go`` (the
+    API group install packages kube-apiserver links), so featuredump's legacyscheme holds
+    every group-version the release registers. Raises FactsError when there is none."""
+    imports = re.findall(
+        r'^\s*_\s+"(k8s\.io/kubernetes/pkg/apis/[a-z0-9/]+/install)"', source, re.M
+    )
+    if not imports:
+        raise FactsError(f"{KNOWN_VERSIONS_SOURCE}: no API group install imports found")
+    lines = "\n".join(f'\t_ "{path}"' for path in imports)
+    return (
+        f"// Generated from {KNOWN_VERSIONS_SOURCE} of the release; do not edit.\n\n"
+        f"package main\n\nimport (\n{lines}\n)\n"
+    )
+
+
 def _digest(parts: Iterable[str]) -> str:
     h = hashlib.sha256()
     for part in parts:
@@ -348,6 +368,9 @@ def build_dump(release: FactRelease, log=print) -> Path:
         module, _, version = old.partition(" ")
         gomod += f"\nreplace {module} {version} => {module} {new}\n"
     sources = {p.name: p.read_text(encoding="utf-8") for p in sorted(SOURCE_DIR.glob("*.go"))}
+    sources[KNOWN_VERSIONS_GO] = known_versions_go(
+        (Path(info["Dir"]) / KNOWN_VERSIONS_SOURCE).read_text(encoding="utf-8")
+    )
     embedded = {
         name: (Path(info["Dir"]) / rel).read_text(encoding="utf-8")
         for name, rel in EMBEDDED_SOURCES.items()

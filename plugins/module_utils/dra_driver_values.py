@@ -559,7 +559,11 @@ def _kube_checks(
     verdict = dv.supported_for_provision(kv)
     if not verdict.ok:
         raise DraDriverError(
-            var, str(kv), verdict.reason, "use a release the provision roles support (1.32-1.37)"
+            var,
+            str(kv),
+            verdict.reason,
+            "use a release the provision roles support "
+            f"(1.{dv.PROVISION_MIN_MINOR} to 1.{dv.PROVISION_MAX_MINOR})",
         )
     for what, v in versions:
         patch = v.patch if v.patch is not None else 0

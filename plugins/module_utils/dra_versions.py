@@ -784,6 +784,37 @@ class KubeadmConfigAPI:
         return tuple(sorted(set(self.accepted) | set(self.experimental)))
 
 
+def kubeadm_api_problem(api_version: str, version: VersionLike) -> str | None:
+    """Why kubeadm of ``version`` refuses a configuration of ``api_version``
+    (``"kubeadm.k8s.io/v1beta3"``), or None when it takes it without a flag.
+
+    From the generated data of the release: a version in ``validateSupportedVersion``'s
+    old list ("your configuration file uses an old API spec ... Please use kubeadm vX"),
+    an experimental one (needs ``--allow-experimental-api``), or one its scheme does not
+    register. Source: cmd/kubeadm/app/util/config/common.go of the release.
+    """
+    v = _in_model(version)
+    api = _kubeadm(v.minor)
+    if api_version in api.accepted:
+        return None
+    old = dict(api.migrate_with)
+    if api_version in old:
+        return (
+            f"kubeadm {v} refuses {api_version} (an old API spec): convert the configuration "
+            f"with 'kubeadm config migrate' of kubeadm {old[api_version]}, which still reads "
+            f"it, or write {api.preferred}"
+        )
+    if api_version in api.experimental:
+        return (
+            f"{api_version} is experimental in kubeadm {v}: it needs "
+            f"--allow-experimental-api; write {api.preferred}"
+        )
+    return (
+        f"kubeadm {v} does not know {api_version} (it reads "
+        f"{', '.join(api.accepted)}); write {api.preferred}"
+    )
+
+
 def extra_args_shape(api_version: str) -> str:
     """``"map"`` for kubeadm.k8s.io/v1beta3 and older, ``"list"`` for v1beta4 and newer."""
     return "map" if api_version.rsplit("/", 1)[-1] in ("v1beta1", "v1beta2", "v1beta3") else "list"
@@ -1978,7 +2009,11 @@ def sanitize(
         entry = f"{key}={val}"
         parts = key.split("/")
         if parts[0] != RESOURCE_GROUP or len(parts) < 2:
-            kept_rc.append(entry)
+            problem = runtime_config_problem(key, minor)
+            if problem:
+                findings.append(Finding("runtime-config", entry, True, "remove", problem))
+            else:
+                kept_rc.append(entry)
             continue
         ver = parts[1]
         if ver not in served:
@@ -1997,6 +2032,45 @@ def sanitize(
             reason += f"; {RESOURCE_GROUP}/{ver} is scheduled for removal in {_mv(removal)}"
         findings.append(Finding("runtime-config", entry, False, "advise-remove", reason))
     return SanitizeReport(v, findings, kept, kept_rc)
+
+
+#: --runtime-config keys kube-apiserver takes besides group/versions (options/api_enablement).
+_RUNTIME_CONFIG_SWITCHES = frozenset({"api/all", "api/ga", "api/beta", "api/alpha", "api/legacy"})
+#: Groups served by kube-apiserver's other schemes (CRDs, aggregation): not in the dump.
+_OTHER_SCHEME_GROUPS = frozenset({"apiextensions.k8s.io", "apiregistration.k8s.io"})
+
+
+def runtime_config_problem(key: str, minor: int) -> str | None:
+    """Why kube-apiserver of ``minor`` refuses the --runtime-config key ``key``
+    (``"batch/v2alpha1"``, ``"apps/v1/deployments"``, ``"api/v1"``), or None.
+
+    A group/version its scheme does not register stops it at start-up ("group version ...
+    that has not been registered", k8s.io/apiserver/pkg/server/resourceconfig). Judged
+    from the generated release data; None for a minor without it, for the ``api/*``
+    switches and for the CRD and aggregation groups.
+    """
+    rel = _releases.release(minor)
+    if rel is None or not rel.group_versions or key in _RUNTIME_CONFIG_SWITCHES:
+        return None
+    parts = key.split("/")
+    if parts[0] == "api" and len(parts) >= 2:
+        group_version = parts[1]  # core: api/v1
+    elif len(parts) >= 2:
+        group_version = f"{parts[0]}/{parts[1]}"
+    else:
+        group_version = key
+    if group_version.split("/")[0] in _OTHER_SCHEME_GROUPS:
+        return None
+    if group_version in rel.group_versions:
+        return None
+    group = group_version.split("/")[0] if "/" in group_version else ""
+    same_group = sorted(gv for gv in rel.group_versions if gv.split("/")[0] == group and "/" in gv)
+    known = f" (it registers {', '.join(same_group)})" if same_group else ""
+    return (
+        f"Kubernetes {rel.release} registers no API group version {group_version}{known}: "
+        f"kube-apiserver refuses to start with 'group version {group_version} that has not "
+        "been registered'"
+    )
 
 
 def _other_dependency_findings(kept: dict[str, bool], minor: int) -> list[Finding]:

@@ -16,6 +16,8 @@ Shapes:
   ``k8s.io/controller-manager/pkg/features`` for kube-controller-manager);
 * ``ReleaseFacts.resource``: ``resource.k8s.io`` version -> ``ApiFacts`` (listed in
   kube-apiserver's DefaultAPIResourceConfigSource, on by default, kinds, lifecycle);
+* ``ReleaseFacts.group_versions``: every group/version kube-apiserver's scheme registers
+  (``"apps/v1"``, core as ``"v1"``), the names ``--runtime-config`` accepts;
 * ``ReleaseFacts.kubeadm``: ``KubeadmFacts`` (registered, old with the kubeadm release
   to migrate with, deprecated, experimental).
 """
@@ -106,6 +108,7 @@ class ReleaseFacts:
     resource: dict
     kubeadm: KubeadmFacts
     component_gates: dict
+    group_versions: frozenset = frozenset()
 
     def gate(self, name: str) -> GateFacts | None:
         """``name``'s facts from the shared table or a component's own, or None."""
@@ -185,6 +188,7 @@ def _load(module) -> ReleaseFacts:
             component: _gate_table(table)
             for component, table in data.get("componentGates", {}).items()
         },
+        group_versions=frozenset(data.get("groupVersions", ())),
     )
 
 

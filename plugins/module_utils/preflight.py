@@ -22,7 +22,7 @@ keeps them equal to the roles' ``meta/argument_specs.yml``).
 
 Facts and sources of the rules:
 
-* Provision range 1.32-1.37: ``dra_versions.supported_for_provision``.
+* Provision range: ``dra_versions.supported_for_provision`` (1.32 to 1.38).
 * NVIDIA DRA driver chart (``nvidia-dra-driver-gpu`` <= 25.12, ``dra-driver-nvidia-gpu``
   >= 0.4): ``Chart.yaml`` ``kubeVersion: >=1.32.0-0``; ``docs/prerequisites.md`` documents
   Kubernetes 1.34.2 as the minimum and host driver branch 565 for GPU allocation; driver
@@ -118,6 +118,7 @@ ROLE_DEFAULTS: dict[str, Any] = {
     "kubeadm_dra_features": [],
     "kubeadm_dra_gates": {},
     "kubeadm_allow_cgroup_v1": False,
+    "kubeadm_kubelet_extra": {},
     "dra_feature_gates_kubernetes_version": "",
     "dra_feature_gates_features": [],
     "dra_feature_gates_extra": {},
@@ -361,6 +362,7 @@ def check_host(
     for rule in (
         _rule_release,
         _rule_gates,
+        _rule_kubelet_extra_gates,
         _rule_cgroup_v1,
         _rule_driver,
         _rule_toolkit,
@@ -538,7 +540,7 @@ def _rule_gates(ctx: _Ctx) -> None:
                     gates if gates else features,
                     f"cannot be applied on Kubernetes {version}: {exc}",
                     f"change {feat_var} / {gate_var} to what {version} accepts "
-                    f"(gpufleet gates plan --version {version} lists it)",
+                    f"(gpufleet gates plan --to {version} lists it)",
                 )
             )
     if _bool(ctx.settings, "site_bootstrap"):
@@ -566,6 +568,51 @@ def _rule_gates(ctx: _Ctx) -> None:
                         f"give {a} the same value as {b}",
                     )
                 )
+
+
+def _rule_kubelet_extra_gates(ctx: _Ctx) -> None:
+    """``featureGates`` in ``kubeadm_kubelet_extra`` (merged into the KubeletConfiguration
+    the kubeadm role writes) judged against the release's full gate table: a gate the
+    release does not register, or only another component registers, or a locked gate at
+    the other value stops the kubelet."""
+    if ctx.release is None or not _bool(ctx.settings, "site_bootstrap"):
+        return
+    extra = ctx.settings.get("kubeadm_kubelet_extra") or {}
+    if not isinstance(extra, Mapping):
+        return
+    gates = extra.get("featureGates")
+    if gates is None:
+        return
+    version = _vtext(ctx.release)
+    if not isinstance(gates, Mapping) or not all(isinstance(k, str) for k in gates):
+        ctx.add(
+            _p(
+                "gates-shape",
+                ERROR,
+                "kubeadm_kubelet_extra",
+                gates,
+                "featureGates must map feature-gate names to booleans",
+                "write e.g. kubeadm_kubelet_extra: {featureGates: {DRAPrioritizedList: true}}",
+            )
+        )
+        return
+    try:
+        report = dv.sanitize(dict(gates), [], version, component=dv.KUBELET)
+    except dv.VersionModelError as exc:
+        ctx.add(_p("gates-shape", ERROR, "kubeadm_kubelet_extra", gates, str(exc), exc.fix or ""))
+        return
+    for finding in report.must_remove:
+        ctx.add(
+            _p(
+                "gates-release",
+                ERROR,
+                "kubeadm_kubelet_extra",
+                finding.entry,
+                f"featureGates {finding.entry} stops the kubelet of {version}: {finding.reason}",
+                f"remove {finding.entry.partition('=')[0]} from kubeadm_kubelet_extra.featureGates "
+                f"(gpufleet gates plan --to {version} --json lists the gates {version} registers)",
+            )
+        )
 
 
 def _truth(value: Any) -> Any:

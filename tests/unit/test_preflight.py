@@ -409,3 +409,48 @@ def test_removed_variables_point_to_variables_a_role_declares() -> None:
     for old, entry in table.items():
         assert old not in options, f"{old} is still declared by a role"
         assert not entry.get("new") or entry["new"] in options, (old, entry["new"])
+
+
+# --- every gate judged against the release's full table --------------------------------
+
+
+def test_a_removed_non_dra_gate_in_the_gate_variable_is_refused_naming_it() -> None:
+    p = _rules(_host({"dra_feature_gates_extra": {"CSIMigrationPortworx": True}}))
+    problem = p["gates-release"]
+    assert problem.severity == pf.ERROR and problem.variable == "dra_feature_gates_extra"
+    assert "CSIMigrationPortworx" in problem.message and "removed in 1.36" in problem.message
+    assert "gpufleet gates plan --to" in problem.fix
+
+
+def test_a_gate_no_release_registers_is_refused_with_the_close_name() -> None:
+    p = _rules(_host({"dra_feature_gates_extra": {"CSIMigration": True}}))["gates-release"]
+    assert "CSIMigration" in p.message and "did you mean CSIMigrationPortworx" in p.message
+
+
+def test_a_non_dra_gate_the_release_registers_is_accepted() -> None:
+    assert "gates-release" not in _rules(
+        _host({"dra_feature_gates_extra": {"PodLevelResources": True}})
+    )
+
+
+def test_kubelet_extra_feature_gates_are_judged_for_the_kubelet() -> None:
+    bad = {
+        "site_bootstrap": True,
+        "kubeadm_kubelet_extra": {
+            "featureGates": {
+                "CSIMigration": True,
+                "ControllerManagerReleaseLeaderElectionLockOnExit": True,
+                "ContextualLogging": True,
+            }
+        },
+    }
+    found = [p for p in _host(bad) if p.rule == "gates-release"]
+    assert sorted(p.value for p in found) == [
+        "CSIMigration=true",
+        "ControllerManagerReleaseLeaderElectionLockOnExit=true",
+    ]
+    assert all(p.variable == "kubeadm_kubelet_extra" for p in found)
+    cm_only = next(p for p in found if p.value.startswith("Controller"))
+    assert "only kube-controller-manager registers" in cm_only.message
+    shape = _rules(_host({**bad, "kubeadm_kubelet_extra": {"featureGates": ["x"]}}))
+    assert shape["gates-shape"].variable == "kubeadm_kubelet_extra"

@@ -264,6 +264,7 @@ def _dump(**over) -> dict:
             "deprecated": [],
             "experimental": [],
         },
+        "groupVersions": ["v1", "apps/v1"],
     }
     base.update(over)
     return base
@@ -328,3 +329,26 @@ def test_diff_names_each_changed_gate() -> None:
     del b["gates"]["A"]
     lines = rf.diff_facts(a, b)
     assert [line.split(":")[0] for line in lines] == ["gate A", "gate B"]
+
+
+def test_kubeadm_api_versions_are_judged_from_the_release() -> None:
+    assert dv.kubeadm_api_problem("kubeadm.k8s.io/v1beta4", "1.38.0") is None
+    old = dv.kubeadm_api_problem("kubeadm.k8s.io/v1beta3", "1.38.0")
+    assert old and "old API spec" in old and "kubeadm 1.36" in old
+    assert dv.kubeadm_api_problem("kubeadm.k8s.io/v1beta3", "1.36.3") is None
+    assert "--allow-experimental-api" in dv.kubeadm_api_problem("kubeadm.k8s.io/v1", "1.38.0")
+    assert "does not know" in dv.kubeadm_api_problem("kubeadm.k8s.io/v9", "1.37.2")
+
+
+def test_runtime_config_of_any_group_is_judged_against_the_release_scheme() -> None:
+    report = dv.sanitize(
+        {}, ["batch/v2alpha1=true", "apps/v1=true", "api/all=true", "api/v1=true"], "1.37.2"
+    )
+    assert [f.entry for f in report.must_remove] == ["batch/v2alpha1=true"]
+    assert "group version batch/v2alpha1 that has not been registered" in (
+        report.must_remove[0].reason
+    )
+    assert report.runtime_config == ["apps/v1=true", "api/all=true", "api/v1=true"]
+    # The data holds the scheme's group versions of every release.
+    for release in RELEASES:
+        assert "apps/v1" in _data(release)["groupVersions"]

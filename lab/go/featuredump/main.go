@@ -24,6 +24,9 @@
 //     EnableResources/DisableResources calls), parsed with go/parser. The kinds
 //     and their prerelease lifecycle come from the compiled API types
 //     (k8s.io/kubernetes/pkg/api/legacyscheme).
+//   - every group/version kube-apiserver's scheme registers (the install packages
+//     of pkg/controlplane/import_known_versions.go, linked through a generated
+//     known_versions.go), the names --runtime-config accepts;
 //   - kubeadm: the versions kubeadm's scheme registers
 //     (cmd/kubeadm/app/apis/kubeadm/scheme), and the old, deprecated and
 //     experimental versions of validateSupportedVersion in
@@ -115,6 +118,7 @@ type dumpOut struct {
 	DependenciesDeclared    bool                          `json:"dependenciesDeclared"`
 	Gates                   map[string]gateOut            `json:"gates"`
 	APIGroups               map[string][]groupVersionOut  `json:"apiGroups"`
+	GroupVersions           []string                      `json:"groupVersions"`
 	Kubeadm                 kubeadmOut                    `json:"kubeadm"`
 }
 
@@ -522,6 +526,19 @@ func dumpKubeadm() (kubeadmOut, error) {
 	return out, nil
 }
 
+// groupVersions lists every group/version kube-apiserver's scheme registers (the install
+// packages of pkg/controlplane/import_known_versions.go, linked by known_versions.go):
+// --runtime-config naming any other is refused at start-up ("group version ... that has
+// not been registered").
+func groupVersions() []string {
+	out := []string{}
+	for _, gv := range legacyscheme.Scheme.PrioritizedVersionsAllGroups() {
+		out = append(out, gv.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "gpufleet-featuredump:", err)
 	os.Exit(1)
@@ -545,6 +562,7 @@ func main() {
 		Gates:                   gates,
 		ComponentGates:          componentGates,
 		APIGroups:               map[string][]groupVersionOut{resourceGroup: group},
+		GroupVersions:           groupVersions(),
 		Kubeadm:                 kubeadm,
 	}
 	enc := json.NewEncoder(os.Stdout)
