@@ -1020,7 +1020,10 @@ def _configmap_checks(
         dropped_by = (
             f"kubeadm upgrade regenerates the static pod manifests from {KUBEADM_CONFIGMAP}"
         )
-    judged = {**_model_actions(base, version), **_model_actions(cm, version)}
+    judged = {
+        **_model_actions(base, version, c),
+        **_model_actions(cm, version, c),
+    }
     for key in list(judged):
         if judged[key] == "advise-remove" and _plan_value(plan, c, *key) is not None:
             del judged[key]  # the plan wants it: not advice to drop
@@ -1078,10 +1081,14 @@ def _configmap_checks(
     return out
 
 
-def _model_actions(flags: FlagSet, version: dv.KubeVersion) -> dict[tuple[str, str], str]:
+def _model_actions(
+    flags: FlagSet, version: dv.KubeVersion, component: str | None = None
+) -> dict[tuple[str, str], str]:
     """(kind, name) -> ``remove`` (fatal) or ``advise-remove`` for the entries of ``flags``
     that ``dra_versions.sanitize`` objects to at ``version``."""
-    report = dv.sanitize(dict(flags.feature_gates), flags.runtime_config_entries(), version)
+    report = dv.sanitize(
+        dict(flags.feature_gates), flags.runtime_config_entries(), version, component=component
+    )
     out = {}
     for f in report.findings:
         if f.action in ("remove", "advise-remove"):
@@ -1113,9 +1120,11 @@ def _model_checks(
     version: dv.KubeVersion,
     metric: Mapping[str, FeatureReading],
     extra_values: Mapping[str, FlagSet | None],
+    labels: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """Judge the given sources of one component (host sources, or the ConfigMap with
-    ``host`` None) against the version model."""
+    ``host`` None) against the version model. ``labels``: how the fixes name a source
+    (``{"file": "file /var/lib/kubelet/config.yaml"}``)."""
     if not sources:
         return []
     settings = plan.components[component]
@@ -1129,6 +1138,7 @@ def _model_checks(
             {k: v for k, v in flags.feature_gates.items()},
             flags.runtime_config_entries(),
             version,
+            component=component,
         )
         for f in report.findings:
             if f.action == "keep":
@@ -1149,7 +1159,7 @@ def _model_checks(
                 (fid, kind, name), {"values": {}, "reason": f.reason, "fatal": f.fatal}
             )
             item["values"][source] = _rc_value(value)
-    where = ", ".join(sorted(sources))
+    where = ", ".join((labels or {}).get(src, src) for src in sorted(sources))
     out = []
     forbidden_names = {(k, n) for (fid, k, n) in grouped if fid != "gates.model-advice"}
     for (fid, kind, name), item in sorted(grouped.items()):
@@ -1325,7 +1335,8 @@ def _host_checks(
     if has_file and cf.file_flags is not None:
         sources[FILE] = cf.file_flags
     metric = cf.metrics.features if cf.metrics is not None and cf.metrics.read else {}
-    out += _model_checks(host, c, sources, plan, version, metric, {CONFIGMAP: cm})
+    labels = {FILE: f"{FILE} {cf.file.path}"} if has_file and cf.file is not None else {}
+    out += _model_checks(host, c, sources, plan, version, metric, {CONFIGMAP: cm}, labels)
     return out
 
 

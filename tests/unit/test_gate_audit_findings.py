@@ -744,3 +744,34 @@ def test_carried_over_cluster_checked_before_upgrading_to_134() -> None:
     # DRA is GA and on by default in 1.34: setting it only risks the removal in 1.38
     assert advice[("cp-1", "kubelet", "DynamicResourceAllocation")] == "warn"
     assert advice[(None, "kube-apiserver", "resource.k8s.io/v1beta1")] == "warn"
+
+
+def test_any_gate_the_release_does_not_register_is_forbidden_naming_host_and_file() -> None:
+    # Field case: a long-removed non-DRA gate in the kubelet's configuration file stops the
+    # kubelet at its next start; the audit names the host, the file and the gate.
+    text = (fixture("defaults") / "kubelet-config.yaml").read_text()
+    config = yaml.safe_load(text)
+    config["featureGates"] = {"CSIMigration": True, "ContextualLogging": True}
+    result = run(worker(config=yaml.safe_dump(config)), components=["kubelet"])
+    forbidden = found(result, "gates.model-forbidden")
+    assert [(f.host, f.component, f.name) for f in forbidden] == [
+        ("worker-1", "kubelet", "CSIMigration")
+    ]
+    assert "registers no feature gate CSIMigration" in forbidden[0].message
+    assert "/var/lib/kubelet/config.yaml" in forbidden[0].fix
+    # ContextualLogging is registered by every component (component-base logs): no finding.
+    assert not [
+        f for f in result.findings if f.name == "ContextualLogging" and f.severity == "fail"
+    ]
+
+
+def test_a_controller_manager_only_gate_on_the_kubelet_is_forbidden() -> None:
+    result = run(
+        worker(extra_args="--feature-gates=ControllerManagerReleaseLeaderElectionLockOnExit=true"),
+        components=["kubelet"],
+    )
+    forbidden = found(result, "gates.model-forbidden")
+    assert [(f.component, f.name) for f in forbidden] == [
+        ("kubelet", "ControllerManagerReleaseLeaderElectionLockOnExit")
+    ]
+    assert "only kube-controller-manager registers" in forbidden[0].message
