@@ -99,7 +99,7 @@ BUILD_MODULE_PREFIX = "gpufleet.local/build"
 #: (hack/lib/version.sh, kube::version::ldflags).
 KUBERNETES_VERSION_PACKAGES = ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version")
 
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-(?:alpha|beta|rc)\.\d+)?$")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
@@ -148,6 +148,7 @@ class KubernetesRelease:
     optional: bool = False
     note: str = ""
     commit: str | None = None
+    go_toolchain: str | None = None
 
     @property
     def tag(self) -> str:
@@ -160,9 +161,9 @@ class KubernetesRelease:
 
     @property
     def staging_version(self) -> str:
-        """The version of the staging modules published with it: 1.37.2 -> ``v0.37.2``."""
-        _, minor, patch = self.version.split(".")
-        return f"v0.{minor}.{patch}"
+        """The version of the staging modules published with it: 1.37.2 -> ``v0.37.2``,
+        1.38.0-rc.1 -> ``v0.38.0-rc.1``."""
+        return "v0." + self.version.split(".", 1)[1]
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,7 @@ def _require_version(value: Any, where: str, source: str) -> str:
     if text is None or not _VERSION_RE.match(text):
         raise ReleaseFileError(
             f"{where} = {value!r} in {source} is not a version: write MAJOR.MINOR.PATCH "
-            f'as a quoted string, e.g. "1.37.2"'
+            f'(or a pre-release such as 1.38.0-rc.1) as a quoted string, e.g. "1.37.2"'
         )
     return _plain(text)
 
@@ -381,6 +382,7 @@ def parse_releases(data: Any, source: str = str(RELEASES_FILE)) -> Releases:
                 optional=bool(entry.get("optional", False)),
                 note=str(entry.get("note", "")),
                 commit=entry.get("commit"),
+                go_toolchain=str(entry["go_toolchain"]) if entry.get("go_toolchain") else None,
             )
         )
     pinned = {r.version for r in releases}
@@ -981,12 +983,14 @@ def _require_go() -> GoEnv:
     return env
 
 
-def _go_process_env() -> dict[str, str]:
+def _go_process_env(toolchain: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
             "GOWORK": "off",  # the k8s.io/kubernetes module ships a go.work of its own
-            "GOTOOLCHAIN": "local",  # never fetch another toolchain
+            # the local Go, unless a release names the toolchain its go.mod needs
+            # (go_toolchain: go1.27.3 for 1.38), which Go fetches from the module proxy
+            "GOTOOLCHAIN": toolchain or "local",
             "GOFLAGS": "-buildvcs=false",
             "CGO_ENABLED": "0",
         }
@@ -994,12 +998,20 @@ def _go_process_env() -> dict[str, str]:
     return env
 
 
-def _run_go(args: Sequence[str], cwd: Path | None = None, *, nice: bool = False) -> str:
+def _run_go(
+    args: Sequence[str],
+    cwd: Path | None = None,
+    *,
+    nice: bool = False,
+    toolchain: str | None = None,
+) -> str:
     go = _require_go().go
     cmd = [go, *args]
     if nice and shutil.which("nice"):
         cmd = ["nice", "-n", "10", *cmd]
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=_go_process_env())
+    proc = subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, env=_go_process_env(toolchain)
+    )
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
         raise BuildError(f"`go {' '.join(args)}` failed in {cwd or os.getcwd()}:\n{tail}")
@@ -1014,10 +1026,14 @@ class ModuleInfo:
     gomod: GoMod
 
 
-def _download(module: str, version: str) -> ModuleInfo:
+def _download(module: str, version: str, toolchain: str | None = None) -> ModuleInfo:
     workdir = cache_root() / "build"
     workdir.mkdir(parents=True, exist_ok=True)
-    data = json.loads(_run_go(["mod", "download", "-json", f"{module}@{version}"], cwd=workdir))
+    data = json.loads(
+        _run_go(
+            ["mod", "download", "-json", f"{module}@{version}"], cwd=workdir, toolchain=toolchain
+        )
+    )
     if data.get("Error"):
         raise BuildError(f"go mod download {module}@{version}: {data['Error']}")
     info = json.loads(Path(data["Info"]).read_text(encoding="utf-8"))
@@ -1173,9 +1189,11 @@ def _prepare_module(
     directory = _build_dir(group, version)
     directory.mkdir(parents=True, exist_ok=True)
     tag = "v" + version
+    toolchain = None
     if group == KUBERNETES:
         release = releases.release(version)
-        info = _download(releases.module, tag)
+        toolchain = release.go_toolchain
+        info = _download(releases.module, tag, toolchain)
         replaces = pinned_replaces(
             info.gomod, main_version=tag, staging_version=release.staging_version
         )
@@ -1204,7 +1222,7 @@ def _prepare_module(
     (directory / "go.mod").write_text(gomod_in, encoding="utf-8")
     (directory / "tools.go").write_text(tools_go, encoding="utf-8")
     started = time.monotonic()
-    _run_go(["mod", "tidy"], cwd=directory)
+    _run_go(["mod", "tidy"], cwd=directory, toolchain=toolchain)
     _write_atomic(record, gomod_in)
     log(f"{group} {tag}: go mod tidy took {time.monotonic() - started:.1f} s")
     return _BuildModule(directory, facts)
@@ -1246,7 +1264,10 @@ def _go_build(target: Target, module: _BuildModule, releases: Releases) -> tuple
     args += ["-ldflags=" + compose_ldflags(variables), "-o", str(tmp), target.binary.package]
     started = time.monotonic()
     try:
-        _run_go(args, cwd=module.directory, nice=True)
+        toolchain = (
+            releases.release(target.version).go_toolchain if target.group == KUBERNETES else None
+        )
+        _run_go(args, cwd=module.directory, nice=True, toolchain=toolchain)
         seconds = time.monotonic() - started
         tmp.chmod(0o755)
         check_reported_version(tmp, target)

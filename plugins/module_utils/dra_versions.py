@@ -1063,6 +1063,39 @@ def known_bad_releases(version: VersionLike) -> tuple[KnownBadRelease, ...]:
     return tuple(k for k in KNOWN_BAD_RELEASES if k.version == key)
 
 
+#: Lowest containerd for a kubelet of a minor: 1.38 drops the kubelet's fallback for
+#: runtimes without the CRI RuntimeConfig call, which containerd 1.7 lacks (plan on
+#: containerd 2.0 or later for 1.38 kubelets; shared/reference/updates-2026-12.md).
+MIN_CONTAINERD_FOR_KUBELET: dict[int, tuple[int, int]] = {38: (2, 0)}
+
+
+def container_runtime_problem(runtime_version: str, kubelet_version: VersionLike) -> str | None:
+    """Why a kubelet of ``kubelet_version`` cannot run on ``runtime_version``
+    (``"containerd://1.7.28"``, ``"1.7.28"`` or ``"v1.7.28"``), or None. Only containerd
+    is judged; another runtime or an unreadable version gives None."""
+    v = parse_version(kubelet_version, "kubelet version")
+    text = str(runtime_version).strip()
+    if "://" in text:
+        name, _, text = text.partition("://")
+        if name != "containerd":
+            return None
+    m = re.match(r"v?(\d+)\.(\d+)", text)
+    if not m:
+        return None
+    have = (int(m.group(1)), int(m.group(2)))
+    need = max(
+        (req for minor, req in MIN_CONTAINERD_FOR_KUBELET.items() if v.minor >= minor),
+        default=None,
+    )
+    if need is None or have >= need:
+        return None
+    return (
+        f"the kubelet of {_mv(v.minor)} needs containerd {need[0]}.{need[1]} or later (it no "
+        f"longer falls back for runtimes without the CRI RuntimeConfig call), this node runs "
+        f"containerd {text}"
+    )
+
+
 @dataclass(frozen=True)
 class ProvisionVerdict:
     """``ok``: provision accepts the version; ``reason`` says why not (or the caveat)."""

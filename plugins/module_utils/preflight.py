@@ -711,6 +711,20 @@ def _rule_toolkit(ctx: _Ctx) -> None:
     containerd = _text(ctx.settings, "nvidia_container_toolkit_containerd_version")
     if not containerd:
         return
+    if ctx.release is not None:
+        problem = dv.container_runtime_problem(containerd, _vtext(ctx.release))
+        if problem:
+            ctx.add(
+                _p(
+                    "containerd-release",
+                    ERROR,
+                    "nvidia_container_toolkit_containerd_version",
+                    containerd,
+                    problem,
+                    "upgrade containerd on the nodes to 2.0 or later and set the variable to "
+                    "the version they run",
+                )
+            )
     try:
         check_toolkit(
             _text(ctx.settings, "nvidia_container_toolkit_version"),

@@ -301,7 +301,39 @@ def versions_checks(listing: Listing, settings: Settings) -> list[Check]:
     out.append(finish(c, f"{len(kubelets)} kubelet(s) within the skew policy of kube-apiserver"))
     out.append(_lockstep(kubelets, settings, ev_kl))
     out.append(_known_bad(apis, kubelets, ev_api, ev_kl))
+    out.append(_container_runtime(listing, kubelets))
     return out
+
+
+def _container_runtime(listing: Listing, kubelets: Mapping[str, str]) -> Check:
+    """Each node's container runtime (status.nodeInfo.containerRuntimeVersion) fit for its
+    kubelet (``dra_versions.container_runtime_problem``: containerd 2.0+ for 1.38)."""
+    runtimes = {
+        _name(n): str(
+            (n.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
+        )
+        for n in listing.nodes
+    }
+    c = Check(
+        "versions.container-runtime",
+        "container runtime fit for each kubelet",
+        evidence=[
+            Evidence(
+                f"{listing.src('nodes')} status.nodeInfo.containerRuntimeVersion",
+                ", ".join(f"{n}={r}" for n, r in sorted(runtimes.items()) if r) or "none",
+            )
+        ],
+    )
+    for node, kubelet in sorted(kubelets.items()):
+        problem = dv.container_runtime_problem(runtimes.get(node, ""), kubelet)
+        if problem:
+            c.problem(node, FAIL, problem)
+    c.fix = (
+        "upgrade containerd on the nodes named to 2.0 or later before their kubelets move to "
+        "1.38 (nvidia_container_toolkit_containerd_version names the version the toolkit is "
+        "wired for)"
+    )
+    return finish(c, f"{len(kubelets)} node(s) with a runtime fit for their kubelet")
 
 
 def _lockstep(kubelets: Mapping[str, str], settings: Settings, ev: Evidence) -> Check:
@@ -1044,8 +1076,4 @@ def all_checks(
     ]
 
 
-def unused(*_: Iterable[Any]) -> None:  # pragma: no cover - keeps imports explicit
-    return None
-
-
-_ = (PASS, SKIP)
+_ = (PASS, SKIP, Iterable)

@@ -439,3 +439,22 @@ def test_cache_root_defaults_to_the_user_cache(
 def test_binary_path_of_an_unpinned_release_names_it() -> None:
     with pytest.raises(b.UnknownNameError, match=r"'1\.30\.0'"):
         b.binary_path("kubelet", "1.30.0")
+
+
+def test_a_prerelease_with_its_go_toolchain_can_be_pinned() -> None:
+    data = _raw_releases()
+    data["kubernetes"]["releases"].append(
+        {"version": "1.38.0-rc.1", "etcd": "3.7.3", "optional": True, "go_toolchain": "go1.27.3"}
+    )
+    rel = b.parse_releases(data).release("1.38.0-rc.1")
+    assert rel.minor == 38 and rel.staging_version == "v0.38.0-rc.1"
+    assert rel.go_toolchain == "go1.27.3"
+    assert b._go_process_env(rel.go_toolchain)["GOTOOLCHAIN"] == "go1.27.3"
+    assert b._go_process_env()["GOTOOLCHAIN"] == "local"
+    variables = b.kubernetes_version_variables(rel.version, "2026-12-01T00:00:00Z")
+    assert variables["k8s.io/component-base/version.gitVersion"] == "v1.38.0-rc.1"
+    assert variables["k8s.io/component-base/version.gitMinor"] == "38"
+    for bad in ("1.38.0-gamma.1", "1.38.0-rc", "1.38"):
+        data["kubernetes"]["releases"][-1]["version"] = bad
+        with pytest.raises(b.ReleaseFileError, match=r"pre-release such as 1\.38\.0-rc\.1"):
+            b.parse_releases(data)

@@ -454,3 +454,19 @@ def test_kubelet_extra_feature_gates_are_judged_for_the_kubelet() -> None:
     assert "only kube-controller-manager registers" in cm_only.message
     shape = _rules(_host({**bad, "kubeadm_kubelet_extra": {"featureGates": ["x"]}}))
     assert shape["gates-shape"].variable == "kubeadm_kubelet_extra"
+
+
+def test_containerd_17_is_refused_for_a_138_kubelet() -> None:
+    p = _rules(
+        _host(
+            {
+                "kubeadm_kubernetes_version": "1.38.0",
+                "nvidia_container_toolkit_containerd_version": "1.7.28",
+            }
+        )
+    )["containerd-release"]
+    assert p.variable == "nvidia_container_toolkit_containerd_version" and p.value == "1.7.28"
+    assert "containerd 2.0 or later" in p.message
+    assert "containerd-release" not in _rules(
+        _host({"nvidia_container_toolkit_containerd_version": "1.7.28"})
+    )

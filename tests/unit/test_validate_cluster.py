@@ -397,3 +397,19 @@ def test_explicit_smoke_templates_win() -> None:
     listing.slices = [resource_slice("gpu-1", [mig_device(0, UUID1, "MIG-a")])]
     wanted = [{"kind": "mig-slice", "profile": "1g.18gb", "name": "mine"}]
     assert smoke_names(listing, settings, smoke_templates=wanted) == ["mine"]
+
+
+def test_a_138_kubelet_on_containerd_17_fails_naming_the_node() -> None:
+    listing, settings = healthy()
+    listing.nodes[2] = node("gpu-2", LABELS, kubelet="v1.38.0")
+    listing.nodes[2]["status"]["nodeInfo"]["containerRuntimeVersion"] = "containerd://1.7.28"
+    listing.nodes[1]["status"]["nodeInfo"]["containerRuntimeVersion"] = "containerd://1.7.28"
+    c = by_id(vc.versions_checks(listing, settings))["versions.container-runtime"]
+    assert c.status == "fail"
+    # gpu-1's kubelet is 1.37: containerd 1.7 is still fine for it
+    assert [p.subject for p in c.problems] == ["gpu-2"]
+    assert "containerd 2.0 or later" in c.problems[0].message
+    listing.nodes[2]["status"]["nodeInfo"]["containerRuntimeVersion"] = "containerd://2.4.2"
+    assert by_id(vc.versions_checks(listing, settings))["versions.container-runtime"].status == (
+        "pass"
+    )
