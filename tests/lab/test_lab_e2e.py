@@ -126,3 +126,12 @@ def test_pod_claiming_a_mig_slice_runs_on_the_carved_node(lab: Lab) -> None:
         lab.node_exec(node, *smi, "mig", "-dgi", check=False)
         lab.node_exec(node, *smi, "-i", "0", "-mig", "0", check=False)
     lab.wait_for(f"{node} back to one whole GPU", lambda: _slice_devices(lab, node) == ["gpu-0"])
+
+
+def test_kubeadm_role_set_the_kernel_prerequisites_persistently(lab: Lab) -> None:
+    # kubeadm's preflight refuses a node without IPv4 forwarding; the kubeadm role sets it
+    # in the running kernel and in a sysctl file that holds after a reboot.
+    for node in [n["name"] for n in lab.status["nodes"]]:
+        assert lab.node_exec(node, "cat", "/proc/sys/net/ipv4/ip_forward").strip() == "1", node
+        conf = lab.node_exec(node, "cat", "/etc/sysctl.d/99-kubernetes.conf")
+        assert "net.ipv4.ip_forward=1" in conf.replace(" ", ""), (node, conf)
