@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_skew
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 
 pytestmark = pytest.mark.unit
@@ -356,7 +357,8 @@ def test_known_bad_release_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = dv.KnownBadRelease(
         "1.36.3", "kube-scheduler", "drops DRA allocations", "1.36.4", "x#1", "use 1.36.4"
     )
-    monkeypatch.setattr(dv, "KNOWN_BAD_RELEASES", (*dv.KNOWN_BAD_RELEASES, bad))
+    # the list lives in the model's part that owns it (dra_skew; dra_versions re-exports it)
+    monkeypatch.setattr(dra_skew, "KNOWN_BAD_RELEASES", (*dv.KNOWN_BAD_RELEASES, bad))
     err = refused(kubernetes_version="1.36.3")
     assert (
         "known-bad" in err.reason
