@@ -5,10 +5,14 @@ minor at a time, in lockstep.
 what every node runs (one list of Nodes for the kubelet versions, one list of the
 ``kube-apiserver`` static pods for the apiserver versions, one list of ResourceSlices for
 the GPU devices, the ``kubeadm-config`` and ``kubelet-config`` ConfigMaps for the DRA
-settings in force; ``kubeadm version`` on each host through Ansible) and prints the plan
-of ``plugins/module_utils/upgrade_plan.py``: the path, per step the packages, the
-repository, the kubeadm command, the DRA gate and runtime-config changes, what the target
-refuses to start with, and the order of the nodes (waves).
+settings in force; ``kubeadm version`` and module ``dra_gate_audit_facts`` on each host
+through Ansible) and prints the plan of ``plugins/module_utils/upgrade_plan.py``: the
+path, per step the packages, the repository, the kubeadm command, the DRA gate and
+runtime-config changes, what the target refuses to start with, and the order of the
+nodes (waves). An entry that a step's target refuses to start with and the upgrade does
+not change itself (a ConfigMap's, a host's file or process) blocks: a table names host,
+file or ConfigMap, component, gate, reason and fix; the command exits 1 and, without
+``--plan``, runs nothing.
 
 Without ``--plan`` it runs ``playbooks/upgrade.yml`` once per step of the path
 (``upgrade_kubernetes_version`` = the step's release, ``upgrade_kubeconfig`` = the
@@ -44,7 +48,8 @@ run as its variable. What needs the cluster (downgrade, skipped minor, floor aga
 devices) is judged after reading it. Errors name the option or variable, the value and the
 fix.
 
-Exit codes: 0 planned or upgraded; 1 a host or a step failed; 2 the plan is refused
+Exit codes: 0 planned or upgraded; 1 a host or a step failed, or the plan is blocked;
+2 the plan is refused
 (downgrade, skipped minor, target outside the model, bad batch/floor values) or the
 cluster or inventory could not be read.
 """
@@ -66,9 +71,11 @@ import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_plan as up
 from rich.console import Console
-from rich.table import Table
 
 from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands.upgrade_render import render, render_timings, timing_rows
+
+__all__ = ["render", "render_timings", "timing_rows", "upgrade"]  # moved, still reached here
 
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 SNAPSHOT_SCHEMA = 1
@@ -123,20 +130,29 @@ def read_inventory(inventory: Sequence[str]) -> dict[str, Any]:
 
 
 def _parse_failure(stderr: str) -> str:
-    """The useful lines of ansible-inventory's parse failure: the first plugin's reason,
-    where it was found, and the final error."""
-    keep: list[str] = []
+    """The useful part of ansible-inventory's parse failure: the first plugin's reason,
+    where it was found, and the final error. Reads both ansible-core 2.19's layout
+    (``[WARNING]: Failed to parse``, ``Origin:``, ``[ERROR]:``) and 2.17's (``[WARNING]:  *
+    Failed to parse`` wrapped over several lines, ``ERROR!``)."""
+    messages: list[str] = []
     for line in stderr.splitlines():
         text = line.strip()
         if not text:
             continue
-        if (text.startswith("[WARNING]: Failed to parse") and not keep) or (
-            text.startswith("Origin:") and len(keep) == 1
-        ):
-            keep.append(text.removeprefix("[WARNING]: "))
-        elif text.startswith("[ERROR]"):
-            keep.append(text.removeprefix("[ERROR]: "))
-    return "; ".join(keep) if keep else " ".join(stderr.split())[-400:]
+        if text.startswith(("[WARNING]", "[ERROR]", "ERROR!", "Origin:")) or not messages:
+            messages.append(text)
+        else:
+            messages[-1] += " " + text
+    keep: list[str] = []
+    for text in messages:
+        body = text.removeprefix("[WARNING]:").strip().removeprefix("* ").strip()
+        if body.startswith("Failed to parse") and not keep:
+            keep.append(body if len(body) <= 600 else body[:600] + " ...")
+        elif text.startswith("Origin:") and len(keep) == 1:
+            keep.append(text)
+        elif text.startswith(("[ERROR]", "ERROR!")):
+            keep.append(text.removeprefix("[ERROR]: ").removeprefix("ERROR! "))
+    return "; ".join(keep) if keep else " ".join(stderr.split())[:400]
 
 
 def _group_hosts(inv: Mapping[str, Any], group: str) -> list[str]:
@@ -350,6 +366,37 @@ def read_kubeadm_versions(inventory: Sequence[str], hosts: Sequence[str]) -> dic
     return out
 
 
+def read_gate_facts(inventory: Sequence[str], hosts: Sequence[str]) -> dict[str, Any]:
+    """What module ``gpufleet.cluster.dra_gate_audit_facts`` reads on every host (with
+    become, as the upgrade's audit_facts.yml: manifests and the kubelet configuration are
+    root's), through Ansible: host -> its ``facts``, None when the host could not answer."""
+    import ansible_runner
+
+    out: dict[str, Any] = dict.fromkeys(hosts)
+
+    def handle(event: Mapping[str, Any]) -> bool:
+        data = event.get("event_data") or {}
+        facts = (data.get("res") or {}).get("facts")
+        if event.get("event") == "runner_on_ok" and data.get("host") in out and facts:
+            out[data["host"]] = facts
+        return True
+
+    ansible_runner.run(
+        host_pattern=",".join(hosts),
+        inventory=[str(Path(i).resolve()) for i in inventory],
+        module="gpufleet.cluster.dra_gate_audit_facts",
+        module_args="host={{ inventory_hostname }}",
+        cmdline="--become",
+        quiet=True,
+        event_handler=handle,
+        envvars={
+            "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "True",
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        },
+    )
+    return out
+
+
 # ------------------------------------------------------------------------- input
 
 
@@ -545,9 +592,10 @@ def check_save_snapshot(path: str) -> Path:
 
 def load_snapshot(path: str, hosts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A snapshot written by ``--save-snapshot`` (``{schema, hosts, nodes, pods,
-    resourceslices, kubeadm_versions, cluster_configuration, kubelet_configuration}``);
-    ``hosts`` from the inventory when it has none. Raises InputError naming --snapshot
-    when the file is not JSON or not of that shape."""
+    resourceslices, kubeadm_versions, cluster_configuration, kubelet_configuration}``, and
+    ``gate_facts``: host -> the facts of ``dra_gate_audit_facts`` or null, absent in older
+    snapshots); ``hosts`` from the inventory when it has none. Raises InputError naming
+    --snapshot when the file is not JSON or not of that shape."""
     fix = "give a file written by gpufleet upgrade --save-snapshot FILE."
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -573,10 +621,13 @@ def load_snapshot(path: str, hosts: Sequence[Mapping[str, Any]]) -> dict[str, An
             isinstance(value, list) and all(isinstance(v, dict) for v in value)
         ):
             raise InputError(f"--snapshot {path!r}: {key!r} is not a list of objects.", fix)
-    for key in ("kubeadm_versions", "cluster_configuration", "kubelet_configuration"):
+    for key in ("kubeadm_versions", "cluster_configuration", "kubelet_configuration", "gate_facts"):
         value = data.get(key)
         if value is not None and not isinstance(value, dict):
             raise InputError(f"--snapshot {path!r}: {key!r} is not an object.", fix)
+    for host, facts in (data.get("gate_facts") or {}).items():
+        if facts is not None and not isinstance(facts, dict):
+            raise InputError(f"--snapshot {path!r}: gate_facts[{host!r}] is not an object.", fix)
     if any(not isinstance(h.get("host"), str) for h in data.get("hosts") or []):
         raise InputError(f"--snapshot {path!r}: an entry of 'hosts' has no 'host' name.", fix)
     data.setdefault("hosts", list(hosts))
@@ -690,8 +741,9 @@ def plan_from_snapshot(
     input_names: Mapping[str, str] | None = None,
 ) -> up.UpgradePlan:
     """The plan for a snapshot (``{hosts, nodes, pods, resourceslices, kubeadm_versions,
-    cluster_configuration, kubelet_configuration}``); ``resume_hosts`` and
-    ``input_names`` as for ``upgrade_plan.build_plan``. Raises UpgradePlanError."""
+    cluster_configuration, kubelet_configuration, gate_facts}``); ``resume_hosts`` and
+    ``input_names`` as for ``upgrade_plan.build_plan``. Raises UpgradePlanError, or
+    VersionModelError for gate facts it cannot use."""
     states = up.nodes_from_objects(
         snapshot["hosts"],
         snapshot.get("nodes") or [],
@@ -716,103 +768,8 @@ def plan_from_snapshot(
         repo_url_template=repo_url_template,
         resume_hosts=resume_hosts,
         input_names=input_names,
+        host_facts=snapshot.get("gate_facts") or {},
     )
-
-
-def render(plan: up.UpgradePlan, console: Console) -> None:
-    """Tables for humans: the nodes as found, then per step the waves and the changes."""
-    nodes = Table(title=f"nodes now (target {plan.target})")
-    for col in ("host", "node", "role", "kubelet", "apiserver", "kubeadm", "GPU devices", "state"):
-        nodes.add_column(col)
-    for n in plan.nodes:
-        state = ("cordoned " if n.unschedulable else "") + ("Ready" if n.ready else "NotReady")
-        nodes.add_row(
-            n.host,
-            n.name,
-            "control-plane" if n.control_plane else "worker",
-            n.kubelet or "?",
-            n.apiserver or "-",
-            n.kubeadm or "?",
-            str(n.gpu_devices),
-            state,
-        )
-    console.print(nodes)
-    for w in plan.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}")
-    if plan.up_to_date:
-        console.print(f"[green]every component runs {plan.target}: nothing to do[/green]")
-        return
-    console.print(
-        "path: "
-        + " -> ".join([str(plan.steps[0].source)] + [s.version for s in plan.steps])
-        + f"  (batch size {plan.batch_size}, GPU floor {plan.min_gpu_available_percent:g}%)"
-    )
-    for i, step in enumerate(plan.steps, 1):
-        d = step.to_dict()
-        console.rule(f"step {i}: {step.source} -> {step.version}")
-        console.print(f"repository: {step.repo_url}")
-        console.print(
-            "packages: " + ", ".join(f"{k}={v}" for k, v in sorted(step.packages.items()))
-        )
-        console.print(
-            f"kubeadm config API: {step.kubeadm_api['from']} -> {step.kubeadm_api['to']}; "
-            f"UpgradeConfiguration: {'yes' if step.upgrade_configuration else 'no (flags)'}"
-        )
-        console.print(
-            f"on {step.apply_host or '(already applied)'}: {' '.join(step.apply_command)}"
-        )
-        waves = Table(title="order")
-        for col in ("wave", "kind", "hosts", "GPU devices drained", "GPU available %"):
-            waves.add_column(col)
-        for w in step.waves:
-            waves.add_row(
-                str(w.index),
-                w.kind,
-                ", ".join(w.hosts),
-                str(w.gpu_devices_drained),
-                f"{w.gpu_available_percent:g}",
-            )
-        skipped = [n for n in step.nodes if n.skip]
-        for n in skipped:
-            waves.add_row("-", "skip", n.host, "0", n.reason)
-        console.print(waves)
-        for n in step.nodes:
-            if n.resume:
-                console.print(f"resume {n.host} (wave {n.wave}): {n.reason}")
-        changes = Table(title="DRA settings (version model)")
-        for col in ("component", "entry", "change", "reason"):
-            changes.add_column(col, overflow="fold")
-        tr = d["transition"]
-        shown: set[tuple[str, str]] = set()  # (component, gate or runtime-config key)
-        for c in tr["gate_changes"]:
-            before = "-" if c["before"] is None else str(c["before"]).lower()
-            after = "-" if c["after"] is None else str(c["after"]).lower()
-            changes.add_row(
-                c["component"], c["gate"], f"{c['action']} {before} -> {after}", c["reason"]
-            )
-            shown.add((c["component"], c["gate"]))
-        for c in tr["runtime_config_changes"]:
-            # a drop the target does not need is advice: the run keeps the entry
-            action = (
-                "advise drop (kept)" if c["action"] == "drop" and not c["required"] else c["action"]
-            )
-            changes.add_row("kube-apiserver", f"runtime-config {c['entry']}", action, c["reason"])
-            shown.add(("kube-apiserver", c["entry"].split("=", 1)[0]))
-        for component, rep in sorted(step.sanitize.items()):
-            for f in rep["remove"]:
-                changes.add_row(component, f["entry"], "remove (found now)", f["reason"])
-            for f in rep["advice"]:
-                if (component, f["entry"].split("=", 1)[0]) in shown:
-                    continue  # the same entry as a transition row above
-                changes.add_row(component, f["entry"], "advise remove", f["reason"])
-            for entry in rep["not_checked"]:
-                changes.add_row(component, entry, "kept", "not a DRA gate: not checked")
-        if changes.row_count:
-            console.print(changes)
-        else:
-            console.print("DRA settings: no change")
-        for w in step.warnings:
-            console.print(f"[yellow]warning:[/yellow] {w}")
 
 
 # ------------------------------------------------------------------------- report
@@ -949,71 +906,6 @@ class PhaseTracker:
             tmp.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
             os.replace(tmp, path)
         return marked
-
-
-#: Timings of a node in the report that are waiting on Kubernetes, not on the toolkit.
-WAIT_KEYS = ("drain_s", "restart_ready_s", "dra_plugin_s")
-
-
-def timing_rows(
-    report: Mapping[str, Any], hosts: Sequence[str], since: str = ""
-) -> list[dict[str, Any]]:
-    """Per host of ``hosts`` that has timings in the report: ``{host, node, state,
-    control_plane_s, drain_s, restart_ready_s, dra_plugin_s, node_total_s, waits_s,
-    overhead_s}`` in seconds. ``node_total_s`` is the node's whole time (for a
-    control-plane node its kubeadm part plus its kubelet part), ``waits_s`` the sum of
-    drain, restart to Ready and plugin, ``overhead_s`` the rest (kubeadm, packages,
-    checks, Ansible). ``since`` (``%Y-%m-%dT%H:%M:%SZ``, UTC): only entries upgraded or
-    failed at or after it, i.e. by this run (a node skipped now keeps the timings of the
-    run that upgraded it)."""
-    rows = []
-    nodes = report.get("nodes") or {}
-    for host in hosts:
-        e = nodes.get(host) or {}
-        t = e.get("timings_s") or {}
-        if not t or (since and (e.get("state") == "skipped" or str(e.get("updated")) < since)):
-            continue
-        waits = sum(float(t.get(k) or 0) for k in WAIT_KEYS)
-        parts = [float(t[k]) for k in ("control_plane_s", "node_total_s") if t.get(k) is not None]
-        total = round(sum(parts), 1) if parts else None
-        rows.append(
-            {
-                "host": host,
-                "node": e.get("node") or host,
-                "state": e.get("state"),
-                **{k: t.get(k) for k in (*WAIT_KEYS, "control_plane_s")},
-                "node_total_s": total,
-                "waits_s": round(waits, 1),
-                "overhead_s": round(float(total) - waits, 1) if total is not None else None,
-            }
-        )
-    return rows
-
-
-def render_timings(rows: Sequence[Mapping[str, Any]], wall_s: float, console: Console) -> None:
-    """The per-node timing table and the step's wall-clock time against the summed waits."""
-    table = Table(title="timings (s)")
-    cols = ("host", "state", "control plane", "drain", "restart->Ready", "plugin+slices",
-            "node total", "waits", "overhead")  # fmt: skip
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("host", "state") else "right")
-
-    def f(v: Any) -> str:
-        return "-" if v is None else f"{float(v):.1f}"
-
-    for r in rows:
-        table.add_row(
-            r["host"], str(r["state"]), f(r["control_plane_s"]), f(r["drain_s"]),
-            f(r["restart_ready_s"]), f(r["dra_plugin_s"]), f(r["node_total_s"]),
-            f(r["waits_s"]), f(r["overhead_s"]),
-        )  # fmt: skip
-    console.print(table)
-    waits = sum(r["waits_s"] for r in rows)
-    console.print(
-        f"step wall-clock {wall_s:.1f}s; drain + restart->Ready + plugin summed over the "
-        f"nodes {waits:.1f}s; the rest {wall_s - waits:.1f}s (plan, preflight, backups, "
-        "kubeadm, packages, checks, Ansible)"
-    )
 
 
 # ------------------------------------------------------------------------- lab
@@ -1194,6 +1086,7 @@ def upgrade(
             data = read_cluster(kc, kc_name)
             data["hosts"] = hosts
             data["kubeadm_versions"] = read_kubeadm_versions(inventory, names)
+            data["gate_facts"] = read_gate_facts(inventory, names)
         if save_path is not None:
             try:
                 save_path.write_text(json.dumps(data, indent=1, default=str) + "\n")
@@ -1225,6 +1118,11 @@ def upgrade(
         click.echo(json.dumps(plan.to_dict(), indent=2, sort_keys=True))
     else:
         render(plan, Console(width=max(140, Console().width), soft_wrap=False))
+    if plan.blocking:  # refused before any host is changed, with or without --plan
+        if as_json:
+            n = len(plan.blocking)
+            click.echo(f"blocked: {n} entr{'y' if n == 1 else 'ies'} (see 'blocking')", err=True)
+        sys.exit(EXIT_FAILED)
     if plan_only or plan.up_to_date:
         return
     console = Console()

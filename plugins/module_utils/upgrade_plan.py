@@ -32,7 +32,9 @@ Rules and their sources:
 * DRA settings per step come from the version model (``dra_versions.plan_transition``:
   the difference between the component settings of the two releases) and, for what the
   cluster holds today, ``dra_versions.sanitize`` (entries the target refuses to start
-  with).
+  with). Such an entry that the upgrade does not change itself (a gate outside the DRA
+  gates, in a kubeadm ConfigMap or, with ``host_facts``, in a host's file or process)
+  blocks the step (``upgrade_blocking``, ``Step.blocking``, ``UpgradePlan.blocking``).
 
 Batches: ``batch_size`` is a number of nodes or a percentage of the workers to upgrade
 (rounded down, at least 1, as Ansible's ``serial``). A batch is also cut short so that
@@ -50,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_blocking as ub
 
 __all__ = [
     "DEFAULT_GPU_DRIVER",
@@ -407,6 +410,7 @@ class Step:
     waves: list[Wave]
     serial: list[int]
     warnings: list[str] = field(default_factory=list)
+    blocking: list[ub.Blocking] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -425,6 +429,7 @@ class Step:
             "waves": [w.to_dict() for w in self.waves],
             "worker_serial": list(self.serial),
             "warnings": list(self.warnings),
+            "blocking": [b.to_dict() for b in self.blocking],
         }
 
 
@@ -443,6 +448,11 @@ class UpgradePlan:
     def up_to_date(self) -> bool:
         return not self.steps
 
+    @property
+    def blocking(self) -> list[ub.Blocking]:
+        """What stops the upgrade before any host is changed, every step's."""
+        return [b for s in self.steps for b in s.blocking]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "target": self.target,
@@ -453,6 +463,7 @@ class UpgradePlan:
             "nodes": [n.to_dict() for n in self.nodes],
             "steps": [s.to_dict() for s in self.steps],
             "warnings": list(self.warnings),
+            "blocking": [b.to_dict() for b in self.blocking],
         }
 
 
@@ -589,7 +600,7 @@ def _sanitize_all(
         entry = current.get(c) or {}
         gates = entry.get("feature_gates") or {}
         rc = entry.get("runtime_config") or []
-        report = dv.sanitize(gates, rc, version)
+        report = dv.sanitize(gates, rc, version, component=c)
         reports[c] = {
             "remove": [f.to_dict() for f in report.must_remove],
             "advice": [f.to_dict() for f in report.advice],
@@ -654,6 +665,7 @@ def build_plan(
     ignore_preflight_errors: Sequence[str] = (),
     resume_hosts: Sequence[str] = (),
     input_names: Mapping[str, str] | None = None,
+    host_facts: Mapping[str, Any] | None = None,
 ) -> UpgradePlan:
     """Plan the upgrade of ``nodes`` (inventory order) to ``target``.
 
@@ -668,13 +680,16 @@ def build_plan(
     kubelet part again, then uncordon); one that does not is upgraded as usual.
     ``input_names``: how the messages name ``target``, ``via``, ``batch_size`` and
     ``min_gpu_available_percent`` (``INPUT_NAMES`` by default; the CLI passes the option
-    when the value came from one, e.g. ``--batch-size``).
+    when the value came from one, e.g. ``--batch-size``). ``host_facts``: host -> the
+    ``facts`` of module ``dra_gate_audit_facts`` (None: not read); every host's files and
+    processes are judged at each step's target too (``upgrade_blocking.host_blocking``).
 
     Returns an UpgradePlan with one Step per release on the path (none when every
     component already runs ``target`` and no host is to be resumed). Raises
     UpgradePlanError for a target outside the model, a downgrade, a skipped minor, a
     control plane with no kube-apiserver version, bad batch or floor values, or a node
-    that alone breaks the GPU floor; VersionParseError for a malformed version.
+    that alone breaks the GPU floor; VersionModelError for malformed ``host_facts``;
+    VersionParseError for a malformed version.
     """
     names = {**INPUT_NAMES, **dict(input_names or {})}
     tv = _target(target, names["target"])
@@ -691,7 +706,8 @@ def build_plan(
     workers = [n for n in nodes if not n.control_plane]
     size = parse_batch_size(batch_size, max(1, len(workers)), names["batch_size"])
     via_versions = parse_via(via, tv, names["via"])
-    warnings: list[str] = []
+    facts = ub.parse_host_facts(host_facts, [n.host for n in nodes])
+    warnings = ub.unread_warnings(facts)
     all_versions: list[tuple[NodeState, str, dv.KubeVersion]] = []
     for n in nodes:
         for component, v in _versions_of(n):
@@ -747,12 +763,17 @@ def build_plan(
     steps: list[Step] = []
     control_plane_version = min(dv.parse_version(a) for a in apis)
     state = {n.host: n for n in nodes}
+    seen: set[tuple] = set()
     for step_version in path:
         source = control_plane_version
         if source.minor < step_version.minor - 1:
             source = dv.KubeVersion(1, step_version.minor - 1)
         transition = dv.plan_transition(str(source), str(step_version), features, gates)
         reports, kept = _sanitize_all(settings, step_version)
+        found = ub.configmap_blocking(reports, step_version, transition)
+        found += ub.host_blocking(facts, step_version, transition)
+        blocking = ub.with_fixes(b for b in found if b.key() not in seen)
+        seen.update(b.key() for b in blocking)
         # What the components hold after this step: what survived sanitize, then the plan.
         planned = _settings_of(transition.target)
         next_settings: dict[str, dict[str, Any]] = {}
@@ -918,6 +939,7 @@ def build_plan(
                 waves=waves,
                 serial=serial,
                 warnings=step_warnings,
+                blocking=blocking,
             )
         )
         # After the step every node runs step_version.

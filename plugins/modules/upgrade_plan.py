@@ -16,6 +16,14 @@ description:
     and the ResourceSlices (GPU devices per node), plus the C(kubeadm-config) and
     C(kubelet-config) ConfigMaps (the DRA settings in force), and plans the upgrade to
     O(target) with the collection's planner (module_utils C(upgrade_plan)).
+  - With O(host_facts) (what M(gpufleet.cluster.dra_gate_audit_facts) read on each node)
+    it also judges every host's static pod manifests, kubelet configuration file and
+    running processes against each step's target release.
+  - An entry the target release refuses to start with and the upgrade does not change
+    itself (a feature gate outside the DRA gates, such as C(CSIMigration); a runtime-config
+    entry the transition does not drop) is returned in RV(blocking) with where it is, why
+    and the fix. The module does not fail for it; the upgrade role refuses such a plan
+    before any host is changed.
   - Returns the whole plan and, for convenience, its first step and the hosts of each
     kind in the order they are to be upgraded.
   - Changes nothing. Runs on the control host.
@@ -91,6 +99,14 @@ options:
     type: list
     elements: str
     default: []
+  host_facts:
+    description:
+      - The C(facts) that M(gpufleet.cluster.dra_gate_audit_facts) returned on the nodes
+        (each names its C(host)). Hosts not in O(hosts) are ignored; a host without facts
+        is not judged (the plan warns).
+    type: list
+    elements: dict
+    default: []
 attributes:
   check_mode:
     support: full
@@ -109,6 +125,24 @@ EXAMPLES = r"""
     kubeadm_versions: {cp-1: v1.36.3, gpu-1: v1.36.3}
     batch_size: 20%
     min_gpu_available_percent: 50
+
+- name: Upgrade | Plan, judging what each node's files and processes hold
+  gpufleet.cluster.upgrade_plan:
+    kubeconfig: ~/.kube/config
+    target: 1.38.0
+    hosts:
+      - {host: cp-1, name: cp-1, control_plane: true}
+      - {host: gpu-1, name: gpu-1, control_plane: false}
+    # node_gates: registered from gpufleet.cluster.dra_gate_audit_facts on each node
+    host_facts: >-
+      {{ ['cp-1', 'gpu-1'] | map('extract', hostvars) | selectattr('node_gates', 'defined')
+         | map(attribute='node_gates.facts') | list }}
+  register: planned
+
+- name: Upgrade | Refuse a blocked plan
+  ansible.builtin.assert:
+    that: planned.blocking | length == 0
+    fail_msg: "{{ planned.blocking | map(attribute='fix') | join('; ') }}"
 """
 
 RETURN = r"""
@@ -126,6 +160,35 @@ steps:
   description: Number of steps on the path.
   returned: success
   type: int
+blocking:
+  description:
+    - What stops the upgrade (the plan's C(blocking)), every step's. Each item has
+      C(version) (the step's target), C(source) (C(configmap), C(file) or C(process)),
+      C(host) (null for a ConfigMap), C(file), C(configmap), C(where), C(component),
+      C(kind) (C(feature-gate) or C(runtime-config)), C(gate), C(name), C(entry),
+      C(reason) and C(fix).
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - version: 1.38.0
+      source: file
+      host: gpu-1
+      file: /var/lib/kubelet/config.yaml
+      configmap: null
+      where: /var/lib/kubelet/config.yaml
+      component: kubelet
+      kind: feature-gate
+      gate: CSIMigration
+      name: CSIMigration
+      entry: CSIMigration=true
+      reason: >-
+        Kubernetes 1.38.0-beta.0 registers no feature gate CSIMigration, nor does any
+        release of the model: every component refuses to start with 'unrecognized feature
+        gate: CSIMigration'
+      fix: >-
+        remove CSIMigration from featureGates in /var/lib/kubelet/config.yaml on gpu-1
+        before upgrading to 1.38.0
 """
 
 import os
@@ -196,6 +259,7 @@ def main() -> None:
             gpu_driver=dict(type="str", default=up.DEFAULT_GPU_DRIVER),
             ignore_preflight_errors=dict(type="list", elements="str", default=[]),
             resume_hosts=dict(type="list", elements="str", default=[]),
+            host_facts=dict(type="list", elements="dict", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -232,6 +296,7 @@ def main() -> None:
             repo_url_template=p["repo_url"],
             ignore_preflight_errors=p["ignore_preflight_errors"],
             resume_hosts=p["resume_hosts"],
+            host_facts={str(f.get("host") or ""): f for f in p["host_facts"]},
             # the role passes its variables: messages name them, not the CLI's options
             input_names={"target": "upgrade_kubernetes_version", "via": "upgrade_via"},
         )
@@ -243,6 +308,7 @@ def main() -> None:
         plan=doc,
         step=doc["steps"][0] if doc["steps"] else None,
         steps=len(doc["steps"]),
+        blocking=doc["blocking"],
     )
 
 
