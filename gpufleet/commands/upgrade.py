@@ -1211,6 +1211,7 @@ def run_validate(
     from gpufleet.runner import run_playbook
 
     path = up_cmd.report_path().with_name(f"validate-upgrade-{when}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)  # a fresh machine has no reports/ yet
     started = time.time()
     console.rule(f"validate {when} the upgrade")
     status = run_playbook(

@@ -258,6 +258,13 @@ def main() -> None:
     if params["report_file"]:
         path = params["report_file"]
         tmp = f"{path}.tmp{os.getpid()}"
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        except OSError as err:
+            module.fail_json(
+                msg=f"report_file={path!r}: its directory cannot be created ({err.strerror}); "
+                "give a path in a writable directory"
+            )
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=2)
         os.replace(tmp, path)

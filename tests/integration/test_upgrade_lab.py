@@ -1,13 +1,13 @@
 """A real rolling upgrade of the lab, 1.36.3 -> 1.37.2 (or GPUFLEET_UPGRADE_FROM ->
 GPUFLEET_UPGRADE_TO), with injected faults, then a resume.
 
-Needs a lab at 1.36.3 with two GPU workers (``GPUFLEET_LAB_NAME=... gpufleet lab up
---kubernetes-version 1.36.3 --workers 2``). The test changes the lab (it ends at 1.37.2,
-and a lab goes back to 1.36.3 only by ``lab down`` and ``lab up``), so it runs only when
-``GPUFLEET_UPGRADE_LAB=1`` is set too. kubeadm, kubelet and kubectl come from the local
-package repository in the pkgs.k8s.io layout (gpufleet/lab/packages.py), so unhold,
-exact-version install and hold run for real; the control-plane images of 1.37.2 are
-built from the cached binaries (the lab is air-gapped).
+It brings up a lab of its own at 1.36.3 with two GPU workers (``gpufleet-upgrade`` on
+10.89.61.0/24) and removes it at the end; ``GPUFLEET_UPGRADE_LAB=1`` upgrades the existing
+lab ``GPUFLEET_LAB_NAME`` names instead (the test changes it: it ends at 1.37.2, and a lab
+goes back to 1.36.3 only by ``lab down`` and ``lab up``). kubeadm, kubelet and kubectl
+come from the local package repository in the pkgs.k8s.io layout
+(gpufleet/lab/packages.py), so unhold, exact-version install and hold run for real;
+the control-plane images of 1.37.2 are built from the cached binaries (air-gapped).
 
 The steps run in this order, each on what the lab runs at that moment (a step that finds
 no worker left at 1.36.3 skips and says so), so that one lab serves them all:
@@ -236,18 +236,28 @@ class Lab:
         print(f"  summed waits {waits:.1f}s of {wall:.1f}s; the rest {wall - waits:.1f}s")
 
 
-@pytest.fixture(scope="module")
-def lab() -> Lab:
-    if os.environ.get("GPUFLEET_UPGRADE_LAB") != "1":
-        pytest.skip("set GPUFLEET_UPGRADE_LAB=1 (and GPUFLEET_LAB_NAME) to upgrade a lab for real")
-    from gpufleet.lab import cluster
+#: The lab this module brings up for itself (beside the tests/lab package's own).
+OWN_LAB = {"GPUFLEET_LAB_NAME": "gpufleet-upgrade", "GPUFLEET_LAB_SUBNET": "10.89.61.0/24"}
 
+
+def _gpufleet(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "gpufleet"), *args],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _existing_lab(cluster: Any) -> Lab:
     state = cluster.load_state()
     if state is None:
-        pytest.skip(f"no lab named {cluster.lab_name()}: run gpufleet lab up --kubernetes-version "
-                    f"{SOURCE} --workers 2")  # fmt: skip
+        pytest.fail(f"GPUFLEET_UPGRADE_LAB=1: no lab named {cluster.lab_name()}; run gpufleet "
+                    f"lab up --kubernetes-version {SOURCE} --workers 2")  # fmt: skip
     if state["spec"]["kubernetes_version"] != SOURCE:
-        pytest.skip(
+        pytest.fail(
             f"lab {cluster.lab_name()} was brought up at {state['spec']['kubernetes_version']}, "
             f"not {SOURCE}"
         )
@@ -256,6 +266,41 @@ def lab() -> Lab:
         # a fresh lab: a report left by an earlier lab of the same name does not apply
         lab.report.unlink()
     return lab
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """The lab to upgrade. By default a lab of this module's own (``OWN_LAB``), brought up
+    at ``SOURCE`` with two GPU workers and removed afterwards; ``GPUFLEET_UPGRADE_LAB=1``
+    upgrades the existing lab that ``GPUFLEET_LAB_NAME`` names instead (kept), and
+    ``GPUFLEET_UPGRADE_LAB=0`` skips the module (a developer's quick run; CI never sets it)."""
+    mode = os.environ.get("GPUFLEET_UPGRADE_LAB", "")
+    if mode == "0":
+        pytest.skip("GPUFLEET_UPGRADE_LAB=0: the lab upgrade was turned off for this run")
+    from gpufleet.lab import cluster
+
+    if mode == "1":
+        yield _existing_lab(cluster)
+        return
+    saved = {k: os.environ.get(k) for k in OWN_LAB}
+    os.environ.update(OWN_LAB)
+    try:
+        t = time.monotonic()
+        up = _gpufleet("lab", "up", "--kubernetes-version", SOURCE, "--workers", "2", timeout=1800)
+        assert up.returncode == 0, (
+            f"lab up exited {up.returncode}:\n{up.stdout[-3000:]}{up.stderr[-3000:]}"
+        )
+        print(f"\nlab {OWN_LAB['GPUFLEET_LAB_NAME']} up at {SOURCE}: {time.monotonic() - t:.0f}s")
+        yield _existing_lab(cluster)
+    finally:
+        if os.environ.get("GPUFLEET_TEST_KEEP_LAB") != "1":
+            down = _gpufleet("lab", "down", timeout=600)
+            assert down.returncode == 0, f"lab down left things behind:\n{down.stderr[-3000:]}"
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def test_plan_names_the_path_packages_and_waves(lab):

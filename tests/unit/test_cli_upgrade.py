@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -281,3 +283,27 @@ def test_warnings_before_an_upgrade_are_named_and_accepted_only_explicitly():
     assert cmd._truthy("yes") and cmd._truthy(True) and not cmd._truthy("false")
     result = CliRunner().invoke(main, ["upgrade", "--help"])
     assert "--accept-warnings" in result.output
+
+
+def test_validate_around_an_upgrade_creates_the_reports_directory(tmp_path, monkeypatch) -> None:
+    # A fresh machine has no <cache>/reports yet; the validate module writes its report
+    # there, so the directory must exist before the playbook runs.
+    from rich.console import Console
+
+    import gpufleet.runner
+    from gpufleet.commands import upgrade as upgrade_cmd
+
+    monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path / "cache"))
+    seen = {}
+
+    class Result:
+        status = 0
+
+    def fake_run(name, inventory, *, extravars, console):
+        seen["dir_exists"] = Path(extravars["validate_report_file"]).parent.is_dir()
+        return Result()
+
+    monkeypatch.setattr(gpufleet.runner, "run_playbook", fake_run)
+    with open(os.devnull, "w") as sink:
+        upgrade_cmd.run_validate(["inventory/lab"], "after", Console(file=sink))
+    assert seen == {"dir_exists": True}
