@@ -139,6 +139,12 @@ class BinarySpec:
     source: str | None = None
 
 
+def staging_version(version: str) -> str:
+    """The version of the staging modules (k8s.io/api, ...) published with a Kubernetes
+    release: 1.37.2 -> ``v0.37.2``, 1.38.0-rc.1 -> ``v0.38.0-rc.1``."""
+    return "v0." + version.removeprefix("v").split(".", 1)[1]
+
+
 @dataclass(frozen=True)
 class KubernetesRelease:
     """A pinned Kubernetes release, e.g. ``version="1.37.2"``, ``etcd="3.7.3"``."""
@@ -161,9 +167,7 @@ class KubernetesRelease:
 
     @property
     def staging_version(self) -> str:
-        """The version of the staging modules published with it: 1.37.2 -> ``v0.37.2``,
-        1.38.0-rc.1 -> ``v0.38.0-rc.1``."""
-        return "v0." + self.version.split(".", 1)[1]
+        return staging_version(self.version)
 
 
 @dataclass(frozen=True)

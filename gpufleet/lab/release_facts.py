@@ -93,8 +93,7 @@ class FactRelease:
 
     @property
     def staging_version(self) -> str:
-        """``1.38.0-beta.0`` -> ``v0.38.0-beta.0``: the staging modules published with it."""
-        return "v0." + self.version.split(".", 1)[1]
+        return binaries.staging_version(self.version)
 
 
 def parse_fact_releases(data: Any, source: str = str(RELEASES_FILE)) -> tuple[FactRelease, ...]:
