@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -252,6 +252,8 @@ def run_playbook(
             raise RunError(f"inventory {inv!r} does not exist; fix: pass -i with an existing path")
     if playbook != "lab":
         check_lab_inventory(inventories)
+    is_named = Path(playbook).suffix not in (".yml", ".yaml") or not Path(playbook).is_file()
+    check_inventory(inventories, PLAYBOOK_GROUPS.get(book.stem, ()) if is_named else ())
     console = console or Console()
     progress = RunProgress()
     private = Path(tempfile.mkdtemp(prefix="gpufleet-run-"))
@@ -333,6 +335,127 @@ def run_playbook(
     return RunResult(status, progress, Path(artifacts), rc)
 
 
+#: The groups each playbook of the collection runs on (fixed host patterns only): an
+#: inventory without a host in any of them would run nothing but the localhost plays.
+PLAYBOOK_GROUPS: dict[str, tuple[str, ...]] = {
+    "site": ("k8s_cluster",),
+    "preflight": ("k8s_cluster",),
+    "mig": ("gpu_nodes",),
+    "dra_feature_gates": ("kube_control_plane", "kube_node"),
+    "dra_gate_audit": ("kube_control_plane", "kube_node"),
+    "validate": ("kube_control_plane", "kube_node"),
+}
+
+
+class _ParseRecorder:
+    """Stands in for ``ansible.inventory.manager.display`` while an inventory is parsed:
+    keeps the plugins' parse failures (ansible-core 2.19: ``error_as_warning``; 2.17:
+    ``warning('* Failed to parse ...')``) and the sources left unparsed, prints nothing."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+        self.unparsed: list[tuple[str, list[str]]] = []
+
+    def error_as_warning(self, msg: str | None, exception: BaseException, **_: Any) -> None:
+        self.pending.append(f"{msg or ''} {exception}".strip())
+
+    def warning(self, msg: str, *_: Any, **__: Any) -> None:
+        text = " ".join(str(msg).split())
+        if text.startswith("Unable to parse ") and text.endswith(" as an inventory source"):
+            source = text.removeprefix("Unable to parse ").removesuffix(" as an inventory source")
+            self.unparsed.append((source, self.pending))
+            self.pending = []
+        elif "Failed to parse" in text:
+            self.pending.append(text.lstrip("* "))
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+def _reasons(failures: list[str], limit: int = 700) -> str:
+    """The plugins' reasons, most telling first (the yaml and ini plugins), cut to ``limit``."""
+    order = sorted(failures, key=lambda f: 0 if "'yaml'" in f or "'ini'" in f else 1)
+    text = " | ".join(" ".join(f.split()) for f in order) or "no inventory plugin accepts it"
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+#: Bytes of one inventory file (an inventory of 2,000 hosts with variables is about 1 MiB).
+INVENTORY_MAX_BYTES = 16 * 1024 * 1024
+
+
+def _check_inventory_text(source: Path) -> None:
+    """Refuse an inventory file (or a file directly in an inventory directory) that is
+    binary, not UTF-8 or larger than ``INVENTORY_MAX_BYTES``: Ansible's ini plugin would
+    read its bytes as host names. Executable files are inventory scripts and not read."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+
+    files = (
+        [p for p in sorted(source.iterdir()) if p.is_file() and not p.name.startswith(".")]
+        if source.is_dir()
+        else [source]
+    )
+    for path in files:
+        if os.access(path, os.X_OK) or path.suffix in (".pyc", ".swp", ".bak", ".md", ".txt"):
+            continue
+        try:
+            ig.read_text(path, f"-i {path}", limit=INVENTORY_MAX_BYTES)
+        except ig.InputError as err:
+            raise RunError(f"{err} (an Ansible inventory file: INI, YAML or TOML)") from None
+
+
+def check_inventory(inventories: Sequence[str], groups: Sequence[str] = ()) -> dict[str, list]:
+    """Parse ``inventories`` with Ansible's own InventoryManager and DataLoader, as
+    ansible-playbook will, before anything runs.
+
+    Returns group name -> host names. Raises RunError (exit status 2) naming the source
+    and Ansible's parse error when a source (or a file of an inventory directory) cannot
+    be parsed, when the inventory holds no host, or, with ``groups``, when no host is in
+    any of them (the playbook would run on nothing).
+    """
+    from ansible.inventory import manager as inventory_manager
+    from ansible.parsing.dataloader import DataLoader
+
+    named = " ".join(f"-i {i}" for i in inventories)
+    for source in inventories:
+        _check_inventory_text(Path(source))
+    recorder = _ParseRecorder()
+    saved = inventory_manager.display
+    inventory_manager.display = recorder  # type: ignore[assignment]
+    try:
+        inv = inventory_manager.InventoryManager(
+            loader=DataLoader(), sources=[str(Path(i).resolve()) for i in inventories]
+        )
+    except Exception as err:  # AnsibleError, or whatever a plugin raises
+        raise RunError(
+            f"{named}: Ansible cannot parse the inventory: {' '.join(str(err).split())[:700]}; "
+            f"fix: correct it (ansible-inventory {named} --list shows the whole error)"
+        ) from None
+    finally:
+        inventory_manager.display = saved  # type: ignore[assignment]
+    if recorder.unparsed:
+        source, failures = recorder.unparsed[0]
+        raise RunError(
+            f"-i {source}: Ansible cannot parse this inventory source: {_reasons(failures)}; "
+            f"fix: correct the file (ansible-inventory -i {source} --list shows the whole error)"
+        )
+    members = {name: sorted(h.name for h in g.get_hosts()) for name, g in inv.groups.items()}
+    if not members.get("all"):
+        raise RunError(
+            f"{named}: the inventory holds no host; fix: list the cluster's nodes in it, in "
+            "the groups of inventory/sample/hosts.yml (kube_control_plane, kube_node, "
+            "gpu_nodes under k8s_cluster)"
+        )
+    if groups and not any(members.get(g) for g in groups):
+        present = sorted(g for g, hosts in members.items() if hosts and g != "all")
+        raise RunError(
+            f"{named}: no host is in {' or '.join(groups)}, the group(s) the playbook runs on "
+            f"(groups with hosts: {', '.join(present) or 'none'}); fix: put the nodes in "
+            "kube_control_plane, kube_node and gpu_nodes under k8s_cluster, as "
+            "inventory/sample/hosts.yml of the collection does"
+        )
+    return members
+
+
 def check_lab_inventory(inventories: Iterable[str]) -> None:
     """Refuse to run against the embedded lab inventory (``inventory/lab``) when the lab it
     names (``GPUFLEET_LAB_NAME``, default ``gpufleet-lab``) has not been brought up or its
@@ -347,8 +470,11 @@ def check_lab_inventory(inventories: Iterable[str]) -> None:
         return
     from gpufleet.lab import cluster
 
-    state = cluster.load_state()
-    name = cluster.lab_name()
+    try:
+        state = cluster.load_state()
+        name = cluster.lab_name()
+    except cluster.LabError as err:
+        raise RunError(str(err)) from None
     if state is None:
         raise RunError(
             f"lab {name!r} does not exist (no {cluster.state_path()}); fix: bring it up with "

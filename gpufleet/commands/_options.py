@@ -2,40 +2,73 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+
+#: An Ansible variable name (ansible.utils.vars.isidentifier: a Python identifier).
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _var_name(key: Any, where: str) -> str:
+    if not isinstance(key, str) or not _VAR_NAME.match(key):
+        raise click.BadParameter(
+            f"{where}: {key!r} is not an Ansible variable name; fix: use letters, digits and "
+            "'_', not starting with a digit (e.g. -e mig_layout=...)"
+        )
+    return key
+
+
+def _value(key: str, value: str) -> Any:
+    """The YAML value of ``-e key=value``. Text that is not YAML stays a string (``*.local``,
+    ``{{ template }}``), except a list or mapping left open (``[1, 2``), which is refused."""
+    if not value.strip():
+        return ""
+    try:
+        return ig.load_yaml(value, f"-e {key}")
+    except ig.ShapeError as exc:
+        raise click.BadParameter(str(exc)) from None
+    except ig.InputError as exc:
+        start = value.lstrip()
+        if start.startswith("[") or (start.startswith("{") and not start.startswith("{{")):
+            raise click.BadParameter(
+                f"{exc} (value {value[:80]!r}); or, to pass the text as a string, quote it: "
+                f"-e '{key}=\"{value[:40]}\"'"
+            ) from None
+        return value
 
 
 def extra_vars_option(
     ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
 ) -> dict[str, Any]:
     """``-e KEY=VALUE`` (the value read as YAML, so ``true``, ``[a, b]`` and ``{k: v}`` keep
-    their types) or ``-e @FILE`` (a YAML mapping); later ones win. Exit 2 when malformed."""
-    import yaml
-
+    their types) or ``-e @FILE`` (a YAML mapping); later ones win. Exit 2 (click's
+    BadParameter) for a malformed one: no ``=``, a key that is not a variable name, a list
+    or mapping left open, a file that is missing, binary, not YAML or not a mapping."""
     out: dict[str, Any] = {}
     for raw in values:
         if raw.startswith("@"):
-            path = raw[1:]
+            what = f"-e {raw}"
             try:
-                with open(path, encoding="utf-8") as fh:
-                    data = yaml.safe_load(fh)
-            except (OSError, yaml.YAMLError) as exc:
-                raise click.BadParameter(f"{raw}: cannot read a YAML file: {exc}") from None
+                data = ig.load_yaml(ig.read_text(raw[1:], what) or "", what)
+            except ig.InputError as exc:
+                raise click.BadParameter(str(exc)) from None
             if not isinstance(data, dict):
-                raise click.BadParameter(f"{raw}: the file must hold a YAML mapping of variables")
-            out.update(data)
+                raise click.BadParameter(
+                    f"{raw}: the file must hold a YAML mapping of variables (it holds "
+                    f"{type(data).__name__}); fix: write 'name: value' lines"
+                )
+            out.update({_var_name(k, raw): v for k, v in data.items()})
             continue
         key, sep, value = raw.partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(
                 f"{raw!r} is not KEY=VALUE or @FILE; write e.g. -e name=value or -e @vars.yml"
             )
-        try:
-            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
-            out[key.strip()] = value
+        name = _var_name(key.strip(), f"-e {raw[:80]!r}")
+        out[name] = _value(name, value)
     return out
 
 

@@ -20,14 +20,16 @@ More subcommands join this group with ``claims.add_command(...)``.
 from __future__ import annotations
 
 import json
+import re
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_metadata as cm
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 
 CLAIM_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
 
@@ -52,9 +54,9 @@ def claims() -> None:
 @click.option("--profile", default=None, help="MIG profile for mig-slice, e.g. 1g.18gb.")
 @click.option(
     "--min-memory-gib",
-    type=float,
+    type=click.FloatRange(0, cm.MAX_MEMORY_GIB, min_open=True),
     default=None,
-    help="Smallest GPU memory in GiB for gpu-with-memory, e.g. 40.",
+    help=f"Smallest GPU memory in GiB for gpu-with-memory, e.g. 40 (at most {cm.MAX_MEMORY_GIB}).",
 )
 @click.option(
     "--strategy",
@@ -80,7 +82,11 @@ def claims() -> None:
     help="MPS defaultPinnedDeviceMemoryLimit for shared-gpu with MPS, e.g. 10Gi.",
 )
 @click.option(
-    "--count", type=int, default=None, help="Number of devices (gpu-pair-same-product: >= 2)."
+    "--count",
+    type=click.IntRange(1, cm.ALLOCATION_RESULTS_MAX),
+    default=None,
+    help=f"Number of devices, at most {cm.ALLOCATION_RESULTS_MAX} (one allocation's limit; "
+    "gpu-pair-same-product: >= 2).",
 )
 @click.option("--name", default=None, help="metadata.name (default derived from the kind).")
 @click.option("--namespace", default="default", show_default=True, help="metadata.namespace.")
@@ -119,16 +125,14 @@ def template(
 ) -> None:
     """Print one ResourceClaimTemplate of KIND."""
     params: dict[str, Any] = {"namespace": namespace}
-    label_map: dict[str, str] = {}
-    for raw in labels:
-        key, sep, value = raw.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{raw!r} is not KEY=VALUE", param_hint="--label")
-        label_map[key] = value
+    label_map = _labels(labels)
     if label_map:
         params["labels"] = label_map
-    if name:
-        params["name"] = name
+    if name is not None:
+        try:
+            params["name"] = cm.check_name(name, "--name")
+        except cm.ClaimTemplateError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--name'") from None
     options = {
         "profile": profile,
         "min_memory_gib": _whole(min_memory_gib),
@@ -147,12 +151,13 @@ def template(
             + ", ".join("--" + p.replace("_", "-") for p in ct.BUILD_PARAMS[kind] if p in options)
         )
     params.update(given)
+    _check_profile(profile)
     version = kubernetes_version or ct.default_kubernetes_version()
     try:
         choice = ct.api_choice_for(version)
         obj = ct.build(kind, params, kubernetes_version=version)
     except (ct.ClaimTemplateError, dv.VersionModelError) as exc:
-        raise click.UsageError(str(exc)) from None
+        raise click.UsageError(_option_names(str(exc))) from None
     if choice.runtime_config:
         click.echo(
             f"note: {choice.api_version} is off by default on Kubernetes {version}: "
@@ -172,6 +177,65 @@ def template(
         click.echo(yaml.safe_dump(obj, sort_keys=False), nl=False)
 
 
+def _labels(labels: tuple[str, ...]) -> dict[str, str]:
+    """``--label KEY=VALUE`` options as a mapping, each key given once and valid as
+    Kubernetes has it (click.BadParameter, exit 2, otherwise)."""
+    out: dict[str, str] = {}
+    for raw in labels:
+        key, sep, value = raw.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(
+                f"{raw!r} is not KEY=VALUE; write e.g. --label team=ml", param_hint="'--label'"
+            )
+        if key in out:
+            raise click.BadParameter(
+                f"{key} is given twice ({key}={out[key]!r} and {key}={value!r}); keep one "
+                f"--label {key}=...",
+                param_hint="'--label'",
+            )
+        out[key] = value
+    try:
+        return cm.check_labels(out, "--label")
+    except cm.ClaimTemplateError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--label'") from None
+
+
+def _check_profile(profile: str | None) -> None:
+    """Refuse (exit 2) a MIG profile no GPU has; note one no known GPU model has."""
+    if profile is None:
+        return
+    try:
+        note = cm.mig_profile_note(profile)
+    except cm.ClaimTemplateError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--profile'") from None
+    if note:
+        click.echo(f"note: {note}", err=True)
+
+
+#: Builder parameter -> the option that sets it, for the builders' messages.
+_OPTION_OF = {
+    "min_gib": "--min-memory-gib",
+    "min_memory_gib": "--min-memory-gib",
+    "mps_pinned_memory_limit": "--mps-pinned-memory-limit",
+    "mps_active_thread_percentage": "--mps-active-thread-percentage",
+    "count": "--count",
+    "name": "--name",
+    "namespace": "--namespace",
+    "profile": "--profile",
+    "kubernetes_version": "--kubernetes-version",
+    "version": "--kubernetes-version",
+    "interval": "--interval",
+    "strategy": "--strategy",
+}
+
+
+def _option_names(message: str) -> str:
+    """``message`` with the builder's ``param=value`` written as ``--option=value``."""
+    return re.sub(
+        r"(?<![\w-])(" + "|".join(_OPTION_OF) + r")=", lambda m: _OPTION_OF[m[1]] + "=", message
+    )
+
+
 def _whole(value: float | None) -> float | int | None:
     if value is not None and float(value).is_integer():
         return int(value)
@@ -187,22 +251,30 @@ def obj_strategy(obj: dict[str, Any]) -> str:
 def load_documents(path: str) -> list[Any]:
     """Every YAML/JSON document of ``path`` (``-``: stdin); a ``kind: List`` is flattened.
 
-    Raises click.BadParameter (exit 2) when unreadable or not YAML.
+    At most ``input_guard.MAX_TEXT_BYTES`` are read. Raises click.BadParameter (exit 2)
+    naming the file when it is unreadable, a directory, larger, binary, not UTF-8, not
+    YAML, nested too deep, or a List whose ``items`` is not a list.
     """
+    what = "standard input" if path == "-" else path
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise click.BadParameter(
-            f"cannot read {path}: {exc.strerror or exc}", param_hint="FILE"
-        ) from None
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise click.BadParameter(f"{path} is not YAML or JSON: {exc}", param_hint="FILE") from None
+        if path == "-":
+            text = ig.read_stream(getattr(sys.stdin, "buffer", sys.stdin), what)
+        else:
+            text = ig.read_text(path, what) or ""
+        docs = ig.load_yaml_documents(text, what)
+    except ig.InputError as exc:
+        raise click.BadParameter(str(exc), param_hint="FILE") from None
     out: list[Any] = []
-    for doc in docs:
+    for n, doc in enumerate(docs):
         if isinstance(doc, dict) and doc.get("kind") == "List":
-            out.extend(doc.get("items") or [])
+            items = doc.get("items")
+            if items is not None and not isinstance(items, list):
+                raise click.BadParameter(
+                    f"{what}: document {n + 1} is a kind: List whose items is a "
+                    f"{type(items).__name__}, not a list; fix: write items: [<object>, ...]",
+                    param_hint="FILE",
+                )
+            out.extend(items or [])
         else:
             out.append(doc)
     return out

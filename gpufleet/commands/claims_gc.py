@@ -29,9 +29,11 @@ import sys
 from typing import Any
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_metadata as cm
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_claims as vcl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpufleet.commands.claims import claims
@@ -41,15 +43,25 @@ def _kube(kubeconfig: str | None, context: str | None) -> vk.Kube:
     try:
         return vk.Kube(kubeconfig, context)
     except vk.KubeError as err:
-        Console(stderr=True).print(f"[red]error:[/red] {err.message}")
+        Console(stderr=True).print(f"[red]error:[/red] {escape(err.message)}")
         sys.exit(2)
+
+
+def _name(value: str, hint: str, subdomain: bool) -> str:
+    """``value`` when it is a valid namespace (DNS label) or object name (DNS subdomain);
+    click.BadParameter (exit 2) naming ``hint`` otherwise."""
+    try:
+        return cm.check_name(value, "namespace" if not subdomain else "name", subdomain)
+    except cm.ClaimTemplateError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _resource_version(kube: vk.Kube) -> str:
     try:
         _, rv = vk.resource_version(kube)
     except vk.KubeError as err:
-        Console(stderr=True).print(f"[red]error:[/red] cannot reach the API server: {err}")
+        what = escape(err.message if err.status is None else f"{err.status}: {err.message}")
+        Console(stderr=True).print(f"[red]error:[/red] cannot read {kube.server}: {what}")
         sys.exit(2)
     if not rv:
         Console(stderr=True).print(
@@ -74,6 +86,8 @@ def gc(
     apply_: bool, namespace: str, kubeconfig: str | None, context: str | None, as_json: bool
 ) -> None:
     """Release ResourceClaims leaked by pods that no longer exist (dry run by default)."""
+    if namespace:
+        _name(namespace, "'--namespace'", subdomain=False)
     kube = _kube(kubeconfig, context)
     rv = _resource_version(kube)
     prefix = f"/namespaces/{namespace}" if namespace else ""
@@ -85,7 +99,9 @@ def gc(
             )
             pods = kube.list(f"/api/v1{prefix}/pods", trim=vk.trim_pod)
     except vk.KubeError as err:
-        Console(stderr=True).print(f"[red]error:[/red] cannot list claims and pods: {err}")
+        Console(stderr=True).print(
+            f"[red]error:[/red] cannot list claims and pods: {escape(str(err))}"
+        )
         sys.exit(2)
     with vk.gc_paused():
         plan = vcl.plan_gc(claim_list, pods)
@@ -180,13 +196,17 @@ def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json
         raise click.BadParameter(
             f"{claim_ref!r} is not NAMESPACE/CLAIM", param_hint="NAMESPACE/CLAIM"
         )
+    _name(ns, "NAMESPACE/CLAIM (namespace)", subdomain=False)
+    _name(name, "NAMESPACE/CLAIM (claim)", subdomain=True)
     kube = _kube(kubeconfig, context)
     rv = _resource_version(kube)
     base = f"/apis/resource.k8s.io/{rv}"
     try:
         claim = kube.get(f"{base}/namespaces/{ns}/resourceclaims/{name}")
     except vk.KubeError as err:
-        Console(stderr=True).print(f"[red]error:[/red] ResourceClaim {ns}/{name}: {err}")
+        Console(stderr=True).print(
+            f"[red]error:[/red] ResourceClaim {ns}/{name}: {escape(str(err))}"
+        )
         sys.exit(2)
     try:
         classes = kube.list(f"{base}/deviceclasses")
@@ -196,7 +216,7 @@ def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json
         pods = kube.list(f"/api/v1/namespaces/{ns}/pods")
     except vk.KubeError as err:
         Console(stderr=True).print(
-            f"[red]error:[/red] cannot list what the explanation needs: {err}"
+            f"[red]error:[/red] cannot list what the explanation needs: {escape(str(err))}"
         )
         sys.exit(2)
     result = vcl.explain_claim(claim, classes, slices, claim_list, nodes, pods)

@@ -7,9 +7,10 @@ kube-controller-manager, kube-scheduler, kubelet) the feature gates and runtime-
 set for the target version and, with ``--from``, what changes on the way (gates added and
 removed and why, runtime-config dropped or added, the kubeadm configuration API change).
 
-Exit codes: 0 the plan is valid; 1 the request is impossible (the reason and the fix go to
-stderr); 2 malformed input (a bad version string, ``--gate`` without ``=``, an unknown
-feature name).
+Exit codes: 0 the plan is valid; 1 the plan's checks fail: a request the version model
+refuses (a release outside it, a locked or removed gate, more than one minor; the reason
+and the fix go to stderr); 2 malformed input (a bad version string, ``--gate`` without
+``=``, an unknown feature name).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def _gates(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
                 f"{raw!r} has value {val!r}; the value of --gate must be true or false{hint}"
             )
         key, value = name.strip(), low == "true"
+        try:
+            dv.require_known_gate(key)
+        except dv.VersionModelError as exc:
+            raise click.BadParameter(f"{exc.reason} {exc.fix}") from None
         if out.get(key, value) != value:
             raise click.BadParameter(
                 f"{key} is given twice with different values; keep one --gate {key}=..."
@@ -119,8 +124,9 @@ def plan(
     except dv.VersionParseError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
-    except dv.VersionModelError as exc:
-        click.echo(f"Error: {exc.reason}", err=True)
+    except dv.VersionModelError as exc:  # a well-formed request the plan's checks refuse
+        asked = f"--to {to_version}" + (f" --from {from_version}" if from_version else "")
+        click.echo(f"Error: {asked}: {exc.reason}", err=True)
         if exc.fix:
             click.echo(f"Fix: {exc.fix}", err=True)
         sys.exit(1)
@@ -385,11 +391,16 @@ def audit_command(inventories: tuple[str, ...], extra_vars: dict[str, Any], as_j
 
     extravars = {"dra_gate_audit_fail_on_drift": False, **extra_vars}
     found: list[dict[str, Any]] = []
+    errors: list[str] = []
 
     def on_event(event: dict[str, Any]) -> None:
         doc = audit_result_from_event(event)
         if doc is not None:
             found.append(doc)
+        elif event.get("event") == "runner_on_failed":
+            data = event.get("event_data") or {}
+            if (data.get("resolved_action") or data.get("task_action")) in AUDIT_ACTIONS:
+                errors.append(str((data.get("res") or {}).get("msg") or "the audit task failed"))
 
     progress = Console(stderr=True) if as_json else Console()
     try:
@@ -406,9 +417,10 @@ def audit_command(inventories: tuple[str, ...], extra_vars: dict[str, Any], as_j
     audit_doc = found[-1] if found else None
     status = audit_exit_status(audit_doc)
     if audit_doc is None:
+        why = f": {errors[-1]}" if errors else " (see the failures above)"
         click.echo(
-            "Error: the audit did not produce a result (see the failures above); "
-            f"ansible-playbook status {result.status}",
+            f"Error: the audit did not produce a result{why}; ansible-playbook status "
+            f"{result.status}",
             err=True,
         )
         sys.exit(status)

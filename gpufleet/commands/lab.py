@@ -7,6 +7,7 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpufleet.lab import cluster
@@ -36,6 +37,12 @@ def _table(st: dict) -> Table:
 @click.group("lab")
 def lab() -> None:
     """The local lab: a real kubeadm cluster on podman nodes whose GPUs are simulated."""
+    try:  # the environment that names the lab, judged before any command touches podman
+        cluster.lab_name()
+        cluster.lab_subnet()
+    except cluster.LabError as e:
+        Console(stderr=True).print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
+        sys.exit(2)
 
 
 @lab.command("up")
@@ -62,13 +69,13 @@ def up(kubernetes_version: str, workers: int, gpu_model: str, gpus_per_node: int
     try:
         spec = spec.validated()
     except cluster.LabError as e:
-        console.print(f"[red]error:[/red] {e}")
+        console.print(f"[red]error:[/red] {escape(str(e))}")
         sys.exit(2)
     try:
         state = cluster.up(spec, log=lambda m: console.print(f"[dim]{m}[/dim]"))
         st = cluster.wait_ready()
     except cluster.LabError as e:
-        console.print(f"[red]error:[/red] {e}")
+        console.print(f"[red]error:[/red] {escape(str(e))}")
         sys.exit(1)
     Console().print(_table(st))
     console.print(
@@ -82,7 +89,11 @@ def up(kubernetes_version: str, workers: int, gpu_model: str, gpus_per_node: int
 def down() -> None:
     """Remove the lab: containers, volumes, network, state. Exit 1 if anything is left."""
     console = Console(stderr=True)
-    left = cluster.down(log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    try:
+        left = cluster.down(log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    except cluster.LabError as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        sys.exit(2)
     rest = {k: v for k, v in left.items() if v}
     if rest:
         console.print(f"[red]left behind:[/red] {json.dumps(rest)}")
@@ -94,7 +105,11 @@ def down() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status(as_json: bool) -> None:
     """Nodes, versions and readiness. Exit 0 when every node is Ready, 1 otherwise."""
-    st = cluster.status()
+    try:
+        st = cluster.status()
+    except cluster.LabError as e:
+        Console(stderr=True).print(f"[red]error:[/red] {escape(str(e))}")
+        sys.exit(2)
     if as_json:
         click.echo(json.dumps(st, indent=2))
     elif not st["exists"]:

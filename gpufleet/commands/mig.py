@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mpl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mpr
 from rich.console import Console
 from rich.table import Table
+
+from gpufleet.commands._options import extra_vars_flag
 
 
 @click.group("mig")
@@ -45,31 +47,33 @@ def _gpu_model(ctx: click.Context, param: click.Parameter, value: str) -> mpr.Gp
 
 
 def _read_layout_source(value: str) -> tuple[str, Any]:
-    """Return (what, data): a JSON layout given inline, or the parsed content of a file."""
+    """Return (what, data): a JSON layout given inline, or the parsed content of a file
+    (at most ``input_guard.MAX_TEXT_BYTES``, UTF-8, nested at most ``MAX_DEPTH`` levels)."""
     text = value.strip()
     if text.startswith("@") or not text.startswith("{"):
         path = Path(text[1:] if text.startswith("@") else text)
-        if not path.is_file():
+        if not path.exists():
             raise click.BadParameter(
                 f"{value!r} is neither a JSON object nor a readable file; write a layout as "
                 "'{\"1g.18gb\": 7}' or give a mig-parted config file as @path",
                 param_hint="'--layout'",
             )
+        what = f"file {path}"
         try:
-            return f"file {path}", yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise click.BadParameter(
-                f"file {path} is not valid YAML or JSON ({exc}); fix its syntax",
-                param_hint="'--layout'",
-            ) from None
+            return what, ig.load_yaml(ig.read_text(path, what) or "", what)
+        except ig.InputError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--layout'") from None
     try:
-        return "JSON", json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(
-            f"{value!r} is not valid JSON ({exc.msg} at column {exc.colno}); write e.g. "
-            "'{\"1g.18gb\": 7}' (double quotes around profile names)",
-            param_hint="'--layout'",
-        ) from None
+        return "JSON", ig.load_json(text, f"--layout {_short(text)}", _EXAMPLE)
+    except ig.InputError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--layout'") from None
+
+
+_EXAMPLE = '{"1g.18gb": 7}'
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _wanted_per_gpu(
@@ -270,12 +274,9 @@ def apply_extravars(layout: str | None, config_name: str | None) -> dict[str, An
     text = layout.strip()
     if text.startswith("{"):
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise click.BadParameter(
-                f"{layout!r} is not valid JSON ({exc.msg}); write e.g. '{{\"1g.18gb\": 7}}'",
-                param_hint="'--layout'",
-            ) from None
+            data = ig.load_json(text, f"--layout {_short(text)}", _EXAMPLE)
+        except ig.InputError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--layout'") from None
         try:
             out["mig_layout"] = mpl.parse_layout(data, name="--layout")
         except ValueError as exc:
@@ -290,8 +291,9 @@ def apply_extravars(layout: str | None, config_name: str | None) -> dict[str, An
         return out
     path = Path(text[1:] if text.startswith("@") else text)
     if text.startswith("@") or path.is_file():
-        if not path.is_file():
+        if not path.exists():
             raise click.BadParameter(f"{path} does not exist", param_hint="'--layout'")
+        _check_config_file(path, config_name)
         out["mig_config_file"] = str(path.resolve())
         out["mig_layout"] = {}
         if config_name:
@@ -304,6 +306,24 @@ def apply_extravars(layout: str | None, config_name: str | None) -> dict[str, An
         )
     out["mig_config_name"] = text
     return out
+
+
+def _check_config_file(path: Path, config_name: str | None) -> None:
+    """Read and check the mig-parted config file ``path`` (and that it holds
+    ``config_name``) before any host is touched; click.BadParameter (exit 2) otherwise."""
+    what = f"file {path}"
+    try:
+        config = mpl.load_mig_config(ig.load_yaml(ig.read_text(path, what) or "", what))
+    except ig.InputError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--layout'") from None
+    except mpl.MigConfigError as exc:
+        raise click.BadParameter(f"{what}: {exc}", param_hint="'--layout'") from None
+    if config_name and config_name not in config.names:
+        raise click.BadParameter(
+            f"{config_name!r} is not a mig-configs entry of {path}; fix: use one of "
+            + ", ".join(config.names),
+            param_hint="'--config-name'",
+        )
 
 
 @mig.command("apply")
@@ -330,14 +350,7 @@ def apply_extravars(layout: str | None, config_name: str | None) -> dict[str, An
 )
 @click.option("--check", is_flag=True, help="Report what would change; change nothing.")
 @click.option("--diff", is_flag=True, help="Show the GPU layouts before and after.")
-@click.option(
-    "-e",
-    "--extra-vars",
-    "extra_vars",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Extra variable for the playbook (repeat); the value is read as YAML.",
-)
+@extra_vars_flag("Extra variable for the playbook (repeat); the value is read as YAML.")
 def apply_command(
     inventories: tuple[str, ...],
     layout: str | None,
@@ -345,7 +358,7 @@ def apply_command(
     limit: str | None,
     check: bool,
     diff: bool,
-    extra_vars: tuple[str, ...],
+    extra_vars: dict[str, Any],
 ) -> None:
     """Carve MIG GPU instances on the GPU nodes (playbooks/mig.yml), a batch at a time,
     then republish each node's ResourceSlices.
@@ -353,13 +366,7 @@ def apply_command(
     Exit 0 when every node succeeded, 1 when one failed, 2 when it could not run."""
     from gpufleet import runner
 
-    extravars = apply_extravars(layout, config_name)
-    for raw in extra_vars:
-        key, sep, value = raw.partition("=")
-        if not sep or not key.strip():
-            click.echo(f"Error: -e {raw!r} is not KEY=VALUE", err=True)
-            sys.exit(2)
-        extravars[key.strip()] = yaml.safe_load(value)
+    extravars = {**apply_extravars(layout, config_name), **extra_vars}
     try:
         result = runner.run_playbook(
             APPLY_PLAYBOOK,

@@ -12,7 +12,6 @@ malformed ``-e``, the collection not installed).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -47,11 +46,13 @@ def report_path() -> Path:
 def read_report(path: Path, since: float) -> dict[str, Any] | None:
     """The report at ``path`` if it was written at or after ``since`` (epoch seconds) and
     is a JSON object with a ``checks`` list; else None (no report from this run)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+
     try:
         if path.stat().st_mtime < since:
             return None
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = ig.load_json(ig.read_text(path) or "", str(path))
+    except (OSError, ig.InputError):
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("checks"), list):
         return None
@@ -96,7 +97,8 @@ def render_report(doc: Mapping[str, Any], console: Console, path: Path | None = 
         if c.get("status") not in ("fail", "warn"):
             continue
         console.print(Text(f"{c.get('id')}:", style=_STYLE[str(c["status"])]))
-        for p in c.get("problems") or []:
+        problems = c.get("problems") if isinstance(c.get("problems"), list) else []
+        for p in (p for p in problems if isinstance(p, Mapping)):
             subject = p.get("subject") or "(cluster)"
             console.print(Text(f"  {subject}: {p.get('message', '')}"))
         if c.get("fix"):

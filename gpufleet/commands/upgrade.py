@@ -67,9 +67,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_cluster as uc
 from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_plan as up
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from rich.console import Console
 
 from gpufleet.commands._options import extra_vars_flag
@@ -78,7 +79,7 @@ from gpufleet.commands.upgrade_render import render, render_timings, timing_rows
 __all__ = ["render", "render_timings", "timing_rows", "upgrade"]  # moved, still reached here
 
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
-SNAPSHOT_SCHEMA = 1
+SNAPSHOT_SCHEMA = uc.SNAPSHOT_SCHEMA
 #: The role's default upgrade_report_path (roles/upgrade/defaults/main.yml).
 DEFAULT_REPORT = Path("~/.cache/gpufleet/upgrade-report.json")
 
@@ -658,68 +659,19 @@ def lab_release_warnings(versions: Iterable[str], variables: Any) -> list[str]:
 
 
 def read_cluster(kubeconfig: str, name: str = "--kubeconfig") -> dict[str, Any]:
-    """One list each of Nodes, kube-apiserver Pods and ResourceSlices, and the two kubeadm
-    ConfigMaps, as plain dicts. Raises InputError naming ``name`` (what gave the
-    kubeconfig) when it cannot be loaded or the API cannot be reached."""
-    from kubernetes import client, config
-    from kubernetes.client.rest import ApiException
-
+    """The cluster as the plan reads it (:func:`upgrade_cluster.read_cluster`). Raises
+    InputError naming ``name`` (what gave the kubeconfig) when it cannot be loaded or the
+    API server does not answer (within the client's timeouts)."""
     try:
-        api_client = config.new_client_from_config(config_file=os.path.expanduser(kubeconfig))
-    except Exception as exc:
+        return uc.read_cluster(os.path.expanduser(kubeconfig))
+    except vk.KubeError as exc:
         raise InputError(
-            f"{name} {kubeconfig!r} cannot be loaded as a kubeconfig: {exc}",
-            "give the cluster's admin kubeconfig (a copy of /etc/kubernetes/admin.conf) with "
-            "--kubeconfig FILE or -e upgrade_kubeconfig=FILE.",
-        ) from None
-    core = client.CoreV1Api(api_client)
-    custom = client.CustomObjectsApi(api_client)
-    plain = api_client.sanitize_for_serialization
-    try:
-        nodes = plain(core.list_node(_request_timeout=30))["items"]
-        pods = plain(
-            core.list_namespaced_pod(
-                "kube-system", label_selector="component=kube-apiserver", _request_timeout=30
-            )
-        )["items"]
-    except Exception as exc:
-        raise InputError(
-            f"the API server of {name} {kubeconfig!r} did not answer: "
-            f"{' '.join(str(exc).split())[:400]}",
+            f"{name} {kubeconfig!r}: {' '.join(exc.message.split())[:600]}",
             f"check that the API server is up and reachable from here (kubectl --kubeconfig "
-            f"{kubeconfig} get nodes), that {name} names this cluster's kubeconfig, or plan "
-            "from a saved cluster with --snapshot FILE.",
+            f"{kubeconfig} get nodes), that {name} names this cluster's admin kubeconfig (a "
+            "copy of /etc/kubernetes/admin.conf), or plan from a saved cluster with "
+            "--snapshot FILE.",
         ) from None
-    slices: list[dict[str, Any]] = []
-    for version in ("v1", "v1beta2", "v1beta1"):
-        try:
-            slices = custom.list_cluster_custom_object(
-                "resource.k8s.io", version, "resourceslices"
-            )["items"]
-            break
-        except ApiException as exc:
-            if exc.status != 404:
-                raise InputError(f"listing ResourceSlices failed: {exc.reason}") from None
-    try:  # the cluster's identity: the upgrade report of another cluster is not resumed
-        cluster_uid = core.read_namespace("kube-system", _request_timeout=30).metadata.uid
-    except Exception:  # no identity: the report is taken as this cluster's
-        cluster_uid = None
-    cms: dict[str, Any] = {}
-    for name, key in (("kubeadm-config", "ClusterConfiguration"), ("kubelet-config", "kubelet")):
-        try:
-            cm = core.read_namespaced_config_map(name, "kube-system")
-            cms[name] = yaml.safe_load((cm.data or {}).get(key) or "") or {}
-        except ApiException:
-            cms[name] = None
-    return {
-        "schema": SNAPSHOT_SCHEMA,
-        "nodes": nodes,
-        "pods": pods,
-        "resourceslices": slices,
-        "cluster_configuration": cms["kubeadm-config"],
-        "kubelet_configuration": cms["kubelet-config"],
-        "cluster_uid": cluster_uid,
-    }
 
 
 # ------------------------------------------------------------------------- plan

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
 from rich.console import Console
 from rich.table import Table
@@ -87,6 +89,54 @@ def write_outputs(
         Path(markdown).write_text(vr.render_markdown(report))
 
 
+def check_outputs(paths: Mapping[str, str | None]) -> None:
+    """Refuse (click.BadParameter, exit 2) before anything runs an output path that is a
+    directory or whose directory does not exist (``-`` is standard output)."""
+    for option, value in paths.items():
+        if not value or value == "-":
+            continue
+        path = Path(value)
+        if path.is_dir():
+            raise click.BadParameter(
+                f"{value} is a directory; fix: give a file path, e.g. {path / 'report.out'}",
+                param_hint=f"'{option}'",
+            )
+        if not path.parent.is_dir():
+            raise click.BadParameter(
+                f"{value}: the directory {path.parent} does not exist; fix: create it first "
+                "(mkdir -p) or give a path in an existing directory",
+                param_hint=f"'{option}'",
+            )
+
+
+def usable_report(doc: Any) -> bool:
+    """Whether ``doc`` is a report the tables and the renderers can show: ``checks`` of a
+    known status with a string ``id``, ``area`` and ``summary`` and a list of problem
+    mappings; ``counts`` and ``meta`` mappings when present."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("checks"), list):
+        return False
+    if not all(isinstance(doc.get(k, {}), Mapping) for k in ("counts", "meta")):
+        return False
+    for c in doc["checks"]:
+        if not isinstance(c, Mapping) or c.get("status") not in STYLE:
+            return False
+        if not all(isinstance(c.get(k), str) for k in ("id", "area", "summary")):
+            return False
+        problems = c.get("problems")
+        if not isinstance(problems, list) or not all(isinstance(p, Mapping) for p in problems):
+            return False
+    return True
+
+
+def _read_report(path: Path) -> dict[str, Any] | None:
+    """The report file the validate playbook wrote, or None when it is not a report."""
+    try:
+        doc = ig.load_json(ig.read_text(path, f"report {path}") or "", f"report {path}")
+    except ig.InputError:
+        return None
+    return doc if usable_report(doc) else None
+
+
 @click.command("validate")
 @click.option(
     "-i",
@@ -123,6 +173,12 @@ def validate(
     """Validate a DRA GPU cluster; exit 0 pass, 1 a check failed, 2 could not run."""
     err = Console(stderr=True)
     out = Console(stderr=json_file == "-")
+    check_outputs({"--json": json_file, "--junit": junit, "--markdown": markdown})
+    if kubeconfig:
+        try:
+            vk.check_kubeconfig(kubeconfig)
+        except vk.KubeError as exc:
+            raise click.BadParameter(exc.message, param_hint="'--kubeconfig'") from None
     extravars = dict(extra)
     with tempfile.TemporaryDirectory(prefix="gpufleet-validate-") as tmp:
         report_path = Path(tmp) / "report.json"
@@ -156,8 +212,16 @@ def validate(
             err.print(f"[red]error:[/red] {e}")
             sys.exit(runner.EXIT_CANNOT_RUN)
         report = captured.get("report")
-        if report is None and Path(extravars["validate_report_file"]).is_file():
-            report = json.loads(Path(extravars["validate_report_file"]).read_text())
+        if report is not None and not usable_report(report):
+            report, captured["error"] = None, "the module returned a report of another shape"
+        report_file = Path(str(extravars["validate_report_file"]))
+        if report is None and report_file.is_file():
+            report = _read_report(report_file)
+            if report is None and "error" not in captured:
+                captured["error"] = (
+                    f"validate_report_file={report_file} is not a validation report; fix: "
+                    "give a new file path (the playbook writes the report there)"
+                )
     if report is None:
         why = captured.get("error") or (
             "; ".join(f"{h} | {t}: {m}" for h, t, m in result.progress.failures)

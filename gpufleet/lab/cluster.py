@@ -161,8 +161,28 @@ def upgrade_report_paths() -> tuple[Path, Path]:
 
 
 def load_state() -> dict[str, Any] | None:
+    """The lab's state file (None when the lab does not exist). Raises LabError naming
+    the file when it is not the JSON object ``up`` writes (spec, nodes)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+
     path = state_path()
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.exists():
+        return None
+    try:
+        data = ig.load_json(ig.read_text(path, f"lab state {path}") or "", f"lab state {path}")
+    except ig.InputError as err:
+        raise LabError(f"{err}; or remove the lab with `gpufleet lab down`") from None
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("spec"), dict)
+        or not isinstance(data.get("nodes"), list)
+        or not all(isinstance(n, dict) for n in data["nodes"])
+    ):
+        raise LabError(
+            f"lab state {path} is not a state file of `gpufleet lab up` (a JSON object with "
+            "spec and nodes); fix: remove the lab with `gpufleet lab down`"
+        )
+    return data
 
 
 def plan_nodes(spec: LabSpec) -> list[LabNode]:
@@ -510,23 +530,24 @@ def status() -> dict[str, Any]:
         return {"exists": False, "nodes": []}
     out: dict[str, Any] = {
         "exists": True,
-        "kubernetes_version": data["spec"]["kubernetes_version"],
+        "kubernetes_version": data["spec"].get("kubernetes_version", "?"),
         "kubeconfig": str(kubeconfig_path()),
         "timings": data.get("timings", {}),
         "nodes": [],
     }
     k8s_nodes = _kubernetes_nodes()
     for n in data["nodes"]:
+        name = str(n.get("name", "?"))
         entry = {
-            "name": n["name"],
-            "role": n["role"],
-            "ip": n["ip"],
-            "container": _container_state(n["name"]) or "absent",
+            "name": name,
+            "role": n.get("role"),
+            "ip": n.get("ip"),
+            "container": _container_state(name) or "absent",
         }
-        if n["role"] == "gpu-worker":
-            entry["gpu_model"] = n["gpu_model"]
-            entry["gpus"] = n["gpu_count"]
-        entry.update(k8s_nodes.get(n["name"], {"ready": False, "kubelet_version": None}))
+        if n.get("role") == "gpu-worker":
+            entry["gpu_model"] = n.get("gpu_model")
+            entry["gpus"] = n.get("gpu_count")
+        entry.update(k8s_nodes.get(name, {"ready": False, "kubelet_version": None}))
         out["nodes"].append(entry)
     out["ready"] = bool(out["nodes"]) and all(n["ready"] for n in out["nodes"])
     return out
@@ -536,10 +557,11 @@ def _kubernetes_nodes() -> dict[str, dict[str, Any]]:
     if not kubeconfig_path().is_file():
         return {}
     try:
-        from kubernetes import client, config
+        from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+        from kubernetes import client
 
-        api = client.CoreV1Api(config.new_client_from_config(str(kubeconfig_path())))
-        items = api.list_node(_request_timeout=10).items
+        api = client.CoreV1Api(vk.api_client(str(kubeconfig_path())))
+        items = api.list_node(_request_timeout=vk.REQUEST_TIMEOUT).items  # no read retried
     except Exception:
         return {}
     out = {}

@@ -55,7 +55,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_metadata as cm
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_metadata import (
+    ClaimTemplateError,
+)
 
 __all__ = [
     "CAPACITY_KEYS",
@@ -158,24 +162,13 @@ _MEMORY_SLICE_RE = re.compile(r"^memorySlice\d+$")
 #: Template kinds of ``build`` and the CLI.
 KINDS = ("mig-slice", "gpu-with-memory", "shared-gpu", "gpu-pair-same-product")
 
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL_RE, _DNS_SUBDOMAIN_RE = cm.DNS_LABEL_RE, cm.DNS_SUBDOMAIN_RE
 _QUALIFIED_RE = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/([A-Za-z][-_.A-Za-z0-9]*)$"
 )
 #: MIG profile names as nvidia-smi prints them: 1g.18gb, 1g.10gb+me, 1c.3g.20gb.
 _PROFILE_RE = re.compile(r"^(\d+c\.)?\d+g\.\d+gb(\+me|\+gfx|-me|\+me\.all)?$")
 _QUANTITY_RE = re.compile(r"^\+?\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
-
-
-class ClaimTemplateError(ValueError):
-    """A builder argument that cannot make a valid template: ``reason`` names the
-    parameter and value, ``fix`` says what to give instead."""
-
-    def __init__(self, reason: str, fix: str = "") -> None:
-        self.reason = reason
-        self.fix = fix
-        super().__init__(reason + (" Fix: " + fix if fix else ""))
 
 
 # --------------------------------------------------------------------------------------
@@ -284,9 +277,10 @@ def memory_quantity(min_gib: float | int | str, name: str = "min_gib") -> str:
         gib = float(min_gib)
     except (TypeError, ValueError):
         gib = float("nan")
-    if isinstance(min_gib, bool) or not gib > 0 or gib != gib or gib == float("inf"):
+    if isinstance(min_gib, bool) or not 1 / 1024 <= gib <= cm.MAX_MEMORY_GIB:  # NaN too
         raise ClaimTemplateError(
-            f"{name}={min_gib!r} is not a positive number of GiB.",
+            f"{name}={str(min_gib)[:40]} is not a positive number of GiB up to "
+            f"{cm.MAX_MEMORY_GIB} (1 MiB at least; no GPU has more than {cm.MAX_MEMORY_GIB} GB).",
             "give the smallest GPU memory the workload needs in GiB, e.g. 40.",
         )
     if gib.is_integer():
@@ -308,25 +302,7 @@ def cel_memory_at_least(min_gib: float | int | str) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def _check_name(value: Any, what: str, subdomain: bool = True) -> str:
-    pattern = _DNS_SUBDOMAIN_RE if subdomain else _DNS_LABEL_RE
-    if not isinstance(value, str) or not pattern.match(value) or len(value) > 253:
-        kind = "DNS subdomain" if subdomain else "DNS label (at most 63 characters)"
-        raise ClaimTemplateError(
-            f"{what}={value!r} is not a valid {kind}.",
-            "use lower-case letters, digits and '-'" + (" and '.'" if subdomain else "") + ".",
-        )
-    return value
-
-
-def _check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
-    if labels is None:
-        return {}
-    if not isinstance(labels, Mapping):
-        raise ClaimTemplateError(
-            f"labels={labels!r} is not a mapping.", "give label keys to string values."
-        )
-    return {str(k): str(v) for k, v in labels.items()}
+_check_name, _check_labels, _count = cm.check_name, cm.check_labels, cm.check_count
 
 
 def _request(
@@ -375,15 +351,6 @@ def _template(
     }
 
 
-def _count(count: Any, minimum: int = 1, name: str = "count") -> int:
-    if isinstance(count, bool) or not isinstance(count, int) or count < minimum:
-        raise ClaimTemplateError(
-            f"{name}={count!r} is not a whole number of at least {minimum}.",
-            f"give {name} as an integer >= {minimum}.",
-        )
-    return count
-
-
 def mig_slice(
     profile: str,
     *,
@@ -398,6 +365,7 @@ def mig_slice(
     """A template for ``count`` MIG devices of ``profile`` (``"1g.18gb"``) from DeviceClass
     ``mig.nvidia.com``. Name defaults to ``mig-<profile with dots as dashes>``
     (``mig-1g-18gb``). Raises ClaimTemplateError for a bad profile, name or count."""
+    cm.mig_profile_note(profile)  # raises ClaimTemplateError for a profile no GPU has
     selector = cel_mig_profile(profile)
     version = _split_api_version(_resolve_api_version(api_version, kubernetes_version))
     default_name = "mig-" + re.sub(r"[^a-z0-9]+", "-", profile.lower()).strip("-")
@@ -492,12 +460,7 @@ def gpu_config_parameters(
                 )
             mps["defaultActiveThreadPercentage"] = pct
         if mps_pinned_memory_limit is not None:
-            limit = str(mps_pinned_memory_limit)
-            if not _QUANTITY_RE.match(limit):
-                raise ClaimTemplateError(
-                    f"mps_pinned_memory_limit={mps_pinned_memory_limit!r} is not a quantity.",
-                    "give a size such as 10Gi.",
-                )
+            limit = cm.check_memory_quantity(mps_pinned_memory_limit, "mps_pinned_memory_limit")
             mps["defaultPinnedDeviceMemoryLimit"] = limit
         if mps:
             sharing["mpsConfig"] = mps
@@ -602,9 +565,14 @@ def build(
     ``kubernetes_version``. Raises ClaimTemplateError naming an unknown kind, an unknown or
     missing key, or a bad value.
     """
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise ClaimTemplateError(
             f"kind={kind!r} is not a template kind.", f"give one of {', '.join(KINDS)}."
+        )
+    if not isinstance(params, Mapping):
+        raise ClaimTemplateError(
+            f"the {kind} parameters are a {type(params).__name__}.",
+            "give a mapping of parameter -> value.",
         )
     allowed = set(BUILD_PARAMS[kind]) | set(_COMMON_PARAMS)
     unknown = sorted(set(params) - allowed)
@@ -1095,6 +1063,7 @@ def check_claim_spec(obj: Any, kubernetes_version: str | None = None) -> list[Pr
         version = "v1"
     elif kubernetes_version:
         _check_served(out, version, kubernetes_version)
+    cm.check_metadata(obj, str(kind), out.error)
     if kind == "ResourceClaimTemplate":
         spec_path = "spec.spec"
         outer = obj.get("spec")
@@ -1318,8 +1287,15 @@ def _check_exact(
         )
     count = body.get("count")
     if count is not None:
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            out.error(f"{path}.count", f"count {count!r} must be an integer >= 1")
+        if (
+            isinstance(count, bool)
+            or not isinstance(count, int)
+            or not 0 < count <= cm.ALLOCATION_RESULTS_MAX
+        ):
+            out.error(
+                f"{path}.count",
+                f"count {str(count)[:40]} must be an integer from 1 to {cm.ALLOCATION_RESULTS_MAX}",
+            )
         elif mode == "All":
             out.error(f"{path}.count", "count must not be set with allocationMode: All")
     if "capacity" in body:
@@ -1649,7 +1625,7 @@ def _check_nvidia_parameters(out: _Collector, path: str, params: Mapping[str, An
                     f"{path}.sharing.mpsConfig.defaultActiveThreadPercentage",
                     f"{pct!r} is not an integer from 0 to 100",
                 )
-    if strategy in DRIVER_GATE_FOR_STRATEGY:
+    if isinstance(strategy, str) and strategy in DRIVER_GATE_FOR_STRATEGY:
         gate = DRIVER_GATE_FOR_STRATEGY[strategy]
         out.warn(
             f"{path}.sharing.strategy",

@@ -185,6 +185,8 @@ def loads(text: str, where: str = "TOML") -> dict:
         )
     try:
         return _toml_reader.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{where} is not valid TOML: it nests too deep to parse") from None
     except Exception as err:  # each reader has its own error class
         raise ConfigError(f"{where} is not valid TOML: {err}") from err
 

@@ -285,6 +285,12 @@ def _gate_def(gate: str) -> GateDef:
     ) from None
 
 
+def require_known_gate(gate: str) -> None:
+    """Raise :class:`VersionModelError` (with a did-you-mean) unless some generated release
+    registers ``gate``."""
+    _gate_def(gate)
+
+
 def is_known_gate(gate: str) -> bool:
     """True when some generated release registers ``gate``."""
     return gate in GATES or gate in _releases.all_gate_names()

@@ -115,6 +115,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_gates import 
     prerelease_source,
     registered_by,
     release_gates_at,
+    require_known_gate,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_plan import (  # noqa: F401
     ALL_FEATURES,

@@ -20,8 +20,7 @@ one :class:`Change` per thing changed, with its old and new value and why):
   ``--feature-gates=``/``--runtime-config=`` items of the component's ``command`` change,
   the rest of the file is kept byte for byte where the layout allows.
 * ``edit_kubelet_configuration``: the ``featureGates`` map of a ``KubeletConfiguration``
-  (``/var/lib/kubelet/config.yaml``, ConfigMap ``kube-system/kubelet-config`` key
-  ``kubelet``).
+  (``/var/lib/kubelet/config.yaml``, ConfigMap ``kube-system/kubelet-config`` ``kubelet``).
 * ``enable_dynamic_resources``: a custom ``KubeSchedulerConfiguration`` that disables the
   ``DynamicResources`` plugin.
 
@@ -739,8 +738,9 @@ def _dump(data: Any) -> str:
 def _load(text: str, what: str) -> Any:
     try:
         return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigEditError(f"{what} is not valid YAML: {err}") from err
+    except (yaml.YAMLError, RecursionError, ValueError, AttributeError) as err:  # and bad scalars
+        why = "it nests too deep to parse" if isinstance(err, RecursionError) else err
+        raise ConfigEditError(f"{what} is not valid YAML: {why}") from None
 
 
 @dataclass
@@ -978,7 +978,7 @@ def _check_components(edits: Mapping[str, FlagEdit], allowed: Sequence[str], wha
 
 
 def _find_container(data: Mapping[str, Any], component: str, what: str) -> Mapping[str, Any]:
-    containers = ((data.get("spec") or {}).get("containers")) or []
+    containers = getattr(data.get("spec"), "get", {}.get)("containers") or []  # spec: any YAML
     names = [c.get("name") for c in containers if isinstance(c, Mapping)]
     for c in containers:
         if isinstance(c, Mapping) and c.get("name") == component:

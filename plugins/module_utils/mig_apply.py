@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_query
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mpl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mpr
 
@@ -905,13 +906,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     try:
-        data = json.loads(_read_text(args.layout_file))
-    except (OSError, ValueError) as exc:
+        data = ig.load_json(ig.read_text(args.layout_file) or "", args.layout_file)
+        if not isinstance(data, dict):
+            raise ig.InputError(f"{args.layout_file} is not a JSON object; fix: rerun role mig")
+    except ig.InputError as exc:
         sys.stderr.write(f"gpufleet-mig: cannot read {args.layout_file}: {exc}\n")
         return 2
     try:
         res = apply(request_from_file(data), subprocess_runner, check_mode=args.check)
-    except (MigApplyError, ValueError) as exc:
+    except (MigApplyError, ValueError, TypeError) as exc:
         sys.stderr.write(f"gpufleet-mig: {exc}\n")
         return 1
     sys.stdout.write(json.dumps(res.to_dict(), indent=2, sort_keys=True) + "\n")

@@ -37,12 +37,12 @@ user guide, "Supported MIG Profiles" (every ``+me`` profile has one instance at 
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig_profiles import (
     GIProfile,
     GpuModel,
@@ -73,6 +73,7 @@ __all__ = [
 # Engines that the +me profiles take; their sum is bounded by the full-GPU profile. Every
 # MIG GPU here has one OFA, held by the full-GPU profile or by one +me instance.
 _BUDGET_ENGINES = ("ofa_engines",)
+MAX_COUNT = 64  # the largest count of one profile in a layout (a GPU holds 7 instances at most)
 
 
 # --- results ----------------------------------------------------------------------------
@@ -295,12 +296,9 @@ def parse_layout(data: Any, *, name: str = "layout") -> dict[str, int]:
     """
     if isinstance(data, str):
         try:
-            data = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise ValueError(
-                f"{name} {data!r} is not valid JSON ({exc.msg} at column {exc.colno}); "
-                "write an object such as '{\"1g.18gb\": 7}'"
-            ) from None
+            data = ig.load_json(data, f"{name} {data[:60]!r}", '{"1g.18gb": 7}')
+        except ig.InputError as exc:
+            raise ValueError(str(exc)) from None
     if not isinstance(data, Mapping):
         raise ValueError(
             f"{name} must be an object of MIG profile -> count, got {data!r}; "
@@ -310,10 +308,10 @@ def parse_layout(data: Any, *, name: str = "layout") -> dict[str, int]:
     for key, count in data.items():
         if not isinstance(key, str) or not key.strip():
             raise ValueError(f"{name} has key {key!r}; keys are MIG profile names such as 1g.18gb")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
             raise ValueError(
-                f"{name}[{key!r}] is {count!r}; the count must be an integer >= 0, "
-                f'e.g. {{"{key}": 1}}'
+                f"{name}[{key!r}] is {str(count)[:40]}; the count must be an integer >= 0 and "
+                f'at most {MAX_COUNT} (no GPU holds more MIG instances), e.g. {{"{key}": 1}}'
             )
         norm = normalize_profile_name(key)
         out[norm] = out.get(norm, 0) + count
@@ -482,8 +480,8 @@ def plan(
     wanted = parse_layout(dict(wanted), name="wanted")
     pairs = _resolve(model, wanted)
     over = {p.name: (n, p.max_instances) for p, n in pairs if n > p.max_instances}
-    items = _expand(pairs)
-    if not over:
+    if not over:  # expanded only when every count is at most its profile's maximum
+        items = _expand(pairs)
         existing = [_instance(c) for c in (current or [])]
         kept_plan = _plan_keeping(model, pairs, existing) if existing else None
         if kept_plan is not None:
@@ -867,27 +865,17 @@ def load_mig_config(data: Any) -> MigConfig:
 
 
 def _load_text(text: str | bytes) -> Any:
-    if isinstance(text, bytes):
-        text = text.decode("utf-8")
+    what = "the mig-parted config"
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    try:
-        import yaml  # PyYAML: present wherever ansible-core runs
-    except ImportError:  # pragma: no cover - depends on the host
-        raise MigConfigError(
-            "(top level)",
-            text[:40],
-            "YAML text needs PyYAML, which is not installed",
-            "pass the parsed mapping or install PyYAML",
-        ) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise MigConfigError(
-            "(top level)", text[:40], f"not valid YAML ({exc})", "fix the YAML syntax"
-        ) from None
+        text = ig.decode_text(text, what) if isinstance(text, bytes) else text
+        try:
+            return ig.load_json(text, what)
+        except ig.ShapeError:
+            raise
+        except ig.InputError:
+            return ig.load_yaml(text, what)  # YAML, or the reason it is neither
+    except ig.InputError as exc:
+        raise MigConfigError("(top level)", str(text)[:40], str(exc), "fix the file") from None
 
 
 def _entry(where: str, raw: Any) -> MigConfigEntry:
@@ -975,9 +963,12 @@ def _entry(where: str, raw: Any) -> MigConfigEntry:
                 "write a profile as nvidia-smi mig -lgip prints it without 'MIG ', e.g. "
                 "1g.18gb, 1g.18gb+me, 3g.71gb",
             )
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
             raise MigConfigError(
-                key, count, "the count must be an integer >= 0", f"write '{prof}: 1'"
+                key,
+                count,
+                f"the count must be an integer >= 0 and at most {MAX_COUNT}",
+                f"write '{prof}: 1'",
             )
         mig_devices[prof.strip()] = count
     if not enabled and any(mig_devices.values()):

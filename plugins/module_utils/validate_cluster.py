@@ -345,8 +345,7 @@ def _lockstep(kubelets: Mapping[str, str], settings: Settings, ev: Evidence) -> 
         return skipped(c.id, c.title, "no GPU node of the inventory has a Node object", [ev])
     counts = Counter(gpu.values())
     if len(counts) > 1:
-        # the version most GPU nodes run; on a tie the newest, so the nodes left behind
-        # by an unfinished upgrade are the ones named
+        # the version most GPU nodes run; on a tie the newest (an upgrade's laggards named)
         ref = max(counts, key=lambda v: (counts[v], _version_order(v)))
         for node, v in sorted(gpu.items()):
             if v != ref:
@@ -699,7 +698,8 @@ def _labels_check(listing: Listing, settings: Settings) -> Check:
                 f"labels: {', '.join(wrong)} (wanted {want}); the kubelet plugin DaemonSet's node "
                 "affinity needs them",
             )
-    c.fix = "label the GPU nodes: gpufleet labels apply -i INVENTORY (role gpu_node_labels)"
+    c.fix = "label the GPU nodes: gpufleet up -i INVENTORY (role gpu_node_labels), or that play "
+    c.fix += "alone: ansible-playbook -i INVENTORY gpufleet.cluster.gpu_node_labels"
     return finish(c, f"{len(present)} GPU node(s) carry {want}")
 
 

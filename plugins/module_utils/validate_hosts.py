@@ -30,7 +30,6 @@ that need them are skipped there with that reason.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -357,18 +356,20 @@ def _cdi(hosts: Sequence[Mapping[str, Any]]) -> Check:
 
 
 def _load(text: str) -> Any:
+    """JSON or YAML output of a host command; ValueError (first line of the reason) for
+    text that is neither, or nests deeper than ``input_guard.MAX_DEPTH``."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+
     text = str(text)
     try:
-        return json.loads(text)
-    except ValueError:
+        return ig.load_json(text, "the output")
+    except ig.ShapeError:
+        raise
+    except ig.InputError:
         pass
     try:
-        import yaml
-    except ImportError as err:  # pragma: no cover - PyYAML is a dependency
-        raise ValueError("PyYAML is missing") from err
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
+        return ig.load_yaml(text, "the output")
+    except ig.InputError as err:
         raise ValueError(str(err).splitlines()[0]) from None
 
 

@@ -42,6 +42,11 @@ __all__ = [
 
 #: resource.k8s.io versions tried for listing, most stable first.
 RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+#: Seconds to connect to the API server, and to wait for the next bytes of an answer.
+#: A read that times out is not retried (urllib3 would retry a GET three times), so a
+#: server that accepts connections and never answers ends a request after 15 s.
+CONNECT_TIMEOUT = 5
+READ_TIMEOUT = 15
 
 
 class KubeError(Exception):
@@ -70,6 +75,7 @@ class Kube:
         kubeconfig: str | None = None,
         context: str | None = None,
         connections: int | None = None,
+        timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
     ) -> None:
         try:
             from kubernetes import client as k8s_client
@@ -78,11 +84,13 @@ class Kube:
             raise KubeError(
                 None, "the Python package 'kubernetes' is missing; fix: pip install kubernetes"
             ) from err
+        check_kubeconfig(kubeconfig)
         try:
             configuration = k8s_client.Configuration()
             k8s_config.load_kube_config(
                 config_file=kubeconfig, context=context, client_configuration=configuration
             )
+            configuration.retries = no_read_retries()
             if connections:
                 configuration.connection_pool_maxsize = max(
                     configuration.connection_pool_maxsize or 0, connections
@@ -95,20 +103,28 @@ class Kube:
                 f"cannot load the kubeconfig {where}: {err}; fix: pass --kubeconfig "
                 "(validate_kubeconfig)",
             ) from None
-        self._counters()
+        self._counters(timeout)
 
-    def _counters(self) -> None:
+    def _counters(self, timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> None:
         self.requests = 0
         self.log: list[str] = []
         self._lock = threading.Lock()
+        self.timeout = timeout
 
     @classmethod
-    def from_client(cls, api_client: Any) -> Kube:
+    def from_client(
+        cls, api_client: Any, timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)
+    ) -> Kube:
         """A Kube over an existing ``kubernetes.client.ApiClient``."""
         kube = cls.__new__(cls)
         kube.client = api_client
-        kube._counters()
+        kube._counters(timeout)
         return kube
+
+    @property
+    def server(self) -> str:
+        """The API server's URL (``clusters[].cluster.server`` of the kubeconfig)."""
+        return str(getattr(getattr(self.client, "configuration", None), "host", "") or "?")
 
     def request(
         self,
@@ -141,7 +157,7 @@ class Kube:
                     body=body,
                     auth_settings=["BearerToken"],
                 )
-                resp = self.client.call_api(*params)
+                resp = self.client.call_api(*params, _request_timeout=self.timeout)
                 status = resp.status
                 data = resp.read() if callable(getattr(resp, "read", None)) else resp.data
                 if data is None:
@@ -156,10 +172,13 @@ class Kube:
                     auth_settings=["BearerToken"],
                     _preload_content=False,
                     _return_http_data_only=True,
+                    _request_timeout=self.timeout,
                 )
                 status, data = resp.status, resp.data
         except Exception as err:
             status = getattr(err, "status", None)
+            if status is None:
+                raise KubeError(None, unreachable(self.server, err, self.timeout)) from None
             message = getattr(err, "body", None) or getattr(err, "reason", None) or str(err)
             raise KubeError(status, _message(message)) from None
         if not 200 <= int(status) < 300:
@@ -197,6 +216,91 @@ class Kube:
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
+
+
+#: ``_request_timeout`` of every call made with the client's generated API classes.
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT, READ_TIMEOUT)
+
+
+def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """A ``kubernetes.client.ApiClient`` for the modules that use the generated API
+    classes: the kubeconfig checked first (:func:`check_kubeconfig`), no retry of a read
+    that timed out. Pass ``_request_timeout=REQUEST_TIMEOUT`` to every call. Raises
+    KubeError naming the kubeconfig."""
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+
+    check_kubeconfig(kubeconfig)
+    try:
+        configuration = k8s_client.Configuration()
+        k8s_config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=configuration
+        )
+        configuration.retries = no_read_retries()
+        return k8s_client.ApiClient(configuration)
+    except Exception as err:  # ConfigException, OSError, yaml errors
+        where = kubeconfig or "KUBECONFIG or ~/.kube/config"
+        raise KubeError(None, f"cannot load the kubeconfig {where}: {err}") from None
+
+
+def no_read_retries() -> Any:
+    """urllib3 retries for the client: connection failures twice, never a read that timed
+    out or a status (``Configuration.retries``; None keeps urllib3's three of each)."""
+    import urllib3
+
+    return urllib3.util.Retry(total=2, connect=2, read=0, status=0, redirect=0, other=0)
+
+
+def unreachable(server: str, err: BaseException, timeout: tuple[float, float]) -> str:
+    """What to say when the API server at ``server`` gave no HTTP answer (``err``): a
+    timeout (connect or read, ``timeout`` seconds) or a refused or failed connection, and
+    the fix."""
+    reason = getattr(err, "reason", None) or err  # MaxRetryError wraps the last error
+    text = " ".join(str(reason).split())
+    kind = type(reason).__name__
+    said = re.search(r"(read|connect) timeout=([0-9.]+)", text)  # urllib3's own figure
+    if kind == "ConnectTimeoutError" or (said and said.group(1) == "connect"):
+        what = f"did not accept a connection within {float(said[2]) if said else timeout[0]:g} s"
+    elif "Timeout" in kind or "timed out" in text.lower():
+        seconds = float(said[2]) if said else timeout[1]
+        handshake = server.startswith("https") and seconds == timeout[0] != timeout[1]
+        what = f"accepted the connection but sent no answer within {seconds:g} s" + (
+            " (not even the TLS handshake)" if handshake else ""
+        )
+    else:
+        what = f"cannot be reached ({text[:200]})"
+    return (
+        f"the API server {server} {what}; fix: check that kube-apiserver runs and answers "
+        f"there (curl -k {server}/version), or give a kubeconfig whose server is the cluster's"
+    )
+
+
+def check_kubeconfig(kubeconfig: str | None) -> None:
+    """Refuse (KubeError) a kubeconfig file that is a directory, binary, not UTF-8, larger
+    than 4 MiB, not YAML or not a mapping, naming the file; ``kubeconfig`` None checks
+    ``KUBECONFIG``'s files (the client merges them) or ``~/.kube/config`` if they exist."""
+    import os
+
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+
+    if kubeconfig:
+        paths = [kubeconfig]
+    else:
+        env = os.environ.get("KUBECONFIG", "")
+        paths = [p for p in env.split(os.pathsep) if p] or [os.path.expanduser("~/.kube/config")]
+        paths = [p for p in paths if os.path.exists(p)]
+    for path in paths:
+        what = f"the kubeconfig {path}"
+        try:
+            data = ig.load_yaml(ig.read_text(os.path.expanduser(path), what) or "", what)
+        except ig.InputError as err:
+            raise KubeError(None, f"{err}; or pass --kubeconfig") from None
+        if not isinstance(data, Mapping):
+            raise KubeError(
+                None,
+                f"{what} holds a {type(data).__name__}, not a kubeconfig (a mapping with "
+                "clusters, users, contexts); fix: pass --kubeconfig with the cluster's file",
+            )
 
 
 def _message(data: Any) -> str:

@@ -124,6 +124,7 @@ import glob
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
     ConfigError,
     dropin_glob,
@@ -134,12 +135,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config
 from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import write_atomic
 
 
-def read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
+def read(path: str, option: str = "config") -> str | None:
+    """The text of ``path``, None when it does not exist. Raises InputError naming
+    ``option`` and the file when it is a directory, binary, not UTF-8 or over 4 MiB."""
+    return ig.read_text(path, f"{option}={path}", missing_ok=True)
 
 
 def imported_files(main_text: str | None, main_path: str) -> list[str]:
@@ -189,15 +188,18 @@ def main() -> None:
             module.fail_json(msg=f"containerd --version failed: {err or out}", **result)
         version = out
     main_path, dropin_path = p["config"], p["dropin"]
-    main_text = read(main_path)
-    others = {}
-    # files already imported, and those the drop-in's glob will import once it is added
-    candidates = imported_files(main_text, main_path)
-    candidates += sorted(glob.glob(dropin_glob(dropin_path)))
-    for path in candidates:
-        if os.path.normpath(path) == os.path.normpath(dropin_path) or not os.path.isfile(path):
-            continue
-        others[path] = read(path) or ""
+    try:
+        main_text = read(main_path)
+        others = {}
+        # files already imported, and those the drop-in's glob will import once it is added
+        candidates = imported_files(main_text, main_path)
+        candidates += sorted(glob.glob(dropin_glob(dropin_path)))
+        for path in candidates:
+            if os.path.normpath(path) == os.path.normpath(dropin_path) or not os.path.isfile(path):
+                continue
+            others[path] = read(path, "imported file") or ""
+    except ig.InputError as err:
+        module.fail_json(msg=str(err), **result)
     try:
         plan = plan_dropin(
             main_text=main_text,

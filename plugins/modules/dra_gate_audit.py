@@ -182,10 +182,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import (
 from ansible_collections.gpufleet.cluster.plugins.module_utils import (
     kube_config_edit as kce,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils import (
+    validate_kube as vk,
+)
 
 try:
     from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
     from kubernetes.client.rest import ApiException
 
     HAS_KUBERNETES = True
@@ -220,7 +222,7 @@ def host_facts(raw) -> dict[str, ga.HostFacts]:
 
 def read_configmap_key(api, name: str, key: str) -> str | None:
     try:
-        cm = api.read_namespaced_config_map(name, NAMESPACE)
+        cm = api.read_namespaced_config_map(name, NAMESPACE, _request_timeout=vk.REQUEST_TIMEOUT)
     except ApiException as err:
         if err.status == 404:
             return None
@@ -241,6 +243,12 @@ def read_configmaps(api, version: str) -> ga.ConfigMapFacts:
             facts.kubelet = legacy
             facts.kubelet_name = f"{NAMESPACE}/kubelet-config-{minor}"
     return facts
+
+
+def _unreachable(api_client, err: BaseException) -> str:
+    """The API server of ``api_client`` gave no answer: say which, why and the fix."""
+    server = getattr(getattr(api_client, "configuration", None), "host", "?")
+    return vk.unreachable(server, err, vk.REQUEST_TIMEOUT)
 
 
 def main() -> None:
@@ -281,25 +289,24 @@ def main() -> None:
                 exception=KUBERNETES_IMPORT_ERROR,
             )
         try:
-            api_client = k8s_config.new_client_from_config(
-                config_file=params["kubeconfig"], context=params["context"]
-            )
-        except (k8s_config.ConfigException, OSError) as err:
+            api_client = vk.api_client(params["kubeconfig"], params["context"])
+        except vk.KubeError as err:
             module.fail_json(
-                msg=f"cannot load the kubeconfig ({params['kubeconfig'] or 'KUBECONFIG or '}"
-                f"{'' if params['kubeconfig'] else '~/.kube/config'}): {err}; fix: pass "
-                "kubeconfig (dra_gate_audit_kubeconfig) and context"
+                msg=f"{err.message}; fix: pass kubeconfig (dra_gate_audit_kubeconfig) and context"
             )
     version = params["version"]
     version_source = "the version parameter"
     if not version:
         try:
-            version = k8s_client.VersionApi(api_client).get_code().git_version
-        except (ApiException, OSError) as err:
+            api = k8s_client.VersionApi(api_client)
+            version = api.get_code(_request_timeout=vk.REQUEST_TIMEOUT).git_version
+        except ApiException as err:
             module.fail_json(
                 msg=f"cannot read /version from the kube-apiserver: {err}; fix: check the "
                 "kubeconfig, or give version"
             )
+        except Exception as err:  # no answer: refused, timed out, TLS
+            module.fail_json(msg=_unreachable(api_client, err) + "; or give version")
         version_source = "kube-apiserver /version"
     try:
         dv.parse_version(version, "version")
@@ -309,12 +316,14 @@ def main() -> None:
     if params["configmaps"]:
         try:
             configmaps = read_configmaps(k8s_client.CoreV1Api(api_client), version)
-        except (ApiException, OSError) as err:
+        except ApiException as err:
             status = getattr(err, "status", "")
             module.fail_json(
                 msg=f"cannot read ConfigMaps in {NAMESPACE}: {status} {err}; fix: use a user "
                 "that may read ConfigMaps in kube-system, or configmaps=false"
             )
+        except Exception as err:  # no answer: refused, timed out, TLS
+            module.fail_json(msg=_unreachable(api_client, err) + "; or configmaps=false")
     try:
         result = ga.audit(
             hosts,

@@ -215,6 +215,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import (
     gate_audit as ga,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import (
     kube_config_edit as kce,
 )
@@ -318,13 +319,10 @@ def resolve(proc_root: str, pid: int, path: str) -> str:
 def read_text(path: str) -> tuple[str | None, float | None, str | None]:
     """(text, mtime, error); text None and error None when the file does not exist."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-        return text, os.stat(path).st_mtime, None
-    except FileNotFoundError:
-        return None, None, None
-    except OSError as err:
-        return None, None, f"cannot read: {err.strerror}"
+        text = ig.read_text(path, path, missing_ok=True)  # at most 4 MiB of UTF-8 text
+        return (text, os.stat(path).st_mtime, None) if text is not None else (None, None, None)
+    except (ig.InputError, OSError) as err:
+        return None, None, f"cannot read: {err}"
 
 
 def manifest_source(manifest_dir: str, component: str) -> ga.FileSource:
@@ -379,16 +377,12 @@ def metrics_context(params: dict) -> tuple[ssl.SSLContext | None, dict, str | No
         ctx.verify_mode = ssl.CERT_NONE
     if params["bearer_token_file"]:
         try:
-            with open(params["bearer_token_file"], encoding="utf-8") as fh:
-                token = fh.read().strip()
-        except OSError as err:
+            token = (ig.read_text(params["bearer_token_file"]) or "").strip()
+        except ig.InputError as err:
             return (
                 None,
                 headers,
-                (
-                    f"bearer_token_file={params['bearer_token_file']} is not readable "
-                    f"({err.strerror})"
-                ),
+                (f"bearer_token_file={params['bearer_token_file']} is not readable ({err})"),
             )
         if not token:
             return None, headers, f"bearer_token_file={params['bearer_token_file']} is empty"

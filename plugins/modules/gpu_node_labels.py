@@ -177,7 +177,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.node_labels impor
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_kube import (
     Kube,
     KubeError,
+    check_kubeconfig,
     decode_list,
+    no_read_retries,
 )
 
 try:
@@ -282,12 +284,14 @@ def main() -> None:
     except NodeLabelError as exc:
         module.fail_json(msg=str(exc))
     try:
+        check_kubeconfig(params["kubeconfig"])
         configuration = k8s_client.Configuration()
         k8s_config.load_kube_config(
             config_file=params["kubeconfig"],
             context=params["context"],
             client_configuration=configuration,
         )
+        configuration.retries = no_read_retries()  # a read that timed out ends the request
         # one connection per patch in flight
         configuration.connection_pool_maxsize = max(
             configuration.connection_pool_maxsize or 0, PATCH_WORKERS

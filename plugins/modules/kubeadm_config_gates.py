@@ -201,6 +201,8 @@ import re
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
     APISERVER,
     CONTROLLER_MANAGER,
@@ -215,7 +217,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit 
 
 try:
     from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
     from kubernetes.client.rest import ApiException
 
     HAS_KUBERNETES = True
@@ -250,7 +251,7 @@ PARAMS_TO_COMPONENT = {
 def read_configmap(api, name: str):
     """The ConfigMap, or None when it does not exist."""
     try:
-        return api.read_namespaced_config_map(name, NAMESPACE)
+        return api.read_namespaced_config_map(name, NAMESPACE, _request_timeout=vk.REQUEST_TIMEOUT)
     except ApiException as err:
         if err.status == 404:
             return None
@@ -262,7 +263,11 @@ def kubelet_configmap(api, cluster_configuration: str | None):
     cm = read_configmap(api, KUBELET_CONFIGMAP[0])
     if cm is not None or not cluster_configuration:
         return cm
-    docs = [d for d in yaml.safe_load_all(cluster_configuration) if isinstance(d, dict)]
+    try:
+        docs = ig.load_yaml_documents(cluster_configuration, "ClusterConfiguration")
+    except ig.InputError:
+        return None  # edit_cluster_configuration has refused it with the reason already
+    docs = [d for d in docs if isinstance(d, dict)]
     version = next(
         (
             str(d.get("kubernetesVersion", ""))
@@ -328,18 +333,20 @@ def main() -> None:
     except ConfigEditError as err:
         module.fail_json(msg=str(err), **result)
 
+    api_client = None
     try:
-        api_client = k8s_config.new_client_from_config(
-            config_file=params["kubeconfig"], context=params["context"]
-        )
+        api_client = vk.api_client(params["kubeconfig"], params["context"])
         api = k8s_client.CoreV1Api(api_client)
         kubeadm_cm = read_configmap(api, KUBEADM_CONFIGMAP[0])
-    except (k8s_config.ConfigException, ApiException, OSError) as err:
+    except (vk.KubeError, ApiException) as err:
         module.fail_json(
             msg=f"cannot read {NAMESPACE}/{KUBEADM_CONFIGMAP[0]}: {err}; fix: check "
             "kubeconfig/context and that the user may read ConfigMaps in kube-system",
             **result,
         )
+    except Exception as err:  # no answer: refused, timed out, TLS
+        server = getattr(getattr(api_client, "configuration", None), "host", "?")
+        module.fail_json(msg=vk.unreachable(server, err, vk.REQUEST_TIMEOUT), **result)
     if kubeadm_cm is None or KUBEADM_CONFIGMAP[1] not in (kubeadm_cm.data or {}):
         module.fail_json(
             msg=f"{NAMESPACE}/{KUBEADM_CONFIGMAP[0]} with key {KUBEADM_CONFIGMAP[1]} does not "
@@ -363,10 +370,11 @@ def main() -> None:
     if not kubelet.empty:
         try:
             kubelet_cm = kubelet_configmap(api, cluster_text)
-        except ApiException as err:
+        except Exception as err:  # ApiException, or no answer
             module.fail_json(
-                msg=f"cannot read {NAMESPACE}/{KUBELET_CONFIGMAP[0]}: {err.status} "
-                f"{err.reason}; fix: check that the user may read ConfigMaps in kube-system",
+                msg=f"cannot read {NAMESPACE}/{KUBELET_CONFIGMAP[0]}: {getattr(err, 'status', '')} "
+                f"{getattr(err, 'reason', err)}; fix: check that the user may read ConfigMaps in "
+                "kube-system and that kube-apiserver answers",
                 **result,
             )
         if kubelet_cm is None or KUBELET_CONFIGMAP[1] not in (kubelet_cm.data or {}):
@@ -430,15 +438,20 @@ def main() -> None:
             ref = f"{cm.metadata.namespace}/{cm.metadata.name}"
             cm.data[key] = text
             try:
-                api.replace_namespaced_config_map(cm.metadata.name, cm.metadata.namespace, cm)
-            except ApiException as err:
+                api.replace_namespaced_config_map(
+                    cm.metadata.name, cm.metadata.namespace, cm, _request_timeout=vk.REQUEST_TIMEOUT
+                )
+            except Exception as err:  # ApiException, or no answer
+                status = getattr(err, "status", None)
                 hint = (
                     "it changed since it was read; run again"
-                    if err.status == 409
-                    else "check that the user may update ConfigMaps in kube-system"
+                    if status == 409
+                    else "check that the user may update ConfigMaps in kube-system and that "
+                    "kube-apiserver answers"
                 )
                 module.fail_json(
-                    msg=f"cannot replace {ref}: {err.status} {err.reason}; already replaced: "
+                    msg=f"cannot replace {ref}: {status} {getattr(err, 'reason', err)}; "
+                    "already replaced: "
                     f"{replaced or 'none'} (backups: {result['backup_files']}); fix: {hint}",
                     **result,
                 )

@@ -130,6 +130,7 @@ import os
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import write_atomic
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
     DEFAULT_KUBELET_CONFIG,
@@ -187,10 +188,10 @@ def absolute(path: str, pid: int | None) -> str:
 
 
 def read_optional(path: str) -> str | None:
+    """The text of ``path``; None when it is missing or not a bounded UTF-8 text file."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except OSError:
+        return ig.read_text(path, f"EnvironmentFile {path}", missing_ok=True)
+    except ig.InputError:
         return None
 
 
@@ -283,9 +284,10 @@ def main() -> None:
         )
     try:
         edit = FlagEdit.from_params(params)
-        with open(path, encoding="utf-8") as fh:
-            before = fh.read()
+        before = ig.read_text(path, f"path={path}") or ""
         edited = edit_kubelet_configuration(before, edit)
+    except ig.InputError as err:
+        module.fail_json(msg=str(err), **result)
     except ConfigEditError as err:
         module.fail_json(msg=f"{path}: {err}", **result)
 

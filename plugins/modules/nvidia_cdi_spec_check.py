@@ -76,10 +76,10 @@ missing:
   elements: dict
 """
 
-import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cdi_spec import (
     devices_of,
     missing_gpus,
@@ -90,7 +90,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_driver_pla
 )
 
 try:
-    import yaml
+    import yaml  # noqa: F401  (input_guard.load_yaml imports it where YAML is read)
 
     HAS_YAML = True
 except ImportError:  # pragma: no cover - depends on the node
@@ -98,15 +98,13 @@ except ImportError:  # pragma: no cover - depends on the node
 
 
 def parse_spec(name: str, text: str) -> object:
-    """Parsed spec file; raises ValueError for bad JSON or YAML."""
+    """Parsed spec file; raises ValueError (input_guard.InputError) for bad JSON or YAML,
+    or data nested deeper than any CDI spec."""
     if name.endswith(".json"):
-        return json.loads(text)
+        return ig.load_json(text, name)
     if not HAS_YAML:
         raise ValueError("PyYAML is needed to read YAML CDI specs")
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ValueError(str(err)) from err
+    return ig.load_yaml(text, name)
 
 
 def main() -> None:
@@ -128,10 +126,8 @@ def main() -> None:
             path = os.path.join(directory, name)
             if not name.endswith((".yaml", ".yml", ".json")) or not os.path.isfile(path):
                 continue
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
             try:
-                spec = parse_spec(name, text)
+                spec = parse_spec(name, ig.read_text(path) or "")
             except ValueError as err:
                 module.fail_json(msg=f"{path} is not a CDI spec: {err}", **result)
             result["spec_files"].append(path)

@@ -160,6 +160,7 @@ import posixpath
 import re
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
     backup_outside,
     write_atomic,
@@ -291,8 +292,10 @@ def _annotation_in_text(text: str, value: str) -> str | None:
 def _read(module: AnsibleModule, path: str, what: str, fix: str, result: dict) -> str:
     if not os.path.isfile(path):
         module.fail_json(msg=f"{what}={path}: no such file; fix: {fix}", **result)
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()
+    try:
+        return ig.read_text(path, f"{what}={path}") or ""
+    except ig.InputError as err:  # binary, not UTF-8, over 4 MiB
+        module.fail_json(msg=str(err), **result)
 
 
 def main() -> None:

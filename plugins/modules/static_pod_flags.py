@@ -169,6 +169,7 @@ backup_file:
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
     backup_outside,
     write_atomic,
@@ -211,9 +212,10 @@ def main() -> None:
         )
     try:
         edit = FlagEdit.from_params(params)
-        with open(path, encoding="utf-8") as fh:
-            before = fh.read()
+        before = ig.read_text(path, f"path={path}") or ""
         edited = edit_static_pod_manifest(before, component, edit)
+    except ig.InputError as err:
+        module.fail_json(msg=str(err), **result)
     except ConfigEditError as err:
         module.fail_json(msg=f"{path}: {err}", **result)
 

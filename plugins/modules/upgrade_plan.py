@@ -191,55 +191,24 @@ blocking:
         before upgrading to 1.38.0
 """
 
-import os
+import importlib.util
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-try:
-    import yaml
-    from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
-    from kubernetes.client.rest import ApiException
-
-    IMPORT_ERROR = None
-except ImportError as exc:  # pragma: no cover - reported by the module
-    IMPORT_ERROR = exc
+#: The libraries the cluster reader needs (imported there, at call time).
+IMPORT_ERROR = next(
+    (
+        ImportError(f"No module named {m!r}")
+        for m in ("yaml", "kubernetes")
+        if not importlib.util.find_spec(m)
+    ),
+    None,
+)
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_cluster as uc
 from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_plan as up
-
-
-def read_cluster(kubeconfig: str) -> dict:
-    api = k8s_config.new_client_from_config(config_file=os.path.expanduser(kubeconfig))
-    core = k8s_client.CoreV1Api(api)
-    custom = k8s_client.CustomObjectsApi(api)
-    plain = api.sanitize_for_serialization
-    out = {
-        "nodes": plain(core.list_node())["items"],
-        "pods": plain(
-            core.list_namespaced_pod("kube-system", label_selector="component=kube-apiserver")
-        )["items"],
-        "resourceslices": [],
-    }
-    for version in ("v1", "v1beta2", "v1beta1"):
-        try:
-            out["resourceslices"] = custom.list_cluster_custom_object(
-                "resource.k8s.io", version, "resourceslices"
-            )["items"]
-            break
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-    for name, key, dest in (
-        ("kubeadm-config", "ClusterConfiguration", "cluster_configuration"),
-        ("kubelet-config", "kubelet", "kubelet_configuration"),
-    ):
-        try:
-            cm = core.read_namespaced_config_map(name, "kube-system")
-            out[dest] = yaml.safe_load((cm.data or {}).get(key) or "") or {}
-        except ApiException:
-            out[dest] = None
-    return out
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 
 
 def main() -> None:
@@ -269,8 +238,8 @@ def main() -> None:
         )
     p = module.params
     try:
-        cluster = read_cluster(p["kubeconfig"])
-    except Exception as exc:  # the API or the kubeconfig: cannot plan
+        cluster = uc.read_cluster(p["kubeconfig"])
+    except vk.KubeError as exc:  # the API or the kubeconfig: cannot plan
         module.fail_json(msg=f"reading the cluster through {p['kubeconfig']} failed: {exc}")
     try:
         nodes = up.nodes_from_objects(

@@ -125,7 +125,6 @@ def test_explicit_gate_is_planned() -> None:
             ),
             "outside the DRA version model",
         ),
-        (("--to", "1.35.0", "--gate", "DRAPrioritisedList=true"), "DRAPrioritizedList"),
         (("--to", "1.38.0", "--gate", "DynamicResourceAllocation=true"), "removed in 1.38"),
     ],
 )
@@ -134,6 +133,13 @@ def test_impossible_requests_exit_1_with_reason_on_stderr(args: tuple, message: 
     assert result.exit_code == 1, result.output
     assert message in result.stderr
     assert result.stdout == ""
+
+
+def test_unknown_gate_is_malformed_input_with_a_did_you_mean() -> None:
+    result = run("--to", "1.35.0", "--gate", "DRAPrioritisedList=true")
+    assert result.exit_code == 2, result.output
+    assert "registered by no Kubernetes release" in result.stderr
+    assert "did you mean DRAPrioritizedList?" in result.stderr
 
 
 def test_impossible_request_prints_the_fix() -> None:

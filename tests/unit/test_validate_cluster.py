@@ -236,6 +236,19 @@ def test_unlabeled_gpu_node_fails_labels() -> None:
     assert "nvidia.com/gpu.present absent" in c["nodes.gpu-labels"].problems[0].message
 
 
+def test_the_label_fix_names_a_command_and_a_playbook_that_exist() -> None:
+    from gpufleet.cli import main
+    from gpufleet.runner import collection_root
+
+    listing, settings = healthy()
+    listing.nodes[2] = node("gpu-2", {})
+    fix = by_id(vc.nodes_checks(listing, settings))["nodes.gpu-labels"].fix or ""
+    assert "gpufleet up -i INVENTORY" in fix and "up" in main.commands
+    assert "labels apply" not in fix
+    assert "ansible-playbook -i INVENTORY gpufleet.cluster.gpu_node_labels" in fix
+    assert (collection_root() / "playbooks" / "gpu_node_labels.yml").is_file()
+
+
 def test_plugin_missing_on_a_node_fails_and_its_slices_are_orphans() -> None:
     listing, settings = healthy()
     listing.pods = [p for p in listing.pods if p["metadata"]["name"] != "plugin-b"]

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.unit
 def sample() -> dict:
     fail = vr.Check("nodes.gpu-labels", "labels")
     fail.problem("gpu-2", vr.FAIL, "nvidia.com/gpu.present absent")
-    fail.fix = "gpufleet labels apply"
+    fail.fix = "gpufleet up -i INVENTORY"
     vr.finish(fail, "ok")
     warn = vr.Check("claims.pending", "pending")
     warn.problem("default/x", vr.WARN, "no pod uses it")
@@ -75,7 +75,7 @@ def test_junit_is_xml_with_one_testcase_per_check() -> None:
     failure = cases["nodes.gpu-labels"].find("failure")
     assert failure is not None
     assert "FAIL gpu-2: nvidia.com/gpu.present absent" in failure.text
-    assert "fix: gpufleet labels apply" in failure.text
+    assert "fix: gpufleet up -i INVENTORY" in failure.text
     assert cases["hosts.toolkit"].find("skipped").get("message") == "simulated GPUs"
     assert cases["claims.pending"].find("failure") is None
     assert "no pod uses it" in cases["claims.pending"].find("system-out").text
@@ -98,7 +98,7 @@ def test_markdown_has_a_table_per_area_and_details_of_failures() -> None:
     assert "| FAIL | `nodes.gpu-labels` | gpu-2: nvidia.com/gpu.present absent |" in md
     assert "## versions" in md and "## hosts" in md
     assert "### FAIL `nodes.gpu-labels`: labels" in md
-    assert "- fix: gpufleet labels apply" in md
+    assert "- fix: gpufleet up -i INVENTORY" in md
 
 
 def test_merge_keeps_the_last_check_of_an_id() -> None:

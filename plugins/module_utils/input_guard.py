@@ -1,0 +1,231 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Hostile-input guards shared by the CLI and the modules: read a file or a stream as
+bounded UTF-8 text, parse YAML or JSON without a traceback, and refuse data nested deeper
+or larger than any real input (a kubeconfig, a kubelet configuration, a claim, a MIG
+layout) ever is.
+
+Every refusal is an :class:`InputError` whose ``str()`` names the file or option, what is
+wrong with it and the fix. Standard library only (PyYAML is imported where YAML is read):
+Ansible ships ``module_utils`` to managed hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterable
+from typing import Any, BinaryIO
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "MAX_TEXT_BYTES",
+    "InputError",
+    "ShapeError",
+    "check_shape",
+    "decode_text",
+    "load_json",
+    "load_yaml",
+    "load_yaml_documents",
+    "read_stream",
+    "read_text",
+]
+
+#: Bytes read from one input file (4 MiB). The biggest real inputs (a kubelet
+#: configuration, a static pod manifest, a file of claim templates, a mig-parted config)
+#: are a few KiB; more is read as a mistake (``/dev/zero``, a log, an image).
+MAX_TEXT_BYTES = 4 * 1024 * 1024
+#: Nesting levels of mappings and lists in one document. Kubernetes objects nest about 12
+#: levels (a pod template in a DaemonSet); PyYAML and ``json`` fail with RecursionError
+#: a few hundred levels down.
+MAX_DEPTH = 100
+#: Mapping entries and list items in one parsed input, counted through YAML aliases (an
+#: alias bomb of a few lines stands for billions of values).
+MAX_NODES = 1_000_000
+
+
+class InputError(ValueError):
+    """Input that cannot be used: ``str()`` names the file or option, the value and the
+    fix."""
+
+
+class ShapeError(InputError):
+    """Parsed (or parseable) data nested too deep or holding too many values."""
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):g} MiB"
+
+
+def decode_text(data: bytes, what: str, limit: int = MAX_TEXT_BYTES) -> str:
+    """``data`` (at most ``limit`` bytes; one more means the input was cut) as text.
+
+    Raises InputError naming ``what`` for more than ``limit`` bytes, NUL bytes (a binary
+    file) or bytes that are not UTF-8 (with the offset of the first bad byte). A leading
+    UTF-8 byte-order mark is dropped."""
+    if len(data) > limit:
+        raise InputError(
+            f"{what} is larger than {_mib(limit)} (reading stopped there); fix: give the "
+            "text file itself (YAML, JSON, TOML), not a device, a log or an archive"
+        )
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise InputError(
+            f"{what} holds a NUL byte at offset {nul}: it is a binary file, not "
+            "text; fix: give the text file (YAML, JSON, TOML) meant here"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(
+            f"{what} is not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); "
+            "fix: save the file as UTF-8 (iconv -t UTF-8) or give the right file"
+        ) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def read_text(
+    path: str | os.PathLike[str],
+    what: str | None = None,
+    limit: int = MAX_TEXT_BYTES,
+    missing_ok: bool = False,
+) -> str | None:
+    """The content of ``path`` as text, at most ``limit`` bytes read (see
+    :func:`decode_text`). ``what`` names the input in messages (default: the path).
+
+    Returns None for a missing file when ``missing_ok``. Raises InputError for a missing
+    file (else), a directory, a file that cannot be read, and whatever ``decode_text``
+    refuses."""
+    name = what or str(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise InputError(f"{name}: no such file; fix: give the path of an existing file") from None
+    except OSError as err:
+        raise InputError(
+            f"{name}: cannot read it ({err.strerror or err}); fix: check the path"
+        ) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(
+            f"{name} is a directory; fix: give the path of a file (one in that directory), "
+            "not the directory"
+        )
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as err:
+        raise InputError(
+            f"{name}: cannot read it ({err.strerror or err}); fix: check the path and its "
+            "permissions"
+        ) from None
+    return decode_text(data, name, limit)
+
+
+def read_stream(stream: BinaryIO, what: str, limit: int = MAX_TEXT_BYTES) -> str:
+    """At most ``limit`` bytes of ``stream`` (standard input) as text (see
+    :func:`decode_text`)."""
+    try:
+        data = stream.read(limit + 1)
+    except OSError as err:
+        raise InputError(f"{what}: cannot read it ({err.strerror or err})") from None
+    if isinstance(data, str):  # a text stream (a test's StringIO)
+        data = data.encode("utf-8", "surrogateescape")
+    return decode_text(data, what, limit)
+
+
+def check_shape(
+    data: Any, what: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES
+) -> Any:
+    """Return ``data`` when its mappings and lists nest at most ``max_depth`` levels and
+    hold at most ``max_nodes`` entries in all (counted through shared references, so a
+    YAML alias bomb or a self-referencing alias is refused too). Iterative: never raises
+    RecursionError. Raises ShapeError (an InputError) naming ``what``."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    seen = 0
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
+        if depth > max_depth:
+            raise ShapeError(
+                f"{what} nests mappings or lists deeper than {max_depth} levels; fix: give "
+                "the real document (no Kubernetes object or configuration nests that deep)"
+            )
+        seen += len(node)
+        if seen > max_nodes:
+            raise ShapeError(
+                f"{what} holds more than {max_nodes:,} values (YAML aliases counted where "
+                "they are used); fix: give a smaller document, without alias expansion"
+            )
+        stack.extend((child, depth + 1) for child in children)
+    return data
+
+
+def _too_deep(what: str) -> ShapeError:
+    return ShapeError(
+        f"{what} nests mappings or lists too deep to parse (more than {MAX_DEPTH} levels); "
+        "fix: give the real document"
+    )
+
+
+def _yaml_reason(err: Exception) -> str:
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    return " ".join(line.strip() for line in lines[:4])[:400] or type(err).__name__
+
+
+def load_yaml(text: str, what: str) -> Any:
+    """One YAML (or JSON) document of ``text``, shape-checked (:func:`check_shape`).
+    Raises InputError naming ``what`` with PyYAML's reason (line and column) for text
+    that is not YAML, nests too deep or holds values PyYAML cannot build."""
+    import yaml  # PyYAML: present wherever ansible-core runs
+
+    try:
+        data = yaml.safe_load(text)
+    except RecursionError:
+        raise _too_deep(what) from None
+    except Exception as err:  # YAMLError, and ValueError/AttributeError of bad scalars
+        raise InputError(
+            f"{what} is not valid YAML: {_yaml_reason(err)}; fix: correct the syntax there"
+        ) from None
+    return check_shape(data, what)
+
+
+def load_yaml_documents(text: str, what: str) -> list[Any]:
+    """Every YAML document of ``text`` (empty ones dropped), shape-checked together; the
+    errors of :func:`load_yaml`."""
+    import yaml
+
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except RecursionError:
+        raise _too_deep(what) from None
+    except Exception as err:
+        raise InputError(
+            f"{what} is not valid YAML: {_yaml_reason(err)}; fix: correct the syntax there"
+        ) from None
+    return check_shape(docs, what)
+
+
+def load_json(text: str, what: str, example: str = '{"key": 1}') -> Any:
+    """One JSON value of ``text``, shape-checked. Raises InputError naming ``what`` with
+    the position of a syntax error (the fix shows ``example``), or for nesting too deep."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise _too_deep(what) from None
+    except json.JSONDecodeError as err:
+        raise InputError(
+            f"{what} is not valid JSON ({err.msg}: line {err.lineno} column {err.colno}); "
+            f"fix: write e.g. '{example}' (double quotes around names)"
+        ) from None
+    except ValueError as err:  # an integer of more than 4,300 digits
+        raise InputError(f"{what} is not usable JSON ({err}); fix: give real values") from None
+    return check_shape(data, what)

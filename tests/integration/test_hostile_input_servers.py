@@ -1,0 +1,271 @@
+"""Commands and modules against an API server that accepts TCP connections and never
+answers: a real socket server on 127.0.0.1 (an ephemeral port) whose thread accept()s and
+holds every connection without reading or writing a byte, and a kubeconfig that points
+at it (plain HTTP, and HTTPS whose TLS handshake never comes).
+
+Each must end within 30 s (connect and read timeouts on every Kubernetes API call, a
+read that timed out not retried), exit 2 (a module: fail) and name the server's URL and a
+fix. ``gpufleet validate`` and ``gpufleet gates audit`` run their module in this process
+where the playbook would run it (no playbook, no host touched).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.modules import (
+    dra_gate_audit,
+    dra_validate,
+    gpu_node_labels,
+    kubeadm_config_gates,
+    upgrade_plan,
+)
+from click.testing import CliRunner, Result
+
+from gpufleet import runner
+from gpufleet.cli import main
+from gpufleet.commands import validate as validate_cmd
+
+pytestmark = pytest.mark.integration
+
+#: The bound of the input contract: a command against a silent server ends within it.
+BOUND_S = 30
+
+
+@pytest.fixture
+def silent_server() -> Iterator[tuple[str, int]]:
+    """(host, port) of a server that accepts connections and never answers."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    sock.settimeout(0.2)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(conn)  # accepted; never read from, never written to
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield "127.0.0.1", sock.getsockname()[1]
+    stop.set()
+    thread.join(timeout=2)
+    for conn in held:
+        conn.close()
+    sock.close()
+
+
+def write_kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: silent\n"
+        f"clusters: [{{name: silent, cluster: {{server: '{server}', "
+        "insecure-skip-tls-verify: true}}]\n"
+        "users: [{name: u, user: {token: abc}}]\n"
+        "contexts: [{name: silent, context: {cluster: silent, user: u}}]\n"
+    )
+    return path
+
+
+@pytest.fixture(params=["http", "https"])
+def server(request: pytest.FixtureRequest, silent_server: tuple[str, int]) -> str:
+    host, port = silent_server
+    return f"{request.param}://{host}:{port}"
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path, server: str) -> str:
+    return str(write_kubeconfig(tmp_path / "kubeconfig", server))
+
+
+def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    start = time.monotonic()
+    out = fn(*args, **kwargs)
+    return out, time.monotonic() - start
+
+
+def assert_names_server(result: Result, server: str, elapsed: float) -> None:
+    out = " ".join(result.output.split())
+    assert result.exception is None or isinstance(result.exception, SystemExit), out
+    assert "Traceback" not in out, out
+    assert elapsed < BOUND_S, f"took {elapsed:.1f} s: {out}"
+    assert result.exit_code == 2, out
+    assert server in out, out
+    assert "fix:" in out, out
+
+
+@contextlib.contextmanager
+def module_args(args: Mapping[str, Any]) -> Iterator[None]:
+    """Run an AnsibleModule's main() in this process with ``args`` as its parameters."""
+    try:
+        from ansible.module_utils.testing import patch_module_args  # ansible-core >= 2.19
+    except ImportError:  # ansible-core 2.17: the module reads basic._ANSIBLE_ARGS
+        from ansible.module_utils import basic
+
+        saved = basic._ANSIBLE_ARGS
+        basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": dict(args)}).encode()
+        try:
+            yield
+        finally:
+            basic._ANSIBLE_ARGS = saved
+        return
+    with patch_module_args(dict(args)):
+        yield
+
+
+def run_module(module: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The result a module prints (exit_json or fail_json), run in this process."""
+    out = io.StringIO()
+    with module_args(args), contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        module.main()
+    return json.loads(out.getvalue())
+
+
+def module_in_place_of_playbook(module: Any, action: str, task: str, args_of: Any) -> Any:
+    """A stand-in for ``runner.run_playbook`` that runs ``module`` with the parameters the
+    playbook would give it and feeds its result to the command as the playbook's event."""
+
+    def run(playbook: str, inventory: Any, **kw: Any) -> runner.RunResult:
+        res = run_module(module, args_of(kw.get("extravars") or {}))
+        event = {
+            "event": "runner_on_failed" if res.get("failed") else "runner_on_ok",
+            "event_data": {
+                "host": "localhost",
+                "task": task,
+                "resolved_action": action,
+                "res": res,
+            },
+        }
+        progress = runner.RunProgress()
+        progress.feed(event)
+        if kw.get("on_event"):
+            kw["on_event"](event)
+        return runner.RunResult(1 if res.get("failed") else 0, progress, Path("."), 2)
+
+    return run
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_claims_gc_ends_naming_the_server(kubeconfig: str, server: str) -> None:
+    result, elapsed = timed(
+        CliRunner().invoke,
+        main,
+        ["claims", "gc", "--kubeconfig", kubeconfig],
+        env={"COLUMNS": "2000"},
+    )
+    assert_names_server(result, server, elapsed)
+
+
+def test_claims_explain_ends_naming_the_server(kubeconfig: str, server: str) -> None:
+    argv = ["claims", "explain", "team-a/claim-1", "--kubeconfig", kubeconfig]
+    result, elapsed = timed(CliRunner().invoke, main, argv, env={"COLUMNS": "2000"})
+    assert_names_server(result, server, elapsed)
+
+
+def test_validate_ends_naming_the_server(
+    kubeconfig: str, server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[kube_control_plane]\ncp-1\n[kube_node]\ngpu-1\n")
+    fake = module_in_place_of_playbook(
+        dra_validate,
+        "gpufleet.cluster.dra_validate",
+        validate_cmd.MODULE_TASK,
+        lambda ev: {"kubeconfig": ev["validate_kubeconfig"], "report_file": None},
+    )
+    monkeypatch.setattr(runner, "run_playbook", fake)
+    argv = ["validate", "-i", str(inventory), "--kubeconfig", kubeconfig]
+    result, elapsed = timed(CliRunner().invoke, main, argv, env={"COLUMNS": "2000"})
+    assert_names_server(result, server, elapsed)
+    assert "validation could not run" in result.output
+
+
+def test_gates_audit_ends_naming_the_server(
+    kubeconfig: str, server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[kube_control_plane]\ncp-1\n")
+    fake = module_in_place_of_playbook(
+        dra_gate_audit,
+        "gpufleet.cluster.dra_gate_audit",
+        "DRA gate audit | Compare processes, files, ConfigMaps, hosts and the version model",
+        lambda ev: {"facts": [], "hosts": [], "kubeconfig": ev["dra_gate_audit_kubeconfig"]},
+    )
+    monkeypatch.setattr(runner, "run_playbook", fake)
+    argv = ["gates", "audit", "-i", str(inventory), "-e", f"dra_gate_audit_kubeconfig={kubeconfig}"]
+    result, elapsed = timed(CliRunner().invoke, main, argv, env={"COLUMNS": "2000"})
+    assert_names_server(result, server, elapsed)
+    assert "the audit did not produce a result" in result.output
+
+
+def test_upgrade_plan_ends_naming_the_server(kubeconfig: str, server: str, tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[kube_control_plane]\ncp-1\n[kube_node]\ngpu-1\n")
+    argv = ["upgrade", "-i", str(inventory), "--to", "1.37.2", "--plan", "--kubeconfig", kubeconfig]
+    result, elapsed = timed(CliRunner().invoke, main, argv, env={"COLUMNS": "2000"})
+    assert_names_server(result, server, elapsed)
+    assert "--snapshot FILE" in result.output
+
+
+# ----------------------------------------------------------------- modules and module_utils
+
+
+@pytest.mark.parametrize(
+    ("module", "args"),
+    [
+        (kubeadm_config_gates, {"kubelet": {"feature_gates": {"DRAAdminAccess": True}}}),
+        (gpu_node_labels, {"nodes": ["gpu-1"]}),
+        (dra_gate_audit, {"facts": [], "version": "1.35.0"}),
+        (
+            upgrade_plan,
+            {"target": "1.37.2", "hosts": [{"name": "cp-1", "role": "control_plane"}]},
+        ),
+    ],
+    ids=["kubeadm_config_gates", "gpu_node_labels", "dra_gate_audit-configmaps", "upgrade_plan"],
+)
+def test_a_module_fails_naming_the_server(
+    kubeconfig: str, server: str, module: Any, args: dict[str, Any]
+) -> None:
+    res, elapsed = timed(run_module, module, {**args, "kubeconfig": kubeconfig})
+    assert elapsed < BOUND_S, res
+    assert res.get("failed") and server in res["msg"] and "fix:" in res["msg"], res
+
+
+def test_one_request_ends_within_its_timeouts(kubeconfig: str, server: str) -> None:
+    kube = vk.Kube(kubeconfig)
+    start = time.monotonic()
+    with pytest.raises(vk.KubeError) as err:
+        kube.get("/version")
+    elapsed = time.monotonic() - start
+    assert elapsed < vk.CONNECT_TIMEOUT + vk.READ_TIMEOUT + 2, elapsed
+    assert err.value.status is None and server in err.value.message
+
+
+def test_a_closed_port_is_named_at_once(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = f"http://127.0.0.1:{port}"
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server)
+    argv = ["claims", "gc", "--kubeconfig", str(kubeconfig)]
+    result, elapsed = timed(CliRunner().invoke, main, argv, env={"COLUMNS": "2000"})
+    assert_names_server(result, server, elapsed)
+    assert elapsed < 10, elapsed
