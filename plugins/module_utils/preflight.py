@@ -139,8 +139,9 @@ ROLE_DEFAULTS: dict[str, Any] = {
     "mig_config_file": "",
     "mig_config_name": "",
     "mig_restart_dra_plugin": True,
-    "mig_dra_plugin_namespace": "dra-driver-nvidia-gpu",
 }
+#: ``mig_dra_plugin_namespace`` has no default of its own: the mig role takes
+#: ``dra_driver_namespace`` (roles/mig/defaults/main.yml).
 
 #: Variables of the site playbook (not of a role) and their defaults.
 SITE_DEFAULTS: dict[str, Any] = {
@@ -1106,8 +1107,8 @@ def _rule_mig(ctx: _Ctx) -> None:
 def _rule_mig_plugin_namespace(ctx: _Ctx) -> None:
     if not _bool(ctx.settings, "mig_restart_dra_plugin"):
         return
-    ns_mig = _text(ctx.settings, "mig_dra_plugin_namespace")
     ns_driver = _text(ctx.settings, "dra_driver_namespace")
+    ns_mig = _text(ctx.settings, "mig_dra_plugin_namespace") or ns_driver  # the role's default
     if ns_mig and ns_driver and ns_mig != ns_driver:
         ctx.add(
             _p(

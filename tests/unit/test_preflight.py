@@ -322,6 +322,11 @@ def test_mig_role_restarting_the_plugin_in_another_namespace_is_refused() -> Non
     v = {"gpu_model": "h200", "mig_layout": {"1g.18gb": 7}}
     p = _rules(_host({**v, "mig_dra_plugin_namespace": "elsewhere"}))["mig-plugin-namespace"]
     assert p.value == "elsewhere" and p.fix == "set mig_dra_plugin_namespace: nvidia-dra-driver-gpu"
+    # the mig role's default follows dra_driver_namespace: a site that moves the driver
+    # and leaves the mig role's variable unset is right
+    moved = {k: x for k, x in v.items() if k != "mig_dra_plugin_namespace"}
+    assert "mig-plugin-namespace" not in _rules(_host({**moved, "dra_driver_namespace": "gpu"}))
+    assert "mig-plugin-namespace" not in _rules(_host(moved))
     same = {**v, "mig_dra_plugin_namespace": "gpu", "dra_driver_namespace": "gpu"}
     assert _host(same) == []
 
