@@ -1,6 +1,10 @@
 """Every skip is reported, and with ``GPUFLEET_STRICT_SKIPS=1`` (scripts/test sets it) a
 skip that ``tests/expected_skips.txt`` does not list fails the run: a skip hides what it
-would have tested, so it passes only when it is known and reviewed."""
+would have tested, so it passes only when it is known and reviewed.
+
+Every test carries one marker that says what it starts (``KIND_MARKERS``, defined in
+pyproject.toml), so that ``-m unit`` runs no process; a test without one, or marked
+``unit`` together with another kind, stops the collection naming it."""
 
 from __future__ import annotations
 
@@ -11,6 +15,11 @@ from pathlib import Path
 import pytest
 
 EXPECTED = Path(__file__).with_name("expected_skips.txt")
+
+#: Markers that say what a test starts: ``unit`` nothing (pure Python), ``integration``
+#: local processes or servers, ``ansible`` ansible-playbook, ``molecule`` a scenario on
+#: podman hosts, ``lab`` a lab cluster, ``bench`` benchmarks.
+KIND_MARKERS = frozenset({"unit", "integration", "ansible", "molecule", "lab", "bench"})
 
 
 def expected_skips(path: Path = EXPECTED) -> list[tuple[str, str]]:
@@ -55,3 +64,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if unexpected([n for n, _ in _skipped], expected_skips()) and exitstatus == 0:
         session.exitstatus = 1
+
+
+def marker_problems(items: list[pytest.Item]) -> list[str]:
+    """``<node id>: <problem>`` for each item without a kind marker, or marked ``unit``
+    together with another kind (``unit`` promises that nothing is started)."""
+    out = []
+    for item in items:
+        kinds = {m.name for m in item.iter_markers()} & KIND_MARKERS
+        if not kinds:
+            out.append(f"{item.nodeid}: no marker of {', '.join(sorted(KIND_MARKERS))}")
+        elif "unit" in kinds and len(kinds) > 1:
+            others = ", ".join(sorted(kinds - {"unit"}))
+            out.append(f"{item.nodeid}: marked unit and {others}")
+    return out
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    problems = marker_problems(items)
+    if problems:
+        raise pytest.UsageError(
+            "tests must carry one kind marker (tests/conftest.py KIND_MARKERS):\n  "
+            + "\n  ".join(problems)
+        )

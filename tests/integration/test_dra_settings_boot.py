@@ -37,7 +37,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit 
     FlagEdit,
     edit_kubelet_configuration,
     edit_static_pod_manifest,
-    static_pod_flags,
 )
 
 from gpufleet.lab import binaries
@@ -238,26 +237,6 @@ def planned_control_plane(request: pytest.FixtureRequest) -> Iterator[tuple[Plan
         yield planned, cp
     finally:
         cp.stop()
-
-
-def test_role_edits_remove_the_faults_kubeadm_files_carry() -> None:
-    """The fixtures start from a broken state, so the boot test below proves the role
-    repairs it (not that kubeadm's defaults boot)."""
-    for version in VERSIONS:
-        fixture = FIXTURES / version / "dra"
-        planned = apply_role(version)
-        for component in STATIC_POD_COMPONENTS:
-            before = static_pod_flags(
-                (fixture / "manifests" / f"{component}.yaml").read_text(), component
-            )
-            after = static_pod_flags(planned.manifests[component], component)
-            assert "DRAControlPlaneController" in before.feature_gates, (version, component)
-            entry = planned.settings[MODULE_KEYS[component]]
-            assert after.feature_gates.items() >= entry["feature_gates"].items()
-            assert not set(after.feature_gates) & set(entry["absent_feature_gates"])
-            assert not set(after.runtime_config) & set(entry.get("absent_runtime_config", []))
-        kubelet = yaml.safe_load(planned.kubelet_config)
-        assert "DRAControlPlaneController" not in kubelet.get("featureGates", {})
 
 
 def served_resource_versions(cp: ControlPlane) -> set[str]:

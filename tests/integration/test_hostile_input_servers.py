@@ -257,15 +257,3 @@ def test_one_request_ends_within_its_timeouts(kubeconfig: str, server: str) -> N
     elapsed = time.monotonic() - start
     assert elapsed < vk.CONNECT_TIMEOUT + vk.READ_TIMEOUT + 2, elapsed
     assert err.value.status is None and server in err.value.message
-
-
-def test_a_closed_port_is_named_at_once(tmp_path: Path) -> None:
-    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = f"http://127.0.0.1:{port}"
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server)
-    argv = ["claims", "gc", "--kubeconfig", str(kubeconfig)]
-    result, elapsed = timed(CliRunner().invoke, main, argv, env={"COLUMNS": "2000"})
-    assert_names_server(result, server, elapsed)
-    assert elapsed < 10, elapsed

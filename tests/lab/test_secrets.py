@@ -21,7 +21,7 @@ from gpufleet.runner import _cache_dir
 
 from .conftest import GPUFLEET, LAB_ENV, Lab
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 INVENTORY = Path(__file__).resolve().parents[2] / "inventory" / "lab"
 

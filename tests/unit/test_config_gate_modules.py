@@ -113,14 +113,74 @@ def test_static_pod_flags_converges_once_with_a_backup(tmp_path: Path, manifests
     )
     assert first["changed"] is True and not first["_failed"]
     assert second["changed"] is False and second["changes"] == []
-    # what was written is what the library computes
-    expected = kce.edit_static_pod_manifest(
-        original, "kube-apiserver", kce.FlagEdit.from_params(args, "kube-apiserver")
+    # What was written, worked out by hand from the fixture: both --feature-gates items are
+    # merged into the last one (DRAControlPlaneController dropped, the wanted gates
+    # appended), v1alpha3 leaves --runtime-config and v1beta1 is appended there; every
+    # other byte of the manifest is kept.
+    before_flags = (
+        "    - --feature-gates=DRAControlPlaneController=true,DRAAdminAccess=true\n"
+        "    - --runtime-config=api/alpha=false,resource.k8s.io/v1alpha3=true\n"
+        "    - --audit-log-maxage=30\n"
+        "    - --feature-gates=DRADeviceTaints=true\n"
     )
-    assert path.read_text() == expected.text
-    assert first["changes"] == expected.changes_as_dicts()
+    after_flags = (
+        "    - --runtime-config=api/alpha=false,resource.k8s.io/v1beta1=true\n"
+        "    - --audit-log-maxage=30\n"
+        "    - --feature-gates=DRAAdminAccess=true,DRADeviceTaints=true,"
+        "DynamicResourceAllocation=true,DRAPrioritizedList=true\n"
+    )
+    assert original.count(before_flags) == 1
+    expected_text = original.replace(before_flags, after_flags)
+    assert path.read_text() == expected_text
+    gates = "kube-apiserver command --feature-gates"
+    runtime = "kube-apiserver command --runtime-config"
+    assert first["changes"] == [
+        {
+            "where": gates,
+            "what": "DRAControlPlaneController",
+            "old": "true",
+            "new": None,
+            "why": "feature gate must be absent",
+        },
+        {
+            "where": gates,
+            "what": "DynamicResourceAllocation",
+            "old": None,
+            "new": "true",
+            "why": "feature gate wanted, was missing",
+        },
+        {
+            "where": gates,
+            "what": "DRAPrioritizedList",
+            "old": None,
+            "new": "true",
+            "why": "feature gate wanted, was missing",
+        },
+        {
+            "where": gates,
+            "what": "--feature-gates",
+            "old": "DRAControlPlaneController=true,DRAAdminAccess=true",
+            "new": None,
+            "why": "duplicate --feature-gates (the component applies each in turn); merged "
+            "into the last one",
+        },
+        {
+            "where": runtime,
+            "what": "resource.k8s.io/v1alpha3",
+            "old": "true",
+            "new": None,
+            "why": "runtime-config must be absent",
+        },
+        {
+            "where": runtime,
+            "what": "resource.k8s.io/v1beta1",
+            "old": None,
+            "new": "true",
+            "why": "runtime-config wanted, was missing",
+        },
+    ]
     assert first["diff"]["before"] == original
-    assert first["diff"]["after"] == expected.text
+    assert first["diff"]["after"] == expected_text
     # the backup is the original and it is outside the static pod directory
     backup = Path(first["backup_file"])
     assert backup.parent == tmp_path / "backups"

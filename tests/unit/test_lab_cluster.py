@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -98,33 +96,3 @@ def test_missing_binary_is_named(tmp_path: Path) -> None:
     )
     with pytest.raises(FileNotFoundError, match="lab/build-binaries"):
         images.build_archive(spec, tmp_path / "y.tar")
-
-
-def test_inventory_script_describes_the_lab_groups(tmp_path: Path) -> None:
-    state = {
-        "nodes": [
-            {"name": "l-control-plane", "role": "control-plane", "ip": "10.0.0.10"},
-            {"name": "l-gpu-1", "role": "gpu-worker", "ip": "10.0.0.11",
-             "gpu_model": "NVIDIA A30", "gpu_count": 2},
-        ],
-        "vars": {"kubeadm_kubernetes_version": "1.37.2"},
-    }  # fmt: skip
-    labs = tmp_path / "labs" / "l"
-    labs.mkdir(parents=True)
-    (labs / "state.json").write_text(json.dumps(state))
-    out = subprocess.run(
-        [sys.executable, str(REPO / "inventory" / "lab" / "lab_nodes.py"), "--list"],
-        env={"GPUFLEET_CACHE": str(tmp_path), "GPUFLEET_LAB_NAME": "l", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    inv = json.loads(out)
-    assert inv["kube_control_plane"]["hosts"] == ["l-control-plane"]
-    assert inv["gpu_nodes"]["hosts"] == ["l-gpu-1"]
-    assert inv["all"]["vars"] == {"kubeadm_kubernetes_version": "1.37.2"}
-    hv = inv["_meta"]["hostvars"]["l-gpu-1"]
-    assert hv["kubeadm_advertise_address"] == "10.0.0.11"
-    assert hv["lab_node_gpu_model"] == "NVIDIA A30" and hv["lab_node_gpu_count"] == 2
-    assert hv["lab_node_gpu_simulator"] is True
-    assert "lab_node_gpu_simulator" not in inv["_meta"]["hostvars"]["l-control-plane"]

@@ -12,8 +12,8 @@ import pytest
 
 from gpufleet.lab import packages as pk
 
-pytestmark = pytest.mark.unit
-
+# The tests that build or read packages run dpkg-deb and dpkg-scanpackages: integration;
+# the others are pure Python: unit.
 needs_dpkg = pytest.mark.skipif(
     shutil.which("dpkg-deb") is None, reason="dpkg-deb is not installed (package dpkg)"
 )
@@ -38,6 +38,7 @@ def fake_bins(tmp_path):
     return make
 
 
+@pytest.mark.unit
 def test_deb_version_is_the_pkgs_k8s_io_form():
     assert pk.deb_version("1.37.2") == "1.37.2-1.1"
     assert pk.deb_version("v1.36.3", "2.1") == "1.36.3-2.1"
@@ -47,6 +48,7 @@ def test_deb_version_is_the_pkgs_k8s_io_form():
         pk.deb_version("1.37.2", "")
 
 
+@pytest.mark.unit
 def test_repo_dir_mirrors_the_pkgs_k8s_io_path(tmp_path):
     assert pk.repo_dir(tmp_path, "1.37") == tmp_path / "core:" / "stable:" / "v1.37" / "deb"
     assert pk.sources_line("file:/var/lib/gpufleet/pkgs/v1.37/") == (
@@ -54,11 +56,13 @@ def test_repo_dir_mirrors_the_pkgs_k8s_io_path(tmp_path):
     )
 
 
+@pytest.mark.unit
 def test_missing_binary_names_the_release(tmp_path):
     with pytest.raises(pk.PackageError, match=r"kubeadm 1\.37\.2 is not built"):
         pk.package_specs("1.37.2", {"kubelet": tmp_path / "x"})
 
 
+@pytest.mark.integration
 @needs_dpkg
 def test_built_debs_carry_the_control_fields_and_files(tmp_path, fake_bins):
     bins = fake_bins("1.37.2")
@@ -93,6 +97,7 @@ def test_built_debs_carry_the_control_fields_and_files(tmp_path, fake_bins):
     assert b"ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS" in unit
 
 
+@pytest.mark.integration
 @needs_dpkg
 def test_repository_index_matches_dpkg_scanpackages(tmp_path, fake_bins):
     made = {v: fake_bins(v) for v in ("1.36.3", "1.37.1", "1.37.2")}
@@ -135,6 +140,7 @@ def test_repository_index_matches_dpkg_scanpackages(tmp_path, fake_bins):
     assert logs == []
 
 
+@pytest.mark.integration
 @needs_dpkg
 def test_changed_binary_rebuilds_its_package(tmp_path, fake_bins):
     made = {"1.37.2": fake_bins("1.37.2")}

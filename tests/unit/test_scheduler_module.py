@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
 
 from tests.unit.test_config_gate_modules import DATA, play
 
@@ -43,6 +42,50 @@ profiles:
       disabled:
       - name: '*'
 """
+
+
+# SCHEDULER_CONFIG with DynamicResources on in both profiles, written by hand: dropped
+# from the default profile's disabled list (which leaves multiPoint empty), and enabled in
+# the second profile where '*' is disabled, before DefaultPreemption (where the default
+# plugin set has it). The document is dumped again the way Kubernetes' YAML encoder writes
+# it: keys in their order, a string that cannot be plain double-quoted.
+ENABLED_CONFIG = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: /etc/kubernetes/scheduler.conf
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint: {}
+- schedulerName: gpu-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: NodeResourcesFit
+      - name: DynamicResources
+      - name: DefaultPreemption
+      - name: DefaultBinder
+      disabled:
+      - name: "*"
+"""
+
+ENABLED_CHANGES = [
+    {
+        "where": "KubeSchedulerConfiguration profile default-scheduler plugins.multiPoint.disabled",
+        "what": "DynamicResources",
+        "old": "disabled",
+        "new": None,
+        "why": "DRA needs the DynamicResources plugin",
+    },
+    {
+        "where": "KubeSchedulerConfiguration profile gpu-scheduler plugins.multiPoint.enabled",
+        "what": "DynamicResources",
+        "old": None,
+        "new": "enabled",
+        "why": "'*' is disabled there; DRA needs the DynamicResources plugin",
+    },
+]
 
 
 def scheduler_manifest(host_config: Path, *, with_config: bool = True) -> str:
@@ -93,7 +136,6 @@ def without_annotations(text: str) -> dict:
 def test_converges_once_and_annotates_the_manifest(tmp_path: Path) -> None:
     manifest, config = setup(tmp_path)
     original_manifest = manifest.read_text()
-    assert not kce.scheduler_config_has_dynamic_resources(SCHEDULER_CONFIG)
     task = {MODULE: args(tmp_path, manifest)}
     first, second = play(
         tmp_path, "converge", [{"name": "Converge"} | task, {"name": "Again"} | task]
@@ -102,11 +144,9 @@ def test_converges_once_and_annotates_the_manifest(tmp_path: Path) -> None:
     assert first["changed"] is True and first["custom_config"] is True
     assert first["container_path"] == CONTAINER_PATH
     assert first["path"] == str(config)  # resolved through volumeMounts and hostPath
-    # the file written is what the library computes, and no profile leaves the plugin off
-    expected = kce.enable_dynamic_resources(SCHEDULER_CONFIG)
-    assert config.read_text() == expected.text
-    assert first["changes"] == expected.changes_as_dicts()
-    assert kce.scheduler_config_has_dynamic_resources(config.read_text())
+    # the file written turns the plugin on in both profiles, and says where
+    assert config.read_text() == ENABLED_CONFIG
+    assert first["changes"] == ENABLED_CHANGES
     profiles = yaml.safe_load(config.read_text())["profiles"]
     assert "disabled" not in profiles[0]["plugins"]["multiPoint"]
     assert [p["name"] for p in profiles[1]["plugins"]["multiPoint"]["enabled"]] == [
@@ -155,7 +195,7 @@ def test_check_mode_writes_nothing(tmp_path: Path) -> None:
     )
     assert result["changed"] is True and result["annotation_changed"] is True
     assert [c["what"] for c in result["changes"]] == ["DynamicResources", "DynamicResources"]
-    assert result["diff"][0]["after"] == kce.enable_dynamic_resources(SCHEDULER_CONFIG).text
+    assert result["diff"][0]["after"] == ENABLED_CONFIG
     assert ANNOTATION in result["diff"][1]["after"]
     assert config.read_text() == SCHEDULER_CONFIG
     assert manifest.read_text() == original_manifest
@@ -173,7 +213,7 @@ def test_without_restart_the_manifest_is_left_alone(tmp_path: Path) -> None:
     assert result["changed"] is True and result["restart_needed"] is True
     assert result["annotation_changed"] is False and "manifest_backup_file" not in result
     assert "restart the kube-scheduler pod" in result["message"]
-    assert kce.scheduler_config_has_dynamic_resources(config.read_text())
+    assert config.read_text() == ENABLED_CONFIG
     assert manifest.read_text() == original_manifest
 
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [
     *sorted((REPO / "plugins" / "module_utils").glob("validate_*.py")),

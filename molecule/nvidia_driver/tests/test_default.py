@@ -2,12 +2,18 @@
 
 drv1 (install mode, package step off) holds the CUDA repository of its mirror exactly as
 the plan renders it for Debian 12 on x86_64 (key file, one ``deb [signed-by=...]`` line
-that apt parses), nouveau blacklisted, and no NVIDIA package. drv2 (preinstalled mode)
-passed verification against the GPU simulator and was left unchanged.
+that apt parses), nouveau blacklisted, no NVIDIA package, and the role planned the
+package NVIDIA's CUDA repository names for branch 580 with open kernel modules. drv2
+(preinstalled mode) was left unchanged; the role read both simulated H200s on the PCI bus
+as Hopper GPUs and through nvidia-smi, and refused a pin other than the loaded release.
+
+What the role set (its plan, what its verification read) is kept on each node by
+converge.yml as the role returned it; every expected value here is written by hand.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,7 @@ MIRROR = "http://cuda-mirror.gpufleet.invalid/compute/cuda/repos/debian12/x86_64
 SOURCE = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
 KEYRING = "/etc/apt/keyrings/cuda-archive-keyring.asc"
 BLACKLIST = "/etc/modprobe.d/blacklist-nouveau.conf"
+KEPT = "/var/lib/gpufleet-molecule"
 
 
 def _name(host: Any) -> str:
@@ -78,10 +85,49 @@ def test_preinstalled_mode_changed_nothing(drv2: Any) -> None:
         assert not drv2.file(path).exists, path
 
 
-def test_simulated_driver_is_the_pinned_one(drv2: Any) -> None:
-    assert drv2.check_output(
-        "nvidia-smi --query-gpu=driver_version --format=csv,noheader"
-    ).split() == [
-        "580.159.04",
-        "580.159.04",
+def _kept(host: Any, name: str) -> str:
+    f = host.file(f"{KEPT}/{name}")
+    assert f.is_file, f"{KEPT}/{name} is missing on {_name(host)}: converge did not keep it"
+    return f.content_string
+
+
+def test_plan_names_the_branch_package(drv1: Any) -> None:
+    plan = json.loads(_kept(drv1, "nvidia_driver_plan.json"))
+    assert plan["version"] == "580.159.04"
+    assert plan["branch"] == 580
+    assert plan["distro"] == {
+        "name": "Debian",
+        "version": "12",
+        "family": "apt",
+        "repo_name": "debian12",
+    }
+    # branch 580 takes the open kernel modules (NVIDIA's default from branch 560); in the
+    # CUDA apt repositories before branch 590 a branch is pinned by its suffixed
+    # meta-package (nvidia-open-580), at the exact release
+    assert plan["kernel_modules"] == "open"
+    assert plan["packages"] == ["nvidia-open-580=580.159.04-*"]
+
+
+def test_role_read_the_simulated_gpus(drv2: Any) -> None:
+    seen = json.loads(_kept(drv2, "nvidia_driver_verified.json"))
+    # 0x2335 is the H200's PCI device ID, a Hopper GPU; class 0x030200 a 3D controller
+    assert [(g["device_id"], g["pci_class"], g["architecture"]) for g in seen["pci_gpus"]] == [
+        ("0x2335", "0x030200", "Hopper"),
+        ("0x2335", "0x030200", "Hopper"),
     ]
+    assert seen["architectures"] == ["Hopper"]
+    assert seen["smi_present"] is True
+    assert [(g["index"], g["name"]) for g in seen["smi_gpus"]] == [
+        (0, "NVIDIA H200"),
+        (1, "NVIDIA H200"),
+    ]
+    assert all(g["uuid"].startswith("GPU-") for g in seen["smi_gpus"])
+    # a container has no /proc/driver/nvidia/version and the simulator no nouveau module
+    assert seen["loaded_version"] is None
+    assert seen["nouveau_loaded"] is False
+
+
+def test_role_refuses_another_release_than_the_pinned_one(drv2: Any) -> None:
+    assert " ".join(_kept(drv2, "refusal.txt").split()) == (
+        "drv2: nvidia-smi reports driver 580.159.04, nvidia_driver_version is 580.95.05"
+    )

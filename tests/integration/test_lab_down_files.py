@@ -12,7 +12,7 @@ import pytest
 
 from gpufleet.lab import cluster
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.integration
 
 
 @pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed here")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.integration
 
 GPUFLEET = str(Path(sys.executable).with_name("gpufleet"))
 
