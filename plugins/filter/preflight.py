@@ -10,12 +10,13 @@ description:
   - Runs every rule of the collection's preflight checks on every host given and merges the
     problems that several hosts share, so that a role can fail once listing them all.
   - 'Rules: removed variables, variables with a role prefix that no role declares (warning),
-    the Kubernetes release (format, the provision range 1.32-1.37, the same release in every
+    every value a role''s argument spec refuses (Ansible''s own validator, before any play),
+    the Kubernetes release (format, the version model''s provision range, the same release in every
     role and on every host), DRA feature gates and features the release accepts, kubeadm
     and dra_feature_gates asking for the same gates (warning), kubeadm_allow_cgroup_v1 before
     1.31 (warning), the NVIDIA driver pin and branch 565 for DRA, the container toolkit
     against the containerd release, the DRA driver chart against the release (kubeVersion
-    >=1.32; docs minimum 1.34.2 as a warning), DRA driver feature gates that exclude each
+    and the documented minimum of the version model), DRA driver feature gates that exclude each
     other or that the chart lacks, DynamicMIG against the release and against a static MIG
     layout, and a MIG layout against the node group''s GPU model.'
 options:
@@ -34,6 +35,16 @@ options:
     description:
       - Every variable name the roles declare; a variable with a role prefix outside it is
         reported as a probable typo. Omit to skip that rule.
+    type: list
+    elements: str
+  roles_dir:
+    description:
+      - The collection's roles directory; with O(roles), every value a host sets is judged by
+        its role's C(meta/argument_specs.yml) (entry point C(main); C(required) is not
+        judged). Omit to skip that rule.
+    type: str
+  roles:
+    description: The roles whose argument specs judge the values (with O(roles_dir)).
     type: list
     elements: str
 """
@@ -57,6 +68,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight as pf
+from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_specs as ps
 
 
 def _plain(value):
@@ -70,7 +82,7 @@ def _plain(value):
     return str(value)
 
 
-def preflight_check(hosts, removed=None, known_variables=None):
+def preflight_check(hosts, removed=None, known_variables=None, roles_dir=None, roles=None):
     """Return ``{"ok", "errors", "warnings", "report"}`` for the hosts' variables."""
     if not hasattr(hosts, "items"):
         raise AnsibleFilterError(
@@ -78,10 +90,15 @@ def preflight_check(hosts, removed=None, known_variables=None):
             f"{type(hosts).__name__}"
         )
     data = _plain(hosts)
+    try:
+        specs = ps.load_role_specs(str(roles_dir), _plain(roles or [])) if roles_dir else None
+    except ValueError as err:
+        raise AnsibleFilterError(str(err)) from None
     problems = pf.check_inventory(
         data,
         removed=_plain(removed or {}),
         known_variables=None if known_variables is None else _plain(known_variables),
+        role_specs=specs,
     )
     return {
         "ok": not any(p.severity == pf.ERROR for p in problems),

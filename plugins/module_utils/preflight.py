@@ -46,13 +46,14 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mp
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mprof
+from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_specs as ps
 from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
     ConfigError,
     check_toolkit,
@@ -420,9 +421,11 @@ ROLE_PREFIXES = (
 def _rule_unknown(ctx: _Ctx, known: set[str], removed: Mapping[str, Any]) -> None:
     known = known | set(ROLE_DEFAULTS) | set(SITE_DEFAULTS)
     for name in sorted(ctx.user):
-        if name in known or name in removed or not name.startswith(ROLE_PREFIXES):
+        if name in known or name in removed:
             continue
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+        if not close and not name.startswith(ROLE_PREFIXES):
+            continue  # a variable of the site's own, not a misspelt role prefix
         fix = f"did you mean {close[0]}?" if close else "remove it, or check the role's spelling"
         ctx.add(
             _p(
@@ -1155,17 +1158,40 @@ def _check_layout(ctx: _Ctx, model: mprof.GpuModel, wanted: Mapping[str, int]) -
 # --- whole inventory --------------------------------------------------------------------
 
 
+def _spec_problems(
+    variables: Mapping[str, Any], role_specs: Mapping[str, Mapping[str, Any]]
+) -> Iterator[Problem]:
+    for role, name, value, message in ps.argument_spec_problems(variables, role_specs):
+        spec = role_specs[role][name]
+        wanted = str(spec.get("type") or "str")
+        if spec.get("elements"):
+            wanted += f" of {spec['elements']}"
+        if spec.get("choices"):
+            wanted += " (one of " + ", ".join(map(str, spec["choices"])) + ")"
+        yield _p(
+            "argument-spec",
+            ERROR,
+            name,
+            value,
+            f"the {role} role's argument spec refuses it: {message}",
+            f"give {name} as {wanted} (roles/{role}/meta/argument_specs.yml)",
+        )
+
+
 def check_inventory(
     hosts: Mapping[str, Mapping[str, Any]],
     removed: Mapping[str, Any] | None = None,
     known_variables: Iterable[str] | None = None,
+    role_specs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Problem]:
     """Run every rule on every host; merge identical problems; add inventory-wide ones.
 
     ``hosts``: inventory host -> ``{"groups", "variables", "gpus", "driver_version"}`` (see
-    the module docstring). Returns problems sorted errors first, then by rule and
-    variable; each lists the hosts it applies to. Inventory-wide: the GPU group has no
-    host (error), hosts disagree on the Kubernetes release (error).
+    the module docstring); ``role_specs``: role -> options of its argument spec
+    (:func:`preflight_specs.load_role_specs`), each value a host sets judged by it. Returns
+    problems sorted errors first, then by rule and variable; each lists the hosts it
+    applies to. Inventory-wide: the GPU group has no host (error), hosts disagree on the
+    Kubernetes release (error).
     """
     known = list(known_variables) if known_variables is not None else None
     merged: dict[tuple, list[str]] = {}
@@ -1196,6 +1222,9 @@ def check_inventory(
             driver_version=str(data.get("driver_version") or ""),
             mig_config_file_text=str(data.get("mig_config_file_text") or ""),
         ):
+            merged.setdefault(p.key(), []).append(host)
+            first.setdefault(p.key(), p)
+        for p in _spec_problems(variables, role_specs or {}):
             merged.setdefault(p.key(), []).append(host)
             first.setdefault(p.key(), p)
     out = [

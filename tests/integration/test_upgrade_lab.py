@@ -47,7 +47,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 #: The upgrade path: the lab's release and the target (one minor apart, both pinned in
 #: gpufleet/lab/releases.yaml and built). GPUFLEET_UPGRADE_FROM/GPUFLEET_UPGRADE_TO run the

@@ -355,6 +355,14 @@ def test_misspelt_role_variable_is_a_warning_with_a_suggestion() -> None:
     assert p.severity == pf.WARNING and p.fix == "did you mean nvidia_driver_branch?"
 
 
+def test_a_typo_inside_the_role_prefix_itself_gets_the_suggestion_too() -> None:
+    known = ["nvidia_driver_branch"]
+    problems = _host({"nvidia_drvier_branch": "580"}, known_variables=known)
+    assert _rules(problems)["unknown-variable"].fix == "did you mean nvidia_driver_branch?"
+    # a site variable with a family prefix and nothing close to it is the site's own
+    assert "unknown-variable" not in _rules(_host({"nvidia_site_note": "x"}, known_variables=known))
+
+
 def test_inventory_problems_are_merged_across_hosts_and_errors_come_first() -> None:
     bad = {"kubeadm_kubernetes_version": "1.37.2", "nvidia_driver_branch": "550"}
     hosts = {

@@ -77,11 +77,16 @@ def test_preflight_fails_once_naming_each_broken_variable(tmp_path: Path) -> Non
     )
     text = text.replace('{"1g.10gb": 7}', '{"1g.10gb": 8}')
     text += "dra_feature_gates_extra_gates: {DRAPrioritizedList: true}\n"
+    # a value the kubeadm role's argument spec refuses (its play comes after the driver and
+    # the toolkit, and no preflight rule of its own reads it): refused here, before any host
+    text = text.replace("kubeadm_disable_swap: true", "kubeadm_disable_swap: maybe")
     all_yml.write_text(text)
     out = _ansible("ansible-playbook", "-i", str(broken), "playbooks/preflight.yml")
     assert out.returncode == 2, out.stdout[-3000:]
     assert out.stdout.count("FAILED!") == 1  # one failure listing everything
-    assert "preflight: 3 error(s)" in out.stdout
+    assert "preflight: 4 error(s)" in out.stdout
+    assert 'ERROR [argument-spec] kubeadm_disable_swap=\\"maybe\\"' in out.stdout
+    assert "roles/kubeadm/meta/argument_specs.yml" in out.stdout
     assert 'ERROR [driver-pin] nvidia_driver_branch=\\"550\\"' in out.stdout
     assert "ERROR [removed-variable] dra_feature_gates_extra_gates=" in out.stdout
     assert "mig_config.mig-configs.h100-80gb-all-1g[0].mig-devices" in out.stdout
