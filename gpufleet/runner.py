@@ -101,6 +101,11 @@ class HostProgress:
         return "running" if self.task else "waiting"
 
 
+#: Tasks whose ``msg`` is a warning for the person who runs the playbook (shown by the CLI
+#: as it arrives and again under the recap).
+NOTICE_TASKS = ("Preflight | Show the warnings",)
+
+
 @dataclass
 class RunProgress:
     """Progress model fed by ansible-runner events; pure, so it is tested without a terminal.
@@ -114,6 +119,9 @@ class RunProgress:
     hosts: dict[str, HostProgress] = field(default_factory=dict)
     stats: dict[str, Any] | None = None
     failures: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Lines of the warnings the roles report without failing (tasks named in
+    #: ``NOTICE_TASKS``: preflight's probable typos and did-you-means), in arrival order.
+    notices: list[str] = field(default_factory=list)
 
     def host(self, name: str) -> HostProgress:
         if name not in self.hosts:
@@ -150,6 +158,10 @@ class RunProgress:
         res = data.get("res") or {}
         if kind == "runner_on_ok":
             hp.counts["changed" if res.get("changed") else "ok"] += 1
+            if str(data.get("task", "")).endswith(NOTICE_TASKS):
+                msg = res.get("msg")
+                lines = msg if isinstance(msg, list) else str(msg or "").splitlines()
+                self.notices.extend(str(line) for line in lines if str(line).strip())
         elif kind == "runner_on_skipped":
             hp.counts["skipped"] += 1
         elif kind == "runner_on_failed" and data.get("ignore_errors"):
@@ -248,12 +260,17 @@ def run_playbook(
     book = playbook_path(playbook)
     inventories = [inventory] if isinstance(inventory, str) else list(inventory)
     for inv in inventories:
+        if not str(inv).strip():
+            raise RunError(
+                "-i '': the inventory path is empty; fix: pass -i with the inventory file or "
+                "directory (e.g. -i inventory/hosts.yml)"
+            )
         if not Path(inv).exists():
             raise RunError(f"inventory {inv!r} does not exist; fix: pass -i with an existing path")
     if playbook != "lab":
         check_lab_inventory(inventories)
     is_named = Path(playbook).suffix not in (".yml", ".yaml") or not Path(playbook).is_file()
-    check_inventory(inventories, PLAYBOOK_GROUPS.get(book.stem, ()) if is_named else ())
+    check_inventory(inventories, PLAYBOOK_GROUPS.get(book.stem, ()) if is_named else (), limit)
     console = console or Console()
     progress = RunProgress()
     private = Path(tempfile.mkdtemp(prefix="gpufleet-run-"))
@@ -267,10 +284,12 @@ def run_playbook(
     )
 
     def handle(event: Mapping[str, Any]) -> bool:
-        before = (progress.play, len(progress.failures))
+        before = (progress.play, len(progress.failures), len(progress.notices))
         progress.feed(event)
         if on_event:
             on_event(event)
+        for line in progress.notices[before[2] :]:
+            console.print(f"warning: {line}", markup=False, highlight=False, style="yellow")
         if live is not None:
             live.update(render(progress))
         elif not console.is_terminal:
@@ -312,6 +331,8 @@ def run_playbook(
         result = ansible_runner.run(**kwargs)
     live = None
     console.print(render(progress, final=True))
+    for line in progress.notices:
+        console.print(f"warning: {line}", markup=False, highlight=False, style="yellow")
     rc = result.rc if isinstance(result.rc, int) else None
     status = progress.exit_status(rc)
     if result.status in ("timeout", "canceled"):
@@ -381,21 +402,41 @@ def _reasons(failures: list[str], limit: int = 700) -> str:
 
 #: Bytes of one inventory file (an inventory of 2,000 hosts with variables is about 1 MiB).
 INVENTORY_MAX_BYTES = 16 * 1024 * 1024
+#: Files and directories under one inventory directory (group_vars and host_vars aside).
+INVENTORY_MAX_FILES = 1000
 
 
 def _check_inventory_text(source: Path) -> None:
     """Refuse an inventory file (or a file directly in an inventory directory) that is
     binary, not UTF-8 or larger than ``INVENTORY_MAX_BYTES``: Ansible's ini plugin would
     read its bytes as host names. Executable files are inventory scripts and not read."""
+    from ansible.inventory.manager import IGNORED  # the names Ansible skips in a directory
     from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 
-    files = (
-        [p for p in sorted(source.iterdir()) if p.is_file() and not p.name.startswith(".")]
-        if source.is_dir()
-        else [source]
-    )
+    files: list[Path] = []
+    pending = [source]
+    while pending:  # Ansible reads the files of subdirectories too
+        path = pending.pop()
+        if path.is_dir():
+            if len(files) + len(pending) > INVENTORY_MAX_FILES:
+                raise RunError(
+                    f"-i {source}: more than {INVENTORY_MAX_FILES} entries under the inventory "
+                    "directory; fix: give the inventory directory itself, not a directory "
+                    "above it (such as the home directory)"
+                )
+            pending.extend(
+                p for p in sorted(path.iterdir()) if not IGNORED.search(os.fsencode(p.name))
+            )
+        elif path.exists() and not path.is_file():  # a FIFO, socket or device: Ansible hangs
+            raise RunError(
+                f"-i {path} is not a regular file (a named pipe, socket or device); fix: give "
+                "inventory files (INI, YAML or TOML) only, or move it out of the inventory "
+                "directory"
+            )
+        else:
+            files.append(path)
     for path in files:
-        if os.access(path, os.X_OK) or path.suffix in (".pyc", ".swp", ".bak", ".md", ".txt"):
+        if os.access(path, os.X_OK):
             continue
         try:
             ig.read_text(path, f"-i {path}", limit=INVENTORY_MAX_BYTES)
@@ -403,14 +444,18 @@ def _check_inventory_text(source: Path) -> None:
             raise RunError(f"{err} (an Ansible inventory file: INI, YAML or TOML)") from None
 
 
-def check_inventory(inventories: Sequence[str], groups: Sequence[str] = ()) -> dict[str, list]:
+def check_inventory(
+    inventories: Sequence[str], groups: Sequence[str] = (), limit: str | None = None
+) -> dict[str, list]:
     """Parse ``inventories`` with Ansible's own InventoryManager and DataLoader, as
     ansible-playbook will, before anything runs.
 
     Returns group name -> host names. Raises RunError (exit status 2) naming the source
     and Ansible's parse error when a source (or a file of an inventory directory) cannot
     be parsed, when the inventory holds no host, or, with ``groups``, when no host is in
-    any of them (the playbook would run on nothing).
+    any of them (the playbook would run on nothing); with ``limit`` (``--limit``, Ansible's
+    host patterns), when it is empty (ansible-runner would drop it and run on every host)
+    or selects no host of those groups.
     """
     from ansible.inventory import manager as inventory_manager
     from ansible.parsing.dataloader import DataLoader
@@ -453,7 +498,33 @@ def check_inventory(inventories: Sequence[str], groups: Sequence[str] = ()) -> d
             "kube_control_plane, kube_node and gpu_nodes under k8s_cluster, as "
             "inventory/sample/hosts.yml of the collection does"
         )
+    if limit is not None:
+        _check_limit(inv, limit, members, groups)
     return members
+
+
+def _check_limit(inv: Any, limit: str, members: dict[str, list], groups: Sequence[str]) -> None:
+    """Refuse (RunError) a ``--limit`` that is empty or selects no host (of ``groups``)."""
+    fix = (
+        "fix: give a host or group of the inventory (e.g. --limit gpu_nodes), or leave --limit out"
+    )
+    if not limit.strip():
+        raise RunError(f"--limit {limit!r} is empty: Ansible would run on every host; {fix}")
+    try:
+        inv.subset(limit)
+        selected = {h.name for h in inv.get_hosts("all")}
+    except Exception as err:  # AnsibleError: a bad regex (~...), a missing @file
+        raise RunError(
+            f"--limit {limit[:200]!r}: Ansible cannot use it: {' '.join(str(err).split())[:300]}; "
+            + fix
+        ) from None
+    wanted = {h for g in groups for h in members.get(g, [])} if groups else set(members["all"])
+    if not selected & wanted:
+        hosts = sorted(wanted)
+        raise RunError(
+            f"--limit {limit[:200]!r} selects no host the playbook runs on (hosts: "
+            f"{', '.join(hosts[:10])}{' ...' if len(hosts) > 10 else ''}); {fix}"
+        )
 
 
 def check_lab_inventory(inventories: Iterable[str]) -> None:

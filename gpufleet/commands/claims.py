@@ -124,7 +124,12 @@ def template(
     output: str,
 ) -> None:
     """Print one ResourceClaimTemplate of KIND."""
-    params: dict[str, Any] = {"namespace": namespace}
+    try:  # checked here: build() reads an empty namespace as the default one
+        params: dict[str, Any] = {
+            "namespace": cm.check_name(namespace, "--namespace", subdomain=False)
+        }
+    except cm.ClaimTemplateError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--namespace'") from None
     label_map = _labels(labels)
     if label_map:
         params["labels"] = label_map

@@ -76,17 +76,23 @@ def _resource_version(kube: vk.Kube) -> str:
 @click.option(
     "--apply", "apply_", is_flag=True, help="Release the leaked claims (default: dry run)."
 )
-@click.option("--namespace", "-n", default="", help="Only this namespace (default: all).")
+@click.option("--namespace", "-n", default=None, help="Only this namespace (default: all).")
 @click.option(
     "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Kubeconfig file."
 )
 @click.option("--context", default=None, help="Kubeconfig context.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and results as JSON.")
 def gc(
-    apply_: bool, namespace: str, kubeconfig: str | None, context: str | None, as_json: bool
+    apply_: bool, namespace: str | None, kubeconfig: str | None, context: str | None, as_json: bool
 ) -> None:
     """Release ResourceClaims leaked by pods that no longer exist (dry run by default)."""
-    if namespace:
+    if namespace is not None and not namespace.strip():  # an unset shell variable: not "all"
+        raise click.BadParameter(
+            f"{namespace!r} is empty; fix: give a namespace (e.g. -n team-a), or leave "
+            "--namespace out to read every namespace",
+            param_hint="'--namespace'",
+        )
+    if namespace is not None:
         _name(namespace, "'--namespace'", subdomain=False)
     kube = _kube(kubeconfig, context)
     rv = _resource_version(kube)

@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
 from rich.console import Console
 from rich.table import Table
 
@@ -47,13 +48,14 @@ def _gates(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
             raise click.BadParameter(
                 f"{raw!r} is not NAME=true|false; write e.g. --gate DRAPrioritizedList=true"
             )
-        low = val.strip().lower()
-        if low not in ("true", "false"):
+        value = kce.parse_go_bool(val.strip())  # as the components read it
+        if value is None:
             hint = "; repeat --gate for each gate" if "," in val else ""
             raise click.BadParameter(
-                f"{raw!r} has value {val!r}; the value of --gate must be true or false{hint}"
+                f"{raw!r} has value {val!r}; the value of --gate must be a boolean "
+                f"({kce.GO_BOOL_HELP}){hint}"
             )
-        key, value = name.strip(), low == "true"
+        key = name.strip()
         try:
             dv.require_known_gate(key)
         except dv.VersionModelError as exc:

@@ -272,6 +272,13 @@ def apply_extravars(layout: str | None, config_name: str | None) -> dict[str, An
             out["mig_config_name"] = config_name
         return out
     text = layout.strip()
+    if not text or text == "@":
+        raise click.BadParameter(
+            f"{layout!r} is empty; fix: give a mig-configs entry name (e.g. h100-80gb-all-1g), a "
+            "layout as JSON ('{\"1g.18gb\": 7}') or @FILE, or leave --layout out to apply "
+            "what the inventory sets",
+            param_hint="'--layout'",
+        )
     if text.startswith("{"):
         try:
             data = ig.load_json(text, f"--layout {_short(text)}", _EXAMPLE)

@@ -68,6 +68,7 @@ from typing import Any
 
 import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_cluster as uc
 from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_plan as up
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
@@ -80,6 +81,10 @@ __all__ = ["render", "render_timings", "timing_rows", "upgrade"]  # moved, still
 
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 SNAPSHOT_SCHEMA = uc.SNAPSHOT_SCHEMA
+#: Bytes and values (mapping entries and list items) of one --snapshot file: the trimmed
+#: listing of 1,000 GPU nodes with their pods, slices and claims is about 70 MB of JSON.
+SNAPSHOT_MAX_BYTES = 256 * 1024 * 1024
+SNAPSHOT_MAX_VALUES = 100_000_000
 #: The role's default upgrade_report_path (roles/upgrade/defaults/main.yml).
 DEFAULT_REPORT = Path("~/.cache/gpufleet/upgrade-report.json")
 
@@ -598,12 +603,19 @@ def load_snapshot(path: str, hosts: Sequence[Mapping[str, Any]]) -> dict[str, An
     snapshots); ``hosts`` from the inventory when it has none. Raises InputError naming
     --snapshot when the file is not JSON or not of that shape."""
     fix = "give a file written by gpufleet upgrade --save-snapshot FILE."
+    what = f"--snapshot {path!r}"
+    try:  # bounded (/dev/zero), a named pipe read without hanging
+        text = ig.read_text(path, what, limit=SNAPSHOT_MAX_BYTES) or ""
+    except ig.InputError as exc:
+        raise InputError(str(exc).split("; fix: ")[0] + ".", fix) from None
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"--snapshot {path!r} cannot be read: {exc.strerror}.", fix) from None
+        data = ig.check_shape(json.loads(text), what, max_nodes=SNAPSHOT_MAX_VALUES)
+    except RecursionError:
+        raise InputError(f"{what} nests too deep to be a snapshot.", fix) from None
+    except ig.InputError as exc:
+        raise InputError(str(exc).split("; fix: ")[0] + ".", fix) from None
     except ValueError as exc:
-        raise InputError(f"--snapshot {path!r} is not JSON: {exc}.", fix) from None
+        raise InputError(f"{what} is not JSON: {exc}.", fix) from None
     if not isinstance(data, dict):
         raise InputError(
             f"--snapshot {path!r} holds a JSON {type(data).__name__}, not the object of a "

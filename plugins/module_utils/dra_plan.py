@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s_releases as _releases
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_api import (
     _CORE_RUNTIME_CONFIG,
     _DTR,
@@ -176,33 +177,31 @@ def _feature_def(name: str) -> FeatureDef:
 
 
 def parse_feature_gates(value: str, name: str = "feature-gates") -> dict[str, bool]:
-    """Parse ``"A=true,B=false"`` (the --feature-gates flag) into ``{"A": True, "B": False}``.
+    """Parse ``"A=true,B=0"`` (the --feature-gates flag) into ``{"A": True, "B": False}``
+    by the one flag parser (:func:`kube_config_edit.parse_feature_gates`: Go's
+    ``strconv.ParseBool`` values, as the components read them; a later entry wins).
 
     Raises VersionParseError naming ``name`` and the bad entry.
     """
-    out: dict[str, bool] = {}
-    for raw in value.split(","):
-        entry = raw.strip()
-        if not entry:
-            continue
-        if "=" not in entry:
-            raise VersionParseError(
-                f"{name} entry {entry!r} has no '='.", "write NAME=true or NAME=false."
-            )
-        key, _, val = entry.partition("=")
-        out[key.strip()] = _parse_bool(val, f"{name} entry {entry!r}")
-    return out
+    try:
+        entries = kce.parse_feature_gates(value, name)
+    except kce.FlagValueError as exc:
+        text, _, fix = str(exc).partition("; fix: ")
+        raise VersionParseError(text + ".", fix or "write NAME=true or NAME=false.") from None
+    return {e.key: bool(kce.parse_go_bool(e.value)) for e in entries}
 
 
 def _parse_bool(value: str | bool, what: str) -> bool:
+    """A gate's value: a boolean, or a string Go's ``strconv.ParseBool`` reads (``1``,
+    ``t``, ``TRUE``, ...), as the components read it. Raises VersionParseError."""
     if isinstance(value, bool):
         return value
-    low = str(value).strip().lower()
-    if low == "true":
-        return True
-    if low == "false":
-        return False
-    raise VersionParseError(f"{what} has value {value!r}, not true or false.", "use true or false.")
+    parsed = kce.parse_go_bool(str(value).strip())
+    if parsed is None:
+        raise VersionParseError(
+            f"{what} has value {value!r}, not a boolean.", f"use {kce.GO_BOOL_HELP}."
+        )
+    return parsed
 
 
 def feature_gates_string(gates: Mapping[str, bool]) -> str:

@@ -115,14 +115,57 @@ def read_text(
             "not the directory"
         )
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
+        if stat.S_ISFIFO(st.st_mode):
+            data = _read_pipe(path, name, limit)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(limit + 1)
     except OSError as err:
         raise InputError(
             f"{name}: cannot read it ({err.strerror or err}); fix: check the path and its "
             "permissions"
         ) from None
     return decode_text(data, name, limit)
+
+
+#: Seconds a named pipe (a FIFO, ``<(command)``) may keep its next bytes back.
+PIPE_TIMEOUT = 10
+
+
+def _read_pipe(path: str | os.PathLike[str], name: str, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the named pipe ``path``, opened without waiting for a
+    writer (a plain ``open`` of a FIFO nobody writes to never returns). Raises InputError
+    when no program holds the pipe open for writing or the writer sends nothing for
+    ``PIPE_TIMEOUT`` seconds."""
+    import select
+    import time
+
+    fix = "fix: give a regular file, or start the program that writes the pipe first"
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        deadline = time.monotonic() + PIPE_TIMEOUT
+        while size <= limit:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise InputError(
+                    f"{name} is a named pipe whose writer sent nothing for {PIPE_TIMEOUT} s; " + fix
+                )
+            try:
+                chunk = os.read(fd, min(65536, limit + 1 - size))
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            deadline = time.monotonic() + PIPE_TIMEOUT
+    finally:
+        os.close(fd)
+    if not chunks:
+        raise InputError(f"{name} is a named pipe and no program wrote to it; {fix}")
+    return b"".join(chunks)
 
 
 def read_stream(stream: BinaryIO, what: str, limit: int = MAX_TEXT_BYTES) -> str:

@@ -142,7 +142,8 @@ _GATE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 _RC_PART = r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?"
 _RC_KEY = re.compile(rf"^{_RC_PART}/{_RC_PART}(?:/{_RC_PART})?$")
 _RC_API_KEYS = frozenset(("api/all", "api/ga", "api/beta", "api/alpha"))
-_BOOL_HELP = "Go strconv.ParseBool: true, false, 1, 0, t, f, T, F, TRUE, FALSE, True, False"
+GO_BOOL_HELP = "Go strconv.ParseBool: true, false, 1, 0, t, f, T, F, TRUE, FALSE, True, False"
+_BOOL_HELP = GO_BOOL_HELP
 
 
 class ConfigEditError(ValueError):

@@ -47,6 +47,11 @@ RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 #: server that accepts connections and never answers ends a request after 15 s.
 CONNECT_TIMEOUT = 5
 READ_TIMEOUT = 15
+#: Seconds a kubeconfig's exec credential plugin (``users[].user.exec``) may run: the
+#: client waits for it without a limit, so a plugin that hangs (on a cloud endpoint that
+#: does not answer) would hang every command. A minute leaves room for a plugin that
+#: asks for an interactive login.
+EXEC_TIMEOUT = 60
 
 
 class KubeError(Exception):
@@ -85,6 +90,7 @@ class Kube:
                 None, "the Python package 'kubernetes' is missing; fix: pip install kubernetes"
             ) from err
         check_kubeconfig(kubeconfig)
+        bound_exec_plugins()
         try:
             configuration = k8s_client.Configuration()
             k8s_config.load_kube_config(
@@ -231,6 +237,7 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
     from kubernetes import config as k8s_config
 
     check_kubeconfig(kubeconfig)
+    bound_exec_plugins()
     try:
         configuration = k8s_client.Configuration()
         k8s_config.load_kube_config(
@@ -241,6 +248,41 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
     except Exception as err:  # ConfigException, OSError, yaml errors
         where = kubeconfig or "KUBECONFIG or ~/.kube/config"
         raise KubeError(None, f"cannot load the kubeconfig {where}: {err}") from None
+
+
+def bound_exec_plugins() -> None:
+    """Make the ``kubernetes`` client end an exec credential plugin that runs longer than
+    ``EXEC_TIMEOUT`` seconds (its ``ExecProvider`` calls ``communicate()`` with no
+    timeout): the plugin is killed and the client logs an error naming the command and
+    the fix (then the request goes out without its credentials and the server refuses
+    it). Idempotent."""
+    import subprocess
+    import types
+
+    from kubernetes.config import exec_provider
+
+    if getattr(exec_provider, "_gpufleet_bounded", False):
+        return
+
+    class BoundedPopen(subprocess.Popen):  # type: ignore[type-arg]
+        def communicate(self, input: Any = None, timeout: float | None = None) -> Any:
+            try:
+                return super().communicate(input, EXEC_TIMEOUT if timeout is None else timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                super().communicate()
+                command = self.args[0] if isinstance(self.args, list | tuple) else self.args
+                raise exec_provider.ConfigException(
+                    f"exec: the kubeconfig's credential plugin {command!r} did not finish "
+                    f"within {EXEC_TIMEOUT} s; fix: run it by hand (it may wait for a login "
+                    "or for its identity provider), or give a kubeconfig with a token or a "
+                    "client certificate"
+                ) from None
+
+    exec_provider.subprocess = types.SimpleNamespace(  # type: ignore[assignment]
+        Popen=BoundedPopen, PIPE=subprocess.PIPE
+    )
+    exec_provider._gpufleet_bounded = True  # type: ignore[attr-defined]
 
 
 def no_read_retries() -> Any:
@@ -301,6 +343,60 @@ def check_kubeconfig(kubeconfig: str | None) -> None:
                 f"{what} holds a {type(data).__name__}, not a kubeconfig (a mapping with "
                 "clusters, users, contexts); fix: pass --kubeconfig with the cluster's file",
             )
+        problem = _kubeconfig_fields(data, os.path.dirname(os.path.expanduser(path)))
+        if problem:
+            raise KubeError(None, f"{what}: {problem}")
+
+
+#: The files a kubeconfig entry names, by section (``clusters[].cluster``,
+#: ``users[].user``); the client reads them with a plain open().
+_KUBECONFIG_FILES = {
+    "clusters": ("cluster", ("certificate-authority",)),
+    "users": ("user", ("client-certificate", "client-key", "tokenFile")),
+}
+
+
+def _kubeconfig_fields(data: Mapping[str, Any], base: str) -> str | None:
+    """What is wrong with the entries of a parsed kubeconfig that the ``kubernetes`` client
+    would trip over (a traceback's text, or a hang on a named pipe), else None: an entry
+    of clusters, users or contexts that is not a mapping, a server that is not a string,
+    a file it names that is a directory, a named pipe or a device."""
+    import os
+    import stat
+
+    for section, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+        entries = data.get(section)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            return f"{section} is a {type(entries).__name__}; fix: write {section} as a list"
+        for i, entry in enumerate(entries):
+            body = entry.get(inner) if isinstance(entry, Mapping) else None
+            if not isinstance(entry, Mapping) or not isinstance(body, Mapping | None):
+                return (
+                    f"{section}[{i}] is not a mapping with name and {inner} (a mapping); "
+                    f"fix: write it as - {{name: NAME, {inner}: {{...}}}}"
+                )
+            if section == "clusters" and not isinstance((body or {}).get("server", ""), str):
+                return (
+                    f"{section}[{i}].cluster.server={body['server']!r} is not a URL; fix: "
+                    "write the API server's URL, e.g. server: https://10.0.0.1:6443"
+                )
+            for key in _KUBECONFIG_FILES.get(section, ("", ()))[1]:
+                value = (body or {}).get(key)
+                if not isinstance(value, str) or not value:
+                    continue
+                file = os.path.join(base, os.path.expanduser(value))
+                try:
+                    mode = os.stat(file).st_mode
+                except OSError:
+                    continue  # missing: the client names it
+                if not stat.S_ISREG(mode):
+                    return (
+                        f"{section}[{i}].{inner}.{key}={value!r} is not a regular file (a "
+                        "directory, named pipe or device); fix: point it at the file itself"
+                    )
+    return None
 
 
 def _message(data: Any) -> str:

@@ -177,6 +177,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.node_labels impor
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_kube import (
     Kube,
     KubeError,
+    bound_exec_plugins,
     check_kubeconfig,
     decode_list,
     no_read_retries,
@@ -285,6 +286,7 @@ def main() -> None:
         module.fail_json(msg=str(exc))
     try:
         check_kubeconfig(params["kubeconfig"])
+        bound_exec_plugins()
         configuration = k8s_client.Configuration()
         k8s_config.load_kube_config(
             config_file=params["kubeconfig"],

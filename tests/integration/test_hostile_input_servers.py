@@ -257,3 +257,25 @@ def test_one_request_ends_within_its_timeouts(kubeconfig: str, server: str) -> N
     elapsed = time.monotonic() - start
     assert elapsed < vk.CONNECT_TIMEOUT + vk.READ_TIMEOUT + 2, elapsed
     assert err.value.status is None and server in err.value.message
+
+
+def test_an_exec_plugin_that_never_ends_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client waited for ``users[].user.exec`` (here a real ``sleep``) without a limit:
+    every command hung."""
+    import time
+
+    monkeypatch.setattr(vk, "EXEC_TIMEOUT", 0.5)
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://192.0.2.1:6443'}}]\n"
+        "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, "
+        "command: sleep, args: ['60'], interactiveMode: Never}}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    start = time.monotonic()
+    vk.Kube(str(path))
+    assert time.monotonic() - start < 10
+    assert "credential plugin 'sleep' did not finish" in caplog.text and "fix:" in caplog.text

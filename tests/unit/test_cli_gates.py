@@ -135,6 +135,16 @@ def test_impossible_requests_exit_1_with_reason_on_stderr(args: tuple, message: 
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize(("text", "value"), [("1", "true"), ("T", "true"), ("FALSE", "false")])
+def test_a_gate_value_is_read_as_kube_apiserver_reads_it(text: str, value: str) -> None:
+    # Go's strconv.ParseBool (component-base featuregate.Set): 1, t, T, TRUE, ... are booleans
+    result = run("--to", "1.35.0", "--gate", f"DRAAdminAccess={text}", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    gates = doc["to"]["components"]["kube-apiserver"]["feature_gates"]
+    assert gates["DRAAdminAccess"] is (value == "true"), gates
+
+
 def test_unknown_gate_is_malformed_input_with_a_did_you_mean() -> None:
     result = run("--to", "1.35.0", "--gate", "DRAPrioritisedList=true")
     assert result.exit_code == 2, result.output
@@ -154,7 +164,8 @@ def test_impossible_request_prints_the_fix() -> None:
         (("--to", "1.35.x"), "'1.35.x'"),
         (("--to", "1.35.0", "--from", "v2.0.0"), "major version 2"),
         (("--to", "1.35.0", "--gate", "DRAAdminAccess"), "NAME=true|false"),
-        (("--to", "1.35.0", "--gate", "DRAAdminAccess=yes"), "true or false"),
+        (("--to", "1.35.0", "--gate", "DRAAdminAccess=yes"), "must be a boolean"),
+        (("--to", "1.35.0", "--gate", "DRAAdminAccess=tRuE"), "strconv.ParseBool"),
         (("--to", "1.35.0", "--feature", "gpu-sharing"), "gpu-sharing"),
         ((), "--to"),
     ],

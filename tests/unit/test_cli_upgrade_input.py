@@ -211,6 +211,26 @@ def test_a_bad_snapshot_file_is_refused(site, content, part):
     refused(result, f"--snapshot '{path}'", part)
 
 
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "deep"])
+def test_a_snapshot_that_is_a_pipe_a_device_or_too_deep_is_refused_at_once(site, monkeypatch, kind):
+    """A named pipe nobody writes to hung, /dev/zero was read until memory ran out."""
+    import os
+
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+
+    monkeypatch.setattr(ig, "PIPE_TIMEOUT", 0.5)
+    monkeypatch.setattr(cmd, "SNAPSHOT_MAX_BYTES", 1024 * 1024)
+    path = site.tmp / "snap"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "deep":
+        path.write_text("[" * 20_000 + "]" * 20_000)
+    else:
+        path = Path("/dev/zero")
+    result = run("-i", site.make(), "--plan", "--to", "1.37.2", "--snapshot", str(path))
+    refused(result, f"--snapshot '{path}'")
+
+
 # ---------------------------------------------------------------- variables as the run reads them
 
 

@@ -993,3 +993,136 @@ def test_check_claim_spec_reports_a_sharing_strategy_that_is_not_a_name(strategy
 def test_build_refuses_parameters_that_are_not_a_mapping(params: Any) -> None:
     with pytest.raises(ct.ClaimTemplateError, match="mig-slice parameters"):
         ct.build("mig-slice", params)
+
+
+# ------------------------------------------------- named pipes, limits, empty values
+
+_FIFO_ENTRIES = {
+    k: FILE_ENTRIES[k]
+    for k in ("mig-plan-layout", "claims-check", "up-extra-vars", "claims-gc-kubeconfig")
+}
+
+
+@pytest.fixture
+def fifo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A named pipe nobody writes to (an open() of it never returned)."""
+    import os
+
+    monkeypatch.setattr(ig, "PIPE_TIMEOUT", 0.5)
+    path = tmp_path / "pipe.yaml"
+    os.mkfifo(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("entry", _FIFO_ENTRIES)
+def test_a_named_pipe_nobody_writes_is_refused_instead_of_hanging(
+    hostile: dict[str, str], fifo: str, entry: str
+) -> None:
+    argv, _option = _FIFO_ENTRIES[entry]
+    result = invoke(hostile, fill(argv, hostile, fifo))
+    assert_refused(result, (fifo,))
+    assert "named pipe" in result.output
+
+
+def test_a_named_pipe_with_a_writer_is_read_like_process_substitution(fifo: str) -> None:
+    import threading
+
+    def write() -> None:
+        with open(fifo, "w") as fh:
+            fh.write("a: 1\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert ig.read_text(fifo) == "a: 1\n"
+    finally:
+        writer.join(timeout=5)
+
+
+@pytest.mark.parametrize("case", ["fifo", "binary-in-subdirectory", "empty-path"])
+@pytest.mark.parametrize("command", ["up", "mig-apply", "validate"])
+def test_an_inventory_ansible_would_hang_on_or_misread_is_refused(
+    hostile: dict[str, str], tmp_path: Path, fifo: str, command: str, case: str
+) -> None:
+    """A FIFO in an inventory directory hung Ansible's parse; a binary file one level down
+    and ``-i ''`` (the working directory, all of it) reached the playbook."""
+    inv = tmp_path / "inv"
+    (inv / "sub").mkdir(parents=True)
+    (inv / "hosts.ini").write_text(Path(hostile["inventory"]).read_text())
+    if case == "fifo":
+        Path(fifo).rename(inv / "more.ini")
+        path, named = str(inv), str(inv / "more.ini")
+    elif case == "binary-in-subdirectory":
+        (inv / "sub" / "hosts.ini").write_bytes(CONTENTS["binary"])
+        path, named = str(inv), str(inv / "sub" / "hosts.ini")
+    else:
+        path, named = "", "-i ''"
+    result = invoke(hostile, [*INVENTORY_COMMANDS[command], "-i", path])
+    assert_refused(result, (named, "'-i'") if case == "empty-path" else (named,))
+
+
+@pytest.mark.parametrize("limit", ["", " ", "no-such-host"], ids=["empty", "blank", "no-match"])
+@pytest.mark.parametrize("command", ["up", "mig-apply", "validate"])
+def test_a_limit_that_selects_nothing_is_refused_before_the_run(
+    hostile: dict[str, str], command: str, limit: str
+) -> None:
+    """An empty --limit was dropped by ansible-runner: the playbook ran on every host."""
+    argv = [*INVENTORY_COMMANDS[command], "-i", hostile["inventory"], "--limit", limit]
+    result = invoke(hostile, argv)
+    assert_refused(result, ("--limit",))
+    assert "fix:" in result.output
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["claims", "gc", "-n", "", "--kubeconfig", "{KC}"],
+        ["claims", "gc", "--apply", "--namespace", "", "--kubeconfig", "{KC}"],
+        ["claims", "template", "mig-slice", "--profile", "1g.18gb", "--namespace", ""],
+        ["mig", "apply", "-i", "{INV}", "--layout", ""],
+        ["mig", "apply", "-i", "{INV}", "--layout", " "],
+    ],
+    ids=["gc-n", "gc-apply-namespace", "template-namespace", "mig-layout", "mig-layout-blank"],
+)
+def test_an_empty_value_is_not_read_as_all_or_the_default(
+    hostile: dict[str, str], argv: list[str]
+) -> None:
+    """``-n ''`` read every namespace (``--apply``: released claims in all of them);
+    ``--namespace ''`` became default; ``--layout ''`` reached the playbook."""
+    result = invoke(hostile, fill(argv, hostile))
+    assert_refused(result, ("--namespace", "--layout"))
+    assert "apiVersion" not in result.output
+
+
+KUBECONFIG_FIELDS = {
+    "server-int": (
+        "clusters: [{name: c, cluster: {server: 6443}}]\n",
+        "clusters[0].cluster.server",
+    ),
+    "clusters-str": ("clusters: x\n", "clusters"),
+    "context-str": ("contexts: [{name: c, context: x}]\n", "contexts[0]"),
+    "user-list": ("users: [{name: u, user: [1]}]\n", "users[0]"),
+    "token-file-fifo": ("users: [{name: u, user: {tokenFile: {FIFO}}}]\n", "tokenFile"),
+    "ca-directory": (
+        "clusters: [{name: c, cluster: {server: 'https://x', certificate-authority: {DIR}}}]\n",
+        "certificate-authority",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", KUBECONFIG_FIELDS)
+def test_a_kubeconfig_entry_the_client_trips_over_is_named(
+    hostile: dict[str, str], tmp_path: Path, fifo: str, case: str
+) -> None:
+    """The client answered 'int' object has no attribute 'rstrip', or hung on the pipe."""
+    text, field = KUBECONFIG_FIELDS[case]
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        + text.replace("{FIFO}", fifo).replace("{DIR}", hostile["directory"])
+    )
+    with pytest.raises(vk.KubeError) as err:
+        vk.check_kubeconfig(str(path))
+    assert str(path) in err.value.message and field in err.value.message
+    assert "fix:" in err.value.message
+    assert_refused(invoke(hostile, ["claims", "gc", "--kubeconfig", str(path)]), (field,))
