@@ -79,6 +79,11 @@ OCI_CHART_REF = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidi
 CHART_KUBE_VERSION_MIN = (1, 32)
 #: docs/prerequisites.md: "Kubernetes v1.34.2 or newer".
 DOCUMENTED_KUBERNETES_MIN = (1, 34, 2)
+_DOCUMENTED_MIN = ".".join(map(str, DOCUMENTED_KUBERNETES_MIN))
+#: DynamicMIG publishes partitionable devices (KEP-4815), which the driver supports from
+#: Kubernetes 1.34 (the driver's partitions code: combined slices on 1.34, split from 1.35).
+DYNAMIC_MIG_KUBERNETES_MIN = (1, 34)
+_CHART_MIN = ".".join(map(str, CHART_KUBE_VERSION_MIN))
 
 DRIVER_NAME = "gpu.nvidia.com"
 HOST_DRIVER_ROOT = "/"
@@ -545,8 +550,10 @@ def _kube_checks(
             raise DraDriverError(
                 what,
                 str(v),
-                "below the chart's kubeVersion >=1.32.0-0 (DRA with structured parameters)",
-                "upgrade the cluster to 1.34.2 or later before installing the NVIDIA DRA driver",
+                f"below the chart's kubeVersion >={_CHART_MIN}.0-0 (DRA with structured "
+                "parameters)",
+                f"upgrade the cluster to {_DOCUMENTED_MIN} or later before installing the "
+                "NVIDIA DRA driver",
             )
         bad = dv.known_bad_releases(v)
         if bad:
@@ -569,7 +576,7 @@ def _kube_checks(
         patch = v.patch if v.patch is not None else 0
         if (v.major, v.minor, patch) < DOCUMENTED_KUBERNETES_MIN:
             text = (
-                "below the NVIDIA DRA driver's documented minimum Kubernetes v1.34.2 "
+                f"below the NVIDIA DRA driver's documented minimum Kubernetes v{_DOCUMENTED_MIN} "
                 "(docs/prerequisites.md)"
             )
             if not accept_below_documented:
@@ -577,7 +584,7 @@ def _kube_checks(
                     what,
                     str(v),
                     text,
-                    "upgrade to 1.34.2 or later, or set "
+                    f"upgrade to {_DOCUMENTED_MIN} or later, or set "
                     "dra_driver_accept_below_documented_minimum: true on a cluster whose "
                     "DynamicResourceAllocation gate and resource.k8s.io runtime-config are set "
                     "(the dra_feature_gates role)",
@@ -681,13 +688,14 @@ def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
     )
     dynamic_mig = bool(gates.get("DynamicMIG"))
     if dynamic_mig:
-        if kv.minor < 34:
+        need = ".".join(map(str, DYNAMIC_MIG_KUBERNETES_MIN))
+        if (kv.major, kv.minor) < DYNAMIC_MIG_KUBERNETES_MIN:
             raise DraDriverError(
                 "dra_driver_dynamic_mig",
                 True,
                 f"dynamic MIG needs partitionable devices, which the driver supports from "
-                f"Kubernetes 1.34 (the cluster is {kv})",
-                "upgrade to 1.34 or later, or carve MIG statically (the mig role)",
+                f"Kubernetes {need} (the cluster is {kv})",
+                f"upgrade to {need} or later, or carve MIG statically (the mig role)",
             )
         state = dv.gate_state("DRAPartitionableDevices", kv)
         if not state.default:

@@ -29,6 +29,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_core import (
     COMPONENTS,
     DEPENDENCIES_DECLARED_SINCE,
     DRA_GATE,
+    MAX_MINOR,
+    MIN_MINOR,
     PROJECTED_MINORS,
     RESOURCE_GROUP,
     UNVERIFIED_MINORS,
@@ -169,6 +171,16 @@ def _feature_def(name: str) -> FeatureDef:
             f"feature {name!r} is not a DRA feature the version model knows{hint}.",
             "use one of: {}.".format(", ".join(ALL_FEATURES)),
         ) from None
+
+
+def _locked_since(name: str) -> str:
+    """``1.N``: the first minor of the model at which gate ``name`` is locked to its default
+    (the generated releases' specs), or ``"its GA release"`` when none locks it."""
+    for minor in range(MIN_MINOR, MAX_MINOR + 1):
+        st = gate_state(name, KubeVersion(1, minor, 0))
+        if st.known and st.locked:
+            return _mv(minor)
+    return "its GA release"
 
 
 # --------------------------------------------------------------------------------------
@@ -516,7 +528,7 @@ def _plan(
                         "use structured parameters (DRA drivers publishing ResourceSlices)"
                     )
                 elif name == DRA_GATE:
-                    fix += "; DRA is always on from 1.35, nothing needs to be set"
+                    fix += f"; DRA is always on from {_locked_since(name)}, nothing needs to be set"
             else:
                 fix = f"drop {_fmt(name, val)} or target {_mv(st.since)} or newer"
             refuse(
@@ -530,7 +542,7 @@ def _plan(
         if st.locked and val != st.default:
             extra = ""
             if name == DRA_GATE:
-                extra = "; DRA cannot be turned off from 1.35"
+                extra = f"; DRA cannot be turned off from {_locked_since(name)}"
             refuse(
                 f"{_fmt(name, val)} is impossible on Kubernetes {v}: the gate is "
                 f"{_locked_reason(st)}.",

@@ -253,7 +253,8 @@ _PROVISION_RANGE = f"{_mv(PROVISION_MIN_MINOR)} to {_mv(PROVISION_MAX_MINOR)}"
 
 
 def supported_for_provision(version: VersionLike) -> ProvisionVerdict:
-    """Whether the provision roles accept ``version`` (1.32 to 1.37).
+    """Whether the provision roles accept ``version`` (``PROVISION_MIN_MINOR`` to
+    ``PROVISION_MAX_MINOR``).
 
     Older minors predate the beta structured-parameters API (resource.k8s.io/v1beta1,
     1.32); 1.38 is a projection. Raises VersionParseError for a malformed version.

@@ -50,6 +50,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mp
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mprof
@@ -880,7 +881,8 @@ def _rule_driver_gates(ctx: _Ctx) -> None:
     if "DynamicMIG" in wanted and ctx.release is not None:
         var, val = wanted["DynamicMIG"]
         version = _vtext(ctx.release)
-        if ctx.release[:2] < (1, 34):
+        need = ".".join(map(str, ddv.DYNAMIC_MIG_KUBERNETES_MIN))
+        if ctx.release[:2] < ddv.DYNAMIC_MIG_KUBERNETES_MIN:
             ctx.add(
                 _p(
                     "dynamic-mig-kubernetes",
@@ -888,8 +890,8 @@ def _rule_driver_gates(ctx: _Ctx) -> None:
                     var,
                     val,
                     f"DynamicMIG publishes partitionable devices, which Kubernetes {version} "
-                    "lacks (the driver supports them from 1.34)",
-                    "provision 1.34 or newer, or set dra_driver_dynamic_mig: false",
+                    f"lacks (the driver supports them from {need})",
+                    f"provision {need} or newer, or set dra_driver_dynamic_mig: false",
                 )
             )
         elif dv.PROVISION_MIN_MINOR <= ctx.release[1] <= dv.PROVISION_MAX_MINOR and (
