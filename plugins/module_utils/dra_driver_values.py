@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 
 __all__ = [
     "CHART_KUBE_VERSION_MIN",
@@ -447,11 +448,10 @@ def _what(why: Mapping[str, str], name: str) -> str:
 
 
 def _bool(value: Any, variable: str, shown: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
-        return value.lower() in ("true", "yes")
-    raise DraDriverError(variable, shown, "not a boolean", "give true or false")
+    parsed = ig.variable_bool(value)  # Ansible's own booleans, as the role reads them
+    if parsed is None:
+        raise DraDriverError(variable, shown, "not a boolean", "give true or false")
+    return parsed
 
 
 # --------------------------------------------------------------------------------------

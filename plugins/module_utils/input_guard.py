@@ -31,6 +31,7 @@ __all__ = [
     "load_yaml_documents",
     "read_stream",
     "read_text",
+    "variable_bool",
 ]
 
 #: Bytes read from one input file (4 MiB). The biggest real inputs (a kubelet
@@ -272,3 +273,22 @@ def load_json(text: str, what: str, example: str = '{"key": 1}') -> Any:
     except ValueError as err:  # an integer of more than 4,300 digits
         raise InputError(f"{what} is not usable JSON ({err}); fix: give real values") from None
     return check_shape(data, what)
+
+
+def variable_bool(value: Any) -> bool | None:
+    """A variable's boolean as Ansible reads it (``ansible.module_utils.parsing.
+    convert_bool``: ``BOOLEANS_TRUE`` / ``BOOLEANS_FALSE``, strings lower-cased and
+    stripped: ``yes``, ``on``, ``1``, ``t``, ``y``, ...), or None when it is not one."""
+    from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
+
+    if isinstance(value, bool):
+        return value
+    key = value.lower().strip() if isinstance(value, str) else value
+    try:
+        if key in BOOLEANS_TRUE:
+            return True
+        if key in BOOLEANS_FALSE:
+            return False
+    except TypeError:  # unhashable (a list, a mapping)
+        return None
+    return None

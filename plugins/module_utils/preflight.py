@@ -52,6 +52,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mp
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mprof
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_specs as ps
@@ -159,8 +160,6 @@ RELEASE_VARIABLES = (
     "claim_templates_kubernetes_version",
 )
 
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0", ""}
 _HOSTS_LISTED = 5
 
 
@@ -230,11 +229,11 @@ def _bool(settings: Mapping[str, Any], name: str) -> bool:
         return value
     if value is None:
         return False
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
+    if isinstance(value, str) and not value.strip():
         return False
+    parsed = ig.variable_bool(value)  # Ansible's own booleans, as the roles read them
+    if parsed is not None:
+        return parsed
     raise _BadValue(
         _p(
             "value-type",
@@ -621,9 +620,8 @@ def _rule_kubelet_extra_gates(ctx: _Ctx) -> None:
 
 
 def _truth(value: Any) -> Any:
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    return value
+    parsed = ig.variable_bool(value) if isinstance(value, str) else None
+    return value if parsed is None else parsed
 
 
 def _rule_cgroup_v1(ctx: _Ctx) -> None:

@@ -1126,3 +1126,16 @@ def test_a_kubeconfig_entry_the_client_trips_over_is_named(
     assert str(path) in err.value.message and field in err.value.message
     assert "fix:" in err.value.message
     assert_refused(invoke(hostile, ["claims", "gc", "--kubeconfig", str(path)]), (field,))
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("yes", True), (" On ", True), ("t", True), (1, True), ("n", False), ("OFF", False),
+     (0, False), ("maybe", None), ([1], None), ({"a": 1}, None), (None, None)],
+)  # fmt: skip
+def test_one_boolean_rule_for_variables_is_ansibles(value: object, expected: object) -> None:
+    """preflight and the DRA driver values read a variable's boolean as Ansible does
+    (convert_bool: BOOLEANS_TRUE / BOOLEANS_FALSE)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+
+    assert ig.variable_bool(value) is expected
