@@ -82,33 +82,7 @@ class Kube:
         connections: int | None = None,
         timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
     ) -> None:
-        try:
-            from kubernetes import client as k8s_client
-            from kubernetes import config as k8s_config
-        except ImportError as err:
-            raise KubeError(
-                None, "the Python package 'kubernetes' is missing; fix: pip install kubernetes"
-            ) from err
-        check_kubeconfig(kubeconfig)
-        bound_exec_plugins()
-        try:
-            configuration = k8s_client.Configuration()
-            k8s_config.load_kube_config(
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
-            configuration.retries = no_read_retries()
-            if connections:
-                configuration.connection_pool_maxsize = max(
-                    configuration.connection_pool_maxsize or 0, connections
-                )
-            self.client = k8s_client.ApiClient(configuration)
-        except Exception as err:  # ConfigException, OSError, yaml errors
-            where = kubeconfig or "KUBECONFIG or ~/.kube/config"
-            raise KubeError(
-                None,
-                f"cannot load the kubeconfig {where}: {err}; fix: pass --kubeconfig "
-                "(validate_kubeconfig)",
-            ) from None
+        self.client = api_client(kubeconfig, context, connections)
         self._counters(timeout)
 
     def _counters(self, timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> None:
@@ -228,14 +202,21 @@ class Kube:
 REQUEST_TIMEOUT = (CONNECT_TIMEOUT, READ_TIMEOUT)
 
 
-def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    """A ``kubernetes.client.ApiClient`` for the modules that use the generated API
-    classes: the kubeconfig checked first (:func:`check_kubeconfig`), no retry of a read
-    that timed out. Pass ``_request_timeout=REQUEST_TIMEOUT`` to every call. Raises
-    KubeError naming the kubeconfig."""
-    from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
-
+def api_client(
+    kubeconfig: str | None = None, context: str | None = None, connections: int | None = None
+) -> Any:
+    """A ``kubernetes.client.ApiClient``: the kubeconfig checked first
+    (:func:`check_kubeconfig`), exec credential plugins bounded, no retry of a read that
+    timed out, a pool of at least ``connections`` HTTP connections. Pass
+    ``_request_timeout=REQUEST_TIMEOUT`` to every call made with the generated API classes.
+    Raises KubeError naming the kubeconfig (or the missing package) and the fix."""
+    try:
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+    except ImportError as err:
+        raise KubeError(
+            None, "the Python package 'kubernetes' is missing; fix: pip install kubernetes"
+        ) from err
     check_kubeconfig(kubeconfig)
     bound_exec_plugins()
     try:
@@ -244,10 +225,18 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
             config_file=kubeconfig, context=context, client_configuration=configuration
         )
         configuration.retries = no_read_retries()
+        if connections:
+            configuration.connection_pool_maxsize = max(
+                configuration.connection_pool_maxsize or 0, connections
+            )
         return k8s_client.ApiClient(configuration)
     except Exception as err:  # ConfigException, OSError, yaml errors
         where = kubeconfig or "KUBECONFIG or ~/.kube/config"
-        raise KubeError(None, f"cannot load the kubeconfig {where}: {err}") from None
+        raise KubeError(
+            None,
+            f"cannot load the kubeconfig {where}: {err}; fix: give the cluster's admin "
+            "kubeconfig (--kubeconfig FILE, or the role's *_kubeconfig variable)",
+        ) from None
 
 
 def bound_exec_plugins() -> None:
