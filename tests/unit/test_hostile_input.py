@@ -1046,15 +1046,16 @@ def test_an_inventory_ansible_would_hang_on_or_misread_is_refused(
 ) -> None:
     """A FIFO in an inventory directory hung Ansible's parse; a binary file one level down
     and ``-i ''`` (the working directory, all of it) reached the playbook."""
+    # names without an extension: ansible-core 2.17 skips *.ini in a directory, 2.19 reads it
     inv = tmp_path / "inv"
     (inv / "sub").mkdir(parents=True)
-    (inv / "hosts.ini").write_text(Path(hostile["inventory"]).read_text())
+    (inv / "hosts").write_text(Path(hostile["inventory"]).read_text())
     if case == "fifo":
-        Path(fifo).rename(inv / "more.ini")
-        path, named = str(inv), str(inv / "more.ini")
+        Path(fifo).rename(inv / "more")
+        path, named = str(inv), str(inv / "more")
     elif case == "binary-in-subdirectory":
-        (inv / "sub" / "hosts.ini").write_bytes(CONTENTS["binary"])
-        path, named = str(inv), str(inv / "sub" / "hosts.ini")
+        (inv / "sub" / "hosts").write_bytes(CONTENTS["binary"])
+        path, named = str(inv), str(inv / "sub" / "hosts")
     else:
         path, named = "", "-i ''"
     result = invoke(hostile, [*INVENTORY_COMMANDS[command], "-i", path])
