@@ -1,0 +1,51 @@
+"""The boot-time MIG apply (roles/mig/tasks/persist.yml) copies mig_apply.py and the
+module_utils it imports onto the node: the list must hold every file of the import
+closure, or python3 -m ...mig_apply stops with an ImportError on the node."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULE_UTILS = ROOT / "plugins" / "module_utils"
+PREFIX = "ansible_collections.gpufleet.cluster.plugins.module_utils"
+
+
+def imported(name: str) -> set[str]:
+    """The module_utils files ``name`` imports (any depth of the module, lazy imports too)."""
+    tree = ast.parse((MODULE_UTILS / name).read_text(encoding="utf-8"))
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == PREFIX:
+            out |= {f"{a.name}.py" for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PREFIX + "."):
+            out.add(node.module.rsplit(".", 1)[1] + ".py")
+    return out
+
+
+def closure(name: str) -> set[str]:
+    seen, todo = set(), [name]
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo.extend(imported(current))
+    return seen
+
+
+def copied() -> set[str]:
+    tasks = yaml.safe_load((ROOT / "roles/mig/tasks/persist.yml").read_text())
+    (task,) = [t for t in tasks if t["name"] == "MIG | Code of the boot-time apply"]
+    return set(task["loop"])
+
+
+def test_the_boot_time_apply_gets_every_file_it_imports() -> None:
+    need = closure("mig_apply.py")
+    assert {"mig_apply.py", "mig_planner.py", "input_guard.py"} <= need  # the scan works
+    assert need == copied(), f"missing {sorted(need - copied())}, extra {sorted(copied() - need)}"
