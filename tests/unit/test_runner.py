@@ -98,7 +98,8 @@ def test_the_lab_inventory_is_refused_when_its_lab_does_not_exist(
 
     cluster.state_path().parent.mkdir(parents=True)
     cluster.state_path().write_text(
-        '{"nodes": [{"name": "nope-control-plane", "role": "control-plane", "ip": "10.0.0.1"}]}'
+        '{"spec": {}, "nodes": [{"name": "nope-control-plane", "role": "control-plane", '
+        '"ip": "10.0.0.1"}]}'
     )
     with pytest.raises(runner.RunError, match="nope-control-plane is not running"):
         runner.check_lab_inventory([str(runner.default_inventory())])
