@@ -10,6 +10,7 @@ import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.filter.preflight import preflight_check
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight as pf
+from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_problem as pp
 
 pytestmark = pytest.mark.unit
 
@@ -186,32 +187,48 @@ def test_unreadable_chart_version_is_refused() -> None:
     assert p.value == "latest"
 
 
-def test_mps_sharing_with_dynamic_mig_is_refused() -> None:
+def test_mps_sharing_with_dynamic_mig_is_refused_as_the_driver_role_refuses_it() -> None:
     p = _rules(_host({"dra_driver_sharing": ["mps"], "dra_driver_dynamic_mig": True}))[
-        "driver-gate-conflict"
+        "driver-gates"
     ]
-    assert p.variable == "dra_driver_sharing" and p.value == ["mps"]
-    assert "MPSSupport" in p.message and "DynamicMIG" in p.message
+    assert p.severity == pf.ERROR and p.variable == "dra_driver_dynamic_mig" and p.value is True
+    assert "refuses DynamicMIG together with MPSSupport" in p.message
+    assert (
+        p.fix == "turn one of them off (dra_driver_dynamic_mig=true or dra_driver_sharing item mps)"
+    )
 
 
 def test_passthrough_with_health_checks_is_refused() -> None:
     gates = {"PassthroughSupport": True, "NVMLDeviceHealthCheck": True}
-    p = _rules(_host({"dra_driver_feature_gates": gates}))["driver-gate-conflict"]
-    assert p.variable == "dra_driver_feature_gates"
+    p = _rules(_host({"dra_driver_feature_gates": gates}))["driver-gates"]
+    assert p.variable == "dra_driver_feature_gates" and p.value == gates
+    assert "PassthroughSupport together with NVMLDeviceHealthCheck" in p.message
 
 
-def test_unknown_sharing_strategy_is_refused() -> None:
-    p = _rules(_host({"dra_driver_sharing": ["vgpu"]}))["sharing-strategy"]
-    assert "vgpu" in p.message
+def test_unknown_sharing_strategy_is_refused_naming_the_choices() -> None:
+    p = _rules(_host({"dra_driver_sharing": ["vgpu"]}))["driver-gates"]
+    assert p.variable == "dra_driver_sharing" and p.value == ["vgpu"]
+    assert "'vgpu' is not a sharing strategy" in p.message
+    assert p.fix == "use items from ['time-slicing', 'mps']"
+
+
+def test_a_sharing_strategy_the_role_refuses_is_refused_by_preflight_too() -> None:
+    # the role's spelling is time-slicing; another spelling would pass preflight and then
+    # stop the dra_driver role
+    p = _rules(_host({"dra_driver_sharing": ["timeslicing"]}))["driver-gates"]
+    assert "'timeslicing' is not a sharing strategy" in p.message
+    assert "driver-gates" not in _rules(_host({"dra_driver_sharing": ["time-slicing"]}))
 
 
 def test_dynamic_mig_needs_a_chart_that_has_it() -> None:
     p = _rules(_host({"dra_driver_dynamic_mig": True, "dra_driver_chart_version": "25.8.1"}))[
-        "driver-gate-chart"
+        "driver-gates"
     ]
-    assert p.variable == "dra_driver_dynamic_mig" and "25.12.0" in p.fix
+    assert p.variable == "dra_driver_chart_version" and p.value == "25.8.1"
+    assert "does not know the feature gate DynamicMIG" in p.message
+    assert p.fix.startswith("use chart 25.12.0 or later")
     ok = _host({"dra_driver_dynamic_mig": True, "dra_driver_chart_version": "25.12.0"})
-    assert "driver-gate-chart" not in _rules(ok)
+    assert "driver-gates" not in _rules(ok)
 
 
 def test_dynamic_mig_needs_partitionable_devices_before_1_36() -> None:
@@ -403,21 +420,43 @@ def _role_options() -> dict[str, dict[str, Any]]:
     return out
 
 
+def test_settings_take_the_roles_own_defaults_and_render_their_templates() -> None:
+    settings = pp.settings_for({})
+    assert settings["dra_driver_namespace"] == "nvidia-dra-driver-gpu"
+    assert settings["mig_dra_plugin_namespace"] == "nvidia-dra-driver-gpu"
+    assert settings["dra_driver_chart_version"] == "0.4.0"
+    assert settings["site_install_gpu_stack"] is True
+    moved = pp.settings_for({"dra_driver_namespace": "gpu-ops"})
+    assert moved["mig_dra_plugin_namespace"] == "gpu-ops"
+    assert pp.settings_for({"mig_dra_plugin_namespace": "x"})["mig_dra_plugin_namespace"] == "x"
+
+
+def test_a_changed_role_default_changes_the_verdict(tmp_path: Path) -> None:
+    role = tmp_path / "dra_driver" / "defaults"
+    role.mkdir(parents=True)
+    (role / "main.yml").write_text(
+        "dra_driver_chart_version: '25.8.1'\ndra_driver_lookup: \"{{ lookup('env', 'HOME') }}\"\n"
+    )
+    settings = pp.settings_for({"dra_driver_dynamic_mig": True}, tmp_path)
+    assert settings["dra_driver_chart_version"] == "25.8.1"
+    assert "dra_driver_lookup" not in settings  # needs Ansible to render: left unset
+
+
 def test_role_defaults_equal_the_argument_specs_of_the_roles_present() -> None:
     options = _role_options()
     compared = 0
-    for name, default in pf.ROLE_DEFAULTS.items():
-        if name in options and "default" in options[name]:
+    for name, default in pp.role_defaults().items():
+        if name in options and "default" in options[name] and "{{" not in str(default):
             assert options[name]["default"] == default, name
             compared += 1
-    assert compared >= 15
+    assert compared >= 40
 
 
 def test_removed_variables_point_to_variables_a_role_declares() -> None:
     table = yaml.safe_load((ROOT / "roles/preflight/defaults/main.yml").read_text())[
         "preflight_removed_variables"
     ]
-    options = set(_role_options()) | set(pf.SITE_DEFAULTS) | set(pf.ROLE_DEFAULTS)
+    options = set(_role_options()) | set(pf.SITE_DEFAULTS) | set(pp.role_defaults())
     assert "dra_feature_gates_extra_gates" in table
     for old, entry in table.items():
         assert old not in options, f"{old} is still declared by a role"

@@ -1,0 +1,293 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Preflight rules on MIG: the layout or mig-parted config against ``mig_enabled``,
+DynamicMIG and the DRA plugin's namespace, and its fit on the node group's GPU model
+(``mig_planner.plan`` / ``check_config`` with the models of ``mig_profiles``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mp
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mprof
+from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_problem as pp
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight_problem import (
+    ERROR,
+    WARNING,
+    HostContext,
+    as_bool,
+    text_of,
+)
+
+
+def rule_mig(ctx: HostContext) -> None:
+    """The MIG layout (``mig_layout``) or mig-parted config (``mig_config`` /
+    ``mig_config_file`` with ``mig_config_name``) of a host: what excludes it, whether it
+    reads, and whether it fits each GPU model of the host."""
+    layout = ctx.settings.get("mig_layout") or {}
+    name = text_of(ctx.settings, "mig_config_name")
+    if not _exclusions(ctx, layout, name):
+        return
+    if layout:
+        wanted = _layout(ctx, layout)
+        if wanted is not None:
+            _judge_models(ctx, lambda model: _check_layout(ctx, model, wanted))
+        return
+    selected = _selected_config(ctx, name)
+    if selected is not None:
+        _judge_models(ctx, lambda model: _check_config(ctx, model, selected, name))
+
+
+def _exclusions(ctx: HostContext, layout: Any, name: str) -> bool:
+    """Layout against mig_enabled, a config, DynamicMIG and the plugin namespace. False
+    when there is nothing to carve."""
+    config = ctx.settings.get("mig_config") or {}
+    config_file = text_of(ctx.settings, "mig_config_file")
+    if layout and not as_bool(ctx.settings, "mig_enabled"):
+        ctx.add(
+            pp.problem(
+                "mig-layout-disabled",
+                ERROR,
+                "mig_layout",
+                layout,
+                "mig_enabled=false turns MIG off, and MIG devices cannot exist without it",
+                "set mig_layout: {} to turn MIG off, or mig_enabled: true",
+            )
+        )
+    if layout and (config or config_file or name):
+        other = "mig_config_name" if name else ("mig_config" if config else "mig_config_file")
+        ctx.add(
+            pp.problem(
+                "mig-layout-and-config",
+                ERROR,
+                "mig_layout",
+                layout,
+                f"and {other} both say what to carve; the mig role takes one",
+                f"keep mig_layout, or {other} (with mig_config_name) alone",
+            )
+        )
+    if not layout and not name:
+        return False
+    _rule_mig_plugin_namespace(ctx)
+    if as_bool(ctx.settings, "dra_driver_dynamic_mig"):
+        var = "mig_layout" if layout else ("mig_config_name" if name else "mig_config")
+        ctx.add(
+            pp.problem(
+                "mig-with-dynamic-mig",
+                ERROR,
+                var,
+                ctx.settings.get(var),
+                "a static MIG layout and the DRA driver's DynamicMIG exclude each other: at "
+                "start the driver destroys the MIG devices it did not create "
+                "(DestroyUnknownMIGDevices), and it carves MIG itself per claim",
+                f"remove {var} on this node group, or set dra_driver_dynamic_mig: false",
+            )
+        )
+    return True
+
+
+def _layout(ctx: HostContext, layout: Any) -> dict[str, int] | None:
+    """``mig_layout`` parsed by the MIG planner; None (reported) when it does not read."""
+    try:
+        return mp.parse_layout(layout, name="mig_layout")
+    except ValueError as exc:
+        ctx.add(
+            pp.problem(
+                "mig-layout-format",
+                ERROR,
+                "mig_layout",
+                layout,
+                str(exc),
+                'write MIG profile -> count per GPU, e.g. {"1g.18gb": 7}',
+            )
+        )
+        return None
+
+
+def _selected_config(ctx: HostContext, name: str) -> mp.MigConfig | None:
+    """The config ``mig_config_name`` of ``mig_config`` (or of ``mig_config_file``, read on
+    the control host); None (reported) when it is missing or does not read."""
+    config = ctx.settings.get("mig_config") or {}
+    config_file = text_of(ctx.settings, "mig_config_file")
+    if not config and config_file:
+        text = ctx.mig_config_file_text
+        if not text:
+            ctx.add(
+                pp.problem(
+                    "mig-config-file",
+                    ERROR,
+                    "mig_config_file",
+                    config_file,
+                    "cannot be read on the control host",
+                    "give the path of a mig-parted config file on the control host",
+                )
+            )
+            return None
+        config = text
+    if not config:
+        ctx.add(
+            pp.problem(
+                "mig-config-missing",
+                ERROR,
+                "mig_config_name",
+                name,
+                "names a config but mig_config and mig_config_file are empty",
+                "set mig_config to a mig-parted config (version: v1, mig-configs: ...)",
+            )
+        )
+        return None
+    try:
+        parsed = mp.load_mig_config(config)
+    except mp.MigConfigError as exc:
+        ctx.add(
+            pp.problem(
+                "mig-config-format",
+                ERROR,
+                f"mig_config.{exc.key}",
+                exc.value,
+                exc.problem,
+                exc.fix,
+            )
+        )
+        return None
+    if name not in parsed.configs:
+        ctx.add(
+            pp.problem(
+                "mig-config-name",
+                ERROR,
+                "mig_config_name",
+                name,
+                "is not a config of mig_config",
+                "choose one of: " + ", ".join(parsed.names),
+            )
+        )
+        return None
+    return mp.MigConfig(parsed.version, {name: parsed.configs[name]})
+
+
+def _judge_models(ctx: HostContext, judge: Callable[[mprof.GpuModel], None]) -> None:
+    """``judge`` on every GPU model of the host (``gpu_model``, else the gathered GPUs); an
+    unknown model is an error, no model at all a warning."""
+    models = _models(ctx)
+    if not models:
+        ctx.add(
+            pp.problem(
+                "mig-gpu-model-unknown",
+                WARNING,
+                "gpu_model",
+                None,
+                "the MIG layout cannot be checked against the GPU: the node group has no "
+                "gpu_model and no GPU facts were gathered",
+                'set gpu_model on the node group, e.g. gpu_model: "NVIDIA H200" (or run '
+                "preflight with preflight_gather_gpu_facts: true)",
+            )
+        )
+        return
+    for var, value, model, error in models:
+        if model is None:
+            ctx.add(
+                pp.problem(
+                    "mig-gpu-model",
+                    ERROR,
+                    var,
+                    value,
+                    error,
+                    "set gpu_model to the GPU's NVML name (nvidia-smi --query-gpu=name)",
+                )
+            )
+            continue
+        judge(model)
+
+
+def _check_config(
+    ctx: HostContext, model: mprof.GpuModel, selected: mp.MigConfig, name: str
+) -> None:
+    """The problems ``mig_planner.check_config`` finds in config ``name`` on ``model``."""
+    for prob in mp.check_config(selected, model):
+        entries = selected.configs[name]
+        value: Any = name
+        if prob.entry is not None and prob.entry < len(entries):
+            value = dict(entries[prob.entry].mig_devices)
+        message, _, fix = prob.message.partition(". Fix: ")
+        ctx.add(
+            pp.problem(
+                "mig-layout-fit",
+                ERROR if prob.severity == "error" else WARNING,
+                f"mig_config.{prob.key}",
+                value,
+                f"mig_config_name={name} on {model.name}: {message}",
+                fix
+                or "change the config's mig-devices to a layout the GPU model takes "
+                "(gpufleet mig plan shows one)",
+            )
+        )
+
+
+def _rule_mig_plugin_namespace(ctx: HostContext) -> None:
+    if not as_bool(ctx.settings, "mig_restart_dra_plugin"):
+        return
+    ns_driver = text_of(ctx.settings, "dra_driver_namespace")
+    ns_mig = text_of(ctx.settings, "mig_dra_plugin_namespace") or ns_driver  # the role's default
+    if ns_mig and ns_driver and ns_mig != ns_driver:
+        ctx.add(
+            pp.problem(
+                "mig-plugin-namespace",
+                ERROR,
+                "mig_dra_plugin_namespace",
+                ns_mig,
+                f"differs from dra_driver_namespace={ns_driver}: after carving, the mig role "
+                "restarts the node's DRA kubelet plugin pod in its namespace and would not "
+                "find it",
+                f"set mig_dra_plugin_namespace: {ns_driver}",
+            )
+        )
+
+
+def _check_layout(ctx: HostContext, model: mprof.GpuModel, wanted: Mapping[str, int]) -> None:
+    try:
+        mp.plan(model, wanted)
+    except mprof.UnknownProfile as exc:
+        ctx.add(
+            pp.problem(
+                "mig-layout-fit",
+                ERROR,
+                "mig_layout",
+                dict(wanted),
+                str(exc),
+                f"use the profiles of {model.name}",
+            )
+        )
+    except mp.LayoutDoesNotFit as exc:
+        reason, _, fix = exc.reason.partition(". Fix: ")
+        ctx.add(
+            pp.problem(
+                "mig-layout-fit",
+                ERROR,
+                "mig_layout",
+                dict(wanted),
+                reason,
+                fix or "ask for fewer or smaller instances",
+            )
+        )
+
+
+# --- whole inventory --------------------------------------------------------------------
+
+
+def _models(ctx: HostContext) -> list[tuple[str, Any, mprof.GpuModel | None, str]]:
+    """GPU models of the host: (variable, value, model or None, error text)."""
+    name = text_of(ctx.settings, "gpu_model")
+    if name:
+        try:
+            return [("gpu_model", name, mprof.model(name), "")]
+        except mprof.UnknownGpuModel as exc:
+            return [("gpu_model", name, None, str(exc))]
+    out = []
+    for gpu_name in sorted({str(g.get("name") or "") for g in ctx.gpus if g.get("name")}):
+        try:
+            out.append(("gpufleet_gpus", gpu_name, mprof.model(gpu_name), ""))
+        except mprof.UnknownGpuModel as exc:
+            out.append(("gpufleet_gpus", gpu_name, None, str(exc)))
+    return out
