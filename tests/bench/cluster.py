@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.lab import gpusim_plugin
-from gpufleet.lab.controlplane import ControlPlane
 from tests.bench import fleet
+from tests.harness.controlplane import ControlPlane
 
 MERGE_PATCH = "application/merge-patch+json"
 

@@ -2,7 +2,7 @@
 
 Run it with ``.venv/bin/pytest -m bench tests/bench`` (not part of the default run). It
 starts etcd and kube-apiserver of the default pinned release as local processes with
-KWOK nodes (``gpufleet.lab.controlplane``) and builds the fleet of
+KWOK nodes (``tests.harness.controlplane``) and builds the fleet of
 ``tests.bench.fleet``: 1,000 KWOK GPU nodes with 8 simulated H200s each (GPUs 0-3 carved
 into 3g.71gb + 2 x 2g.35gb, GPUs 4-7 whole: 8,000 GPUs, 16,000 devices in one
 ResourceSlice per node, checked against the simulator's kubelet plugin), the DeviceClasses,
@@ -69,9 +69,9 @@ from typing import Any
 import pytest
 
 from gpufleet.lab import gpusim_plugin
-from gpufleet.lab.controlplane import ControlPlane, build_command
 from tests.bench import cluster
 from tests.bench.cluster import Measured
+from tests.harness.controlplane import ControlPlane, build_command
 from tests.integration.conftest import DEFAULT_VERSION, require_binaries
 
 pytestmark = pytest.mark.bench

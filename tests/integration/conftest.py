@@ -1,4 +1,4 @@
-"""Fixtures that start real control planes (``gpufleet.lab.controlplane``).
+"""Fixtures that start real control planes (``tests.harness.controlplane``).
 
 ``control_plane``: one control plane per pinned Kubernetes release (session scope,
 parameterised by version; a release whose binaries are not cached is skipped with the
@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from gpufleet.lab import binaries
-from gpufleet.lab.controlplane import (
+from tests.harness.component_flags import parse_version
+from tests.harness.controlplane import (
     REQUIRED_KUBERNETES_BINARIES,
     ControlPlane,
     build_command,
     missing_binaries,
-    parse_version,
 )
 
 RELEASES = binaries.load_releases()

@@ -23,7 +23,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versio
 from rich.console import Console
 
 from gpufleet import runner
-from gpufleet.lab.controlplane import ControlPlane
+from tests.harness.controlplane import ControlPlane
 from tests.integration.conftest import DEFAULT_VERSION, RELEASES
 
 pytestmark = pytest.mark.integration

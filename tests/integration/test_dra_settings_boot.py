@@ -40,19 +40,21 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit 
 )
 
 from gpufleet.lab import binaries
-from gpufleet.lab.controlplane import (
-    REQUIRED_KUBERNETES_BINARIES,
-    ControlPlane,
+from tests.harness.component_flags import (
     Layout,
     Ports,
-    Process,
-    build_command,
     controller_manager_flags,
     merge_flags,
-    missing_binaries,
     pick_free_ports,
     render_flags,
     scheduler_flags,
+)
+from tests.harness.controlplane import (
+    REQUIRED_KUBERNETES_BINARIES,
+    ControlPlane,
+    Process,
+    build_command,
+    missing_binaries,
     tail,
 )
 

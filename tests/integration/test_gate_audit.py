@@ -1,4 +1,4 @@
-"""The DRA gate audit against real control planes (``gpufleet.lab.controlplane``).
+"""The DRA gate audit against real control planes (``tests.harness.controlplane``).
 
 A control plane is started with the flags the DRA version model plans for its release; the
 module ``dra_gate_audit_facts`` is run on this machine by ansible-playbook (through
@@ -32,7 +32,7 @@ from rich.console import Console
 
 from gpufleet import runner
 from gpufleet.lab import binaries
-from gpufleet.lab.controlplane import ControlPlane
+from tests.harness.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,8 @@ import pytest
 from rich.console import Console
 
 from gpufleet import runner
-from gpufleet.lab.controlplane import ControlPlane, kwok_node_manifest
+from tests.harness.component_flags import kwok_node_manifest
+from tests.harness.controlplane import ControlPlane
 from tests.integration.conftest import DEFAULT_VERSION
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

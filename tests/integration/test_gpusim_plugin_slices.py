@@ -28,7 +28,7 @@ import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 
 from gpufleet.lab import gpusim_plugin
-from gpufleet.lab.controlplane import ControlPlane
+from tests.harness.controlplane import ControlPlane
 from tests.integration.conftest import DEFAULT_VERSION, RELEASES
 
 pytestmark = pytest.mark.integration

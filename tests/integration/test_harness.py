@@ -17,13 +17,8 @@ import pytest
 from kubernetes import client
 
 from gpufleet.lab import binaries
-from gpufleet.lab.controlplane import (
-    ControlPlane,
-    ControlPlaneError,
-    KubeadmCertsConfig,
-    build_command,
-    render_kubeadm_config,
-)
+from tests.harness.component_flags import KubeadmCertsConfig, render_kubeadm_config
+from tests.harness.controlplane import ControlPlane, ControlPlaneError, build_command
 
 StartControlPlane = Callable[..., ControlPlane]
 

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from gpufleet import runner
 from gpufleet.lab import binaries
-from gpufleet.lab.controlplane import ControlPlane
+from tests.harness.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from gpufleet.cli import main
 from gpufleet.lab import gpusim_plugin
-from gpufleet.lab.controlplane import ControlPlane
+from tests.harness.controlplane import ControlPlane
 from tests.integration.conftest import DEFAULT_VERSION
 
 pytestmark = pytest.mark.integration

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufleet.lab import controlplane as cp
+from tests.harness import component_flags as cf
+from tests.harness import controlplane as cp
 
 pytestmark = pytest.mark.unit
 
 
-PORTS = cp.Ports(
+PORTS = cf.Ports(
     etcd_client=23790,
     etcd_peer=23800,
     etcd_metrics=23810,
@@ -24,8 +25,8 @@ PORTS = cp.Ports(
 
 
 @pytest.fixture
-def layout(tmp_path: Path) -> cp.Layout:
-    return cp.Layout(tmp_path / "cp")
+def layout(tmp_path: Path) -> cf.Layout:
+    return cf.Layout(tmp_path / "cp")
 
 
 # ----------------------------------------------------------------- versions
@@ -36,13 +37,13 @@ def layout(tmp_path: Path) -> cp.Layout:
     [("1.37.2", "v1.37.2"), ("v1.33.13", "v1.33.13"), (" v1.36.3 ", "v1.36.3")],
 )
 def test_normalize_version_adds_the_v(given: str, expected: str) -> None:
-    assert cp.normalize_version(given) == expected
+    assert cf.normalize_version(given) == expected
 
 
 @pytest.mark.parametrize("bad", ["1.37", "latest", "v1.x.2", ""])
 def test_parse_version_names_the_bad_value(bad: str) -> None:
     with pytest.raises(ValueError, match=r"version=.*MAJOR\.MINOR\.PATCH"):
-        cp.parse_version(bad)
+        cf.parse_version(bad)
 
 
 @pytest.mark.parametrize(
@@ -55,14 +56,14 @@ def test_parse_version_names_the_bad_value(bad: str) -> None:
     ],
 )
 def test_kubeadm_config_api_switches_to_v1beta4_at_1_31(kubeadm_version: str, api: str) -> None:
-    assert cp.kubeadm_config_api(kubeadm_version) == api
+    assert cf.kubeadm_config_api(kubeadm_version) == api
 
 
 # ----------------------------------------------------------------- kubeadm config
 
 
-def _certs_config(tmp_path: Path, version: str = "1.37.2") -> cp.KubeadmCertsConfig:
-    return cp.KubeadmCertsConfig(
+def _certs_config(tmp_path: Path, version: str = "1.37.2") -> cf.KubeadmCertsConfig:
+    return cf.KubeadmCertsConfig(
         kubernetes_version=version,
         cert_dir=tmp_path / "pki",
         etcd_data_dir=tmp_path / "etcd",
@@ -71,7 +72,7 @@ def _certs_config(tmp_path: Path, version: str = "1.37.2") -> cp.KubeadmCertsCon
 
 
 def test_kubeadm_config_v1beta4_has_both_documents(tmp_path: Path) -> None:
-    text = cp.render_kubeadm_config(_certs_config(tmp_path), "kubeadm.k8s.io/v1beta4")
+    text = cf.render_kubeadm_config(_certs_config(tmp_path), "kubeadm.k8s.io/v1beta4")
     init, cluster = list(yaml.safe_load_all(text))
 
     assert init["apiVersion"] == "kubeadm.k8s.io/v1beta4"
@@ -94,7 +95,7 @@ def test_kubeadm_config_v1beta4_has_both_documents(tmp_path: Path) -> None:
 
 def test_kubeadm_config_v1beta3_has_no_encryption_algorithm(tmp_path: Path) -> None:
     # encryptionAlgorithm is a v1beta4 field (cmd/kubeadm/app/apis/kubeadm/v1beta4/types.go)
-    text = cp.render_kubeadm_config(_certs_config(tmp_path, "1.30.14"), "kubeadm.k8s.io/v1beta3")
+    text = cf.render_kubeadm_config(_certs_config(tmp_path, "1.30.14"), "kubeadm.k8s.io/v1beta3")
     init, cluster = list(yaml.safe_load_all(text))
     assert init["apiVersion"] == cluster["apiVersion"] == "kubeadm.k8s.io/v1beta3"
     assert "encryptionAlgorithm" not in cluster
@@ -102,27 +103,27 @@ def test_kubeadm_config_v1beta3_has_no_encryption_algorithm(tmp_path: Path) -> N
 
 
 def test_kubeadm_config_takes_an_advertise_address(tmp_path: Path) -> None:
-    cfg = cp.KubeadmCertsConfig(
+    cfg = cf.KubeadmCertsConfig(
         kubernetes_version="1.37.2",
         cert_dir=tmp_path / "pki",
         etcd_data_dir=tmp_path / "etcd",
         bind_port=26443,
         advertise_address="192.0.2.10",
     )
-    init, _ = list(yaml.safe_load_all(cp.render_kubeadm_config(cfg, "kubeadm.k8s.io/v1beta4")))
+    init, _ = list(yaml.safe_load_all(cf.render_kubeadm_config(cfg, "kubeadm.k8s.io/v1beta4")))
     assert init["localAPIEndpoint"] == {"advertiseAddress": "192.0.2.10", "bindPort": 26443}
 
 
 def test_kubeadm_config_refuses_an_unknown_api(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"api_version='kubeadm.k8s.io/v1beta2'"):
-        cp.render_kubeadm_config(_certs_config(tmp_path), "kubeadm.k8s.io/v1beta2")
+        cf.render_kubeadm_config(_certs_config(tmp_path), "kubeadm.k8s.io/v1beta2")
 
 
 # ----------------------------------------------------------------- flags
 
 
 def test_merge_flags_overrides_adds_and_removes() -> None:
-    merged = cp.merge_flags(
+    merged = cf.merge_flags(
         {"secure-port": "6443", "authorization-mode": "Node,RBAC", "v": "0"},
         {"--v": "4", "runtime-config": "resource.k8s.io/v1beta2=true", "authorization-mode": None},
     )
@@ -135,11 +136,11 @@ def test_merge_flags_overrides_adds_and_removes() -> None:
 
 def test_merge_flags_rejects_an_empty_name() -> None:
     with pytest.raises(ValueError, match="empty flag name '--'"):
-        cp.merge_flags({}, {"--": "x"})
+        cf.merge_flags({}, {"--": "x"})
 
 
 def test_render_flags_is_sorted_and_dashed() -> None:
-    assert cp.render_flags({"v": "2", "feature-gates": "A=true,B=false"}) == [
+    assert cf.render_flags({"v": "2", "feature-gates": "A=true,B=false"}) == [
         "--feature-gates=A=true,B=false",
         "--v=2",
     ]
@@ -147,16 +148,16 @@ def test_render_flags_is_sorted_and_dashed() -> None:
 
 def test_validate_extra_args_names_an_unknown_component() -> None:
     with pytest.raises(ValueError, match=r"component 'kube-apiservr'.*kube-apiserver"):
-        cp.validate_extra_args({"kube-apiservr": {"v": "2"}})
+        cf.validate_extra_args({"kube-apiservr": {"v": "2"}})
 
 
 def test_validate_extra_args_refuses_a_non_mapping() -> None:
     with pytest.raises(ValueError, match=r"extra_args\['etcd'\]='--v=2' must be a mapping"):
-        cp.validate_extra_args({"etcd": "--v=2"})  # type: ignore[dict-item]
+        cf.validate_extra_args({"etcd": "--v=2"})  # type: ignore[dict-item]
 
 
-def test_apiserver_flags_wire_etcd_and_ports(layout: cp.Layout) -> None:
-    flags = cp.apiserver_flags(layout, PORTS)
+def test_apiserver_flags_wire_etcd_and_ports(layout: cf.Layout) -> None:
+    flags = cf.apiserver_flags(layout, PORTS)
     assert flags["secure-port"] == "26443"
     assert flags["etcd-servers"] == "https://127.0.0.1:23790"
     assert flags["bind-address"] == flags["advertise-address"] == "127.0.0.1"
@@ -169,8 +170,8 @@ def test_apiserver_flags_wire_etcd_and_ports(layout: cp.Layout) -> None:
     assert all(Path(f).is_relative_to(layout.root) for f in files)
 
 
-def test_etcd_flags_use_this_control_planes_ports(layout: cp.Layout) -> None:
-    flags = cp.etcd_flags(layout, PORTS)
+def test_etcd_flags_use_this_control_planes_ports(layout: cf.Layout) -> None:
+    flags = cf.etcd_flags(layout, PORTS)
     assert flags["listen-client-urls"] == "https://127.0.0.1:23790"
     assert flags["initial-cluster"] == "gpufleet-harness=https://127.0.0.1:23800"
     assert flags["listen-metrics-urls"] == "http://127.0.0.1:23810"
@@ -178,9 +179,9 @@ def test_etcd_flags_use_this_control_planes_ports(layout: cp.Layout) -> None:
     assert flags["client-cert-auth"] == flags["peer-client-cert-auth"] == "true"
 
 
-def test_controller_manager_and_scheduler_flags_use_their_kubeconfigs(layout: cp.Layout) -> None:
-    kcm = cp.controller_manager_flags(layout, PORTS)
-    sched = cp.scheduler_flags(layout, PORTS)
+def test_controller_manager_and_scheduler_flags_use_their_kubeconfigs(layout: cf.Layout) -> None:
+    kcm = cf.controller_manager_flags(layout, PORTS)
+    sched = cf.scheduler_flags(layout, PORTS)
     assert kcm["secure-port"] == "20257"
     assert sched["secure-port"] == "20259"
     assert kcm["kubeconfig"] == str(layout.kubeconfigs / "controller-manager.conf")
@@ -189,20 +190,20 @@ def test_controller_manager_and_scheduler_flags_use_their_kubeconfigs(layout: cp
     assert kcm["service-account-private-key-file"] == str(layout.pki / "sa.key")
 
 
-def test_extra_args_reach_the_rendered_apiserver_command(layout: cp.Layout) -> None:
-    extra = cp.validate_extra_args(
+def test_extra_args_reach_the_rendered_apiserver_command(layout: cf.Layout) -> None:
+    extra = cf.validate_extra_args(
         {"kube-apiserver": {"runtime-config": "resource.k8s.io/v1beta2=true", "secure-port": 1}}
     )
-    argv = cp.render_flags(
-        cp.merge_flags(cp.apiserver_flags(layout, PORTS), extra["kube-apiserver"])
+    argv = cf.render_flags(
+        cf.merge_flags(cf.apiserver_flags(layout, PORTS), extra["kube-apiserver"])
     )
     assert "--runtime-config=resource.k8s.io/v1beta2=true" in argv
     assert "--secure-port=1" in argv
     assert "--secure-port=26443" not in argv
 
 
-def test_kwok_flags_select_annotated_nodes(layout: cp.Layout) -> None:
-    flags = cp.kwok_flags(layout, 31000)
+def test_kwok_flags_select_annotated_nodes(layout: cf.Layout) -> None:
+    flags = cf.kwok_flags(layout, 31000)
     assert flags["manage-all-nodes"] == "false"
     assert flags["manage-nodes-with-annotation-selector"] == "kwok.x-k8s.io/node=fake"
     assert flags["server-address"] == "127.0.0.1:31000"
@@ -214,7 +215,7 @@ def test_kwok_flags_select_annotated_nodes(layout: cp.Layout) -> None:
     ("version", "needs"), [("v0.6.1", False), ("v0.7.0", False), ("v0.8.0", True), ("1.0.0", True)]
 )
 def test_kwok_stage_files_needed_from_0_8(version: str, needs: bool) -> None:
-    assert cp.kwok_needs_stage_files(version) is needs
+    assert cf.kwok_needs_stage_files(version) is needs
 
 
 def test_find_kwok_stage_files_beside_the_binary(
@@ -223,10 +224,10 @@ def test_find_kwok_stage_files_beside_the_binary(
     monkeypatch.setenv("GOMODCACHE", str(tmp_path / "modcache"))
     binary = tmp_path / "bin" / "kwok" / "v0.8.0" / "kwok"
     (binary.parent / "stages").mkdir(parents=True)
-    for rel in cp.KWOK_STAGE_FILES:
+    for rel in cf.KWOK_STAGE_FILES:
         (binary.parent / "stages" / Path(rel).name).write_text("kind: Stage\n")
-    found = cp.find_kwok_stage_files(binary, "v0.8.0")
-    assert [f.name for f in found] == [Path(rel).name for rel in cp.KWOK_STAGE_FILES]
+    found = cf.find_kwok_stage_files(binary, "v0.8.0")
+    assert [f.name for f in found] == [Path(rel).name for rel in cf.KWOK_STAGE_FILES]
 
 
 def test_find_kwok_stage_files_in_the_go_module(
@@ -234,11 +235,11 @@ def test_find_kwok_stage_files_in_the_go_module(
 ) -> None:
     modcache = tmp_path / "modcache"
     monkeypatch.setenv("GOMODCACHE", str(modcache))
-    for rel in cp.KWOK_STAGE_FILES:
+    for rel in cf.KWOK_STAGE_FILES:
         path = modcache / "sigs.k8s.io" / "kwok@v0.8.0" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("kind: Stage\n")
-    found = cp.find_kwok_stage_files(tmp_path / "bin" / "kwok", "v0.8.0")
+    found = cf.find_kwok_stage_files(tmp_path / "bin" / "kwok", "v0.8.0")
     assert all(f.is_relative_to(modcache) for f in found)
 
 
@@ -247,14 +248,14 @@ def test_find_kwok_stage_files_says_where_it_looked(
 ) -> None:
     monkeypatch.setenv("GOMODCACHE", str(tmp_path / "modcache"))
     with pytest.raises(FileNotFoundError, match=r"go mod download sigs.k8s.io/kwok@v0.8.0"):
-        cp.find_kwok_stage_files(tmp_path / "kwok", "v0.8.0")
+        cf.find_kwok_stage_files(tmp_path / "kwok", "v0.8.0")
 
 
 # ----------------------------------------------------------------- ports
 
 
 def test_pick_free_ports_are_distinct_and_bindable() -> None:
-    ports = cp.pick_free_ports(8)
+    ports = cf.pick_free_ports(8)
     assert len(set(ports)) == 8
     for port in ports:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -262,21 +263,21 @@ def test_pick_free_ports_are_distinct_and_bindable() -> None:
 
 
 def test_pick_free_ports_never_hands_out_a_port_twice() -> None:
-    first = set(cp.pick_free_ports(20))
-    second = set(cp.pick_free_ports(20))
+    first = set(cf.pick_free_ports(20))
+    second = set(cf.pick_free_ports(20))
     assert not first & second
 
 
 def test_pick_free_ports_needs_a_positive_count() -> None:
     with pytest.raises(ValueError, match="count=0"):
-        cp.pick_free_ports(0)
+        cf.pick_free_ports(0)
 
 
 # ----------------------------------------------------------------- kwok nodes
 
 
 def test_kwok_node_manifest_carries_what_kwok_and_the_scheduler_read() -> None:
-    node = cp.kwok_node_manifest(
+    node = cf.kwok_node_manifest(
         "kwok-node-3",
         kubelet_version="1.36.3",
         labels={"nvidia.com/gpu.present": "true", "type": "gpu"},
@@ -295,7 +296,7 @@ def test_kwok_node_manifest_carries_what_kwok_and_the_scheduler_read() -> None:
 
 def test_kwok_node_manifest_taints() -> None:
     taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-    node = cp.kwok_node_manifest("n", kubelet_version="v1.37.2", taints=[taint])
+    node = cf.kwok_node_manifest("n", kubelet_version="v1.37.2", taints=[taint])
     assert node["spec"]["taints"] == [taint]
 
 
