@@ -165,9 +165,9 @@ def check_podman() -> list[Check]:
 def check_binaries(profile: str = "ci") -> list[Check]:
     """The binaries of a build profile of ``gpufleet/lab/releases.yaml``, one check per
     release or tool: built, and built from the inputs pinned now (its stamp matches)."""
-    from gpufleet.lab import binaries
+    from gpufleet.lab import binaries, release_pins
 
-    releases = binaries.load_releases()
+    releases = release_pins.load_releases()
     groups: dict[tuple[str, str], list[str]] = {}
     for target in binaries.plan_steps(releases.profile(profile).steps, releases):
         missing = groups.setdefault((target.group, target.version), [])

@@ -14,10 +14,10 @@ from gpufleet.lab import cluster
 
 
 def _default_release() -> str:
-    from gpufleet.lab import binaries
+    from gpufleet.lab import release_pins
 
     try:
-        return binaries.load_releases().default
+        return release_pins.load_releases().default
     except Exception as err:  # the help text must render even with a bad releases file
         return f"unreadable: {err}"
 

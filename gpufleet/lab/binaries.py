@@ -1,6 +1,7 @@
 """Kubernetes and tool binaries built from the Go module proxy, cached by version.
 
-The pinned releases live in ``gpufleet/lab/releases.yaml`` (read by :func:`load_releases`).
+The pinned releases live in ``gpufleet/lab/releases.yaml`` (read by
+``gpufleet.lab.release_pins.load_releases``; go.mod files and ldflags: ``gpufleet.lab.gomod``).
 Binaries land in ``${GPUFLEET_CACHE:-~/.cache/gpufleet}/bin/<name>/v<version>/<binary>``::
 
     bin/kubernetes/v1.37.2/kube-apiserver
@@ -38,48 +39,51 @@ import functools
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
-import yaml
+
+from gpufleet.lab.gomod import (
+    BUILD_MODULE_PREFIX,
+    GoMod,
+    compose_ldflags,
+    kubernetes_version_variables,
+    parse_gomod,
+    pinned_replaces,
+    render_build_gomod,
+    render_tool_ldflags,
+    render_tools_go,
+)
+from gpufleet.lab.release_pins import (
+    KUBERNETES,
+    VERSION_RE,
+    ReleaseFileError,
+    Releases,
+    Step,
+    Target,
+    UnknownNameError,
+    load_releases,
+    plain_version,
+)
 
 __all__ = [
-    "BinarySpec",
     "BuildError",
     "BuildResult",
-    "GoMod",
-    "KubernetesRelease",
-    "Profile",
-    "ReleaseFileError",
-    "Releases",
-    "Replace",
-    "Step",
-    "Target",
-    "Tool",
-    "UnknownNameError",
     "binary_path",
     "build",
     "cache_root",
     "check_reported_version",
-    "compose_ldflags",
     "ensure",
     "is_cached",
-    "kubernetes_version_variables",
-    "load_releases",
-    "parse_gomod",
-    "parse_releases",
-    "pinned_replaces",
     "plan_steps",
-    "render_build_gomod",
     "resolve_target",
     "select_steps",
     "stamp_inputs",
@@ -90,448 +94,15 @@ __all__ = [
 #: Bump when the way binaries are built changes, so that stamps no longer match.
 BUILDER_SCHEMA = 1
 
-RELEASES_FILE = Path(__file__).with_name("releases.yaml")
 #: Repository root when the package runs from a checkout (extras' sources live there).
 REPO_ROOT = Path(__file__).resolve().parents[2]
-KUBERNETES = "kubernetes"
-BUILD_MODULE_PREFIX = "gpufleet.local/build"
-#: The packages whose version variables kubernetes sets at link time
-#: (hack/lib/version.sh, kube::version::ldflags).
-KUBERNETES_VERSION_PACKAGES = ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version")
-
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-(?:alpha|beta|rc)\.\d+)?$")
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 # --------------------------------------------------------------------------- errors
 
 
-class ReleaseFileError(ValueError):
-    """The releases file is malformed; the message names the key, the value and the fix."""
-
-
-class UnknownNameError(KeyError):
-    """A release, component, tool or binary name that the releases file does not pin."""
-
-    def __str__(self) -> str:  # KeyError quotes its argument; keep the sentence readable
-        return str(self.args[0]) if self.args else ""
-
-
 class BuildError(RuntimeError):
     """A go command failed, or a source that a binary needs is missing."""
-
-
-# --------------------------------------------------------------------------- data model
-
-
-@dataclass(frozen=True)
-class BinarySpec:
-    """One binary: its name, the Go package of its ``main`` and the module providing it.
-
-    ``package`` is a full import path, or ``./<dir>`` for a program of this project that
-    is copied into the build module (``source`` is then its directory in the checkout).
-    """
-
-    name: str
-    package: str
-    module: str
-    tags: tuple[str, ...] = ()
-    source: str | None = None
-
-
-def staging_version(version: str) -> str:
-    """The version of the staging modules (k8s.io/api, ...) published with a Kubernetes
-    release: 1.37.2 -> ``v0.37.2``, 1.38.0-rc.1 -> ``v0.38.0-rc.1``."""
-    return "v0." + version.removeprefix("v").split(".", 1)[1]
-
-
-@dataclass(frozen=True)
-class KubernetesRelease:
-    """A pinned Kubernetes release, e.g. ``version="1.37.2"``, ``etcd="3.7.3"``."""
-
-    version: str
-    etcd: str
-    optional: bool = False
-    note: str = ""
-    commit: str | None = None
-    go_toolchain: str | None = None
-
-    @property
-    def tag(self) -> str:
-        """The Go module version, ``v1.37.2``."""
-        return "v" + self.version
-
-    @property
-    def minor(self) -> int:
-        return int(self.version.split(".")[1])
-
-    @property
-    def staging_version(self) -> str:
-        return staging_version(self.version)
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A pinned tool: ``name``, plain ``version`` (``3.7.3``), its binaries and ldflags.
-
-    ``ldflags`` maps a Go variable (``pkg/path.name``) to a value template; templates may
-    use ``{tag}`` (v3.7.3), ``{version}`` (3.7.3), ``{build_date}`` (the module's release
-    time from the proxy, ISO 8601 UTC) and ``{client_go_minor}`` (minor of the
-    ``k8s.io/client-go`` that the tool's go.mod requires).
-    """
-
-    name: str
-    version: str
-    binaries: tuple[BinarySpec, ...]
-    ldflags: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def tag(self) -> str:
-        return "v" + self.version
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of a profile: a Kubernetes release's components, or a tool at a version."""
-
-    group: str  # "kubernetes" or a tool name
-    version: str  # plain version of the release or of the tool
-    binaries: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    description: str
-    steps: tuple[Step, ...]
-
-
-@dataclass(frozen=True)
-class Releases:
-    """The parsed releases file (see ``releases.yaml`` for the meaning of each field)."""
-
-    module: str
-    default: str
-    components: tuple[BinarySpec, ...]
-    extras: tuple[BinarySpec, ...]
-    full_set: tuple[str, ...]
-    releases: tuple[KubernetesRelease, ...]
-    tools: tuple[Tool, ...]
-    profiles: tuple[Profile, ...]
-    source: str = field(default=str(RELEASES_FILE), compare=False)
-
-    # ---- lookups; each raises UnknownNameError naming the value and what is known
-
-    def release(self, version: str | None = None) -> KubernetesRelease:
-        """The pinned release ``version`` (``1.37.2`` or ``v1.37.2``); None: the default."""
-        wanted = _plain(version) if version else self.default
-        for release in self.releases:
-            if release.version == wanted:
-                return release
-        known = ", ".join(r.version for r in self.releases)
-        raise UnknownNameError(
-            f"unknown Kubernetes release {version!r}: pinned releases are {known}; "
-            f"pin it under kubernetes.releases in {self.source}"
-        )
-
-    def tool(self, name: str) -> Tool:
-        for tool in self.tools:
-            if tool.name == name:
-                return tool
-        known = ", ".join(t.name for t in self.tools)
-        raise UnknownNameError(
-            f"unknown tool {name!r}: pinned tools are {known}; add it under tools in {self.source}"
-        )
-
-    def profile(self, name: str) -> Profile:
-        for profile in self.profiles:
-            if profile.name == name:
-                return profile
-        known = ", ".join(p.name for p in self.profiles)
-        raise UnknownNameError(
-            f"unknown profile {name!r}: profiles are {known}; add it under profiles in "
-            f"{self.source}"
-        )
-
-    def kubernetes_binary(self, name: str) -> BinarySpec:
-        for spec in (*self.components, *self.extras):
-            if spec.name == name:
-                return spec
-        known = ", ".join(s.name for s in (*self.components, *self.extras))
-        raise UnknownNameError(
-            f"unknown Kubernetes component {name!r}: known components are {known}"
-        )
-
-    def group_of(self, binary: str) -> str:
-        """``"kubernetes"`` or the tool name that builds ``binary`` (e.g. etcdctl -> etcd)."""
-        if any(s.name == binary for s in (*self.components, *self.extras)):
-            return KUBERNETES
-        for tool in self.tools:
-            if any(b.name == binary for b in tool.binaries):
-                return tool.name
-        known = sorted(
-            [s.name for s in (*self.components, *self.extras)]
-            + [b.name for t in self.tools for b in t.binaries]
-        )
-        raise UnknownNameError(f"unknown binary {binary!r}: known binaries are {', '.join(known)}")
-
-    def etcd_for(self, kubernetes: str | None = None) -> str:
-        """The etcd version (plain) that a Kubernetes release is pinned to."""
-        return self.release(kubernetes).etcd
-
-
-@dataclass(frozen=True)
-class Target:
-    """One binary to build: ``group`` (kubernetes or a tool) at plain ``version``."""
-
-    group: str
-    version: str
-    binary: BinarySpec
-
-    @property
-    def tag(self) -> str:
-        return "v" + self.version
-
-    @property
-    def label(self) -> str:
-        return f"{self.binary.name} {self.tag}"
-
-
-# --------------------------------------------------------------------------- releases file
-
-
-def _plain(version: str) -> str:
-    return version[1:] if version.startswith("v") else version
-
-
-def _require_version(value: Any, where: str, source: str) -> str:
-    text = str(value) if isinstance(value, (str, int, float)) else None
-    if text is None or not _VERSION_RE.match(text):
-        raise ReleaseFileError(
-            f"{where} = {value!r} in {source} is not a version: write MAJOR.MINOR.PATCH "
-            f'(or a pre-release such as 1.38.0-rc.1) as a quoted string, e.g. "1.37.2"'
-        )
-    return _plain(text)
-
-
-def _require_mapping(value: Any, where: str, source: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ReleaseFileError(
-            f"{where} in {source} must be a mapping, got {type(value).__name__}: {value!r}"
-        )
-    return value
-
-
-def _require_str(value: Any, where: str, source: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ReleaseFileError(f"{where} in {source} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _require_list(value: Any, where: str, source: str) -> list[Any]:
-    if not isinstance(value, list) or not value:
-        raise ReleaseFileError(f"{where} in {source} must be a non-empty list, got {value!r}")
-    return value
-
-
-def parse_releases(data: Any, source: str = str(RELEASES_FILE)) -> Releases:
-    """Validate the parsed YAML of a releases file and return :class:`Releases`.
-
-    Raises :class:`ReleaseFileError` naming the offending key, its value and the fix, e.g.
-    a profile naming a release that is not pinned, or a default that is not a release.
-    """
-    root = _require_mapping(data, "the top level", source)
-    for key in ("kubernetes", "tools", "profiles"):
-        if key not in root:
-            raise ReleaseFileError(f"{source} has no {key!r} section; add one (see releases.yaml)")
-    kube = _require_mapping(root["kubernetes"], "kubernetes", source)
-    module = _require_str(kube.get("module"), "kubernetes.module", source)
-
-    components = tuple(
-        BinarySpec(
-            name=name,
-            package=f"{module}/{_require_str(pkg, f'kubernetes.components.{name}', source)}",
-            module=module,
-        )
-        for name, pkg in _require_mapping(
-            kube.get("components"), "kubernetes.components", source
-        ).items()
-    )
-    extras = tuple(
-        BinarySpec(
-            name=name,
-            package="./" + Path(_require_str(src, f"kubernetes.extras.{name}", source)).name,
-            module=module,
-            source=src,
-        )
-        for name, src in _require_mapping(
-            kube.get("extras") or {}, "kubernetes.extras", source
-        ).items()
-    )
-    known_components = {s.name for s in (*components, *extras)}
-
-    releases: list[KubernetesRelease] = []
-    for i, entry in enumerate(_require_list(kube.get("releases"), "kubernetes.releases", source)):
-        where = f"kubernetes.releases[{i}]"
-        entry = _require_mapping(entry, where, source)
-        version = _require_version(entry.get("version"), f"{where}.version", source)
-        if any(r.version == version for r in releases):
-            raise ReleaseFileError(
-                f"{where}.version = {version!r} in {source} is pinned twice; keep one entry"
-            )
-        releases.append(
-            KubernetesRelease(
-                version=version,
-                etcd=_require_version(entry.get("etcd"), f"{where}.etcd", source),
-                optional=bool(entry.get("optional", False)),
-                note=str(entry.get("note", "")),
-                commit=entry.get("commit"),
-                go_toolchain=str(entry["go_toolchain"]) if entry.get("go_toolchain") else None,
-            )
-        )
-    pinned = {r.version for r in releases}
-    pinned_list = ", ".join(r.version for r in releases)
-
-    def known_release(value: Any, where: str) -> str:
-        version = _require_version(value, where, source)
-        if version not in pinned:
-            raise ReleaseFileError(
-                f"{where} = {value!r} in {source} is an unknown Kubernetes release: pinned "
-                f"releases are {pinned_list}; pin it under kubernetes.releases or name one of them"
-            )
-        return version
-
-    def known_components_list(value: Any, where: str) -> tuple[str, ...]:
-        names = tuple(_require_list(value, where, source))
-        for name in names:
-            if name not in known_components:
-                raise ReleaseFileError(
-                    f"{where} names unknown component {name!r} in {source}: known components "
-                    f"are {', '.join(sorted(known_components))}"
-                )
-        return names
-
-    default = known_release(kube.get("default"), "kubernetes.default")
-    full_set = known_components_list(kube.get("full_set"), "kubernetes.full_set")
-
-    tools: list[Tool] = []
-    for name, entry in _require_mapping(root["tools"], "tools", source).items():
-        where = f"tools.{name}"
-        if not _NAME_RE.match(str(name)) or name == KUBERNETES:
-            raise ReleaseFileError(f"{where} in {source}: {name!r} is not a usable tool name")
-        entry = _require_mapping(entry, where, source)
-        tool_module = entry.get("module")
-        binaries = []
-        for bin_name, spec in _require_mapping(
-            entry.get("binaries"), f"{where}.binaries", source
-        ).items():
-            bwhere = f"{where}.binaries.{bin_name}"
-            spec = _require_mapping(spec, bwhere, source)
-            package = _require_str(spec.get("package"), f"{bwhere}.package", source)
-            bin_module = _require_str(spec.get("module", tool_module), f"{bwhere}.module", source)
-            if package != bin_module and not package.startswith(bin_module + "/"):
-                raise ReleaseFileError(
-                    f"{bwhere}.package = {package!r} in {source} is not inside module "
-                    f"{bin_module!r}; set {bwhere}.module to the module that provides it"
-                )
-            tags = spec.get("tags") or []
-            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-                raise ReleaseFileError(f"{bwhere}.tags in {source} must be a list of build tags")
-            binaries.append(BinarySpec(bin_name, package, bin_module, tuple(tags)))
-        ldflags = _require_mapping(entry.get("ldflags") or {}, f"{where}.ldflags", source)
-        tools.append(
-            Tool(
-                name=name,
-                version=_require_version(entry.get("version"), f"{where}.version", source),
-                binaries=tuple(binaries),
-                ldflags=tuple((str(k), str(v)) for k, v in ldflags.items()),
-            )
-        )
-    tool_names = {t.name for t in tools}
-    all_binaries = [s.name for s in (*components, *extras)] + [
-        b.name for t in tools for b in t.binaries
-    ]
-    duplicates = sorted({b for b in all_binaries if all_binaries.count(b) > 1})
-    if duplicates:
-        raise ReleaseFileError(
-            f"binary names {duplicates} in {source} are built by more than one group; "
-            f"binary names must be unique"
-        )
-    etcd = next((t for t in tools if t.name == "etcd"), None)
-    default_release = next(r for r in releases if r.version == default)
-    if etcd is not None and etcd.version != default_release.etcd:
-        raise ReleaseFileError(
-            f"tools.etcd.version = {etcd.version!r} in {source} differs from the etcd of the "
-            f"default release {default} ({default_release.etcd!r}); make them equal"
-        )
-
-    profiles: list[Profile] = []
-    for name, entry in _require_mapping(root["profiles"], "profiles", source).items():
-        where = f"profiles.{name}"
-        entry = _require_mapping(entry, where, source)
-        steps: list[Step] = []
-        for i, raw in enumerate(_require_list(entry.get("steps"), f"{where}.steps", source)):
-            swhere = f"{where}.steps[{i}]"
-            raw = _require_mapping(raw, swhere, source)
-            if "kubernetes" in raw:
-                version = known_release(raw["kubernetes"], f"{swhere}.kubernetes")
-                comps = known_components_list(
-                    raw.get("components", list(full_set)), f"{swhere}.components"
-                )
-                steps.append(Step(KUBERNETES, version, comps))
-            elif "tool" in raw:
-                tool_name = raw["tool"]
-                if tool_name not in tool_names:
-                    raise ReleaseFileError(
-                        f"{swhere}.tool = {tool_name!r} in {source} is an unknown tool: pinned "
-                        f"tools are {', '.join(sorted(tool_names))}"
-                    )
-                tool = next(t for t in tools if t.name == tool_name)
-                version = tool.version
-                if "for_kubernetes" in raw:
-                    if tool_name != "etcd":
-                        raise ReleaseFileError(
-                            f"{swhere}.for_kubernetes in {source} applies to etcd only, "
-                            f"not {tool_name!r}"
-                        )
-                    release_version = known_release(
-                        raw["for_kubernetes"], f"{swhere}.for_kubernetes"
-                    )
-                    version = next(r.etcd for r in releases if r.version == release_version)
-                steps.append(Step(tool_name, version, tuple(b.name for b in tool.binaries)))
-            else:
-                raise ReleaseFileError(
-                    f"{swhere} in {source} names neither 'kubernetes' nor 'tool': {dict(raw)!r}"
-                )
-        profiles.append(Profile(name, str(entry.get("description", "")).strip(), tuple(steps)))
-
-    return Releases(
-        module=module,
-        default=default,
-        components=components,
-        extras=extras,
-        full_set=full_set,
-        releases=tuple(releases),
-        tools=tuple(tools),
-        profiles=tuple(profiles),
-        source=source,
-    )
-
-
-@functools.cache
-def _load_cached(path: str, mtime_ns: int) -> Releases:
-    with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
-    return parse_releases(data, path)
-
-
-def load_releases(path: str | os.PathLike[str] | None = None) -> Releases:
-    """Read and validate the releases file (default: ``gpufleet/lab/releases.yaml``).
-
-    Raises :class:`ReleaseFileError` (see :func:`parse_releases`) or ``OSError``.
-    """
-    file = Path(path) if path is not None else RELEASES_FILE
-    return _load_cached(str(file), file.stat().st_mtime_ns)
 
 
 # --------------------------------------------------------------------------- cache layout
@@ -544,11 +115,11 @@ def cache_root() -> Path:
 
 
 def _bin_dir(group: str, version: str) -> Path:
-    return cache_root() / "bin" / group / ("v" + _plain(version))
+    return cache_root() / "bin" / group / ("v" + plain_version(version))
 
 
 def _build_dir(group: str, version: str) -> Path:
-    return cache_root() / "build" / group / ("v" + _plain(version))
+    return cache_root() / "build" / group / ("v" + plain_version(version))
 
 
 def _stamp_path(binary: Path) -> Path:
@@ -570,10 +141,10 @@ def resolve_target(
         release = rel.release(version)
         return Target(KUBERNETES, release.version, rel.kubernetes_binary(name))
     tool = rel.tool(group)
-    if version is not None and not _VERSION_RE.match(version):
+    if version is not None and not VERSION_RE.match(version):
         raise UnknownNameError(f"{name}: version {version!r} is not MAJOR.MINOR.PATCH")
     spec = next(b for b in tool.binaries if b.name == name)
-    return Target(group, _plain(version) if version else tool.version, spec)
+    return Target(group, plain_version(version) if version else tool.version, spec)
 
 
 def binary_path(name: str, version: str | None = None) -> Path:
@@ -586,280 +157,6 @@ def binary_path(name: str, version: str | None = None) -> Path:
     """
     target = resolve_target(name, version)
     return _bin_dir(target.group, target.version) / target.binary.name
-
-
-# --------------------------------------------------------------------------- go.mod handling
-
-
-@dataclass(frozen=True)
-class Replace:
-    """A ``replace old [old_version] => new [new_version]`` directive."""
-
-    old: str
-    new: str
-    old_version: str | None = None
-    new_version: str | None = None
-
-    @property
-    def is_local(self) -> bool:
-        """True when the target is a directory (``./staging/...``, ``../api``)."""
-        return self.new.startswith(("./", "../", "/")) or self.new in (".", "..")
-
-    def render(self) -> str:
-        left = f"{self.old} {self.old_version}" if self.old_version else self.old
-        right = f"{self.new} {self.new_version}" if self.new_version else self.new
-        return f"{left} => {right}"
-
-
-@dataclass(frozen=True)
-class GoMod:
-    """The directives of a go.mod file that matter for building from it."""
-
-    module: str
-    go: str | None = None
-    godebug: tuple[str, ...] = ()
-    require: tuple[tuple[str, str], ...] = ()
-    replace: tuple[Replace, ...] = ()
-    exclude: tuple[tuple[str, str], ...] = ()
-
-    def required(self, module: str) -> str | None:
-        return next((v for m, v in self.require if m == module), None)
-
-
-def _strip_comment(line: str) -> str:
-    out, quoted = [], False
-    i = 0
-    while i < len(line):
-        ch = line[i]
-        if ch == '"':
-            quoted = not quoted
-        elif not quoted and line.startswith("//", i):
-            break
-        out.append(ch)
-        i += 1
-    return "".join(out).strip()
-
-
-def _unquote(token: str) -> str:
-    return token[1:-1] if len(token) >= 2 and token[0] == token[-1] == '"' else token
-
-
-def parse_gomod(text: str) -> GoMod:
-    """Parse go.mod ``text`` (the grammar of https://go.dev/ref/mod#go-mod-file).
-
-    Returns :class:`GoMod`; raises ``ValueError`` when there is no ``module`` line.
-    """
-    module: str | None = None
-    go: str | None = None
-    godebug: list[str] = []
-    require: list[tuple[str, str]] = []
-    replace: list[Replace] = []
-    exclude: list[tuple[str, str]] = []
-    block: str | None = None
-
-    def handle(verb: str, args: list[str]) -> None:
-        nonlocal module, go
-        args = [_unquote(a) for a in args]
-        if verb == "module" and args:
-            module = args[0]
-        elif verb == "go" and args:
-            go = args[0]
-        elif verb == "godebug":
-            godebug.append(" ".join(args))
-        elif verb == "require" and len(args) >= 2:
-            require.append((args[0], args[1]))
-        elif verb == "exclude" and len(args) >= 2:
-            exclude.append((args[0], args[1]))
-        elif verb == "replace" and "=>" in args:
-            arrow = args.index("=>")
-            left, right = args[:arrow], args[arrow + 1 :]
-            replace.append(
-                Replace(
-                    old=left[0],
-                    old_version=left[1] if len(left) > 1 else None,
-                    new=right[0],
-                    new_version=right[1] if len(right) > 1 else None,
-                )
-            )
-
-    for raw in text.splitlines():
-        line = _strip_comment(raw)
-        if not line:
-            continue
-        if block is not None:
-            if line == ")":
-                block = None
-            else:
-                handle(block, line.split())
-            continue
-        fields = line.split()
-        if len(fields) == 2 and fields[1] == "(":
-            block = fields[0]
-            continue
-        handle(fields[0], fields[1:])
-    if module is None:
-        raise ValueError("go.mod text has no module directive")
-    return GoMod(
-        module=module,
-        go=go,
-        godebug=tuple(godebug),
-        require=tuple(require),
-        replace=tuple(replace),
-        exclude=tuple(exclude),
-    )
-
-
-def pinned_replaces(
-    upstream: GoMod, *, main_version: str, staging_version: str | None = None
-) -> tuple[Replace, ...]:
-    """The replace directives a build module needs to build ``upstream`` as a dependency.
-
-    Replace directives of a dependency are ignored by Go, so each must be restated in our
-    main module. A local one (``k8s.io/api => ./staging/src/k8s.io/api``) points into the
-    upstream source tree; it becomes the published module at a version:
-
-    - ``./staging/...`` targets get ``staging_version`` (``v0.37.2`` for kubernetes 1.37.2),
-    - otherwise the version upstream requires, or ``main_version`` where it requires the
-      placeholder ``v0.0.0`` (etcd's ``go.etcd.io/etcd/api/v3 => ../api``),
-    - local replaces of modules upstream does not require (etcd's ``=>
-      ./FORBIDDEN_DEPENDENCY`` guards) are dropped.
-
-    Non-local replaces are kept as they are. Order follows ``upstream``.
-    """
-    out: list[Replace] = []
-    for rep in upstream.replace:
-        if not rep.is_local:
-            out.append(rep)
-            continue
-        if staging_version and rep.new.startswith("./staging/"):
-            out.append(Replace(rep.old, rep.old, new_version=staging_version))
-            continue
-        required = upstream.required(rep.old)
-        if required is None:
-            continue
-        version = main_version if required.startswith("v0.0.0") else required
-        out.append(Replace(rep.old, rep.old, new_version=version))
-    return tuple(out)
-
-
-def _go_version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
-
-
-def render_build_gomod(
-    module: str,
-    requires: Sequence[tuple[str, str]],
-    upstreams: Sequence[GoMod],
-    replaces: Sequence[Replace],
-) -> str:
-    """The go.mod text of a build module (before ``go mod tidy``).
-
-    ``go`` is the highest ``go`` line of the upstream modules; their ``godebug`` and
-    ``exclude`` directives are restated, as Go applies them only from the main module.
-    """
-    go_lines = [u.go for u in upstreams if u.go]
-    go = max(go_lines, key=_go_version_key) if go_lines else "1.22"
-    lines = [f"module {module}", "", f"go {go}", ""]
-    godebug = list(dict.fromkeys(d for u in upstreams for d in u.godebug))
-    for directive in godebug:
-        lines.append(f"godebug {directive}")
-    if godebug:
-        lines.append("")
-    lines.append("require (")
-    lines.extend(f"\t{m} {v}" for m, v in requires)
-    lines.append(")")
-    excludes = list(dict.fromkeys(e for u in upstreams for e in u.exclude))
-    if excludes:
-        lines += ["", "exclude ("]
-        lines.extend(f"\t{m} {v}" for m, v in excludes)
-        lines.append(")")
-    seen: set[str] = set()
-    unique = [r for r in replaces if not (r.old in seen or seen.add(r.old))]
-    if unique:
-        lines += ["", "replace ("]
-        lines.extend(f"\t{r.render()}" for r in unique)
-        lines.append(")")
-    return "\n".join(lines) + "\n"
-
-
-def render_tools_go(packages: Iterable[str]) -> str:
-    """A ``tools`` file importing the main packages, so ``go mod tidy`` records their deps."""
-    imports = "\n".join(f'\t_ "{p}"' for p in sorted(set(packages)))
-    return f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n"
-
-
-# --------------------------------------------------------------------------- ldflags
-
-
-def kubernetes_version_variables(
-    version: str, build_date: str, commit: str | None = None
-) -> dict[str, str]:
-    """The ``-X`` variables that make a Kubernetes binary report ``version``.
-
-    Mirrors ``kube::version::ldflags`` (hack/lib/version.sh): gitVersion ``v1.37.2``,
-    gitMajor ``1``, gitMinor ``37``, gitTreeState ``clean``, buildDate, and gitCommit when
-    known, each for k8s.io/component-base/version and k8s.io/client-go/pkg/version.
-    Raises ``ValueError`` for a version that is not MAJOR.MINOR.PATCH.
-    """
-    match = _VERSION_RE.match(version)
-    if not match:
-        raise ValueError(f"Kubernetes version {version!r} is not MAJOR.MINOR.PATCH")
-    values = {
-        "gitVersion": "v" + _plain(version),
-        "gitMajor": match.group(1),
-        "gitMinor": match.group(2),
-        "gitTreeState": "clean",
-        "buildDate": build_date,
-    }
-    if commit:
-        values["gitCommit"] = commit
-    return {
-        f"{package}.{key}": value
-        for package in KUBERNETES_VERSION_PACKAGES
-        for key, value in values.items()
-    }
-
-
-def _ldflag_quote(value: str) -> str:
-    if value and not re.search(r"[\s'\"]", value):
-        return value
-    if "'" not in value:
-        return f"'{value}'"
-    if '"' not in value:
-        return f'"{value}"'
-    raise ValueError(f"ldflags value {value!r} holds both quote characters; Go cannot take it")
-
-
-def compose_ldflags(variables: Mapping[str, str], *, strip: bool = True) -> str:
-    """The ``-ldflags`` argument: ``-s -w`` (when ``strip``) then ``-X name=value`` each.
-
-    Variables are sorted by name so the same inputs give the same string. Values are
-    quoted the way ``go build`` splits its flags (cmd/internal/quoted). Raises
-    ``ValueError`` for a value that cannot be quoted.
-    """
-    parts = ["-s", "-w"] if strip else []
-    for name in sorted(variables):
-        parts.append("-X")
-        parts.append(_ldflag_quote(f"{name}={variables[name]}"))
-    return " ".join(parts)
-
-
-def render_tool_ldflags(tool: Tool, version: str, facts: Mapping[str, str]) -> dict[str, str]:
-    """Fill a tool's ldflags templates; ``facts`` holds ``build_date``, ``client_go_minor``.
-
-    Raises :class:`ReleaseFileError` for a placeholder that no fact fills.
-    """
-    values = {"tag": "v" + _plain(version), "version": _plain(version), **facts}
-    out = {}
-    for name, template in tool.ldflags:
-        try:
-            out[name] = template.format(**values)
-        except KeyError as exc:
-            raise ReleaseFileError(
-                f"tools.{tool.name}.ldflags.{name} = {template!r} uses unknown placeholder "
-                f"{exc}; known: {', '.join(sorted(values))}"
-            ) from None
-    return out
 
 
 # --------------------------------------------------------------------------- stamps
@@ -1215,7 +512,7 @@ def _prepare_module(
         packages = [b.package for b in tool.binaries]
         facts = {"build_date": infos[0].time}
         client_go = next((i.gomod.required("k8s.io/client-go") for i in infos), None)
-        if client_go and _VERSION_RE.match(client_go):
+        if client_go and VERSION_RE.match(client_go):
             facts["client_go_minor"] = str(int(client_go.lstrip("v").split(".")[1]))
     gomod_in = render_build_gomod(f"{BUILD_MODULE_PREFIX}/{group}", requires, upstreams, replaces)
     tools_go = render_tools_go(packages)

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet.lab import binaries, images, podman
+from gpufleet.lab import binaries, images, podman, release_pins
 
 DEFAULT_NAME = "gpufleet-lab"
 DEFAULT_SUBNET = "10.89.50.0/24"
@@ -63,7 +63,7 @@ class LabSpec:
     def validated(self) -> LabSpec:
         """This spec with the default release filled in. Raises ``LabError`` naming the
         option, the value and the fix."""
-        rel = binaries.load_releases()
+        rel = release_pins.load_releases()
         version = self.kubernetes_version.lstrip("v") or rel.default
         pinned = [r.version for r in rel.releases]
         if version not in pinned:
@@ -207,7 +207,7 @@ def plan_nodes(spec: LabSpec) -> list[LabNode]:
 def ensure_binaries(version: str, log: Callable[[str], None]) -> dict[str, Path]:
     """Build (once) what the lab runs for ``version``: the release's full set, its etcd,
     containerd and helm. Returns ``{name: path}``."""
-    rel = binaries.load_releases()
+    rel = release_pins.load_releases()
     out: dict[str, Path] = {}
     out.update(binaries.ensure(list(rel.full_set), version, log=log))
     out.update(binaries.ensure(["etcd", "etcdctl"], rel.etcd_for(version), log=log))
@@ -345,7 +345,7 @@ def build_state(spec: LabSpec, log: Callable[[str], None]) -> LabState:
     bins = ensure_binaries(spec.kubernetes_version, log)
     timings["binaries_s"] = round(time.monotonic() - t, 1)
     t = time.monotonic()
-    etcd = binaries.load_releases().etcd_for(spec.kubernetes_version)
+    etcd = release_pins.load_releases().etcd_for(spec.kubernetes_version)
     cp_specs = images.control_plane_images(spec.kubernetes_version, etcd=etcd)
     pause = images.pause_ref(spec.kubernetes_version)
     worker_specs = [images.pause_image(pause), busybox_image()]

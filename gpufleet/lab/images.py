@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.lab import binaries
+from gpufleet.lab import binaries, release_pins
 
 BIN_DIR = "usr/local/bin"
 
@@ -202,7 +202,7 @@ def _binary_file(name: str, path: Path) -> ImageFile:
 
 def etcd_version(version: str) -> str:
     """The etcd version pinned for Kubernetes ``version`` in ``releases.yaml``."""
-    return binaries.load_releases().etcd_for(version)
+    return release_pins.load_releases().etcd_for(version)
 
 
 def pause_binary() -> Path:

@@ -43,7 +43,7 @@ from typing import Any
 import click
 import yaml
 
-from gpufleet.lab import binaries
+from gpufleet.lab import binaries, gomod, release_pins
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RELEASES_FILE = REPO_ROOT / "gpufleet" / "lab" / "releases.yaml"
@@ -93,7 +93,7 @@ class FactRelease:
 
     @property
     def staging_version(self) -> str:
-        return binaries.staging_version(self.version)
+        return release_pins.staging_version(self.version)
 
 
 def parse_fact_releases(data: Any, source: str = str(RELEASES_FILE)) -> tuple[FactRelease, ...]:
@@ -354,18 +354,18 @@ def build_dump(release: FactRelease, log=print) -> Path:
     info = json.loads(_go(release, ["mod", "download", "-json", f"{MODULE}@{release.tag}"], work))
     if info.get("Error"):
         raise FactsError(f"go mod download {MODULE}@{release.tag}: {info['Error']}")
-    upstream = binaries.parse_gomod(Path(info["GoMod"]).read_text(encoding="utf-8"))
+    upstream = gomod.parse_gomod(Path(info["GoMod"]).read_text(encoding="utf-8"))
     replaces = list(
-        binaries.pinned_replaces(
+        gomod.pinned_replaces(
             upstream, main_version=release.tag, staging_version=release.staging_version
         )
     )
-    gomod = binaries.render_build_gomod(
+    build_gomod = gomod.render_build_gomod(
         "gpufleet.local/build/featuredump", [(MODULE, release.tag)], [upstream], replaces
     )
     for old, new in release.substitute:
         module, _, version = old.partition(" ")
-        gomod += f"\nreplace {module} {version} => {module} {new}\n"
+        build_gomod += f"\nreplace {module} {version} => {module} {new}\n"
     sources = {p.name: p.read_text(encoding="utf-8") for p in sorted(SOURCE_DIR.glob("*.go"))}
     sources[KNOWN_VERSIONS_GO] = known_versions_go(
         (Path(info["Dir"]) / KNOWN_VERSIONS_SOURCE).read_text(encoding="utf-8")
@@ -374,7 +374,9 @@ def build_dump(release: FactRelease, log=print) -> Path:
         name: (Path(info["Dir"]) / rel).read_text(encoding="utf-8")
         for name, rel in EMBEDDED_SOURCES.items()
     }
-    stamp = _digest([gomod, release.go_toolchain or "local", *sources.values(), *embedded.values()])
+    stamp = _digest(
+        [build_gomod, release.go_toolchain or "local", *sources.values(), *embedded.values()]
+    )
     out = dump_binary_path(release.version)
     stamp_file = out.with_name(DUMP_BINARY + ".stamp")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -389,7 +391,7 @@ def build_dump(release: FactRelease, log=print) -> Path:
         (pkg / name).write_text(text, encoding="utf-8")
     for name, text in embedded.items():
         (pkg / "src" / name).write_text(text, encoding="utf-8")
-    (work / "go.mod").write_text(gomod, encoding="utf-8")
+    (work / "go.mod").write_text(build_gomod, encoding="utf-8")
     (work / "go.sum").unlink(missing_ok=True)
     started = time.monotonic()
     log(f"featuredump {release.tag}: go mod tidy (toolchain {release.go_toolchain or 'local'})")

@@ -158,7 +158,7 @@ def build_command(
 def missing_binaries(kubernetes_version: str) -> list[str]:
     """Binaries that ``find_binaries(kubernetes_version)`` needs and the cache lacks
     (``["kube-apiserver v1.33.13", "etcd"]``); empty when the control plane can start."""
-    from gpufleet.lab import binaries
+    from gpufleet.lab import binaries, release_pins
 
     version = normalize_version(kubernetes_version)
     missing = [
@@ -166,7 +166,7 @@ def missing_binaries(kubernetes_version: str) -> list[str]:
         for name in REQUIRED_KUBERNETES_BINARIES
         if not binaries.binary_path(name, version[1:]).is_file()
     ]
-    release = binaries.load_releases().release(version[1:])
+    release = release_pins.load_releases().release(version[1:])
     if not (
         binaries.binary_path("etcd", release.etcd).is_file()
         or binaries.binary_path("etcd").is_file()
@@ -182,7 +182,7 @@ def find_binaries(kubernetes_version: str) -> Binaries:
     Raises ``FileNotFoundError`` naming the missing binaries and the command that builds
     them; ``gpufleet.lab.binaries.UnknownNameError`` for a release that is not pinned.
     """
-    from gpufleet.lab import binaries
+    from gpufleet.lab import binaries, release_pins
 
     version = normalize_version(kubernetes_version)
     missing = missing_binaries(version)
@@ -195,7 +195,7 @@ def find_binaries(kubernetes_version: str) -> Binaries:
         )
     plain = version[1:]
     paths = {name: binaries.binary_path(name, plain) for name in REQUIRED_KUBERNETES_BINARIES}
-    release = binaries.load_releases().release(plain)
+    release = release_pins.load_releases().release(plain)
     etcd = binaries.binary_path("etcd", release.etcd)
     etcd_note = ""
     if not etcd.is_file():
@@ -388,9 +388,9 @@ class ControlPlane:
 
     def __post_init__(self) -> None:
         if self.version is None:
-            from gpufleet.lab import binaries
+            from gpufleet.lab import release_pins
 
-            self.version = binaries.load_releases().default
+            self.version = release_pins.load_releases().default
         self.version = normalize_version(self.version)
         self._extra = validate_extra_args(self.extra_args)
 

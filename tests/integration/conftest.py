@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.lab import binaries
+from gpufleet.lab import release_pins
 from tests.harness.component_flags import parse_version
 from tests.harness.controlplane import (
     REQUIRED_KUBERNETES_BINARIES,
@@ -22,7 +22,7 @@ from tests.harness.controlplane import (
     missing_binaries,
 )
 
-RELEASES = binaries.load_releases()
+RELEASES = release_pins.load_releases()
 
 #: The pinned releases the tests cover (``optional`` ones are built only on request).
 PINNED_VERSIONS: list[str] = [r.version for r in RELEASES.releases if not r.optional]

@@ -31,7 +31,7 @@ from kubernetes import client as k8s_client
 from rich.console import Console
 
 from gpufleet import runner
-from gpufleet.lab import binaries
+from gpufleet.lab import release_pins
 from tests.harness.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
@@ -40,7 +40,7 @@ StartControlPlane = Callable[..., ControlPlane]
 
 DATA = Path(__file__).parent / "data" / "gate_audit"
 KUBEADM_FIXTURES = Path(__file__).parents[1] / "unit" / "data" / "kubeadm"
-VERSION = binaries.load_releases().default
+VERSION = release_pins.load_releases().default
 CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 #: Features asked of the model; the ones a release cannot have are left out.
 CANDIDATE_FEATURES = ("partitionable-devices", "consumable-capacity", "resource-pool-status")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 from kubernetes import client
 
-from gpufleet.lab import binaries
+from gpufleet.lab import binaries, release_pins
 from tests.harness.component_flags import KubeadmCertsConfig, render_kubeadm_config
 from tests.harness.controlplane import ControlPlane, ControlPlaneError, build_command
 
@@ -24,7 +24,7 @@ StartControlPlane = Callable[..., ControlPlane]
 
 pytestmark = pytest.mark.integration
 
-RELEASES = binaries.load_releases()
+RELEASES = release_pins.load_releases()
 PINNED = [r.version for r in RELEASES.releases if not r.optional]
 DEFAULT = RELEASES.default
 

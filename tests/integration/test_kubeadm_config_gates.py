@@ -22,13 +22,13 @@ from kubernetes.client.rest import ApiException
 from rich.console import Console
 
 from gpufleet import runner
-from gpufleet.lab import binaries
+from gpufleet.lab import release_pins
 from tests.harness.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 
 StartControlPlane = Callable[..., ControlPlane]
-DEFAULT_VERSION = binaries.load_releases().default
+DEFAULT_VERSION = release_pins.load_releases().default
 
 # kubeadm 1.37.2's ConfigMaps: the expected documents below are written for them.
 FIXTURE = Path(__file__).parents[1] / "unit" / "data" / "kubeadm" / "1.37.2" / "dra"

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
 
-from gpufleet.lab import binaries
+from gpufleet.lab import binaries, release_pins
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +50,7 @@ def kubeadm_path(version: str) -> Path:
     for the fixtures only, by regenerate.sh --build), so fall back to the cache layout."""
     try:
         return binaries.binary_path("kubeadm", version)
-    except binaries.UnknownNameError:
+    except release_pins.UnknownNameError:
         return binaries.cache_root() / "bin" / "kubernetes" / f"v{version}" / "kubeadm"
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.lab import binaries, cluster
+from gpufleet.lab import binaries, cluster, release_pins
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -525,7 +525,7 @@ def test_kubelet_on_another_version_is_caught(lab: Lab) -> None:
     ours = str(lab.state["spec"]["kubernetes_version"]).lstrip("v")
     older = [
         r.version
-        for r in binaries.load_releases().releases
+        for r in release_pins.load_releases().releases
         if binaries.binary_path("kubelet", r.version).is_file()
         and version_key(r.version) < version_key(ours)
     ]

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from gpufleet.lab import binaries as b
+from gpufleet.lab import gomod, release_pins
 
 pytestmark = pytest.mark.unit
 
@@ -21,14 +22,14 @@ ETCDCTL_GOMOD = (DATA / "etcdctl-v3.5.35.go.mod").read_text()
 
 
 def _raw_releases() -> dict[str, Any]:
-    return yaml.safe_load(b.RELEASES_FILE.read_text())
+    return yaml.safe_load(release_pins.RELEASES_FILE.read_text())
 
 
 # --------------------------------------------------------------------------- go.mod
 
 
 def test_parse_gomod_reads_kubernetes_module_go_and_godebug() -> None:
-    mod = b.parse_gomod(KUBERNETES_GOMOD)
+    mod = gomod.parse_gomod(KUBERNETES_GOMOD)
     assert mod.module == "k8s.io/kubernetes"
     assert mod.go == "1.26.0"
     assert mod.godebug == ("default=go1.26",)
@@ -40,7 +41,7 @@ def test_parse_gomod_reads_kubernetes_module_go_and_godebug() -> None:
 
 def test_parse_gomod_reads_every_staging_replace() -> None:
     staging = re.findall(r"^\t(k8s\.io/\S+) => \./staging/src/\1$", KUBERNETES_GOMOD, re.M)
-    mod = b.parse_gomod(KUBERNETES_GOMOD)
+    mod = gomod.parse_gomod(KUBERNETES_GOMOD)
     assert len(staging) == 33
     assert [r.old for r in mod.replace] == staging
     assert all(r.is_local and r.new_version is None for r in mod.replace)
@@ -54,21 +55,21 @@ def test_parse_gomod_single_line_directives_and_versions_on_both_sides() -> None
         'replace "example.com/b" v1.0.0 => example.com/fork v1.0.1\n'
         "exclude example.com/c v0.1.0\n"
     )
-    mod = b.parse_gomod(text)
+    mod = gomod.parse_gomod(text)
     assert mod.module == "example.com/m"
     assert mod.require == (("example.com/a", "v1.2.3"),)
-    assert mod.replace == (b.Replace("example.com/b", "example.com/fork", "v1.0.0", "v1.0.1"),)
+    assert mod.replace == (gomod.Replace("example.com/b", "example.com/fork", "v1.0.0", "v1.0.1"),)
     assert mod.exclude == (("example.com/c", "v0.1.0"),)
 
 
 def test_parse_gomod_without_module_line_is_an_error() -> None:
     with pytest.raises(ValueError, match="no module directive"):
-        b.parse_gomod("go 1.22\n")
+        gomod.parse_gomod("go 1.22\n")
 
 
 def test_staging_replaces_point_at_the_published_staging_version() -> None:
-    mod = b.parse_gomod(KUBERNETES_GOMOD)
-    reps = b.pinned_replaces(mod, main_version="v1.37.2", staging_version="v0.37.2")
+    mod = gomod.parse_gomod(KUBERNETES_GOMOD)
+    reps = gomod.pinned_replaces(mod, main_version="v1.37.2", staging_version="v0.37.2")
     assert len(reps) == 33
     for rep in reps:
         assert rep.new == rep.old
@@ -80,8 +81,8 @@ def test_staging_replaces_point_at_the_published_staging_version() -> None:
 
 
 def test_local_replaces_of_a_tool_take_the_required_version_and_drop_guards() -> None:
-    mod = b.parse_gomod(ETCDCTL_GOMOD)
-    reps = {r.old: r for r in b.pinned_replaces(mod, main_version="v3.5.35")}
+    mod = gomod.parse_gomod(ETCDCTL_GOMOD)
+    reps = {r.old: r for r in gomod.pinned_replaces(mod, main_version="v3.5.35")}
     assert reps["go.etcd.io/etcd/api/v3"].new_version == "v3.5.35"
     # client/v2 is tagged v2.305.x; the required version wins over the main version
     assert reps["go.etcd.io/etcd/client/v2"].new_version == "v2.305.35"
@@ -93,26 +94,26 @@ def test_local_replaces_of_a_tool_take_the_required_version_and_drop_guards() ->
 
 
 def test_local_replace_of_placeholder_requirement_takes_main_version() -> None:
-    mod = b.parse_gomod(
+    mod = gomod.parse_gomod(
         "module example.com/tool\n\nrequire example.com/tool/api v0.0.0\n\n"
         "replace example.com/tool/api => ./api\n"
     )
-    (rep,) = b.pinned_replaces(mod, main_version="v2.4.2")
+    (rep,) = gomod.pinned_replaces(mod, main_version="v2.4.2")
     assert rep.render() == "example.com/tool/api => example.com/tool/api v2.4.2"
 
 
 def test_non_local_replaces_are_restated_unchanged() -> None:
-    mod = b.parse_gomod("module m\n\nreplace example.com/x => example.com/y v1.0.0\n")
-    assert b.pinned_replaces(mod, main_version="v1.0.0") == mod.replace
+    mod = gomod.parse_gomod("module m\n\nreplace example.com/x => example.com/y v1.0.0\n")
+    assert gomod.pinned_replaces(mod, main_version="v1.0.0") == mod.replace
 
 
 def test_build_gomod_round_trips_through_the_parser() -> None:
-    upstream = b.parse_gomod(KUBERNETES_GOMOD)
-    reps = b.pinned_replaces(upstream, main_version="v1.37.2", staging_version="v0.37.2")
-    text = b.render_build_gomod(
+    upstream = gomod.parse_gomod(KUBERNETES_GOMOD)
+    reps = gomod.pinned_replaces(upstream, main_version="v1.37.2", staging_version="v0.37.2")
+    text = gomod.render_build_gomod(
         "gpufleet.local/build/kubernetes", [("k8s.io/kubernetes", "v1.37.2")], [upstream], reps
     )
-    built = b.parse_gomod(text)
+    built = gomod.parse_gomod(text)
     assert built.module == "gpufleet.local/build/kubernetes"
     assert built.go == "1.26.0"
     assert built.godebug == ("default=go1.26",)
@@ -122,16 +123,16 @@ def test_build_gomod_round_trips_through_the_parser() -> None:
 
 
 def test_build_gomod_takes_the_highest_go_line_and_each_replace_once() -> None:
-    a = b.parse_gomod("module a\n\ngo 1.24.0\n")
-    c = b.parse_gomod("module c\n\ngo 1.26.6\n")
-    rep = b.Replace("x", "x", new_version="v1.0.0")
-    text = b.render_build_gomod("m", [("a", "v1.0.0"), ("c", "v1.0.0")], [a, c], [rep, rep])
+    a = gomod.parse_gomod("module a\n\ngo 1.24.0\n")
+    c = gomod.parse_gomod("module c\n\ngo 1.26.6\n")
+    rep = gomod.Replace("x", "x", new_version="v1.0.0")
+    text = gomod.render_build_gomod("m", [("a", "v1.0.0"), ("c", "v1.0.0")], [a, c], [rep, rep])
     assert "\ngo 1.26.6\n" in text
     assert text.count("x => x v1.0.0") == 1
 
 
 def test_tools_go_imports_each_package_once_behind_the_tools_tag() -> None:
-    text = b.render_tools_go(["k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kubelet"])
+    text = gomod.render_tools_go(["k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kubelet"])
     assert text.startswith("//go:build tools\n")
     assert text.count('_ "k8s.io/kubernetes/cmd/kubelet"') == 1
 
@@ -140,7 +141,7 @@ def test_tools_go_imports_each_package_once_behind_the_tools_tag() -> None:
 
 
 def test_kubernetes_version_variables_cover_both_version_packages() -> None:
-    got = b.kubernetes_version_variables("1.37.2", "2026-10-27T12:01:04Z")
+    got = gomod.kubernetes_version_variables("1.37.2", "2026-10-27T12:01:04Z")
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         assert got[f"{pkg}.gitVersion"] == "v1.37.2"
         assert got[f"{pkg}.gitMajor"] == "1"
@@ -152,56 +153,58 @@ def test_kubernetes_version_variables_cover_both_version_packages() -> None:
 
 
 def test_kubernetes_version_variables_with_commit_and_v_prefix() -> None:
-    got = b.kubernetes_version_variables("v1.33.13", "2026-01-01T00:00:00Z", commit="abc123")
+    got = gomod.kubernetes_version_variables("v1.33.13", "2026-01-01T00:00:00Z", commit="abc123")
     assert got["k8s.io/component-base/version.gitVersion"] == "v1.33.13"
     assert got["k8s.io/client-go/pkg/version.gitCommit"] == "abc123"
 
 
 def test_kubernetes_version_variables_reject_a_minor_only_version() -> None:
     with pytest.raises(ValueError, match=r"'1\.37'"):
-        b.kubernetes_version_variables("1.37", "2026-01-01T00:00:00Z")
+        gomod.kubernetes_version_variables("1.37", "2026-01-01T00:00:00Z")
 
 
 def test_compose_ldflags_strips_and_sorts_variables() -> None:
-    flags = b.compose_ldflags({"b.y": "2", "a.x": "1"})
+    flags = gomod.compose_ldflags({"b.y": "2", "a.x": "1"})
     assert flags == "-s -w -X a.x=1 -X b.y=2"
-    assert b.compose_ldflags({"a.x": "1"}, strip=False) == "-X a.x=1"
+    assert gomod.compose_ldflags({"a.x": "1"}, strip=False) == "-X a.x=1"
 
 
 def test_compose_ldflags_quotes_values_go_would_split() -> None:
-    assert b.compose_ldflags({"p.v": "two words"}, strip=False) == "-X 'p.v=two words'"
-    assert b.compose_ldflags({"p.v": "it's"}, strip=False) == '-X "p.v=it\'s"'
+    assert gomod.compose_ldflags({"p.v": "two words"}, strip=False) == "-X 'p.v=two words'"
+    assert gomod.compose_ldflags({"p.v": "it's"}, strip=False) == '-X "p.v=it\'s"'
     with pytest.raises(ValueError, match="both quote"):
-        b.compose_ldflags({"p.v": "'\""})
+        gomod.compose_ldflags({"p.v": "'\""})
 
 
 def test_compose_ldflags_of_a_release_sets_ten_variables() -> None:
-    flags = b.compose_ldflags(b.kubernetes_version_variables("1.36.3", "2026-09-01T00:00:00Z"))
+    flags = gomod.compose_ldflags(
+        gomod.kubernetes_version_variables("1.36.3", "2026-09-01T00:00:00Z")
+    )
     assert flags.count("-X ") == 10
     assert "-X k8s.io/component-base/version.gitVersion=v1.36.3" in flags
 
 
 def test_tool_ldflags_fill_templates_from_the_release_file() -> None:
-    helm = b.load_releases().tool("helm")
-    got = b.render_tool_ldflags(helm, helm.version, {"client_go_minor": "37"})
+    helm = release_pins.load_releases().tool("helm")
+    got = gomod.render_tool_ldflags(helm, helm.version, {"client_go_minor": "37"})
     assert got["helm.sh/helm/v3/internal/version.version"] == "v" + helm.version
     assert got["helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor"] == "37"
 
 
 def test_tool_ldflags_name_an_unknown_placeholder() -> None:
-    tool = b.Tool("t", "1.0.0", (), (("p.v", "{nope}"),))
-    with pytest.raises(b.ReleaseFileError, match=r"tools\.t\.ldflags\.p\.v.*'nope'"):
-        b.render_tool_ldflags(tool, "1.0.0", {})
+    tool = release_pins.Tool("t", "1.0.0", (), (("p.v", "{nope}"),))
+    with pytest.raises(release_pins.ReleaseFileError, match=r"tools\.t\.ldflags\.p\.v.*'nope'"):
+        gomod.render_tool_ldflags(tool, "1.0.0", {})
 
 
 # --------------------------------------------------------------------------- stamps
 
 
-def _target() -> b.Target:
-    spec = b.BinarySpec(
+def _target() -> release_pins.Target:
+    spec = release_pins.BinarySpec(
         "kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes"
     )
-    return b.Target("kubernetes", "1.37.2", spec)
+    return release_pins.Target("kubernetes", "1.37.2", spec)
 
 
 def _inputs(**overrides: Any) -> dict[str, Any]:
@@ -235,7 +238,7 @@ def test_stamp_does_not_match_other_inputs(changed: dict[str, Any]) -> None:
 
 def test_stamp_does_not_match_another_binary_or_version() -> None:
     stamp = b.render_stamp(_inputs(), seconds=1, size=1)
-    other = b.Target("kubernetes", "1.36.3", _target().binary)
+    other = release_pins.Target("kubernetes", "1.36.3", _target().binary)
     assert not b.stamp_matches(
         stamp, b.stamp_inputs(other, go_version="go1.26.8", platform="linux/amd64")
     )
@@ -266,7 +269,7 @@ def test_source_digest_follows_go_sources_but_not_tests(tmp_path: Path) -> None:
 
 
 def test_pinned_releases_and_their_etcd() -> None:
-    rel = b.load_releases()
+    rel = release_pins.load_releases()
     assert rel.default == "1.37.2"
     versions = [r.version for r in rel.releases]
     assert {"1.37.2", "1.36.3", "1.33.13"} <= set(versions)
@@ -277,7 +280,7 @@ def test_pinned_releases_and_their_etcd() -> None:
 
 
 def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() -> None:
-    rel = b.load_releases()
+    rel = release_pins.load_releases()
     steps = rel.profile("ci").steps
     kube = {s.version: set(s.binaries) for s in steps if s.group == "kubernetes"}
     assert kube[rel.default] == set(rel.full_set)
@@ -298,8 +301,8 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
 def test_unknown_release_in_a_profile_is_named() -> None:
     data = _raw_releases()
     data["profiles"]["ci"]["steps"][2]["kubernetes"] = "1.99.0"
-    with pytest.raises(b.ReleaseFileError) as err:
-        b.parse_releases(data, "releases.yaml")
+    with pytest.raises(release_pins.ReleaseFileError) as err:
+        release_pins.parse_releases(data, "releases.yaml")
     msg = str(err.value)
     assert "'1.99.0'" in msg
     assert "profiles.ci.steps[2].kubernetes" in msg
@@ -309,63 +312,65 @@ def test_unknown_release_in_a_profile_is_named() -> None:
 def test_unknown_default_release_is_named() -> None:
     data = _raw_releases()
     data["kubernetes"]["default"] = "1.38.0"
-    with pytest.raises(b.ReleaseFileError, match=r"kubernetes\.default = '1\.38\.0'"):
-        b.parse_releases(data)
+    with pytest.raises(release_pins.ReleaseFileError, match=r"kubernetes\.default = '1\.38\.0'"):
+        release_pins.parse_releases(data)
 
 
 def test_unknown_component_and_tool_in_a_profile_are_named() -> None:
     data = _raw_releases()
     data["profiles"]["ci"]["steps"][3]["components"] = ["kube-apiserver", "kube-dns"]
-    with pytest.raises(b.ReleaseFileError, match="'kube-dns'"):
-        b.parse_releases(data)
+    with pytest.raises(release_pins.ReleaseFileError, match="'kube-dns'"):
+        release_pins.parse_releases(data)
     data = _raw_releases()
     data["profiles"]["ci"]["steps"][0] = {"tool": "crio"}
-    with pytest.raises(b.ReleaseFileError, match=r"steps\[0\]\.tool = 'crio'"):
-        b.parse_releases(data)
+    with pytest.raises(release_pins.ReleaseFileError, match=r"steps\[0\]\.tool = 'crio'"):
+        release_pins.parse_releases(data)
 
 
 def test_a_version_that_is_not_major_minor_patch_is_rejected() -> None:
     data = _raw_releases()
     data["kubernetes"]["releases"][0]["version"] = 1.37  # unquoted YAML float
-    with pytest.raises(b.ReleaseFileError, match=r"releases\[0\]\.version = 1\.37"):
-        b.parse_releases(data)
+    with pytest.raises(release_pins.ReleaseFileError, match=r"releases\[0\]\.version = 1\.37"):
+        release_pins.parse_releases(data)
 
 
 def test_a_release_pinned_twice_is_rejected() -> None:
     data = _raw_releases()
     data["kubernetes"]["releases"].append(copy.deepcopy(data["kubernetes"]["releases"][0]))
-    with pytest.raises(b.ReleaseFileError, match="pinned twice"):
-        b.parse_releases(data)
+    with pytest.raises(release_pins.ReleaseFileError, match="pinned twice"):
+        release_pins.parse_releases(data)
 
 
 def test_default_etcd_must_be_the_default_releases_etcd() -> None:
     data = _raw_releases()
     data["tools"]["etcd"]["version"] = "3.5.35"
-    with pytest.raises(b.ReleaseFileError, match=r"tools\.etcd\.version = '3\.5\.35'"):
-        b.parse_releases(data)
+    with pytest.raises(release_pins.ReleaseFileError, match=r"tools\.etcd\.version = '3\.5\.35'"):
+        release_pins.parse_releases(data)
 
 
 def test_a_package_outside_its_module_is_rejected() -> None:
     data = _raw_releases()
     data["tools"]["kwok"]["binaries"]["kwok"]["package"] = "sigs.k8s.io/kind/cmd/kind"
-    with pytest.raises(b.ReleaseFileError, match=r"tools\.kwok\.binaries\.kwok\.package"):
-        b.parse_releases(data)
+    with pytest.raises(
+        release_pins.ReleaseFileError, match=r"tools\.kwok\.binaries\.kwok\.package"
+    ):
+        release_pins.parse_releases(data)
 
 
 def test_missing_section_is_named() -> None:
     data = _raw_releases()
     del data["tools"]
-    with pytest.raises(b.ReleaseFileError, match="'tools'"):
-        b.parse_releases(data)
+    with pytest.raises(release_pins.ReleaseFileError, match="'tools'"):
+        release_pins.parse_releases(data)
 
 
 def test_lookups_of_unknown_names_name_them() -> None:
-    rel = b.load_releases()
-    with pytest.raises(b.UnknownNameError, match=r"'1\.99\.0'.*1\.37\.2"):
+    rel = release_pins.load_releases()
+    with pytest.raises(release_pins.UnknownNameError, match=r"'1\.99\.0'.*1\.37\.2"):
         rel.release("1.99.0")
-    with pytest.raises(b.UnknownNameError, match="'kube-dns'"):
+    with pytest.raises(release_pins.UnknownNameError, match="'kube-dns'"):
         rel.group_of("kube-dns")
-    with pytest.raises(b.UnknownNameError, match="'ci-fast'"):
+    with pytest.raises(release_pins.UnknownNameError, match="'ci-fast'"):
         rel.profile("ci-fast")
 
 
@@ -373,12 +378,12 @@ def test_lookups_of_unknown_names_name_them() -> None:
 
 
 def test_default_selection_is_the_ci_profile() -> None:
-    rel = b.load_releases()
+    rel = release_pins.load_releases()
     assert b.select_steps(rel) == list(rel.profile("ci").steps)
 
 
 def test_etcd_for_named_releases_comes_first() -> None:
-    rel = b.load_releases()
+    rel = release_pins.load_releases()
     steps = b.select_steps(
         rel, kubernetes=["1.33.13"], components=["kubeadm"], tools=["helm", "etcd"]
     )
@@ -390,22 +395,22 @@ def test_etcd_for_named_releases_comes_first() -> None:
 
 
 def test_components_alone_select_the_default_release() -> None:
-    rel = b.load_releases()
+    rel = release_pins.load_releases()
     (step,) = b.select_steps(rel, components=["kubectl"])
     assert (step.group, step.version, step.binaries) == ("kubernetes", rel.default, ("kubectl",))
 
 
 def test_selection_of_an_unknown_release_names_it() -> None:
-    with pytest.raises(b.UnknownNameError, match=r"'1\.40\.0'"):
-        b.select_steps(b.load_releases(), kubernetes=["1.40.0"])
+    with pytest.raises(release_pins.UnknownNameError, match=r"'1\.40\.0'"):
+        b.select_steps(release_pins.load_releases(), kubernetes=["1.40.0"])
 
 
 def test_plan_lists_each_binary_once_in_step_order() -> None:
-    rel = b.load_releases()
+    rel = release_pins.load_releases()
     steps = [
-        b.Step("etcd", "3.7.3", ("etcd", "etcdctl")),
-        b.Step("kubernetes", "1.37.2", ("kubectl",)),
-        b.Step("etcd", "3.7.3", ("etcd",)),
+        release_pins.Step("etcd", "3.7.3", ("etcd", "etcdctl")),
+        release_pins.Step("kubernetes", "1.37.2", ("kubectl",)),
+        release_pins.Step("etcd", "3.7.3", ("etcd",)),
     ]
     assert [t.label for t in b.plan_steps(steps, rel)] == [
         "etcd v3.7.3",
@@ -418,7 +423,7 @@ def test_binary_paths_follow_the_cache_layout(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path))
-    rel = b.load_releases()
+    rel = release_pins.load_releases()
     assert b.cache_root() == tmp_path
     assert b.binary_path("kube-apiserver") == tmp_path / "bin/kubernetes/v1.37.2/kube-apiserver"
     assert b.binary_path("kubelet", "v1.36.3") == tmp_path / "bin/kubernetes/v1.36.3/kubelet"
@@ -437,7 +442,7 @@ def test_cache_root_defaults_to_the_user_cache(
 
 
 def test_binary_path_of_an_unpinned_release_names_it() -> None:
-    with pytest.raises(b.UnknownNameError, match=r"'1\.30\.0'"):
+    with pytest.raises(release_pins.UnknownNameError, match=r"'1\.30\.0'"):
         b.binary_path("kubelet", "1.30.0")
 
 
@@ -446,15 +451,17 @@ def test_a_prerelease_with_its_go_toolchain_can_be_pinned() -> None:
     data["kubernetes"]["releases"].append(
         {"version": "1.38.0-rc.1", "etcd": "3.7.3", "optional": True, "go_toolchain": "go1.27.3"}
     )
-    rel = b.parse_releases(data).release("1.38.0-rc.1")
+    rel = release_pins.parse_releases(data).release("1.38.0-rc.1")
     assert rel.minor == 38 and rel.staging_version == "v0.38.0-rc.1"
     assert rel.go_toolchain == "go1.27.3"
     assert b._go_process_env(rel.go_toolchain)["GOTOOLCHAIN"] == "go1.27.3"
     assert b._go_process_env()["GOTOOLCHAIN"] == "local"
-    variables = b.kubernetes_version_variables(rel.version, "2026-12-01T00:00:00Z")
+    variables = gomod.kubernetes_version_variables(rel.version, "2026-12-01T00:00:00Z")
     assert variables["k8s.io/component-base/version.gitVersion"] == "v1.38.0-rc.1"
     assert variables["k8s.io/component-base/version.gitMinor"] == "38"
     for bad in ("1.38.0-gamma.1", "1.38.0-rc", "1.38"):
         data["kubernetes"]["releases"][-1]["version"] = bad
-        with pytest.raises(b.ReleaseFileError, match=r"pre-release such as 1\.38\.0-rc\.1"):
-            b.parse_releases(data)
+        with pytest.raises(
+            release_pins.ReleaseFileError, match=r"pre-release such as 1\.38\.0-rc\.1"
+        ):
+            release_pins.parse_releases(data)

@@ -391,10 +391,10 @@ def test_missing_binaries_lists_what_the_cache_lacks(
 def test_find_binaries_falls_back_to_the_default_etcd(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpufleet.lab import binaries
+    from gpufleet.lab import release_pins
 
     monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path))
-    releases = binaries.load_releases()
+    releases = release_pins.load_releases()
     old = next(r for r in releases.releases if r.etcd != releases.tool("etcd").version)
     for name in cp.REQUIRED_KUBERNETES_BINARIES:
         _touch_binary(tmp_path, "kubernetes", old.tag, name)

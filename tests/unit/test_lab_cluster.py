@@ -45,9 +45,11 @@ def test_bad_lab_options_are_refused_naming_the_option(spec: cluster.LabSpec, wo
 
 
 def test_default_release_is_filled_in() -> None:
-    from gpufleet.lab import binaries
+    from gpufleet.lab import release_pins
 
-    assert cluster.LabSpec("").validated().kubernetes_version == binaries.load_releases().default
+    assert (
+        cluster.LabSpec("").validated().kubernetes_version == release_pins.load_releases().default
+    )
 
 
 @pytest.mark.parametrize("name", ["Lab", "lab_x", "-lab", "x" * 40])
