@@ -1,4 +1,5 @@
-"""File writing shared by the modules that edit files on a node."""
+"""File writing shared by the modules that edit files on a node: the diff Ansible shows,
+the backup (beside the file, or outside the static pod directory), the atomic write."""
 
 from __future__ import annotations
 
@@ -26,14 +27,57 @@ def backup_outside(module, path: str, backup_dir: str) -> str:
     file in it, so a backup left there would start a second static pod. Fails the module
     (naming ``backup_dir`` and the fix) when ``backup_dir`` is that directory.
     """
-    if os.path.realpath(backup_dir) == os.path.realpath(os.path.dirname(path)):
-        module.fail_json(
-            msg=f"backup_dir={backup_dir} is the static pod directory; the kubelet would run "
-            "the backup as a second static pod; fix: choose another directory "
-            "(default /etc/kubernetes/tmp)"
-        )
+    refuse_static_pod_backup_dir(module, backup_dir, os.path.dirname(path))
     os.makedirs(backup_dir, mode=0o700, exist_ok=True)
     stamp = time.strftime("%Y-%m-%d@%H:%M:%S~", time.localtime())
     dest = os.path.join(backup_dir, f"{os.path.basename(path)}.{os.getpid()}.{stamp}")
     module.preserved_copy(path, dest)
     return dest
+
+
+def refuse_static_pod_backup_dir(module, backup_dir: str, static_pod_dir: str, **result) -> None:
+    """Fail the module (with ``result``) when ``backup_dir`` is the static pod directory:
+    the kubelet runs every file in it, so a backup there would start a second static pod."""
+    if os.path.realpath(backup_dir) == os.path.realpath(static_pod_dir):
+        module.fail_json(
+            msg=f"backup_dir={backup_dir} is the static pod directory; the kubelet would run "
+            "the backup as a second static pod; fix: choose another directory "
+            "(default /etc/kubernetes/tmp)",
+            **result,
+        )
+
+
+def file_diff(path: str, before: str | None, after: str) -> dict:
+    """Ansible's diff of one file (``--diff`` shows it): before ("" for a new file), after."""
+    return {"before": before or "", "after": after, "before_header": path, "after_header": path}
+
+
+def backup_and_write(
+    module,
+    path: str,
+    after: str,
+    *,
+    backup: bool,
+    backup_dir: str | None = None,
+    new_file_mode: int | None = None,
+) -> str | None:
+    """Write ``after`` to ``path`` (atomically, :func:`write_atomic`), first backing up the
+    file as it is when ``backup`` and it exists: into ``backup_dir`` when given
+    (:func:`backup_outside`, for static pod manifests), else beside it
+    (``module.backup_local``). With ``new_file_mode``, a missing directory is made (0755)
+    and a new file gets that mode (else the rename's own). Returns the backup's path, or
+    None when none was made. Nothing happens in check mode."""
+    if module.check_mode:
+        return None
+    made = None
+    if backup and os.path.exists(path):
+        made = backup_outside(module, path, backup_dir) if backup_dir else module.backup_local(path)
+    if new_file_mode is not None and not os.path.exists(path):
+        directory = os.path.dirname(path)
+        if directory and not os.path.isdir(directory):
+            os.makedirs(directory, mode=0o755)
+        with open(path, "w", encoding="utf-8"):
+            pass
+        os.chmod(path, new_file_mode)
+    write_atomic(module, path, after)
+    return made

@@ -132,7 +132,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config
     parse_containerd_version,
     plan_dropin,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import write_atomic
+from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
+    backup_and_write,
+    file_diff,
+)
 
 
 def read(path: str, option: str = "config") -> str | None:
@@ -235,26 +238,14 @@ def main() -> None:
         result["changes"].append(f"{dropin_path} created")
     elif plan.dropin_text != dropin_before:
         result["changes"].append(f"{dropin_path} rewritten")
-    result["diff"] = [
-        {"before": before or "", "after": after, "before_header": path, "after_header": path}
-        for path, before, after in writes
+    result["diff"] = [file_diff(path, before, after) for path, before, after in writes]
+    backups = [
+        # a new file: root-owned, world-readable, as containerd's own files
+        backup_and_write(module, path, after, backup=p["backup"], new_file_mode=0o644)
+        for path, _, after in writes
     ]
-    if not module.check_mode:
-        backups = []
-        for path, before, after in writes:
-            if before is not None and p["backup"]:
-                backups.append(module.backup_local(path))
-            directory = os.path.dirname(path)
-            if not os.path.isdir(directory):
-                os.makedirs(directory, mode=0o755)
-            if before is None:
-                # a new file: root-owned, world-readable, as containerd's own files
-                with open(path, "w", encoding="utf-8") as fh:
-                    fh.write("")
-                os.chmod(path, 0o644)
-            write_atomic(module, path, after)
-        if backups:
-            result["backup_files"] = backups
+    if any(backups):
+        result["backup_files"] = [b for b in backups if b]
     module.exit_json(**result)
 
 

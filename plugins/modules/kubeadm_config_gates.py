@@ -203,6 +203,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import file_diff
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
     APISERVER,
     CONTROLLER_MANAGER,
@@ -410,14 +411,7 @@ def main() -> None:
         )
         result["changes"].extend(dict(c.to_dict(), configmap=ref) for c in edited.changes)
         if edited.changed:
-            diffs.append(
-                {
-                    "before": cm.data[key],
-                    "after": edited.text,
-                    "before_header": f"{ref} data.{key}",
-                    "after_header": f"{ref} data.{key}",
-                }
-            )
+            diffs.append(file_diff(f"{ref} data.{key}", cm.data[key], edited.text))
             to_write.append((cm, key, edited.text))
     result["changed"] = bool(to_write)
     if diffs:

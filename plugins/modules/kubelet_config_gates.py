@@ -131,7 +131,10 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import write_atomic
+from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
+    backup_and_write,
+    file_diff,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
     DEFAULT_KUBELET_CONFIG,
     HAS_YAML,
@@ -294,16 +297,10 @@ def main() -> None:
     result["changes"] = edited.changes_as_dicts()
     result["changed"] = edited.changed
     if edited.changed:
-        result["diff"] = {
-            "before": before,
-            "after": edited.text,
-            "before_header": path,
-            "after_header": path,
-        }
-        if not module.check_mode:
-            if params["backup"]:
-                result["backup_file"] = module.backup_local(path)
-            write_atomic(module, path, edited.text)
+        result["diff"] = file_diff(path, before, edited.text)
+        made = backup_and_write(module, path, edited.text, backup=params["backup"])
+        if made:
+            result["backup_file"] = made
     module.exit_json(**result)
 
 

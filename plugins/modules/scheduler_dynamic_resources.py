@@ -162,8 +162,9 @@ import re
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
-    backup_outside,
-    write_atomic,
+    backup_and_write,
+    file_diff,
+    refuse_static_pod_backup_dir,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
     HAS_YAML,
@@ -388,40 +389,26 @@ def main() -> None:
     )
     diffs = []
     if edited.changed:
-        diffs.append(
-            {"before": before, "after": after, "before_header": path, "after_header": path}
-        )
+        diffs.append(file_diff(path, before, after))
     if result["annotation_changed"]:
-        diffs.append(
-            {
-                "before": manifest_text,
-                "after": new_manifest,
-                "before_header": manifest,
-                "after_header": manifest,
-            }
-        )
+        diffs.append(file_diff(manifest, manifest_text, new_manifest))
     if diffs:
         result["diff"] = diffs
     if result["changed"] and not module.check_mode:
-        if params["backup"] and os.path.realpath(params["backup_dir"]) == os.path.realpath(
-            os.path.dirname(manifest)
-        ):
-            module.fail_json(
-                msg=f"backup_dir={params['backup_dir']} is the static pod directory; the "
-                "kubelet would run the backup as a second static pod; fix: choose another "
-                "directory (default /etc/kubernetes/tmp)",
-                **result,
+        if params["backup"]:
+            # judged before either file is written: no half-done edit
+            refuse_static_pod_backup_dir(
+                module, params["backup_dir"], os.path.dirname(manifest), **result
             )
+        backup = {"backup": params["backup"], "backup_dir": params["backup_dir"]}
         if edited.changed:
-            if params["backup"]:
-                result["backup_file"] = backup_outside(module, path, params["backup_dir"])
-            write_atomic(module, path, after)
+            made = backup_and_write(module, path, after, **backup)
+            if made:
+                result["backup_file"] = made
         if result["annotation_changed"]:
-            if params["backup"]:
-                result["manifest_backup_file"] = backup_outside(
-                    module, manifest, params["backup_dir"]
-                )
-            write_atomic(module, manifest, new_manifest)
+            made = backup_and_write(module, manifest, new_manifest, **backup)
+            if made:
+                result["manifest_backup_file"] = made
     module.exit_json(**result)
 
 

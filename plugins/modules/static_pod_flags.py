@@ -171,8 +171,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
-    backup_outside,
-    write_atomic,
+    backup_and_write,
+    file_diff,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
     COMPONENTS,
@@ -222,16 +222,12 @@ def main() -> None:
     result["changes"] = edited.changes_as_dicts()
     result["changed"] = edited.changed
     if edited.changed:
-        result["diff"] = {
-            "before": before,
-            "after": edited.text,
-            "before_header": path,
-            "after_header": path,
-        }
-        if not module.check_mode:
-            if params["backup"]:
-                result["backup_file"] = backup_outside(module, path, params["backup_dir"])
-            write_atomic(module, path, edited.text)
+        result["diff"] = file_diff(path, before, edited.text)
+        made = backup_and_write(
+            module, path, edited.text, backup=params["backup"], backup_dir=params["backup_dir"]
+        )
+        if made:
+            result["backup_file"] = made
     module.exit_json(**result)
 
 
