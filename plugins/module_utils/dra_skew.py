@@ -7,10 +7,13 @@ Import the model through ``dra_versions``, which re-exports every public name of
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
+    ConfigError,
+    parse_containerd_version,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_core import (
     APISERVER,
     CONTROLLER_MANAGER,
@@ -224,10 +227,10 @@ def container_runtime_problem(runtime_version: str, kubelet_version: VersionLike
         name, _, text = text.partition("://")
         if name != "containerd":
             return None
-    m = re.match(r"v?(\d+)\.(\d+)", text)
-    if not m:
+    try:
+        have = parse_containerd_version(text)[:2]
+    except ConfigError:
         return None
-    have = (int(m.group(1)), int(m.group(2)))
     need = max(
         (req for minor, req in MIN_CONTAINERD_FOR_KUBELET.items() if v.minor >= minor),
         default=None,

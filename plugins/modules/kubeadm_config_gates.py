@@ -197,10 +197,10 @@ backup_files:
 
 import datetime
 import os
-import re
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import file_diff
@@ -277,10 +277,11 @@ def kubelet_configmap(api, cluster_configuration: str | None):
         ),
         "",
     )
-    match = re.match(r"v?(\d+)\.(\d+)", version)
-    if not match:
+    try:
+        minor = dv.parse_version(version).minor_version
+    except dv.VersionModelError:
         return None
-    return read_configmap(api, f"{KUBELET_CONFIGMAP[0]}-{match.group(1)}.{match.group(2)}")
+    return read_configmap(api, f"{KUBELET_CONFIGMAP[0]}-{minor}")
 
 
 def write_backup(backup_dir: str, cm) -> str:
