@@ -25,6 +25,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_api import (
+    OBJECT_RESOURCE_VERSIONS,
+)
+
 if TYPE_CHECKING:  # imported where used: the node labels module needs Kube only
     from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_cluster import Listing
 
@@ -40,8 +44,8 @@ __all__ = [
     "trim_pod",
 ]
 
-#: resource.k8s.io versions tried for listing, most stable first.
-RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+#: resource.k8s.io versions tried for listing, most stable first (the version model's).
+RESOURCE_VERSIONS = OBJECT_RESOURCE_VERSIONS
 #: Seconds to connect to the API server, and to wait for the next bytes of an answer.
 #: A read that times out is not retried (urllib3 would retry a GET three times), so a
 #: server that accepts connections and never answers ends a request after 15 s.
