@@ -15,15 +15,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
+from gpufleet.commands import report_view
 from gpufleet.commands._options import extra_vars_flag
 
 SITE_PLAYBOOK = "site"
@@ -33,76 +32,11 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CANNOT_RUN = 2
 
-_STYLE = {"fail": "red", "warn": "yellow", "skip": "dim", "pass": "green"}
-_ORDER = {"fail": 0, "warn": 1, "skip": 2, "pass": 3}
-
 
 def report_path() -> Path:
     """``$GPUFLEET_CACHE/reports/validate-latest.json`` (default cache ``~/.cache/gpufleet``)."""
     cache = os.environ.get("GPUFLEET_CACHE") or str(Path.home() / ".cache" / "gpufleet")
     return Path(cache) / "reports" / REPORT_NAME
-
-
-def read_report(path: Path, since: float) -> dict[str, Any] | None:
-    """The report at ``path`` if it was written at or after ``since`` (epoch seconds) and
-    is a JSON object with a ``checks`` list; else None (no report from this run)."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-
-    try:
-        if path.stat().st_mtime < since:
-            return None
-        doc = ig.load_json(ig.read_text(path) or "", str(path))
-    except (OSError, ig.InputError):
-        return None
-    if not isinstance(doc, dict) or not isinstance(doc.get("checks"), list):
-        return None
-    return doc
-
-
-def report_status(doc: Mapping[str, Any]) -> int:
-    """1 when a check of the report failed, else 0 (the report contract of validate)."""
-    failed = any(
-        isinstance(c, Mapping) and c.get("status") == "fail" for c in doc.get("checks") or []
-    )
-    return EXIT_FAILED if failed or doc.get("status") == "fail" else EXIT_OK
-
-
-def render_report(doc: Mapping[str, Any], console: Console, path: Path | None = None) -> None:
-    """A headline with the counts, then one row per check (failures first) and, under the
-    table, the problems and fix of every check that failed or warned."""
-    checks = [c for c in doc.get("checks") or [] if isinstance(c, Mapping)]
-    counts = {s: sum(1 for c in checks if c.get("status") == s) for s in _ORDER}
-    status = "FAIL" if report_status(doc) else "PASS"
-    head = Text(f"validation: {status}", style="bold " + ("red" if status == "FAIL" else "green"))
-    head.append(
-        f"  {counts['fail']} failed, {counts['warn']} warnings, {counts['skip']} skipped, "
-        f"{counts['pass']} passed",
-        style="",
-    )
-    console.print(head)
-    table = Table(title=str(path) if path else None, expand=False)
-    table.add_column("status")
-    table.add_column("check")
-    table.add_column("summary", overflow="fold")
-    ordered = sorted(checks, key=lambda c: (_ORDER.get(str(c.get("status")), 9), str(c.get("id"))))
-    for c in ordered:
-        st = str(c.get("status", "?"))
-        table.add_row(
-            Text(st.upper(), style=_STYLE.get(st, "")),
-            str(c.get("id", "?")),
-            str(c.get("summary", "")),
-        )
-    console.print(table)
-    for c in ordered:
-        if c.get("status") not in ("fail", "warn"):
-            continue
-        console.print(Text(f"{c.get('id')}:", style=_STYLE[str(c["status"])]))
-        problems = c.get("problems") if isinstance(c.get("problems"), list) else []
-        for p in (p for p in problems if isinstance(p, Mapping)):
-            subject = p.get("subject") or "(cluster)"
-            console.print(Text(f"  {subject}: {p.get('message', '')}"))
-        if c.get("fix"):
-            console.print(Text(f"  fix: {c['fix']}", style="cyan"))
 
 
 @click.command("up")
@@ -172,10 +106,14 @@ def up(
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_CANNOT_RUN)
     status = result.status
-    doc = read_report(path, float(int(started)))
+    since = float(int(started))
+    doc = report_view.read_report(path, since)
     if doc is not None:
-        render_report(doc, console, path)
-        status = max(status, report_status(doc))
+        report_view.render_report(console, doc, str(path))
+        status = max(status, vr.exit_code(doc))
+    elif path.is_file() and path.stat().st_mtime >= since:
+        console.print(f"[red]{path} (written by this run) is not a validation report[/red]")
+        status = max(status, EXIT_FAILED)
     elif status == EXIT_OK and not check:
         console.print(f"[dim]no validation report from this run at {path}[/dim]")
     sys.exit(status)

@@ -1171,6 +1171,9 @@ def run_validate(
     ``refuse_warnings`` (the validation before an upgrade, unless the warnings are
     accepted explicitly: ``--accept-warnings``, ``upgrade_accept_warnings``) a check that
     warned counts as failed too."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
+
+    from gpufleet.commands import report_view
     from gpufleet.commands import up as up_cmd
     from gpufleet.runner import run_playbook
 
@@ -1181,10 +1184,10 @@ def run_validate(
     status = run_playbook(
         "validate", inventory, extravars={"validate_report_file": str(path)}, console=console
     ).status
-    doc = up_cmd.read_report(path, float(int(started)))
+    doc = report_view.read_report(path, float(int(started)))
     if doc is not None:
-        up_cmd.render_report(doc, console, path)
-        status = max(status, up_cmd.report_status(doc))
+        report_view.render_report(console, doc, str(path))
+        status = max(status, EXIT_FAILED if vr.exit_code(doc) else EXIT_OK)
         warned = warned_checks(doc)
         if refuse_warnings and warned and not status:
             console.print(

@@ -21,57 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
 from rich.console import Console
-from rich.table import Table
 
 from gpufleet import runner
-from gpufleet.commands import claims_gc  # noqa: F401  (registers claims gc and claims explain)
+from gpufleet.commands import (
+    claims_gc,  # noqa: F401  (registers claims gc and claims explain)
+    report_view,
+)
 from gpufleet.commands._options import extra_vars_flag
 
-STYLE = {vr.FAIL: "bold red", vr.WARN: "yellow", vr.SKIP: "dim", vr.PASS: "green"}
 MODULE_TASK = "Validate | Run the checks"
-
-
-def render_tables(console: Console, report: Mapping[str, Any]) -> None:
-    """One table per area, failures first, with the problems and fix of each failed or
-    warned check under its summary."""
-    checks = list(report.get("checks") or [])
-    for area in vr.AREAS + tuple(sorted({c["area"] for c in checks} - set(vr.AREAS))):
-        items = vr.sort_checks(c for c in checks if c["area"] == area)
-        if not items:
-            continue
-        table = Table(title=area, title_justify="left", expand=False, show_lines=False)
-        table.add_column("status", no_wrap=True)
-        table.add_column("check", no_wrap=True)
-        table.add_column("summary", overflow="fold")
-        for c in items:
-            lines = [c["summary"]]
-            if c["status"] in (vr.FAIL, vr.WARN):
-                lines += [
-                    f"- {p['subject'] or '(cluster)'}: {p['message']}" for p in c["problems"][:20]
-                ]
-                if len(c["problems"]) > 20:
-                    lines.append(f"... {len(c['problems']) - 20} more (see --json)")
-                if c.get("fix"):
-                    lines.append(f"fix: {c['fix']}")
-            table.add_row(
-                f"[{STYLE[c['status']]}]{c['status'].upper()}[/]",
-                c["id"],
-                "\n".join(lines),
-            )
-        console.print(table)
-    counts = report.get("counts") or {}
-    meta = report.get("meta") or {}
-    console.print(
-        f"[{STYLE[vr.FAIL] if report.get('status') == vr.FAIL else STYLE[vr.PASS]}]"
-        f"{str(report.get('status')).upper()}[/]: {counts.get(vr.FAIL, 0)} failed, "
-        f"{counts.get(vr.WARN, 0)} warnings, {counts.get(vr.SKIP, 0)} skipped, "
-        f"{counts.get(vr.PASS, 0)} passed; Kubernetes {meta.get('kubernetes_version', '?')}, "
-        f"{meta.get('api_requests', '?')} API requests, checks in {meta.get('duration_s', '?')}s"
-    )
 
 
 def write_outputs(
@@ -107,34 +68,6 @@ def check_outputs(paths: Mapping[str, str | None]) -> None:
                 "(mkdir -p) or give a path in an existing directory",
                 param_hint=f"'{option}'",
             )
-
-
-def usable_report(doc: Any) -> bool:
-    """Whether ``doc`` is a report the tables and the renderers can show: ``checks`` of a
-    known status with a string ``id``, ``area`` and ``summary`` and a list of problem
-    mappings; ``counts`` and ``meta`` mappings when present."""
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("checks"), list):
-        return False
-    if not all(isinstance(doc.get(k, {}), Mapping) for k in ("counts", "meta")):
-        return False
-    for c in doc["checks"]:
-        if not isinstance(c, Mapping) or c.get("status") not in STYLE:
-            return False
-        if not all(isinstance(c.get(k), str) for k in ("id", "area", "summary")):
-            return False
-        problems = c.get("problems")
-        if not isinstance(problems, list) or not all(isinstance(p, Mapping) for p in problems):
-            return False
-    return True
-
-
-def _read_report(path: Path) -> dict[str, Any] | None:
-    """The report file the validate playbook wrote, or None when it is not a report."""
-    try:
-        doc = ig.load_json(ig.read_text(path, f"report {path}") or "", f"report {path}")
-    except ig.InputError:
-        return None
-    return doc if usable_report(doc) else None
 
 
 @click.command("validate")
@@ -212,11 +145,11 @@ def validate(
             err.print(f"[red]error:[/red] {e}")
             sys.exit(runner.EXIT_CANNOT_RUN)
         report = captured.get("report")
-        if report is not None and not usable_report(report):
+        if report is not None and not report_view.usable_report(report):
             report, captured["error"] = None, "the module returned a report of another shape"
         report_file = Path(str(extravars["validate_report_file"]))
         if report is None and report_file.is_file():
-            report = _read_report(report_file)
+            report = report_view.read_report(report_file)
             if report is None and "error" not in captured:
                 captured["error"] = (
                     f"validate_report_file={report_file} is not a validation report; fix: "
@@ -231,6 +164,6 @@ def validate(
         sys.exit(runner.EXIT_CANNOT_RUN)
     report = dict(report)
     report.setdefault("meta", {})["playbook_status"] = result.status
-    render_tables(out, report)
+    report_view.render_report(out, report)
     write_outputs(report, json_file, junit, markdown)
     sys.exit(vr.exit_code(report))

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from gpufleet.cli import main
+from gpufleet.commands import report_view
 from gpufleet.commands import validate as cmd
 
 pytestmark = pytest.mark.unit
@@ -30,9 +31,10 @@ def report() -> dict:
 
 def test_tables_per_area_failures_first_with_problem_and_fix() -> None:
     console = Console(record=True, width=160)
-    cmd.render_tables(console, report())
+    report_view.render_report(console, report())
     text = console.export_text()
-    assert text.index("nodes") < text.index("FAIL")
+    assert text.startswith("validation: FAIL  1 failed, 0 warnings, 0 skipped, 1 passed\n")
+    assert text.index("versions") < text.index("nodes") < text.index("│ FAIL ")
     assert "gpu-2: no kubelet plugin pod is scheduled here" in text
     assert "fix: check the DaemonSet" in text
     assert (
