@@ -39,10 +39,12 @@ __all__ = [
     "KubeError",
     "decode_list",
     "gc_paused",
+    "kube_auth_argspec",
     "list_cluster",
     "strip_managed_fields",
     "trim_pod",
 ]
+
 
 #: resource.k8s.io versions tried for listing, most stable first (the version model's).
 RESOURCE_VERSIONS = OBJECT_RESOURCE_VERSIONS
@@ -204,6 +206,13 @@ class Kube:
 
 #: ``_request_timeout`` of every call made with the client's generated API classes.
 REQUEST_TIMEOUT = (CONNECT_TIMEOUT, READ_TIMEOUT)
+
+
+def kube_auth_argspec() -> dict[str, dict[str, str]]:
+    """The argument spec of the options every module that reads the API shares
+    (``kubeconfig``, ``context``; doc fragment ``gpufleet.cluster.kube_auth``), a new copy
+    per call."""
+    return {"kubeconfig": {"type": "path"}, "context": {"type": "str"}}
 
 
 def api_client(

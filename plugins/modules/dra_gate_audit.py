@@ -36,6 +36,9 @@ author:
 requirements:
   - PyYAML
   - kubernetes (the Python client), unless O(configmaps=false) and O(version) is given
+extends_documentation_fragment:
+  - gpufleet.cluster.kube_auth
+
 options:
   facts:
     description:
@@ -81,14 +84,6 @@ options:
         with the files.
     type: bool
     default: true
-  kubeconfig:
-    description:
-      - Kubeconfig file. Defaults to E(KUBECONFIG) or C(~/.kube/config), as kubectl does.
-    type: path
-  context:
-    description:
-      - Context of the kubeconfig to use; its current context when omitted.
-    type: str
   fail_on_drift:
     description:
       - Fail the task when a finding has severity C(fail).
@@ -266,8 +261,7 @@ def main() -> None:
                 default=list(ga.COMPONENTS),
             ),
             configmaps=dict(type="bool", default=True),
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            **vk.kube_auth_argspec(),
             fail_on_drift=dict(type="bool", default=True),
         ),
         supports_check_mode=True,

@@ -30,13 +30,10 @@ author:
 requirements:
   - kubernetes (the Python client)
   - cel-python (C(celpy)), to explain pending claims
+extends_documentation_fragment:
+  - gpufleet.cluster.kube_auth
+
 options:
-  kubeconfig:
-    description: Kubeconfig file; E(KUBECONFIG) or C(~/.kube/config) when omitted.
-    type: path
-  context:
-    description: Context of the kubeconfig; its current one when omitted.
-    type: str
   gpu_nodes:
     description: Kubernetes node names of the GPU nodes (the inventory group C(gpu_nodes)).
     type: list
@@ -208,8 +205,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_r
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            **vk.kube_auth_argspec(),
             gpu_nodes=dict(type="list", elements="str", default=[]),
             hosts=dict(type="list", elements="dict", default=[]),
             gate_facts=dict(type="raw"),

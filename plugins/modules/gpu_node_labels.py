@@ -29,15 +29,10 @@ author:
   - gpufleet maintainers
 requirements:
   - kubernetes (the Python client)
+extends_documentation_fragment:
+  - gpufleet.cluster.kube_auth
+
 options:
-  kubeconfig:
-    description:
-      - Kubeconfig file. Defaults to E(KUBECONFIG) or C(~/.kube/config), as kubectl does.
-    type: path
-  context:
-    description:
-      - Context of the kubeconfig to use; its current context when omitted.
-    type: str
   nodes:
     description:
       - Kubernetes node names of the GPU nodes (C(metadata.name) of the Node objects).
@@ -166,6 +161,7 @@ import threading
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.node_labels import (
     PATCH_WORKERS,
     NodeLabelError,
@@ -177,15 +173,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.node_labels impor
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_kube import (
     Kube,
     KubeError,
-    bound_exec_plugins,
-    check_kubeconfig,
     decode_list,
-    no_read_retries,
 )
 
 try:
-    from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
+    import kubernetes  # noqa: F401  (the client vk.api_client builds)
 
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None
@@ -246,8 +238,7 @@ def _ignore(data: bytes | str) -> None:
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            **vk.kube_auth_argspec(),
             nodes=dict(type="list", elements="str", required=True),
             labels=dict(type="dict", default={"nvidia.com/gpu.present": "true"}),
             taints=dict(
@@ -285,25 +276,13 @@ def main() -> None:
     except NodeLabelError as exc:
         module.fail_json(msg=str(exc))
     try:
-        check_kubeconfig(params["kubeconfig"])
-        bound_exec_plugins()
-        configuration = k8s_client.Configuration()
-        k8s_config.load_kube_config(
-            config_file=params["kubeconfig"],
-            context=params["context"],
-            client_configuration=configuration,
-        )
-        configuration.retries = no_read_retries()  # a read that timed out ends the request
         # one connection per patch in flight
-        configuration.connection_pool_maxsize = max(
-            configuration.connection_pool_maxsize or 0, PATCH_WORKERS
-        )
-        api_client = k8s_client.ApiClient(configuration)
-    except Exception as exc:  # kubeconfig missing or unreadable
+        api_client = vk.api_client(params["kubeconfig"], params["context"], PATCH_WORKERS)
+    except KubeError as exc:  # kubeconfig missing, unreadable, or its context absent
         module.fail_json(
             msg=f"cannot load kubeconfig={params['kubeconfig']!r} "
-            f"context={params['context']!r}: {exc}; fix: point kubeconfig at a readable "
-            "kubeconfig file"
+            f"context={params['context']!r}: {exc.message}; fix: point kubeconfig at a "
+            "readable kubeconfig file"
         )
     api = NodeApi(Kube.from_client(api_client))
     result: dict = {"changed": False, "api_requests": api.summary()}

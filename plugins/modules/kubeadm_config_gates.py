@@ -34,15 +34,10 @@ author:
 requirements:
   - PyYAML
   - kubernetes (the Python client)
+extends_documentation_fragment:
+  - gpufleet.cluster.kube_auth
+
 options:
-  kubeconfig:
-    description:
-      - Kubeconfig file. Defaults to E(KUBECONFIG) or C(~/.kube/config), as kubectl does.
-    type: path
-  context:
-    description:
-      - Context of the kubeconfig to use; its current context when omitted.
-    type: str
   apiserver:
     description:
       - kube-apiserver settings for C(ClusterConfiguration.apiServer.extraArgs).
@@ -309,8 +304,7 @@ def write_backup(backup_dir: str, cm) -> str:
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            **vk.kube_auth_argspec(),
             apiserver=dict(type="dict", options=APISERVER_OPTIONS),
             controller_manager=dict(type="dict", options=GATE_OPTIONS),
             scheduler=dict(type="dict", options=GATE_OPTIONS),
