@@ -195,8 +195,7 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm_configmaps as kcm
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import file_diff
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
@@ -212,8 +211,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit 
 )
 
 try:
-    from kubernetes import client as k8s_client
-    from kubernetes.client.rest import ApiException
+    import kubernetes  # noqa: F401  (the client validate_kube builds)
 
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None
@@ -224,9 +222,7 @@ except ImportError:
 if HAS_YAML:
     import yaml
 
-NAMESPACE = "kube-system"
-KUBEADM_CONFIGMAP = ("kubeadm-config", "ClusterConfiguration")
-KUBELET_CONFIGMAP = ("kubelet-config", "kubelet")
+NAMESPACE = kcm.NAMESPACE
 
 GATE_OPTIONS = dict(
     feature_gates=dict(type="dict", default={}),
@@ -244,56 +240,24 @@ PARAMS_TO_COMPONENT = {
 }
 
 
-def read_configmap(api, name: str):
-    """The ConfigMap, or None when it does not exist."""
-    try:
-        return api.read_namespaced_config_map(name, NAMESPACE, _request_timeout=vk.REQUEST_TIMEOUT)
-    except ApiException as err:
-        if err.status == 404:
-            return None
-        raise
-
-
-def kubelet_configmap(api, cluster_configuration: str | None):
-    """kubelet-config, else kubelet-config-1.X of the cluster's kubernetesVersion."""
-    cm = read_configmap(api, KUBELET_CONFIGMAP[0])
-    if cm is not None or not cluster_configuration:
-        return cm
-    try:
-        docs = ig.load_yaml_documents(cluster_configuration, "ClusterConfiguration")
-    except ig.InputError:
-        return None  # edit_cluster_configuration has refused it with the reason already
-    docs = [d for d in docs if isinstance(d, dict)]
-    version = next(
-        (
-            str(d.get("kubernetesVersion", ""))
-            for d in docs
-            if d.get("kind") == "ClusterConfiguration"
-        ),
-        "",
-    )
-    try:
-        minor = dv.parse_version(version).minor_version
-    except dv.VersionModelError:
-        return None
-    return read_configmap(api, f"{KUBELET_CONFIGMAP[0]}-{minor}")
-
-
-def write_backup(backup_dir: str, cm) -> str:
-    """Save the ConfigMap as read (name, namespace, labels, data) as a manifest."""
+def write_backup(backup_dir: str, cm: dict) -> str:
+    """Save the ConfigMap as read (name, namespace, labels, annotations, data) as a
+    manifest ``kube-system.<name>.<UTC stamp>.yaml`` (mode 0600: it may hold settings an
+    operator would not share); returns its path. Raises OSError."""
     os.makedirs(backup_dir, mode=0o700, exist_ok=True)
+    meta = cm.get("metadata") or {}
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    path = os.path.join(backup_dir, f"{cm.metadata.namespace}.{cm.metadata.name}.{stamp}.yaml")
+    path = os.path.join(backup_dir, f"{meta.get('namespace')}.{meta.get('name')}.{stamp}.yaml")
     manifest = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": cm.metadata.name,
-            "namespace": cm.metadata.namespace,
-            **({"labels": dict(cm.metadata.labels)} if cm.metadata.labels else {}),
-            **({"annotations": dict(cm.metadata.annotations)} if cm.metadata.annotations else {}),
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            **({"labels": dict(meta["labels"])} if meta.get("labels") else {}),
+            **({"annotations": dict(meta["annotations"])} if meta.get("annotations") else {}),
         },
-        "data": dict(cm.data or {}),
+        "data": dict(cm.get("data") or {}),
     }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -329,123 +293,116 @@ def main() -> None:
     except ConfigEditError as err:
         module.fail_json(msg=str(err), **result)
 
-    api_client = None
     try:
-        api_client = vk.api_client(params["kubeconfig"], params["context"])
-        api = k8s_client.CoreV1Api(api_client)
-        kubeadm_cm = read_configmap(api, KUBEADM_CONFIGMAP[0])
-    except (vk.KubeError, ApiException) as err:
+        kube = vk.Kube(params["kubeconfig"], params["context"])
+        found = kcm.read_kubeadm_configmaps(kube, kubelet=not kubelet.empty)
+    except vk.KubeError as err:
         module.fail_json(
-            msg=f"cannot read {NAMESPACE}/{KUBEADM_CONFIGMAP[0]}: {err}; fix: check "
-            "kubeconfig/context and that the user may read ConfigMaps in kube-system",
+            msg=f"cannot read the kubeadm ConfigMaps in {NAMESPACE}: {err}; fix: check "
+            "kubeconfig/context, that kube-apiserver answers and that the user may read "
+            "ConfigMaps in kube-system",
             **result,
         )
-    except Exception as err:  # no answer: refused, timed out, TLS
-        server = getattr(getattr(api_client, "configuration", None), "host", "?")
-        module.fail_json(msg=vk.unreachable(server, err, vk.REQUEST_TIMEOUT), **result)
-    if kubeadm_cm is None or KUBEADM_CONFIGMAP[1] not in (kubeadm_cm.data or {}):
+    work = _edits(module, found, control_plane, kubelet, result)
+    to_write = _record(work, result)
+    if not module.check_mode and to_write:
+        _write(module, kube, to_write, params["backup_dir"], result)
+    module.exit_json(**result)
+
+
+def _edits(module, found: kcm.KubeadmConfigMaps, control_plane, kubelet, result) -> list:
+    """(ConfigMap, key, edit) for kubeadm-config and, when the kubelet is edited, the
+    kubelet's ConfigMap; fails the module when one is missing or does not parse."""
+    if found.cluster_configuration is None:
         module.fail_json(
-            msg=f"{NAMESPACE}/{KUBEADM_CONFIGMAP[0]} with key {KUBEADM_CONFIGMAP[1]} does not "
-            "exist; is this a kubeadm cluster? fix: run 'kubeadm init phase upload-config "
+            msg=f"{NAMESPACE}/{kcm.KUBEADM_CONFIG} with key {kcm.CLUSTER_CONFIGURATION} does "
+            "not exist; is this a kubeadm cluster? fix: run 'kubeadm init phase upload-config "
             "kubeadm --config <file>' or point kubeconfig at a kubeadm cluster",
             **result,
         )
-    cluster_text = kubeadm_cm.data[KUBEADM_CONFIGMAP[1]]
+    key = kcm.CLUSTER_CONFIGURATION
     try:
         work = [
             (
-                kubeadm_cm,
-                KUBEADM_CONFIGMAP[1],
-                edit_cluster_configuration(cluster_text, control_plane),
+                found.kubeadm,
+                key,
+                edit_cluster_configuration(found.cluster_configuration, control_plane),
             )
         ]
     except ConfigEditError as err:
+        module.fail_json(msg=f"{NAMESPACE}/{kcm.KUBEADM_CONFIG} key {key}: {err}", **result)
+    if kubelet.empty:
+        return work
+    if found.kubelet_configuration is None:
         module.fail_json(
-            msg=f"{NAMESPACE}/{KUBEADM_CONFIGMAP[0]} key {KUBEADM_CONFIGMAP[1]}: {err}", **result
+            msg=f"{NAMESPACE}/{kcm.KUBELET_CONFIG} (or kubelet-config-1.X) with key "
+            f"{kcm.KUBELET_KEY} does not exist; fix: run 'kubeadm init phase "
+            "upload-config kubelet --config <file>'",
+            **result,
         )
-    if not kubelet.empty:
-        try:
-            kubelet_cm = kubelet_configmap(api, cluster_text)
-        except Exception as err:  # ApiException, or no answer
-            module.fail_json(
-                msg=f"cannot read {NAMESPACE}/{KUBELET_CONFIGMAP[0]}: {getattr(err, 'status', '')} "
-                f"{getattr(err, 'reason', err)}; fix: check that the user may read ConfigMaps in "
-                "kube-system and that kube-apiserver answers",
-                **result,
-            )
-        if kubelet_cm is None or KUBELET_CONFIGMAP[1] not in (kubelet_cm.data or {}):
-            module.fail_json(
-                msg=f"{NAMESPACE}/{KUBELET_CONFIGMAP[0]} (or kubelet-config-1.X) with key "
-                f"{KUBELET_CONFIGMAP[1]} does not exist; fix: run 'kubeadm init phase "
-                "upload-config kubelet --config <file>'",
-                **result,
-            )
-        ref = f"{kubelet_cm.metadata.namespace}/{kubelet_cm.metadata.name}"
-        try:
-            work.append(
-                (
-                    kubelet_cm,
-                    KUBELET_CONFIGMAP[1],
-                    edit_kubelet_configuration(kubelet_cm.data[KUBELET_CONFIGMAP[1]], kubelet),
-                )
-            )
-        except ConfigEditError as err:
-            module.fail_json(msg=f"{ref} key {KUBELET_CONFIGMAP[1]}: {err}", **result)
+    try:
+        edit = edit_kubelet_configuration(found.kubelet_configuration, kubelet)
+    except ConfigEditError as err:
+        module.fail_json(msg=f"{found.kubelet_ref} key {kcm.KUBELET_KEY}: {err}", **result)
+    work.append((found.kubelet, kcm.KUBELET_KEY, edit))
+    return work
 
-    diffs = []
-    to_write = []
+
+def _record(work: list, result: dict) -> list:
+    """Each ConfigMap's change records and diff into ``result``; returns (ConfigMap, key,
+    new text) of those that change."""
+    diffs, to_write = [], []
     for cm, key, edited in work:
-        ref = f"{cm.metadata.namespace}/{cm.metadata.name}"
+        where = kcm.ref(cm)
+        meta = cm.get("metadata") or {}
         result["configmaps"].append(
             {
-                "name": cm.metadata.name,
-                "namespace": cm.metadata.namespace,
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
                 "key": key,
                 "changed": edited.changed,
             }
         )
-        result["changes"].extend(dict(c.to_dict(), configmap=ref) for c in edited.changes)
+        result["changes"].extend(dict(c.to_dict(), configmap=where) for c in edited.changes)
         if edited.changed:
-            diffs.append(file_diff(f"{ref} data.{key}", cm.data[key], edited.text))
+            diffs.append(file_diff(f"{where} data.{key}", cm["data"][key], edited.text))
             to_write.append((cm, key, edited.text))
     result["changed"] = bool(to_write)
     if diffs:
         result["diff"] = diffs
-    if not module.check_mode and to_write:
-        for cm, _key, _text in to_write:
-            ref = f"{cm.metadata.namespace}/{cm.metadata.name}"
-            try:
-                result["backup_files"].append(write_backup(params["backup_dir"], cm))
-            except OSError as err:
-                module.fail_json(
-                    msg=f"cannot write the backup of {ref} to {params['backup_dir']}: {err}; "
-                    "nothing was changed in the cluster; fix: pass a writable backup_dir",
-                    **result,
-                )
-        replaced: list[str] = []
-        for cm, key, text in to_write:
-            ref = f"{cm.metadata.namespace}/{cm.metadata.name}"
-            cm.data[key] = text
-            try:
-                api.replace_namespaced_config_map(
-                    cm.metadata.name, cm.metadata.namespace, cm, _request_timeout=vk.REQUEST_TIMEOUT
-                )
-            except Exception as err:  # ApiException, or no answer
-                status = getattr(err, "status", None)
-                hint = (
-                    "it changed since it was read; run again"
-                    if status == 409
-                    else "check that the user may update ConfigMaps in kube-system and that "
-                    "kube-apiserver answers"
-                )
-                module.fail_json(
-                    msg=f"cannot replace {ref}: {status} {getattr(err, 'reason', err)}; "
-                    "already replaced: "
-                    f"{replaced or 'none'} (backups: {result['backup_files']}); fix: {hint}",
-                    **result,
-                )
-            replaced.append(ref)
-    module.exit_json(**result)
+    return to_write
+
+
+def _write(module, kube: vk.Kube, to_write: list, backup_dir: str, result: dict) -> None:
+    """Back up every ConfigMap that changes, then replace each; a failure names what was
+    already replaced and the backups."""
+    for cm, _key, _text in to_write:
+        try:
+            result["backup_files"].append(write_backup(backup_dir, cm))
+        except OSError as err:
+            module.fail_json(
+                msg=f"cannot write the backup of {kcm.ref(cm)} to {backup_dir}: {err}; "
+                "nothing was changed in the cluster; fix: pass a writable backup_dir",
+                **result,
+            )
+    replaced: list[str] = []
+    for cm, key, text in to_write:
+        cm["data"][key] = text
+        try:
+            kcm.replace_configmap(kube, cm)
+        except vk.KubeError as err:
+            hint = (
+                "it changed since it was read; run again"
+                if err.status == 409
+                else "check that the user may update ConfigMaps in kube-system and that "
+                "kube-apiserver answers"
+            )
+            module.fail_json(
+                msg=f"cannot replace {kcm.ref(cm)}: {err}; already replaced: "
+                f"{replaced or 'none'} (backups: {result['backup_files']}); fix: {hint}",
+                **result,
+            )
+        replaced.append(kcm.ref(cm))
 
 
 if __name__ == "__main__":
