@@ -410,7 +410,7 @@ _COVERAGE = {
 
 
 def gates_checks(audit: Mapping[str, Any] | None, reason: str = "") -> list[Check]:
-    """The gate audit (``gate_audit.AuditResult.to_dict()``) as three checks:
+    """The gate audit (``gate_report.AuditResult.to_dict()``) as three checks:
     ``gates.component-drift``, ``gates.model`` and ``gates.coverage``; each finding keeps
     its own id in the problem text. ``audit`` None: all three skipped with ``reason``."""
     titles = {
@@ -466,7 +466,7 @@ def api_checks(
     ``scheduler``: per control-plane host the check-mode result of the module
     ``scheduler_dynamic_resources`` (``host``, ``custom_config``, ``changes``, ``message``,
     ``failed``/``msg``); None or empty: that check is skipped. ``audit``: the gate audit
-    (``gate_audit.AuditResult.to_dict()``), whose per-host kube-scheduler gates tell
+    (``gate_report.AuditResult.to_dict()``), whose per-host kube-scheduler gates tell
     whether a gate that is off by default was turned on there."""
     out = [_resource_versions(listing, settings), _device_classes(listing, settings)]
     out.append(_scheduler(listing, settings, scheduler, audit))
