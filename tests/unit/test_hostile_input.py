@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_check as cchk
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_problems as cprob
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_config as cc
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
@@ -849,9 +851,11 @@ def test_claim_template_builders_refuse_naming_the_parameter(case: str) -> None:
 @pytest.mark.parametrize("case", CHECK_CASES)
 def test_check_claim_spec_reports_metadata_errors_without_raising(case: str) -> None:
     text, where = CHECK_CASES[case]
-    problems = ct.check_claim_spec(json.loads(text))
+    problems = cchk.check_claim_spec(json.loads(text))
     assert any(
-        p.severity == ct.ERROR and p.path and (p.path.startswith(where) or where.startswith(p.path))
+        p.severity == cprob.ERROR
+        and p.path
+        and (p.path.startswith(where) or where.startswith(p.path))
         for p in problems
     ), problems
 
@@ -859,7 +863,7 @@ def test_check_claim_spec_reports_metadata_errors_without_raising(case: str) -> 
 def test_check_claim_spec_caps_a_request_count_at_one_allocation() -> None:
     obj = json.loads(_claim())
     obj["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 33
-    problems = ct.check_claim_spec(obj)
+    problems = cchk.check_claim_spec(obj)
     assert any(p.path.endswith(".count") and "1 to 32" in p.message for p in problems)
 
 
@@ -983,8 +987,8 @@ def test_check_claim_spec_reports_a_sharing_strategy_that_is_not_a_name(strategy
             },
         }
     ]
-    problems = ct.check_claim_spec(obj)
-    assert any("strategy" in p.path and p.severity == ct.ERROR for p in problems), problems
+    problems = cchk.check_claim_spec(obj)
+    assert any("strategy" in p.path and p.severity == cprob.ERROR for p in problems), problems
 
 
 @pytest.mark.parametrize(
