@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s_releases as _releases
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_api import (
     _CORE_RUNTIME_CONFIG,
     _DTR,
@@ -190,17 +190,17 @@ def _locked_since(name: str) -> str:
 
 def parse_feature_gates(value: str, name: str = "feature-gates") -> dict[str, bool]:
     """Parse ``"A=true,B=0"`` (the --feature-gates flag) into ``{"A": True, "B": False}``
-    by the one flag parser (:func:`kube_config_edit.parse_feature_gates`: Go's
+    by the one flag parser (:func:`kube_flags.parse_feature_gates`: Go's
     ``strconv.ParseBool`` values, as the components read them; a later entry wins).
 
     Raises VersionParseError naming ``name`` and the bad entry.
     """
     try:
-        entries = kce.parse_feature_gates(value, name)
-    except kce.FlagValueError as exc:
+        entries = kfl.parse_feature_gates(value, name)
+    except kfl.FlagValueError as exc:
         text, _, fix = str(exc).partition("; fix: ")
         raise VersionParseError(text + ".", fix or "write NAME=true or NAME=false.") from None
-    return {e.key: bool(kce.parse_go_bool(e.value)) for e in entries}
+    return {e.key: bool(kfl.parse_go_bool(e.value)) for e in entries}
 
 
 def _parse_bool(value: str | bool, what: str) -> bool:
@@ -208,10 +208,10 @@ def _parse_bool(value: str | bool, what: str) -> bool:
     ``t``, ``TRUE``, ...), as the components read it. Raises VersionParseError."""
     if isinstance(value, bool):
         return value
-    parsed = kce.parse_go_bool(str(value).strip())
+    parsed = kfl.parse_go_bool(str(value).strip())
     if parsed is None:
         raise VersionParseError(
-            f"{what} has value {value!r}, not a boolean.", f"use {kce.GO_BOOL_HELP}."
+            f"{what} has value {value!r}, not a boolean.", f"use {kfl.GO_BOOL_HELP}."
         )
     return parsed
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_facts import (
     ComponentFacts,
     ConfigMapFacts,
@@ -469,14 +471,14 @@ def configmap_flags(
         try:
             for comp, cf in kce.cluster_configuration_flags(facts.cluster_configuration).items():
                 flags[comp] = FlagSet.from_component_flags(cf)
-        except kce.ConfigEditError as err:
+        except kfl.ConfigEditError as err:
             out.append(_cm_unreadable(KUBEADM_CONFIGMAP, str(err)))
     if facts.kubelet is None:
         out.append(_cm_absent(facts.kubelet_name, "kubelet"))
     else:
         try:
-            flags[KUBELET] = FlagSet(kce.kubelet_feature_gates(facts.kubelet), {})
-        except kce.ConfigEditError as err:
+            flags[KUBELET] = FlagSet(kcfg.kubelet_feature_gates(facts.kubelet), {})
+        except kfl.ConfigEditError as err:
             out.append(_cm_unreadable(facts.kubelet_name, str(err), KUBELET))
     return flags, out
 

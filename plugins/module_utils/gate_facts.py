@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_metrics import (
     FeatureReading,
 )
@@ -59,7 +60,7 @@ class FlagSet:
     runtime_config: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_component_flags(cls, flags: kce.ComponentFlags) -> FlagSet:
+    def from_component_flags(cls, flags: kfl.ComponentFlags) -> FlagSet:
         return cls(
             dict(flags.feature_gates),
             {k: rc_value(v) for k, v in flags.runtime_config.items()},
@@ -129,12 +130,12 @@ def argv_flags(argv: Sequence[str], where: str = "command line") -> FlagSet:
     Raises ``kube_config_edit.FlagValueError`` naming ``where`` for a malformed value.
     """
     gates: dict[str, bool] = {}
-    for value in kce.kubelet_flag_values(argv, "feature-gates"):
-        for e in kce.parse_feature_gates(value, f"{where} --feature-gates"):
-            gates[e.key] = bool(kce.parse_go_bool(e.value))
+    for value in kcfg.kubelet_flag_values(argv, "feature-gates"):
+        for e in kfl.parse_feature_gates(value, f"{where} --feature-gates"):
+            gates[e.key] = bool(kfl.parse_go_bool(e.value))
     runtime: dict[str, str] = {}
-    for value in kce.kubelet_flag_values(argv, "runtime-config"):
-        for e in kce.parse_runtime_config(value, f"{where} --runtime-config"):
+    for value in kcfg.kubelet_flag_values(argv, "runtime-config"):
+        for e in kfl.parse_runtime_config(value, f"{where} --runtime-config"):
             runtime[e.key] = rc_value(e.value)
     return FlagSet(gates, runtime)
 
@@ -161,7 +162,7 @@ def process_start_time(stat_text: str, boot_time: float, clock_ticks: int) -> fl
 
 
 def _flag_value(argv: Sequence[str], flag: str) -> str | None:
-    values = kce.kubelet_flag_values(argv, flag)
+    values = kcfg.kubelet_flag_values(argv, flag)
     return values[-1] if values else None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
 
 __all__ = [
     "COMPONENTS",
@@ -102,7 +103,7 @@ def rc_value(value: str) -> str:
     normalised to ``true``/``false``, anything else is kept."""
     if value == "":
         return "true"
-    parsed = kce.parse_go_bool(value)
+    parsed = kfl.parse_go_bool(value)
     return value if parsed is None else bool_text(parsed)
 
 

@@ -219,11 +219,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guar
 from ansible_collections.gpufleet.cluster.plugins.module_utils import (
     kube_config_edit as kce,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
 
 if kce.HAS_YAML:
     import yaml
 
-DEFAULT_KUBELET_CONFIG = kce.DEFAULT_KUBELET_CONFIG
+DEFAULT_KUBELET_CONFIG = kcfg.DEFAULT_KUBELET_CONFIG
 #: Bytes of /metrics read at most (kube-apiserver serves a few MiB).
 METRICS_LIMIT = 64 * 1024 * 1024
 
@@ -334,7 +336,7 @@ def manifest_source(manifest_dir: str, component: str) -> gf.FileSource:
     elif text is not None:
         try:
             source.flags = gf.FlagSet.from_component_flags(kce.static_pod_flags(text, component))
-        except kce.ConfigEditError as err:
+        except kfl.ConfigEditError as err:
             source.error = str(err)
     return source
 
@@ -348,10 +350,10 @@ def kubelet_config_source(path: str) -> tuple[gf.FileSource, dict]:
         source.error = error
     elif text is not None:
         try:
-            source.flags = gf.FlagSet(kce.kubelet_feature_gates(text), {})
+            source.flags = gf.FlagSet(kcfg.kubelet_feature_gates(text), {})
             loaded = yaml.safe_load(text)
             data = loaded if isinstance(loaded, dict) else {}
-        except (kce.ConfigEditError, yaml.YAMLError) as err:
+        except (kfl.ConfigEditError, yaml.YAMLError) as err:
             source.error = str(err)
     return source, data
 
@@ -461,9 +463,9 @@ def read_component(
         facts.argv = argv
         facts.started_at = started_at(proc_root, pid, btime)
         if component == gt.KUBELET:
-            config = kce.kubelet_config_path_from_cmdline(argv)
+            config = kcfg.kubelet_config_path_from_cmdline(argv)
             files = [resolve(proc_root, pid, config)] if config else []
-            dirs = [v for v in kce.kubelet_flag_values(argv, "config-dir") if v]
+            dirs = [v for v in kcfg.kubelet_flag_values(argv, "config-dir") if v]
             if dirs:
                 files += kubelet_drop_ins(resolve(proc_root, pid, dirs[-1]))
             for path in files:
@@ -479,7 +481,7 @@ def read_component(
                 facts.process = gf.kubelet_process_flags(argv, config_gates)
             else:
                 facts.process = gf.argv_flags(argv, f"{component} command line")
-        except kce.ConfigEditError as err:
+        except kfl.ConfigEditError as err:
             facts.errors.append(str(err))
     if component == gt.KUBELET:
         path = params["kubelet_config"] or (

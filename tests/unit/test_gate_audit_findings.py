@@ -27,6 +27,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_metri
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_report as gr
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_terms as gt
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
 
 pytestmark = pytest.mark.unit
 
@@ -83,7 +85,7 @@ def as_proc(argv: list[str]) -> list[str]:
 def edited_manifest(variant: str, component: str, **edit: object) -> str:
     """A manifest changed with the collection's own editor (``FlagEdit`` keywords)."""
     return kce.edit_static_pod_manifest(
-        manifest_text(variant, component), component, kce.FlagEdit(**edit)
+        manifest_text(variant, component), component, kfl.FlagEdit(**edit)
     ).text
 
 
@@ -140,10 +142,10 @@ def kubelet(
         "/var/lib/kubelet/kubeadm-flags.env": (fixture(variant) / "kubeadm-flags.env").read_text(),
         "/etc/default/kubelet": f'KUBELET_EXTRA_ARGS="{extra_args}"\n' if extra_args else None,
     }
-    argv = as_proc(kce.kubelet_argv_from_systemd(KUBELET_UNIT, env))
+    argv = as_proc(kcfg.kubelet_argv_from_systemd(KUBELET_UNIT, env))
     text = config if config is not None else (fixture(variant) / "kubelet-config.yaml").read_text()
-    gates = kce.kubelet_feature_gates(text)
-    path = kce.kubelet_config_path_from_cmdline(argv)
+    gates = kcfg.kubelet_feature_gates(text)
+    path = kcfg.kubelet_config_path_from_cmdline(argv)
     assert path == "/var/lib/kubelet/config.yaml"
     return gf.ComponentFacts(
         "kubelet",
@@ -232,7 +234,7 @@ def test_argv_flags_merge_repeated_feature_gates_like_the_component() -> None:
 
 
 def test_argv_flags_reject_a_malformed_value_naming_it() -> None:
-    with pytest.raises(kce.FlagValueError, match="DRAAdminAccess=yes"):
+    with pytest.raises(kfl.FlagValueError, match="DRAAdminAccess=yes"):
         gf.argv_flags(["kube-apiserver", "--feature-gates=DRAAdminAccess=yes"])
 
 

@@ -25,9 +25,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_temp
 from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_config as cc
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_apply
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mpl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import node_labels as nl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import scheduler_config as schc
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_hosts as vh
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.modules import (
@@ -682,14 +685,14 @@ def test_check_kubeconfig_refuses_naming_the_file(hostile, kind: str) -> None:
 
 
 EDITORS: dict[str, Callable[[str], Any]] = {
-    "kubelet": lambda t: kce.edit_kubelet_configuration(t, kce.FlagEdit.from_params(_GATES)),
+    "kubelet": lambda t: kcfg.edit_kubelet_configuration(t, kfl.FlagEdit.from_params(_GATES)),
     "static-pod": lambda t: kce.edit_static_pod_manifest(
-        t, "kube-apiserver", kce.FlagEdit.from_params(_GATES)
+        t, "kube-apiserver", kfl.FlagEdit.from_params(_GATES)
     ),
     "cluster-configuration": lambda t: kce.edit_cluster_configuration(
-        t, {"kube-apiserver": kce.FlagEdit.from_params(_GATES)}
+        t, {"kube-apiserver": kfl.FlagEdit.from_params(_GATES)}
     ),
-    "scheduler": kce.enable_dynamic_resources,
+    "scheduler": schc.enable_dynamic_resources,
 }
 _GATES = {"feature_gates": {"DRAAdminAccess": True}}
 EDITOR_WHAT = {
@@ -703,7 +706,7 @@ EDITOR_WHAT = {
 @pytest.mark.parametrize("kind", ["deep-json", "deep-yaml", "bad-scalar", "huge-int", "unclosed"])
 @pytest.mark.parametrize("editor", EDITORS)
 def test_the_config_editors_refuse_hostile_yaml_with_their_error(editor: str, kind: str) -> None:
-    with pytest.raises(kce.ConfigEditError, match=EDITOR_WHAT[editor]):
+    with pytest.raises(kfl.ConfigEditError, match=EDITOR_WHAT[editor]):
         EDITORS[editor](CONTENTS[kind].decode())
 
 
@@ -967,8 +970,8 @@ def test_gate_audit_facts_read_a_hostile_file_as_an_error_naming_it(hostile, kin
     ids=["spec-a-string", "spec-a-list"],
 )
 def test_a_static_pod_manifest_of_another_shape_is_refused(text: str) -> None:
-    with pytest.raises(kce.ConfigEditError, match="kube-apiserver static pod manifest"):
-        kce.edit_static_pod_manifest(text, "kube-apiserver", kce.FlagEdit.from_params(_GATES))
+    with pytest.raises(kfl.ConfigEditError, match="kube-apiserver static pod manifest"):
+        kce.edit_static_pod_manifest(text, "kube-apiserver", kfl.FlagEdit.from_params(_GATES))
 
 
 @pytest.mark.parametrize("strategy", [[], {}, ["MPS"]], ids=["list", "map", "list-of-name"])
