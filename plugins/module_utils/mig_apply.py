@@ -3,10 +3,12 @@
 """Apply a MIG layout to the GPUs of one host with ``nvidia-smi``.
 
 Standard library only: Ansible ships this file to managed hosts (module ``nvidia_mig``),
-and role ``mig`` copies it with ``mig_profiles.py``, ``mig_planner.py`` and
-``gpu_query.py`` to ``/usr/local/lib/gpufleet-mig`` where ``gpufleet-mig.service`` runs
-it at boot as ``python3 -m ansible_collections.gpufleet.cluster.plugins.module_utils.
-mig_apply --layout-file /etc/gpufleet/mig/layout.yaml`` (see :func:`main`).
+and role ``mig`` copies it with the module_utils it imports (``mig_profiles.py``,
+``mig_planner.py``, ``mig_config.py``, ``mig_placement.py``, ``gpu_query.py``...; the list
+is in ``roles/mig/tasks/persist.yml``) to ``/usr/local/lib/gpufleet-mig`` where
+``gpufleet-mig.service`` runs it at boot as ``python3 -m
+ansible_collections.gpufleet.cluster.plugins.module_utils.mig_apply --layout-file
+/etc/gpufleet/mig/layout.yaml`` (see :func:`main`).
 
 Steps of :func:`apply` (mig-parted's apply logic, NVIDIA/mig-parted ``cmd/nvidia-mig-parted/
 apply``, and the NVIDIA MIG user guide, "Getting started with MIG"):
@@ -52,6 +54,8 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_query
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_config as mcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_placement as mpla
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mpl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mpr
 
@@ -191,10 +195,10 @@ def targets(req: Request, gpus: list[GpuState]) -> dict[int, Target]:
         wanted = {k: v for k, v in layout.items() if v}
         return {i: Target(req.mig_enabled, dict(wanted)) for i in selected}
     try:
-        config = mpl.load_mig_config(req.config)
+        config = mcfg.load_mig_config(req.config)
         ids = {g.index: g.device_id for g in gpus if g.device_id}
-        entries = mpl.select_entries(config, str(req.config_name), selected, ids or None)
-    except mpl.MigConfigError as exc:
+        entries = mcfg.select_entries(config, str(req.config_name), selected, ids or None)
+    except mcfg.MigConfigError as exc:
         raise MigApplyError(f"{req.name('config')}: {exc}") from None
     out: dict[int, Target] = {}
     for i, entry in entries.items():
@@ -233,7 +237,7 @@ class GpuState:
     mode_current: str | None
     mode_pending: str | None
     device_id: str | None = None
-    gis: list[mpl.GpuInstance] = field(default_factory=list)
+    gis: list[mpla.GpuInstance] = field(default_factory=list)
     cis: dict[int, list[int]] = field(default_factory=dict)
     processes: list[Process] = field(default_factory=list)
 
@@ -347,7 +351,7 @@ def read_gpus(run: RunCommand, smi: str) -> list[GpuState]:
             gpu = by_index.get(row["gpu"])
             if gpu is not None:
                 gpu.gis.append(
-                    mpl.GpuInstance(
+                    mpla.GpuInstance(
                         row["profile"],
                         row["profile_id"],
                         row["start"],
@@ -527,9 +531,9 @@ class GpuPlan:
 
     gpu: GpuState
     target: Target
-    plan: mpl.Plan | None = None
-    destroy: list[mpl.GpuInstance] = field(default_factory=list)
-    create: list[mpl.Placement] = field(default_factory=list)
+    plan: mpla.Plan | None = None
+    destroy: list[mpla.GpuInstance] = field(default_factory=list)
+    create: list[mpla.Placement] = field(default_factory=list)
     ci_create: list[int] = field(default_factory=list)  # kept GI IDs that lack a CI
     mode_change: str | None = None  # "1" enable / "0" disable
 
@@ -574,13 +578,13 @@ def plan_gpu(gpu: GpuState, target: Target, model: mpr.GpuModel | None, req: Req
         out.plan = mpl.plan(model, target.layout, current=gpu.gis if gpu.mig_on else None)
     except mpr.UnknownProfile as exc:
         raise MigApplyError(f"GPU {gpu.index}: {exc}; fix {req.name('layout')}") from None
-    except mpl.LayoutDoesNotFit as exc:
+    except mpla.LayoutDoesNotFit as exc:
         raise MigApplyError(f"GPU {gpu.index}: {exc.reason}") from None
     current = gpu.gis if gpu.mig_on else []
     # a GI sub-divided into several CIs is not what the layout describes: recreate it
     split = [g for g in current if len(gpu.cis.get(g.instance_id or -1, [])) > 1]
     whole = [g for g in current if g not in split]
-    d = mpl.diff(whole, out.plan)
+    d = mpla.diff(whole, out.plan)
     out.destroy = split + list(d.destroy)
     out.create = list(d.create)
     out.ci_create = [
@@ -854,7 +858,7 @@ def _verify(p: GpuPlan, now: GpuState, o: Outcome, req: Request) -> None:
             )
         return
     assert p.plan is not None
-    d = mpl.diff(now.gis, p.plan)
+    d = mpla.diff(now.gis, p.plan)
     lacking = [g.instance_id for g in now.gis if len(now.cis.get(g.instance_id or -1, [])) != 1]
     if not now.mig_on or d.changed or lacking or not now.gis:
         shown = layout_text([(now.index, now.name, now.layout())]).strip()

@@ -28,6 +28,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_confi
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_apply
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_config as mcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mpl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import node_labels as nl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import scheduler_config as schc
@@ -815,8 +816,8 @@ def test_planning_a_huge_count_is_refused_at_once() -> None:
     ids=["deep", "alias-bomb", "binary", "latin1", "huge-count"],
 )
 def test_load_mig_config_refuses_hostile_text(text: bytes) -> None:
-    with pytest.raises(mpl.MigConfigError):
-        mpl.load_mig_config(text)
+    with pytest.raises(mcfg.MigConfigError):
+        mcfg.load_mig_config(text)
 
 
 BUILD_CASES: dict[str, tuple[dict[str, Any], str]] = {
