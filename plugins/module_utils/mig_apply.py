@@ -4,7 +4,7 @@
 
 Standard library only: Ansible ships this file to managed hosts (module ``nvidia_mig``),
 and role ``mig`` copies it with the module_utils it imports (``mig_profiles.py``,
-``mig_planner.py``, ``mig_config.py``, ``mig_placement.py``, ``gpu_query.py``...; the list
+``mig_planner.py``, ``mig_config.py``, ``mig_placement.py``, ``gpu_info.py``...; the list
 is in ``roles/mig/tasks/persist.yml``) to ``/usr/local/lib/gpufleet-mig`` where
 ``gpufleet-mig.service`` runs it at boot as ``python3 -m
 ansible_collections.gpufleet.cluster.plugins.module_utils.mig_apply --layout-file
@@ -52,12 +52,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_query
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_info as ginfo
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_config as mcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_placement as mpla
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mpl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mpr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_smi_parse as smip
 
 #: ``run_command(argv) -> (rc, stdout, stderr)``, the shape of ``AnsibleModule.run_command``.
 RunCommand = Callable[[list[str]], tuple[int, str, str]]
@@ -285,7 +286,7 @@ def _device_ids(xml_text: str) -> list[str | None]:
     for node in root.findall("gpu"):
         found = node.find("pci/pci_device_id")
         text = (found.text or "").strip() if found is not None else ""
-        if text and gpu_query.absent(text):
+        if text and ginfo.absent(text):
             out.append(text if text.lower().startswith("0x") else "0x" + text)
         else:
             out.append(None)
@@ -300,7 +301,7 @@ def parse_compute_apps(text: str) -> dict[str, list[Process]]:
         cells = [c.strip() for c in line.split(",")]
         if len(cells) < 3 or not cells[1].isdigit():
             continue
-        mem = gpu_query.to_int(cells[3]) if len(cells) > 3 else None
+        mem = ginfo.to_int(cells[3]) if len(cells) > 3 else None
         out.setdefault(cells[0], []).append(Process(int(cells[1]), cells[2], mem))
     return out
 
@@ -312,8 +313,8 @@ def read_gpus(run: RunCommand, smi: str) -> list[GpuState]:
     """
     xml_text = _must(run, [smi, "-q", "-x"])
     try:
-        host = gpu_query.parse_smi_xml(xml_text)
-    except gpu_query.GpuQueryError as exc:
+        host = smip.parse_smi_xml(xml_text)
+    except ginfo.GpuQueryError as exc:
         raise MigApplyError(str(exc)) from None
     ids = _device_ids(xml_text)
     apps = parse_compute_apps(
@@ -345,7 +346,7 @@ def read_gpus(run: RunCommand, smi: str) -> list[GpuState]:
     if any(g.mig_on for g in gpus):
         by_index = {g.index: g for g in gpus}
         rc, out, err = _run(run, [smi, "mig", "-lgi"])
-        if rc != 0 and not gpu_query._EMPTY_MIG.search(out + err):
+        if rc != 0 and not smip.EMPTY_MIG.search(out + err):
             raise MigApplyError(f"'{smi} mig -lgi' exited {rc}: {' '.join((out + err).split())}")
         for row in mpr.parse_lgi(out):
             gpu = by_index.get(row["gpu"])
@@ -361,8 +362,8 @@ def read_gpus(run: RunCommand, smi: str) -> list[GpuState]:
                 )
         rc, out, err = _run(run, [smi, "mig", "-lci"])
         try:
-            rows = gpu_query.parse_mig_lci(out + "\n" + err)
-        except gpu_query.GpuQueryError as exc:
+            rows = smip.parse_mig_lci(out + "\n" + err)
+        except ginfo.GpuQueryError as exc:
             raise MigApplyError(str(exc)) from None
         for row in rows:
             gpu = by_index.get(row["gpu"])
