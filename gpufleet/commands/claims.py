@@ -9,7 +9,7 @@ default (1.32, 1.33) the ``--runtime-config`` entry kube-apiserver needs goes to
 
 ``gpufleet claims check FILE [--kubernetes-version V] [--strict] [--json]`` checks every
 ResourceClaimTemplate and ResourceClaim in a YAML/JSON file (``-``: stdin) and prints one
-line per problem with the shape to write instead.
+line per problem with the shape to write instead (``plugins/module_utils/claim_check.py``).
 
 Exit codes: 0 success (check: no error; with ``--strict`` no warning either); 1 check found
 problems; 2 bad input (unreadable file, not YAML, no claim object in it, bad option).
@@ -26,7 +26,11 @@ from typing import Any
 
 import click
 import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_api as capi
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_check as cchk
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_driver as cdrv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_metadata as cm
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_problems as cprob
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
@@ -60,13 +64,13 @@ def claims() -> None:
 )
 @click.option(
     "--strategy",
-    type=click.Choice(ct.SHARING_STRATEGIES),
+    type=click.Choice(cdrv.SHARING_STRATEGIES),
     default=None,
     help="Sharing strategy for shared-gpu (default TimeSlicing).",
 )
 @click.option(
     "--interval",
-    type=click.Choice(ct.TIME_SLICE_INTERVALS),
+    type=click.Choice(cdrv.TIME_SLICE_INTERVALS),
     default=None,
     help="Time-slice interval for shared-gpu with TimeSlicing.",
 )
@@ -157,9 +161,9 @@ def template(
         )
     params.update(given)
     _check_profile(profile)
-    version = kubernetes_version or ct.default_kubernetes_version()
+    version = kubernetes_version or capi.default_kubernetes_version()
     try:
-        choice = ct.api_choice_for(version)
+        choice = capi.api_choice_for(version)
         obj = ct.build(kind, params, kubernetes_version=version)
     except (ct.ClaimTemplateError, dv.VersionModelError) as exc:
         raise click.UsageError(_option_names(str(exc))) from None
@@ -170,7 +174,7 @@ def template(
             err=True,
         )
     if kind == "shared-gpu":
-        gate = ct.DRIVER_GATE_FOR_STRATEGY[obj_strategy(obj)]
+        gate = cdrv.DRIVER_GATE_FOR_STRATEGY[obj_strategy(obj)]
         click.echo(
             f"note: the NVIDIA DRA driver needs its feature gate {gate} "
             f"(chart value featureGates.{gate}=true) for this sharing strategy",
@@ -315,7 +319,7 @@ def check(file: str, kubernetes_version: str | None, strict: bool, as_json: bool
     try:
         results = []
         for obj in objects:
-            problems = ct.check_claim_spec(obj, kubernetes_version=kubernetes_version)
+            problems = cchk.check_claim_spec(obj, kubernetes_version=kubernetes_version)
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             results.append(
                 {
@@ -329,8 +333,8 @@ def check(file: str, kubernetes_version: str | None, strict: bool, as_json: bool
     except RuntimeError as exc:  # the CEL parser is missing
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    errors = sum(1 for r in results for p in r["problems"] if p["severity"] == ct.ERROR)
-    warnings = sum(1 for r in results for p in r["problems"] if p["severity"] == ct.WARNING)
+    errors = sum(1 for r in results for p in r["problems"] if p["severity"] == cprob.ERROR)
+    warnings = sum(1 for r in results for p in r["problems"] if p["severity"] == cprob.WARNING)
     failed = errors > 0 or (strict and warnings > 0)
     if as_json:
         click.echo(

@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
 from rich.console import Console
 from rich.table import Table
 
@@ -48,12 +48,12 @@ def _gates(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
             raise click.BadParameter(
                 f"{raw!r} is not NAME=true|false; write e.g. --gate DRAPrioritizedList=true"
             )
-        value = kce.parse_go_bool(val.strip())  # as the components read it
+        value = kfl.parse_go_bool(val.strip())  # as the components read it
         if value is None:
             hint = "; repeat --gate for each gate" if "," in val else ""
             raise click.BadParameter(
                 f"{raw!r} has value {val!r}; the value of --gate must be a boolean "
-                f"({kce.GO_BOOL_HELP}){hint}"
+                f"({kfl.GO_BOOL_HELP}){hint}"
             )
         key = name.strip()
         try:

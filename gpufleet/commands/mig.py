@@ -25,6 +25,8 @@ from typing import Any
 
 import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_config as mcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_placement as mpla
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mpl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mpr
 from rich.console import Console
@@ -83,8 +85,8 @@ def _wanted_per_gpu(
     what, data = _read_layout_source(layout)
     if isinstance(data, dict) and ("mig-configs" in data or "version" in data):
         try:
-            config = mpl.load_mig_config(data)
-        except mpl.MigConfigError as exc:
+            config = mcfg.load_mig_config(data)
+        except mcfg.MigConfigError as exc:
             raise click.BadParameter(f"{what}: {exc}", param_hint="'--layout'") from None
         if config_name is None:
             if len(config.names) != 1:
@@ -100,8 +102,8 @@ def _wanted_per_gpu(
         count = gpus if gpus is not None else (max(listed) + 1 if listed else 1)
         device_id = model.pci_device_ids[0] if model.pci_device_ids else None
         try:
-            entries = mpl.select_entries(config, config_name, range(count), device_id)
-        except mpl.MigConfigError as exc:
+            entries = mcfg.select_entries(config, config_name, range(count), device_id)
+        except mcfg.MigConfigError as exc:
             hint = "'--config-name'" if exc.key == "config name" else "'--layout'"
             raise click.BadParameter(f"{what}: {exc}", param_hint=hint) from None
         out: dict[int, dict[str, int] | None] = {}
@@ -127,7 +129,7 @@ def _slices_bar(total: int, start: int, size: int) -> str:
     return "".join("■" if start <= i < start + size else "·" for i in range(total))
 
 
-def _print_plan(console: Console, model: mpr.GpuModel, gpu: int, plan: mpl.Plan) -> None:
+def _print_plan(console: Console, model: mpr.GpuModel, gpu: int, plan: mpla.Plan) -> None:
     table = Table(
         title=f"GPU {gpu}: {model.name}, {model.total_slices} memory slices",
         title_justify="left",
@@ -206,8 +208,8 @@ def plan(
     """Place the MIG GPU instances of a layout; exit 1 with the reason if it does not fit."""
     config_name, per_gpu = _wanted_per_gpu(gpu_model, layout, config_name, gpus)
     results: list[dict[str, Any]] = []
-    plans: dict[int, mpl.Plan] = {}
-    failures: dict[int, mpl.LayoutDoesNotFit] = {}
+    plans: dict[int, mpla.Plan] = {}
+    failures: dict[int, mpla.LayoutDoesNotFit] = {}
     for gpu, wanted in per_gpu.items():
         entry: dict[str, Any] = {"index": gpu, "mig_enabled": wanted is not None}
         if wanted is None:
@@ -221,7 +223,7 @@ def plan(
             raise click.BadParameter(
                 f"{exc}; use those names in the layout", param_hint="'--layout'"
             ) from None
-        except mpl.LayoutDoesNotFit as exc:
+        except mpla.LayoutDoesNotFit as exc:
             failures[gpu] = exc
             entry.update(fits=False, error=exc.to_dict())
         else:
@@ -320,10 +322,10 @@ def _check_config_file(path: Path, config_name: str | None) -> None:
     ``config_name``) before any host is touched; click.BadParameter (exit 2) otherwise."""
     what = f"file {path}"
     try:
-        config = mpl.load_mig_config(ig.load_yaml(ig.read_text(path, what) or "", what))
+        config = mcfg.load_mig_config(ig.load_yaml(ig.read_text(path, what) or "", what))
     except ig.InputError as exc:
         raise click.BadParameter(str(exc), param_hint="'--layout'") from None
-    except mpl.MigConfigError as exc:
+    except mcfg.MigConfigError as exc:
         raise click.BadParameter(f"{what}: {exc}", param_hint="'--layout'") from None
     if config_name and config_name not in config.names:
         raise click.BadParameter(

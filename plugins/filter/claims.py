@@ -43,6 +43,9 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_api as capi
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_check as cchk
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_problems as cprob
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 
@@ -72,7 +75,7 @@ def claim_templates(items, kubernetes_version):
             obj = ct.build(item["kind"], params, kubernetes_version=str(kubernetes_version))
         except (ct.ClaimTemplateError, dv.VersionModelError) as exc:
             raise AnsibleFilterError(f"{where}: {exc}") from exc
-        errors = [p for p in ct.check_claim_spec(obj) if p.severity == ct.ERROR]
+        errors = [p for p in cchk.check_claim_spec(obj) if p.severity == cprob.ERROR]
         if errors:
             raise AnsibleFilterError(f"{where}: built template fails its check: {errors[0]}")
         out.append(obj)
@@ -83,7 +86,7 @@ def claim_api_version(kubernetes_version):
     """The resource.k8s.io group-version for ResourceClaimTemplates at a release, and the
     --runtime-config entry it needs (empty when on by default): {api_version, runtime_config}."""
     try:
-        choice = ct.api_choice_for(str(kubernetes_version))
+        choice = capi.api_choice_for(str(kubernetes_version))
     except (ct.ClaimTemplateError, dv.VersionModelError) as exc:
         raise AnsibleFilterError(f"claim_templates_kubernetes_version: {exc}") from exc
     return {"api_version": choice.api_version, "runtime_config": choice.runtime_config or ""}

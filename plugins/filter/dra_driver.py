@@ -42,6 +42,9 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_chart as ddc
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_health as ddh
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_nodes as ddn
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
 
 
@@ -55,13 +58,13 @@ def dra_driver_plan(inputs):
         raise AnsibleFilterError(f"dra_driver_plan takes a dict, not {type(inputs).__name__}")
     try:
         return ddv.plan(inputs).to_dict()
-    except ddv.DraDriverError as exc:
+    except ddc.DraDriverError as exc:
         _fail(exc)
 
 
 def dra_driver_node_problems(nodes, gpu_nodes, values, legacy_chart=False, coexist=False):
-    """List of problems of the GPU nodes (see dra_driver_values.node_problems)."""
-    return ddv.node_problems(
+    """List of problems of the GPU nodes (see dra_driver_nodes.node_problems)."""
+    return ddn.node_problems(
         list(nodes or []),
         list(gpu_nodes or []),
         dict(values or {}),
@@ -72,8 +75,8 @@ def dra_driver_node_problems(nodes, gpu_nodes, values, legacy_chart=False, coexi
 
 def dra_driver_daemonset_verdict(daemonsets, release, namespace, gpu_nodes, nodes, name=""):
     """``{ok, final, message}`` for the release's kubelet-plugin DaemonSet."""
-    ds = ddv.find_kubelet_plugin_daemonset(list(daemonsets or []), str(release), str(name or ""))
-    return ddv.daemonset_verdict(
+    ds = ddh.find_kubelet_plugin_daemonset(list(daemonsets or []), str(release), str(name or ""))
+    return ddh.daemonset_verdict(
         ds, list(gpu_nodes or []), list(nodes or []), release=str(release), namespace=str(namespace)
     )
 
@@ -83,13 +86,13 @@ def dra_driver_expected_devices(pairs):
     out = {}
     for pair in pairs or []:
         node, gpus = pair[0], pair[1] if len(pair) > 1 else None
-        out[str(node)] = ddv.expected_devices(gpus if isinstance(gpus, list) else None)
+        out[str(node)] = ddh.expected_devices(gpus if isinstance(gpus, list) else None)
     return out
 
 
 def dra_driver_slice_verdict(slices, expected, dynamic_mig=False):
     """``{ok, devices, problems}`` for the ResourceSlices of gpu.nvidia.com."""
-    return ddv.slice_verdict(
+    return ddh.slice_verdict(
         list(slices or []), dict(expected or {}), dynamic_mig=bool(dynamic_mig)
     )
 

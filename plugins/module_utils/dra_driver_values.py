@@ -36,422 +36,52 @@ NVIDIA/k8s-dra-driver-gpu):
   when ``resources.gpus.enabled`` is false).
 
 Every error is a ``DraDriverError`` whose text names the variable, the value and the fix.
+
+The parts, one job each: ``dra_driver_chart`` (chart names, versions, sources, the
+minimums, ``DraDriverError``), ``dra_driver_gates`` (the driver's feature gates),
+``dra_driver_nodes`` (where the kubelet plugin can schedule, the GPU nodes' problems),
+``dra_driver_health`` (the DaemonSet and the ResourceSlices of a running driver); this
+module checks the inputs and builds the Helm values (``plan``).
 """
 
 from __future__ import annotations
 
 import copy
-import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver_chart import (
+    CHART_KUBE_VERSION_MIN,
+    CHART_MIN,
+    COMPUTE_DOMAIN_DEVICE_CLASSES,
+    DOCUMENTED_KUBERNETES_MIN,
+    DOCUMENTED_MIN,
+    DYNAMIC_MIG_KUBERNETES_MIN,
+    GPU_DEVICE_CLASSES,
+    GPU_TOLERATION,
+    HOST_DRIVER_ROOT,
+    NAME_OVERRIDE_FROM_LEGACY,
+    NVIDIA_CHARTS,
+    OPERATOR_DRIVER_ROOT,
+    ChartSource,
+    ChartVersion,
+    DraDriverError,
+    chart_source,
+    parse_chart_version,
+    parse_release_chart,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver_gates import (
+    driver_feature_gates,
+)
 
 __all__ = [
-    "CHART_KUBE_VERSION_MIN",
-    "DOCUMENTED_KUBERNETES_MIN",
-    "DRIVER_GATES",
-    "ChartSource",
-    "ChartVersion",
-    "DraDriverError",
     "DraDriverPlan",
-    "chart_source",
-    "daemonset_verdict",
     "deep_merge",
-    "driver_feature_gates",
-    "expected_devices",
-    "node_problems",
-    "parse_chart_version",
-    "parse_release_chart",
     "plan",
-    "slice_verdict",
 ]
-
-LEGACY_CHART = "nvidia-dra-driver-gpu"
-SEMVER_CHART = "dra-driver-nvidia-gpu"
-NVIDIA_CHARTS = (LEGACY_CHART, SEMVER_CHART)
-NGC_REPO_URL = "https://helm.ngc.nvidia.com/nvidia"
-OCI_CHART_REF = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
-
-#: Chart.yaml ``kubeVersion`` of every release from 25.3.2 on: ``>=1.32.0-0``.
-CHART_KUBE_VERSION_MIN = (1, 32)
-#: docs/prerequisites.md: "Kubernetes v1.34.2 or newer".
-DOCUMENTED_KUBERNETES_MIN = (1, 34, 2)
-_DOCUMENTED_MIN = ".".join(map(str, DOCUMENTED_KUBERNETES_MIN))
-#: DynamicMIG publishes partitionable devices (KEP-4815), which the driver supports from
-#: Kubernetes 1.34 (the driver's partitions code: combined slices on 1.34, split from 1.35).
-DYNAMIC_MIG_KUBERNETES_MIN = (1, 34)
-_CHART_MIN = ".".join(map(str, CHART_KUBE_VERSION_MIN))
-
-DRIVER_NAME = "gpu.nvidia.com"
-HOST_DRIVER_ROOT = "/"
-OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
-NAME_OVERRIDE_FROM_LEGACY = LEGACY_CHART
-GPU_DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com")
-COMPUTE_DOMAIN_DEVICE_CLASSES = (
-    "compute-domain-daemon.nvidia.com",
-    "compute-domain-default-channel.nvidia.com",
-)
-#: The chart's own toleration (0.4 values.yaml); kept when tolerations are set.
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-SHARING_CHOICES = ("time-slicing", "mps")
-#: The extended resource the classic NVIDIA device plugin advertises.
-DEVICE_PLUGIN_RESOURCE = "nvidia.com/gpu"
-
-
-class DraDriverError(ValueError):
-    """A refused input. ``variable``, ``value``, ``reason``, ``fix``;
-    ``str()`` is ``"<variable>=<value>: <reason>; fix: <fix>"``."""
-
-    def __init__(self, variable: str, value: Any, reason: str, fix: str) -> None:
-        self.variable = variable
-        self.value = value
-        self.reason = reason
-        self.fix = fix
-        super().__init__(f"{variable}={_show(value)}: {reason}; fix: {fix}")
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return value if value else '""'
-    return repr(value)
-
-
-# --------------------------------------------------------------------------------------
-# Chart versions and where the chart comes from
-# --------------------------------------------------------------------------------------
-
-_CHART_VERSION_RE = re.compile(
-    r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.\-]+))?(?:\+[0-9A-Za-z.\-]+)?$"
-)
-#: Calendar releases of the chart (year 25, month) and their driver-gate level.
-_CALENDAR_LEVEL = {(25, 3): (0, 1), (25, 8): (0, 2), (25, 12): (0, 3)}
-
-
-@dataclass(frozen=True, order=True)
-class ChartVersion:
-    """A release of NVIDIA's DRA driver chart.
-
-    ``level`` is the SemVer line its driver corresponds to ((0, 3) for 25.12.x, (0, 4) for
-    0.4.x), used to order releases across the rename; ``legacy`` is True for the calendar
-    releases (chart ``nvidia-dra-driver-gpu``).
-    """
-
-    level: tuple[int, int]
-    patch: int
-    text: str = field(compare=False)
-    legacy: bool = field(compare=False)
-
-    @property
-    def chart_name(self) -> str:
-        return LEGACY_CHART if self.legacy else SEMVER_CHART
-
-
-def parse_chart_version(value: Any, variable: str = "dra_driver_chart_version") -> ChartVersion:
-    """Parse ``"25.12.0"``, ``"v25.8.1"``, ``"0.4.0"`` or ``"0.5.0-dev"`` into a ChartVersion.
-
-    Raises DraDriverError for text that is not a version, a calendar release that does not
-    exist (25.3, 25.8 and 25.12 do), or a SemVer release before 0.4.0 (0.1-0.3 were never
-    chart releases: those lines shipped as 25.3-25.12).
-    """
-    match = _CHART_VERSION_RE.match(str(value).strip()) if value is not None else None
-    if not match:
-        raise DraDriverError(
-            variable,
-            value,
-            "not a chart version",
-            "give a release of the NVIDIA DRA driver chart such as 0.4.0 (dra-driver-nvidia-gpu) "
-            "or 25.12.0 (nvidia-dra-driver-gpu)",
-        )
-    major, minor, patch = int(match.group(1)), int(match.group(2)), int(match.group(3))
-    text = f"{major}.{minor}.{patch}" + (f"-{match.group(4)}" if match.group(4) else "")
-    if major >= 25:
-        level = _CALENDAR_LEVEL.get((major, minor))
-        if level is None:
-            raise DraDriverError(
-                variable,
-                value,
-                "no such calendar release of the chart (there are 25.3.x, 25.8.x and 25.12.x; "
-                "after 25.12.0 the chart is dra-driver-nvidia-gpu 0.4.0 and later)",
-                "give 25.12.0 or 0.4.0",
-            )
-        return ChartVersion(level, patch, text, True)
-    if (major, minor) < (0, 4):
-        raise DraDriverError(
-            variable,
-            value,
-            "SemVer releases of the chart start at 0.4.0 (0.1-0.3 shipped as 25.3, 25.8, 25.12)",
-            "give 0.4.0 or later, or the calendar release 25.12.0",
-        )
-    return ChartVersion((major, minor), patch, text, False)
-
-
-@dataclass(frozen=True)
-class ChartSource:
-    """Where Helm gets the chart: ``ref`` (chart reference or path), ``version`` (None for a
-    local chart), ``repo_url`` (None unless a classic repository), ``name`` (the chart's
-    name), ``local``, ``stand_in`` (a local chart that is not NVIDIA's but takes its values)."""
-
-    name: str
-    ref: str
-    version: Optional[str]  # noqa: UP045 (evaluated at run time on old Pythons)
-    repo_url: Optional[str]  # noqa: UP045
-    local: bool = False
-    stand_in: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "ref": self.ref,
-            "version": self.version,
-            "repo_url": self.repo_url,
-            "local": self.local,
-            "stand_in": self.stand_in,
-        }
-
-
-def chart_source(
-    version: ChartVersion,
-    *,
-    chart_path: str = "",
-    local_chart: Mapping[str, Any] | None = None,
-    stand_in: bool = False,
-    chart_ref: str = "",
-    repo_url: str = "",
-) -> ChartSource:
-    """Choose the chart for ``version``.
-
-    - ``chart_path`` set (air-gapped sites, the lab): that directory; ``local_chart`` is its
-      parsed ``Chart.yaml``. An NVIDIA chart there must be of ``version``; any other chart is
-      refused unless ``stand_in`` (a chart with the same values shape, such as the lab's GPU
-      simulator chart).
-    - else 25.x: ``nvidia-dra-driver-gpu`` from NGC (``repo_url`` overrides the repository);
-      0.4+: the OCI chart at registry.k8s.io (``chart_ref`` overrides it, e.g. a mirror).
-
-    Raises DraDriverError naming ``dra_driver_chart_path``/``dra_driver_chart_version``.
-    """
-    if chart_path:
-        meta = dict(local_chart or {})
-        name = str(meta.get("name") or "")
-        if not name:
-            raise DraDriverError(
-                "dra_driver_chart_path",
-                chart_path,
-                "no Chart.yaml with a name was found there",
-                "give the directory of an unpacked chart (the one holding Chart.yaml)",
-            )
-        if name in NVIDIA_CHARTS:
-            found = parse_chart_version(meta.get("version"), f"{chart_path}/Chart.yaml version")
-            if found.text != version.text or name != version.chart_name:
-                raise DraDriverError(
-                    "dra_driver_chart_version",
-                    version.text,
-                    f"dra_driver_chart_path={chart_path} holds {name} {found.text}",
-                    f"set dra_driver_chart_version: {found.text}, or point "
-                    "dra_driver_chart_path at the chart of that release",
-                )
-        elif not stand_in:
-            raise DraDriverError(
-                "dra_driver_chart_path",
-                chart_path,
-                f"holds chart {name!r}, not NVIDIA's DRA driver chart "
-                f"({' or '.join(NVIDIA_CHARTS)})",
-                "point it at NVIDIA's chart, or set dra_driver_chart_stand_in: true for a chart "
-                "that takes the same values (the lab's GPU simulator chart)",
-            )
-        return ChartSource(name, chart_path, None, None, True, name not in NVIDIA_CHARTS)
-    if version.legacy:
-        return ChartSource(LEGACY_CHART, LEGACY_CHART, version.text, repo_url or NGC_REPO_URL)
-    return ChartSource(SEMVER_CHART, chart_ref or OCI_CHART_REF, version.text, repo_url or None)
-
-
-_RELEASE_CHART_RE = re.compile(r"^(?P<name>.+?)-(?P<version>v?\d+\.\d+\.\d+(?:[-+].*)?)$")
-
-
-def parse_release_chart(chart: str) -> tuple[str, str]:
-    """Split Helm's ``<name>-<version>`` chart field (``helm list``/``helm status``), e.g.
-    ``"dra-driver-nvidia-gpu-0.5.0-dev"`` -> ``("dra-driver-nvidia-gpu", "0.5.0-dev")``.
-    Returns ``(chart, "")`` when no version can be split off."""
-    match = _RELEASE_CHART_RE.match(chart or "")
-    if not match:
-        return chart or "", ""
-    return match.group("name"), match.group("version")
-
-
-# --------------------------------------------------------------------------------------
-# Driver feature gates
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DriverGate:
-    """A feature gate of the DRA driver itself (not a Kubernetes gate).
-
-    ``since``: the driver level that introduced it ((0, 2) = chart 25.8.x);
-    ``requires``: gates that must be on with it; ``excludes``: gates that must be off.
-    Source: pkg/featuregates/featuregates.go.
-    """
-
-    name: str
-    default: bool
-    stage: str
-    since: tuple[int, int]
-    requires: tuple[str, ...] = ()
-    excludes: tuple[str, ...] = ()
-
-
-DRIVER_GATES: dict[str, DriverGate] = {
-    g.name: g
-    for g in (
-        DriverGate("TimeSlicingSettings", False, "Alpha", (0, 2)),
-        DriverGate("MPSSupport", False, "Alpha", (0, 2)),
-        DriverGate("IMEXDaemonsWithDNSNames", True, "Beta", (0, 2)),
-        DriverGate(
-            "PassthroughSupport", False, "Alpha", (0, 3), excludes=("NVMLDeviceHealthCheck",)
-        ),
-        DriverGate(
-            "DynamicMIG",
-            False,
-            "Alpha",
-            (0, 3),
-            excludes=("PassthroughSupport", "NVMLDeviceHealthCheck", "MPSSupport"),
-        ),
-        DriverGate("NVMLDeviceHealthCheck", False, "Alpha", (0, 3)),
-        DriverGate(
-            "ComputeDomainCliques", True, "Beta", (0, 3), requires=("IMEXDaemonsWithDNSNames",)
-        ),
-        DriverGate("CrashOnNVLinkFabricErrors", True, "Beta", (0, 3)),
-        DriverGate("DeviceMetadata", False, "Alpha", (0, 4), requires=("PassthroughSupport",)),
-    )
-}
-
-_SHARING_GATES = {"time-slicing": "TimeSlicingSettings", "mps": "MPSSupport"}
-
-
-def _first_release(level: tuple[int, int]) -> str:
-    for (year, month), lv in _CALENDAR_LEVEL.items():
-        if lv == level:
-            return f"{year}.{month}.0 (chart {LEGACY_CHART})"
-    return f"{level[0]}.{level[1]}.0 (chart {SEMVER_CHART})"
-
-
-def driver_feature_gates(
-    chart: ChartVersion,
-    *,
-    sharing: Sequence[str] = (),
-    dynamic_mig: bool = False,
-    gates: Mapping[str, Any] | None = None,
-) -> dict[str, bool]:
-    """The chart's ``featureGates`` map for what the user asked.
-
-    ``sharing`` items ``time-slicing``/``mps`` turn on TimeSlicingSettings/MPSSupport,
-    ``dynamic_mig`` turns on DynamicMIG, ``gates`` are explicit wishes (name -> bool) that may
-    not contradict those. Only asked-for gates are returned (defaults are left to the driver).
-
-    Raises DraDriverError for an unknown gate, a gate the chart release predates, a
-    contradiction, a missing dependency, or a mutually exclusive pair (the driver refuses
-    to start with DynamicMIG and MPSSupport, PassthroughSupport or NVMLDeviceHealthCheck,
-    and with PassthroughSupport and NVMLDeviceHealthCheck).
-    """
-    wanted: dict[str, bool] = {}
-    why: dict[str, str] = {}
-    for item in sharing or ():
-        if item not in _SHARING_GATES:
-            raise DraDriverError(
-                "dra_driver_sharing",
-                list(sharing),
-                f"{item!r} is not a sharing strategy",
-                f"use items from {list(SHARING_CHOICES)}",
-            )
-        wanted[_SHARING_GATES[item]] = True
-        why[_SHARING_GATES[item]] = f"dra_driver_sharing item {item}"
-    if dynamic_mig:
-        wanted["DynamicMIG"] = True
-        why["DynamicMIG"] = "dra_driver_dynamic_mig=true"
-    for name, raw in dict(gates or {}).items():
-        if name not in DRIVER_GATES:
-            close = difflib.get_close_matches(str(name), list(DRIVER_GATES), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise DraDriverError(
-                "dra_driver_feature_gates",
-                {name: raw},
-                f"{name!r} is not a feature gate of the NVIDIA DRA driver{hint}",
-                "use one of " + ", ".join(sorted(DRIVER_GATES)),
-            )
-        value = _bool(raw, "dra_driver_feature_gates", {name: raw})
-        if name in wanted and wanted[name] != value:
-            raise DraDriverError(
-                "dra_driver_feature_gates",
-                {name: raw},
-                f"contradicts {why[name]}, which needs {name}=true",
-                f"drop {name} from dra_driver_feature_gates or change {why[name].split('=')[0]}",
-            )
-        wanted[name] = value
-        why.setdefault(name, f"dra_driver_feature_gates.{name}")
-    for name, value in wanted.items():
-        gate = DRIVER_GATES[name]
-        if value and chart.level < gate.since:
-            raise DraDriverError(
-                "dra_driver_chart_version",
-                chart.text,
-                f"the driver of this release does not know the feature gate {name} "
-                f"(asked by {why[name]}; first in {_first_release(gate.since)})",
-                f"use chart {_first_release(gate.since).split(' ')[0]} or later, "
-                f"or drop {why[name]}",
-            )
-        if not value and chart.level < gate.since:
-            # an unknown gate fails the driver's flag parsing even when set to false
-            raise DraDriverError(
-                "dra_driver_feature_gates",
-                {name: value},
-                f"chart {chart.text} predates the gate (first in {_first_release(gate.since)})",
-                f"drop {name} from dra_driver_feature_gates",
-            )
-    effective = {n: g.default for n, g in DRIVER_GATES.items() if chart.level >= g.since}
-    effective.update(wanted)
-    for name, on in sorted(effective.items()):
-        if not on:
-            continue
-        gate = DRIVER_GATES[name]
-        for other in gate.excludes:
-            if effective.get(other):
-                raise DraDriverError(
-                    _var_for(why, name, other),
-                    {name: True, other: True},
-                    f"the NVIDIA DRA driver refuses {name} together with {other} "
-                    "(ValidateFeatureGates, pkg/featuregates/featuregates.go)",
-                    f"turn one of them off ({_what(why, name)} or {_what(why, other)})",
-                )
-        for dep in gate.requires:
-            if not effective.get(dep):
-                raise DraDriverError(
-                    _var_for(why, name, dep),
-                    {name: True, dep: False},
-                    f"{name} requires {dep}",
-                    f"set dra_driver_feature_gates.{dep}: true or turn {name} off",
-                )
-    return dict(sorted(wanted.items()))
-
-
-def _var_for(why: Mapping[str, str], *names: str) -> str:
-    for n in names:
-        if n in why:
-            return why[n].split(" ")[0].split("=")[0].split(".")[0]
-    return "dra_driver_feature_gates"
-
-
-def _what(why: Mapping[str, str], name: str) -> str:
-    return why.get(name, f"the driver default {name}=true")
-
-
-def _bool(value: Any, variable: str, shown: Any) -> bool:
-    parsed = ig.variable_bool(value)  # Ansible's own booleans, as the role reads them
-    if parsed is None:
-        raise DraDriverError(variable, shown, "not a boolean", "give true or false")
-    return parsed
 
 
 # --------------------------------------------------------------------------------------
@@ -550,9 +180,8 @@ def _kube_checks(
             raise DraDriverError(
                 what,
                 str(v),
-                f"below the chart's kubeVersion >={_CHART_MIN}.0-0 (DRA with structured "
-                "parameters)",
-                f"upgrade the cluster to {_DOCUMENTED_MIN} or later before installing the "
+                f"below the chart's kubeVersion >={CHART_MIN}.0-0 (DRA with structured parameters)",
+                f"upgrade the cluster to {DOCUMENTED_MIN} or later before installing the "
                 "NVIDIA DRA driver",
             )
         bad = dv.known_bad_releases(v)
@@ -576,7 +205,7 @@ def _kube_checks(
         patch = v.patch if v.patch is not None else 0
         if (v.major, v.minor, patch) < DOCUMENTED_KUBERNETES_MIN:
             text = (
-                f"below the NVIDIA DRA driver's documented minimum Kubernetes v{_DOCUMENTED_MIN} "
+                f"below the NVIDIA DRA driver's documented minimum Kubernetes v{DOCUMENTED_MIN} "
                 "(docs/prerequisites.md)"
             )
             if not accept_below_documented:
@@ -584,7 +213,7 @@ def _kube_checks(
                     what,
                     str(v),
                     text,
-                    f"upgrade to {_DOCUMENTED_MIN} or later, or set "
+                    f"upgrade to {DOCUMENTED_MIN} or later, or set "
                     "dra_driver_accept_below_documented_minimum: true on a cluster whose "
                     "DynamicResourceAllocation gate and resource.k8s.io runtime-config are set "
                     "(the dra_feature_gates role)",
@@ -657,7 +286,56 @@ def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
             "dra_driver_extra_values", extra, "not a mapping", "give Helm values as a dict"
         )
 
-    # --- the driver root
+    root = _driver_root(inputs)
+    gates, dynamic_mig = _driver_gates(inputs, chart_v, kv, warnings)
+    read_api, want_api = _resource_api(inputs, kv, warnings)
+    node_selector, tolerations = _kubelet_plugin_placement(inputs)
+
+    values: dict[str, Any] = {
+        "nvidiaDriverRoot": root,
+        "gpuResourcesEnabledOverride": True,
+        "resources": {
+            "gpus": {"enabled": True},
+            "computeDomains": {"enabled": bool(inputs.get("compute_domains"))},
+        },
+        "kubeletPlugin": {"nodeSelector": node_selector, "tolerations": tolerations},
+    }
+    if gates:
+        values["featureGates"] = gates
+    if want_api:
+        values["resourceApiVersion"] = want_api
+
+    action, installed_text, name_override = _release_action(inputs, source, chart_v)
+    if name_override:
+        values["nameOverride"] = NAME_OVERRIDE_FROM_LEGACY
+
+    merged = deep_merge(values, extra)
+    _check_values(merged, namespace, name_override)
+    device_classes = GPU_DEVICE_CLASSES
+    if merged["resources"].get("computeDomains", {}).get("enabled"):
+        device_classes = GPU_DEVICE_CLASSES + COMPUTE_DOMAIN_DEVICE_CLASSES
+    if source.stand_in:
+        warnings.append(
+            f"chart {source.name} at {source.ref} stands in for NVIDIA's {chart_v.chart_name} "
+            f"{chart_v.text} (dra_driver_chart_stand_in)"
+        )
+    return DraDriverPlan(
+        chart=source,
+        chart_version=chart_v,
+        values=merged,
+        action=action,
+        installed=installed_text,
+        name_override=name_override,
+        resource_api_version=read_api,
+        device_classes=device_classes,
+        dynamic_mig=dynamic_mig,
+        warnings=tuple(warnings),
+    )
+
+
+def _driver_root(inputs: Mapping[str, Any]) -> str:
+    """``nvidiaDriverRoot``: the one given, else by ``gpu_operator`` (the GPU Operator's
+    driver container or the host root)."""
     gpu_operator = bool(inputs.get("gpu_operator"))
     root = str(inputs.get("nvidia_driver_root") or "")
     if not root:
@@ -677,8 +355,14 @@ def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
             "not an absolute path",
             "give / or /run/nvidia/driver",
         )
+    return root
 
-    # --- feature gates
+
+def _driver_gates(
+    inputs: Mapping[str, Any], chart_v: ChartVersion, kv: dv.KubeVersion, warnings: list[str]
+) -> tuple[dict[str, bool], bool]:
+    """The driver's ``featureGates`` and whether DynamicMIG is on; DynamicMIG refused below
+    ``DYNAMIC_MIG_KUBERNETES_MIN`` and warned about (``warnings``) where it needs care."""
     dynamic_mig = bool(inputs.get("dynamic_mig"))
     gates = driver_feature_gates(
         chart_v,
@@ -708,8 +392,15 @@ def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
             "DynamicMIG: the driver destroys MIG devices it did not create at start; do not "
             "also carve MIG with the mig role or a MIG manager on these nodes"
         )
+    return gates, dynamic_mig
 
-    # --- resource API version
+
+def _resource_api(
+    inputs: Mapping[str, Any], kv: dv.KubeVersion, warnings: list[str]
+) -> tuple[str, str]:
+    """``(read_api, want_api)``: the ``resource.k8s.io`` version to read with, and the
+    ``resourceApiVersion`` asked for ("" = the chart detects it), refused where the cluster
+    does not serve it."""
     read_api = _read_api_version(kv)
     want_api = str(inputs.get("resource_api_version") or "")
     if want_api:
@@ -741,31 +432,28 @@ def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
                 "kube-controller-manager and the kubelet (dra_feature_gates_features: "
                 "[extended-resource])"
             )
+    return read_api, want_api
 
-    # --- scheduling of the kubelet plugin
+
+def _kubelet_plugin_placement(
+    inputs: Mapping[str, Any],
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """The kubelet plugin's ``nodeSelector`` and ``tolerations``."""
     node_selector = inputs.get("node_selector") or {}
     if not isinstance(node_selector, Mapping):
         raise DraDriverError(
             "dra_driver_node_selector", node_selector, "not a mapping", "give label key -> value"
         )
     node_selector = {str(k): str(v) for k, v in node_selector.items()}
-    tolerations = tolerations_for(inputs.get("node_taints") or [])
+    return node_selector, tolerations_for(inputs.get("node_taints") or [])
 
-    values: dict[str, Any] = {
-        "nvidiaDriverRoot": root,
-        "gpuResourcesEnabledOverride": True,
-        "resources": {
-            "gpus": {"enabled": True},
-            "computeDomains": {"enabled": bool(inputs.get("compute_domains"))},
-        },
-        "kubeletPlugin": {"nodeSelector": node_selector, "tolerations": tolerations},
-    }
-    if gates:
-        values["featureGates"] = gates
-    if want_api:
-        values["resourceApiVersion"] = want_api
 
-    # --- the installed release: upgrade path, nameOverride, downgrade
+def _release_action(
+    inputs: Mapping[str, Any], source: ChartSource, chart_v: ChartVersion
+) -> tuple[str, str, bool]:
+    """``(action, installed, name_override)`` from the installed release: ``install``,
+    ``upgrade`` or ``reconcile``; ``"<chart> <version>"``; whether ``nameOverride`` keeps
+    the 25.12 object names. Refuses a downgrade from 0.4 to a calendar release."""
     action, installed_text, name_override = "install", "", False
     installed = inputs.get("installed")
     if installed:
@@ -794,31 +482,7 @@ def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
             source.version or str((inputs.get("local_chart") or {}).get("version") or "")
         ):
             action = "reconcile"
-    if name_override:
-        values["nameOverride"] = NAME_OVERRIDE_FROM_LEGACY
-
-    merged = deep_merge(values, extra)
-    _check_values(merged, namespace, name_override)
-    device_classes = GPU_DEVICE_CLASSES
-    if merged["resources"].get("computeDomains", {}).get("enabled"):
-        device_classes = GPU_DEVICE_CLASSES + COMPUTE_DOMAIN_DEVICE_CLASSES
-    if source.stand_in:
-        warnings.append(
-            f"chart {source.name} at {source.ref} stands in for NVIDIA's {chart_v.chart_name} "
-            f"{chart_v.text} (dra_driver_chart_stand_in)"
-        )
-    return DraDriverPlan(
-        chart=source,
-        chart_version=chart_v,
-        values=merged,
-        action=action,
-        installed=installed_text,
-        name_override=name_override,
-        resource_api_version=read_api,
-        device_classes=device_classes,
-        dynamic_mig=dynamic_mig,
-        warnings=tuple(warnings),
-    )
+    return action, installed_text, name_override
 
 
 def _check_values(values: Mapping[str, Any], namespace: str, name_override: bool) -> None:
@@ -876,383 +540,3 @@ def _check_values(values: Mapping[str, Any], namespace: str, name_override: bool
             "names only with nameOverride: nvidia-dra-driver-gpu (docs/upgrade.md)",
             "drop nameOverride from dra_driver_extra_values",
         )
-
-
-# --------------------------------------------------------------------------------------
-# Nodes: scheduling of the kubelet plugin, the classic device plugin
-# --------------------------------------------------------------------------------------
-
-#: values.yaml ``kubeletPlugin.affinity`` defaults: any one of these labels.
-_DEFAULT_AFFINITY_LABELS = {
-    True: (
-        ("feature.node.kubernetes.io/pci-10de.present", "true"),
-        ("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"),
-        ("nvidia.com/gpu.present", "true"),
-    ),
-    False: (
-        ("feature.node.kubernetes.io/pci-10de.present", "true"),
-        ("feature.node.kubernetes.io/pci-0302_10de.present", "true"),
-        ("feature.node.kubernetes.io/pci-0300_10de.present", "true"),
-        ("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"),
-        ("nvidia.com/gpu.present", "true"),
-    ),
-}
-
-
-def default_affinity(legacy: bool) -> dict[str, Any]:
-    """The chart's default ``kubeletPlugin.affinity`` (25.x: ``legacy`` True; 0.4+: False)."""
-    terms = [
-        {"matchExpressions": [{"key": k, "operator": "In", "values": [v]}]}
-        for k, v in _DEFAULT_AFFINITY_LABELS[legacy]
-    ]
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
-        }
-    }
-
-
-def _expr_matches(labels: Mapping[str, str], expr: Mapping[str, Any]) -> bool:
-    key, op = expr.get("key"), expr.get("operator")
-    vals = [str(v) for v in expr.get("values") or []]
-    if op == "In":
-        return key in labels and labels[key] in vals
-    if op == "NotIn":
-        return key not in labels or labels[key] not in vals
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt") and key in labels and vals:
-        try:
-            have, want = int(labels[key]), int(vals[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def _describe_expr(expr: Mapping[str, Any]) -> str:
-    op, key, vals = expr.get("operator"), expr.get("key"), expr.get("values") or []
-    if op == "In":
-        return f"{key}={'|'.join(str(v) for v in vals)}"
-    if op == "Exists":
-        return f"{key} (any value)"
-    if op == "DoesNotExist":
-        return f"no {key}"
-    if op == "NotIn":
-        return f"{key} not in {list(vals)}"
-    return f"{key} {op} {list(vals)}"
-
-
-def scheduling_problem(
-    node: Mapping[str, Any],
-    node_selector: Mapping[str, str] | None,
-    affinity: Mapping[str, Any] | None,
-    tolerations: Sequence[Mapping[str, Any]] | None,
-) -> str:
-    """Why a DaemonSet pod with this nodeSelector/affinity/tolerations cannot run on
-    ``node`` (a Node object), or "" when it can. Only required node affinity counts, and
-    only NoSchedule/NoExecute taints other than the node-condition taints every DaemonSet
-    pod tolerates (the DaemonSet controller's rules, pkg/controller/daemon/daemon_controller.go
-    NodeShouldRunDaemonPod)."""
-    labels = node.get("metadata", {}).get("labels") or {}
-    missing = [f"{k}={v}" for k, v in (node_selector or {}).items() if labels.get(k) != str(v)]
-    if missing:
-        return (
-            "lacks the label(s) " + ", ".join(missing) + " that kubeletPlugin.nodeSelector requires"
-        )
-    required = ((affinity or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = required.get("nodeSelectorTerms") or []
-    if terms and not any(
-        all(_expr_matches(labels, e) for e in t.get("matchExpressions") or []) for t in terms
-    ):
-        wants = [
-            " and ".join(_describe_expr(e) for e in t.get("matchExpressions") or []) for t in terms
-        ]
-        return (
-            "matches none of the kubelet plugin's required node affinity terms: it needs one of "
-            + "; ".join(wants)
-        )
-    for taint in node.get("spec", {}).get("taints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if taint.get("key") in DAEMONSET_TOLERATED_TAINTS:
-            continue
-        if not any(_tolerates(t, taint) for t in tolerations or []):
-            value = f"={taint['value']}" if taint.get("value") else ""
-            return (
-                f"has the taint {taint.get('key')}{value}:{taint.get('effect')} that "
-                "kubeletPlugin.tolerations do not tolerate"
-            )
-    return ""
-
-
-#: Taints every DaemonSet pod tolerates: the DaemonSet controller adds these tolerations
-#: itself (pkg/controller/daemon/util/daemonset_util.go AddOrUpdateDaemonPodTolerations).
-DAEMONSET_TOLERATED_TAINTS = frozenset(
-    {
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.kubernetes.io/disk-pressure",
-        "node.kubernetes.io/memory-pressure",
-        "node.kubernetes.io/pid-pressure",
-        "node.kubernetes.io/unschedulable",
-        "node.kubernetes.io/network-unavailable",
-    }
-)
-
-
-def _tolerates(tol: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-        return False
-    op = tol.get("operator") or "Equal"
-    if not tol.get("key"):
-        return op == "Exists"
-    if tol.get("key") != taint.get("key"):
-        return False
-    return op == "Exists" or str(tol.get("value") or "") == str(taint.get("value") or "")
-
-
-def _node_name(node: Mapping[str, Any]) -> str:
-    return str(node.get("metadata", {}).get("name") or "")
-
-
-def node_problems(
-    nodes: Sequence[Mapping[str, Any]],
-    gpu_nodes: Sequence[str],
-    values: Mapping[str, Any],
-    *,
-    legacy_chart: bool = False,
-    coexist_with_device_plugin: bool = False,
-) -> list[str]:
-    """Problems of the GPU nodes found in one Node list, each naming the node and the fix.
-
-    - a GPU host without a Node object;
-    - a GPU node the kubelet plugin would not be scheduled on with ``values`` (its
-      ``kubeletPlugin.nodeSelector``, ``affinity`` or the chart default, ``tolerations``);
-    - a GPU node whose ``status.allocatable`` has ``nvidia.com/gpu`` (the classic NVIDIA
-      device plugin runs there), unless ``coexist_with_device_plugin``.
-    """
-    by_name = {_node_name(n): n for n in nodes}
-    plugin = values.get("kubeletPlugin") or {}
-    affinity = plugin.get("affinity") or default_affinity(legacy_chart)
-    out: list[str] = []
-    for name in gpu_nodes:
-        node = by_name.get(name)
-        if node is None:
-            out.append(
-                f"GPU node {name}: no Node object of that name; fix: join the node to the cluster "
-                "or set kubernetes_node_name for the host"
-            )
-            continue
-        why = scheduling_problem(
-            node, plugin.get("nodeSelector"), affinity, plugin.get("tolerations")
-        )
-        if why:
-            out.append(
-                f"GPU node {name} {why}, so the kubelet plugin would not run there; fix: label it "
-                "with the gpu_node_labels role (playbooks/gpu_node_labels.yml) or set "
-                "dra_driver_node_selector/dra_driver_node_taints to what it carries"
-            )
-        alloc = (node.get("status") or {}).get("allocatable") or {}
-        plugin_gpus = str(alloc.get(DEVICE_PLUGIN_RESOURCE, "0"))
-        if plugin_gpus not in ("0", "") and not coexist_with_device_plugin:
-            out.append(
-                f"GPU node {name} advertises {DEVICE_PLUGIN_RESOURCE}="
-                f"{alloc[DEVICE_PLUGIN_RESOURCE]} in status.allocatable: the classic NVIDIA "
-                "device plugin runs there and would hand out the same GPUs as DRA; fix: remove "
-                "the device plugin (GPU Operator devicePlugin.enabled=false) or set "
-                "dra_driver_coexist_with_device_plugin: true"
-            )
-    return out
-
-
-# --------------------------------------------------------------------------------------
-# Verification: the kubelet-plugin DaemonSet and the ResourceSlices
-# --------------------------------------------------------------------------------------
-
-
-def find_kubelet_plugin_daemonset(
-    daemonsets: Sequence[Mapping[str, Any]], release: str, name: str = ""
-) -> Mapping[str, Any] | None:
-    """The release's kubelet-plugin DaemonSet from one DaemonSet list: ``name`` when given,
-    else the one with Helm's ``meta.helm.sh/release-name`` annotation equal to ``release``
-    and ``kubelet-plugin`` or ``kubeletplugin`` in its name."""
-    for ds in daemonsets:
-        meta = ds.get("metadata") or {}
-        if name:
-            if meta.get("name") == name:
-                return ds
-            continue
-        ann = meta.get("annotations") or {}
-        ds_name = str(meta.get("name") or "").replace("-", "")
-        if ann.get("meta.helm.sh/release-name") == release and "kubeletplugin" in ds_name:
-            return ds
-    return None
-
-
-def daemonset_verdict(
-    ds: Mapping[str, Any] | None,
-    gpu_nodes: Sequence[str],
-    nodes: Sequence[Mapping[str, Any]],
-    *,
-    release: str = "",
-    namespace: str = "",
-) -> dict[str, Any]:
-    """Whether the kubelet-plugin DaemonSet runs on every GPU node.
-
-    Returns ``{"ok": bool, "final": bool, "message": str}``. ``ok`` needs the controller to
-    have seen the newest spec (``status.observedGeneration >= metadata.generation``),
-    ``desiredNumberScheduled == len(gpu_nodes) > 0`` and ``numberReady`` and
-    ``updatedNumberScheduled`` equal to it. ``final`` is True when waiting cannot help: the
-    controller has seen the spec and schedules the wrong number of pods (for example 0 of 0:
-    kubernetes-sigs/dra-driver-nvidia-gpu#1084). The message names the GPU nodes the pod
-    template does not fit (missing labels, untolerated taints) from the live DaemonSet.
-    """
-    where = f"{namespace}/" if namespace else ""
-    if ds is None:
-        return {
-            "ok": False,
-            "final": False,
-            "message": f"no kubelet-plugin DaemonSet of release {release!r} in namespace "
-            f"{namespace!r} yet",
-        }
-    meta, status = ds.get("metadata") or {}, ds.get("status") or {}
-    name = f"{where}{meta.get('name')}"
-    desired = int(status.get("desiredNumberScheduled") or 0)
-    ready = int(status.get("numberReady") or 0)
-    updated = int(status.get("updatedNumberScheduled") or 0)
-    seen = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
-    want = len(gpu_nodes)
-    counts = f"desiredNumberScheduled {desired}, numberReady {ready}, updated {updated}"
-    if not seen:
-        return {
-            "ok": False,
-            "final": False,
-            "message": f"DaemonSet {name}: rollout not observed yet ({counts})",
-        }
-    if desired != want or desired == 0:
-        spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-        by_name = {_node_name(n): n for n in nodes}
-        misfits = []
-        for node_name in gpu_nodes:
-            node = by_name.get(node_name)
-            why = (
-                "has no Node object"
-                if node is None
-                else scheduling_problem(
-                    node, spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")
-                )
-            )
-            if why:
-                misfits.append(f"{node_name} {why}")
-        extra = [
-            _node_name(n)
-            for n in nodes
-            if _node_name(n) not in gpu_nodes
-            and not scheduling_problem(
-                n, spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")
-            )
-        ]
-        text = (
-            f"DaemonSet {name} is scheduled on {desired} node(s) but there are {want} GPU "
-            f"node(s) ({counts})"
-        )
-        if desired == 0:
-            text += "; a DaemonSet with 0 of 0 pods ready serves no GPU"
-        if misfits:
-            text += "; " + "; ".join(misfits)
-        if extra:
-            text += "; it also fits non-GPU node(s) " + ", ".join(sorted(extra))
-        text += (
-            "; fix: label the GPU nodes (playbooks/gpu_node_labels.yml, "
-            "nvidia.com/gpu.present=true) or set dra_driver_node_selector or "
-            "dra_driver_extra_values.kubeletPlugin to match them"
-        )
-        return {"ok": False, "final": True, "message": text}
-    if ready != desired or updated != desired:
-        return {
-            "ok": False,
-            "final": False,
-            "message": f"DaemonSet {name}: {ready} of {desired} pods ready, {updated} updated",
-        }
-    return {
-        "ok": True,
-        "final": True,
-        "message": f"DaemonSet {name}: {ready} of {desired} pods ready",
-    }
-
-
-def expected_devices(gpus: Sequence[Mapping[str, Any]] | None) -> int | None:
-    """Devices the driver publishes for a node with these GPUs (``gpu_facts``'
-    ``gpufleet_gpus``): one per MIG device of a GPU whose current MIG mode is Enabled, else one
-    per GPU (the static path of the driver: nvlib.go GetPerGpuAllocatableDevices). None when
-    the facts are unknown."""
-    if gpus is None:
-        return None
-    total = 0
-    for gpu in gpus:
-        if gpu.get("mig_mode_current") == "Enabled":
-            total += len(gpu.get("mig_devices") or [])
-        else:
-            total += 1
-    return total
-
-
-def slice_verdict(
-    slices: Sequence[Mapping[str, Any]],
-    expected: Mapping[str, int | None],
-    *,
-    driver: str = DRIVER_NAME,
-    dynamic_mig: bool = False,
-) -> dict[str, Any]:
-    """Compare the ResourceSlices of ``driver`` (one list of every slice) with the devices
-    each GPU node should publish (``expected``: node -> count, None = at least one).
-
-    Per node, only the slices of the newest generation of each pool count, and a pool whose
-    ``resourceSliceCount`` slices are not all there yet is incomplete. With ``dynamic_mig``
-    the driver publishes every possible MIG placement, so only "at least one" is checked.
-    Returns ``{"ok": bool, "devices": {node: n}, "problems": [str]}``.
-    """
-    pools: dict[tuple[str, str], dict[str, Any]] = {}
-    for sl in slices:
-        spec = sl.get("spec") or {}
-        node = spec.get("nodeName")
-        if spec.get("driver") != driver or not node:
-            continue
-        pool = spec.get("pool") or {}
-        key = (str(node), str(pool.get("name") or node))
-        gen = int(pool.get("generation") or 0)
-        entry = pools.setdefault(key, {"generation": gen, "slices": [], "count": 0})
-        if gen > entry["generation"]:
-            entry.update(generation=gen, slices=[], count=0)
-        if gen == entry["generation"]:
-            entry["slices"].append(sl)
-            entry["count"] = max(entry["count"], int(pool.get("resourceSliceCount") or 1))
-    devices: dict[str, int] = {}
-    incomplete: set[str] = set()
-    for (node, _), entry in pools.items():
-        devices[node] = devices.get(node, 0) + sum(
-            len((s.get("spec") or {}).get("devices") or []) for s in entry["slices"]
-        )
-        if len(entry["slices"]) < entry["count"]:
-            incomplete.add(node)
-    problems = []
-    for node, want in sorted(expected.items()):
-        have = devices.get(node)
-        if have is None:
-            problems.append(f"GPU node {node} has no ResourceSlice of driver {driver}")
-        elif node in incomplete:
-            problems.append(f"GPU node {node}: its ResourceSlice pool is incomplete")
-        elif dynamic_mig or want is None:
-            if have < 1:
-                problems.append(f"GPU node {node} publishes no device of driver {driver}")
-        elif have != want:
-            problems.append(
-                f"GPU node {node} publishes {have} device(s) of driver {driver}, its GPU facts "
-                f"say {want} (one per GPU, one per MIG device of a MIG-enabled GPU)"
-            )
-    return {"ok": not problems, "devices": devices, "problems": problems}

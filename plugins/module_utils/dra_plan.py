@@ -1,6 +1,8 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""The DRA version model, part: DRA features, parsing of settings, and the per-component plan.
+"""The DRA version model, part: the per-component plan (``plan_components``: which
+feature-gates and runtime-config each component gets for the features and gates asked
+for, or why a wish is impossible) and the reasons a gate cannot be set.
 
 Import the model through ``dra_versions``, which re-exports every public name of its parts."""
 
@@ -8,16 +10,11 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s_releases as _releases
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_api import (
     _CORE_RUNTIME_CONFIG,
-    _DTR,
-    _RPSR,
     ALL_RESOURCE_VERSIONS,
-    KubeadmConfigAPI,
     _kubeadm,
     _served,
     _version_for_kind,
@@ -31,15 +28,17 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_core import (
     DRA_GATE,
     MAX_MINOR,
     MIN_MINOR,
-    PROJECTED_MINORS,
     RESOURCE_GROUP,
     UNVERIFIED_MINORS,
     KubeVersion,
     VersionLike,
     VersionModelError,
-    VersionParseError,
     _in_model,
     _mv,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_features import (
+    FeatureDef,
+    feature_def,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_gates import (
     GATES,
@@ -49,128 +48,15 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_gates import 
     gate_state,
     prerelease_source,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_settings import (
+    ComponentPlan,
+    ComponentSettings,
+    Forbidden,
+    parse_gate_bool,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_skew import (
-    ProvisionVerdict,
     known_bad_releases,
-    supported_for_provision,
 )
-
-# --------------------------------------------------------------------------------------
-# Features asked for by name
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FeatureDef:
-    """A DRA capability a user asks for by name.
-
-    ``gates``: gates to enable (their dependencies are added); ``api_kinds``:
-    resource.k8s.io kinds it needs served (the most stable served version carrying the kind
-    is enabled with --runtime-config when off by default); ``core_before``: before this
-    minor the capability is part of DynamicResourceAllocation itself.
-    """
-
-    name: str
-    gates: tuple[str, ...]
-    description: str
-    api_kinds: tuple[str, ...] = ()
-    core_before: int | None = None
-
-
-_FEATURE_LIST = (
-    FeatureDef(
-        "admin-access", ("DRAAdminAccess",), "privileged claims (adminAccess) for monitoring"
-    ),
-    FeatureDef("binding-conditions", ("DRADeviceBindingConditions",), "device binding conditions"),
-    FeatureDef("consumable-capacity", ("DRAConsumableCapacity",), "share a device by capacity"),
-    FeatureDef(
-        "control-plane-controller",
-        ("DRAControlPlaneController",),
-        "classic DRA with a driver control-plane controller",
-        core_before=31,
-    ),
-    FeatureDef("derived-attributes", ("DRADerivedAttributes",), "derived device attributes"),
-    FeatureDef(
-        "device-compatibility-groups",
-        ("DRADeviceCompatibilityGroups",),
-        "compatibility groups of partitionable devices",
-    ),
-    FeatureDef("device-health", ("ResourceHealthStatus",), "device health in Pod status"),
-    FeatureDef("device-status", ("DRAResourceClaimDeviceStatus",), "driver-reported device status"),
-    FeatureDef(
-        "device-taint-rules",
-        ("DRADeviceTaintRules",),
-        "DeviceTaintRule objects",
-        api_kinds=(_DTR,),
-    ),
-    FeatureDef("device-taints", ("DRADeviceTaints",), "device taints and tolerations"),
-    FeatureDef(
-        "extended-resource",
-        ("DRAExtendedResource",),
-        "extended resources (e.g. nvidia.com/gpu) backed by DRA (DeviceClass extendedResourceName)",
-    ),
-    FeatureDef(
-        "fractional-capacity-range", ("DRAFractionalCapacityRange",), "fractional capacity ranges"
-    ),
-    FeatureDef(
-        "granular-status-authorization",
-        ("DRAResourceClaimGranularStatusAuthorization",),
-        "per-field ResourceClaim status authorization",
-    ),
-    FeatureDef("list-type-attributes", ("DRAListTypeAttributes",), "list-typed device attributes"),
-    FeatureDef(
-        "node-allocatable-resources",
-        ("DRANodeAllocatableResources",),
-        "node allocatable resources backed by DRA",
-    ),
-    FeatureDef(
-        "optional-node-operations", ("DRAOptionalNodeOperations",), "optional node operations"
-    ),
-    FeatureDef(
-        "partitionable-devices", ("DRAPartitionableDevices",), "partitionable devices (MIG)"
-    ),
-    FeatureDef(
-        "partitionable-devices-type",
-        ("DRAPartitionableDevicesType",),
-        "partitionable device types in pool status",
-    ),
-    FeatureDef(
-        "pod-resources-api",
-        ("KubeletPodResourcesDynamicResources",),
-        "DRA devices in the kubelet PodResources API",
-    ),
-    FeatureDef("prioritized-list", ("DRAPrioritizedList",), "firstAvailable sub-requests"),
-    FeatureDef(
-        "resource-pool-status",
-        ("DRAResourcePoolStatus",),
-        "ResourcePoolStatusRequest objects",
-        api_kinds=(_RPSR,),
-    ),
-    FeatureDef(
-        "scheduler-filter-timeout", ("DRASchedulerFilterTimeout",), "scheduler Filter timeout"
-    ),
-    FeatureDef(
-        "workload-resource-claims",
-        ("DRAWorkloadResourceClaims",),
-        "ResourceClaims for workloads (GenericWorkload)",
-    ),
-)
-
-#: feature name -> FeatureDef.
-FEATURES: dict[str, FeatureDef] = {f.name: f for f in _FEATURE_LIST}
-ALL_FEATURES = tuple(sorted(FEATURES))
-
-
-def _feature_def(name: str) -> FeatureDef:
-    try:
-        return FEATURES[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, list(FEATURES), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise VersionParseError(
-            f"feature {name!r} is not a DRA feature the version model knows{hint}.",
-            "use one of: {}.".format(", ".join(ALL_FEATURES)),
-        ) from None
 
 
 def _locked_since(name: str) -> str:
@@ -181,165 +67,6 @@ def _locked_since(name: str) -> str:
         if st.known and st.locked:
             return _mv(minor)
     return "its GA release"
-
-
-# --------------------------------------------------------------------------------------
-# Parsing of existing settings
-# --------------------------------------------------------------------------------------
-
-
-def parse_feature_gates(value: str, name: str = "feature-gates") -> dict[str, bool]:
-    """Parse ``"A=true,B=0"`` (the --feature-gates flag) into ``{"A": True, "B": False}``
-    by the one flag parser (:func:`kube_config_edit.parse_feature_gates`: Go's
-    ``strconv.ParseBool`` values, as the components read them; a later entry wins).
-
-    Raises VersionParseError naming ``name`` and the bad entry.
-    """
-    try:
-        entries = kce.parse_feature_gates(value, name)
-    except kce.FlagValueError as exc:
-        text, _, fix = str(exc).partition("; fix: ")
-        raise VersionParseError(text + ".", fix or "write NAME=true or NAME=false.") from None
-    return {e.key: bool(kce.parse_go_bool(e.value)) for e in entries}
-
-
-def _parse_bool(value: str | bool, what: str) -> bool:
-    """A gate's value: a boolean, or a string Go's ``strconv.ParseBool`` reads (``1``,
-    ``t``, ``TRUE``, ...), as the components read it. Raises VersionParseError."""
-    if isinstance(value, bool):
-        return value
-    parsed = kce.parse_go_bool(str(value).strip())
-    if parsed is None:
-        raise VersionParseError(
-            f"{what} has value {value!r}, not a boolean.", f"use {kce.GO_BOOL_HELP}."
-        )
-    return parsed
-
-
-def feature_gates_string(gates: Mapping[str, bool]) -> str:
-    """``{"B": False, "A": True}`` -> ``"A=true,B=false"`` (sorted, the --feature-gates form)."""
-    return ",".join("{}={}".format(k, "true" if gates[k] else "false") for k in sorted(gates))
-
-
-def parse_runtime_config(value: str | Sequence[str]) -> list[tuple[str, str]]:
-    """Split --runtime-config (a string ``"a/b=true,c/d"`` or a list of entries) into
-    ``[(key, value)]``; an entry without ``=`` means ``true``."""
-    items = value.split(",") if isinstance(value, str) else list(value)
-    out = []
-    for raw in items:
-        for part in raw.split(","):
-            entry = part.strip()
-            if not entry:
-                continue
-            key, sep, val = entry.partition("=")
-            out.append((key.strip(), val.strip() if sep else "true"))
-    return out
-
-
-# --------------------------------------------------------------------------------------
-# Plans
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Forbidden:
-    """A feature-gate entry that must not appear: ``values`` are the forbidden values
-    (both for an unknown gate); ``reason`` says why."""
-
-    values: tuple[bool, ...]
-    reason: str
-
-
-@dataclass
-class ComponentSettings:
-    """What one component needs at one version.
-
-    ``feature_gates``: entries to set (name -> value); ``forbidden_gates``: entries that
-    would stop the component (name -> Forbidden); ``runtime_config``: entries to add
-    (kube-apiserver only, e.g. "resource.k8s.io/v1beta1=true");
-    ``runtime_config_absent``: group/versions that must not appear in --runtime-config
-    (-> reason), kube-apiserver only.
-    """
-
-    component: str
-    feature_gates: dict[str, bool] = field(default_factory=dict)
-    forbidden_gates: dict[str, Forbidden] = field(default_factory=dict)
-    runtime_config: list[str] = field(default_factory=list)
-    runtime_config_absent: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def feature_gates_flag(self) -> str:
-        return feature_gates_string(self.feature_gates)
-
-    def to_dict(self) -> dict:
-        return {
-            "component": self.component,
-            "feature_gates": {k: self.feature_gates[k] for k in sorted(self.feature_gates)},
-            "feature_gates_flag": self.feature_gates_flag,
-            "forbidden_gates": {
-                k: {"values": list(v.values), "reason": v.reason}
-                for k, v in sorted(self.forbidden_gates.items())
-            },
-            "runtime_config": sorted(self.runtime_config),
-            "runtime_config_absent": dict(sorted(self.runtime_config_absent.items())),
-        }
-
-
-@dataclass
-class ComponentPlan:
-    """Settings per component for DRA at ``version``.
-
-    ``features``: features planned; ``wishes``: effective gate wishes (name -> value);
-    ``components``: component name -> ComponentSettings (all four always present);
-    ``omitted``: wished gates deliberately not emitted -> reason (GA on by default, locked);
-    ``kubeadm``: the kubeadm configuration API; ``warnings``: projections, known-bad patches.
-    """
-
-    version: KubeVersion
-    features: tuple[str, ...]
-    wishes: dict[str, bool]
-    components: dict[str, ComponentSettings]
-    omitted: dict[str, str]
-    kubeadm: KubeadmConfigAPI
-    warnings: list[str] = field(default_factory=list)
-    dropped_wishes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def runtime_config(self) -> list[str]:
-        return sorted(self.components[APISERVER].runtime_config)
-
-    @property
-    def runtime_config_flag(self) -> str:
-        return ",".join(self.runtime_config)
-
-    def emitted(self) -> dict[str, dict[str, bool]]:
-        """component -> feature-gate entries."""
-        return {c: dict(self.components[c].feature_gates) for c in COMPONENTS}
-
-    def to_dict(self) -> dict:
-        return {
-            "version": str(self.version),
-            "minor": self.version.minor_version,
-            "projected": self.version.minor in PROJECTED_MINORS,
-            "features": list(self.features),
-            "wishes": {k: self.wishes[k] for k in sorted(self.wishes)},
-            "components": {c: self.components[c].to_dict() for c in COMPONENTS},
-            "runtime_config_flag": self.runtime_config_flag,
-            "omitted": dict(sorted(self.omitted.items())),
-            "kubeadm": {
-                "preferred": self.kubeadm.preferred,
-                "accepted": list(self.kubeadm.accepted),
-                "deprecated": list(self.kubeadm.deprecated),
-                "experimental": list(self.kubeadm.experimental),
-                "extra_args_shape": self.kubeadm.extra_args_shape,
-            },
-            "provision": _verdict_dict(supported_for_provision(self.version)),
-            "warnings": list(self.warnings),
-        }
-
-
-def _verdict_dict(v: ProvisionVerdict) -> dict:
-    return {"supported": v.ok, "reason": v.reason}
 
 
 def _fmt(gate: str, value: bool) -> str:
@@ -494,28 +221,63 @@ def plan_components(
     )
 
 
+class _Refusals:
+    """How ``_plan`` treats an impossible wish: raise VersionModelError (``strict``) or
+    drop it and keep the reason (``dropped``: wish -> reason)."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.dropped: dict[str, str] = {}
+
+    def refuse(self, reason: str, fix: str, key: str) -> None:
+        if self.strict:
+            raise VersionModelError(reason, fix)
+        self.dropped[key] = reason
+
+
 def _plan(
     v: KubeVersion, features: tuple[str, ...], raw_gates: dict[str, bool | str], strict: bool
 ) -> ComponentPlan:
+    """The plan of ``plan_components`` in steps: explicit wishes checked, wishes from the
+    features, dependencies, feature-gates per component, runtime-config, warnings. With
+    ``strict`` False an impossible wish is dropped (``dropped_wishes``) instead of raised."""
     minor = v.minor
     states = {name: gate_state(name, v) for name in (*GATES, *raw_gates)}
     explicit: dict[str, bool] = {}
     for name, val in raw_gates.items():
         _gate_def(name)
-        explicit[name] = _parse_bool(val, f"gate {name}")
+        explicit[name] = parse_gate_bool(val, f"gate {name}")
     feature_defs = []
     for fname in features:
-        fd = _feature_def(fname)
+        fd = feature_def(fname)
         if fd not in feature_defs:
             feature_defs.append(fd)
-    dropped: dict[str, str] = {}
+    refusals = _Refusals(strict)
+    _check_explicit_wishes(v, states, explicit, refusals)
+    wishes, planned_features, api_kinds = _wishes(v, states, explicit, feature_defs, refusals)
+    wishes, effective = _check_dependencies(v, states, wishes, refusals)
+    components, omitted = _components(minor, states, wishes)
+    _runtime_config(minor, components, effective, api_kinds)
+    return ComponentPlan(
+        version=v,
+        features=tuple(planned_features),
+        wishes=wishes,
+        components=components,
+        omitted=omitted,
+        kubeadm=_kubeadm(minor),
+        warnings=_plan_warnings(v),
+        dropped_wishes=refusals.dropped,
+    )
 
-    def refuse(reason: str, fix: str, key: str) -> None:
-        if strict:
-            raise VersionModelError(reason, fix)
-        dropped[key] = reason
 
-    # 1. Explicit gate wishes must be possible at this minor.
+def _check_explicit_wishes(
+    v: KubeVersion,
+    states: Mapping[str, GateState],
+    explicit: dict[str, bool],
+    refusals: _Refusals,
+) -> None:
+    """Step 1: explicit gate wishes must be possible at this minor; impossible ones are
+    refused and removed from ``explicit``."""
     for name in list(explicit):
         val = explicit[name]
         st = states[name]
@@ -531,7 +293,7 @@ def _plan(
                     fix += f"; DRA is always on from {_locked_since(name)}, nothing needs to be set"
             else:
                 fix = f"drop {_fmt(name, val)} or target {_mv(st.since)} or newer"
-            refuse(
+            refusals.refuse(
                 f"{_fmt(name, val)} cannot be set on Kubernetes {v}: the gate is "
                 f"{_unknown_reason(st)}.",
                 fix + ".",
@@ -543,7 +305,7 @@ def _plan(
             extra = ""
             if name == DRA_GATE:
                 extra = f"; DRA cannot be turned off from {_locked_since(name)}"
-            refuse(
+            refusals.refuse(
                 f"{_fmt(name, val)} is impossible on Kubernetes {v}: the gate is "
                 f"{_locked_reason(st)}.",
                 f"remove {_fmt(name, val)}{extra}.",
@@ -551,7 +313,17 @@ def _plan(
             )
             del explicit[name]
 
-    # 2. Wishes: core DRA, features (with their dependencies), explicit gates.
+
+def _wishes(
+    v: KubeVersion,
+    states: Mapping[str, GateState],
+    explicit: Mapping[str, bool],
+    feature_defs: Sequence[FeatureDef],
+    refusals: _Refusals,
+) -> tuple[dict[str, bool], list[str], list[tuple[str, str]]]:
+    """Step 2: the wishes: core DRA, features (with their dependencies), explicit gates.
+    Returns (gate -> wished value, features planned, (feature, API kind) pairs)."""
+    minor = v.minor
     wishes: dict[str, bool] = {}
     dra_off = explicit.get(DRA_GATE) is False
     if states[DRA_GATE].known and not dra_off:
@@ -562,78 +334,9 @@ def _plan(
         if fd.core_before is not None and minor < fd.core_before:
             planned_features.append(fd.name)
             continue
-        missing = [g for g in fd.gates if not states[g].known]
-        if missing:
-            st = states[missing[0]]
-            if st.status == REMOVED:
-                fix = (
-                    f"drop feature {fd.name} (its gate {st.gate} was removed in "
-                    f"{_mv(st.removed_in or minor)})"
-                )
-            else:
-                fix = f"target {_mv(st.since)} or newer, or drop feature {fd.name}"
-            refuse(
-                "feature {} needs feature gate {}, which Kubernetes {} {}.".format(
-                    fd.name,
-                    st.gate,
-                    v,
-                    f"no longer has (removed in {_mv(st.removed_in or minor)})"
-                    if st.status == REMOVED
-                    else f"does not have yet (introduced in {_mv(st.since)})",
-                ),
-                fix + ".",
-                "feature " + fd.name,
-            )
-            continue
-        if dra_off:
-            refuse(
-                f"feature {fd.name} needs DynamicResourceAllocation, but "
-                "DynamicResourceAllocation=false was asked for.",
-                f"drop DynamicResourceAllocation=false or drop feature {fd.name}.",
-                "feature " + fd.name,
-            )
-            continue
-        conflict = None
-        for g in _closure(fd.gates):
-            if explicit.get(g) is False:
-                conflict = g
-                break
-        if conflict:
-            refuse(
-                f"feature {fd.name} needs {conflict}=true, but {conflict}=false was asked for.",
-                f"drop {conflict}=false or drop feature {fd.name}.",
-                "feature " + fd.name,
-            )
-            continue
-        blocked = None
-        for g in _closure(fd.gates):
-            st = states[g]
-            if st.status == REMOVED and _on_after_removal(g):
-                continue
-            if not st.known or (st.locked and not st.default):
-                blocked = st
-                break
-        if blocked is not None:
-            refuse(
-                f"feature {fd.name} needs {blocked.gate}, which is {blocked.describe()} in "
-                f"Kubernetes {v}.",
-                f"drop feature {fd.name}.",
-                "feature " + fd.name,
-            )
-            continue
-        kinds_ok = True
-        for kind in fd.api_kinds:
-            ver = _version_for_kind(minor, kind)
-            if ver is None:
-                refuse(
-                    f"feature {fd.name} needs the {kind} kind, which no resource.k8s.io version of "
-                    f"Kubernetes {v} serves.",
-                    f"drop feature {fd.name}.",
-                    "feature " + fd.name,
-                )
-                kinds_ok = False
-                break
-        if not kinds_ok:
+        problem = _feature_problem(v, states, explicit, dra_off, fd)
+        if problem is not None:
+            refusals.refuse(*problem, "feature " + fd.name)
             continue
         for g in _closure(fd.gates):
             if states[g].known:
@@ -643,8 +346,82 @@ def _plan(
     wishes.update(explicit)
     if dra_off:
         wishes[DRA_GATE] = False
+    return wishes, planned_features, api_kinds
 
-    # 3. Effective state and dependencies.
+
+def _feature_problem(
+    v: KubeVersion,
+    states: Mapping[str, GateState],
+    explicit: Mapping[str, bool],
+    dra_off: bool,
+    fd: FeatureDef,
+) -> tuple[str, str] | None:
+    """Why feature ``fd`` cannot be planned at ``v`` (reason, fix), or None: a gate the
+    version lacks, DRA turned off, a needed gate asked off, a gate locked off, an API kind
+    no served version has."""
+    minor = v.minor
+    missing = [g for g in fd.gates if not states[g].known]
+    if missing:
+        st = states[missing[0]]
+        if st.status == REMOVED:
+            fix = (
+                f"drop feature {fd.name} (its gate {st.gate} was removed in "
+                f"{_mv(st.removed_in or minor)})"
+            )
+        else:
+            fix = f"target {_mv(st.since)} or newer, or drop feature {fd.name}"
+        return (
+            "feature {} needs feature gate {}, which Kubernetes {} {}.".format(
+                fd.name,
+                st.gate,
+                v,
+                f"no longer has (removed in {_mv(st.removed_in or minor)})"
+                if st.status == REMOVED
+                else f"does not have yet (introduced in {_mv(st.since)})",
+            ),
+            fix + ".",
+        )
+    if dra_off:
+        return (
+            f"feature {fd.name} needs DynamicResourceAllocation, but "
+            "DynamicResourceAllocation=false was asked for.",
+            f"drop DynamicResourceAllocation=false or drop feature {fd.name}.",
+        )
+    for g in _closure(fd.gates):
+        if explicit.get(g) is False:
+            return (
+                f"feature {fd.name} needs {g}=true, but {g}=false was asked for.",
+                f"drop {g}=false or drop feature {fd.name}.",
+            )
+    for g in _closure(fd.gates):
+        st = states[g]
+        if st.status == REMOVED and _on_after_removal(g):
+            continue
+        if not st.known or (st.locked and not st.default):
+            return (
+                f"feature {fd.name} needs {st.gate}, which is {st.describe()} in Kubernetes {v}.",
+                f"drop feature {fd.name}.",
+            )
+    for kind in fd.api_kinds:
+        if _version_for_kind(minor, kind) is None:
+            return (
+                f"feature {fd.name} needs the {kind} kind, which no resource.k8s.io version of "
+                f"Kubernetes {v} serves.",
+                f"drop feature {fd.name}.",
+            )
+    return None
+
+
+def _check_dependencies(
+    v: KubeVersion,
+    states: Mapping[str, GateState],
+    wishes: dict[str, bool],
+    refusals: _Refusals,
+) -> tuple[dict[str, bool], dict[str, bool]]:
+    """Step 3: the effective state of every gate and the declared dependencies: a wish
+    whose dependencies are off is refused; from 1.35 an enabled gate (wished or on by
+    default) whose dependencies are off is refused too, as Kubernetes refuses to start.
+    Returns (the wishes of known gates, gate -> enabled)."""
     effective = {n: _enabled_at(states, wishes, n) for n in states}
     for name in sorted(wishes):
         st = states[name]
@@ -659,7 +436,7 @@ def _plan(
         ):
             missing_deps.append(DRA_GATE)
         if missing_deps:
-            refuse(
+            refusals.refuse(
                 "{} needs {}, which {}.".format(
                     _fmt(name, True),
                     " and ".join(_fmt(d, True) for d in missing_deps),
@@ -672,7 +449,7 @@ def _plan(
             )
             wishes.pop(name, None)
             effective[name] = _enabled_at(states, wishes, name)
-    if minor >= DEPENDENCIES_DECLARED_SINCE:
+    if v.minor >= DEPENDENCIES_DECLARED_SINCE:
         # Kubernetes checks every enabled gate, default or not, at start-up.
         for name, st in states.items():
             if not st.known or not effective[name]:
@@ -680,7 +457,7 @@ def _plan(
             off = [d for d in _gate_def(name).depends_on if not effective.get(d)]
             if off:
                 turned_off = [d for d in off if wishes.get(d) is False]
-                refuse(
+                refusals.refuse(
                     "{} is enabled ({}) but depends on {}; Kubernetes {} refuses to start: "
                     "'{} is enabled, but depends on features that are disabled: [{}]'.".format(
                         name,
@@ -697,9 +474,15 @@ def _plan(
                 )
                 effective[name] = False
                 wishes[name] = False
-    wishes = {k: val for k, val in wishes.items() if states[k].known}
+    return {k: val for k, val in wishes.items() if states[k].known}, effective
 
-    # 4. Emission per component.
+
+def _components(
+    minor: int, states: Mapping[str, GateState], wishes: Mapping[str, bool]
+) -> tuple[dict[str, ComponentSettings], dict[str, str]]:
+    """Step 4: the feature-gates entries per component (``_emit`` policy, dependencies
+    written wherever their dependents are) and the gates forbidden at ``minor``. Returns
+    (component -> settings, gate -> why it is not written)."""
     components = {c: ComponentSettings(c) for c in COMPONENTS}
     omitted: dict[str, str] = {}
     emit: dict[str, bool] = {}
@@ -731,8 +514,18 @@ def _plan(
     forbidden = _forbidden_at(minor)
     for c in COMPONENTS:
         components[c].forbidden_gates = dict(forbidden)
+    return components, omitted
 
-    # 5. runtime-config (kube-apiserver).
+
+def _runtime_config(
+    minor: int,
+    components: Mapping[str, ComponentSettings],
+    effective: Mapping[str, bool],
+    api_kinds: Sequence[tuple[str, str]],
+) -> None:
+    """Step 5: kube-apiserver's ``--runtime-config``: the versions core DRA and the planned
+    features need that are off by default, and the versions that must be absent (not
+    served at ``minor``)."""
     served = _served(minor)
     rc: list[str] = []
     if effective.get(DRA_GATE):
@@ -751,6 +544,11 @@ def _plan(
         if ver not in served
     }
 
+
+def _plan_warnings(v: KubeVersion) -> list[str]:
+    """What every plan at ``v`` warns about: facts from a pre-release or from documentation
+    only, known-bad releases."""
+    minor = v.minor
     warnings: list[str] = []
     prerelease = prerelease_source(minor)
     if prerelease:
@@ -769,13 +567,4 @@ def _plan(
             f"Kubernetes {bad.version} is a known-bad release ({bad.component}): "
             f"{bad.problem}. {bad.advice}."
         )
-    return ComponentPlan(
-        version=v,
-        features=tuple(planned_features),
-        wishes=wishes,
-        components=components,
-        omitted=omitted,
-        kubeadm=_kubeadm(minor),
-        warnings=warnings,
-        dropped_wishes=dropped,
-    )
+    return warnings

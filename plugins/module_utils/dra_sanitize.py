@@ -36,11 +36,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_plan import (
     _fmt,
     _kv,
     _locked_reason,
-    _parse_bool,
     _unknown_reason,
     _unserved_reason,
-    parse_runtime_config,
     unregistered_gate_reason,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_settings import (
+    parse_gate_bool,
+    parse_runtime_config,
 )
 
 # --------------------------------------------------------------------------------------
@@ -135,7 +137,7 @@ def sanitize(
     minor = v.minor
     findings: list[Finding] = []
     kept: dict[str, bool] = {}
-    parsed = {k: _parse_bool(val, f"feature gate {k}") for k, val in existing_gates.items()}
+    parsed = {k: parse_gate_bool(val, f"feature gate {k}") for k, val in existing_gates.items()}
     states = {n: gate_state(n, v) for n in GATES}
     effective = {n: _enabled_at(states, {}, n) for n in GATES}
     for name in sorted(parsed):

@@ -30,10 +30,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_gates import 
     gate_state,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_plan import (
-    ComponentPlan,
     _plan,
     _unknown_reason,
     _unserved_reason,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_settings import (
+    ComponentPlan,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_skew import (
     MAX_UPGRADE_MINOR_STEP,

@@ -54,9 +54,10 @@ v1.38.0-beta.0) carries a warning in every plan.
 The model is written in parts, each re-exported here (import the model as
 ``dra_versions``): ``dra_core`` (range, errors, versions), ``dra_gates`` (feature gates),
 ``dra_api`` (served API versions, runtime-config, kubeadm config API), ``dra_skew`` (skew,
-known-bad releases, provision range, container runtime), ``dra_plan`` (features and the
-per-component plan), ``dra_sanitize`` (existing settings judged) and ``dra_transition``
-(one minor to the next).
+known-bad releases, provision range, container runtime), ``dra_features`` (the DRA
+features), ``dra_settings`` (feature-gates and runtime-config values, the plan records),
+``dra_plan`` (the per-component plan), ``dra_sanitize`` (existing settings judged) and
+``dra_transition`` (one minor to the next).
 
 ``tests/unit/test_release_facts.py`` checks the model against every committed release and
 ``tests/integration/test_version_model_source.py`` regenerates each cached release's data
@@ -101,6 +102,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_core import (
     VersionParseError,
     parse_version,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_features import (  # noqa: F401
+    ALL_FEATURES,
+    FEATURES,
+    FeatureDef,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_gates import (  # noqa: F401
     GATES,
     NOT_YET,
@@ -118,15 +124,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_gates import 
     require_known_gate,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_plan import (  # noqa: F401
-    ALL_FEATURES,
-    FEATURES,
-    ComponentPlan,
-    ComponentSettings,
-    FeatureDef,
-    Forbidden,
-    feature_gates_string,
-    parse_feature_gates,
-    parse_runtime_config,
     plan_components,
     unregistered_gate_reason,
 )
@@ -135,6 +132,14 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_sanitize impo
     SanitizeReport,
     runtime_config_problem,
     sanitize,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_settings import (  # noqa: F401
+    ComponentPlan,
+    ComponentSettings,
+    Forbidden,
+    feature_gates_string,
+    parse_feature_gates,
+    parse_runtime_config,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_skew import (  # noqa: F401
     HA_APISERVER_MAX_SKEW,

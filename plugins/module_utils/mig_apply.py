@@ -3,10 +3,12 @@
 """Apply a MIG layout to the GPUs of one host with ``nvidia-smi``.
 
 Standard library only: Ansible ships this file to managed hosts (module ``nvidia_mig``),
-and role ``mig`` copies it with ``mig_profiles.py``, ``mig_planner.py`` and
-``gpu_query.py`` to ``/usr/local/lib/gpufleet-mig`` where ``gpufleet-mig.service`` runs
-it at boot as ``python3 -m ansible_collections.gpufleet.cluster.plugins.module_utils.
-mig_apply --layout-file /etc/gpufleet/mig/layout.yaml`` (see :func:`main`).
+and role ``mig`` copies it with the module_utils it imports (``mig_profiles.py``,
+``mig_planner.py``, ``mig_config.py``, ``mig_placement.py``, ``gpu_info.py``...; the list
+is in ``roles/mig/tasks/persist.yml``) to ``/usr/local/lib/gpufleet-mig`` where
+``gpufleet-mig.service`` runs it at boot as ``python3 -m
+ansible_collections.gpufleet.cluster.plugins.module_utils.mig_apply --layout-file
+/etc/gpufleet/mig/layout.yaml`` (see :func:`main`).
 
 Steps of :func:`apply` (mig-parted's apply logic, NVIDIA/mig-parted ``cmd/nvidia-mig-parted/
 apply``, and the NVIDIA MIG user guide, "Getting started with MIG"):
@@ -50,10 +52,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_query
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_info as ginfo
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_config as mcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_placement as mpla
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mpl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mpr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_smi_parse as smip
 
 #: ``run_command(argv) -> (rc, stdout, stderr)``, the shape of ``AnsibleModule.run_command``.
 RunCommand = Callable[[list[str]], tuple[int, str, str]]
@@ -191,10 +196,10 @@ def targets(req: Request, gpus: list[GpuState]) -> dict[int, Target]:
         wanted = {k: v for k, v in layout.items() if v}
         return {i: Target(req.mig_enabled, dict(wanted)) for i in selected}
     try:
-        config = mpl.load_mig_config(req.config)
+        config = mcfg.load_mig_config(req.config)
         ids = {g.index: g.device_id for g in gpus if g.device_id}
-        entries = mpl.select_entries(config, str(req.config_name), selected, ids or None)
-    except mpl.MigConfigError as exc:
+        entries = mcfg.select_entries(config, str(req.config_name), selected, ids or None)
+    except mcfg.MigConfigError as exc:
         raise MigApplyError(f"{req.name('config')}: {exc}") from None
     out: dict[int, Target] = {}
     for i, entry in entries.items():
@@ -233,7 +238,7 @@ class GpuState:
     mode_current: str | None
     mode_pending: str | None
     device_id: str | None = None
-    gis: list[mpl.GpuInstance] = field(default_factory=list)
+    gis: list[mpla.GpuInstance] = field(default_factory=list)
     cis: dict[int, list[int]] = field(default_factory=dict)
     processes: list[Process] = field(default_factory=list)
 
@@ -281,7 +286,7 @@ def _device_ids(xml_text: str) -> list[str | None]:
     for node in root.findall("gpu"):
         found = node.find("pci/pci_device_id")
         text = (found.text or "").strip() if found is not None else ""
-        if text and gpu_query.absent(text):
+        if text and ginfo.absent(text):
             out.append(text if text.lower().startswith("0x") else "0x" + text)
         else:
             out.append(None)
@@ -296,7 +301,7 @@ def parse_compute_apps(text: str) -> dict[str, list[Process]]:
         cells = [c.strip() for c in line.split(",")]
         if len(cells) < 3 or not cells[1].isdigit():
             continue
-        mem = gpu_query.to_int(cells[3]) if len(cells) > 3 else None
+        mem = ginfo.to_int(cells[3]) if len(cells) > 3 else None
         out.setdefault(cells[0], []).append(Process(int(cells[1]), cells[2], mem))
     return out
 
@@ -308,8 +313,8 @@ def read_gpus(run: RunCommand, smi: str) -> list[GpuState]:
     """
     xml_text = _must(run, [smi, "-q", "-x"])
     try:
-        host = gpu_query.parse_smi_xml(xml_text)
-    except gpu_query.GpuQueryError as exc:
+        host = smip.parse_smi_xml(xml_text)
+    except ginfo.GpuQueryError as exc:
         raise MigApplyError(str(exc)) from None
     ids = _device_ids(xml_text)
     apps = parse_compute_apps(
@@ -341,13 +346,13 @@ def read_gpus(run: RunCommand, smi: str) -> list[GpuState]:
     if any(g.mig_on for g in gpus):
         by_index = {g.index: g for g in gpus}
         rc, out, err = _run(run, [smi, "mig", "-lgi"])
-        if rc != 0 and not gpu_query._EMPTY_MIG.search(out + err):
+        if rc != 0 and not smip.EMPTY_MIG.search(out + err):
             raise MigApplyError(f"'{smi} mig -lgi' exited {rc}: {' '.join((out + err).split())}")
         for row in mpr.parse_lgi(out):
             gpu = by_index.get(row["gpu"])
             if gpu is not None:
                 gpu.gis.append(
-                    mpl.GpuInstance(
+                    mpla.GpuInstance(
                         row["profile"],
                         row["profile_id"],
                         row["start"],
@@ -357,8 +362,8 @@ def read_gpus(run: RunCommand, smi: str) -> list[GpuState]:
                 )
         rc, out, err = _run(run, [smi, "mig", "-lci"])
         try:
-            rows = gpu_query.parse_mig_lci(out + "\n" + err)
-        except gpu_query.GpuQueryError as exc:
+            rows = smip.parse_mig_lci(out + "\n" + err)
+        except ginfo.GpuQueryError as exc:
             raise MigApplyError(str(exc)) from None
         for row in rows:
             gpu = by_index.get(row["gpu"])
@@ -527,9 +532,9 @@ class GpuPlan:
 
     gpu: GpuState
     target: Target
-    plan: mpl.Plan | None = None
-    destroy: list[mpl.GpuInstance] = field(default_factory=list)
-    create: list[mpl.Placement] = field(default_factory=list)
+    plan: mpla.Plan | None = None
+    destroy: list[mpla.GpuInstance] = field(default_factory=list)
+    create: list[mpla.Placement] = field(default_factory=list)
     ci_create: list[int] = field(default_factory=list)  # kept GI IDs that lack a CI
     mode_change: str | None = None  # "1" enable / "0" disable
 
@@ -574,13 +579,13 @@ def plan_gpu(gpu: GpuState, target: Target, model: mpr.GpuModel | None, req: Req
         out.plan = mpl.plan(model, target.layout, current=gpu.gis if gpu.mig_on else None)
     except mpr.UnknownProfile as exc:
         raise MigApplyError(f"GPU {gpu.index}: {exc}; fix {req.name('layout')}") from None
-    except mpl.LayoutDoesNotFit as exc:
+    except mpla.LayoutDoesNotFit as exc:
         raise MigApplyError(f"GPU {gpu.index}: {exc.reason}") from None
     current = gpu.gis if gpu.mig_on else []
     # a GI sub-divided into several CIs is not what the layout describes: recreate it
     split = [g for g in current if len(gpu.cis.get(g.instance_id or -1, [])) > 1]
     whole = [g for g in current if g not in split]
-    d = mpl.diff(whole, out.plan)
+    d = mpla.diff(whole, out.plan)
     out.destroy = split + list(d.destroy)
     out.create = list(d.create)
     out.ci_create = [
@@ -854,7 +859,7 @@ def _verify(p: GpuPlan, now: GpuState, o: Outcome, req: Request) -> None:
             )
         return
     assert p.plan is not None
-    d = mpl.diff(now.gis, p.plan)
+    d = mpla.diff(now.gis, p.plan)
     lacking = [g.instance_id for g in now.gis if len(now.cis.get(g.instance_id or -1, [])) != 1]
     if not now.mig_on or d.changed or lacking or not now.gis:
         shown = layout_text([(now.index, now.name, now.layout())]).strip()

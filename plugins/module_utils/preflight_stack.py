@@ -3,7 +3,7 @@
 """Preflight rules on the GPU stack: the GPU Operator against the host stack, the driver
 pin and branch (``nvidia_driver_plan``), the container toolkit against containerd
 (``containerd_config.check_toolkit``), and the NVIDIA DRA driver chart and its feature
-gates, judged by the dra_driver role's own rules (``dra_driver_values``).
+gates, judged by the dra_driver role's own rules (``dra_driver_chart``, ``dra_driver_gates``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_chart as ddc
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_gates as ddg
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_problem as pp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
@@ -146,14 +147,14 @@ def rule_toolkit(ctx: HostContext) -> None:
 
 
 def rule_driver_chart(ctx: HostContext) -> None:
-    """The chart release as the dra_driver role parses it (``dra_driver_values.
+    """The chart release as the dra_driver role parses it (``dra_driver_chart.
     parse_chart_version``), one group for labels and driver, and the chart's Kubernetes
     range (``CHART_KUBE_VERSION_MIN``, ``DOCUMENTED_KUBERNETES_MIN``) against the release."""
     text = text_of(ctx.settings, "dra_driver_chart_version")
     if text:
         try:
-            ddv.parse_chart_version(text)
-        except ddv.DraDriverError as exc:
+            ddc.parse_chart_version(text)
+        except ddc.DraDriverError as exc:
             ctx.add(
                 pp.problem("chart-version-format", ERROR, exc.variable, text, exc.reason, exc.fix)
             )
@@ -177,9 +178,9 @@ def rule_driver_chart(ctx: HostContext) -> None:
     if ctx.release is None:
         return
     label = f"chart {text}" if text else "the NVIDIA DRA driver chart"
-    chart_min = vtext(ddv.CHART_KUBE_VERSION_MIN)
-    documented = vtext(ddv.DOCUMENTED_KUBERNETES_MIN)
-    if ctx.release[:2] < ddv.CHART_KUBE_VERSION_MIN:
+    chart_min = vtext(ddc.CHART_KUBE_VERSION_MIN)
+    documented = vtext(ddc.DOCUMENTED_KUBERNETES_MIN)
+    if ctx.release[:2] < ddc.CHART_KUBE_VERSION_MIN:
         ctx.add(
             pp.problem(
                 "chart-kubernetes",
@@ -191,7 +192,7 @@ def rule_driver_chart(ctx: HostContext) -> None:
                 f"provision Kubernetes {documented} or newer",
             )
         )
-    elif ctx.release < ddv.DOCUMENTED_KUBERNETES_MIN:
+    elif ctx.release < ddc.DOCUMENTED_KUBERNETES_MIN:
         accepted = as_bool(ctx.settings, "dra_driver_accept_below_documented_minimum")
         dra = dv.gate_state(dv.DRA_GATE, vtext(ctx.release)).describe()
         ctx.add(
@@ -214,24 +215,24 @@ def rule_driver_chart(ctx: HostContext) -> None:
 def rule_driver_gates(ctx: HostContext) -> None:
     """The driver feature gates the inventory asks for (sharing strategies, DynamicMIG,
     explicit gates), judged by the dra_driver role's own rules
-    (``dra_driver_values.driver_feature_gates``: unknown gates, gates the chart release
+    (``dra_driver_gates.driver_feature_gates``: unknown gates, gates the chart release
     lacks, contradictions, dependencies, pairs the driver refuses together), then DynamicMIG
     against the Kubernetes release and its DRAPartitionableDevices gate."""
     try:
-        chart = ddv.parse_chart_version(text_of(ctx.settings, "dra_driver_chart_version"))
-    except ddv.DraDriverError:
+        chart = ddc.parse_chart_version(text_of(ctx.settings, "dra_driver_chart_version"))
+    except ddc.DraDriverError:
         return  # reported by rule_driver_chart
     gates = ctx.settings.get("dra_driver_feature_gates") or {}
     if not isinstance(gates, Mapping):
         return  # reported by the argument-spec rule
     try:
-        wanted = ddv.driver_feature_gates(
+        wanted = ddg.driver_feature_gates(
             chart,
             sharing=as_list(ctx.settings.get("dra_driver_sharing")),
             dynamic_mig=as_bool(ctx.settings, "dra_driver_dynamic_mig"),
             gates=gates,
         )
-    except ddv.DraDriverError as exc:
+    except ddc.DraDriverError as exc:
         value = ctx.settings.get(exc.variable, exc.value)
         ctx.add(
             pp.problem(
@@ -251,8 +252,8 @@ def rule_driver_gates(ctx: HostContext) -> None:
         var = "dra_driver_feature_gates"
     val = ctx.settings.get(var)
     version = vtext(ctx.release)
-    need = vtext(ddv.DYNAMIC_MIG_KUBERNETES_MIN)
-    if ctx.release[:2] < ddv.DYNAMIC_MIG_KUBERNETES_MIN:
+    need = vtext(ddc.DYNAMIC_MIG_KUBERNETES_MIN)
+    if ctx.release[:2] < ddc.DYNAMIC_MIG_KUBERNETES_MIN:
         ctx.add(
             pp.problem(
                 "dynamic-mig-kubernetes",

@@ -29,7 +29,7 @@ Sources judged, per step and against the step's target release:
   ``--config-dir`` drop-in, a control-plane process started from another file).
 
 Pure: no I/O. Facts are the ``facts`` that ``dra_gate_audit_facts`` returns
-(``gate_audit.HostFacts.to_dict``).
+(``gate_facts.HostFacts.to_dict``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_audit as ga
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_facts as gf
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_terms as gt
 
 __all__ = [
     "CONFIGMAP",
@@ -60,8 +61,8 @@ PROCESS = "process"
 FEATURE_GATE = "feature-gate"
 RUNTIME_CONFIG = "runtime-config"
 
-KUBEADM_CONFIGMAP = ga.KUBEADM_CONFIGMAP
-KUBELET_CONFIGMAP = ga.KUBELET_CONFIGMAP
+KUBEADM_CONFIGMAP = gt.KUBEADM_CONFIGMAP
+KUBELET_CONFIGMAP = gt.KUBELET_CONFIGMAP
 _SECTIONS = {
     dv.APISERVER: "apiServer",
     dv.CONTROLLER_MANAGER: "controllerManager",
@@ -183,23 +184,23 @@ def configmap_blocking(
 
 def parse_host_facts(
     host_facts: Mapping[str, Any] | None, hosts: Iterable[str]
-) -> dict[str, ga.HostFacts | None]:
+) -> dict[str, gf.HostFacts | None]:
     """Host -> HostFacts, in the order of ``hosts`` and only for them, from host -> the
     ``facts`` of ``dra_gate_audit_facts`` (a dict, a HostFacts, or None when the host could
     not be read). Raises ``dra_versions.VersionModelError`` naming the host and the bad
     field."""
     given = dict(host_facts or {})
-    out: dict[str, ga.HostFacts | None] = {}
+    out: dict[str, gf.HostFacts | None] = {}
     for host in hosts:
         if host not in given:
             continue
         data = given[host]
-        if data is None or isinstance(data, ga.HostFacts):
+        if data is None or isinstance(data, gf.HostFacts):
             out[str(host)] = data
             continue
         try:
-            out[str(host)] = ga.HostFacts.from_dict(data, str(host))
-        except ga.GateAuditError as exc:
+            out[str(host)] = gf.HostFacts.from_dict(data, str(host))
+        except gt.GateAuditError as exc:
             raise dv.VersionModelError(
                 f"the gate facts of host {host!r} cannot be used: {exc}",
                 "read them again (gpufleet upgrade --save-snapshot, or the module "
@@ -208,7 +209,7 @@ def parse_host_facts(
     return out
 
 
-def unread_warnings(facts: Mapping[str, ga.HostFacts | None]) -> list[str]:
+def unread_warnings(facts: Mapping[str, gf.HostFacts | None]) -> list[str]:
     """A warning per host whose facts could not be read (None)."""
     return [
         f"{h}: the feature gates of its components could not be read (module "
@@ -218,14 +219,14 @@ def unread_warnings(facts: Mapping[str, ga.HostFacts | None]) -> list[str]:
     ]
 
 
-def _fatal(flags: ga.FlagSet, version: dv.KubeVersion | str, component: str) -> list[dv.Finding]:
+def _fatal(flags: gf.FlagSet, version: dv.KubeVersion | str, component: str) -> list[dv.Finding]:
     report = dv.sanitize(
         dict(flags.feature_gates), flags.runtime_config_entries(), version, component=component
     )
     return report.must_remove
 
 
-def _process_origin(cf: ga.ComponentFacts, kind: str, name: str) -> tuple[str, str | None]:
+def _process_origin(cf: gf.ComponentFacts, kind: str, name: str) -> tuple[str, str | None]:
     """(origin in words, drop-in file or None) of an entry of the running process that
     its file does not explain."""
     c = cf.component
@@ -233,9 +234,9 @@ def _process_origin(cf: ga.ComponentFacts, kind: str, name: str) -> tuple[str, s
         pid = f" (pid {cf.pid})" if cf.pid is not None else ""
         return f"the running {c}{pid}", None
     try:
-        flags = ga.argv_flags(cf.argv, "kubelet command line")
+        flags = gf.argv_flags(cf.argv, "kubelet command line")
     except ValueError:
-        flags = ga.FlagSet()
+        flags = gf.FlagSet()
     if kind == FEATURE_GATE and name in flags.feature_gates:
         return "the kubelet's --feature-gates flag", None
     main = cf.file.path if cf.file is not None else None
@@ -249,7 +250,7 @@ def _process_origin(cf: ga.ComponentFacts, kind: str, name: str) -> tuple[str, s
 
 
 def host_blocking(
-    facts: Mapping[str, ga.HostFacts | None],
+    facts: Mapping[str, gf.HostFacts | None],
     version: dv.KubeVersion | str,
     transition: dv.TransitionPlan,
 ) -> list[Blocking]:

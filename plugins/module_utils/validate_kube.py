@@ -30,7 +30,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_api import (
 )
 
 if TYPE_CHECKING:  # imported where used: the node labels module needs Kube only
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_cluster import Listing
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_listing import (
+        Listing,
+    )
 
 __all__ = [
     "RESOURCE_VERSIONS",
@@ -630,7 +632,9 @@ def list_cluster(
     left empty. ``/version`` and
     ``/apis/resource.k8s.io`` are read first. Raises KubeError only when the API server
     does not answer ``/version``."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_cluster import Listing
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_listing import (
+        Listing,
+    )
 
     listing = Listing()
     listing.version = kube.get("/version")

@@ -25,10 +25,12 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_claims as vcl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_cluster import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_listing import (
     Listing,
     Settings,
-    _attr_value,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_nodes import (
+    attr_value,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_report import (
     FAIL,
@@ -96,10 +98,10 @@ def published_kinds(listing: Listing, settings: Settings) -> tuple[bool, list[st
         if gpu_nodes and spec.get("nodeName") not in gpu_nodes:
             continue
         for d in spec.get("devices") or []:
-            kind = str(_attr_value(d, "type") or "gpu")
+            kind = str(attr_value(d, "type") or "gpu")
             types.add(kind)
-            if kind == "mig" and _attr_value(d, "profile"):
-                profiles.add(str(_attr_value(d, "profile")))
+            if kind == "mig" and attr_value(d, "profile"):
+                profiles.add(str(attr_value(d, "profile")))
     for raw in settings.mig_layout.values():
         layouts = (
             raw.values()

@@ -174,6 +174,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import (
 from ansible_collections.gpufleet.cluster.plugins.module_utils import (
     gate_audit as ga,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_facts as gf
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_report as gr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_terms as gt
 from ansible_collections.gpufleet.cluster.plugins.module_utils import (
     kube_config_edit as kce,
 )
@@ -194,22 +197,22 @@ except ImportError:
 NAMESPACE = "kube-system"
 
 
-def host_facts(raw) -> dict[str, ga.HostFacts]:
+def host_facts(raw) -> dict[str, gf.HostFacts]:
     """Host -> HostFacts from the ``facts`` parameter (a mapping or a list)."""
     if isinstance(raw, dict):
-        return {str(h): ga.HostFacts.from_dict(f, str(h)) for h, f in raw.items()}
+        return {str(h): gf.HostFacts.from_dict(f, str(h)) for h, f in raw.items()}
     if isinstance(raw, list):
-        out: dict[str, ga.HostFacts] = {}
+        out: dict[str, gf.HostFacts] = {}
         for index, item in enumerate(raw):
-            facts = ga.HostFacts.from_dict(item)
+            facts = gf.HostFacts.from_dict(item)
             if facts.host in out:
-                raise ga.GateAuditError(
+                raise gt.GateAuditError(
                     f"facts[{index}]: host {facts.host!r} appears twice; fix: give every host "
                     "its own name (the facts module's host option, normally inventory_hostname)"
                 )
             out[facts.host] = facts
         return out
-    raise ga.GateAuditError(
+    raise gt.GateAuditError(
         f"facts is a {type(raw).__name__}; fix: pass a mapping of host to the facts module's "
         "'facts', or a list of them"
     )
@@ -225,9 +228,9 @@ def read_configmap_key(api, name: str, key: str) -> str | None:
     return (cm.data or {}).get(key)
 
 
-def read_configmaps(api, version: str) -> ga.ConfigMapFacts:
+def read_configmaps(api, version: str) -> gf.ConfigMapFacts:
     """kubeadm-config and kubelet-config (or kubelet-config-1.X of old clusters)."""
-    facts = ga.ConfigMapFacts(
+    facts = gf.ConfigMapFacts(
         cluster_configuration=read_configmap_key(api, "kubeadm-config", "ClusterConfiguration"),
         kubelet=read_configmap_key(api, "kubelet-config", "kubelet"),
     )
@@ -257,8 +260,8 @@ def main() -> None:
             components=dict(
                 type="list",
                 elements="str",
-                choices=list(ga.COMPONENTS),
-                default=list(ga.COMPONENTS),
+                choices=list(gt.COMPONENTS),
+                default=list(gt.COMPONENTS),
             ),
             configmaps=dict(type="bool", default=True),
             **vk.kube_auth_argspec(),
@@ -271,7 +274,7 @@ def main() -> None:
         module.fail_json(msg=missing_required_lib("PyYAML"), exception=kce.YAML_IMPORT_ERROR)
     try:
         hosts = host_facts(params["facts"])
-    except ga.GateAuditError as err:
+    except gt.GateAuditError as err:
         module.fail_json(msg=str(err))
     needs_api = params["configmaps"] or not params["version"]
     api_client = None
@@ -330,10 +333,10 @@ def main() -> None:
         )
     except dv.VersionModelError as err:
         module.fail_json(msg=f"the DRA version model refuses the request at {version}: {err}")
-    except ga.GateAuditError as err:
+    except gt.GateAuditError as err:
         module.fail_json(msg=str(err))
     data = result.to_dict()
-    table = ga.format_table(data)
+    table = gr.format_table(data)
     out = dict(
         changed=False,
         audit=data,

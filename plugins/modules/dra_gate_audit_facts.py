@@ -212,18 +212,20 @@ import urllib.error
 import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import (
-    gate_audit as ga,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_facts as gf
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_metrics as gm
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_terms as gt
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import (
     kube_config_edit as kce,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
 
 if kce.HAS_YAML:
     import yaml
 
-DEFAULT_KUBELET_CONFIG = kce.DEFAULT_KUBELET_CONFIG
+DEFAULT_KUBELET_CONFIG = kcfg.DEFAULT_KUBELET_CONFIG
 #: Bytes of /metrics read at most (kube-apiserver serves a few MiB).
 METRICS_LIMIT = 64 * 1024 * 1024
 
@@ -239,7 +241,7 @@ def scan(proc_root: str, components: list[str]) -> dict[str, list[tuple[int, lis
         if not entry.isdigit():
             continue
         argv = read_argv(proc_root, int(entry))
-        component = ga.component_of(argv or [], components)
+        component = gf.component_of(argv or [], components)
         if component:
             found[component].append((int(entry), argv or []))
     for items in found.values():
@@ -250,7 +252,7 @@ def scan(proc_root: str, components: list[str]) -> dict[str, list[tuple[int, lis
 def read_argv(proc_root: str, pid: int) -> list[str] | None:
     try:
         with open(os.path.join(proc_root, str(pid), "cmdline"), "rb") as fh:
-            return ga.split_cmdline(fh.read())
+            return gf.split_cmdline(fh.read())
     except OSError:
         return None
 
@@ -271,8 +273,8 @@ def started_at(proc_root: str, pid: int, btime: float | None) -> float | None:
         return None
     try:
         with open(os.path.join(proc_root, str(pid), "stat"), encoding="utf-8") as fh:
-            return ga.process_start_time(fh.read(), btime, os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, ga.GateAuditError):
+            return gf.process_start_time(fh.read(), btime, os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, gt.GateAuditError):
         return None
 
 
@@ -288,7 +290,7 @@ def select(
         argv = read_argv(proc_root, pid)
         if argv is None:
             return None, f"pids.{component}={pid}: no such process"
-        if ga.component_of(argv, [component]) != component:
+        if gf.component_of(argv, [component]) != component:
             return None, (
                 f"pids.{component}={pid} runs {argv[0] if argv else '(no command line)'}, "
                 f"not {component}; fix: give the pid of {component}"
@@ -325,33 +327,33 @@ def read_text(path: str) -> tuple[str | None, float | None, str | None]:
         return None, None, f"cannot read: {err}"
 
 
-def manifest_source(manifest_dir: str, component: str) -> ga.FileSource:
+def manifest_source(manifest_dir: str, component: str) -> gf.FileSource:
     path = os.path.join(manifest_dir, f"{component}.yaml")
     text, mtime, error = read_text(path)
-    source = ga.FileSource(path, exists=text is not None or error is not None, mtime=mtime)
+    source = gf.FileSource(path, exists=text is not None or error is not None, mtime=mtime)
     if error:
         source.error = error
     elif text is not None:
         try:
-            source.flags = ga.FlagSet.from_component_flags(kce.static_pod_flags(text, component))
-        except kce.ConfigEditError as err:
+            source.flags = gf.FlagSet.from_component_flags(kce.static_pod_flags(text, component))
+        except kfl.ConfigEditError as err:
             source.error = str(err)
     return source
 
 
-def kubelet_config_source(path: str) -> tuple[ga.FileSource, dict]:
+def kubelet_config_source(path: str) -> tuple[gf.FileSource, dict]:
     """The kubelet configuration file as a FileSource, and its parsed mapping."""
     text, mtime, error = read_text(path)
-    source = ga.FileSource(path, exists=text is not None or error is not None, mtime=mtime)
+    source = gf.FileSource(path, exists=text is not None or error is not None, mtime=mtime)
     data: dict = {}
     if error:
         source.error = error
     elif text is not None:
         try:
-            source.flags = ga.FlagSet(kce.kubelet_feature_gates(text), {})
+            source.flags = gf.FlagSet(kcfg.kubelet_feature_gates(text), {})
             loaded = yaml.safe_load(text)
             data = loaded if isinstance(loaded, dict) else {}
-        except (kce.ConfigEditError, yaml.YAMLError) as err:
+        except (kfl.ConfigEditError, yaml.YAMLError) as err:
             source.error = str(err)
     return source, data
 
@@ -413,8 +415,8 @@ def metrics_context(params: dict) -> tuple[ssl.SSLContext | None, dict, str | No
 
 def fetch_metrics(
     url: str, ctx: ssl.SSLContext | None, headers: dict, skip: str | None, timeout: int
-) -> ga.MetricSource:
-    source = ga.MetricSource(url)
+) -> gf.MetricSource:
+    source = gf.MetricSource(url)
     if skip:
         source.skipped = skip
         return source
@@ -430,13 +432,13 @@ def fetch_metrics(
         source.error = f"cannot connect: {getattr(err, 'reason', err)}"
         return source
     try:
-        source.lines = ga.feature_metric_lines(text)
-        source.features = ga.feature_readings(text)
-    except ga.GateAuditError as err:
+        source.lines = gm.feature_metric_lines(text)
+        source.features = gm.feature_readings(text)
+    except gt.GateAuditError as err:
         source.error = str(err)
         return source
     if not source.features:
-        source.error = f"no {ga.FEATURE_METRIC} samples in the answer"
+        source.error = f"no {gt.FEATURE_METRIC} samples in the answer"
     return source
 
 
@@ -447,9 +449,9 @@ def read_component(
     params: dict,
     btime: float | None,
     metrics: tuple[ssl.SSLContext | None, dict, str | None] | None,
-) -> ga.ComponentFacts:
+) -> gf.ComponentFacts:
     proc_root = params["proc_root"]
-    facts = ga.ComponentFacts(component)
+    facts = gf.ComponentFacts(component)
     if error:
         facts.errors.append(error)
     kubelet_data: dict = {}
@@ -460,10 +462,10 @@ def read_component(
         facts.pid = pid
         facts.argv = argv
         facts.started_at = started_at(proc_root, pid, btime)
-        if component == ga.KUBELET:
-            config = kce.kubelet_config_path_from_cmdline(argv)
+        if component == gt.KUBELET:
+            config = kcfg.kubelet_config_path_from_cmdline(argv)
             files = [resolve(proc_root, pid, config)] if config else []
-            dirs = [v for v in kce.kubelet_flag_values(argv, "config-dir") if v]
+            dirs = [v for v in kcfg.kubelet_flag_values(argv, "config-dir") if v]
             if dirs:
                 files += kubelet_drop_ins(resolve(proc_root, pid, dirs[-1]))
             for path in files:
@@ -475,13 +477,13 @@ def read_component(
                 config_gates.update(source.flags.feature_gates if source.flags else {})
                 kubelet_data.update(data)
         try:
-            if component == ga.KUBELET:
-                facts.process = ga.kubelet_process_flags(argv, config_gates)
+            if component == gt.KUBELET:
+                facts.process = gf.kubelet_process_flags(argv, config_gates)
             else:
-                facts.process = ga.argv_flags(argv, f"{component} command line")
-        except kce.ConfigEditError as err:
+                facts.process = gf.argv_flags(argv, f"{component} command line")
+        except kfl.ConfigEditError as err:
             facts.errors.append(str(err))
-    if component == ga.KUBELET:
+    if component == gt.KUBELET:
         path = params["kubelet_config"] or (
             facts.config_files[0] if facts.config_files else DEFAULT_KUBELET_CONFIG
         )
@@ -491,8 +493,8 @@ def read_component(
         facts.file = manifest_source(params["manifest_dir"], component)
     if metrics is not None and facts.running:
         try:
-            url = ga.metrics_url(component, facts.argv, kubelet_data)
-        except ga.GateAuditError as err:
+            url = gf.metrics_url(component, facts.argv, kubelet_data)
+        except gt.GateAuditError as err:
             facts.errors.append(str(err))
         else:
             ctx, headers, skip = metrics
@@ -509,8 +511,8 @@ def main() -> None:
             components=dict(
                 type="list",
                 elements="str",
-                choices=list(ga.COMPONENTS),
-                default=list(ga.COMPONENTS),
+                choices=list(gt.COMPONENTS),
+                default=list(gt.COMPONENTS),
             ),
             pids=dict(type="dict", default={}),
             match=dict(type="dict", default={}),
@@ -537,11 +539,11 @@ def main() -> None:
         )
     components = list(dict.fromkeys(params["components"]))
     for option in ("pids", "match"):
-        unknown = sorted(set(params[option]) - set(ga.COMPONENTS))
+        unknown = sorted(set(params[option]) - set(gt.COMPONENTS))
         if unknown:
             module.fail_json(
                 msg=f"{option} names {', '.join(unknown)}; fix: use component names "
-                f"({', '.join(ga.COMPONENTS)})"
+                f"({', '.join(gt.COMPONENTS)})"
             )
     pids: dict[str, int] = {}
     for component, value in params["pids"].items():
@@ -565,7 +567,7 @@ def main() -> None:
     found = scan(params["proc_root"], components)
     btime = boot_time(params["proc_root"])
     metrics = metrics_context(params) if params["metrics"] else None
-    host = ga.HostFacts(params["host"] or socket.gethostname())
+    host = gf.HostFacts(params["host"] or socket.gethostname())
     for component in components:
         pattern = params["match"].get(component)
         chosen, error = select(

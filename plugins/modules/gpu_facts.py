@@ -187,6 +187,7 @@ warnings:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_info as ginfo
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_query
 
 #: Where drivers put nvidia-smi besides PATH (distribution packages, the .run installer,
@@ -223,9 +224,9 @@ def main() -> None:
 
     try:
         host = gpu_query.collect_host(run, params["backend"], smi)
-    except gpu_query.NoDriverError as err:
+    except ginfo.NoDriverError as err:
         if params["missing_ok"]:
-            host = gpu_query.HostGpus("none", None, None, [], [f"no NVIDIA driver found: {err}"])
+            host = ginfo.HostGpus("none", None, None, [], [f"no NVIDIA driver found: {err}"])
         else:
             module.fail_json(
                 msg=(
@@ -235,7 +236,7 @@ def main() -> None:
                     "nvidia-smi to run, or set missing_ok=true for hosts without GPUs"
                 )
             )
-    except gpu_query.GpuQueryError as err:
+    except ginfo.GpuQueryError as err:
         module.fail_json(msg=f"reading the GPUs failed (backend={params['backend']}): {err}")
 
     gpus = [gpu.to_dict() for gpu in host.gpus]
@@ -248,7 +249,7 @@ def main() -> None:
             "gpufleet_gpus": gpus,
             "gpufleet_gpu_count": len(gpus),
             "gpufleet_gpu_driver_version": host.driver_version,
-            "gpufleet_gpu_driver_version_semver": gpu_query.semver(host.driver_version),
+            "gpufleet_gpu_driver_version_semver": ginfo.semver(host.driver_version),
             "gpufleet_gpu_cuda_driver_version": host.cuda_driver_version,
         },
     )

@@ -204,9 +204,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit 
     HAS_YAML,
     SCHEDULER,
     YAML_IMPORT_ERROR,
+    edit_cluster_configuration,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
     ConfigEditError,
     FlagEdit,
-    edit_cluster_configuration,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kubelet_config import (
     edit_kubelet_configuration,
 )
 

@@ -136,11 +136,15 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import
     file_diff,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
-    DEFAULT_KUBELET_CONFIG,
     HAS_YAML,
     YAML_IMPORT_ERROR,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
     ConfigEditError,
     FlagEdit,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kubelet_config import (
+    DEFAULT_KUBELET_CONFIG,
     edit_kubelet_configuration,
     kubelet_argv_from_systemd,
     kubelet_config_path_from_cmdline,

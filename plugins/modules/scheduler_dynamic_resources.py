@@ -170,7 +170,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit 
     HAS_YAML,
     SCHEDULER,
     YAML_IMPORT_ERROR,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
     ConfigEditError,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.scheduler_config import (
     enable_dynamic_resources,
 )
 

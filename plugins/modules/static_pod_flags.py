@@ -178,9 +178,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit 
     COMPONENTS,
     HAS_YAML,
     YAML_IMPORT_ERROR,
+    edit_static_pod_manifest,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
     ConfigEditError,
     FlagEdit,
-    edit_static_pod_manifest,
 )
 
 

@@ -18,6 +18,10 @@ import urllib.request
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_api as capi
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_cel as ccel
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_check as cchk
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_problems as cprob
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from rich.console import Console
@@ -90,7 +94,7 @@ def builders(kubernetes_version: str | None = None, **extra: Any) -> dict[str, d
 
 
 def _beta_control_plane(start_control_plane: Any) -> ControlPlane:
-    choice = ct.api_choice_for(BETA_VERSION)
+    choice = capi.api_choice_for(BETA_VERSION)
     assert choice.runtime_config, f"{BETA_VERSION} should need runtime-config for {choice}"
     plan = dv.plan_components(BETA_VERSION)
     apiserver = plan.components[dv.APISERVER]
@@ -106,10 +110,10 @@ def _beta_control_plane(start_control_plane: Any) -> ControlPlane:
 
 @pytest.mark.parametrize("control_plane", [DEFAULT_VERSION], indirect=True)
 def test_every_template_is_accepted_on_v1(control_plane: ControlPlane) -> None:
-    assert ct.api_version_for(DEFAULT_VERSION) == "resource.k8s.io/v1"
+    assert capi.api_version_for(DEFAULT_VERSION) == "resource.k8s.io/v1"
     for kind, obj in builders(DEFAULT_VERSION).items():
-        problems = ct.check_claim_spec(obj, DEFAULT_VERSION)
-        assert [p for p in problems if p.severity == ct.ERROR] == [], kind
+        problems = cchk.check_claim_spec(obj, DEFAULT_VERSION)
+        assert [p for p in problems if p.severity == cprob.ERROR] == [], kind
         status, body = dry_run_create(control_plane, obj)
         assert status == 201, f"{kind}: {status} {body.get('message')}"
         assert body["spec"]["spec"]["devices"] == obj["spec"]["spec"]["devices"], kind
@@ -127,7 +131,7 @@ def test_templates_need_no_device_class(control_plane: ControlPlane) -> None:
 
 def test_every_template_is_accepted_on_beta(start_control_plane: Any) -> None:
     cp = _beta_control_plane(start_control_plane)
-    api_version = ct.api_version_for(BETA_VERSION)
+    api_version = capi.api_version_for(BETA_VERSION)
     assert api_version == "resource.k8s.io/v1beta2"
     for kind, obj in builders(BETA_VERSION).items():
         assert obj["apiVersion"] == api_version
@@ -140,7 +144,7 @@ def test_every_template_is_accepted_on_beta(start_control_plane: Any) -> None:
         assert status == 201, f"v1beta1 {kind}: {status} {body.get('message')}"
     # v1 is not served on 1.33: the checker says so, and the apiserver has no such path.
     v1 = ct.mig_slice("1g.18gb", api_version="resource.k8s.io/v1")
-    problems = ct.check_claim_spec(v1, BETA_VERSION)
+    problems = cchk.check_claim_spec(v1, BETA_VERSION)
     assert any("does not serve resource.k8s.io/v1" in p.message for p in problems)
     status, _ = dry_run_create(cp, v1)
     assert status == 404
@@ -149,7 +153,7 @@ def test_every_template_is_accepted_on_beta(start_control_plane: Any) -> None:
 def _wrong_shapes() -> dict[str, tuple[dict[str, Any], str]]:
     """Plausible shapes that are not the API, each with a text the checker must show."""
     base = ct.gpu_with_memory(40, kubernetes_version=DEFAULT_VERSION)
-    memory_cel = ct.cel_memory_at_least(40)
+    memory_cel = ccel.cel_memory_at_least(40)
     shapes: dict[str, tuple[dict[str, Any], str]] = {}
 
     attrs = copy.deepcopy(base)
@@ -201,7 +205,7 @@ def _wrong_shapes() -> dict[str, tuple[dict[str, Any], str]]:
 @pytest.mark.parametrize("control_plane", [DEFAULT_VERSION], indirect=True)
 def test_wrong_shapes_are_refused_by_checker_and_apiserver(control_plane: ControlPlane) -> None:
     for name, (obj, fix) in _wrong_shapes().items():
-        errors = [p for p in ct.check_claim_spec(obj) if p.severity == ct.ERROR]
+        errors = [p for p in cchk.check_claim_spec(obj) if p.severity == cprob.ERROR]
         assert errors, f"{name}: the checker found nothing"
         assert any(fix in p.message for p in errors), f"{name}: {[str(p) for p in errors]}"
         status, body = dry_run_create(control_plane, obj)
@@ -244,10 +248,10 @@ def test_checker_fix_is_accepted(control_plane: ControlPlane) -> None:
     what the apiserver accepts."""
     obj, _ = _wrong_shapes()["attributes-map"]
     exact = obj["spec"]["spec"]["devices"]["requests"][0]["exactly"]
-    suggested = ct.suggest_cel(exact.pop("attributes"))
-    assert suggested == ct.cel_memory_at_least(40)
+    suggested = ccel.suggest_cel(exact.pop("attributes"))
+    assert suggested == ccel.cel_memory_at_least(40)
     exact["selectors"] = [{"cel": {"expression": suggested}}]
-    assert ct.check_claim_spec(obj) == []
+    assert cchk.check_claim_spec(obj) == []
     status, body = dry_run_create(control_plane, obj)
     assert status == 201, body.get("message")
 
@@ -304,7 +308,7 @@ def test_role_applies_the_templates_and_is_idempotent(
     names = {o["metadata"]["name"]: o for o in stored["items"]}
     assert {"role-mig", "role-80g", "role-mps"} <= set(names)
     assert names["role-80g"]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] == [
-        {"cel": {"expression": ct.cel_memory_at_least(80)}}
+        {"cel": {"expression": ccel.cel_memory_at_least(80)}}
     ]
     # a changed item for an existing name is refused, naming it and the fix
     out = io.StringIO()

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_chart as ddc
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_nodes as ddn
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
 
 from gpufleet.lab import binaries
@@ -112,13 +114,13 @@ def test_scheduling_matches_what_the_node_check_assumes(helm: Path, tmp_path: Pa
     labelled = {"metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.present": "true"}},
                 "spec": {"taints": [{"key": "dedicated", "effect": "NoSchedule"}]}}  # fmt: skip
     bare = {"metadata": {"name": "gpu-2", "labels": {}}, "spec": {}}
-    assert spec["affinity"] == ddv.default_affinity(legacy=False)
+    assert spec["affinity"] == ddn.default_affinity(legacy=False)
     for n in (labelled, bare):
-        live = ddv.scheduling_problem(
+        live = ddn.scheduling_problem(
             n, spec.get("nodeSelector"), spec["affinity"], spec["tolerations"]
         )
-        assert bool(live) == bool(ddv.node_problems([n], [n["metadata"]["name"]], p.values))
-    assert ddv.node_problems([labelled], ["gpu-1"], p.values) == []
+        assert bool(live) == bool(ddn.node_problems([n], [n["metadata"]["name"]], p.values))
+    assert ddn.node_problems([labelled], ["gpu-1"], p.values) == []
 
 
 def test_name_override_keeps_the_legacy_object_names(helm: Path, tmp_path: Path) -> None:
@@ -166,7 +168,7 @@ def test_chart_and_plan_refuse_the_same_values(
     values = ddv.deep_merge(plan().values, bad)
     out = template(helm, tmp_path, values)
     assert out.returncode != 0 and chart_error in out.stderr
-    with pytest.raises(ddv.DraDriverError) as info:
+    with pytest.raises(ddc.DraDriverError) as info:
         plan(extra_values=bad)
     assert info.value.variable == f"dra_driver_extra_values.{variable}"
 
@@ -181,7 +183,7 @@ def test_missing_override_fails_the_chart(helm: Path, tmp_path: Path) -> None:
 def test_default_namespace_refused_by_both(helm: Path, tmp_path: Path) -> None:
     values = plan().values
     assert "'default' namespace" in template(helm, tmp_path, values, namespace="default").stderr
-    with pytest.raises(ddv.DraDriverError, match="dra_driver_namespace=default"):
+    with pytest.raises(ddc.DraDriverError, match="dra_driver_namespace=default"):
         plan(namespace="default")
     allowed = plan(namespace="default", extra_values={"allowDefaultNamespace": True}).values
     assert template(helm, tmp_path, allowed, namespace="default").returncode == 0
@@ -190,5 +192,5 @@ def test_default_namespace_refused_by_both(helm: Path, tmp_path: Path) -> None:
 def test_kube_version_below_chart_minimum(helm: Path, tmp_path: Path) -> None:
     out = template(helm, tmp_path, plan().values, kube="1.31.5")
     assert out.returncode != 0 and "kubeVersion" in out.stderr
-    with pytest.raises(ddv.DraDriverError, match=r">=1\.32\.0-0"):
+    with pytest.raises(ddc.DraDriverError, match=r">=1\.32\.0-0"):
         plan(kubernetes_version="1.31.5")

@@ -34,9 +34,13 @@ from ansible_collections.gpufleet.cluster.plugins.filter.dra import (
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
-    FlagEdit,
-    edit_kubelet_configuration,
     edit_static_pod_manifest,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
+    FlagEdit,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kubelet_config import (
+    edit_kubelet_configuration,
 )
 
 from gpufleet.lab import binaries

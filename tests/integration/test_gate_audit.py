@@ -27,6 +27,8 @@ import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_audit as ga
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_facts as gf
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_report as gr
 from kubernetes import client as k8s_client
 from rich.console import Console
 
@@ -117,7 +119,7 @@ def results_of(events: list[dict[str, Any]], action: str) -> dict[str, dict[str,
 
 def proc_cmdline(pid: int) -> list[str]:
     with open(f"/proc/{pid}/cmdline", "rb") as fh:
-        return ga.split_cmdline(fh.read())
+        return gf.split_cmdline(fh.read())
 
 
 def test_facts_read_the_running_control_plane(
@@ -138,7 +140,7 @@ def test_facts_read_the_running_control_plane(
     }
     res = results_of(play(DATA / "facts.yml", DATA / "inventory.yml", base), "dra_gate_audit_facts")
     assert res["localhost"]["_event"] == "runner_on_ok", res["localhost"]
-    facts = ga.HostFacts.from_dict(res["localhost"]["facts"], "localhost")
+    facts = gf.HostFacts.from_dict(res["localhost"]["facts"], "localhost")
 
     api = facts.components["kube-apiserver"]
     assert api.running and api.pid == apiserver_pid
@@ -168,7 +170,7 @@ def test_facts_read_the_running_control_plane(
     result = ga.audit(
         {"localhost": facts}, VERSION, features=plan.features, components=CONTROL_PLANE
     )
-    assert result.findings == [], ga.format_table(result.to_dict())
+    assert result.findings == [], gr.format_table(result.to_dict())
 
     # Without credentials the metrics are skipped with the reason, the rest is still read.
     bare = {k: v for k, v in base.items() if not k.startswith("gate_audit_client")}

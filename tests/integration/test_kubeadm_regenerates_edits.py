@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
 
 from gpufleet.lab import binaries, release_pins
 
@@ -23,12 +24,12 @@ pytestmark = pytest.mark.integration
 
 DATA = Path(__file__).parents[1] / "unit" / "data" / "kubeadm"
 
-EDIT = kce.FlagEdit(
+EDIT = kfl.FlagEdit(
     feature_gates={"DRAPrioritizedList": True, "DRADeviceTaints": True},
     absent_feature_gates=frozenset({"DRAControlPlaneController"}),
 )
 EDITS = {
-    kce.APISERVER: kce.FlagEdit(
+    kce.APISERVER: kfl.FlagEdit(
         feature_gates=EDIT.feature_gates,
         absent_feature_gates=EDIT.absent_feature_gates,
         runtime_config={"resource.k8s.io/v1beta2": "true"},

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_cluster as vc
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_listing as vli
 from click.testing import CliRunner
 
 from gpufleet.cli import main
@@ -199,7 +200,7 @@ def test_leak_detected_then_released_by_gc(cluster: Any) -> None:
     start = time.monotonic()
     listing = vk.list_cluster(kube)
     elapsed = time.monotonic() - start
-    checks = {c.id: c for c in vc.claims_checks(listing, vc.Settings(now=time.time()))}
+    checks = {c.id: c for c in vc.claims_checks(listing, vli.Settings(now=time.time()))}
     leaked = checks["claims.leaked"]
     assert leaked.status == "fail"
     kinds = {p.subject: p.message for p in leaked.problems}
@@ -232,7 +233,7 @@ def test_leak_detected_then_released_by_gc(cluster: Any) -> None:
         "the generated claim deleted", lambda: get_claim(cp, gen["metadata"]["name"]) is None, 30
     )
     listing = vk.list_cluster(vk.Kube(str(cp.kubeconfig)))
-    assert {c.id: c for c in vc.claims_checks(listing, vc.Settings(now=time.time()))}[
+    assert {c.id: c for c in vc.claims_checks(listing, vli.Settings(now=time.time()))}[
         "claims.leaked"
     ].status == "pass"
 
@@ -308,7 +309,7 @@ def test_explain_names_the_failing_selector_of_a_pending_claim(cluster: Any) -> 
     listing = vk.list_cluster(vk.Kube(str(cp.kubeconfig)))
     checks = {
         c.id: c
-        for c in vc.claims_checks(listing, vc.Settings(now=time.time(), pending_threshold_s=0))
+        for c in vc.claims_checks(listing, vli.Settings(now=time.time(), pending_threshold_s=0))
     }
     msgs = [p.message for p in checks["claims.pending"].problems if p.subject == f"{NS}/small"]
     assert msgs and "profile is 1g.18gb, wanted 1g.10gb (3)" in msgs[0]

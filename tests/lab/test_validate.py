@@ -224,7 +224,8 @@ def lab(lab) -> Iterator[Lab]:
 
 
 #: Every check ``gpufleet validate`` reports without ``--smoke`` (plugins/module_utils:
-#: validate_cluster, validate_hosts, validate_claims).
+#: validate_versions, validate_gates, validate_api, validate_nodes, validate_hosts,
+#: validate_claims).
 CLEAN_LAB_CHECKS = {
     "versions.apiserver-skew",
     "versions.kubelet-skew",

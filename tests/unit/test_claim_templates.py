@@ -12,6 +12,10 @@ from ansible_collections.gpufleet.cluster.plugins.filter.claims import (
     claim_api_version,
     claim_templates,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_api as capi
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_cel as ccel
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_check as cchk
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_problems as cprob
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from click.testing import CliRunner
@@ -27,8 +31,8 @@ def devices(obj: dict) -> dict:
     return obj["spec"]["spec"]["devices"]
 
 
-def errors(obj: dict, version: str | None = None) -> list[ct.Problem]:
-    return [p for p in ct.check_claim_spec(obj, version) if p.severity == ct.ERROR]
+def errors(obj: dict, version: str | None = None) -> list[cprob.Problem]:
+    return [p for p in cchk.check_claim_spec(obj, version) if p.severity == cprob.ERROR]
 
 
 # ---------------------------------------------------------------- api version
@@ -46,7 +50,7 @@ def errors(obj: dict, version: str | None = None) -> list[ct.Problem]:
 def test_api_version_follows_the_version_model(
     release: str, api_version: str, runtime_config: str | None
 ) -> None:
-    choice = ct.api_choice_for(release)
+    choice = capi.api_choice_for(release)
     assert (choice.api_version, choice.runtime_config) == (api_version, runtime_config)
     served = {s.group_version: s for s in dv.served_api_versions(release)}
     assert api_version in served
@@ -55,7 +59,7 @@ def test_api_version_follows_the_version_model(
 
 def test_api_version_refuses_releases_without_structured_parameters() -> None:
     with pytest.raises(ct.ClaimTemplateError, match=r"1\.31.*resource.k8s.io/v1alpha3"):
-        ct.api_version_for("1.31.0")
+        capi.api_version_for("1.31.0")
 
 
 # ---------------------------------------------------------------- builders
@@ -63,7 +67,7 @@ def test_api_version_refuses_releases_without_structured_parameters() -> None:
 
 def test_mig_slice_v1() -> None:
     obj = ct.mig_slice("1g.18gb", namespace="ml", labels={"team": "a"})
-    assert obj["apiVersion"] == ct.api_version_for(ct.default_kubernetes_version())
+    assert obj["apiVersion"] == capi.api_version_for(capi.default_kubernetes_version())
     assert obj["kind"] == "ResourceClaimTemplate"
     assert obj["metadata"] == {"name": "mig-1g-18gb", "namespace": "ml", "labels": {"team": "a"}}
     (req,) = devices(obj)["requests"]
@@ -71,7 +75,7 @@ def test_mig_slice_v1() -> None:
     assert req["exactly"]["selectors"] == [
         {"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '1g.18gb'"}}
     ]
-    assert ct.check_claim_spec(obj) == []
+    assert cchk.check_claim_spec(obj) == []
 
 
 def test_mig_slice_v1beta1_puts_the_class_on_the_request() -> None:
@@ -80,7 +84,7 @@ def test_mig_slice_v1beta1_puts_the_class_on_the_request() -> None:
     assert obj["apiVersion"] == "resource.k8s.io/v1beta1"
     assert "exactly" not in req
     assert req["deviceClassName"] == "mig.nvidia.com"
-    assert ct.check_claim_spec(obj) == []
+    assert cchk.check_claim_spec(obj) == []
 
 
 def test_gpu_with_memory_cel() -> None:
@@ -89,7 +93,7 @@ def test_gpu_with_memory_cel() -> None:
         MEMORY_CEL
     )
     assert obj["metadata"]["name"] == "gpu-40gi"
-    assert ct.cel_memory_at_least(40.5).endswith("quantity('41472Mi')) >= 0")
+    assert ccel.cel_memory_at_least(40.5).endswith("quantity('41472Mi')) >= 0")
 
 
 @pytest.mark.parametrize("bad", [0, -1, "forty", True, float("nan")])
@@ -125,7 +129,7 @@ def test_shared_gpu_mps_config() -> None:
             "defaultPinnedDeviceMemoryLimit": "10Gi",
         },
     }
-    warnings = [p for p in ct.check_claim_spec(obj) if p.severity == ct.WARNING]
+    warnings = [p for p in cchk.check_claim_spec(obj) if p.severity == cprob.WARNING]
     assert any("MPSSupport" in p.message for p in warnings)
 
 
@@ -304,8 +308,8 @@ def test_cel_that_kubernetes_refuses_is_an_error(expression: str, expected: str)
     ],
 )
 def test_cel_that_never_matches_is_a_warning(expression: str, expected: str) -> None:
-    problems = ct.check_claim_spec(_with_selector(expression))
-    assert [p.severity for p in problems] == [ct.WARNING]
+    problems = cchk.check_claim_spec(_with_selector(expression))
+    assert [p.severity for p in problems] == [cprob.WARNING]
     assert expected in problems[0].message
 
 
@@ -321,7 +325,7 @@ def test_cel_that_never_matches_is_a_warning(expression: str, expected: str) -> 
     ],
 )
 def test_valid_cel_passes(expression: str) -> None:
-    assert ct.check_claim_spec(_with_selector(expression)) == []
+    assert cchk.check_claim_spec(_with_selector(expression)) == []
 
 
 def _with_selector(expression: str) -> dict:
@@ -359,7 +363,7 @@ def test_version_not_served_is_an_error() -> None:
     (problem,) = errors(obj, "1.33.13")
     assert "use resource.k8s.io/v1beta2" in problem.message
     beta = ct.mig_slice("1g.18gb", kubernetes_version="1.33.13")
-    (warning,) = ct.check_claim_spec(beta, "1.33.13")
+    (warning,) = cchk.check_claim_spec(beta, "1.33.13")
     assert "--runtime-config=resource.k8s.io/v1beta2=true" in warning.message
 
 
@@ -378,7 +382,7 @@ def test_resource_claim_is_checked_too() -> None:
         "metadata": {"name": "c"},
         "spec": copy.deepcopy(obj["spec"]["spec"]),
     }
-    assert ct.check_claim_spec(claim) == []
+    assert cchk.check_claim_spec(claim) == []
     claim["spec"]["devices"]["requests"][0]["exactly"]["attributes"] = {"memoryGB": ">=40"}
     assert errors(claim)
 

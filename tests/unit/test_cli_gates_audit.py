@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_audit as ga
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_facts as gf
 from click.testing import CliRunner
 from rich.console import Console
 
@@ -24,10 +25,10 @@ def audit_doc(second_value: bool) -> dict:
     DRAPartitionableDevices=true and =``second_value`` (1.37.2, feature
     partitionable-devices), processes only."""
 
-    def host(name: str, value: bool) -> ga.HostFacts:
-        flags = ga.FlagSet({"DRAPartitionableDevices": value}, {})
-        facts = ga.ComponentFacts("kube-apiserver", running=True, pid=1, process=flags)
-        return ga.HostFacts(name, {"kube-apiserver": facts})
+    def host(name: str, value: bool) -> gf.HostFacts:
+        flags = gf.FlagSet({"DRAPartitionableDevices": value}, {})
+        facts = gf.ComponentFacts("kube-apiserver", running=True, pid=1, process=flags)
+        return gf.HostFacts(name, {"kube-apiserver": facts})
 
     result = ga.audit(
         {"cp-1": host("cp-1", True), "cp-2": host("cp-2", second_value)},

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
 from rich.console import Console
 
 from gpufleet import runner
@@ -430,7 +431,7 @@ def test_kubelet_config_gates_finds_the_file_of_the_running_kubelet(
     warnings = result.get("warnings", [])
     assert any("overrides featureGates" in w for w in warnings), warnings
     assert any("--config-dir" in w for w in warnings), warnings
-    assert kce.kubelet_feature_gates(config_path.read_text()) == {"DRAPrioritizedList": True}
+    assert kcfg.kubelet_feature_gates(config_path.read_text()) == {"DRAPrioritizedList": True}
     assert Path(result["backup_file"]).read_text() == original
 
 
@@ -457,9 +458,9 @@ def test_kubelet_config_gates_without_a_kubelet_says_it_used_the_default(tmp_pat
         check=True,  # never touch a real /var/lib/kubelet/config.yaml of the test host
     )
     assert result["config_source"] == "default"
-    assert result["path"] == kce.DEFAULT_KUBELET_CONFIG
+    assert result["path"] == kcfg.DEFAULT_KUBELET_CONFIG
     assert any("using the kubeadm default" in w for w in result.get("warnings", []))
-    if not Path(kce.DEFAULT_KUBELET_CONFIG).exists():
+    if not Path(kcfg.DEFAULT_KUBELET_CONFIG).exists():
         assert result["_failed"] and "no such KubeletConfiguration file" in result["msg"]
 
 

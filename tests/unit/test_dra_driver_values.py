@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_chart as ddc
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_health as ddh
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_nodes as ddn
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_skew
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
@@ -31,8 +34,8 @@ def inputs(**over: Any) -> dict[str, Any]:
     return base
 
 
-def refused(**over: Any) -> ddv.DraDriverError:
-    with pytest.raises(ddv.DraDriverError) as info:
+def refused(**over: Any) -> ddc.DraDriverError:
+    with pytest.raises(ddc.DraDriverError) as info:
         ddv.plan(inputs(**over))
     return info.value
 
@@ -79,28 +82,28 @@ def node(name: str, labels: dict[str, str] | None = None, **extra: Any) -> dict[
     ],
 )
 def test_chart_by_release(version: str, name: str, ref: str, repo: str | None) -> None:
-    source = ddv.chart_source(ddv.parse_chart_version(version))
+    source = ddc.chart_source(ddc.parse_chart_version(version))
     assert (source.name, source.ref, source.repo_url, source.local) == (name, ref, repo, False)
     assert source.version == version.lstrip("v")
 
 
 @pytest.mark.parametrize("version", ["25.4.0", "0.3.0", "26.1.0", "latest", ""])
 def test_chart_version_that_is_no_release_is_refused(version: str) -> None:
-    with pytest.raises(ddv.DraDriverError, match="dra_driver_chart_version=") as info:
-        ddv.parse_chart_version(version)
+    with pytest.raises(ddc.DraDriverError, match="dra_driver_chart_version=") as info:
+        ddc.parse_chart_version(version)
     assert "fix:" in str(info.value)
 
 
 def test_calendar_releases_order_before_semver() -> None:
     order = ["25.3.2", "25.8.1", "25.12.0", "0.4.0", "0.5.0"]
-    parsed = [ddv.parse_chart_version(v) for v in order]
+    parsed = [ddc.parse_chart_version(v) for v in order]
     assert parsed == sorted(parsed)
 
 
 def test_local_nvidia_chart_must_be_the_asked_release() -> None:
     chart = {"name": "dra-driver-nvidia-gpu", "version": "0.4.0"}
-    source = ddv.chart_source(
-        ddv.parse_chart_version("0.4.0"), chart_path="/srv/charts/dra", local_chart=chart
+    source = ddc.chart_source(
+        ddc.parse_chart_version("0.4.0"), chart_path="/srv/charts/dra", local_chart=chart
     )
     assert (source.ref, source.version, source.local, source.stand_in) == (
         "/srv/charts/dra",
@@ -108,16 +111,16 @@ def test_local_nvidia_chart_must_be_the_asked_release() -> None:
         True,
         False,
     )
-    with pytest.raises(ddv.DraDriverError, match=r"holds dra-driver-nvidia-gpu 0\.4\.0"):
-        ddv.chart_source(ddv.parse_chart_version("0.5.0"), chart_path="/srv/c", local_chart=chart)
+    with pytest.raises(ddc.DraDriverError, match=r"holds dra-driver-nvidia-gpu 0\.4\.0"):
+        ddc.chart_source(ddc.parse_chart_version("0.5.0"), chart_path="/srv/c", local_chart=chart)
 
 
 def test_foreign_local_chart_needs_stand_in() -> None:
     chart = {"name": "gpufleet-gpu-simulator", "version": "0.1.0"}
-    with pytest.raises(ddv.DraDriverError, match="dra_driver_chart_stand_in: true"):
-        ddv.chart_source(ddv.parse_chart_version("0.4.0"), chart_path="/c", local_chart=chart)
-    source = ddv.chart_source(
-        ddv.parse_chart_version("0.4.0"), chart_path="/c", local_chart=chart, stand_in=True
+    with pytest.raises(ddc.DraDriverError, match="dra_driver_chart_stand_in: true"):
+        ddc.chart_source(ddc.parse_chart_version("0.4.0"), chart_path="/c", local_chart=chart)
+    source = ddc.chart_source(
+        ddc.parse_chart_version("0.4.0"), chart_path="/c", local_chart=chart, stand_in=True
     )
     assert source.stand_in and source.name == "gpufleet-gpu-simulator"
 
@@ -137,7 +140,7 @@ def test_local_path_without_chart_yaml_is_refused() -> None:
     ],
 )
 def test_release_chart_field(chart: str, expected: tuple[str, str]) -> None:
-    assert ddv.parse_release_chart(chart) == expected
+    assert ddc.parse_release_chart(chart) == expected
 
 
 # ----------------------------------------------------------------------------- values
@@ -459,7 +462,7 @@ def test_stand_in_release_is_upgraded_by_chart_version() -> None:
 def test_unlabelled_gpu_node_is_named() -> None:
     nodes = [node("gpu-1", GPU_LABEL), node("gpu-2", {}), node("cpu-1", {})]
     values = ddv.plan(inputs()).values
-    problems = ddv.node_problems(nodes, ["gpu-1", "gpu-2"], values)
+    problems = ddn.node_problems(nodes, ["gpu-1", "gpu-2"], values)
     assert len(problems) == 1
     assert problems[0].startswith("GPU node gpu-2 lacks the label(s) nvidia.com/gpu.present=true")
     assert "gpu_node_labels" in problems[0]
@@ -469,7 +472,7 @@ def test_chart_default_affinity_applies_without_node_selector() -> None:
     values = ddv.plan(inputs(node_selector={})).values
     nfd = node("gpu-1", {"feature.node.kubernetes.io/pci-10de.present": "true"})
     bare = node("gpu-2", {"kubernetes.io/os": "linux"})
-    problems = ddv.node_problems([nfd, bare], ["gpu-1", "gpu-2"], values)
+    problems = ddn.node_problems([nfd, bare], ["gpu-1", "gpu-2"], values)
     assert len(problems) == 1 and "gpu-2" in problems[0]
     assert "nvidia.com/gpu.present=true" in problems[0] and "required node affinity" in problems[0]
 
@@ -477,8 +480,8 @@ def test_chart_default_affinity_applies_without_node_selector() -> None:
 def test_pci_0302_label_counts_only_for_semver_chart() -> None:
     values = ddv.plan(inputs(node_selector={})).values
     n = node("gpu-1", {"feature.node.kubernetes.io/pci-0302_10de.present": "true"})
-    assert ddv.node_problems([n], ["gpu-1"], values) == []
-    assert ddv.node_problems([n], ["gpu-1"], values, legacy_chart=True) != []
+    assert ddn.node_problems([n], ["gpu-1"], values) == []
+    assert ddn.node_problems([n], ["gpu-1"], values, legacy_chart=True) != []
 
 
 def test_untolerated_taint_is_named() -> None:
@@ -486,29 +489,29 @@ def test_untolerated_taint_is_named() -> None:
     n = node(
         "gpu-1", GPU_LABEL, taints=[{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
     )
-    problems = ddv.node_problems([n], ["gpu-1"], values)
+    problems = ddn.node_problems([n], ["gpu-1"], values)
     assert "taint dedicated=ml:NoSchedule" in problems[0]
     tolerant = ddv.plan(inputs(node_taints=[{"key": "dedicated", "effect": "NoSchedule"}])).values
-    assert ddv.node_problems([n], ["gpu-1"], tolerant) == []
+    assert ddn.node_problems([n], ["gpu-1"], tolerant) == []
 
 
 def test_node_condition_taints_do_not_stop_a_daemonset() -> None:
     values = ddv.plan(inputs()).values
     pressure = [{"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}]
-    assert ddv.node_problems([node("gpu-1", GPU_LABEL, taints=pressure)], ["gpu-1"], values) == []
+    assert ddn.node_problems([node("gpu-1", GPU_LABEL, taints=pressure)], ["gpu-1"], values) == []
 
 
 def test_device_plugin_on_gpu_node_is_refused_unless_coexisting() -> None:
     values = ddv.plan(inputs()).values
     n = node("gpu-1", GPU_LABEL, allocatable={"cpu": "8", "nvidia.com/gpu": "8"})
-    problems = ddv.node_problems([n], ["gpu-1"], values)
+    problems = ddn.node_problems([n], ["gpu-1"], values)
     assert len(problems) == 1 and "nvidia.com/gpu=8" in problems[0]
     assert "dra_driver_coexist_with_device_plugin" in problems[0]
-    assert ddv.node_problems([n], ["gpu-1"], values, coexist_with_device_plugin=True) == []
+    assert ddn.node_problems([n], ["gpu-1"], values, coexist_with_device_plugin=True) == []
 
 
 def test_gpu_host_without_node_is_named() -> None:
-    problems = ddv.node_problems([], ["gpu-9"], ddv.plan(inputs()).values)
+    problems = ddn.node_problems([], ["gpu-9"], ddv.plan(inputs()).values)
     assert problems and problems[0].startswith("GPU node gpu-9: no Node object")
 
 
@@ -539,7 +542,7 @@ def daemonset(
 def test_zero_of_zero_daemonset_fails_naming_node_and_label() -> None:
     # kubernetes-sigs/dra-driver-nvidia-gpu#1084: 0 == 0 must not pass
     nodes = [node("gpu-1", {})]
-    verdict = ddv.daemonset_verdict(daemonset(0, 0), ["gpu-1"], nodes, namespace="ns")
+    verdict = ddh.daemonset_verdict(daemonset(0, 0), ["gpu-1"], nodes, namespace="ns")
     assert verdict["ok"] is False and verdict["final"] is True
     assert "0 of 0" in verdict["message"]
     assert "gpu-1 lacks the label(s) nvidia.com/gpu.present=true" in verdict["message"]
@@ -547,32 +550,32 @@ def test_zero_of_zero_daemonset_fails_naming_node_and_label() -> None:
 
 def test_daemonset_ready_on_every_gpu_node() -> None:
     nodes = [node("gpu-1", GPU_LABEL), node("gpu-2", GPU_LABEL)]
-    verdict = ddv.daemonset_verdict(daemonset(2, 2), ["gpu-1", "gpu-2"], nodes)
+    verdict = ddh.daemonset_verdict(daemonset(2, 2), ["gpu-1", "gpu-2"], nodes)
     assert verdict == {"ok": True, "final": True, "message": verdict["message"]}
     assert "2 of 2" in verdict["message"]
 
 
 def test_daemonset_not_ready_yet_keeps_waiting() -> None:
     nodes = [node("gpu-1", GPU_LABEL)]
-    assert ddv.daemonset_verdict(daemonset(1, 0), ["gpu-1"], nodes) == {
+    assert ddh.daemonset_verdict(daemonset(1, 0), ["gpu-1"], nodes) == {
         "ok": False,
         "final": False,
         "message": "DaemonSet nvidia-dra-driver-gpu-kubelet-plugin: 0 of 1 pods ready, 0 updated",
     }
-    unseen = ddv.daemonset_verdict(daemonset(0, 0, gen=3, seen=2), ["gpu-1"], nodes)
+    unseen = ddh.daemonset_verdict(daemonset(0, 0, gen=3, seen=2), ["gpu-1"], nodes)
     assert unseen["final"] is False
 
 
 def test_daemonset_on_fewer_nodes_than_gpu_nodes() -> None:
     nodes = [node("gpu-1", GPU_LABEL), node("gpu-2", {})]
-    verdict = ddv.daemonset_verdict(daemonset(1, 1), ["gpu-1", "gpu-2"], nodes)
+    verdict = ddh.daemonset_verdict(daemonset(1, 1), ["gpu-1", "gpu-2"], nodes)
     assert verdict["final"] and not verdict["ok"]
     assert "gpu-2 lacks" in verdict["message"] and "gpu-1 lacks" not in verdict["message"]
 
 
 def test_daemonset_on_a_non_gpu_node_is_named() -> None:
     nodes = [node("gpu-1", GPU_LABEL), node("cpu-1", GPU_LABEL)]
-    verdict = ddv.daemonset_verdict(daemonset(2, 2), ["gpu-1"], nodes)
+    verdict = ddh.daemonset_verdict(daemonset(2, 2), ["gpu-1"], nodes)
     assert not verdict["ok"] and "non-GPU node(s) cpu-1" in verdict["message"]
 
 
@@ -580,9 +583,9 @@ def test_find_daemonset_by_release_annotation() -> None:
     other = daemonset(1, 1)
     other["metadata"]["annotations"] = {"meta.helm.sh/release-name": "other"}
     mine = daemonset(1, 1)
-    assert ddv.find_kubelet_plugin_daemonset([other, mine], "nvidia-dra-driver-gpu") is mine
-    assert ddv.find_kubelet_plugin_daemonset([other], "nvidia-dra-driver-gpu") is None
-    assert ddv.daemonset_verdict(None, ["gpu-1"], [], release="r", namespace="n")["final"] is False
+    assert ddh.find_kubelet_plugin_daemonset([other, mine], "nvidia-dra-driver-gpu") is mine
+    assert ddh.find_kubelet_plugin_daemonset([other], "nvidia-dra-driver-gpu") is None
+    assert ddh.daemonset_verdict(None, ["gpu-1"], [], release="r", namespace="n")["final"] is False
 
 
 # ----------------------------------------------------------------------------- ResourceSlices
@@ -606,11 +609,11 @@ def rslice(
 
 
 def test_expected_devices_from_gpu_facts() -> None:
-    assert ddv.expected_devices([gpu(), gpu()]) == 2
-    assert ddv.expected_devices([gpu("Enabled", 3), gpu()]) == 4
-    assert ddv.expected_devices([gpu("Enabled", 0)]) == 0
-    assert ddv.expected_devices([{"mig_mode_current": None}]) == 1
-    assert ddv.expected_devices(None) is None
+    assert ddh.expected_devices([gpu(), gpu()]) == 2
+    assert ddh.expected_devices([gpu("Enabled", 3), gpu()]) == 4
+    assert ddh.expected_devices([gpu("Enabled", 0)]) == 0
+    assert ddh.expected_devices([{"mig_mode_current": None}]) == 1
+    assert ddh.expected_devices(None) is None
 
 
 def test_slices_match_gpu_facts() -> None:
@@ -619,12 +622,12 @@ def test_slices_match_gpu_facts() -> None:
         rslice("gpu-2", 4),
         rslice("cpu-1", 1, driver="other.example.com"),
     ]
-    verdict = ddv.slice_verdict(slices, {"gpu-1": 2, "gpu-2": 4})
+    verdict = ddh.slice_verdict(slices, {"gpu-1": 2, "gpu-2": 4})
     assert verdict == {"ok": True, "devices": {"gpu-1": 2, "gpu-2": 4}, "problems": []}
 
 
 def test_slice_count_mismatch_and_missing_node() -> None:
-    verdict = ddv.slice_verdict([rslice("gpu-1", 1)], {"gpu-1": 3, "gpu-2": None})
+    verdict = ddh.slice_verdict([rslice("gpu-1", 1)], {"gpu-1": 3, "gpu-2": None})
     assert verdict["problems"] == [
         "GPU node gpu-1 publishes 1 device(s) of driver gpu.nvidia.com, its GPU facts say 3 "
         "(one per GPU, one per MIG device of a MIG-enabled GPU)",
@@ -634,14 +637,14 @@ def test_slice_count_mismatch_and_missing_node() -> None:
 
 def test_only_newest_pool_generation_counts() -> None:
     slices = [rslice("gpu-1", 1, gen=1), rslice("gpu-1", 3, gen=2)]
-    assert ddv.slice_verdict(slices, {"gpu-1": 3})["ok"]
+    assert ddh.slice_verdict(slices, {"gpu-1": 3})["ok"]
 
 
 def test_incomplete_pool_is_not_ok() -> None:
-    verdict = ddv.slice_verdict([rslice("gpu-1", 2, count=2)], {"gpu-1": 2})
+    verdict = ddh.slice_verdict([rslice("gpu-1", 2, count=2)], {"gpu-1": 2})
     assert verdict["problems"] == ["GPU node gpu-1: its ResourceSlice pool is incomplete"]
 
 
 def test_dynamic_mig_needs_only_some_devices() -> None:
-    assert ddv.slice_verdict([rslice("gpu-1", 12)], {"gpu-1": 1}, dynamic_mig=True)["ok"]
-    assert not ddv.slice_verdict([rslice("gpu-1", 12)], {"gpu-1": 1})["ok"]
+    assert ddh.slice_verdict([rslice("gpu-1", 12)], {"gpu-1": 1}, dynamic_mig=True)["ok"]
+    assert not ddh.slice_verdict([rslice("gpu-1", 12)], {"gpu-1": 1})["ok"]

@@ -2,14 +2,18 @@
 command-line editor, kubelet ``--config`` discovery and the scheduler plugin check.
 
 The value grammar is the one the components parse (see the module docstring of
-``kube_config_edit``); the property tests check the merge contract on generated values.
+``kube_flags``); the property tests check the merge contract on generated values.
 """
 
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_command_line as kcl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils import scheduler_config as schc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
     ConfigEditError,
     FlagEdit,
     FlagValueError,
@@ -21,18 +25,18 @@ pytestmark = pytest.mark.unit
 
 
 def effective_gates(value: str | None) -> dict[str, bool]:
-    return {e.key: bool(kce.parse_go_bool(e.value)) for e in kce.parse_feature_gates(value or "")}
+    return {e.key: bool(kfl.parse_go_bool(e.value)) for e in kfl.parse_feature_gates(value or "")}
 
 
 def effective_runtime(value: str | None) -> dict[str, str]:
-    return {e.key: e.value for e in kce.parse_runtime_config(value or "")}
+    return {e.key: e.value for e in kfl.parse_runtime_config(value or "")}
 
 
 # ------------------------------------------------------------------ parsing
 
 
 def test_feature_gates_parse_keeps_order_spelling_and_skips_empty_segments() -> None:
-    entries = kce.parse_feature_gates("A=true,, B = False ,C=1,")
+    entries = kfl.parse_feature_gates("A=true,, B = False ,C=1,")
     assert [(e.key, e.value, e.token) for e in entries] == [
         ("A", "true", "A=true"),
         ("B", "False", " B = False "),
@@ -52,7 +56,7 @@ def test_feature_gates_parse_keeps_order_spelling_and_skips_empty_segments() -> 
 )
 def test_malformed_feature_gates_error_names_the_text(value: str, bad: str) -> None:
     with pytest.raises(FlagValueError) as err:
-        kce.parse_feature_gates(value, "ClusterConfiguration apiServer.extraArgs feature-gates")
+        kfl.parse_feature_gates(value, "ClusterConfiguration apiServer.extraArgs feature-gates")
     msg = str(err.value)
     assert repr(value) in msg
     assert bad in msg
@@ -61,7 +65,7 @@ def test_malformed_feature_gates_error_names_the_text(value: str, bad: str) -> N
 
 
 def test_runtime_config_parse_bare_key_and_api_keys() -> None:
-    entries = kce.parse_runtime_config("api/all=false,resource.k8s.io/v1beta1,g.io/v1/things=0")
+    entries = kfl.parse_runtime_config("api/all=false,resource.k8s.io/v1beta1,g.io/v1/things=0")
     assert [(e.key, e.value) for e in entries] == [
         ("api/all", "false"),
         ("resource.k8s.io/v1beta1", ""),
@@ -83,7 +87,7 @@ def test_runtime_config_parse_bare_key_and_api_keys() -> None:
 )
 def test_malformed_runtime_config_error_names_the_text(value: str, bad: str) -> None:
     with pytest.raises(FlagValueError) as err:
-        kce.parse_runtime_config(value)
+        kfl.parse_runtime_config(value)
     assert repr(value) in str(err.value)
     assert bad in str(err.value)
 
@@ -92,7 +96,7 @@ def test_malformed_runtime_config_error_names_the_text(value: str, bad: str) -> 
 
 
 def test_merge_feature_gates_sets_removes_and_keeps_unrelated_in_place() -> None:
-    edit = kce.merge_feature_gates(
+    edit = kfl.merge_feature_gates(
         "NodeSwap=true,DRAControlPlaneController=true,DRAPrioritizedList=False,Foo=1",
         {"DRAPrioritizedList": True, "DynamicResourceAllocation": True},
         {"DRAControlPlaneController"},
@@ -106,27 +110,27 @@ def test_merge_feature_gates_sets_removes_and_keeps_unrelated_in_place() -> None
 
 
 def test_merge_keeps_an_equal_value_in_its_own_spelling() -> None:
-    edit = kce.merge_feature_gates("A=True, B=1", {"A": True, "B": True}, ())
+    edit = kfl.merge_feature_gates("A=True, B=1", {"A": True, "B": True}, ())
     assert not edit.changed
     assert edit.new == "A=True, B=1"
 
 
 def test_merge_to_nothing_means_remove_the_flag() -> None:
-    edit = kce.merge_feature_gates(
+    edit = kfl.merge_feature_gates(
         "DRAControlPlaneController=true", {}, {"DRAControlPlaneController"}
     )
     assert edit.new is None and edit.changed
 
 
 def test_duplicate_wanted_gate_collapses_to_one_entry() -> None:
-    edit = kce.merge_feature_gates("A=false,B=true,A=true", {"A": True}, ())
+    edit = kfl.merge_feature_gates("A=false,B=true,A=true", {"A": True}, ())
     # the last A counts (featureGate.Set fills one map); the earlier one goes
     assert edit.new == "B=true,A=true"
     assert [(c.what, c.old, c.new) for c in edit.changes] == [("A", "false", None)]
 
 
 def test_runtime_config_absent_group_version_removes_its_resources() -> None:
-    edit = kce.merge_runtime_config(
+    edit = kfl.merge_runtime_config(
         "api/beta=false,resource.k8s.io/v1alpha3=true,resource.k8s.io/v1alpha3/devicetaintrules=true,"
         "resource.k8s.io/v1alpha30=true",
         {"resource.k8s.io/v1beta1": "true"},
@@ -136,15 +140,15 @@ def test_runtime_config_absent_group_version_removes_its_resources() -> None:
 
 
 def test_runtime_config_bare_key_counts_as_true() -> None:
-    edit = kce.merge_runtime_config("resource.k8s.io/v1beta1", {"resource.k8s.io/v1beta1": "true"})
+    edit = kfl.merge_runtime_config("resource.k8s.io/v1beta1", {"resource.k8s.io/v1beta1": "true"})
     assert not edit.changed
 
 
 def test_merge_refuses_a_name_both_wanted_and_absent() -> None:
     with pytest.raises(ConfigEditError, match="both wanted and absent"):
-        kce.merge_feature_gates("", {"A": True}, {"A"})
+        kfl.merge_feature_gates("", {"A": True}, {"A"})
     with pytest.raises(ConfigEditError, match="both wanted and absent"):
-        kce.merge_runtime_config("", {"g.io/v1/x": "true"}, {"g.io/v1"})
+        kfl.merge_runtime_config("", {"g.io/v1/x": "true"}, {"g.io/v1"})
 
 
 # ------------------------------------------------------------------ FlagEdit inputs
@@ -210,7 +214,7 @@ def test_edit_command_merges_duplicate_flags_into_the_last_and_keeps_the_form() 
         "--feature-gates",
         "B=false",
     ]
-    new, changes = kce.edit_command(argv, FlagEdit({"DynamicResourceAllocation": True}), "kcm")
+    new, changes = kcl.edit_command(argv, FlagEdit({"DynamicResourceAllocation": True}), "kcm")
     assert new == [
         "kube-controller-manager",
         "--bind-address=127.0.0.1",
@@ -226,19 +230,19 @@ def test_edit_command_removes_an_emptied_flag_and_appends_a_missing_one() -> Non
         absent_feature_gates=frozenset({"DRAControlPlaneController"}),
         runtime_config={"resource.k8s.io/v1beta1": "true"},
     )
-    new, _ = kce.edit_command(argv, edit)
+    new, _ = kcl.edit_command(argv, edit)
     assert new == ["kube-apiserver", "--v=2", "--runtime-config=resource.k8s.io/v1beta1=true"]
 
 
 def test_edit_command_without_anything_to_do_leaves_duplicates_alone() -> None:
     argv = ["kube-scheduler", "--feature-gates=A=true", "--feature-gates=A=true"]
-    assert kce.edit_command(argv, FlagEdit()) == (argv, ())
+    assert kcl.edit_command(argv, FlagEdit()) == (argv, ())
 
 
 # ------------------------------------------------------------------ properties
 
 GATE = st.from_regex(r"[A-Z][A-Za-z0-9]{0,8}", fullmatch=True)
-GO_BOOL = st.sampled_from(sorted(kce._GO_TRUE | kce._GO_FALSE))
+GO_BOOL = st.sampled_from(sorted(kfl._GO_TRUE | kfl._GO_FALSE))
 GATE_TOKEN = st.builds(
     lambda k, v, pad: f"{pad}{k}={v}{pad}", GATE, GO_BOOL, st.sampled_from(["", " "])
 )
@@ -259,8 +263,8 @@ def gate_merges(draw: st.DrawFn) -> tuple[str, dict[str, bool], set[str]]:
 @settings(max_examples=300, deadline=None)
 def test_property_feature_gate_merge(case: tuple[str, dict[str, bool], set[str]]) -> None:
     value, wanted, absent = case
-    once = kce.merge_feature_gates(value, wanted, absent)
-    twice = kce.merge_feature_gates(once.new, wanted, absent)
+    once = kfl.merge_feature_gates(value, wanted, absent)
+    twice = kfl.merge_feature_gates(once.new, wanted, absent)
     # idempotent: applying twice is applying once
     assert twice.new == once.new and not twice.changed
     before, after = effective_gates(value), effective_gates(once.new)
@@ -269,9 +273,9 @@ def test_property_feature_gate_merge(case: tuple[str, dict[str, bool], set[str]]
     assert not set(after) & absent
     # unrelated gates keep their value, their spelling and their order
     unrelated = [
-        e.token for e in kce.parse_feature_gates(value) if e.key not in set(wanted) | absent
+        e.token for e in kfl.parse_feature_gates(value) if e.key not in set(wanted) | absent
     ]
-    kept = [e.token for e in kce.parse_feature_gates(once.new or "") if e.key not in wanted]
+    kept = [e.token for e in kfl.parse_feature_gates(once.new or "") if e.key not in wanted]
     assert kept == unrelated
     assert {k: after[k] for k in before if k not in wanted and k not in absent} == {
         k: v for k, v in before.items() if k not in wanted and k not in absent
@@ -310,8 +314,8 @@ def runtime_merges(draw: st.DrawFn) -> tuple[str, dict[str, str], set[str]]:
 @settings(max_examples=300, deadline=None)
 def test_property_runtime_config_merge(case: tuple[str, dict[str, str], set[str]]) -> None:
     value, wanted, absent = case
-    once = kce.merge_runtime_config(value, wanted, absent)
-    twice = kce.merge_runtime_config(once.new, wanted, absent)
+    once = kfl.merge_runtime_config(value, wanted, absent)
+    twice = kfl.merge_runtime_config(once.new, wanted, absent)
     assert twice.new == once.new and not twice.changed
 
     def gone(key: str) -> bool:
@@ -319,11 +323,11 @@ def test_property_runtime_config_merge(case: tuple[str, dict[str, str], set[str]
 
     after = effective_runtime(once.new)
     assert not [k for k in after if gone(k)]
-    assert all(kce._rc_enabled(after[k]) == (v == "true") for k, v in wanted.items())
+    assert all(kfl._rc_enabled(after[k]) == (v == "true") for k, v in wanted.items())
     unrelated = [
-        e.token for e in kce.parse_runtime_config(value) if e.key not in wanted and not gone(e.key)
+        e.token for e in kfl.parse_runtime_config(value) if e.key not in wanted and not gone(e.key)
     ]
-    kept = [e.token for e in kce.parse_runtime_config(once.new or "") if e.key not in wanted]
+    kept = [e.token for e in kfl.parse_runtime_config(once.new or "") if e.key not in wanted]
     assert kept == unrelated
 
 
@@ -340,11 +344,11 @@ def test_property_command_edit(
     _, wanted, absent = case
     argv = ["kube-scheduler"] + [f if f.startswith("--") else f"--feature-gates={f}" for f in flags]
     edit = FlagEdit(wanted, frozenset(absent))
-    once, _ = kce.edit_command(argv, edit)
-    twice, changes = kce.edit_command(once, edit)
+    once, _ = kcl.edit_command(argv, edit)
+    twice, changes = kcl.edit_command(once, edit)
     assert twice == once and changes == ()
-    before = kce._command_flags(argv, "t").feature_gates
-    after = kce._command_flags(once, "t").feature_gates
+    before = kcl.command_flags(argv, "t").feature_gates
+    after = kcl.command_flags(once, "t").feature_gates
     expected = {k: v for k, v in before.items() if k not in absent} | wanted
     assert after == expected
     assert [a for a in once if not a.startswith("--feature-gates")] == [
@@ -368,11 +372,11 @@ def test_kubelet_config_path_from_cmdline_last_wins_and_both_forms() -> None:
         "--config",
         "/etc/k/c.yaml",
     ]
-    assert kce.kubelet_config_path_from_cmdline(argv) == "/etc/k/c.yaml"
-    assert kce.kubelet_config_path_from_cmdline(["/usr/bin/kubelet", "--v=2"]) is None
+    assert kcfg.kubelet_config_path_from_cmdline(argv) == "/etc/k/c.yaml"
+    assert kcfg.kubelet_config_path_from_cmdline(["/usr/bin/kubelet", "--v=2"]) is None
     # "--config-dir" is another flag
     assert (
-        kce.kubelet_config_path_from_cmdline(["kubelet", "--config-dir=/etc/kubelet.conf.d"])
+        kcfg.kubelet_config_path_from_cmdline(["kubelet", "--config-dir=/etc/kubelet.conf.d"])
         is None
     )
 
@@ -404,14 +408,16 @@ KUBEADM_DROPIN = (
 def test_kubelet_config_from_systemd_default_and_overrides() -> None:
     files = {"/var/lib/kubelet/kubeadm-flags.env": None, "/etc/default/kubelet": None}
     assert (
-        kce.kubelet_config_path_from_systemd(KUBEADM_DROPIN, files)
+        kcfg.kubelet_config_path_from_systemd(KUBEADM_DROPIN, files)
         == "/var/lib/kubelet/config.yaml"
     )
     files["/etc/default/kubelet"] = (
         'KUBELET_EXTRA_ARGS="--node-ip=10.0.0.5 --config=/etc/kubelet/custom.yaml"\n'
     )
-    assert kce.kubelet_config_path_from_systemd(KUBEADM_DROPIN, files) == "/etc/kubelet/custom.yaml"
-    argv = kce.kubelet_argv_from_systemd(KUBEADM_DROPIN, files)
+    assert (
+        kcfg.kubelet_config_path_from_systemd(KUBEADM_DROPIN, files) == "/etc/kubelet/custom.yaml"
+    )
+    argv = kcfg.kubelet_argv_from_systemd(KUBEADM_DROPIN, files)
     assert argv[0] == "/usr/bin/kubelet"
     assert "--node-ip=10.0.0.5" in argv
 
@@ -422,7 +428,7 @@ def test_environment_file_beats_environment_setting() -> None:
         'EnvironmentFile=-/etc/default/kubelet\nEnvironment="KUBELET_CONFIG_ARGS=--config=/from/environment.yaml"',
     )
     files = {"/etc/default/kubelet": "KUBELET_CONFIG_ARGS=--config=/from/file.yaml\n"}
-    assert kce.kubelet_config_path_from_systemd(unit, files) == "/from/file.yaml"
+    assert kcfg.kubelet_config_path_from_systemd(unit, files) == "/from/file.yaml"
 
 
 def test_missing_required_environment_file_is_an_error() -> None:
@@ -430,12 +436,12 @@ def test_missing_required_environment_file_is_an_error() -> None:
         "EnvironmentFile=-/etc/default/kubelet", "EnvironmentFile=/etc/default/kubelet"
     )
     with pytest.raises(ConfigEditError, match="EnvironmentFile=/etc/default/kubelet is missing"):
-        kce.kubelet_argv_from_systemd(unit, {})
+        kcfg.kubelet_argv_from_systemd(unit, {})
 
 
 def test_expand_exec_start_splits_dollar_words_and_not_braced_ones() -> None:
     env = {"A": "--x=1 --y='two words'", "B": "b c"}
-    assert kce.expand_exec_start("-/usr/bin/kubelet $A --z=${B} $UNSET", env) == [
+    assert kcfg.expand_exec_start("-/usr/bin/kubelet $A --z=${B} $UNSET", env) == [
         "/usr/bin/kubelet",
         "--x=1",
         "--y=two words",
@@ -471,14 +477,14 @@ profiles:
 
 def test_scheduler_config_without_profiles_has_dynamic_resources() -> None:
     text = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-    assert kce.scheduler_config_has_dynamic_resources(text)
-    assert not kce.enable_dynamic_resources(text).changed
+    assert schc.scheduler_config_has_dynamic_resources(text)
+    assert not schc.enable_dynamic_resources(text).changed
 
 
 def test_enable_dynamic_resources_fixes_star_and_named_disables() -> None:
-    assert not kce.scheduler_config_has_dynamic_resources(SCHED)
-    result = kce.enable_dynamic_resources(SCHED)
-    assert kce.scheduler_config_has_dynamic_resources(result.text)
+    assert not schc.scheduler_config_has_dynamic_resources(SCHED)
+    result = schc.enable_dynamic_resources(SCHED)
+    assert schc.scheduler_config_has_dynamic_resources(result.text)
     data = kce.yaml.safe_load(result.text)
     plugins = data["profiles"][1]["plugins"]
     # placed before DefaultPreemption, as the default plugin set has it
@@ -492,10 +498,10 @@ def test_enable_dynamic_resources_fixes_star_and_named_disables() -> None:
     assert plugins["score"] == {"disabled": [{"name": "*"}]}
     assert data["profiles"][0] == {"schedulerName": "default-scheduler"}
     assert data["clientConnection"] == {"kubeconfig": "/etc/kubernetes/scheduler.conf"}
-    assert not kce.enable_dynamic_resources(result.text).changed
+    assert not schc.enable_dynamic_resources(result.text).changed
 
 
 def test_scheduler_config_of_an_old_api_is_refused() -> None:
     text = "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n"
     with pytest.raises(ConfigEditError, match=r"kubescheduler\.config\.k8s\.io/v1"):
-        kce.scheduler_config_has_dynamic_resources(text)
+        schc.scheduler_config_has_dynamic_resources(text)

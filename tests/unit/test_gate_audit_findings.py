@@ -21,7 +21,14 @@ import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_audit as ga
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_checks as gc
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_facts as gf
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_metrics as gm
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_report as gr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_terms as gt
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
 
 pytestmark = pytest.mark.unit
 
@@ -72,13 +79,13 @@ def command_of(text: str) -> list[str]:
 
 def as_proc(argv: list[str]) -> list[str]:
     """``argv`` through ``/proc/<pid>/cmdline``'s encoding and back."""
-    return ga.split_cmdline(b"\0".join(a.encode() for a in argv) + b"\0")
+    return gf.split_cmdline(b"\0".join(a.encode() for a in argv) + b"\0")
 
 
 def edited_manifest(variant: str, component: str, **edit: object) -> str:
     """A manifest changed with the collection's own editor (``FlagEdit`` keywords)."""
     return kce.edit_static_pod_manifest(
-        manifest_text(variant, component), component, kce.FlagEdit(**edit)
+        manifest_text(variant, component), component, kfl.FlagEdit(**edit)
     ).text
 
 
@@ -90,18 +97,18 @@ def control_plane(
     variant: str = "defaults",
     extra: tuple[str, ...] = (),
     metrics: str | None = None,
-) -> ga.ComponentFacts:
+) -> gf.ComponentFacts:
     """A control-plane component: its process runs the command of ``running`` (manifest
     text; default the ``variant`` manifest) plus ``extra`` arguments; its file is ``file``
     (default the ``variant`` manifest); ``running=""`` means no process."""
     file_text = file if file is not None else manifest_text(variant, component)
     path = f"/etc/kubernetes/manifests/{component}.yaml"
-    facts = ga.ComponentFacts(
+    facts = gf.ComponentFacts(
         component,
-        file=ga.FileSource(
+        file=gf.FileSource(
             path,
             True,
-            ga.FlagSet.from_component_flags(kce.static_pod_flags(file_text, component)),
+            gf.FlagSet.from_component_flags(kce.static_pod_flags(file_text, component)),
             1000.0,
         ),
     )
@@ -109,17 +116,17 @@ def control_plane(
         return facts
     argv = as_proc(command_of(running or manifest_text(variant, component)) + list(extra))
     facts.running, facts.pid, facts.argv, facts.started_at = True, 4242, argv, 2000.0
-    facts.process = ga.argv_flags(argv, f"{component} command line")
+    facts.process = gf.argv_flags(argv, f"{component} command line")
     if metrics is not None:
-        facts.metrics = ga.MetricSource(
-            ga.metrics_url(component, argv), ga.feature_readings(metrics)
+        facts.metrics = gf.MetricSource(
+            gf.metrics_url(component, argv), gm.feature_readings(metrics)
         )
     return facts
 
 
-def absent(component: str) -> ga.ComponentFacts:
-    return ga.ComponentFacts(
-        component, file=ga.FileSource(f"/etc/kubernetes/manifests/{component}.yaml", False)
+def absent(component: str) -> gf.ComponentFacts:
+    return gf.ComponentFacts(
+        component, file=gf.FileSource(f"/etc/kubernetes/manifests/{component}.yaml", False)
     )
 
 
@@ -130,33 +137,33 @@ def kubelet(
     extra_args: str = "",
     started_at: float = 2000.0,
     mtime: float = 1000.0,
-) -> ga.ComponentFacts:
+) -> gf.ComponentFacts:
     env = {
         "/var/lib/kubelet/kubeadm-flags.env": (fixture(variant) / "kubeadm-flags.env").read_text(),
         "/etc/default/kubelet": f'KUBELET_EXTRA_ARGS="{extra_args}"\n' if extra_args else None,
     }
-    argv = as_proc(kce.kubelet_argv_from_systemd(KUBELET_UNIT, env))
+    argv = as_proc(kcfg.kubelet_argv_from_systemd(KUBELET_UNIT, env))
     text = config if config is not None else (fixture(variant) / "kubelet-config.yaml").read_text()
-    gates = kce.kubelet_feature_gates(text)
-    path = kce.kubelet_config_path_from_cmdline(argv)
+    gates = kcfg.kubelet_feature_gates(text)
+    path = kcfg.kubelet_config_path_from_cmdline(argv)
     assert path == "/var/lib/kubelet/config.yaml"
-    return ga.ComponentFacts(
+    return gf.ComponentFacts(
         "kubelet",
         True,
         777,
         argv,
         started_at,
-        ga.kubelet_process_flags(argv, gates),
+        gf.kubelet_process_flags(argv, gates),
         [path],
-        ga.FileSource(path, True, ga.FlagSet(gates, {}), mtime),
+        gf.FileSource(path, True, gf.FlagSet(gates, {}), mtime),
     )
 
 
-def host(name: str, *components: ga.ComponentFacts) -> ga.HostFacts:
-    return ga.HostFacts(name, {c.component: c for c in components})
+def host(name: str, *components: gf.ComponentFacts) -> gf.HostFacts:
+    return gf.HostFacts(name, {c.component: c for c in components})
 
 
-def control_plane_host(name: str = "cp-1", variant: str = "defaults") -> ga.HostFacts:
+def control_plane_host(name: str = "cp-1", variant: str = "defaults") -> gf.HostFacts:
     return host(
         name,
         *(control_plane(c, variant=variant) for c in CONTROL_PLANE),
@@ -164,14 +171,14 @@ def control_plane_host(name: str = "cp-1", variant: str = "defaults") -> ga.Host
     )
 
 
-def worker(name: str = "worker-1", **kubelet_args: object) -> ga.HostFacts:
+def worker(name: str = "worker-1", **kubelet_args: object) -> gf.HostFacts:
     return host(name, *(absent(c) for c in CONTROL_PLANE), kubelet(**kubelet_args))
 
 
-def configmaps(variant: str) -> ga.ConfigMapFacts:
+def configmaps(variant: str) -> gf.ConfigMapFacts:
     kubeadm = yaml.safe_load((fixture(variant) / "configmap-kubeadm-config.yaml").read_text())
     kubelet_cm = yaml.safe_load((fixture(variant) / "configmap-kubelet-config.yaml").read_text())
-    return ga.ConfigMapFacts(kubeadm["data"]["ClusterConfiguration"], kubelet_cm["data"]["kubelet"])
+    return gf.ConfigMapFacts(kubeadm["data"]["ClusterConfiguration"], kubelet_cm["data"]["kubelet"])
 
 
 def metric(component: str) -> str:
@@ -179,17 +186,17 @@ def metric(component: str) -> str:
 
 
 def run(
-    *hosts: ga.HostFacts, cms: ga.ConfigMapFacts | None = None, **kwargs: object
-) -> ga.AuditResult:
+    *hosts: gf.HostFacts, cms: gf.ConfigMapFacts | None = None, **kwargs: object
+) -> gr.AuditResult:
     kwargs.setdefault("version", VERSION)
     return ga.audit({h.host: h for h in hosts}, configmaps=cms, **kwargs)
 
 
-def found(result: ga.AuditResult, fid: str) -> list[ga.Finding]:
+def found(result: gr.AuditResult, fid: str) -> list[gr.Finding]:
     return [f for f in result.findings if f.id == fid]
 
 
-def keyed(result: ga.AuditResult, fid: str) -> dict[tuple, str]:
+def keyed(result: gr.AuditResult, fid: str) -> dict[tuple, str]:
     """(host, component, name) -> severity of every finding ``fid``."""
     return {(f.host, f.component, f.name): f.severity for f in found(result, fid)}
 
@@ -200,12 +207,12 @@ def keyed(result: ga.AuditResult, fid: str) -> dict[tuple, str]:
 def test_cmdline_round_trip_keeps_every_argument() -> None:
     argv = command_of(manifest_text("dra", "kube-apiserver"))
     assert as_proc(argv) == argv
-    assert ga.split_cmdline(b"") == []
+    assert gf.split_cmdline(b"") == []
 
 
 def test_argv_flags_merge_repeated_feature_gates_like_the_component() -> None:
     # The dra manifest gives --feature-gates twice (v1beta4 allows repeated extraArgs).
-    flags = ga.argv_flags(as_proc(command_of(manifest_text("dra", "kube-apiserver"))))
+    flags = gf.argv_flags(as_proc(command_of(manifest_text("dra", "kube-apiserver"))))
     assert flags.feature_gates == {
         "DRAControlPlaneController": True,
         "DRAAdminAccess": True,
@@ -213,7 +220,7 @@ def test_argv_flags_merge_repeated_feature_gates_like_the_component() -> None:
     }
     assert flags.runtime_config == {"api/alpha": "false", "resource.k8s.io/v1alpha3": "true"}
     # a later entry wins, a bare runtime-config key is true, "--flag value" is read
-    later = ga.argv_flags(
+    later = gf.argv_flags(
         [
             "kube-apiserver",
             "--feature-gates=A=true",
@@ -227,17 +234,17 @@ def test_argv_flags_merge_repeated_feature_gates_like_the_component() -> None:
 
 
 def test_argv_flags_reject_a_malformed_value_naming_it() -> None:
-    with pytest.raises(kce.FlagValueError, match="DRAAdminAccess=yes"):
-        ga.argv_flags(["kube-apiserver", "--feature-gates=DRAAdminAccess=yes"])
+    with pytest.raises(kfl.FlagValueError, match="DRAAdminAccess=yes"):
+        gf.argv_flags(["kube-apiserver", "--feature-gates=DRAAdminAccess=yes"])
 
 
 def test_component_of_matches_the_executable_basename() -> None:
-    assert ga.component_of(["/usr/bin/kubelet", "--config=x"]) == "kubelet"
-    assert ga.component_of(command_of(manifest_text("defaults", "kube-scheduler"))) == (
+    assert gf.component_of(["/usr/bin/kubelet", "--config=x"]) == "kubelet"
+    assert gf.component_of(command_of(manifest_text("defaults", "kube-scheduler"))) == (
         "kube-scheduler"
     )
-    assert ga.component_of(["/usr/bin/kubeletctl"]) is None
-    assert ga.component_of(["kubelet"], ["kube-apiserver"]) is None
+    assert gf.component_of(["/usr/bin/kubeletctl"]) is None
+    assert gf.component_of(["kubelet"], ["kube-apiserver"]) is None
 
 
 def test_kubelet_flags_override_the_configuration_file() -> None:
@@ -251,21 +258,21 @@ def test_kubelet_flags_override_the_configuration_file() -> None:
 
 def test_metrics_url_from_the_real_manifests() -> None:
     api = command_of(manifest_text("defaults", "kube-apiserver"))
-    assert ga.metrics_url("kube-apiserver", api) == "https://127.0.0.1:6443/metrics"
+    assert gf.metrics_url("kube-apiserver", api) == "https://127.0.0.1:6443/metrics"
     kcm = command_of(manifest_text("defaults", "kube-controller-manager"))
-    assert ga.metrics_url("kube-controller-manager", kcm) == "https://127.0.0.1:10257/metrics"
+    assert gf.metrics_url("kube-controller-manager", kcm) == "https://127.0.0.1:10257/metrics"
     # the dra variant adds --bind-address=0.0.0.0: a wildcard is reached on loopback
     kcm_dra = command_of(manifest_text("dra", "kube-controller-manager"))
-    assert ga.metrics_url("kube-controller-manager", kcm_dra) == "https://127.0.0.1:10257/metrics"
+    assert gf.metrics_url("kube-controller-manager", kcm_dra) == "https://127.0.0.1:10257/metrics"
     sched = command_of(manifest_text("defaults", "kube-scheduler"))
-    assert ga.metrics_url("kube-scheduler", sched) == "https://127.0.0.1:10259/metrics"
+    assert gf.metrics_url("kube-scheduler", sched) == "https://127.0.0.1:10259/metrics"
     config = yaml.safe_load((fixture("defaults") / "kubelet-config.yaml").read_text())
-    assert ga.metrics_url("kubelet", ["kubelet"], config) == "https://127.0.0.1:10250/metrics"
-    assert ga.metrics_url("kubelet", ["kubelet", "--address=fd00::1"], {"port": 10555}) == (
+    assert gf.metrics_url("kubelet", ["kubelet"], config) == "https://127.0.0.1:10250/metrics"
+    assert gf.metrics_url("kubelet", ["kubelet", "--address=fd00::1"], {"port": 10555}) == (
         "https://[fd00::1]:10555/metrics"
     )
-    with pytest.raises(ga.GateAuditError, match="not a number"):
-        ga.metrics_url("kube-apiserver", ["kube-apiserver", "--secure-port=https"])
+    with pytest.raises(gt.GateAuditError, match="not a number"):
+        gf.metrics_url("kube-apiserver", ["kube-apiserver", "--secure-port=https"])
 
 
 def test_process_start_time_of_this_process() -> None:
@@ -273,10 +280,10 @@ def test_process_start_time_of_this_process() -> None:
         stat = fh.read()
     with open("/proc/stat") as fh:
         btime = next(float(line.split()[1]) for line in fh if line.startswith("btime "))
-    started = ga.process_start_time(stat, btime, os.sysconf("SC_CLK_TCK"))
+    started = gf.process_start_time(stat, btime, os.sysconf("SC_CLK_TCK"))
     assert btime <= started <= time.time() + 1
-    with pytest.raises(ga.GateAuditError, match="malformed"):
-        ga.process_start_time("12 (x) S 1", btime, 100)
+    with pytest.raises(gt.GateAuditError, match="malformed"):
+        gf.process_start_time("12 (x) S 1", btime, 100)
 
 
 # ------------------------------------------------------------------ Prometheus text
@@ -284,14 +291,14 @@ def test_process_start_time_of_this_process() -> None:
 
 def test_feature_readings_from_a_real_kube_apiserver() -> None:
     text = metric("kube-apiserver")
-    readings = ga.feature_readings(text)
+    readings = gm.feature_readings(text)
     samples = [ln for ln in text.splitlines() if ln.startswith("kubernetes_feature_enabled{")]
     assert len(readings) == len(samples) > 200
-    assert readings["DynamicResourceAllocation"] == ga.FeatureReading(True, "")
-    assert readings["DRAPartitionableDevices"] == ga.FeatureReading(True, "BETA")
-    assert readings["DRAListTypeAttributes"] == ga.FeatureReading(False, "ALPHA")
+    assert readings["DynamicResourceAllocation"] == gm.FeatureReading(True, "")
+    assert readings["DRAPartitionableDevices"] == gm.FeatureReading(True, "BETA")
+    assert readings["DRAListTypeAttributes"] == gm.FeatureReading(False, "ALPHA")
     assert readings["DRAPartitionableDevices"].model_stage == dv.BETA
-    assert ga.feature_metric_lines(text)[:2] == [
+    assert gm.feature_metric_lines(text)[:2] == [
         ln for ln in text.splitlines() if ln.startswith("# ")
     ]
 
@@ -304,15 +311,15 @@ def test_prometheus_parser_escapes_timestamps_and_errors() -> None:
         "y 2.5\n"
         'z{a="1",} NaN\n'
     )
-    samples = ga.parse_prometheus_text(text)
+    samples = gm.parse_prometheus_text(text)
     assert samples[0].labels == {"a": 'q"uote', "b": "back\\slash", "c": "new\nline"}
     assert samples[0].value == 1.0
     assert (samples[1].name, samples[1].value) == ("y", 2.5)
     assert samples[2].labels == {"a": "1"} and samples[2].value != samples[2].value
-    with pytest.raises(ga.GateAuditError, match="line 2"):
-        ga.parse_prometheus_text('ok 1\nbad{a="1"} one\n')
-    with pytest.raises(ga.GateAuditError, match="unterminated"):
-        ga.parse_prometheus_text('bad{a="1} 1\n')
+    with pytest.raises(gt.GateAuditError, match="line 2"):
+        gm.parse_prometheus_text('ok 1\nbad{a="1"} one\n')
+    with pytest.raises(gt.GateAuditError, match="unterminated"):
+        gm.parse_prometheus_text('bad{a="1} 1\n')
 
 
 # ------------------------------------------------------------------ the audit
@@ -575,7 +582,7 @@ def test_unreachable_host_and_missing_component() -> None:
 def test_unreadable_sources_are_warnings() -> None:
     api = control_plane("kube-apiserver")
     api.errors.append("2 kube-apiserver processes run (pids 10, 20)")
-    api.metrics = ga.MetricSource("https://127.0.0.1:6443/metrics", error="HTTP 403 Forbidden")
+    api.metrics = gf.MetricSource("https://127.0.0.1:6443/metrics", error="HTTP 403 Forbidden")
     sched = absent("kube-scheduler")
     assert sched.file is not None
     sched.file.exists, sched.file.error = True, "cannot read: Permission denied"
@@ -600,7 +607,7 @@ def test_no_host_at_all_is_a_failure_not_a_pass() -> None:
 
 
 def test_absent_configmaps_are_warnings_for_the_components_audited() -> None:
-    result = run(worker(), cms=ga.ConfigMapFacts(None, None), components=["kubelet"])
+    result = run(worker(), cms=gf.ConfigMapFacts(None, None), components=["kubelet"])
     absent_cms = found(result, "gates.configmap-absent")
     assert [f.component for f in absent_cms] == ["kubelet"]
     assert result.ok
@@ -608,7 +615,7 @@ def test_absent_configmaps_are_warnings_for_the_components_audited() -> None:
 
 def test_v1beta3_extra_args_map_is_read() -> None:
     text = V1BETA3_INPUT.read_text()
-    flags, problems = ga.configmap_flags(ga.ConfigMapFacts(text, text))
+    flags, problems = gc.configmap_flags(gf.ConfigMapFacts(text, text))
     assert problems == []
     assert flags["kube-apiserver"].feature_gates == {"DynamicResourceAllocation": True}
     assert flags["kube-apiserver"].runtime_config == {"resource.k8s.io/v1beta1": "true"}
@@ -617,7 +624,7 @@ def test_v1beta3_extra_args_map_is_read() -> None:
 
 
 def test_unparseable_configmap_is_reported_not_raised() -> None:
-    flags, problems = ga.configmap_flags(ga.ConfigMapFacts("kind: [", "apiVersion: v1\n"))
+    flags, problems = gc.configmap_flags(gf.ConfigMapFacts("kind: [", "apiVersion: v1\n"))
     assert flags == {}
     assert [p.id for p in problems] == ["gates.source-unreadable"] * 2
 
@@ -628,7 +635,7 @@ def test_result_is_json_failures_first_and_facts_round_trip() -> None:
         "kube-apiserver", metrics=metric("kube-apiserver")
     ).metrics
     data = json.loads(json.dumps(cp.to_dict()))
-    assert ga.HostFacts.from_dict(data, "cp-1") == cp
+    assert gf.HostFacts.from_dict(data, "cp-1") == cp
     result = run(cp, cms=configmaps("defaults"))
     doc = json.loads(json.dumps(result.to_dict()))
     severities = [f["severity"] for f in doc["findings"]]
@@ -640,22 +647,22 @@ def test_result_is_json_failures_first_and_facts_round_trip() -> None:
 def test_bad_facts_name_the_field() -> None:
     good = control_plane_host().to_dict()
     good["components"]["kubelet"]["process"]["feature_gates"] = {"X": "yes"}
-    with pytest.raises(ga.GateAuditError, match=r"facts\['cp-1'\].components.kubelet.process"):
-        ga.HostFacts.from_dict(good, "cp-1")
-    with pytest.raises(ga.GateAuditError, match="components"):
-        ga.HostFacts.from_dict({"host": "x"})
+    with pytest.raises(gt.GateAuditError, match=r"facts\['cp-1'\].components.kubelet.process"):
+        gf.HostFacts.from_dict(good, "cp-1")
+    with pytest.raises(gt.GateAuditError, match="components"):
+        gf.HostFacts.from_dict({"host": "x"})
 
 
 def test_impossible_request_is_refused_by_the_model() -> None:
     with pytest.raises(dv.VersionModelError, match="DRAControlPlaneController"):
         run(worker(), gates={"DRAControlPlaneController": True})
-    with pytest.raises(ga.GateAuditError, match="kube-proxy"):
+    with pytest.raises(gt.GateAuditError, match="kube-proxy"):
         run(worker(), components=["kube-proxy"])
 
 
 def test_table_marks_failed_and_warned_entries() -> None:
     result = run(control_plane_host("cp-1", "dra"), cms=configmaps("dra"))
-    lines = ga.format_table(result.to_dict())
+    lines = gr.format_table(result.to_dict())
     assert lines[0].startswith("DRA gate audit against Kubernetes 1.37.2: ")
     row = next(ln for ln in lines if ln.startswith("cp-1") and "kube-apiserver" in ln)
     assert "DRAControlPlaneController=true!" in row
@@ -671,7 +678,7 @@ BETA = "1.33.13"
 
 def beta_host(
     name: str, control_plane_variant: str, kubelet_variant: str | None = None
-) -> ga.HostFacts:
+) -> gf.HostFacts:
     """A 1.33.13 control-plane node whose processes run what its files say."""
     return host(
         name,

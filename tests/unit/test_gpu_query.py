@@ -12,7 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_info as ginfo
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_nvml as gnvml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_query as gq
+from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_smi_parse as smip
 
 DATA = Path(__file__).parent / "data" / "gpu"
 SINGLE = DATA / "h200-single"
@@ -47,7 +50,7 @@ def capture(path: Path) -> str:
 
 
 def test_xml_h200_single_identity_memory_driver_mig() -> None:
-    host = gq.parse_smi_xml(capture(SINGLE / "smi-q.xml"))
+    host = smip.parse_smi_xml(capture(SINGLE / "smi-q.xml"))
     assert (host.driver_version, host.cuda_driver_version) == ("580.159.04", "13.0")
     (gpu,) = host.gpus
     assert gpu.index == 0
@@ -63,7 +66,7 @@ def test_xml_h200_single_identity_memory_driver_mig() -> None:
 
 
 def test_xml_h200_x2_two_gpus_in_index_order() -> None:
-    host = gq.parse_smi_xml(capture(X2 / "smi-q.xml"))
+    host = smip.parse_smi_xml(capture(X2 / "smi-q.xml"))
     assert [g.uuid for g in host.gpus] == [
         "GPU-2a7b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c80",
         "GPU-9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c61",
@@ -75,21 +78,21 @@ def test_xml_h200_x2_two_gpus_in_index_order() -> None:
 
 
 def test_xml_order_matches_nvidia_smi_list() -> None:
-    listed = gq.parse_smi_list(capture(X2 / "smi-L.txt"))
-    host = gq.parse_smi_xml(capture(X2 / "smi-q.xml"))
+    listed = smip.parse_smi_list(capture(X2 / "smi-L.txt"))
+    host = smip.parse_smi_xml(capture(X2 / "smi-q.xml"))
     assert [(g.index, g.uuid) for g in listed] == [(g.index, g.uuid) for g in host.gpus]
 
 
 def test_text_q_gives_the_same_gpu_as_xml() -> None:
     for directory in (SINGLE, X2):
-        from_text = gq.parse_smi_q_text(capture(directory / "smi-q.txt"))
-        from_xml = gq.parse_smi_xml(capture(directory / "smi-q.xml"))
+        from_text = smip.parse_smi_q_text(capture(directory / "smi-q.txt"))
+        from_xml = smip.parse_smi_xml(capture(directory / "smi-q.xml"))
         assert from_text.driver_version == from_xml.driver_version == "580.159.04"
         assert from_text.gpus == from_xml.gpus
 
 
 def test_text_q_rtx4070_without_mig_is_not_an_error() -> None:
-    host = gq.parse_smi_q_text(capture(PUBLIC / "rtx4070-laptop-nonmig" / "q-full.txt"))
+    host = smip.parse_smi_q_text(capture(PUBLIC / "rtx4070-laptop-nonmig" / "q-full.txt"))
     assert (host.driver_version, host.cuda_driver_version) == ("566.36", "12.7")
     (gpu,) = host.gpus
     assert gpu.name == "NVIDIA GeForce RTX 4070 Laptop GPU"
@@ -103,69 +106,69 @@ def test_text_q_rtx4070_without_mig_is_not_an_error() -> None:
 
 
 def test_xml_refuses_output_that_is_not_nvidia_smi_xml() -> None:
-    with pytest.raises(gq.GpuQueryError, match="no readable XML"):
-        gq.parse_smi_xml(capture(SINGLE / "smi-q.txt"))
+    with pytest.raises(ginfo.GpuQueryError, match="no readable XML"):
+        smip.parse_smi_xml(capture(SINGLE / "smi-q.txt"))
 
 
 # ------------------------------------------------------------------ --query-gpu CSV
 
 
 def test_query_gpu_with_header_and_units() -> None:
-    rows = gq.parse_query_gpu(capture(X2 / "smi-query.txt"))
+    rows = smip.parse_query_gpu(capture(X2 / "smi-query.txt"))
     assert [r["index"] for r in rows] == ["0", "1"]
     assert rows[1]["uuid"] == "GPU-9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c61"
     assert rows[0]["memory.total"] == "143771 MiB"
     assert rows[0]["compute_cap"] == "9.0"
-    gpu = gq.gpu_from_query_row(rows[1])
+    gpu = smip.gpu_from_query_row(rows[1])
     assert (gpu.index, gpu.pci_bus_id, gpu.memory_mib) == (1, "00000000:00:07.0", 143771)
     assert (gpu.architecture, gpu.mig_mode_current, gpu.mig_capable) == ("Hopper", "Disabled", True)
 
 
 def test_query_gpu_noheader_nounits_equals_xml() -> None:
     fields = "index,uuid,name,driver_version,memory.total,mig.mode.current,mig.mode.pending"
-    rows = gq.parse_query_gpu(capture(SINGLE / "smi-query-noheader.txt"), fields.split(","))
-    (gpu,) = [gq.gpu_from_query_row(r) for r in rows]
-    (xml_gpu,) = gq.parse_smi_xml(capture(SINGLE / "smi-q.xml")).gpus
+    rows = smip.parse_query_gpu(capture(SINGLE / "smi-query-noheader.txt"), fields.split(","))
+    (gpu,) = [smip.gpu_from_query_row(r) for r in rows]
+    (xml_gpu,) = smip.parse_smi_xml(capture(SINGLE / "smi-q.xml")).gpus
     for name in ("uuid", "name", "driver_version", "memory_mib", "mig_mode_current"):
         assert getattr(gpu, name) == getattr(xml_gpu, name), name
 
 
 def test_query_gpu_public_mig_modes() -> None:
-    rows = gq.parse_query_gpu(
+    rows = smip.parse_query_gpu(
         capture(PUBLIC / "unknown-gpu" / "query-uuid-mig-mode-current-pending.txt")
     )
-    assert [gq.mig_mode(r["mig.mode.current"]) for r in rows] == [
+    assert [ginfo.mig_mode(r["mig.mode.current"]) for r in rows] == [
         "Enabled",
         "Disabled",
         "Disabled",
         "Disabled",
     ]
-    (row,) = gq.parse_query_gpu(
+    (row,) = smip.parse_query_gpu(
         capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-query-mig-mode-current.txt")
     )
-    assert gq.normalize_bus_id(row["pci.bus_id"]) == "00000000:36:00.0"
+    assert ginfo.normalize_bus_id(row["pci.bus_id"]) == "00000000:36:00.0"
     assert row["mig.mode.current"] == "Enabled"
 
 
 def test_query_gpu_row_with_wrong_column_count_names_the_row() -> None:
-    with pytest.raises(gq.GpuQueryError, match="7 columns, expected 2"):
-        gq.parse_query_gpu(capture(SINGLE / "smi-query-noheader.txt"), ["index", "uuid"])
+    with pytest.raises(ginfo.GpuQueryError, match="7 columns, expected 2"):
+        smip.parse_query_gpu(capture(SINGLE / "smi-query-noheader.txt"), ["index", "uuid"])
 
 
 @pytest.mark.parametrize("answer", ["N/A", "[N/A]", "Not Supported", "[Not Supported]"])
 def test_absent_answers_mean_no_feature(answer: str) -> None:
     # nvidia-smi's words for a missing feature (MIG guide: "[N/A], [N/A]" for a non-MIG GPU
     # in --query-gpu; "N/A" in -q on the RTX 4070 capture).
-    assert gq.absent(answer) is None
-    assert gq.mig_mode(answer) is None
-    assert gq.to_int(answer) is None
+    assert ginfo.absent(answer) is None
+    assert ginfo.mig_mode(answer) is None
+    assert ginfo.to_int(answer) is None
 
 
 # ------------------------------------------------------------------ nvidia-smi -L
 
 
 def test_list_h100_compute_instances_as_mig_devices() -> None:
-    (gpu,) = gq.parse_smi_list(capture(PUBLIC / "h100-80gb-hbm3" / "nvdocs-L-r570-ci.txt"))
+    (gpu,) = smip.parse_smi_list(capture(PUBLIC / "h100-80gb-hbm3" / "nvdocs-L-r570-ci.txt"))
     assert gpu.name == "NVIDIA H100 80GB HBM3"
     assert [(i, p) for i, p, _ in gpu.migs] == [
         (0, "1c.3g.40gb"),
@@ -178,11 +181,11 @@ def test_list_h100_compute_instances_as_mig_devices() -> None:
 
 
 def test_list_eight_a100_r470_and_old_spacing() -> None:
-    gpus = gq.parse_smi_list(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-L-8gpu-r470.txt"))
+    gpus = smip.parse_smi_list(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-L-8gpu-r470.txt"))
     assert [len(g.migs) for g in gpus] == [7, 3, 2, 1, 6, 1, 3, 3]
     assert [p for _, p, _ in gpus[6].migs] == ["1c.7g.40gb", "2c.7g.40gb", "3c.7g.40gb"]
     assert gpus[7].uuid == "GPU-a0000000-0000-4000-8000-000000000008"
-    (old,) = gq.parse_smi_list(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-L-2x3g.txt"))
+    (old,) = smip.parse_smi_list(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-L-2x3g.txt"))
     assert old.name == "A100-SXM4-40GB"
     assert old.migs == [
         (0, "3g.20gb", "MIG-b0000000-0000-4000-8000-000000000001"),
@@ -194,7 +197,7 @@ def test_list_eight_a100_r470_and_old_spacing() -> None:
 
 
 def test_lgi_wide_layout() -> None:
-    rows = gq.parse_mig_lgi(capture(PUBLIC / "a100-pcie-40gb" / "lgi.txt"))
+    rows = smip.parse_mig_lgi(capture(PUBLIC / "a100-pcie-40gb" / "lgi.txt"))
     assert [
         (r["profile"], r["gi_profile_id"], r["gi_id"], r["placement_start"], r["placement_size"])
         for r in rows
@@ -208,14 +211,14 @@ def test_lgi_wide_layout() -> None:
 
 
 def test_lgi_narrow_layout_and_a30() -> None:
-    rows = gq.parse_mig_lgi(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-lgi-3211.txt"))
+    rows = smip.parse_mig_lgi(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-lgi-3211.txt"))
     assert [(r["gi_id"], r["profile"], r["placement_start"]) for r in rows] == [
         (7, "1g.5gb", 0),
         (8, "1g.5gb", 1),
         (4, "2g.10gb", 2),
         (2, "3g.20gb", 4),
     ]
-    a30 = gq.parse_mig_lgi(capture(PUBLIC / "a30-24gb" / "lgi-4x1g.txt"))
+    a30 = smip.parse_mig_lgi(capture(PUBLIC / "a30-24gb" / "lgi-4x1g.txt"))
     assert [(r["profile"], r["gi_profile_id"], r["gi_id"]) for r in a30] == [
         ("1g.6gb", 14, 3),
         ("1g.6gb", 14, 4),
@@ -225,13 +228,13 @@ def test_lgi_narrow_layout_and_a30() -> None:
 
 
 def test_mig_listings_when_mig_is_off_or_empty() -> None:
-    assert gq.parse_mig_lgi(capture(SINGLE / "smi-mig-lgi.txt")) == []
-    assert gq.parse_mig_lci(capture(X2 / "smi-mig-lci.txt")) == []
-    assert gq.parse_mig_lci(capture(PUBLIC / "a100-pcie-40gb" / "lci-gi12-not-found.txt")) == []
+    assert smip.parse_mig_lgi(capture(SINGLE / "smi-mig-lgi.txt")) == []
+    assert smip.parse_mig_lci(capture(X2 / "smi-mig-lci.txt")) == []
+    assert smip.parse_mig_lci(capture(PUBLIC / "a100-pcie-40gb" / "lci-gi12-not-found.txt")) == []
 
 
 def test_lci_with_placement_column_and_truncated_table() -> None:
-    rows = gq.parse_mig_lci(capture(PUBLIC / "a100-pcie-40gb" / "lci-i0-4ci-truncated.txt"))
+    rows = smip.parse_mig_lci(capture(PUBLIC / "a100-pcie-40gb" / "lci-i0-4ci-truncated.txt"))
     assert [(r["gi_id"], r["profile"], r["ci_profile_id"], r["ci_id"]) for r in rows] == [
         (11, "1g.5gb", 0, 0),
         (12, "1g.5gb", 0, 0),
@@ -241,7 +244,7 @@ def test_lci_with_placement_column_and_truncated_table() -> None:
 
 
 def test_lci_old_layout_three_cis_in_one_gi() -> None:
-    rows = gq.parse_mig_lci(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-lci-gi1.txt"))
+    rows = smip.parse_mig_lci(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-lci-gi1.txt"))
     assert [(r["gi_id"], r["profile"], r["ci_id"]) for r in rows] == [
         (1, "1c.3g.20gb", 0),
         (1, "1c.3g.20gb", 1),
@@ -251,16 +254,16 @@ def test_lci_old_layout_three_cis_in_one_gi() -> None:
 
 def test_lci_without_permission_is_an_error_with_nvidia_smi_words() -> None:
     text = capture(PUBLIC / "unknown-gpu" / "lci-insufficient-permissions.txt")
-    with pytest.raises(gq.GpuQueryError, match="Insufficient Permissions"):
-        gq.parse_mig_lci(text)
+    with pytest.raises(ginfo.GpuQueryError, match="Insufficient Permissions"):
+        smip.parse_mig_lci(text)
 
 
 # ------------------------------------------------------------------ MIG device assembly
 
 
-def a100_pcie(mig_devices: list[gq.MigDevice] | None = None) -> gq.GpuInfo:
-    listed = gq.parse_smi_list(capture(PUBLIC / "a100-pcie-40gb" / "L.txt"))[0]
-    return gq.GpuInfo(
+def a100_pcie(mig_devices: list[ginfo.MigDevice] | None = None) -> ginfo.GpuInfo:
+    listed = smip.parse_smi_list(capture(PUBLIC / "a100-pcie-40gb" / "L.txt"))[0]
+    return ginfo.GpuInfo(
         index=0,
         uuid=listed.uuid,
         name=listed.name,
@@ -276,11 +279,11 @@ def test_assemble_one_mig_device_from_lgi_lci_and_list() -> None:
     # (lci-gi11.txt), one MIG device in -L (L.txt) and in nvidia-smi (smi-mig-1dev.txt:
     # GI 11, CI 0, MIG Dev 0, 4864MiB).
     gpu = a100_pcie()
-    listed = gq.parse_smi_list(capture(PUBLIC / "a100-pcie-40gb" / "L.txt"))[0]
-    lgi = gq.parse_mig_lgi(capture(PUBLIC / "a100-pcie-40gb" / "lgi.txt"))
-    lci = gq.parse_mig_lci(capture(PUBLIC / "a100-pcie-40gb" / "lci-gi11.txt"))
-    (dev,) = gq.assemble_mig_devices(gpu, listed, lgi, lci)
-    assert dev == gq.MigDevice(
+    listed = smip.parse_smi_list(capture(PUBLIC / "a100-pcie-40gb" / "L.txt"))[0]
+    lgi = smip.parse_mig_lgi(capture(PUBLIC / "a100-pcie-40gb" / "lgi.txt"))
+    lci = smip.parse_mig_lci(capture(PUBLIC / "a100-pcie-40gb" / "lci-gi11.txt"))
+    (dev,) = smip.assemble_mig_devices(gpu, listed, lgi, lci)
+    assert dev == ginfo.MigDevice(
         index=0,
         gi_id=11,
         ci_id=0,
@@ -299,10 +302,10 @@ def test_assemble_orders_by_gi_and_keeps_uuid_only_when_profile_matches() -> Non
     # Four CIs (lci-i0-4ci-truncated.txt) against an -L taken when only GI 11 had a CI:
     # MIG device 0 is GI 1's 1c.3g.20gb, not L.txt's 1g.5gb, so it gets no UUID.
     gpu = a100_pcie()
-    listed = gq.parse_smi_list(capture(PUBLIC / "a100-pcie-40gb" / "L.txt"))[0]
-    lgi = gq.parse_mig_lgi(capture(PUBLIC / "a100-pcie-40gb" / "lgi.txt"))
-    lci = gq.parse_mig_lci(capture(PUBLIC / "a100-pcie-40gb" / "lci-i0-4ci-truncated.txt"))
-    devices = gq.assemble_mig_devices(gpu, listed, lgi, lci)
+    listed = smip.parse_smi_list(capture(PUBLIC / "a100-pcie-40gb" / "L.txt"))[0]
+    lgi = smip.parse_mig_lgi(capture(PUBLIC / "a100-pcie-40gb" / "lgi.txt"))
+    lci = smip.parse_mig_lci(capture(PUBLIC / "a100-pcie-40gb" / "lci-i0-4ci-truncated.txt"))
+    devices = smip.assemble_mig_devices(gpu, listed, lgi, lci)
     assert [(d.index, d.gi_id, d.profile, d.gi_profile) for d in devices] == [
         (0, 1, "1c.3g.20gb", "3g.20gb"),
         (1, 6, "1c.2g.10gb", "2g.10gb"),
@@ -324,13 +327,13 @@ def test_assemble_from_xml_mig_devices_two_3g() -> None:
     # nvdocs-lgi-2x3g.txt places GI 1 at 4:4 and GI 2 at 0:4.
     gpu = a100_pcie(
         [
-            gq.MigDevice(index=0, gi_id=1, ci_id=0, profile=None, memory_mib=20224),
-            gq.MigDevice(index=1, gi_id=2, ci_id=0, profile=None, memory_mib=20096),
+            ginfo.MigDevice(index=0, gi_id=1, ci_id=0, profile=None, memory_mib=20224),
+            ginfo.MigDevice(index=1, gi_id=2, ci_id=0, profile=None, memory_mib=20096),
         ]
     )
-    listed = gq.parse_smi_list(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-L-2x3g.txt"))[0]
-    lgi = gq.parse_mig_lgi(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-lgi-2x3g.txt"))
-    devices = gq.assemble_mig_devices(gpu, listed, lgi, [])
+    listed = smip.parse_smi_list(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-L-2x3g.txt"))[0]
+    lgi = smip.parse_mig_lgi(capture(PUBLIC / "a100-sxm4-40gb" / "nvdocs-lgi-2x3g.txt"))
+    devices = smip.assemble_mig_devices(gpu, listed, lgi, [])
     assert [
         (d.gi_id, d.profile, d.gi_profile_id, d.placement_start, d.memory_mib, d.uuid)
         for d in devices
@@ -344,12 +347,12 @@ def test_assemble_from_xml_mig_devices_two_3g() -> None:
 
 
 def test_topo_matrix_nvlink_peers() -> None:
-    assert gq.parse_topo_matrix(capture(X2 / "smi-topo.txt")) == {0: [(1, 18)], 1: [(0, 18)]}
-    assert gq.parse_topo_matrix(capture(SINGLE / "smi-topo.txt")) == {0: []}
+    assert smip.parse_topo_matrix(capture(X2 / "smi-topo.txt")) == {0: [(1, 18)], 1: [(0, 18)]}
+    assert smip.parse_topo_matrix(capture(SINGLE / "smi-topo.txt")) == {0: []}
 
 
 def test_nvlink_status_eighteen_links_per_gpu() -> None:
-    status = gq.parse_nvlink_status(capture(X2 / "smi-nvlink-s.txt"))
+    status = smip.parse_nvlink_status(capture(X2 / "smi-nvlink-s.txt"))
     assert sorted(status) == [0, 1]
     assert sorted(status[1]) == list(range(18))
     assert set(status[0].values()) == {26.562}
@@ -370,26 +373,26 @@ def nvml_capture(directory: Path) -> dict[str, str]:
 
 def test_semver_as_the_dra_driver_publishes_it() -> None:
     # docs/reference: driverVersion 580.95.05 is published as 580.95.5.
-    assert gq.semver("580.95.05") == "580.95.5"
-    assert gq.semver("580.159.04") == "580.159.4"
-    assert gq.semver("13.0") == "13.0.0"
-    assert gq.semver("9.0") == "9.0.0"
-    assert gq.semver("N/A") is None
-    assert gq.semver("580.159.04-beta") is None
+    assert ginfo.semver("580.95.05") == "580.95.5"
+    assert ginfo.semver("580.159.04") == "580.159.4"
+    assert ginfo.semver("13.0") == "13.0.0"
+    assert ginfo.semver("9.0") == "9.0.0"
+    assert ginfo.semver("N/A") is None
+    assert ginfo.semver("580.159.04-beta") is None
 
 
 def test_nvml_numbers_match_nvidia_smi_words() -> None:
     nvml = nvml_capture(SINGLE)
-    xml = gq.parse_smi_xml(capture(SINGLE / "smi-q.xml"))
+    xml = smip.parse_smi_xml(capture(SINGLE / "smi-q.xml"))
     assert nvml["driver"] == xml.driver_version
-    assert gq.cuda_version_from_int(int(nvml["cuda_driver"])) == xml.cuda_driver_version
+    assert ginfo.cuda_version_from_int(int(nvml["cuda_driver"])) == xml.cuda_driver_version
     text = (SINGLE / "nvml.txt").read_text()
     arch = int(text.split("\n arch ")[1].split()[0])
-    assert gq.NVML_ARCHITECTURES[arch] == xml.gpus[0].architecture == "Hopper"
+    assert ginfo.NVML_ARCHITECTURES[arch] == xml.gpus[0].architecture == "Hopper"
     total = int(text.split(" memory total bytes ")[1].split()[0])
-    assert total // gq.MIB == xml.gpus[0].memory_mib
-    assert gq.architecture_from_compute_capability("9.0") == "Hopper"
-    assert gq.profile_name(text.split("name ")[1].splitlines()[0]) == "1g.18gb"
+    assert total // ginfo.MIB == xml.gpus[0].memory_mib
+    assert ginfo.architecture_from_compute_capability("9.0") == "Hopper"
+    assert ginfo.profile_name(text.split("name ")[1].splitlines()[0]) == "1g.18gb"
 
 
 # ------------------------------------------------------------------ collect
@@ -405,7 +408,7 @@ def test_collect_x2_through_fixture_replay() -> None:
     )
     gpu0, gpu1 = host.gpus
     assert gpu0.nvlink_peers == [
-        gq.NvLinkPeer(1, "GPU-9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c61", "00000000:00:07.0", 18)
+        ginfo.NvLinkPeer(1, "GPU-9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c61", "00000000:00:07.0", 18)
     ]
     assert gpu1.nvlink_peers[0].index == 0 and gpu1.nvlink_peers[0].links == 18
     assert (gpu0.nvlink_active_links, gpu1.nvlink_active_links) == (18, 18)
@@ -431,22 +434,22 @@ def test_collect_single_gpu_does_not_read_nvlink() -> None:
 
 
 def test_collect_without_nvidia_smi_and_nvml_is_no_driver() -> None:
-    if gq.load_nvml() is not None:
+    if gnvml.load_nvml() is not None:
         pytest.skip("pynvml is importable here; this test needs a host without it")
-    with pytest.raises(gq.NoDriverError, match="nvidia-smi is not installed"):
+    with pytest.raises(ginfo.NoDriverError, match="nvidia-smi is not installed"):
         gq.collect(replay.runner(SINGLE), backend="auto", nvidia_smi=None)
 
     def missing(argv: list[str]) -> tuple[int, str, str]:
         raise FileNotFoundError(2, "No such file or directory", argv[0])
 
-    with pytest.raises(gq.NoDriverError, match="/nonexistent/nvidia-smi not found"):
+    with pytest.raises(ginfo.NoDriverError, match="/nonexistent/nvidia-smi not found"):
         gq.collect(missing, backend="nvidia-smi", nvidia_smi="/nonexistent/nvidia-smi")
 
 
 def test_collect_nvml_backend_without_pynvml_names_the_package() -> None:
-    if gq.load_nvml() is not None:
+    if gnvml.load_nvml() is not None:
         pytest.skip("pynvml is importable here; this test needs a host without it")
-    with pytest.raises(gq.GpuQueryError, match="nvidia-ml-py"):
+    with pytest.raises(ginfo.GpuQueryError, match="nvidia-ml-py"):
         gq.collect(replay.runner(SINGLE), backend="nvml")
 
 

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
     ConfigEditError,
     FlagEdit,
 )
@@ -406,24 +407,24 @@ def test_kubelet_configuration_file_and_configmap(version: str, variant: str) ->
         text(version, variant, "kubelet-config.yaml"),
         configmap_data(version, variant, "kubelet-config", "kubelet"),
     ):
-        result = kce.edit_kubelet_configuration(source, DRA)
+        result = kcfg.edit_kubelet_configuration(source, DRA)
         old, new = yaml.safe_load(source), yaml.safe_load(result.text)
         gates = new.pop("featureGates")
         old.pop("featureGates", None)
         assert new == old
         assert gates["DynamicResourceAllocation"] is True and gates["DRAPrioritizedList"] is True
         assert "DRAControlPlaneController" not in gates
-        assert not kce.edit_kubelet_configuration(result.text, DRA).changed
+        assert not kcfg.edit_kubelet_configuration(result.text, DRA).changed
 
 
 def test_kubelet_gates_keep_order_and_unrelated_values() -> None:
     source = text("1.37.2", "dra", "kubelet-config.yaml")
-    assert kce.kubelet_feature_gates(source) == {
+    assert kcfg.kubelet_feature_gates(source) == {
         "DRAControlPlaneController": True,
         "DRAResourceClaimDeviceStatus": True,
     }
-    result = kce.edit_kubelet_configuration(source, DRA)
-    assert list(kce.kubelet_feature_gates(result.text).items()) == [
+    result = kcfg.edit_kubelet_configuration(source, DRA)
+    assert list(kcfg.kubelet_feature_gates(result.text).items()) == [
         ("DRAResourceClaimDeviceStatus", True),
         ("DynamicResourceAllocation", True),
         ("DRAPrioritizedList", True),
@@ -442,30 +443,30 @@ def test_kubelet_feature_gates_emptied_are_removed() -> None:
             {"DRAControlPlaneController", "DRAResourceClaimDeviceStatus"}
         )
     )
-    result = kce.edit_kubelet_configuration(source, edit)
+    result = kcfg.edit_kubelet_configuration(source, edit)
     assert "featureGates" not in yaml.safe_load(result.text)
 
 
 def test_kubelet_configuration_errors() -> None:
     source = text("1.37.2", "dra", "kubelet-config.yaml")
     with pytest.raises(ConfigEditError, match="runtime-config is a kube-apiserver flag"):
-        kce.edit_kubelet_configuration(source, FlagEdit(runtime_config={"g.io/v1": "true"}))
+        kcfg.edit_kubelet_configuration(source, FlagEdit(runtime_config={"g.io/v1": "true"}))
     bad = source.replace("DRAControlPlaneController: true", 'DRAControlPlaneController: "yes"')
     with pytest.raises(ConfigEditError, match=r"featureGates\.DRAControlPlaneController = 'yes'"):
-        kce.edit_kubelet_configuration(bad, DRA)
+        kcfg.edit_kubelet_configuration(bad, DRA)
     with pytest.raises(ConfigEditError, match=r"is not kubelet\.config\.k8s\.io/v1beta1"):
-        kce.edit_kubelet_configuration(source.replace("v1beta1", "v1"), DRA)
+        kcfg.edit_kubelet_configuration(source.replace("v1beta1", "v1"), DRA)
 
 
 def test_kubeadm_flags_env_has_no_config_flag_so_the_drop_in_one_counts() -> None:
-    env = kce.parse_environment_file(text("1.37.2", "dra", "kubeadm-flags.env"))
+    env = kcfg.parse_environment_file(text("1.37.2", "dra", "kubeadm-flags.env"))
     assert set(env) == {"KUBELET_KUBEADM_ARGS"}
     argv = [
         "/usr/bin/kubelet",
         "--config=/var/lib/kubelet/config.yaml",
         *env["KUBELET_KUBEADM_ARGS"].split(),
     ]
-    assert kce.kubelet_config_path_from_cmdline(argv) == "/var/lib/kubelet/config.yaml"
+    assert kcfg.kubelet_config_path_from_cmdline(argv) == "/var/lib/kubelet/config.yaml"
 
 
 # ------------------------------------------------------------------ field cases
@@ -515,8 +516,8 @@ def test_field_case_removed_gate_is_dropped_from_all_three_places() -> None:
                     manifest(version, variant, component), component, gone
                 ).changes
             ),
-            *kce.edit_kubelet_configuration(kubelet_cm, gone).changes,
-            *kce.edit_kubelet_configuration(
+            *kcfg.edit_kubelet_configuration(kubelet_cm, gone).changes,
+            *kcfg.edit_kubelet_configuration(
                 text(version, variant, "kubelet-config.yaml"), gone
             ).changes,
         ]
@@ -563,9 +564,9 @@ def test_field_case_kubelet_config_rewritten_without_gates_gets_them_back() -> N
     """kubernetes/kubeadm#3049: an upgrade wrote a defaulted /var/lib/kubelet/config.yaml
     without featureGates; re-asserting the gates restores them and keeps the rest."""
     defaulted = text("1.37.2", "defaults", "kubelet-config.yaml")
-    assert kce.kubelet_feature_gates(defaulted) == {}
-    result = kce.edit_kubelet_configuration(defaulted, FlagEdit({"DRADeviceTaints": True}))
-    assert kce.kubelet_feature_gates(result.text) == {"DRADeviceTaints": True}
+    assert kcfg.kubelet_feature_gates(defaulted) == {}
+    result = kcfg.edit_kubelet_configuration(defaulted, FlagEdit({"DRADeviceTaints": True}))
+    assert kcfg.kubelet_feature_gates(result.text) == {"DRADeviceTaints": True}
     assert changed_lines(defaulted, result.text) == [
         "+featureGates:",
         "+  DRADeviceTaints: true",

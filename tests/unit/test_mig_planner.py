@@ -6,6 +6,8 @@ import itertools
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_config as mcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_placement as mpla
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as pl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mp
 from hypothesis import HealthCheck, given, settings
@@ -26,11 +28,11 @@ def real_h200() -> mp.GpuModel:
     )
 
 
-def starts_of(plan: pl.Plan, profile: str) -> list[int]:
+def starts_of(plan: mpla.Plan, profile: str) -> list[int]:
     return [p.start for p in plan.placements if p.profile == profile]
 
 
-def assert_valid(model: mp.GpuModel, plan: pl.Plan) -> None:
+def assert_valid(model: mp.GpuModel, plan: mpla.Plan) -> None:
     used: set[int] = set()
     for p in plan.placements:
         prof = model.profile(p.profile)
@@ -87,7 +89,7 @@ def test_h200_4g_plus_3g_fits() -> None:
 
 
 def test_h200_two_4g_refused_naming_the_collision() -> None:
-    with pytest.raises(pl.LayoutDoesNotFit) as exc:
+    with pytest.raises(mpla.LayoutDoesNotFit) as exc:
         pl.plan(real_h200(), {"4g.71gb": 2})
     err = exc.value
     assert err.unplaceable == {"4g.71gb": 1}
@@ -110,7 +112,7 @@ def test_h200_mixed_needs_backtracking() -> None:
 
 
 def test_h200_1g35_takes_two_slices() -> None:
-    with pytest.raises(pl.LayoutDoesNotFit) as exc:
+    with pytest.raises(mpla.LayoutDoesNotFit) as exc:
         pl.plan(real_h200(), {"1g.35gb": 4, "1g.18gb": 1})
     assert exc.value.slices_requested == 9
     assert exc.value.max_counts == {"1g.18gb": 0}
@@ -118,7 +120,7 @@ def test_h200_1g35_takes_two_slices() -> None:
 
 
 def test_h200_one_me_instance_only() -> None:
-    with pytest.raises(pl.LayoutDoesNotFit) as exc:
+    with pytest.raises(mpla.LayoutDoesNotFit) as exc:
         pl.plan(real_h200(), {"1g.18gb+me": 2})
     assert exc.value.over_max_instances == {"1g.18gb+me": (2, 1)}
     plan = pl.plan(real_h200(), {"1g.18gb+me": 1, "1g.18gb": 6})
@@ -171,7 +173,7 @@ def test_a100_doc_layouts_fit(layout: dict[str, int]) -> None:
 
 
 def test_a100_4g_3g_and_1g_does_not_fit() -> None:
-    with pytest.raises(pl.LayoutDoesNotFit) as exc:
+    with pytest.raises(mpla.LayoutDoesNotFit) as exc:
         pl.plan(mp.model("a100-40gb"), {"4g.20gb": 1, "3g.20gb": 1, "1g.5gb": 1})
     assert exc.value.unplaceable == {"1g.5gb": 1}
     assert exc.value.suggestion == {"4g.20gb": 1, "3g.20gb": 1}
@@ -179,7 +181,7 @@ def test_a100_4g_3g_and_1g_does_not_fit() -> None:
 
 def test_a30_one_me_across_profiles() -> None:
     a30 = mp.model("a30")
-    with pytest.raises(pl.LayoutDoesNotFit) as exc:
+    with pytest.raises(mpla.LayoutDoesNotFit) as exc:
         pl.plan(a30, {"2g.12gb+me": 1, "1g.6gb+me": 1})
     assert exc.value.over_engine_budget == {"ofa_engines": (2, 1)}
     assert pl.plan(a30, {"2g.12gb+me": 1, "1g.6gb": 2}).counts == {"2g.12gb+me": 1, "1g.6gb": 2}
@@ -191,9 +193,9 @@ def test_doc_lgi_captures_are_valid_plans() -> None:
     for rel in ("nvdocs-lgi-3211.txt", "nvdocs-lgi-211111.txt", "nvdocs-lgi-2x3g.txt"):
         rows = mp.parse_lgi((DATA / "public/a100-sxm4-40gb" / rel).read_text())
         placements = tuple(
-            pl.Placement(r["profile"], r["profile_id"], r["start"], r["size"]) for r in rows
+            mpla.Placement(r["profile"], r["profile_id"], r["start"], r["size"]) for r in rows
         )
-        assert_valid(model, pl.Plan(model.name, 8, placements))
+        assert_valid(model, mpla.Plan(model.name, 8, placements))
 
 
 # --- properties ------------------------------------------------------------------------
@@ -220,7 +222,7 @@ def test_every_plan_is_valid(case) -> None:
     model, wanted = case
     try:
         plan = pl.plan(model, wanted)
-    except pl.LayoutDoesNotFit as err:
+    except mpla.LayoutDoesNotFit as err:
         assert_valid(model, err.placed)
         if err.suggestion:
             assert_valid(model, pl.plan(model, err.suggestion))
@@ -240,7 +242,7 @@ def test_plan_found_iff_brute_force_finds_one(case) -> None:
     try:
         pl.plan(model, wanted)
         found = True
-    except pl.LayoutDoesNotFit:
+    except mpla.LayoutDoesNotFit:
         found = False
     assert found == expected, wanted
 
@@ -257,7 +259,7 @@ def test_exhaustive_small_layouts_agree_with_brute_force() -> None:
                 try:
                     pl.plan(model, wanted)
                     found = True
-                except pl.LayoutDoesNotFit:
+                except mpla.LayoutDoesNotFit:
                     found = False
                 assert found == brute_force_fits(model, wanted), (name, wanted)
 
@@ -273,7 +275,7 @@ def test_diff_same_layout_keeps_everything() -> None:
     model = mp.model("NVIDIA A100-PCIE-40GB")
     current = a100_pcie_current()
     target = pl.plan(model, {"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 2}, current=current)
-    d = pl.diff(current, target)
+    d = mpla.diff(current, target)
     assert not d.changed
     assert sorted(g.instance_id for g in d.keep) == [1, 6, 11, 12]
 
@@ -282,7 +284,7 @@ def test_diff_new_layout_keeps_matching_gi() -> None:
     model = mp.model("NVIDIA A100-PCIE-40GB")
     current = a100_pcie_current()
     target = pl.plan(model, {"3g.20gb": 2}, current=current)
-    d = pl.diff(current, target)
+    d = mpla.diff(current, target)
     assert [(g.profile, g.start) for g in d.keep] == [("3g.20gb", 4)]
     assert sorted(g.instance_id for g in d.destroy) == [6, 11, 12]
     assert [(p.profile, p.start) for p in d.create] == [("3g.20gb", 0)]
@@ -296,7 +298,7 @@ def test_plan_prefers_current_placements() -> None:
     kept = pl.plan(model, {"1g.5gb": 1}, current=current)
     assert starts_of(fresh, "1g.5gb") == [0]
     assert starts_of(kept, "1g.5gb") == [6]
-    assert not pl.diff(current, kept).changed
+    assert not mpla.diff(current, kept).changed
 
 
 def test_diff_reads_simulator_state_instances() -> None:
@@ -308,20 +310,20 @@ def test_diff_reads_simulator_state_instances() -> None:
         "placement_size": 1,
     }
     target = pl.plan(mp.model("h200"), {"1g.18gb": 2})
-    d = pl.diff([state_gi], target)
+    d = mpla.diff([state_gi], target)
     assert [g.instance_id for g in d.keep] == [1]
     assert [(p.profile, p.start) for p in d.create] == [("1g.18gb", 1)]
 
 
 def test_diff_orders_creates_largest_first() -> None:
     target = pl.plan(mp.model("h200"), {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1})
-    sizes = [p.size for p in pl.diff([], target).create]
+    sizes = [p.size for p in mpla.diff([], target).create]
     assert sizes == sorted(sizes, reverse=True)
 
 
 def test_diff_refuses_incomplete_instance() -> None:
     with pytest.raises(ValueError, match="start"):
-        pl.diff([{"profile": "1g.18gb", "profile_id": 19}], pl.plan(mp.model("h200"), {}))
+        mpla.diff([{"profile": "1g.18gb", "profile_id": 19}], pl.plan(mp.model("h200"), {}))
 
 
 # --- mig-parted config ---------------------------------------------------------------
@@ -354,16 +356,16 @@ CONFIG = {
 
 
 def test_load_and_select() -> None:
-    cfg = pl.load_mig_config(CONFIG)
+    cfg = mcfg.load_mig_config(CONFIG)
     assert cfg.names == ("all-disabled", "all-1g", "mixed", "by-device")
-    assert pl.select_layout(cfg, "all-1g", [0, 1]) == {0: {"1g.18gb": 7}, 1: {"1g.18gb": 7}}
-    assert pl.select_layout(cfg, "mixed", [0, 1]) == {0: {"3g.71gb": 2}, 1: {}}
-    entries = pl.select_entries(cfg, "mixed", [0, 1])
+    assert mcfg.select_layout(cfg, "all-1g", [0, 1]) == {0: {"1g.18gb": 7}, 1: {"1g.18gb": 7}}
+    assert mcfg.select_layout(cfg, "mixed", [0, 1]) == {0: {"3g.71gb": 2}, 1: {}}
+    entries = mcfg.select_entries(cfg, "mixed", [0, 1])
     assert (entries[0].mig_enabled, entries[1].mig_enabled) == (True, False)
-    assert pl.select_layout(cfg, "by-device", [0], "0x233510DE") == {
+    assert mcfg.select_layout(cfg, "by-device", [0], "0x233510DE") == {
         0: {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1}
     }
-    assert pl.select_layout(cfg, "by-device", [0, 1], {0: "0x20B010DE", 1: "0x233510DE"}) == {
+    assert mcfg.select_layout(cfg, "by-device", [0, 1], {0: "0x20B010DE", 1: "0x233510DE"}) == {
         0: {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
         1: {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
     }
@@ -379,24 +381,24 @@ def test_load_yaml_text() -> None:
         "      mig-devices:\n"
         '        "1g.18gb": 7\n'
     )
-    assert pl.select_layout(pl.load_mig_config(text), "one", [0]) == {0: {"1g.18gb": 7}}
+    assert mcfg.select_layout(mcfg.load_mig_config(text), "one", [0]) == {0: {"1g.18gb": 7}}
 
 
 def test_select_unknown_name_lists_names() -> None:
-    with pytest.raises(pl.MigConfigError, match="all-1g, mixed"):
-        pl.select_layout(pl.load_mig_config(CONFIG), "all-2g", [0])
+    with pytest.raises(mcfg.MigConfigError, match="all-1g, mixed"):
+        mcfg.select_layout(mcfg.load_mig_config(CONFIG), "all-2g", [0])
 
 
 def test_select_missing_gpu_index() -> None:
-    with pytest.raises(pl.MigConfigError) as exc:
-        pl.select_layout(pl.load_mig_config(CONFIG), "mixed", [0])
+    with pytest.raises(mcfg.MigConfigError) as exc:
+        mcfg.select_layout(mcfg.load_mig_config(CONFIG), "mixed", [0])
     assert exc.value.key == "mig-configs.mixed[1].devices"
     assert "GPU index 1 does not exist" in str(exc.value)
 
 
 def test_select_device_filter_needs_device_id() -> None:
-    with pytest.raises(pl.MigConfigError, match="device-filter"):
-        pl.select_layout(pl.load_mig_config(CONFIG), "by-device", [0])
+    with pytest.raises(mcfg.MigConfigError, match="device-filter"):
+        mcfg.select_layout(mcfg.load_mig_config(CONFIG), "by-device", [0])
 
 
 def _with(entry: dict, top: dict | None = None) -> dict:
@@ -470,8 +472,8 @@ def _with(entry: dict, top: dict | None = None) -> dict:
     ],
 )
 def test_config_errors_name_key_value_and_fix(data: dict, key: str, fragment: str) -> None:
-    with pytest.raises(pl.MigConfigError) as exc:
-        pl.load_mig_config(data)
+    with pytest.raises(mcfg.MigConfigError) as exc:
+        mcfg.load_mig_config(data)
     assert exc.value.key == key
     assert fragment in str(exc.value)
     assert exc.value.fix
@@ -483,11 +485,11 @@ def test_config_accepts_mig_parted_profile_forms() -> None:
         "mig-enabled": True,
         "mig-devices": {"1g.24gb+gfx": 1, "1g.24gb-me": 1, "1g.24gb+me.all": 1, "1c.3g.20gb": 2},
     }
-    assert pl.load_mig_config(_with(entry)).configs["c"][0].mig_devices["1c.3g.20gb"] == 2
+    assert mcfg.load_mig_config(_with(entry)).configs["c"][0].mig_devices["1c.3g.20gb"] == 2
 
 
 def test_check_config_per_model() -> None:
-    cfg = pl.load_mig_config(CONFIG)
+    cfg = mcfg.load_mig_config(CONFIG)
     h200 = pl.check_config(cfg, mp.model("h200"))
     assert [p.to_dict() for p in h200] == []
     a100 = pl.check_config(cfg, mp.model("a100-40gb"))
@@ -507,7 +509,7 @@ def test_check_config_reports_layouts_that_do_not_fit_and_empty_mig() -> None:
             "other-gpu": [{"device-filter": "0x20B710DE", "devices": "all", "mig-enabled": False}],
         },
     }
-    problems = {p.config: p for p in pl.check_config(pl.load_mig_config(data), mp.model("h200"))}
+    problems = {p.config: p for p in pl.check_config(mcfg.load_mig_config(data), mp.model("h200"))}
     assert problems["too-big"].severity == "error"
     assert "4g.71gb at 0:4" in problems["too-big"].message
     assert problems["mode-only"].severity == "warning"

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [
     *sorted((REPO / "plugins" / "module_utils").glob("validate_*.py")),
-    REPO / "plugins" / "module_utils" / "gate_audit.py",
+    *sorted((REPO / "plugins" / "module_utils").glob("gate_*.py")),
 ]
 ID = re.compile(r'["`]((?:versions|gates|api|nodes|hosts|claims|smoke)\.[a-z0-9-]+)["`]')
 

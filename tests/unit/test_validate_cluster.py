@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_api as vapi
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_cluster as vc
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_gates as vga
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_listing as vli
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_nodes as vno
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_versions as vver
 
 from tests.unit.validate_objects import (
     GPU_CLASS,
@@ -48,8 +53,8 @@ def facts(uuid: str, driver: str = "580.159.04", mig: list | None = None) -> dic
     return {"gpufleet_gpus": [gpu], "gpufleet_gpu_driver_version": driver}
 
 
-def healthy() -> tuple[vc.Listing, vc.Settings]:
-    listing = vc.Listing(
+def healthy() -> tuple[vli.Listing, vli.Settings]:
+    listing = vli.Listing(
         version={"gitVersion": "v1.37.2"},
         resource_group={"versions": [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]},
         resource_version="v1",
@@ -65,7 +70,7 @@ def healthy() -> tuple[vc.Listing, vc.Settings]:
         ],
         classes=[GPU_CLASS, MIG_CLASS],
     )
-    settings = vc.Settings(
+    settings = vli.Settings(
         gpu_nodes=["gpu-1", "gpu-2"],
         gpu_facts={"gpu-1": facts(UUID1), "gpu-2": facts(UUID2)},
         now=1767225600.0,
@@ -89,7 +94,7 @@ def test_a_healthy_cluster_passes_every_cluster_check() -> None:
 def test_kubelet_newer_than_the_apiserver_fails_skew() -> None:
     listing, settings = healthy()
     listing.nodes[1] = node("gpu-1", LABELS, kubelet="v1.38.0")
-    c = by_id(vc.versions_checks(listing, settings))
+    c = by_id(vver.versions_checks(listing, settings))
     assert c["versions.kubelet-skew"].status == "fail"
     assert (
         "kubelet must not be newer than any kube-apiserver"
@@ -103,7 +108,7 @@ def test_kubelet_newer_than_the_apiserver_fails_skew() -> None:
 def test_lockstep_tie_names_the_node_left_behind() -> None:
     listing, settings = healthy()
     listing.nodes[2] = node("gpu-2", LABELS, kubelet="v1.36.3")
-    c = by_id(vc.versions_checks(listing, settings))
+    c = by_id(vver.versions_checks(listing, settings))
     lockstep = c["versions.gpu-kubelet-lockstep"]
     assert lockstep.status == "fail"
     assert [(p.subject, p.message.split(" while ")[0]) for p in lockstep.problems] == [
@@ -115,7 +120,7 @@ def test_lockstep_tie_names_the_node_left_behind() -> None:
 def test_apiservers_two_minors_apart_fail() -> None:
     listing, settings = healthy()
     listing.pods.append(apiserver_pod("cp-2", "1.35.0"))
-    c = by_id(vc.versions_checks(listing, settings))
+    c = by_id(vver.versions_checks(listing, settings))
     assert c["versions.apiserver-skew"].status == "fail"
 
 
@@ -124,7 +129,7 @@ def test_known_bad_release_is_flagged() -> None:
     listing.version = {"gitVersion": "v1.30.0"}
     listing.pods = [apiserver_pod("cp", "1.30.0")]
     listing.nodes = [node("gpu-1", LABELS, kubelet="v1.30.0")]
-    c = by_id(vc.versions_checks(listing, settings))
+    c = by_id(vver.versions_checks(listing, settings))
     assert c["versions.known-bad"].status == "fail"
     assert "1.30.1" in (c["versions.known-bad"].fix or "")
 
@@ -159,20 +164,20 @@ def test_gate_findings_are_grouped_with_their_own_ids() -> None:
             },
         ],
     }
-    c = by_id(vc.gates_checks(audit))
+    c = by_id(vga.gates_checks(audit))
     assert c["gates.component-drift"].status == "fail"
     assert c["gates.component-drift"].problems[0].message == "[gates.node-drift] m1"
     assert c["gates.component-drift"].problems[0].subject == "gpu-2 kubelet"
     assert c["gates.model"].status == "warn"
     assert c["gates.coverage"].status == "fail"
-    assert all(x.status == "skip" for x in vc.gates_checks(None, "no facts"))
+    assert all(x.status == "skip" for x in vga.gates_checks(None, "no facts"))
 
 
 def test_missing_resource_api_version_and_device_class() -> None:
     listing, settings = healthy()
     listing.resource_group = {"versions": [{"groupVersion": "resource.k8s.io/v1beta2"}]}
     listing.classes = [GPU_CLASS]
-    c = by_id(vc.api_checks(listing, settings))
+    c = by_id(vapi.api_checks(listing, settings))
     assert c["api.resource-versions"].status == "fail"
     assert "resource.k8s.io/v1 is not served" in c["api.resource-versions"].problems[0].message
     assert c["api.deviceclasses"].status == "fail"
@@ -197,7 +202,7 @@ def test_scheduler_profile_without_dynamicresources_fails() -> None:
             ],
         }
     ]
-    c = by_id(vc.api_checks(listing, settings, sched))
+    c = by_id(vapi.api_checks(listing, settings, sched))
     assert c["api.scheduler-dynamicresources"].status == "fail"
 
 
@@ -205,7 +210,7 @@ def _default_profile_on_beta(audit: dict | None) -> vc.Check:
     listing, settings = healthy()
     listing.version = {"gitVersion": "v1.33.13"}
     sched = [{"host": "cp", "custom_config": False, "message": "no --config", "changes": []}]
-    return by_id(vc.api_checks(listing, settings, sched, audit))["api.scheduler-dynamicresources"]
+    return by_id(vapi.api_checks(listing, settings, sched, audit))["api.scheduler-dynamicresources"]
 
 
 def test_default_profile_on_a_beta_release_warns_unless_the_gate_is_on_there() -> None:
@@ -230,7 +235,7 @@ def test_default_profile_on_a_beta_release_warns_unless_the_gate_is_on_there() -
 def test_unlabeled_gpu_node_fails_labels() -> None:
     listing, settings = healthy()
     listing.nodes[2] = node("gpu-2", {})
-    c = by_id(vc.nodes_checks(listing, settings))
+    c = by_id(vno.nodes_checks(listing, settings))
     assert c["nodes.gpu-labels"].status == "fail"
     assert [p.subject for p in c["nodes.gpu-labels"].problems] == ["gpu-2"]
     assert "nvidia.com/gpu.present absent" in c["nodes.gpu-labels"].problems[0].message
@@ -242,7 +247,7 @@ def test_the_label_fix_names_a_command_and_a_playbook_that_exist() -> None:
 
     listing, settings = healthy()
     listing.nodes[2] = node("gpu-2", {})
-    fix = by_id(vc.nodes_checks(listing, settings))["nodes.gpu-labels"].fix or ""
+    fix = by_id(vno.nodes_checks(listing, settings))["nodes.gpu-labels"].fix or ""
     assert "gpufleet up -i INVENTORY" in fix and "up" in main.commands
     assert "labels apply" not in fix
     assert "ansible-playbook -i INVENTORY gpufleet.cluster.gpu_node_labels" in fix
@@ -252,7 +257,7 @@ def test_the_label_fix_names_a_command_and_a_playbook_that_exist() -> None:
 def test_plugin_missing_on_a_node_fails_and_its_slices_are_orphans() -> None:
     listing, settings = healthy()
     listing.pods = [p for p in listing.pods if p["metadata"]["name"] != "plugin-b"]
-    c = by_id(vc.nodes_checks(listing, settings))
+    c = by_id(vno.nodes_checks(listing, settings))
     assert [(p.subject, p.status) for p in c["nodes.plugin-running"].problems] == [
         ("gpu-2", "fail")
     ]
@@ -262,25 +267,25 @@ def test_plugin_missing_on_a_node_fails_and_its_slices_are_orphans() -> None:
 def test_slices_of_a_deleted_node_are_orphans() -> None:
     listing, settings = healthy()
     listing.slices.append(resource_slice("gone", [gpu_device(0, "GPU-x")]))
-    c = by_id(vc.nodes_checks(listing, settings))
+    c = by_id(vno.nodes_checks(listing, settings))
     assert "which no longer exists" in c["nodes.orphan-slices"].problems[0].message
 
 
 def test_plugin_selector_and_namespace_are_honoured() -> None:
     listing, settings = healthy()
     settings.plugin_namespace = "other"
-    c = by_id(vc.nodes_checks(listing, settings))
+    c = by_id(vno.nodes_checks(listing, settings))
     assert c["nodes.plugin-running"].status == "fail"
     settings.plugin_namespace = "dra"
     settings.plugin_selector = "app.kubernetes.io/component in (kubelet-plugin),!absent"
-    assert by_id(vc.nodes_checks(listing, settings))["nodes.plugin-running"].status == "pass"
+    assert by_id(vno.nodes_checks(listing, settings))["nodes.plugin-running"].status == "pass"
 
 
 def test_slices_that_disagree_with_the_host_facts() -> None:
     listing, settings = healthy()
     settings.gpu_facts["gpu-2"] = facts(UUID2, driver="570.0.0")
     listing.slices[0] = resource_slice("gpu-1", [gpu_device(0, "GPU-other")])
-    c = by_id(vc.nodes_checks(listing, settings))["nodes.resourceslices"]
+    c = by_id(vno.nodes_checks(listing, settings))["nodes.resourceslices"]
     msgs = {(p.subject, p.message) for p in c.problems}
     assert ("gpu-1", "GPU 0 GPU-1111 is not published (nvidia-smi shows it)") in msgs
     assert any(s == "gpu-1" and "GPU-other" in m and "no such GPU" in m for s, m in msgs)
@@ -297,14 +302,14 @@ def test_mig_layout_is_compared_with_published_mig_devices() -> None:
         "gpu-1", [mig_device(0, UUID1, f"MIG-{i}", start=i) for i in range(2)]
     )
     settings.mig_layout = {"gpu-1": {"1g.18gb": 7}}
-    c = by_id(vc.nodes_checks(listing, settings))["nodes.resourceslices"]
+    c = by_id(vno.nodes_checks(listing, settings))["nodes.resourceslices"]
     assert c.status == "fail"
     assert (
         "published MIG devices {'1g.18gb': 2}, wanted layout {'1g.18gb': 7}"
         in c.problems[0].message
     )
     settings.mig_layout = {"gpu-1": {"0": {"1g.18gb": 2}}}
-    assert by_id(vc.nodes_checks(listing, settings))["nodes.resourceslices"].status == "pass"
+    assert by_id(vno.nodes_checks(listing, settings))["nodes.resourceslices"].status == "pass"
 
 
 def test_leaked_and_pending_claims_become_checks() -> None:
@@ -330,12 +335,12 @@ def test_leaked_and_pending_claims_become_checks() -> None:
     ],
 )
 def test_label_selector(selector: str, labels: dict, matches: bool) -> None:
-    assert vc.label_selector_matches(vc.parse_label_selector(selector), labels) is matches
+    assert vli.label_selector_matches(vli.parse_label_selector(selector), labels) is matches
 
 
 def test_bad_label_selector_names_the_term() -> None:
     with pytest.raises(ValueError, match="'a in x'"):
-        vc.parse_label_selector("a in x")
+        vli.parse_label_selector("a in x")
 
 
 def test_smoke_builds_one_template_and_pod_per_profile() -> None:
@@ -363,7 +368,7 @@ def test_a_pending_threshold_of_zero_is_kept() -> None:
     assert validate_run.settings_from({}, []).pending_threshold_s == 300
 
 
-def smoke_names(listing: vc.Listing, settings: vc.Settings, **opts: object) -> list[str]:
+def smoke_names(listing: vli.Listing, settings: vli.Settings, **opts: object) -> list[str]:
     from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_smoke as vs
 
     published = vs.published_kinds(listing, settings)
@@ -417,12 +422,12 @@ def test_a_138_kubelet_on_containerd_17_fails_naming_the_node() -> None:
     listing.nodes[2] = node("gpu-2", LABELS, kubelet="v1.38.0")
     listing.nodes[2]["status"]["nodeInfo"]["containerRuntimeVersion"] = "containerd://1.7.28"
     listing.nodes[1]["status"]["nodeInfo"]["containerRuntimeVersion"] = "containerd://1.7.28"
-    c = by_id(vc.versions_checks(listing, settings))["versions.container-runtime"]
+    c = by_id(vver.versions_checks(listing, settings))["versions.container-runtime"]
     assert c.status == "fail"
     # gpu-1's kubelet is 1.37: containerd 1.7 is still fine for it
     assert [p.subject for p in c.problems] == ["gpu-2"]
     assert "containerd 2.0 or later" in c.problems[0].message
     listing.nodes[2]["status"]["nodeInfo"]["containerRuntimeVersion"] = "containerd://2.4.2"
-    assert by_id(vc.versions_checks(listing, settings))["versions.container-runtime"].status == (
+    assert by_id(vver.versions_checks(listing, settings))["versions.container-runtime"].status == (
         "pass"
     )

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_cluster as vc
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_listing as vli
 
 from tests.unit.validate_objects import (
     GPU_CLASS,
@@ -96,7 +97,7 @@ def as_listed(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def fleet() -> tuple[vc.Listing, vc.Settings]:
+def fleet() -> tuple[vli.Listing, vli.Settings]:
     """Two GPU nodes: gpu-1 healthy, gpu-2 with a plugin pod not ready; a leaked claim, a
     generated claim of a gone pod, a claim in use and a pending claim a pod waits for."""
     nodes = [node("gpu-1", {"nvidia.com/gpu.present": "true"}), node("gpu-2")]
@@ -120,7 +121,7 @@ def fleet() -> tuple[vc.Listing, vc.Settings]:
         claim("gen-x1", allocated=[("gpu-1", "gpu-1-mig-1g18gb-19-0")], owner_pod=("job", "u-j")),
         claim("pending", requests=[mig_request("1g.10gb")]),
     ]
-    listing = vc.Listing(
+    listing = vli.Listing(
         version={"gitVersion": "v1.37.2"},
         resource_group={"versions": [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]},
         resource_version="v1",
@@ -130,11 +131,11 @@ def fleet() -> tuple[vc.Listing, vc.Settings]:
         claims=claims,
         classes=[GPU_CLASS, MIG_CLASS],
     )
-    settings = vc.Settings(gpu_nodes=["gpu-1", "gpu-2"], now=1.9e9, pending_threshold_s=60)
+    settings = vli.Settings(gpu_nodes=["gpu-1", "gpu-2"], now=1.9e9, pending_threshold_s=60)
     return listing, settings
 
 
-def trimmed(listing: vc.Listing) -> vc.Listing:
+def trimmed(listing: vli.Listing) -> vli.Listing:
     out = copy.copy(listing)
     for attr, kind in (
         ("nodes", "nodes"),

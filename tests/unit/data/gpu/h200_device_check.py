@@ -14,22 +14,27 @@ raw nvidia-smi outputs go to ``$OUT/raw`` when ``$OUT`` is set.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import platform
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
-spec = importlib.util.spec_from_file_location(
-    "gpu_query", ROOT / "plugins" / "module_utils" / "gpu_query.py"
-)
-assert spec and spec.loader
-gq = importlib.util.module_from_spec(spec)
-sys.modules["gpu_query"] = gq
-spec.loader.exec_module(gq)
+# The collection's module_utils as the package they import each other from, without an
+# installed collection: gpu_query imports gpu_info, nvidia_smi_parse and gpu_nvml.
+PACKAGE = "ansible_collections.gpufleet.cluster.plugins.module_utils"
+for depth in range(1, PACKAGE.count(".") + 2):
+    name = ".".join(PACKAGE.split(".")[:depth])
+    if name not in sys.modules:
+        pkg = sys.modules[name] = types.ModuleType(name)
+        pkg.__path__ = [str(ROOT / "plugins" / "module_utils")] if name == PACKAGE else []
+gq = importlib.import_module(f"{PACKAGE}.gpu_query")
+gnvml = importlib.import_module(f"{PACKAGE}.gpu_nvml")
+ginfo = importlib.import_module(f"{PACKAGE}.gpu_info")
 
 READ_ONLY = [
     ["-q", "-x"],
@@ -60,7 +65,7 @@ def run(argv: list[str]) -> tuple[int, str, str]:
 def result(backend: str) -> dict:
     try:
         host = gq.collect_host(run, backend, "nvidia-smi")
-    except gq.GpuQueryError as err:
+    except ginfo.GpuQueryError as err:
         return {"error": f"{type(err).__name__}: {err}"}
     return {
         "backend": host.backend,
@@ -75,7 +80,7 @@ def main() -> int:
     extra = os.environ.get("GPUFLEET_NVML_PATH")
     if extra:
         sys.path.insert(0, extra)
-    nv = gq.load_nvml()
+    nv = gnvml.load_nvml()
     out = {
         "python": platform.python_version(),
         "pynvml": getattr(nv, "__file__", None),

@@ -1,0 +1,118 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The NVIDIA DRA driver as ResourceClaims see it: driver name, DeviceClasses (those the
+chart creates), the attribute and capacity keys its devices publish (and those it no longer
+publishes), the ``resource.nvidia.com/v1beta1`` opaque configuration kinds, sharing
+strategies and time-slice intervals, and the driver feature gate each strategy needs.
+
+From kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0: ``deployments/helm/*/templates/
+deviceclass-*.yaml``, ``cmd/gpu-kubelet-plugin/deviceinfo.go``,
+``api/nvidia.com/resource/v1beta1/{gpuconfig,sharing}.go``.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "CAPACITY_KEYS",
+    "CHART_DEVICE_CLASSES",
+    "GPU_CLASS",
+    "GPU_CONFIG_API_VERSION",
+    "MIG_CLASS",
+    "NVIDIA_DRIVER",
+    "SHARING_STRATEGIES",
+    "TIME_SLICE_INTERVALS",
+]
+
+
+NVIDIA_DRIVER = "gpu.nvidia.com"
+
+
+GPU_CLASS = "gpu.nvidia.com"
+
+
+MIG_CLASS = "mig.nvidia.com"
+
+
+#: DeviceClasses the NVIDIA DRA driver chart creates (templates/deviceclass-*.yaml).
+CHART_DEVICE_CLASSES = (
+    GPU_CLASS,
+    MIG_CLASS,
+    "vfio.gpu.nvidia.com",
+    "compute-domain-daemon.nvidia.com",
+    "compute-domain-default-channel.nvidia.com",
+)
+
+
+#: The opaque-parameter API of the driver (api/nvidia.com/resource/v1beta1).
+GPU_CONFIG_API_VERSION = "resource.nvidia.com/v1beta1"
+
+
+CONFIG_KINDS = ("GpuConfig", "MigDeviceConfig", "VfioDeviceConfig")
+
+
+SHARING_STRATEGIES = ("TimeSlicing", "MPS")
+
+
+TIME_SLICE_INTERVALS = ("Default", "Short", "Medium", "Long")
+
+
+#: Driver feature gate each sharing strategy needs (pkg/featuregates/featuregates.go).
+DRIVER_GATE_FOR_STRATEGY = {"TimeSlicing": "TimeSlicingSettings", "MPS": "MPSSupport"}
+
+
+#: Attribute keys the driver publishes under the gpu.nvidia.com domain (deviceinfo.go).
+ATTRIBUTE_KEYS = frozenset(
+    {
+        "type",
+        "uuid",
+        "parentUUID",
+        "profile",
+        "productName",
+        "brand",
+        "architecture",
+        "cudaComputeCapability",
+        "driverVersion",
+        "cudaDriverVersion",
+        "addressingMode",
+        # vfio devices (PassthroughSupport)
+        "deviceID",
+        "vendorID",
+        "numa",
+        "iommuFDEnabled",
+    }
+)
+
+
+#: Attribute keys older driver releases published, with what to use now.
+REMOVED_ATTRIBUTE_KEYS = {
+    "index": "removed in v25.8 (commit 36fc80ab); select on uuid or "
+    "resource.kubernetes.io/pciBusID instead",
+    "minor": "removed in v25.8 (commit 50d90da0); select on uuid instead",
+    "parentIndex": "removed in v25.8; select on parentUUID instead",
+    "pcieBusID": "replaced in v25.12 by the standard attribute "
+    "device.attributes['resource.kubernetes.io'].pciBusID",
+}
+
+
+#: Capacity keys the driver publishes under the gpu.nvidia.com domain.
+CAPACITY_KEYS = frozenset(
+    {
+        "memory",
+        "multiprocessors",
+        "copyEngines",
+        "decoders",
+        "encoders",
+        "jpegEngines",
+        "ofaEngines",
+        "addressableMemory",
+    }
+)
+
+
+MEMORY_SLICE_RE = re.compile(r"^memorySlice\d+$")
+
+
+#: MIG profile names as nvidia-smi prints them: 1g.18gb, 1g.10gb+me, 1c.3g.20gb.
+PROFILE_RE = re.compile(r"^(\d+c\.)?\d+g\.\d+gb(\+me|\+gfx|-me|\+me\.all)?$")
