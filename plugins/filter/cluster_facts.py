@@ -13,7 +13,7 @@ description:
     C(gpufleet_dra_driver_namespace)); each role's own variable defaults to them.
   - An error for each role variable the inventory also sets to another value (naming both
     variables and both values), and for a cluster-wide release that is not a release or
-    that gpufleet does not provision. Identical errors of several hosts are merged.
+    that the version model does not provision. Identical errors of several hosts are merged.
   - Filter C(cluster_facts_effective) returns the same hosts with each role variable that is
     not set given its cluster-wide value, for the other preflight rules.
 options:

@@ -111,7 +111,7 @@ def _same(kind: str, a: Any, b: Any) -> bool:
 
 
 def _release_problem(fact: ClusterFact, value: Any) -> dict[str, Any] | None:
-    """The cluster-wide release is not a release, or is outside what gpufleet provisions."""
+    """The cluster-wide release is not a release, or is outside the provisioning range of the version model."""
     text = str(value).strip()
     try:
         dv.parse_version(text)
@@ -145,7 +145,7 @@ def disagreements(variables: Mapping[str, Any]) -> list[dict[str, Any]]:
     """An error for each role variable that ``variables`` sets to another value than its
     cluster-wide variable (both set; an empty string counts as not set), naming both
     variables and both values, and one for a cluster-wide release that the version model
-    does not parse or gpufleet does not provision. Releases compare without a leading
+    does not parse or does not provision. Releases compare without a leading
     ``v``, paths after ``~`` expansion and normalisation, namespaces as text."""
     out: list[dict[str, Any]] = []
     for fact in CLUSTER_FACTS:
