@@ -358,11 +358,14 @@ def build_state(spec: LabSpec, log: Callable[[str], None]) -> LabState:
     nodes = plan_nodes(spec)
     cp_ip = nodes[0].ip
     helm = bins["helm"]
+    # The release is the one kubeadm bootstraps, not the cluster-wide gpufleet_kubernetes_version:
+    # after `gpufleet upgrade` the lab runs a newer one, which the other roles read from the
+    # API server. The kubeconfig is set once, as lab_kubeconfig, which
+    # inventory/lab/group_vars/all.yml makes the cluster-wide gpufleet_kubeconfig.
     lab_vars: dict[str, Any] = {
         "kubeadm_kubernetes_version": spec.kubernetes_version,
         "kubeadm_binaries_dir": str(bins["kubeadm"].parent),
         "kubeadm_etcd_image_tag": etcd,
-        "kubeadm_kubeconfig_dest": str(kubeconfig_path()),
         "kubeadm_kubeconfig_server": f"https://{cp_ip}:6443",
         "lab_node_containerd_dir": str(bins["containerd"].parent),
         "lab_node_sandbox_image": pause,
@@ -372,8 +375,6 @@ def build_state(spec: LabSpec, log: Callable[[str], None]) -> LabState:
         "lab_kubeconfig": str(kubeconfig_path()),
         "lab_helm": str(helm),
         "lab_smoke_image": SMOKE_IMAGE,
-        "dra_feature_gates_kubeconfig": str(kubeconfig_path()),
-        "gpu_node_labels_kubeconfig": str(kubeconfig_path()),
     }
     if chart is not None and plugin_image is not None:
         repo, tag = plugin_image.ref.rsplit(":", 1)

@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_
 pytestmark = pytest.mark.unit
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
-ROLES = ["nvidia_driver", "kubeadm", "dra_driver", "mig", "validate"]  # validate: no spec
+ROLES = ["nvidia_driver", "kubeadm", "dra_driver", "mig", "validate"]
 
 
 def problems(variables: dict) -> dict[str, tuple]:
@@ -24,12 +24,16 @@ def problems(variables: dict) -> dict[str, tuple]:
     }
 
 
-def test_a_role_without_a_spec_is_left_out() -> None:
+def test_a_role_without_a_spec_is_left_out(tmp_path: Path) -> None:
+    (tmp_path / "bare" / "tasks").mkdir(parents=True)
+    (tmp_path / "bare" / "tasks" / "main.yml").write_text("---\n[]\n")
+    assert ps.load_role_specs(tmp_path, ["bare"]) == {}
     assert set(ps.load_role_specs(ROLES_DIR, ROLES)) == {
         "nvidia_driver",
         "kubeadm",
         "dra_driver",
         "mig",
+        "validate",
     }
 
 
@@ -40,6 +44,13 @@ def test_a_role_without_a_spec_is_left_out() -> None:
         ("nvidia_driver_for_dra", "perhaps", "nvidia_driver", "bool"),
         ("nvidia_driver_mode", "download", "nvidia_driver", "install, preinstalled"),
         ("dra_driver_sharing", ["time-slicing", "vgpu"], "dra_driver", "time-slicing, mps"),
+        (
+            "validate_smoke_image_pull_policy",
+            "Sometimes",
+            "validate",
+            "Always, IfNotPresent, Never",
+        ),
+        ("validate_page_size", "lots", "validate", "int"),
     ],
 )
 def test_a_value_the_role_would_refuse_is_refused_naming_role_and_variable(
