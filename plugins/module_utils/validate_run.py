@@ -63,16 +63,6 @@ def settings_from(options: Mapping[str, Any], hosts: Sequence[Mapping[str, Any]]
     )
 
 
-def _read_configmap(kube: vk.Kube, name: str, key: str) -> str | None:
-    try:
-        cm = kube.get(f"/api/v1/namespaces/kube-system/configmaps/{name}")
-    except vk.KubeError as err:
-        if err.status == 404:
-            return None
-        raise
-    return (cm.get("data") or {}).get(key)
-
-
 def gate_audit(
     kube: vk.Kube, facts: Any, expected: Sequence[str], version: str, options: Mapping[str, Any]
 ) -> tuple[dict[str, Any] | None, str]:
@@ -87,16 +77,7 @@ def gate_audit(
             for item in facts:
                 hf = ga.HostFacts.from_dict(item)
                 hosts[hf.host] = hf
-        cms = ga.ConfigMapFacts(
-            cluster_configuration=_read_configmap(kube, "kubeadm-config", "ClusterConfiguration"),
-            kubelet=_read_configmap(kube, "kubelet-config", "kubelet"),
-        )
-        if cms.kubelet is None:
-            minor = dv.parse_version(version).minor_version
-            legacy = _read_configmap(kube, f"kubelet-config-{minor}", "kubelet")
-            if legacy is not None:
-                cms.kubelet = legacy
-                cms.kubelet_name = f"kube-system/kubelet-config-{minor}"
+        cms = ga.ConfigMapFacts.read(kube, version)
         result = ga.audit(
             hosts,
             version,

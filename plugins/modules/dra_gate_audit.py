@@ -218,31 +218,6 @@ def host_facts(raw) -> dict[str, gf.HostFacts]:
     )
 
 
-def read_configmap_key(api, name: str, key: str) -> str | None:
-    try:
-        cm = api.read_namespaced_config_map(name, NAMESPACE, _request_timeout=vk.REQUEST_TIMEOUT)
-    except ApiException as err:
-        if err.status == 404:
-            return None
-        raise
-    return (cm.data or {}).get(key)
-
-
-def read_configmaps(api, version: str) -> gf.ConfigMapFacts:
-    """kubeadm-config and kubelet-config (or kubelet-config-1.X of old clusters)."""
-    facts = gf.ConfigMapFacts(
-        cluster_configuration=read_configmap_key(api, "kubeadm-config", "ClusterConfiguration"),
-        kubelet=read_configmap_key(api, "kubelet-config", "kubelet"),
-    )
-    if facts.kubelet is None:
-        minor = dv.parse_version(version).minor_version
-        legacy = read_configmap_key(api, f"kubelet-config-{minor}", "kubelet")
-        if legacy is not None:
-            facts.kubelet = legacy
-            facts.kubelet_name = f"{NAMESPACE}/kubelet-config-{minor}"
-    return facts
-
-
 def _unreachable(api_client, err: BaseException) -> str:
     """The API server of ``api_client`` gave no answer: say which, why and the fix."""
     server = getattr(getattr(api_client, "configuration", None), "host", "?")
@@ -312,15 +287,16 @@ def main() -> None:
     configmaps = None
     if params["configmaps"]:
         try:
-            configmaps = read_configmaps(k8s_client.CoreV1Api(api_client), version)
-        except ApiException as err:
-            status = getattr(err, "status", "")
-            module.fail_json(
-                msg=f"cannot read ConfigMaps in {NAMESPACE}: {status} {err}; fix: use a user "
-                "that may read ConfigMaps in kube-system, or configmaps=false"
+            configmaps = gf.ConfigMapFacts.read(vk.Kube.from_client(api_client), version)
+        except vk.KubeError as err:
+            fix = (
+                "use a user that may read ConfigMaps in kube-system"
+                if err.status
+                else "check that kube-apiserver answers"
             )
-        except Exception as err:  # no answer: refused, timed out, TLS
-            module.fail_json(msg=_unreachable(api_client, err) + "; or configmaps=false")
+            module.fail_json(
+                msg=f"cannot read ConfigMaps in {NAMESPACE}: {err}; fix: {fix}, or configmaps=false"
+            )
     try:
         result = ga.audit(
             hosts,
