@@ -153,9 +153,7 @@ def run_smoke(
     could be created)."""
     version = settings.version or (listing.version or {}).get("gitVersion") or ""
     timeout = float(options.get("smoke_timeout") or 180)
-    keep = options.get("smoke_keep_on_failure", True)
     namespace = f"gpufleet-validate-{secrets.token_hex(3)}"
-    rv = listing.resource_version or "v1"
     try:
         templates = smoke_templates(options, namespace, version, published_kinds(listing, settings))
     except (ct.ClaimTemplateError, ValueError) as err:
@@ -168,6 +166,40 @@ def run_smoke(
                 fix="fix validate_smoke_templates / validate_smoke_profiles",
             )
         ]
+    failed_setup = _create(kube, namespace, templates, options)
+    if failed_setup is not None:
+        return [failed_setup]
+    pods_by_template = {
+        t["metadata"]["name"]: f"{t['metadata']['name']}-pod"[:63] for t in templates
+    }
+    start = time.monotonic()
+    pods, seen = _watch(
+        kube, namespace, listing.resource_version or "v1", pods_by_template, timeout
+    )
+    elapsed = time.monotonic() - start
+    checks = [
+        _verdict(
+            kube,
+            namespace,
+            tname,
+            pname,
+            pods.get(pname) or {},
+            seen[tname],
+            settings,
+            timeout,
+            elapsed,
+        )
+        for tname, pname in pods_by_template.items()
+    ]
+    _clean_up(kube, namespace, checks, options.get("smoke_keep_on_failure", True))
+    return checks
+
+
+def _create(
+    kube: vk.Kube, namespace: str, templates: list[dict[str, Any]], options: Mapping[str, Any]
+) -> Check | None:
+    """The throwaway namespace, each ResourceClaimTemplate and its pod; a failed
+    ``smoke.setup`` check (the namespace deleted again) when the API refuses one."""
     try:
         kube.request(
             "POST",
@@ -192,25 +224,32 @@ def run_smoke(
             kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=smoke_pod(t, options))
     except vk.KubeError as err:
         _delete_namespace(kube, namespace)
-        return [
-            Check(
-                "smoke.setup",
-                "smoke test set up",
-                FAIL,
-                f"could not create the smoke objects in {namespace}: {err}",
-                fix="check the validating user's rights (namespaces, pods, resourceclaimtemplates "
-                "create/delete)",
-            )
-        ]
-    pods_by_template = {
-        t["metadata"]["name"]: f"{t['metadata']['name']}-pod"[:63] for t in templates
-    }
+        return Check(
+            "smoke.setup",
+            "smoke test set up",
+            FAIL,
+            f"could not create the smoke objects in {namespace}: {err}",
+            fix="check the validating user's rights (namespaces, pods, resourceclaimtemplates "
+            "create/delete)",
+        )
+    return None
+
+
+def _watch(
+    kube: vk.Kube,
+    namespace: str,
+    rv: str,
+    pods_by_template: Mapping[str, str],
+    timeout: float,
+) -> tuple[dict[str, Mapping[str, Any]], dict[str, dict[str, Any]]]:
+    """Poll the namespace's pods and claims until every pod ended or ``timeout`` seconds
+    passed. Returns the last pods by name and, per template, what was seen of its claim:
+    ``{"claim": name, "allocated": [devices] or None, "reserved": bool}``."""
     seen: dict[str, dict[str, Any]] = {
         n: {"allocated": None, "reserved": False} for n in pods_by_template
     }
     deadline = time.monotonic() + timeout
     pods: dict[str, Mapping[str, Any]] = {}
-    start = time.monotonic()
     while True:
         try:
             pods = {
@@ -220,90 +259,102 @@ def run_smoke(
         except vk.KubeError:
             claims = []
         for tname, pname in pods_by_template.items():
-            pod = pods.get(pname)
-            if pod is None:
-                continue
-            for cl in claims:
-                owner = next(
-                    (
-                        o
-                        for o in cl["metadata"].get("ownerReferences") or []
-                        if o.get("kind") == "Pod"
-                    ),
-                    None,
-                )
-                if owner and owner.get("uid") == pod["metadata"].get("uid"):
-                    seen[tname]["claim"] = cl["metadata"]["name"]
-                    devs = vcl.allocated_devices(cl)
-                    if devs:
-                        seen[tname]["allocated"] = devs
-                    if any(
-                        r.get("uid") == pod["metadata"].get("uid")
-                        for r in (cl.get("status") or {}).get("reservedFor") or []
-                    ):
-                        seen[tname]["reserved"] = True
+            if pname in pods:
+                _note_claims(seen[tname], pods[pname], claims)
         done = all(
             (pods.get(p) or {}).get("status", {}).get("phase") in ("Succeeded", "Failed")
             for p in pods_by_template.values()
         )
         if done or time.monotonic() > deadline:
-            break
+            return pods, seen
         time.sleep(POLL_S)
-    elapsed = time.monotonic() - start
-    checks = []
-    for tname, pname in pods_by_template.items():
-        pod = pods.get(pname) or {}
-        phase = (pod.get("status") or {}).get("phase", "absent")
-        node = (pod.get("spec") or {}).get("nodeName")
-        c = Check(f"smoke.{tname}", f"a pod gets a device from ResourceClaimTemplate {tname}")
+
+
+def _note_claims(
+    seen: dict[str, Any], pod: Mapping[str, Any], claims: list[Mapping[str, Any]]
+) -> None:
+    """Record the claim the pod owns: its name, its allocated devices, whether it is
+    reserved for the pod."""
+    uid = pod["metadata"].get("uid")
+    for cl in claims:
+        owners = cl["metadata"].get("ownerReferences") or []
+        owner = next((o for o in owners if o.get("kind") == "Pod"), None)
+        if not owner or owner.get("uid") != uid:
+            continue
+        seen["claim"] = cl["metadata"]["name"]
+        devs = vcl.allocated_devices(cl)
+        if devs:
+            seen["allocated"] = devs
+        if any(r.get("uid") == uid for r in (cl.get("status") or {}).get("reservedFor") or []):
+            seen["reserved"] = True
+
+
+def _verdict(
+    kube: vk.Kube,
+    namespace: str,
+    tname: str,
+    pname: str,
+    pod: Mapping[str, Any],
+    seen: Mapping[str, Any],
+    settings: Settings,
+    timeout: float,
+    elapsed: float,
+) -> Check:
+    """The check of one template: its pod's phase and node, its claim, the pod's log."""
+    phase = (pod.get("status") or {}).get("phase", "absent")
+    node = (pod.get("spec") or {}).get("nodeName")
+    c = Check(f"smoke.{tname}", f"a pod gets a device from ResourceClaimTemplate {tname}")
+    c.evidence.append(
+        Evidence(
+            f"pod {namespace}/{pname}", f"phase {phase} on {node or 'no node'} after {elapsed:.0f}s"
+        )
+    )
+    if seen["allocated"]:
         c.evidence.append(
             Evidence(
-                f"pod {namespace}/{pname}",
-                f"phase {phase} on {node or 'no node'} after {elapsed:.0f}s",
+                f"claim {namespace}/{seen.get('claim')}",
+                f"allocated {', '.join(seen['allocated'])}; reserved for the pod: "
+                f"{seen['reserved']}",
             )
         )
-        if seen[tname]["allocated"]:
-            c.evidence.append(
-                Evidence(
-                    f"claim {namespace}/{seen[tname].get('claim')}",
-                    f"allocated {', '.join(seen[tname]['allocated'])}; reserved for the pod: "
-                    f"{seen[tname]['reserved']}",
-                )
-            )
-        if pod:
-            try:
-                log = kube.request_text(f"/api/v1/namespaces/{namespace}/pods/{pname}/log")
-                c.evidence.append(Evidence("pod log", log.strip()[:400] or "(empty)"))
-            except vk.KubeError as err:
-                c.evidence.append(Evidence("pod log", f"not readable: {err}"))
-        if not seen[tname]["allocated"]:
-            msg = _scheduling_message(pod)
-            c.problem(
-                pname,
-                FAIL,
-                f"its claim was never seen allocated within {timeout:.0f}s"
-                + (f": {msg}" if msg else ""),
-            )
-        elif not seen[tname]["reserved"] and phase != "Succeeded":
-            c.problem(pname, FAIL, "its claim was allocated but never reserved for the pod")
-        if phase != "Succeeded":
-            c.problem(
-                pname,
-                FAIL,
-                f"pod phase {phase} (wanted Succeeded within {timeout:.0f}s)"
-                + (f": {_scheduling_message(pod)}" if _scheduling_message(pod) else ""),
-            )
-        if node and settings.gpu_nodes and node not in settings.gpu_nodes:
-            c.problem(pname, FAIL, f"ran on {node}, which is not a GPU node of the inventory")
-        claim = seen[tname].get("claim")
-        c.fix = (
-            (f"gpufleet claims explain {namespace}/{claim}" if claim else "gpufleet claims explain")
-            + f", the pod's events (kubectl -n {namespace} describe pod {pname}), and the "
-            "kubelet plugin's log on the node"
+    if pod:
+        try:
+            log = kube.request_text(f"/api/v1/namespaces/{namespace}/pods/{pname}/log")
+            c.evidence.append(Evidence("pod log", log.strip()[:400] or "(empty)"))
+        except vk.KubeError as err:
+            c.evidence.append(Evidence("pod log", f"not readable: {err}"))
+    why = _scheduling_message(pod)
+    if not seen["allocated"]:
+        c.problem(
+            pname,
+            FAIL,
+            f"its claim was never seen allocated within {timeout:.0f}s"
+            + (f": {why}" if why else ""),
         )
-        checks.append(finish(c, f"claim allocated and reserved, pod Succeeded on {node}"))
-    failed = any(c.status == FAIL for c in checks)
-    if failed and keep:
+    elif not seen["reserved"] and phase != "Succeeded":
+        c.problem(pname, FAIL, "its claim was allocated but never reserved for the pod")
+    if phase != "Succeeded":
+        c.problem(
+            pname,
+            FAIL,
+            f"pod phase {phase} (wanted Succeeded within {timeout:.0f}s)"
+            + (f": {why}" if why else ""),
+        )
+    if node and settings.gpu_nodes and node not in settings.gpu_nodes:
+        c.problem(pname, FAIL, f"ran on {node}, which is not a GPU node of the inventory")
+    claim = seen.get("claim")
+    c.fix = (
+        (f"gpufleet claims explain {namespace}/{claim}" if claim else "gpufleet claims explain")
+        + f", the pod's events (kubectl -n {namespace} describe pod {pname}), and the "
+        "kubelet plugin's log on the node"
+    )
+    return finish(c, f"claim allocated and reserved, pod Succeeded on {node}")
+
+
+def _clean_up(kube: vk.Kube, namespace: str, checks: list[Check], keep: Any) -> None:
+    """Delete the namespace, or, when a check failed and ``keep``, keep it and say how to
+    delete it; either is recorded on every check."""
+    if keep and any(c.status == FAIL for c in checks):
         kept = (
             f"namespace {namespace} kept for inspection; delete it with: "
             f"kubectl delete namespace {namespace}"
@@ -312,16 +363,14 @@ def run_smoke(
             c.evidence.append(Evidence("kept for inspection", kept))
             if c.status == FAIL:
                 c.fix = f"{c.fix}. {kept}"
-    else:
-        ok = _delete_namespace(kube, namespace)
-        for c in checks:
-            c.evidence.append(
-                Evidence(
-                    "cleanup",
-                    f"namespace {namespace} " + ("deleted" if ok else "could NOT be deleted"),
-                )
+        return
+    ok = _delete_namespace(kube, namespace)
+    for c in checks:
+        c.evidence.append(
+            Evidence(
+                "cleanup", f"namespace {namespace} " + ("deleted" if ok else "could NOT be deleted")
             )
-    return checks
+        )
 
 
 def _wait_for_default_service_account(
