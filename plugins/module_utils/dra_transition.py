@@ -17,6 +17,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_core import (
     COMPONENTS,
     DEPENDENCIES_DECLARED_SINCE,
     RESOURCE_GROUP,
+    KubeVersion,
     VersionLike,
     VersionModelError,
     _in_model,
@@ -214,6 +215,20 @@ def plan_transition(
     gates = dict(gates or {})
     target = _plan(dst, features, gates, strict=True)
     source = _plan(src, features, gates, strict=False)
+    return TransitionPlan(
+        source,
+        target,
+        _gate_changes(source, target, src, dst),
+        _runtime_config_changes(source, target, dst),
+        _kubeadm_change(source, target, src, dst),
+        _component_order(dst),
+        _warnings(source, target, src, dst),
+        gate_state_changes(src, dst),
+    )
+
+
+def _gate_changes(source, target, src: KubeVersion, dst: KubeVersion) -> list[GateChange]:
+    """Per component, each gate the target plan adds, removes (and why) or changes."""
     changes: list[GateChange] = []
     for c in COMPONENTS:
         before = source.components[c].feature_gates
@@ -237,6 +252,12 @@ def plan_transition(
                 changes.append(
                     GateChange(c, name, "change", b, a, gate_state(name, dst).describe())
                 )
+    return changes
+
+
+def _runtime_config_changes(source, target, dst: KubeVersion) -> list[RuntimeConfigChange]:
+    """--runtime-config entries to drop (required when the target does not serve the
+    version) or to add (the target needs a version that is off by default)."""
     rc_changes: list[RuntimeConfigChange] = []
     src_rc, dst_rc = set(source.runtime_config), set(target.runtime_config)
     served = _served(dst.minor)
@@ -244,31 +265,26 @@ def plan_transition(
         ver = entry.split("=", 1)[0].split("/")[1]
         if ver not in served:
             rc_changes.append(
-                RuntimeConfigChange(
-                    entry,
-                    "drop",
-                    True,
-                    _unserved_reason(dst.minor, ver),
-                )
+                RuntimeConfigChange(entry, "drop", True, _unserved_reason(dst.minor, ver))
             )
-        else:
-            removal = API_LIFECYCLE_REMOVED.get(ver)
-            rc_changes.append(
-                RuntimeConfigChange(
-                    entry,
-                    "drop",
-                    False,
-                    "no longer needed in {}: {}{}".format(
-                        dst.minor_version,
-                        "resource.k8s.io/v1 is served and on by default"
-                        if "v1" in served
-                        else "the core DRA objects use another version",
-                        f"; {RESOURCE_GROUP}/{ver} is scheduled for removal in {_mv(removal)}"
-                        if removal
-                        else "",
-                    ),
-                )
+            continue
+        removal = API_LIFECYCLE_REMOVED.get(ver)
+        rc_changes.append(
+            RuntimeConfigChange(
+                entry,
+                "drop",
+                False,
+                "no longer needed in {}: {}{}".format(
+                    dst.minor_version,
+                    "resource.k8s.io/v1 is served and on by default"
+                    if "v1" in served
+                    else "the core DRA objects use another version",
+                    f"; {RESOURCE_GROUP}/{ver} is scheduled for removal in {_mv(removal)}"
+                    if removal
+                    else "",
+                ),
             )
+        )
     for entry in sorted(dst_rc - src_rc):
         ver = entry.split("=", 1)[0].split("/")[1]
         rc_changes.append(
@@ -280,15 +296,12 @@ def plan_transition(
                 "needs it",
             )
         )
+    return rc_changes
+
+
+def _kubeadm_change(source, target, src: KubeVersion, dst: KubeVersion) -> dict[str, object]:
+    """The kubeadm configuration API before and after, and what to migrate."""
     ka, kb = source.kubeadm, target.kubeadm
-    kubeadm_change: dict[str, object] = {
-        "from": ka.preferred,
-        "to": kb.preferred,
-        "changed": ka.preferred != kb.preferred,
-        "from_accepted_by_target": ka.preferred in kb.accepted,
-        "extra_args_shape": {"from": ka.extra_args_shape, "to": kb.extra_args_shape},
-        "note": "",
-    }
     gone = [ver for ver in ka.accepted if ver not in kb.accepted]
     notes = []
     if ka.preferred != kb.preferred:
@@ -304,8 +317,19 @@ def plan_transition(
                 dst.minor_version, ", ".join(gone), src.minor_version
             )
         )
-    kubeadm_change["note"] = "; ".join(notes)
-    order = [
+    return {
+        "from": ka.preferred,
+        "to": kb.preferred,
+        "changed": ka.preferred != kb.preferred,
+        "from_accepted_by_target": ka.preferred in kb.accepted,
+        "extra_args_shape": {"from": ka.extra_args_shape, "to": kb.extra_args_shape},
+        "note": "; ".join(notes),
+    }
+
+
+def _component_order(dst: KubeVersion) -> list[str]:
+    """The order the components are upgraded in (the version skew policy)."""
+    return [
         f"upgrade kube-apiserver on every control-plane node to {dst} first",
         "then kube-controller-manager and kube-scheduler (never newer than any kube-apiserver)",
         "then kubelets node by node, drained first (a kubelet must not be newer than any "
@@ -314,6 +338,9 @@ def plan_transition(
         "ConfigMap, the static Pod manifests and the kubelet configuration before the "
         f"{dst.minor_version} binaries start",
     ]
+
+
+def _warnings(source, target, src: KubeVersion, dst: KubeVersion) -> list[str]:
     warnings = list(target.warnings)
     if src.minor < DEPENDENCIES_DECLARED_SINCE <= dst.minor:
         warnings.append(
@@ -325,13 +352,4 @@ def plan_transition(
         warnings.append(
             f"{name} is not possible on {src} and was left out of the source plan: {why}"
         )
-    return TransitionPlan(
-        source,
-        target,
-        changes,
-        rc_changes,
-        kubeadm_change,
-        order,
-        warnings,
-        gate_state_changes(src, dst),
-    )
+    return warnings
