@@ -111,7 +111,8 @@ def _same(kind: str, a: Any, b: Any) -> bool:
 
 
 def _release_problem(fact: ClusterFact, value: Any) -> dict[str, Any] | None:
-    """The cluster-wide release is not a release, or is outside the provisioning range of the version model."""
+    """The cluster-wide release is not a release, or is outside the provisioning range of
+    the version model."""
     text = str(value).strip()
     try:
         dv.parse_version(text)
