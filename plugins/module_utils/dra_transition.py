@@ -17,6 +17,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_core import (
     COMPONENTS,
     DEPENDENCIES_DECLARED_SINCE,
     RESOURCE_GROUP,
+    KubeVersion,
     VersionLike,
     VersionModelError,
     _in_model,
@@ -197,6 +198,25 @@ def plan_transition(
     """
     src = _in_model(from_version, "from version")
     dst = _in_model(to_version, "to version")
+    _check_step(src, dst)
+    features = tuple(features)
+    gates = dict(gates or {})
+    target = _plan(dst, features, gates, strict=True)
+    source = _plan(src, features, gates, strict=False)
+    return TransitionPlan(
+        source,
+        target,
+        _gate_changes(src, dst, source, target),
+        _runtime_config_changes(dst, source, target),
+        _kubeadm_change(src, dst, source, target),
+        _upgrade_order(dst),
+        _transition_warnings(src, dst, source, target),
+        gate_state_changes(src, dst),
+    )
+
+
+def _check_step(src: KubeVersion, dst: KubeVersion) -> None:
+    """Refuse a downgrade and a skipped minor (kubeadm upgrades one minor at a time)."""
     step = dst.minor - src.minor
     if step < 0 or (step == 0 and (dst.patch or 0) < (src.patch or 0)):
         raise VersionModelError(
@@ -210,10 +230,12 @@ def plan_transition(
             "at a time ('Skipping MINOR versions when upgrading is unsupported').",
             f"upgrade step by step: {path}.",
         )
-    features = tuple(features)
-    gates = dict(gates or {})
-    target = _plan(dst, features, gates, strict=True)
-    source = _plan(src, features, gates, strict=False)
+
+
+def _gate_changes(
+    src: KubeVersion, dst: KubeVersion, source: ComponentPlan, target: ComponentPlan
+) -> list[GateChange]:
+    """The feature-gates entries to add, remove or change per component, and why."""
     changes: list[GateChange] = []
     for c in COMPONENTS:
         before = source.components[c].feature_gates
@@ -237,6 +259,14 @@ def plan_transition(
                 changes.append(
                     GateChange(c, name, "change", b, a, gate_state(name, dst).describe())
                 )
+    return changes
+
+
+def _runtime_config_changes(
+    dst: KubeVersion, source: ComponentPlan, target: ComponentPlan
+) -> list[RuntimeConfigChange]:
+    """The runtime-config entries to drop (``required`` when the target does not serve the
+    version) or add."""
     rc_changes: list[RuntimeConfigChange] = []
     src_rc, dst_rc = set(source.runtime_config), set(target.runtime_config)
     served = _served(dst.minor)
@@ -280,6 +310,14 @@ def plan_transition(
                 "needs it",
             )
         )
+    return rc_changes
+
+
+def _kubeadm_change(
+    src: KubeVersion, dst: KubeVersion, source: ComponentPlan, target: ComponentPlan
+) -> dict[str, object]:
+    """The kubeadm configuration API change: preferred versions, whether the target reads
+    the source's, the extraArgs shapes, and what to migrate."""
     ka, kb = source.kubeadm, target.kubeadm
     kubeadm_change: dict[str, object] = {
         "from": ka.preferred,
@@ -305,7 +343,12 @@ def plan_transition(
             )
         )
     kubeadm_change["note"] = "; ".join(notes)
-    order = [
+    return kubeadm_change
+
+
+def _upgrade_order(dst: KubeVersion) -> list[str]:
+    """The order of the upgrade steps (version-skew policy)."""
+    return [
         f"upgrade kube-apiserver on every control-plane node to {dst} first",
         "then kube-controller-manager and kube-scheduler (never newer than any kube-apiserver)",
         "then kubelets node by node, drained first (a kubelet must not be newer than any "
@@ -314,6 +357,13 @@ def plan_transition(
         "ConfigMap, the static Pod manifests and the kubelet configuration before the "
         f"{dst.minor_version} binaries start",
     ]
+
+
+def _transition_warnings(
+    src: KubeVersion, dst: KubeVersion, source: ComponentPlan, target: ComponentPlan
+) -> list[str]:
+    """The target plan's warnings, the start-up dependency check newly in force, and the
+    wishes the source version could not honour."""
     warnings = list(target.warnings)
     if src.minor < DEPENDENCIES_DECLARED_SINCE <= dst.minor:
         warnings.append(
@@ -325,13 +375,4 @@ def plan_transition(
         warnings.append(
             f"{name} is not possible on {src} and was left out of the source plan: {why}"
         )
-    return TransitionPlan(
-        source,
-        target,
-        changes,
-        rc_changes,
-        kubeadm_change,
-        order,
-        warnings,
-        gate_state_changes(src, dst),
-    )
+    return warnings
