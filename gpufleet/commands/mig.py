@@ -3,9 +3,9 @@
 ``gpufleet mig plan --gpu-model MODEL --layout JSON_OR_@FILE [--config-name NAME]
 [--gpus N] [--json]`` answers offline from the MIG profile data
 (``plugins/module_utils/mig_profiles.py``) and the planner
-(``plugins/module_utils/mig_planner.py``): the GPU-instance placements (profile, GI
-profile ID, start:size in memory slices) for each GPU, or why the layout does not fit
-and what would.
+(``plugins/module_utils/mig_planner.py``, configs read by ``mig_config.py``): the
+GPU-instance placements (profile, GI profile ID, start:size in memory slices) for each
+GPU, or why the layout does not fit and what would.
 
 ``--layout`` is a JSON object of profile -> count (``'{"1g.18gb": 7}'``), or a file
 (``@path`` or a path): a JSON/YAML layout object, or a mig-parted config

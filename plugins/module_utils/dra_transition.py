@@ -198,6 +198,25 @@ def plan_transition(
     """
     src = _in_model(from_version, "from version")
     dst = _in_model(to_version, "to version")
+    _check_step(src, dst)
+    features = tuple(features)
+    gates = dict(gates or {})
+    target = _plan(dst, features, gates, strict=True)
+    source = _plan(src, features, gates, strict=False)
+    return TransitionPlan(
+        source,
+        target,
+        _gate_changes(src, dst, source, target),
+        _runtime_config_changes(dst, source, target),
+        _kubeadm_change(src, dst, source, target),
+        _upgrade_order(dst),
+        _transition_warnings(src, dst, source, target),
+        gate_state_changes(src, dst),
+    )
+
+
+def _check_step(src: KubeVersion, dst: KubeVersion) -> None:
+    """Refuse a downgrade and a skipped minor (kubeadm upgrades one minor at a time)."""
     step = dst.minor - src.minor
     if step < 0 or (step == 0 and (dst.patch or 0) < (src.patch or 0)):
         raise VersionModelError(
@@ -211,24 +230,12 @@ def plan_transition(
             "at a time ('Skipping MINOR versions when upgrading is unsupported').",
             f"upgrade step by step: {path}.",
         )
-    features = tuple(features)
-    gates = dict(gates or {})
-    target = _plan(dst, features, gates, strict=True)
-    source = _plan(src, features, gates, strict=False)
-    return TransitionPlan(
-        source,
-        target,
-        _gate_changes(source, target, src, dst),
-        _runtime_config_changes(source, target, dst),
-        _kubeadm_change(source, target, src, dst),
-        _component_order(dst),
-        _warnings(source, target, src, dst),
-        gate_state_changes(src, dst),
-    )
 
 
-def _gate_changes(source, target, src: KubeVersion, dst: KubeVersion) -> list[GateChange]:
-    """Per component, each gate the target plan adds, removes (and why) or changes."""
+def _gate_changes(
+    src: KubeVersion, dst: KubeVersion, source: ComponentPlan, target: ComponentPlan
+) -> list[GateChange]:
+    """The feature-gates entries to add, remove or change per component, and why."""
     changes: list[GateChange] = []
     for c in COMPONENTS:
         before = source.components[c].feature_gates
@@ -255,9 +262,11 @@ def _gate_changes(source, target, src: KubeVersion, dst: KubeVersion) -> list[Ga
     return changes
 
 
-def _runtime_config_changes(source, target, dst: KubeVersion) -> list[RuntimeConfigChange]:
-    """--runtime-config entries to drop (required when the target does not serve the
-    version) or to add (the target needs a version that is off by default)."""
+def _runtime_config_changes(
+    dst: KubeVersion, source: ComponentPlan, target: ComponentPlan
+) -> list[RuntimeConfigChange]:
+    """The runtime-config entries to drop (``required`` when the target does not serve the
+    version) or add."""
     rc_changes: list[RuntimeConfigChange] = []
     src_rc, dst_rc = set(source.runtime_config), set(target.runtime_config)
     served = _served(dst.minor)
@@ -265,26 +274,31 @@ def _runtime_config_changes(source, target, dst: KubeVersion) -> list[RuntimeCon
         ver = entry.split("=", 1)[0].split("/")[1]
         if ver not in served:
             rc_changes.append(
-                RuntimeConfigChange(entry, "drop", True, _unserved_reason(dst.minor, ver))
+                RuntimeConfigChange(
+                    entry,
+                    "drop",
+                    True,
+                    _unserved_reason(dst.minor, ver),
+                )
             )
-            continue
-        removal = API_LIFECYCLE_REMOVED.get(ver)
-        rc_changes.append(
-            RuntimeConfigChange(
-                entry,
-                "drop",
-                False,
-                "no longer needed in {}: {}{}".format(
-                    dst.minor_version,
-                    "resource.k8s.io/v1 is served and on by default"
-                    if "v1" in served
-                    else "the core DRA objects use another version",
-                    f"; {RESOURCE_GROUP}/{ver} is scheduled for removal in {_mv(removal)}"
-                    if removal
-                    else "",
-                ),
+        else:
+            removal = API_LIFECYCLE_REMOVED.get(ver)
+            rc_changes.append(
+                RuntimeConfigChange(
+                    entry,
+                    "drop",
+                    False,
+                    "no longer needed in {}: {}{}".format(
+                        dst.minor_version,
+                        "resource.k8s.io/v1 is served and on by default"
+                        if "v1" in served
+                        else "the core DRA objects use another version",
+                        f"; {RESOURCE_GROUP}/{ver} is scheduled for removal in {_mv(removal)}"
+                        if removal
+                        else "",
+                    ),
+                )
             )
-        )
     for entry in sorted(dst_rc - src_rc):
         ver = entry.split("=", 1)[0].split("/")[1]
         rc_changes.append(
@@ -299,9 +313,20 @@ def _runtime_config_changes(source, target, dst: KubeVersion) -> list[RuntimeCon
     return rc_changes
 
 
-def _kubeadm_change(source, target, src: KubeVersion, dst: KubeVersion) -> dict[str, object]:
-    """The kubeadm configuration API before and after, and what to migrate."""
+def _kubeadm_change(
+    src: KubeVersion, dst: KubeVersion, source: ComponentPlan, target: ComponentPlan
+) -> dict[str, object]:
+    """The kubeadm configuration API change: preferred versions, whether the target reads
+    the source's, the extraArgs shapes, and what to migrate."""
     ka, kb = source.kubeadm, target.kubeadm
+    kubeadm_change: dict[str, object] = {
+        "from": ka.preferred,
+        "to": kb.preferred,
+        "changed": ka.preferred != kb.preferred,
+        "from_accepted_by_target": ka.preferred in kb.accepted,
+        "extra_args_shape": {"from": ka.extra_args_shape, "to": kb.extra_args_shape},
+        "note": "",
+    }
     gone = [ver for ver in ka.accepted if ver not in kb.accepted]
     notes = []
     if ka.preferred != kb.preferred:
@@ -317,18 +342,12 @@ def _kubeadm_change(source, target, src: KubeVersion, dst: KubeVersion) -> dict[
                 dst.minor_version, ", ".join(gone), src.minor_version
             )
         )
-    return {
-        "from": ka.preferred,
-        "to": kb.preferred,
-        "changed": ka.preferred != kb.preferred,
-        "from_accepted_by_target": ka.preferred in kb.accepted,
-        "extra_args_shape": {"from": ka.extra_args_shape, "to": kb.extra_args_shape},
-        "note": "; ".join(notes),
-    }
+    kubeadm_change["note"] = "; ".join(notes)
+    return kubeadm_change
 
 
-def _component_order(dst: KubeVersion) -> list[str]:
-    """The order the components are upgraded in (the version skew policy)."""
+def _upgrade_order(dst: KubeVersion) -> list[str]:
+    """The order of the upgrade steps (version-skew policy)."""
     return [
         f"upgrade kube-apiserver on every control-plane node to {dst} first",
         "then kube-controller-manager and kube-scheduler (never newer than any kube-apiserver)",
@@ -340,7 +359,11 @@ def _component_order(dst: KubeVersion) -> list[str]:
     ]
 
 
-def _warnings(source, target, src: KubeVersion, dst: KubeVersion) -> list[str]:
+def _transition_warnings(
+    src: KubeVersion, dst: KubeVersion, source: ComponentPlan, target: ComponentPlan
+) -> list[str]:
+    """The target plan's warnings, the start-up dependency check newly in force, and the
+    wishes the source version could not honour."""
     warnings = list(target.warnings)
     if src.minor < DEPENDENCIES_DECLARED_SINCE <= dst.minor:
         warnings.append(

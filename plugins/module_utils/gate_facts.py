@@ -127,7 +127,7 @@ def argv_flags(argv: Sequence[str], where: str = "command line") -> FlagSet:
     program; ``--flag=value`` and ``--flag value``; every occurrence applies in order and a
     later entry for the same name wins, as pflag and ``featureGate.Set`` do).
 
-    Raises ``kube_config_edit.FlagValueError`` naming ``where`` for a malformed value.
+    Raises ``kube_flags.FlagValueError`` naming ``where`` for a malformed value.
     """
     gates: dict[str, bool] = {}
     for value in kcfg.kubelet_flag_values(argv, "feature-gates"):

@@ -226,7 +226,7 @@ class Process:
 
 @dataclass
 class GpuState:
-    """One GPU as nvidia-smi shows it. ``gis`` are ``mig_planner.GpuInstance`` (with
+    """One GPU as nvidia-smi shows it. ``gis`` are ``mig_placement.GpuInstance`` (with
     ``instance_id``), ``cis`` maps GI ID -> CI IDs, ``device_id`` is ``0x233510DE``."""
 
     index: int

@@ -1,7 +1,7 @@
-"""The DRA gate audit (``plugins/module_utils/gate_audit.py``) on inputs built from what the
-real kubeadm 1.37.2 writes (``tests/unit/data/kubeadm/1.37.2``, see regenerate.sh there) and
-from ``kubernetes_feature_enabled`` captured from real 1.37.2 components
-(``tests/unit/data/metrics/1.37.2``).
+"""The DRA gate audit (``plugins/module_utils/gate_audit.py`` and its ``gate_*`` parts) on
+inputs built from what the real kubeadm 1.37.2 writes (``tests/unit/data/kubeadm/1.37.2``,
+see regenerate.sh there) and from ``kubernetes_feature_enabled`` captured from real 1.37.2
+components (``tests/unit/data/metrics/1.37.2``).
 
 Process command lines are the manifests' ``command`` lists as ``/proc/<pid>/cmdline`` holds
 them (NUL-separated); the kubelet's is what systemd runs from kubeadm's drop-in and the
