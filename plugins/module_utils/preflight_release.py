@@ -58,6 +58,8 @@ ROLE_PREFIXES = (
     "claim_templates_",
     "site_",
     "upgrade_",
+    "validate_",
+    "gpufleet_",
 )
 
 
@@ -96,7 +98,8 @@ def rule_release(ctx: HostContext) -> None:
                 ctx.settings.get("kubeadm_kubernetes_version"),
                 "site_bootstrap=true bootstraps the cluster with kubeadm, which needs the "
                 "release to install",
-                'set kubeadm_kubernetes_version, for example "1.37.2"',
+                'set the cluster\'s release once, gpufleet_kubernetes_version: "1.37.2" (the '
+                "kubeadm role takes it)",
             )
         )
     parsed = []

@@ -61,6 +61,13 @@ def test_bootstrap_without_a_release_is_refused() -> None:
     problems = pf.check_host("cp-1", CP, {"site_bootstrap": True})
     p = _rules(problems)["release-missing"]
     assert p.variable == "kubeadm_kubernetes_version"
+    assert p.fix.startswith(
+        'set the cluster\'s release once, gpufleet_kubernetes_version: "1.37.2"'
+    )
+    # the cluster-wide release reaches the kubeadm role through its default
+    assert "release-missing" not in _rules(
+        pf.check_host("cp-1", CP, {"site_bootstrap": True, "gpufleet_kubernetes_version": "1.37.2"})
+    )
 
 
 def test_hosts_planning_for_different_releases_are_refused() -> None:
