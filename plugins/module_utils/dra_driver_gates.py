@@ -16,6 +16,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver_chart import (
     CALENDAR_LEVEL,
+    DYNAMIC_MIG_KUBERNETES_MIN,
     LEGACY_CHART,
     SEMVER_CHART,
     SHARING_CHOICES,
@@ -195,3 +196,21 @@ def variable_for(why: Mapping[str, str], *names: str) -> str:
 
 def gate_origin(why: Mapping[str, str], name: str) -> str:
     return why.get(name, f"the driver default {name}=true")
+
+
+def check_dynamic_mig_release(major_minor: tuple[int, int], variable: str, value: Any) -> None:
+    """Refuse DynamicMIG on a Kubernetes release (``(1, 33)``) older than
+    ``DYNAMIC_MIG_KUBERNETES_MIN``: it publishes partitionable devices (KEP-4815), which the
+    driver supports from that release. ``variable``/``value``: what asked for DynamicMIG.
+    Raises DraDriverError."""
+    if tuple(major_minor) < DYNAMIC_MIG_KUBERNETES_MIN:
+        need = ".".join(map(str, DYNAMIC_MIG_KUBERNETES_MIN))
+        have = ".".join(map(str, major_minor))
+        raise DraDriverError(
+            variable,
+            value,
+            f"DynamicMIG publishes partitionable devices, which the driver supports from "
+            f"Kubernetes {need} (the cluster is {have})",
+            f"provision {need} or newer, or set dra_driver_dynamic_mig: false and carve MIG "
+            "statically (the mig role)",
+        )

@@ -59,7 +59,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver_chart 
     COMPUTE_DOMAIN_DEVICE_CLASSES,
     DOCUMENTED_KUBERNETES_MIN,
     DOCUMENTED_MIN,
-    DYNAMIC_MIG_KUBERNETES_MIN,
     GPU_DEVICE_CLASSES,
     GPU_TOLERATION,
     HOST_DRIVER_ROOT,
@@ -74,6 +73,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver_chart 
     parse_release_chart,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver_gates import (
+    check_dynamic_mig_release,
     driver_feature_gates,
 )
 
@@ -372,15 +372,7 @@ def _driver_gates(
     )
     dynamic_mig = bool(gates.get("DynamicMIG"))
     if dynamic_mig:
-        need = ".".join(map(str, DYNAMIC_MIG_KUBERNETES_MIN))
-        if (kv.major, kv.minor) < DYNAMIC_MIG_KUBERNETES_MIN:
-            raise DraDriverError(
-                "dra_driver_dynamic_mig",
-                True,
-                f"dynamic MIG needs partitionable devices, which the driver supports from "
-                f"Kubernetes {need} (the cluster is {kv})",
-                f"upgrade to {need} or later, or carve MIG statically (the mig role)",
-            )
+        check_dynamic_mig_release((kv.major, kv.minor), "dra_driver_dynamic_mig", True)
         state = dv.gate_state("DRAPartitionableDevices", kv)
         if not state.default:
             warnings.append(

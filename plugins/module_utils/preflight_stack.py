@@ -252,20 +252,12 @@ def rule_driver_gates(ctx: HostContext) -> None:
         var = "dra_driver_feature_gates"
     val = ctx.settings.get(var)
     version = vtext(ctx.release)
-    need = vtext(ddc.DYNAMIC_MIG_KUBERNETES_MIN)
-    if ctx.release[:2] < ddc.DYNAMIC_MIG_KUBERNETES_MIN:
-        ctx.add(
-            pp.problem(
-                "dynamic-mig-kubernetes",
-                ERROR,
-                var,
-                val,
-                f"DynamicMIG publishes partitionable devices, which Kubernetes {version} "
-                f"lacks (the driver supports them from {need})",
-                f"provision {need} or newer, or set dra_driver_dynamic_mig: false",
-            )
-        )
-    elif dv.PROVISION_MIN_MINOR <= ctx.release[1] <= dv.PROVISION_MAX_MINOR and (
+    try:
+        ddg.check_dynamic_mig_release(ctx.release[:2], var, val)
+    except ddc.DraDriverError as exc:
+        ctx.add(pp.problem("dynamic-mig-kubernetes", ERROR, var, val, exc.reason, exc.fix))
+        return
+    if dv.PROVISION_MIN_MINOR <= ctx.release[1] <= dv.PROVISION_MAX_MINOR and (
         not _partitionable_on(ctx, version)
     ):
         ctx.add(

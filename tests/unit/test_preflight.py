@@ -529,3 +529,31 @@ def test_containerd_17_is_refused_for_a_138_kubelet() -> None:
     assert "containerd-release" not in _rules(
         _host({"nvidia_container_toolkit_containerd_version": "1.7.28"})
     )
+
+
+def test_dynamic_mig_below_1_34_is_refused_by_preflight_as_the_driver_role_refuses_it() -> None:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
+
+    v = {
+        "kubeadm_kubernetes_version": "1.33.5",
+        "dra_driver_dynamic_mig": True,
+        "dra_driver_chart_version": "25.12.0",
+        "dra_driver_accept_below_documented_minimum": True,
+    }
+    p = _rules(_host(v))["dynamic-mig-kubernetes"]
+    assert p.variable == "dra_driver_dynamic_mig" and p.value is True
+    assert p.message == (
+        "DynamicMIG publishes partitionable devices, which the driver supports from "
+        "Kubernetes 1.34 (the cluster is 1.33)"
+    )
+    with pytest.raises(ddv.DraDriverError) as err:
+        ddv.plan(
+            {
+                "chart_version": "25.12.0",
+                "kubernetes_version": "1.33.5",
+                "accept_below_documented_minimum": True,
+                "dynamic_mig": True,
+                "namespace": "nvidia-dra-driver-gpu",
+            }
+        )
+    assert (err.value.variable, err.value.reason, err.value.fix) == (p.variable, p.message, p.fix)
