@@ -99,6 +99,8 @@ INPUT_NAMES = {
     "via": "--via",
     "batch_size": "upgrade_batch_size",
     "min_gpu_available_percent": "upgrade_min_gpu_available_percent",
+    "features": "upgrade_dra_features",
+    "gates": "upgrade_dra_gates",
 }
 
 
@@ -550,6 +552,42 @@ def parse_via(
             )
         out[v.minor] = v
     return out
+
+
+def judge_input(
+    target: Any,
+    *,
+    via: Sequence[Any] = (),
+    batch_size: int | str = 1,
+    min_gpu_available_percent: int | float | str = 0,
+    features: Sequence[str] = (),
+    gates: Mapping[str, bool] | None = None,
+    repo_url_template: str = DEFAULT_REPO_URL,
+    workers: int = 1,
+    input_names: Mapping[str, str] | None = None,
+) -> None:
+    """Judge what the plan takes that needs neither the cluster nor a host, before either
+    is read: the target and each ``via`` release (exact releases, no pre-release, in the
+    model, one per minor, below the target), the batch size against ``workers`` (the
+    inventory's hosts outside kube_control_plane), the GPU floor, the DRA wishes at every
+    release named, and the repository template. ``input_names`` as for
+    :func:`build_plan`. Raises UpgradePlanError (VersionParseError for a value that is no
+    version) naming the input, the value and the fix."""
+    names = {**INPUT_NAMES, **dict(input_names or {})}
+    tv = parse_target(target, names["target"])
+    via_versions = parse_via(list(via), tv, names["via"])
+    parse_batch_size(batch_size, max(1, workers), names["batch_size"])
+    parse_min_gpu_percent(min_gpu_available_percent, names["min_gpu_available_percent"])
+    for release in [*via_versions.values(), tv]:
+        try:
+            dv.plan_components(str(release), list(features), dict(gates or {}))
+        except dv.VersionModelError as exc:
+            given = [f"{names['features']}={list(features)!r}"] if features else []
+            given += [f"{names['gates']}={dict(gates or {})!r}"] if gates else []
+            raise UpgradePlanError(
+                f"{', '.join(given) or 'the DRA settings'} at {release}: {exc.reason}", exc.fix
+            ) from None
+    repo_url(str(tv), repo_url_template)
 
 
 def _versions_of(node: NodeState) -> list[tuple[str, dv.KubeVersion]]:
