@@ -1,5 +1,7 @@
-"""What the upgrade plan reads from a cluster: one reader for the ``upgrade_plan`` module
-and ``gpufleet upgrade`` (its ``--plan`` and the snapshot it keeps).
+"""What the upgrade plan reads from a cluster, for module ``upgrade_plan`` (the one place
+the upgrade is planned; ``gpufleet upgrade`` runs it through playbooks/upgrade.yml): the
+cluster itself, a saved snapshot of it (``load_snapshot``, ``save_snapshot``), and the
+upgrade report of an earlier run (``read_report``, ``foreign_report``, ``resume_hosts``).
 
 Shape of :func:`read_cluster`'s answer (plain dicts, as ``kubectl get -o json`` gives)::
 
