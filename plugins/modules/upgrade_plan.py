@@ -134,6 +134,13 @@ options:
         read neither the cluster nor a host, return no plan.
     type: bool
     default: false
+  probe_cluster:
+    description:
+      - With O(judge_only) and without O(snapshot), also check that O(kubeconfig) is a file
+        and ask its API server for C(/version) (one request, the client's connect and read
+        timeouts), so that a cluster that cannot be read is refused before any host is.
+    type: bool
+    default: false
   input_names:
     description:
       - How messages name the inputs C(target), C(via), C(batch_size),
@@ -312,6 +319,7 @@ ARGUMENT_SPEC = dict(
     save_snapshot=dict(type="path"),
     plan_file=dict(type="path"),
     judge_only=dict(type="bool", default=False),
+    probe_cluster=dict(type="bool", default=False),
     input_names=dict(type="dict", default={}),
 )
 
@@ -341,6 +349,33 @@ def judge(p: dict, names: dict) -> None:
         uc.load_snapshot(p["snapshot"], f"{names['snapshot']} {p['snapshot']!r}")
 
 
+def usable_kubeconfig(module: AnsibleModule, names: dict) -> str:
+    """O(kubeconfig) when it is a file; else fails the module naming it and the fix."""
+    kubeconfig = module.params["kubeconfig"]
+    if not kubeconfig or not os.path.isfile(kubeconfig):
+        fail(
+            module,
+            f"{names['kubeconfig']} {kubeconfig!r}: the kubeconfig file does not exist or is "
+            "not a file.",
+            "give the cluster's admin kubeconfig (a copy of /etc/kubernetes/admin.conf) with "
+            "--kubeconfig FILE or -e upgrade_kubeconfig=FILE, or plan from a saved cluster "
+            "with --snapshot FILE (upgrade_snapshot).",
+        )
+    return kubeconfig
+
+
+def cannot_read(module: AnsibleModule, names: dict, exc: vk.KubeError) -> None:
+    """Fail the module for a cluster that cannot be read through O(kubeconfig)."""
+    kubeconfig, name = module.params["kubeconfig"], names["kubeconfig"]
+    fail(
+        module,
+        f"{name} {kubeconfig!r}: {' '.join(exc.message.split())[:600]}",
+        f"check that the API server is up and reachable from here (kubectl --kubeconfig "
+        f"{kubeconfig} get nodes), that {name} names this cluster's admin kubeconfig, or "
+        "plan from a saved cluster with --snapshot FILE (upgrade_snapshot).",
+    )
+
+
 def read_state(module: AnsibleModule, names: dict) -> dict:
     """What the plan reads: the snapshot, else the cluster (upgrade_cluster.read_cluster)
     with O(hosts), O(kubeadm_versions) and O(host_facts). Fails the module when the
@@ -352,26 +387,11 @@ def read_state(module: AnsibleModule, names: dict) -> dict:
         for h in data["hosts"]:
             h.setdefault("name", h["host"])
         return data
-    kubeconfig = p["kubeconfig"]
-    name = names["kubeconfig"]
-    if not kubeconfig or not os.path.isfile(kubeconfig):
-        fail(
-            module,
-            f"{name} {kubeconfig!r}: the kubeconfig file does not exist or is not a file.",
-            "give the cluster's admin kubeconfig (a copy of /etc/kubernetes/admin.conf) with "
-            "--kubeconfig FILE or -e upgrade_kubeconfig=FILE, or plan from a saved cluster "
-            "with --snapshot FILE (upgrade_snapshot).",
-        )
+    kubeconfig = usable_kubeconfig(module, names)
     try:
         data = uc.read_cluster(kubeconfig)
     except vk.KubeError as exc:  # the API or the kubeconfig: cannot plan
-        fail(
-            module,
-            f"{name} {kubeconfig!r}: {' '.join(exc.message.split())[:600]}",
-            f"check that the API server is up and reachable from here (kubectl --kubeconfig "
-            f"{kubeconfig} get nodes), that {name} names this cluster's admin kubeconfig, or "
-            "plan from a saved cluster with --snapshot FILE (upgrade_snapshot).",
-        )
+        cannot_read(module, names, exc)
     data["hosts"] = [dict(h) for h in p["hosts"]]
     data["kubeadm_versions"] = {k: (v or None) for k, v in p["kubeadm_versions"].items()}
     data["gate_facts"] = {str(f.get("host") or ""): f for f in p["host_facts"]}
@@ -420,6 +440,11 @@ def main() -> None:
     try:
         if p["judge_only"]:
             judge(p, names)
+            if p["probe_cluster"] and not p["snapshot"]:
+                try:
+                    vk.Kube(usable_kubeconfig(module, names)).get("/version")
+                except vk.KubeError as exc:
+                    cannot_read(module, names, exc)
             module.exit_json(changed=False, notes=notes)
         data = read_state(module, names)
         if p["save_snapshot"]:
