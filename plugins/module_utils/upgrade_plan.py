@@ -53,6 +53,24 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_blocking as ub
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade_input import (
+    DEFAULT_GPU_DRIVER,
+    DEFAULT_PACKAGE_REVISION,
+    DEFAULT_REPO_URL,
+    INPUT_NAMES,
+    UPGRADE_MAX_MINOR,
+    UPGRADE_MIN_MINOR,
+    UpgradePlanError,
+    _target,
+    judge_input,
+    package_version,
+    parse_batch_size,
+    parse_min_gpu_percent,
+    parse_release,
+    parse_target,
+    parse_via,
+    repo_url,
+)
 
 __all__ = [
     "DEFAULT_GPU_DRIVER",
@@ -68,6 +86,7 @@ __all__ = [
     "UpgradePlanError",
     "Wave",
     "build_plan",
+    "judge_input",
     "nodes_from_objects",
     "package_version",
     "parse_batch_size",
@@ -79,13 +98,6 @@ __all__ = [
     "upgrade_configuration",
 ]
 
-#: Releases an upgrade may start from and go to (design: any consecutive pair from 1.31 to
-#: 1.37). 1.38 is a projection in the version model, not a release to upgrade to.
-UPGRADE_MIN_MINOR = 31
-UPGRADE_MAX_MINOR = dv.PROVISION_MAX_MINOR
-DEFAULT_PACKAGE_REVISION = "1.1"
-DEFAULT_REPO_URL = "https://pkgs.k8s.io/core:/stable:/v{minor}/deb/"
-DEFAULT_GPU_DRIVER = "gpu.nvidia.com"
 #: kubeadm takes an UpgradeConfiguration from this minor (kubeadm.k8s.io/v1beta4).
 UPGRADE_CONFIGURATION_SINCE = 31
 
@@ -93,18 +105,6 @@ FIRST_CONTROL_PLANE = "first-control-plane"
 CONTROL_PLANE = "control-plane"
 WORKER = "worker"
 RESUME_REASON = "at the target, left cordoned by an earlier run: resumed"
-#: How ``build_plan``'s messages name its inputs by default.
-INPUT_NAMES = {
-    "target": "--to",
-    "via": "--via",
-    "batch_size": "upgrade_batch_size",
-    "min_gpu_available_percent": "upgrade_min_gpu_available_percent",
-}
-
-
-class UpgradePlanError(dv.VersionModelError):
-    """The upgrade cannot be planned: ``reason`` names the variable or node and the value,
-    ``fix`` says what to do."""
 
 
 # --------------------------------------------------------------------------------------
@@ -236,63 +236,6 @@ def nodes_from_objects(
             )
         )
     return out
-
-
-def parse_batch_size(value: int | str, workers: int, name: str = "upgrade_batch_size") -> int:
-    """Nodes per worker batch: a positive integer, or ``"N%"`` of ``workers`` rounded down
-    and at least 1 (as Ansible's ``serial``). Raises UpgradePlanError naming ``name``."""
-    text = str(value).strip()
-    fix = "give a number of nodes (e.g. 2) or a percentage of the workers (e.g. 20%)."
-    if text.endswith("%"):
-        try:
-            pct = float(text[:-1])
-        except ValueError:
-            raise UpgradePlanError(f"{name}={value!r} is not a percentage.", fix) from None
-        if not 0 < pct <= 100:
-            raise UpgradePlanError(f"{name}={value!r} must be above 0% and at most 100%.", fix)
-        return max(1, math.floor(workers * pct / 100))
-    try:
-        size = int(text)
-    except ValueError:
-        raise UpgradePlanError(f"{name}={value!r} is not a number of nodes.", fix) from None
-    if size < 1 or isinstance(value, bool):
-        raise UpgradePlanError(f"{name}={value!r} must be at least 1.", fix)
-    return size
-
-
-def parse_min_gpu_percent(
-    value: int | float | str, name: str = "upgrade_min_gpu_available_percent"
-) -> float:
-    """The floor on schedulable GPU devices, 0 to 100 (a trailing % is accepted)."""
-    text = str(value).strip().rstrip("%")
-    try:
-        pct = float(text)
-    except ValueError:
-        pct = -1.0
-    if isinstance(value, bool) or not 0 <= pct <= 100:
-        raise UpgradePlanError(
-            f"{name}={value!r} is not a percentage from 0 to 100.",
-            "give e.g. 50 to keep at least half of the GPU devices schedulable, 0 for no floor.",
-        )
-    return pct
-
-
-def package_version(version: str, revision: str = DEFAULT_PACKAGE_REVISION) -> str:
-    """``"1.37.2"`` -> ``"1.37.2-1.1"`` (the pkgs.k8s.io Debian/RPM version)."""
-    return f"{dv.parse_version(version).__str__()}-{revision}"
-
-
-def repo_url(version: str, template: str = DEFAULT_REPO_URL) -> str:
-    """The package repository of ``version``'s minor: ``template`` with ``{minor}`` replaced
-    by ``1.37``. Raises UpgradePlanError when the template has no ``{minor}``."""
-    if "{minor}" not in template:
-        raise UpgradePlanError(
-            f"upgrade_repo_url={template!r} has no {{minor}} placeholder; each minor has its "
-            "own repository.",
-            "write e.g. https://pkgs.k8s.io/core:/stable:/v{minor}/deb/ or "
-            "file:/var/lib/gpufleet/pkgs/core:/stable:/v{minor}/deb/.",
-        )
-    return template.replace("{minor}", dv.parse_version(version).minor_version)
 
 
 def upgrade_configuration(
@@ -472,86 +415,6 @@ class UpgradePlan:
 # --------------------------------------------------------------------------------------
 
 
-_RELEASE_RE = re.compile(r"^v?\d+\.\d+\.\d+$")
-_RELEASE_FIX = "give MAJOR.MINOR.PATCH with an optional leading v, e.g. 1.37.2 or v1.37.2."
-
-
-def parse_release(value: Any, name: str = "--to") -> dv.KubeVersion:
-    """An exact release (``"1.37.2"`` or ``"v1.37.2"``, surrounding spaces ignored) as a
-    KubeVersion with a patch. Packages are published only for releases (pkgs.k8s.io
-    versions ``1.37.2-1.1``; the upgrade role accepts ``^v?\\d+\\.\\d+\\.\\d+$``), so a
-    minor (``"1.37"``), a pre-release (``"1.37.3-rc.0"``) and build metadata
-    (``"1.37.2+abc"``) are refused. The range of the model is not checked here.
-
-    Raises UpgradePlanError (VersionParseError for a value that is no version at all)
-    naming ``name`` and the value, with the fix."""
-    if not isinstance(value, str):
-        raise dv.VersionParseError(f"{name}={value!r} is not a Kubernetes release string.",
-                                   _RELEASE_FIX)  # fmt: skip
-    try:
-        v = dv.parse_version(value, name)
-    except dv.VersionParseError as exc:
-        raise dv.VersionParseError(exc.reason, _RELEASE_FIX) from None
-    text = value.strip()
-    if v.patch is None:
-        raise UpgradePlanError(
-            f"{name} {value!r} names a minor, not a release.",
-            f"give the exact release, e.g. {v.minor_version}.0; packages are pinned exactly.",
-        )
-    if not _RELEASE_RE.match(text):
-        kind = "a pre-release" if v.pre else "a release with build metadata"
-        plain = f"{v.major}.{v.minor}.{v.patch}"
-        raise UpgradePlanError(
-            f"{name} {value!r} is {kind}; packages (kubeadm, kubelet, kubectl "
-            "MAJOR.MINOR.PATCH-REVISION) exist only for releases.",
-            f"give a release MAJOR.MINOR.PATCH, e.g. {plain}.",
-        )
-    return v
-
-
-def _target(version: Any, name: str = "--to") -> dv.KubeVersion:
-    v = parse_release(version, name)
-    if not UPGRADE_MIN_MINOR < v.minor <= UPGRADE_MAX_MINOR:
-        raise UpgradePlanError(
-            f"{name} {version!r} is outside the releases the version model covers for "
-            f"upgrades (1.{UPGRADE_MIN_MINOR + 1} to 1.{UPGRADE_MAX_MINOR}).",
-            f"give a release from 1.{UPGRADE_MIN_MINOR + 1}.0 to 1.{UPGRADE_MAX_MINOR}.x.",
-        )
-    return v
-
-
-def parse_target(value: Any, name: str = "--to") -> dv.KubeVersion:
-    """The release to upgrade to: ``parse_release`` and within the releases the upgrade
-    covers (1.32 to ``UPGRADE_MAX_MINOR``). Raises UpgradePlanError naming ``name``."""
-    return _target(value, name)
-
-
-def parse_via(
-    values: Sequence[Any], target: dv.KubeVersion, name: str = "--via"
-) -> dict[int, dv.KubeVersion]:
-    """The releases to pass through, by minor: each an exact release (``parse_release``) of
-    a minor below ``target``'s, at most one per minor. What needs the cluster (a minor not
-    between the cluster's and the target's) is checked by ``build_plan``. Raises
-    UpgradePlanError naming ``name`` and the value."""
-    out: dict[int, dv.KubeVersion] = {}
-    for raw in values:
-        v = parse_release(raw, name)
-        if v.minor >= target.minor:
-            raise UpgradePlanError(
-                f"{name} {v} is not between the cluster and --to ({target}): a release to pass "
-                f"through must be of a minor below {target.minor_version}.",
-                "give only releases of the minors between the cluster's and the target's.",
-            )
-        if v.minor in out and out[v.minor] != v:
-            raise UpgradePlanError(
-                f"{name} names two releases of {v.minor_version}: {out[v.minor]} and {v}; "
-                "each minor is passed through once.",
-                f"give one {v.minor_version} release.",
-            )
-        out[v.minor] = v
-    return out
-
-
 def _versions_of(node: NodeState) -> list[tuple[str, dv.KubeVersion]]:
     out = []
     for component in ("kubelet", "apiserver", "kubeadm"):
@@ -701,27 +564,75 @@ def build_plan(
             "no control-plane node in the inventory (group kube_control_plane).",
             "put the control-plane nodes in kube_control_plane.",
         )
-    floor_name = names["min_gpu_available_percent"]
-    floor = parse_min_gpu_percent(min_gpu_available_percent, floor_name)
+    floor = parse_min_gpu_percent(min_gpu_available_percent, names["min_gpu_available_percent"])
     workers = [n for n in nodes if not n.control_plane]
     size = parse_batch_size(batch_size, max(1, len(workers)), names["batch_size"])
     via_versions = parse_via(via, tv, names["via"])
     facts = ub.parse_host_facts(host_facts, [n.host for n in nodes])
-    warnings = ub.unread_warnings(facts)
-    all_versions: list[tuple[NodeState, str, dv.KubeVersion]] = []
+    low, warnings = _lowest_version(nodes, tv)
+    apis, skew = _apiserver_versions(cps, nodes)
+    warnings = ub.unread_warnings(facts) + warnings + skew
+    _check_range(low, tv, via_versions, names["via"])
+    resume = [h for h in resume_hosts if h in {n.host for n in nodes}]
+    if low >= tv and not resume:
+        return UpgradePlan(str(tv), list(nodes), [], size, floor, warnings)
+    ctx = _StepContext(
+        target=tv,
+        batch_size=size,
+        budget=_gpu_budget(nodes, floor, names["min_gpu_available_percent"]),
+        features=list(features),
+        gates=dict(gates or {}),
+        package_revision=package_revision,
+        repo_url_template=repo_url_template,
+        ignore_preflight_errors=list(ignore_preflight_errors),
+        resume=resume,
+        facts=facts,
+    )
+    settings = {c: dict(v) for c, v in (current_settings or {}).items()}
+    state = {n.host: n for n in nodes}
+    source = min(dv.parse_version(a) for a in apis)
+    seen: set[tuple] = set()
+    steps: list[Step] = []
+    for step_version in _path(low, tv, via_versions) if low.minor < tv.minor else [tv]:
+        step, settings = _plan_step(ctx, step_version, source, state, settings, seen)
+        steps.append(step)
+        state = _after_step(state, step_version)
+        source = step_version
+    return UpgradePlan(str(tv), list(nodes), steps, size, floor, warnings)
+
+
+# The named steps of build_plan: pure functions of the nodes as found and the inputs.
+
+
+def _lowest_version(
+    nodes: Sequence[NodeState], target: dv.KubeVersion
+) -> tuple[dv.KubeVersion, list[str]]:
+    """The lowest version any component of ``nodes`` runs, and a warning per version not
+    known. Raises UpgradePlanError for a component newer than ``target`` (a downgrade)."""
+    warnings: list[str] = []
+    versions: list[dv.KubeVersion] = []
     for n in nodes:
         for component, v in _versions_of(n):
-            all_versions.append((n, component, v))
-            if v > tv:
+            versions.append(v)
+            if v > target:
                 raise UpgradePlanError(
-                    f"{component} on {n.host} runs {v}, newer than --to {tv}; Kubernetes does "
-                    "not support downgrades.",
+                    f"{component} on {n.host} runs {v}, newer than --to {target}; Kubernetes "
+                    "does not support downgrades.",
                     f"give --to {v} or newer.",
                 )
         if n.kubelet is None:
             warnings.append(f"{n.host}: the kubelet version is unknown (node not registered?)")
         if n.kubeadm is None:
             warnings.append(f"{n.host}: kubeadm version unknown (not read from the host)")
+    return (min(versions) if versions else target), warnings
+
+
+def _apiserver_versions(
+    cps: Sequence[NodeState], nodes: Sequence[NodeState]
+) -> tuple[list[str], list[str]]:
+    """The kube-apiserver versions of the control-plane nodes and a warning per version-skew
+    violation now (``dra_versions.check_skew``). Raises UpgradePlanError when no
+    control-plane node shows one."""
     apis = [n.apiserver for n in cps if n.apiserver]
     if not apis:
         raise UpgradePlanError(
@@ -731,12 +642,21 @@ def build_plan(
             "component=kube-apiserver, and that kubernetes_node_name matches the node names.",
         )
     kubelets = [n.kubelet for n in nodes if n.kubelet]
-    for violation in dv.check_skew({dv.APISERVER: apis, dv.KUBELET: kubelets}):
-        warnings.append(
-            f"version skew now: {violation.component} {violation.version} vs kube-apiserver "
-            f"{violation.apiserver}: {violation.reason}"
-        )
-    low = min(v for _, _, v in all_versions)
+    return apis, [
+        f"version skew now: {v.component} {v.version} vs kube-apiserver {v.apiserver}: {v.reason}"
+        for v in dv.check_skew({dv.APISERVER: apis, dv.KUBELET: kubelets})
+    ]
+
+
+def _check_range(
+    low: dv.KubeVersion,
+    target: dv.KubeVersion,
+    via_versions: Mapping[int, dv.KubeVersion],
+    via_name: str,
+) -> None:
+    """The cluster is at 1.UPGRADE_MIN_MINOR or later, and each release to pass through is
+    of a minor between the cluster's and the target's. Raises UpgradePlanError (naming
+    ``via_name`` for a release to pass through)."""
     if low.minor < UPGRADE_MIN_MINOR:
         raise UpgradePlanError(
             f"the cluster runs {low} (lowest component version), below 1.{UPGRADE_MIN_MINOR}, "
@@ -744,221 +664,287 @@ def build_plan(
             f"bring every component to 1.{UPGRADE_MIN_MINOR} with kubeadm first.",
         )
     for minor, v in via_versions.items():
-        if not low.minor < minor < tv.minor:
+        if not low.minor < minor < target.minor:
             raise UpgradePlanError(
-                f"{names['via']} {v} is not between the cluster ({low.minor_version}) and --to "
-                f"({tv.minor_version}).",
+                f"{via_name} {v} is not between the cluster ({low.minor_version}) and --to "
+                f"({target.minor_version}).",
                 "give only releases of the minors in between.",
             )
-    known = {n.host for n in nodes}
-    resume = [h for h in resume_hosts if h in known]
-    if low >= tv and not resume:
-        return UpgradePlan(str(tv), list(nodes), [], size, floor, warnings)
-    path = _path(low, tv, via_versions) if low.minor < tv.minor else [tv]
-    total_gpu = sum(n.gpu_devices for n in nodes)
-    cordoned_gpu = sum(n.gpu_devices for n in nodes if n.unschedulable)
-    required_gpu = math.ceil(total_gpu * floor / 100)
-    gates = dict(gates or {})
-    settings = {c: dict(v) for c, v in (current_settings or {}).items()}
-    steps: list[Step] = []
-    control_plane_version = min(dv.parse_version(a) for a in apis)
-    state = {n.host: n for n in nodes}
-    seen: set[tuple] = set()
-    for step_version in path:
-        source = control_plane_version
-        if source.minor < step_version.minor - 1:
-            source = dv.KubeVersion(1, step_version.minor - 1)
-        transition = dv.plan_transition(str(source), str(step_version), features, gates)
-        reports, kept = _sanitize_all(settings, step_version)
-        found = ub.configmap_blocking(reports, step_version, transition)
-        found += ub.host_blocking(facts, step_version, transition)
-        blocking = ub.with_fixes(b for b in found if b.key() not in seen)
-        seen.update(b.key() for b in blocking)
-        # What the components hold after this step: what survived sanitize, then the plan.
-        planned = _settings_of(transition.target)
-        next_settings: dict[str, dict[str, Any]] = {}
-        for c in dv.COMPONENTS:
-            fg = dict(kept[c]["feature_gates"])
-            for name in transition.target.components[c].forbidden_gates:
-                fg.pop(name, None)
-            fg.update(planned[c]["feature_gates"])
-            rc = [e for e in kept[c]["runtime_config"] if e not in planned[c]["runtime_config"]]
-            next_settings[c] = {
-                "feature_gates": fg,
-                "runtime_config": sorted(set(rc) | set(planned[c]["runtime_config"])),
-            }
-        settings = next_settings
-        node_steps: list[NodeStep] = []
-        waves: list[Wave] = []
-        step_warnings: list[str] = []
-        apply_done = any(
-            state[n.host].apiserver and dv.parse_version(state[n.host].apiserver) >= step_version
-            for n in cps
-        )
-        apply_host: str | None = None
-        wave_index = 0
 
-        def avail(drained: int) -> float:
-            if not total_gpu:
-                return 100.0
-            return round(100.0 * (total_gpu - cordoned_gpu - drained) / total_gpu, 1)
 
-        resumed = {h for h in resume if step_version == tv and not _needs(state[h], step_version)}
+@dataclass(frozen=True)
+class _GpuBudget:
+    """GPU devices of the cluster (``total``), those cordoned before the upgrade, and the
+    floor: ``required`` devices stay schedulable (``floor`` percent, named ``name``)."""
 
-        for n in cps:
-            cur = state[n.host]
-            if not _needs(cur, step_version) and n.host not in resumed:
-                node_steps.append(
-                    NodeStep(n.host, n.name, CONTROL_PLANE, -1, [], True, f"at {step_version}")
-                )
-                continue
-            cost = 0 if n.unschedulable else n.gpu_devices
-            if total_gpu and cordoned_gpu + cost > total_gpu - required_gpu:
-                raise UpgradePlanError(
-                    f"{floor_name}={floor:g}: draining control-plane node "
-                    f"{n.name} ({n.gpu_devices} GPU devices) breaks the floor of "
-                    f"{required_gpu} of {total_gpu}.",
-                    f"lower {floor_name}.",
-                )
-            if n.host in resumed:
-                role = CONTROL_PLANE
-                upgrade = ""
-            elif not apply_done and apply_host is None:
-                role = FIRST_CONTROL_PLANE
-                apply_host = n.host
-                upgrade = f"kubeadm upgrade apply v{step_version}"
-            else:
-                role = CONTROL_PLANE
-                upgrade = "kubeadm upgrade node"
-            actions = [
-                f"kubeadm {package_version(str(step_version), package_revision)}",
-                "sanitize kubeadm-config and manifests" if role == FIRST_CONTROL_PLANE else "",
-                upgrade,
-                "assert DRA settings" if upgrade else "",
-                "drain",
-                f"kubelet+kubectl {package_version(str(step_version), package_revision)}",
-                "restart kubelet, wait Ready",
-                "uncordon",
-            ]
-            node_steps.append(
-                NodeStep(
-                    n.host,
-                    n.name,
-                    role,
-                    wave_index,
-                    [a for a in actions if a],
-                    reason=RESUME_REASON if n.host in resumed else "",
-                    gpu_devices=n.gpu_devices,
-                    resume=n.host in resumed,
-                )
+    total: int
+    cordoned: int
+    required: int
+    floor: float
+    name: str
+
+    def available(self, drained: int) -> float:
+        """Percent of the GPU devices schedulable while ``drained`` more are drained."""
+        if not self.total:
+            return 100.0
+        return round(100.0 * (self.total - self.cordoned - drained) / self.total, 1)
+
+
+def _gpu_budget(nodes: Sequence[NodeState], floor: float, name: str) -> _GpuBudget:
+    total = sum(n.gpu_devices for n in nodes)
+    cordoned = sum(n.gpu_devices for n in nodes if n.unschedulable)
+    return _GpuBudget(total, cordoned, math.ceil(total * floor / 100), floor, name)
+
+
+@dataclass(frozen=True)
+class _StepContext:
+    """What every step of one plan shares (build_plan's judged inputs)."""
+
+    target: dv.KubeVersion
+    batch_size: int
+    budget: _GpuBudget
+    features: list[str]
+    gates: dict[str, bool]
+    package_revision: str
+    repo_url_template: str
+    ignore_preflight_errors: list[str]
+    resume: list[str]
+    facts: Any
+
+
+def _plan_step(
+    ctx: _StepContext,
+    version: dv.KubeVersion,
+    control_plane_version: dv.KubeVersion,
+    state: Mapping[str, NodeState],
+    settings: Mapping[str, Mapping[str, Any]],
+    seen: set[tuple],
+) -> tuple[Step, dict[str, dict[str, Any]]]:
+    """One step to ``version``: the DRA transition, what blocks it (each entry once over
+    the plan: ``seen`` is updated), the waves, the kubeadm command. Returns the step and
+    the DRA settings the components hold after it. Raises UpgradePlanError for a node that
+    breaks the GPU floor."""
+    source = control_plane_version
+    if source.minor < version.minor - 1:
+        source = dv.KubeVersion(1, version.minor - 1)
+    transition = dv.plan_transition(str(source), str(version), ctx.features, ctx.gates)
+    reports, kept = _sanitize_all(settings, version)
+    found = ub.configmap_blocking(reports, version, transition)
+    found += ub.host_blocking(ctx.facts, version, transition)
+    blocking = ub.with_fixes(b for b in found if b.key() not in seen)
+    seen.update(b.key() for b in blocking)
+    resumed = {h for h in ctx.resume if version == ctx.target and not _needs(state[h], version)}
+    nodes = list(state.values())
+    cp_steps, waves, apply_host, warnings = _control_plane_waves(ctx, version, nodes, resumed)
+    w_steps, w_waves, serial = _worker_waves(ctx, version, nodes, resumed, len(waves))
+    uses_config, command = _apply_command(version, ctx.ignore_preflight_errors)
+    api_from, api_to = dv.kubeadm_config_api(source), dv.kubeadm_config_api(version)
+    warnings += [
+        f"{bad.version} is a known-bad release ({bad.component}): {bad.problem}; {bad.advice}"
+        for bad in dv.known_bad_releases(version)
+    ]
+    warnings.extend(transition.warnings)
+    pkg = package_version(str(version), ctx.package_revision)
+    step = Step(
+        source=str(source),
+        version=str(version),
+        repo_url=repo_url(str(version), ctx.repo_url_template),
+        packages=dict.fromkeys(("kubeadm", "kubelet", "kubectl"), pkg),
+        kubeadm_api={
+            "from": api_from.preferred,
+            "to": api_to.preferred,
+            "accepted_by_target": list(api_to.accepted),
+        },
+        upgrade_configuration=uses_config,
+        apply_host=apply_host,
+        apply_command=command,
+        transition=transition.to_dict(),
+        sanitize=reports,
+        nodes=cp_steps + w_steps,
+        waves=waves + w_waves,
+        serial=serial,
+        warnings=warnings,
+        blocking=blocking,
+    )
+    return step, _settings_after(kept, transition)
+
+
+def _settings_after(
+    kept: Mapping[str, Mapping[str, Any]], transition: dv.TransitionPlan
+) -> dict[str, dict[str, Any]]:
+    """What the components hold after a step: what survived sanitize (``kept``), without
+    the gates the target forbids, then the target's planned gates and runtime-config."""
+    planned = _settings_of(transition.target)
+    out: dict[str, dict[str, Any]] = {}
+    for c in dv.COMPONENTS:
+        fg = dict(kept[c]["feature_gates"])
+        for name in transition.target.components[c].forbidden_gates:
+            fg.pop(name, None)
+        fg.update(planned[c]["feature_gates"])
+        rc = [e for e in kept[c]["runtime_config"] if e not in planned[c]["runtime_config"]]
+        out[c] = {
+            "feature_gates": fg,
+            "runtime_config": sorted(set(rc) | set(planned[c]["runtime_config"])),
+        }
+    return out
+
+
+def _control_plane_waves(
+    ctx: _StepContext,
+    version: dv.KubeVersion,
+    nodes: Sequence[NodeState],
+    resumed: set[str],
+) -> tuple[list[NodeStep], list[Wave], str | None, list[str]]:
+    """The control-plane nodes of a step, one per wave in inventory order: the first that
+    needs it runs ``kubeadm upgrade apply`` (unless an apiserver already runs ``version``),
+    the others ``kubeadm upgrade node``; resumed ones only their kubelet part. Returns
+    ``(node steps, waves, apply host, warnings)``. Raises UpgradePlanError when draining
+    one breaks the GPU floor."""
+    budget = ctx.budget
+    cps = [n for n in nodes if n.control_plane]
+    apply_done = any(n.apiserver and dv.parse_version(n.apiserver) >= version for n in cps)
+    pkg = package_version(str(version), ctx.package_revision)
+    steps: list[NodeStep] = []
+    waves: list[Wave] = []
+    apply_host: str | None = None
+    for n in cps:
+        if not _needs(n, version) and n.host not in resumed:
+            steps.append(NodeStep(n.host, n.name, CONTROL_PLANE, -1, [], True, f"at {version}"))
+            continue
+        cost = 0 if n.unschedulable else n.gpu_devices
+        if budget.total and budget.cordoned + cost > budget.total - budget.required:
+            raise UpgradePlanError(
+                f"{budget.name}={budget.floor:g}: draining control-plane node "
+                f"{n.name} ({n.gpu_devices} GPU devices) breaks the floor of "
+                f"{budget.required} of {budget.total}.",
+                f"lower {budget.name}.",
             )
-            waves.append(Wave(wave_index, role, [n.host], cost, avail(cost)))
-            wave_index += 1
-        if (
-            not apply_done
-            and apply_host is None
-            and any(_needs(state[n.host], step_version) for n in cps)
-        ):
-            step_warnings.append("no control-plane node needs kubeadm upgrade apply")
-        pending = [n for n in workers if _needs(state[n.host], step_version) or n.host in resumed]
-        for n in workers:
-            if n not in pending:
-                node_steps.append(
-                    NodeStep(n.host, n.name, WORKER, -1, [], True, f"at {step_version}")
-                )
-        serial: list[int] = []
-        pkg = package_version(str(step_version), package_revision)
-        for batch in _batches(
-            pending, size, total_gpu, cordoned_gpu, required_gpu, floor, floor_name
-        ):
-            drained = sum(0 if n.unschedulable else n.gpu_devices for n in batch)
-            waves.append(Wave(wave_index, WORKER, [n.host for n in batch], drained, avail(drained)))
-            serial.append(len(batch))
-            for n in batch:
-                node_steps.append(
-                    NodeStep(
-                        n.host,
-                        n.name,
-                        WORKER,
-                        wave_index,
-                        [
-                            f"kubeadm {pkg}",
-                            "drain",
-                            "kubeadm upgrade node",
-                            f"kubelet+kubectl {pkg}",
-                            "assert kubelet DRA gates",
-                            "restart kubelet, wait Ready",
-                            "DRA plugin Ready, ResourceSlices republished",
-                            "uncordon",
-                        ],
-                        reason=RESUME_REASON if n.host in resumed else "",
-                        gpu_devices=n.gpu_devices,
-                        resume=n.host in resumed,
-                    )
-                )
-            wave_index += 1
-        cfg = upgrade_configuration(
-            str(step_version), ignore_preflight_errors=ignore_preflight_errors
-        )
-        if cfg is not None:
-            command = ["kubeadm", "upgrade", "apply", f"v{step_version}", "--config",
-                       "/etc/kubernetes/gpufleet/upgrade-configuration.yaml", "--yes"]  # fmt: skip
+        if n.host in resumed:
+            role, upgrade = CONTROL_PLANE, ""
+        elif not apply_done and apply_host is None:
+            role, apply_host = FIRST_CONTROL_PLANE, n.host
+            upgrade = f"kubeadm upgrade apply v{version}"
         else:
-            command = ["kubeadm", "upgrade", "apply", f"v{step_version}", "--yes"]
-            if ignore_preflight_errors:
-                command.append("--ignore-preflight-errors=" + ",".join(ignore_preflight_errors))
-        api_from = dv.kubeadm_config_api(source)
-        api_to = dv.kubeadm_config_api(step_version)
-        known_bad = dv.known_bad_releases(step_version)
-        for bad in known_bad:
-            step_warnings.append(
-                f"{bad.version} is a known-bad release ({bad.component}): {bad.problem}; "
-                f"{bad.advice}"
-            )
-        step_warnings.extend(transition.warnings)
+            role, upgrade = CONTROL_PLANE, "kubeadm upgrade node"
+        actions = [
+            f"kubeadm {pkg}",
+            "sanitize kubeadm-config and manifests" if role == FIRST_CONTROL_PLANE else "",
+            upgrade,
+            "assert DRA settings" if upgrade else "",
+            "drain",
+            f"kubelet+kubectl {pkg}",
+            "restart kubelet, wait Ready",
+            "uncordon",
+        ]
+        index = len(waves)
         steps.append(
-            Step(
-                source=str(source),
-                version=str(step_version),
-                repo_url=repo_url(str(step_version), repo_url_template),
-                packages={
-                    p: package_version(str(step_version), package_revision)
-                    for p in ("kubeadm", "kubelet", "kubectl")
-                },
-                kubeadm_api={
-                    "from": api_from.preferred,
-                    "to": api_to.preferred,
-                    "accepted_by_target": list(api_to.accepted),
-                },
-                upgrade_configuration=cfg is not None,
-                apply_host=apply_host,
-                apply_command=command,
-                transition=transition.to_dict(),
-                sanitize=reports,
-                nodes=node_steps,
-                waves=waves,
-                serial=serial,
-                warnings=step_warnings,
-                blocking=blocking,
-            )
-        )
-        # After the step every node runs step_version.
-        state = {
-            h: NodeState(
+            NodeStep(
                 n.host,
                 n.name,
-                n.control_plane,
-                str(step_version),
-                str(step_version) if n.control_plane else None,
-                str(step_version),
-                n.gpu_devices,
-                n.unschedulable,
-                n.ready,
+                role,
+                index,
+                [a for a in actions if a],
+                reason=RESUME_REASON if n.host in resumed else "",
+                gpu_devices=n.gpu_devices,
+                resume=n.host in resumed,
             )
-            for h, n in state.items()
-        }
-        control_plane_version = step_version
-    return UpgradePlan(str(tv), list(nodes), steps, size, floor, warnings)
+        )
+        waves.append(Wave(index, role, [n.host], cost, budget.available(cost)))
+    warnings = []
+    if not apply_done and apply_host is None and any(_needs(n, version) for n in cps):
+        warnings.append("no control-plane node needs kubeadm upgrade apply")
+    return steps, waves, apply_host, warnings
+
+
+#: What a worker goes through in a step (``{pkg}``: the packages' version).
+WORKER_ACTIONS = (
+    "kubeadm {pkg}",
+    "drain",
+    "kubeadm upgrade node",
+    "kubelet+kubectl {pkg}",
+    "assert kubelet DRA gates",
+    "restart kubelet, wait Ready",
+    "DRA plugin Ready, ResourceSlices republished",
+    "uncordon",
+)
+
+
+def _worker_waves(
+    ctx: _StepContext,
+    version: dv.KubeVersion,
+    nodes: Sequence[NodeState],
+    resumed: set[str],
+    first_wave: int,
+) -> tuple[list[NodeStep], list[Wave], list[int]]:
+    """The workers of a step: those at ``version`` skipped, the others (and the resumed)
+    in batches (``_batches``: batch size and GPU floor), waves numbered from
+    ``first_wave``. Returns ``(node steps, waves, serial)``, serial the batch sizes."""
+    workers = [n for n in nodes if not n.control_plane]
+    pending = [n for n in workers if _needs(n, version) or n.host in resumed]
+    steps = [
+        NodeStep(n.host, n.name, WORKER, -1, [], True, f"at {version}")
+        for n in workers
+        if n not in pending
+    ]
+    pkg = package_version(str(version), ctx.package_revision)
+    actions = [a.format(pkg=pkg) for a in WORKER_ACTIONS]
+    b = ctx.budget
+    waves: list[Wave] = []
+    serial: list[int] = []
+    batches = _batches(pending, ctx.batch_size, b.total, b.cordoned, b.required, b.floor, b.name)
+    for index, batch in enumerate(batches, first_wave):
+        drained = sum(0 if n.unschedulable else n.gpu_devices for n in batch)
+        waves.append(Wave(index, WORKER, [n.host for n in batch], drained, b.available(drained)))
+        serial.append(len(batch))
+        steps += [
+            NodeStep(
+                n.host,
+                n.name,
+                WORKER,
+                index,
+                list(actions),
+                reason=RESUME_REASON if n.host in resumed else "",
+                gpu_devices=n.gpu_devices,
+                resume=n.host in resumed,
+            )
+            for n in batch
+        ]
+    return steps, waves, serial
+
+
+def _apply_command(
+    version: dv.KubeVersion, ignore_preflight_errors: Sequence[str]
+) -> tuple[bool, list[str]]:
+    """``(UpgradeConfiguration used, kubeadm upgrade apply argv)`` for ``version``: with a
+    configuration file from 1.UPGRADE_CONFIGURATION_SINCE on, else with flags."""
+    cfg = upgrade_configuration(str(version), ignore_preflight_errors=ignore_preflight_errors)
+    if cfg is not None:
+        return True, ["kubeadm", "upgrade", "apply", f"v{version}", "--config",
+                      "/etc/kubernetes/gpufleet/upgrade-configuration.yaml", "--yes"]  # fmt: skip
+    command = ["kubeadm", "upgrade", "apply", f"v{version}", "--yes"]
+    if ignore_preflight_errors:
+        command.append("--ignore-preflight-errors=" + ",".join(ignore_preflight_errors))
+    return False, command
+
+
+def _after_step(state: Mapping[str, NodeState], version: dv.KubeVersion) -> dict[str, NodeState]:
+    """The nodes after a step: every component runs ``version`` (an apiserver only on the
+    control-plane nodes)."""
+    v = str(version)
+    return {
+        h: NodeState(
+            n.host,
+            n.name,
+            n.control_plane,
+            v,
+            v if n.control_plane else None,
+            v,
+            n.gpu_devices,
+            n.unschedulable,
+            n.ready,
+        )
+        for h, n in state.items()
+    }
 
 
 def settings_from_configmaps(

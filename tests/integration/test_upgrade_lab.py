@@ -182,13 +182,11 @@ class Lab:
     def extravars(self) -> dict[str, Any]:
         """What `gpufleet upgrade` passes on the lab, plus short drain bounds."""
         if self._extravars is None:
-            from gpufleet.commands.upgrade import lab_upgrade_vars
+            from gpufleet.lab.upgrade import lab_upgrade_vars
 
             lab_vars = {**self.state["vars"], "lab_kubeconfig": str(self.kubeconfig)}
             t = time.monotonic()
-            per_step = lab_upgrade_vars(
-                [SOURCE], [TARGET], lambda *k: next((lab_vars[x] for x in k if x in lab_vars), None)
-            )
+            per_step = lab_upgrade_vars([SOURCE], [TARGET], lab_vars)
             print(f"repository and images: {time.monotonic() - t:.0f}s")
             self._extravars = {
                 **per_step[TARGET],

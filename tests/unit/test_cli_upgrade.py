@@ -1,4 +1,5 @@
-"""``gpufleet upgrade --plan`` from a saved cluster snapshot (real ansible-inventory)."""
+"""``gpufleet upgrade --plan`` from a saved cluster snapshot (real ansible-playbook in check
+mode: the role plans, the command renders)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 
 from gpufleet.cli import main
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.ansible
 
 
 def _node(name, version, unschedulable=False):
@@ -88,7 +89,7 @@ def test_plan_json_uses_inventory_variables(site):
         ["upgrade", "-i", str(inv), "--to", "1.37.2", "--plan", "--json", "--snapshot", str(snap)],
     )
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert doc["path"] == ["1.37.2"]
     assert doc["batch_size"] == 2  # 50% of 4 workers
     step = doc["steps"][0]
@@ -116,7 +117,7 @@ def test_options_override_inventory_variables(site):
          "--batch-size", "1", "--min-gpu-available-percent", "0"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["steps"][0]["worker_serial"] == [1, 1, 1, 1]
+    assert json.loads(result.stdout)["steps"][0]["worker_serial"] == [1, 1, 1, 1]
 
 
 def test_table_names_the_step_and_the_removed_gate(site):
@@ -280,9 +281,26 @@ def test_warnings_before_an_upgrade_are_named_and_accepted_only_explicitly():
     }
     assert cmd.warned_checks(doc) == ["gates.model"]
     assert cmd.warned_checks({"checks": [{"id": "a", "status": "pass"}]}) == []
-    assert cmd._truthy("yes") and cmd._truthy(True) and not cmd._truthy("false")
     result = CliRunner().invoke(main, ["upgrade", "--help"])
     assert "--accept-warnings" in result.output
+
+
+@pytest.mark.parametrize(("value", "accepted"), [("yes", True), ("false", False), (None, False)])
+def test_the_run_reads_upgrade_accept_warnings_as_ansible_does(site, tmp_path, value, accepted):
+    import io
+
+    from rich.console import Console
+
+    from gpufleet.commands import upgrade as cmd
+
+    inv, snap = site
+    extra = {"upgrade_report_path": str(tmp_path / "r.json")}
+    if value is not None:
+        extra["upgrade_accept_warnings"] = value
+    run = cmd.get_plan(
+        [str(inv)], cmd.plan_vars(extra, "1.37.2", snapshot=str(snap)), Console(file=io.StringIO())
+    )
+    assert run.settings == {"report_path": str(tmp_path / "r.json"), "accept_warnings": accepted}
 
 
 def test_validate_around_an_upgrade_creates_the_reports_directory(tmp_path, monkeypatch) -> None:

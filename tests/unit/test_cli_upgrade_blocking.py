@@ -20,8 +20,9 @@ from click.testing import CliRunner
 
 from gpufleet.cli import main
 from gpufleet.commands import upgrade as cmd
+from gpufleet.lab import upgrade as lab
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.ansible
 
 SOURCE, TARGET = "1.37.2", "1.38.0"
 KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
@@ -121,7 +122,7 @@ def site(tmp_path, monkeypatch):
         raise AssertionError("a playbook ran")
 
     monkeypatch.setattr(cmd, "run_steps", no_run)
-    monkeypatch.setattr(cmd, "lab_upgrade_vars", no_run)
+    monkeypatch.setattr(lab, "lab_upgrade_vars", no_run)
     monkeypatch.setenv("HOME", str(tmp_path))
 
     def write(snap):
@@ -165,7 +166,7 @@ def blocking_rows(output):
 def test_a_removed_gate_in_a_hosts_kubelet_file_blocks_the_plan(site):
     result = plan(site, snapshot(file_gates={"CSIMigration": True}), "--plan")
     assert result.exit_code == 1, result.output
-    rows = blocking_rows(result.output)
+    rows = blocking_rows(result.stdout)
     first = rows[0]
     for part in ("gpu-1", KUBELET_CONFIG, "kubelet", "CSIMigration"):
         assert part in first, first
@@ -194,10 +195,10 @@ def test_the_json_plan_carries_the_blocking_items_and_exits_1(site):
 def test_a_removed_gate_only_in_the_kubelet_configmap_names_the_configmap(site):
     result = plan(site, snapshot(configmap_gates={"CSIMigration": True}), "--plan")
     assert result.exit_code == 1, result.output
-    [row] = blocking_rows(result.output)
+    [row] = blocking_rows(result.stdout)
     assert "kube-system/kubelet-config" in row and "CSIMigration" in row
     assert row.split(" | ")[0] == "-"  # a ConfigMap has no host
-    assert TARGET in "\n".join(blocking_rows(result.output))
+    assert TARGET in "\n".join(blocking_rows(result.stdout))
 
 
 def test_a_gate_the_target_still_registers_does_not_block(site):
@@ -219,7 +220,7 @@ def test_a_dra_gate_the_upgrade_removes_itself_does_not_block(site):
 def test_the_run_refuses_before_any_host_is_changed(site):
     result = plan(site, snapshot(file_gates={"CSIMigration": True}), "--no-validate")
     assert result.exit_code == 1, result.output
-    assert KUBELET_CONFIG in "\n".join(blocking_rows(result.output))
+    assert KUBELET_CONFIG in "\n".join(blocking_rows(result.stdout))
     assert "nothing was changed" in result.output
     assert site.ran == []
 
@@ -240,35 +241,42 @@ def test_gate_facts_that_are_not_an_object_are_refused(site):
 
 
 def test_the_live_plan_reads_the_hosts_gate_facts_and_saves_them(site, monkeypatch):
-    snap = snapshot(file_gates={"CSIMigration": True})
-    asked: dict[str, list[str]] = {}
+    """The planner module given the hosts' gate facts (what the read play registered)
+    saves them in the snapshot; the saved snapshot plans the same, away from the cluster."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_cluster as uc
+    from ansible_collections.gpufleet.cluster.plugins.modules import upgrade_plan as module
 
-    def cluster(kubeconfig, name):
+    from tests.integration.test_hostile_input_servers import run_module
+
+    snap = snapshot(file_gates={"CSIMigration": True})
+    read: list[str] = []
+
+    def cluster(kubeconfig):
+        read.append(kubeconfig)
         return {k: snap[k] for k in ("schema", "nodes", "pods", "resourceslices",
                                      "cluster_configuration", "kubelet_configuration")}  # fmt: skip
 
-    def kubeadm(inventory, hosts):
-        return dict(snap["kubeadm_versions"])
-
-    def gate_facts(inventory, hosts):
-        asked["hosts"] = list(hosts)
-        return dict(snap["gate_facts"])
-
-    monkeypatch.setattr(cmd, "read_cluster", cluster)
-    monkeypatch.setattr(cmd, "read_kubeadm_versions", kubeadm)
-    monkeypatch.setattr(cmd, "read_gate_facts", gate_facts)
+    monkeypatch.setattr(uc, "read_cluster", cluster)
     kubeconfig = site.tmp / "admin.conf"
     kubeconfig.write_text("{}")
     saved = site.tmp / "saved.json"
-    result = CliRunner().invoke(
-        main,
-        ["upgrade", "-i", site.inv, "--to", TARGET, "--plan", "--json",
-         "--kubeconfig", str(kubeconfig), "--save-snapshot", str(saved)],
-    )  # fmt: skip
-    assert result.exit_code == 1, result.output
-    assert asked["hosts"] == ["cp-1", "gpu-1"]
+    res = run_module(
+        module,
+        {
+            "kubeconfig": str(kubeconfig),
+            "target": TARGET,
+            "hosts": [
+                {"host": "cp-1", "name": "cp-1", "control_plane": True},
+                {"host": "gpu-1", "name": "gpu-1", "control_plane": False},
+            ],
+            "kubeadm_versions": snap["kubeadm_versions"],
+            "host_facts": list(snap["gate_facts"].values()),
+            "save_snapshot": str(saved),
+        },
+    )
+    assert read == [str(kubeconfig)]
+    assert [(b["host"], b["entry"]) for b in res["blocking"]] == [("gpu-1", "CSIMigration=true")]
     assert json.loads(saved.read_text())["gate_facts"] == snap["gate_facts"]
-    # the saved snapshot plans the same, away from the cluster
     again = plan(site, json.loads(saved.read_text()), "--plan", "--json")
     assert again.exit_code == 1
-    assert json.loads(again.stdout)["blocking"] == json.loads(result.stdout)["blocking"]
+    assert json.loads(again.stdout)["blocking"] == res["blocking"]

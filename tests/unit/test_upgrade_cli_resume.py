@@ -1,17 +1,17 @@
-"""``gpufleet upgrade``: resume from the report, unreachable hosts, timings
-(gpufleet/commands/upgrade.py)."""
+"""``gpufleet upgrade``: resume from the report (the role's planner reads it), unreachable
+hosts, timings (gpufleet/commands/upgrade.py), the lab's additions (gpufleet/lab/upgrade.py)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_cluster as uc
 from click.testing import CliRunner
 
 from gpufleet.cli import main
 from gpufleet.commands import upgrade as cmd
-
-pytestmark = pytest.mark.unit
+from gpufleet.lab import upgrade as lab
 
 TARGET = "1.37.2"
 
@@ -83,26 +83,29 @@ def _plan(site, report):
     )  # fmt: skip
 
 
+@pytest.mark.ansible
 def test_a_node_the_report_left_cordoned_is_resumed_though_at_the_target(site):
     result = _plan(site, site / "report.json")
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert doc["up_to_date"] is False and doc["path"] == [TARGET]
     nodes = {n["host"]: n for n in doc["steps"][0]["nodes"]}
     assert nodes["gpu-b"]["resume"] is True and not nodes["gpu-b"]["skip"]
     assert nodes["gpu-a"]["skip"] and nodes["cp"]["skip"]
 
 
+@pytest.mark.ansible
 def test_without_the_report_the_same_cluster_is_up_to_date(site):
     result = _plan(site, site / "missing.json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["up_to_date"] is True
+    assert json.loads(result.stdout)["up_to_date"] is True
 
 
+@pytest.mark.unit
 def test_a_report_of_another_target_resumes_nothing():
     report = {"target": "1.36.3", "nodes": {"gpu-b": {"cordoned_by_upgrade": True}}}
-    assert cmd.resume_hosts(report, [TARGET]) == []
-    assert cmd.resume_hosts(report, ["1.36.3"]) == ["gpu-b"]
+    assert uc.resume_hosts(report, [TARGET]) == []
+    assert uc.resume_hosts(report, ["1.36.3"]) == ["gpu-b"]
     assert cmd.unfinished_hosts({"target": TARGET, "nodes": {
         "a": {"state": "failed"}, "b": {"state": "in-progress"}, "c": {"state": "upgraded"}
     }}, [TARGET]) == ["a", "b"]  # fmt: skip
@@ -112,6 +115,7 @@ def _event(kind, host, res, **data):
     return {"event": kind, "event_data": {"host": host, "res": res, **data}}
 
 
+@pytest.mark.unit
 def test_unreachable_host_in_progress_is_recorded_failed_with_its_phase(tmp_path):
     path = tmp_path / "report.json"
     path.write_text(json.dumps({
@@ -138,6 +142,7 @@ def test_unreachable_host_in_progress_is_recorded_failed_with_its_phase(tmp_path
     assert tracker.record(path, TARGET) == []
 
 
+@pytest.mark.unit
 def test_timings_add_the_control_plane_part_and_split_waits_from_overhead():
     report = {"nodes": {
         "cp": {"state": "upgraded", "timings_s": {"control_plane_s": 200.0, "drain_s": 10.0,
@@ -154,15 +159,23 @@ def test_timings_add_the_control_plane_part_and_split_waits_from_overhead():
     assert (rows["gpu-a"]["waits_s"], rows["gpu-a"]["overhead_s"]) == (62.0, 88.0)
 
 
+@pytest.mark.unit
 def test_lab_variables_only_for_the_lab_inventory(tmp_path):
-    assert cmd.lab_upgrade_vars(["1.36.3"], [TARGET], lambda *k: None) == {}
-    assert cmd.lab_report_path(lambda *k: None) is None
-    kubeconfig = tmp_path / "labs" / "x" / "kubeconfig"
-    assert (
-        cmd.lab_report_path(lambda *k: str(kubeconfig)) == kubeconfig.parent / "upgrade-report.json"
-    )
+    assert lab.lab_upgrade_vars(["1.36.3"], [TARGET], None) == {}
+    site = {"_meta": {"hostvars": {"cp": {"upgrade_batch_size": 2}}}}
+    assert lab.lab_vars(site) is None
+    kubeconfig = str(tmp_path / "labs" / "x" / "kubeconfig")
+    inventory = {"_meta": {"hostvars": {
+        "cp": {"lab_kubeconfig": kubeconfig, "kubeadm_etcd_image_tag": "{{ etcd_tag }}"},
+        "gpu-a": {"kubeadm_etcd_image_tag": "3.5.21-0"},
+    }}}  # fmt: skip
+    assert lab.lab_vars(inventory) == {
+        "lab_kubeconfig": kubeconfig,
+        "kubeadm_etcd_image_tag": "3.5.21-0",
+    }
 
 
+@pytest.mark.unit
 def test_timings_of_this_run_only_leave_out_nodes_skipped_or_updated_before():
     report = {"nodes": {
         "a": {"state": "upgraded", "updated": "2026-01-01T10:00:05Z", "timings_s": {"drain_s": 1}},
@@ -174,10 +187,15 @@ def test_timings_of_this_run_only_leave_out_nodes_skipped_or_updated_before():
     assert [r["host"] for r in cmd.timing_rows(report, ["a", "b", "c"])] == ["a", "b", "c"]
 
 
-def test_the_plan_names_the_local_repository_on_the_lab_and_the_url_elsewhere(tmp_path):
-    lab = {"lab_kubeconfig": str(tmp_path / "kubeconfig")}
-    assert cmd.repo_template(lab.get).startswith("file:")
-    assert cmd.repo_template(lab.get).endswith("/pkgs/core:/stable:/v{minor}/deb/")
-    site = {"upgrade_local_repo_dir": "/srv/k8s"}
-    assert cmd.repo_template(site.get) == "file:/srv/k8s/core:/stable:/v{minor}/deb/"
-    assert cmd.repo_template({}.get) == "https://pkgs.k8s.io/core:/stable:/v{minor}/deb/"
+@pytest.mark.unit
+def test_the_plan_names_the_local_repository_on_the_lab_and_nothing_elsewhere(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path))
+    on_lab = {"lab_kubeconfig": str(tmp_path / "kubeconfig")}
+    # a lab that copies the repository to its nodes: named once it is built
+    assert lab.lab_plan_vars(on_lab) == {}
+    mounted = lab.lab_plan_vars({**on_lab, "kubeadm_binaries_remote_src": True})
+    assert mounted["upgrade_local_repo_dir"].endswith("/pkgs")
+    assert mounted["upgrade_local_repo_remote_src"] is True
+    assert lab.lab_plan_vars(None) == {}
