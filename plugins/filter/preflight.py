@@ -69,17 +69,9 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight as pf
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_specs as ps
-
-
-def _plain(value):
-    """Ansible's lazy and tagged containers as plain dicts, lists and scalars."""
-    if isinstance(value, dict) or hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
-        return value
-    return str(value)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.input_guard import (
+    plain_value as _plain,
+)
 
 
 def preflight_check(hosts, removed=None, known_variables=None, roles_dir=None, roles=None):

@@ -29,6 +29,7 @@ __all__ = [
     "load_json",
     "load_yaml",
     "load_yaml_documents",
+    "plain_value",
     "read_stream",
     "read_text",
     "variable_bool",
@@ -273,6 +274,18 @@ def load_json(text: str, what: str, example: str = '{"key": 1}') -> Any:
     except ValueError as err:  # an integer of more than 4,300 digits
         raise InputError(f"{what} is not usable JSON ({err}); fix: give real values") from None
     return check_shape(data, what)
+
+
+def plain_value(value: Any) -> Any:
+    """Ansible's lazy and tagged containers (what a filter receives) as plain dicts, lists
+    and scalars; anything else as its text."""
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): plain_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [plain_value(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+        return value
+    return str(value)
 
 
 def variable_bool(value: Any) -> bool | None:
