@@ -73,7 +73,7 @@ class FactsError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class FactRelease:
+class FactRelease(release_pins.ReleaseVersion):
     """One release whose facts are generated: ``version`` (``1.38.0-beta.0``), the Go
     toolchain its module needs (``go1.27.3``; None: the local one), module substitutions
     (``{"sigs.k8s.io/structured-merge-diff/v7 v7.0.1": "v7.0.0"}``)."""
@@ -82,18 +82,6 @@ class FactRelease:
     go_toolchain: str | None = None
     substitute: tuple[tuple[str, str], ...] = ()
     ci: bool = False
-
-    @property
-    def tag(self) -> str:
-        return "v" + self.version
-
-    @property
-    def minor(self) -> int:
-        return int(self.version.split(".")[1])
-
-    @property
-    def staging_version(self) -> str:
-        return release_pins.staging_version(self.version)
 
 
 def parse_fact_releases(data: Any, source: str = str(RELEASES_FILE)) -> tuple[FactRelease, ...]:

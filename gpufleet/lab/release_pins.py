@@ -61,16 +61,11 @@ def staging_version(version: str) -> str:
     return "v0." + version.removeprefix("v").split(".", 1)[1]
 
 
-@dataclass(frozen=True)
-class KubernetesRelease:
-    """A pinned Kubernetes release, e.g. ``version="1.37.2"``, ``etcd="3.7.3"``."""
+class ReleaseVersion:
+    """What a Kubernetes release's plain ``version`` (``1.37.2``) gives: its Go module tag,
+    its minor and the version of its staging modules."""
 
     version: str
-    etcd: str
-    optional: bool = False
-    note: str = ""
-    commit: str | None = None
-    go_toolchain: str | None = None
 
     @property
     def tag(self) -> str:
@@ -84,6 +79,18 @@ class KubernetesRelease:
     @property
     def staging_version(self) -> str:
         return staging_version(self.version)
+
+
+@dataclass(frozen=True)
+class KubernetesRelease(ReleaseVersion):
+    """A pinned Kubernetes release, e.g. ``version="1.37.2"``, ``etcd="3.7.3"``."""
+
+    version: str
+    etcd: str
+    optional: bool = False
+    note: str = ""
+    commit: str | None = None
+    go_toolchain: str | None = None
 
 
 @dataclass(frozen=True)
