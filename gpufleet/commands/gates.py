@@ -81,7 +81,7 @@ def gates() -> None:
     required=True,
     metavar="VERSION",
     callback=_version,
-    help="Target Kubernetes version, e.g. 1.35.0 or v1.35.0.",
+    help=f"Target Kubernetes version, e.g. {dv.example_release()} or v{dv.example_release()}.",
 )
 @click.option(
     "--from",

@@ -68,6 +68,13 @@ def default_kubernetes_version() -> str:
     return f"1.{dv.PROVISION_MAX_MINOR}"
 
 
+def _first_shaped() -> str:
+    """``"resource.k8s.io/v1beta1 (Kubernetes 1.32)"``: the oldest shaped version that
+    serves ResourceClaimTemplates and its first release, per the version model."""
+    minor, version = dv.first_minor_serving("ResourceClaimTemplate", SHAPED_VERSIONS)
+    return f"{RESOURCE_GROUP}/{version} (Kubernetes 1.{minor})"
+
+
 def api_choice_for(kubernetes_version: str) -> ApiChoice:
     """The most stable resource.k8s.io version that ``kubernetes_version`` serves with the
     ResourceClaimTemplate kind and whose shape this module writes (v1, v1beta2, v1beta1).
@@ -89,7 +96,7 @@ def api_choice_for(kubernetes_version: str) -> ApiChoice:
     raise ClaimTemplateError(
         f"kubernetes_version={kubernetes_version!r} serves only "
         f"{', '.join(s.group_version for s in served)}; ResourceClaimTemplates with structured "
-        "parameters need resource.k8s.io/v1beta1 (Kubernetes 1.32) or newer.",
+        f"parameters need {_first_shaped()} or newer.",
         f"use Kubernetes 1.{dv.PROVISION_MIN_MINOR} or newer.",
     )
 

@@ -243,7 +243,8 @@ def _check_request_v1beta1(out: _Collector, rpath: str, req: Mapping[str, Any]) 
         out.error(
             f"{rpath}.exactly",
             f"{RESOURCE_GROUP}/v1beta1 has no exactly: put deviceClassName, selectors, count "
-            f"directly on the request, or use apiVersion {RESOURCE_GROUP}/v1 (Kubernetes 1.34+)",
+            f"directly on the request, or use apiVersion {RESOURCE_GROUP}/v1 (Kubernetes "
+            f"{dv.first_release_serving('ResourceClaim', ('v1',))}+)",
         )
     body = {k: v for k, v in req.items() if k not in ("name", "exactly", "firstAvailable")}
     for key in list(body):

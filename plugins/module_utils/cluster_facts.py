@@ -123,7 +123,7 @@ def _release_problem(fact: ClusterFact, value: Any) -> dict[str, Any] | None:
             "variable": fact.name,
             "value": value,
             "message": "is not a Kubernetes release",
-            "fix": f'write {fact.name} as MAJOR.MINOR.PATCH, for example "1.37.2"',
+            "fix": f'write {fact.name} as MAJOR.MINOR.PATCH, for example "{dv.example_release()}"',
         }
     verdict = dv.supported_for_provision(text)
     if not verdict.ok:

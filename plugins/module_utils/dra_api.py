@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s_releases as _releases
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_core import (
     COMPONENTS,
+    MAX_MINOR,
+    MIN_MINOR,
     RESOURCE_GROUP,
     VersionLike,
     VersionModelError,
@@ -142,6 +144,36 @@ def _served(minor: int) -> dict[str, tuple[bool, tuple[str, ...]]]:
         for ver, a in rel.resource.items()
         if a.served and a.kinds and (a.removed is None or minor < a.removed)
     }
+
+
+def first_minor_serving(
+    kind: str, versions: tuple[str, ...] | None = None, *, by_default: bool = False
+) -> tuple[int, str] | None:
+    """``(minor, version)``: the oldest minor of the model whose kube-apiserver serves
+    ``kind`` (``"ResourceClaimTemplate"``) in one of ``versions`` (``("v1",)``; any when
+    None), on by default when ``by_default``, with the most stable such version; None when
+    no minor of the model does. The facts are ``served_api_versions``'."""
+    for minor in range(MIN_MINOR, MAX_MINOR + 1):
+        api = _served(minor)
+        for ver in sorted(api, key=lambda x: _VERSION_ORDER[x]):
+            on, kinds = api[ver]
+            if kind in kinds and (versions is None or ver in versions) and (on or not by_default):
+                return minor, ver
+    return None
+
+
+def first_release_serving(
+    kind: str, versions: tuple[str, ...] | None = None, *, by_default: bool = False
+) -> str:
+    """``"1.32"``: ``first_minor_serving``'s minor as text for messages (raises
+    VersionModelError when no minor of the model serves ``kind`` so)."""
+    found = first_minor_serving(kind, versions, by_default=by_default)
+    if found is None:
+        raise VersionModelError(
+            f"no Kubernetes release of the model serves {kind} in {versions or 'any version'}.",
+            "extend the version model.",
+        )
+    return _mv(found[0])
 
 
 def _version_for_kind(minor: int, kind: str) -> str | None:

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Union
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s_releases as _releases
+
 # --------------------------------------------------------------------------------------
 # Range of the model
 # --------------------------------------------------------------------------------------
@@ -101,6 +103,17 @@ class KubeVersion:
 VersionLike = Union[str, KubeVersion]  # noqa: UP007 (evaluated at run time on managed hosts)
 
 
+def example_release() -> str:
+    """``"1.37.2"``: the release every message gives as its example (the newest generated
+    release that is no pre-release, ``k8s_releases.example_release``)."""
+    return _releases.example_release()
+
+
+def _version_fix() -> str:
+    ex = example_release()
+    return f"give MAJOR.MINOR[.PATCH] with an optional leading v, e.g. {ex} or v{ex}."
+
+
 def parse_version(value: VersionLike, name: str = "version") -> KubeVersion:
     """Parse ``"1.35"``, ``"1.35.0"``, ``"v1.35.0"`` or ``"v1.35.0-rc.1"`` into a KubeVersion.
 
@@ -112,20 +125,20 @@ def parse_version(value: VersionLike, name: str = "version") -> KubeVersion:
     if not isinstance(value, str):
         raise VersionParseError(
             f"{name}={value!r} is not a Kubernetes version string.",
-            "give a version such as 1.35.0 or v1.35.0.",
+            _version_fix(),
         )
     match = _VERSION_RE.match(value.strip())
     if not match:
         raise VersionParseError(
             f"{name}={value!r} is not a Kubernetes version.",
-            "give MAJOR.MINOR[.PATCH] with an optional leading v, e.g. 1.35.0 or v1.35.0.",
+            _version_fix(),
         )
     major, minor = int(match.group(1)), int(match.group(2))
     patch = int(match.group(3)) if match.group(3) is not None else None
     if major != 1:
         raise VersionParseError(
             f"{name}={value!r} has major version {major}; Kubernetes versions are 1.x.",
-            "give a version such as 1.35.0.",
+            f"give a version such as {example_release()}.",
         )
     return KubeVersion(major, minor, patch, match.group(4))
 

@@ -239,7 +239,8 @@ def _read_api_version(kv: dv.KubeVersion) -> str:
         "dra_driver_kubernetes_version",
         str(kv),
         "serves no resource.k8s.io version with ResourceSlices",
-        "use Kubernetes 1.32 or later",
+        f"use Kubernetes {dv.first_release_serving('ResourceSlice', ('v1beta2', 'v1beta1'))}"
+        " or later",
     )
 
 

@@ -286,8 +286,9 @@ def _check_explicit_wishes(
                 fix = f"remove {name} from the feature gates of every component"
                 if name == "DRAControlPlaneController":
                     fix += (
-                        "; classic DRA with a control-plane controller ended in 1.31, "
-                        "use structured parameters (DRA drivers publishing ResourceSlices)"
+                        "; classic DRA with a control-plane controller ended with "
+                        f"{_mv((st.removed_in or st.minor) - 1)}, use structured parameters "
+                        "(DRA drivers publishing ResourceSlices)"
                     )
                 elif name == DRA_GATE:
                     fix += f"; DRA is always on from {_locked_since(name)}, nothing needs to be set"

@@ -14,12 +14,16 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config
     ConfigError,
     parse_containerd_version,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_api import (
+    first_minor_serving,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_core import (
     APISERVER,
     CONTROLLER_MANAGER,
     KUBELET,
     PROVISION_MAX_MINOR,
     PROVISION_MIN_MINOR,
+    RESOURCE_GROUP,
     SCHEDULER,
     VersionLike,
     VersionModelError,
@@ -264,11 +268,12 @@ def supported_for_provision(version: VersionLike) -> ProvisionVerdict:
     """
     v = parse_version(version)
     if v.minor < PROVISION_MIN_MINOR:
+        beta = first_minor_serving("ResourceSlice", ("v1beta2", "v1beta1"))
+        arrives = f"{RESOURCE_GROUP}/{beta[1]} arrives in {_mv(beta[0])}" if beta else ""
         return ProvisionVerdict(
             False,
             f"Kubernetes {v} is older than {_mv(PROVISION_MIN_MINOR)}: DRA there is alpha (no "
-            "beta structured-parameters API, resource.k8s.io/v1beta1 arrives in 1.32); "
-            f"provision supports {_PROVISION_RANGE}",
+            f"beta structured-parameters API; {arrives}); provision supports {_PROVISION_RANGE}",
         )
     if v.minor > PROVISION_MAX_MINOR:
         return ProvisionVerdict(

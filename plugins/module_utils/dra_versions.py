@@ -72,6 +72,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_api import ( 
     ApiVersionState,
     KubeadmConfigAPI,
     extra_args_shape,
+    first_minor_serving,
+    first_release_serving,
     kubeadm_api_problem,
     kubeadm_config_api,
     release_document,
@@ -100,6 +102,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_core import (
     VersionLike,
     VersionModelError,
     VersionParseError,
+    example_release,
     parse_version,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_features import (  # noqa: F401
@@ -188,7 +191,10 @@ __all__ = [
     "VersionModelError",
     "VersionParseError",
     "check_skew",
+    "example_release",
     "feature_gates_string",
+    "first_minor_serving",
+    "first_release_serving",
     "gate_state",
     "gate_state_changes",
     "known_bad_releases",

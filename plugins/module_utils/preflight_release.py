@@ -14,6 +14,9 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_problem as pp
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm_bootstrap import (
+    FAIL_CGROUP_V1_SINCE,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight_problem import (
     ERROR,
     WARNING,
@@ -98,8 +101,8 @@ def rule_release(ctx: HostContext) -> None:
                 ctx.settings.get("kubeadm_kubernetes_version"),
                 "site_bootstrap=true bootstraps the cluster with kubeadm, which needs the "
                 "release to install",
-                'set the cluster\'s release once, gpufleet_kubernetes_version: "1.37.2" (the '
-                "kubeadm role takes it)",
+                "set the cluster's release once, gpufleet_kubernetes_version: "
+                f'"{dv.example_release()}" (the kubeadm role takes it)',
             )
         )
     parsed = []
@@ -113,7 +116,7 @@ def rule_release(ctx: HostContext) -> None:
                     name,
                     text,
                     "is not a Kubernetes release",
-                    'write it as MAJOR.MINOR.PATCH, for example "1.37.2"',
+                    f'write it as MAJOR.MINOR.PATCH, for example "{dv.example_release()}"',
                 )
             )
             continue
@@ -264,7 +267,7 @@ def rule_kubelet_extra_gates(ctx: HostContext) -> None:
 def rule_cgroup_v1(ctx: HostContext) -> None:
     if ctx.release is None or not as_bool(ctx.settings, "kubeadm_allow_cgroup_v1"):
         return
-    if ctx.release[:2] < (1, 31):
+    if ctx.release[:2] < (1, FAIL_CGROUP_V1_SINCE):
         ctx.add(
             pp.problem(
                 "cgroup-v1-noop",
@@ -272,8 +275,8 @@ def rule_cgroup_v1(ctx: HostContext) -> None:
                 "kubeadm_allow_cgroup_v1",
                 ctx.settings.get("kubeadm_allow_cgroup_v1"),
                 f"has no effect on Kubernetes {vtext(ctx.release)}: "
-                "KubeletConfiguration.failCgroupV1 exists from 1.31 (older kubelets run on "
-                "cgroup v1 without it)",
+                f"KubeletConfiguration.failCgroupV1 exists from 1.{FAIL_CGROUP_V1_SINCE} (older "
+                "kubelets run on cgroup v1 without it)",
                 "remove it for this release",
             )
         )

@@ -99,7 +99,11 @@ def repo_url(version: str, template: str = DEFAULT_REPO_URL) -> str:
 
 
 _RELEASE_RE = re.compile(r"^v?\d+\.\d+\.\d+$")
-_RELEASE_FIX = "give MAJOR.MINOR.PATCH with an optional leading v, e.g. 1.37.2 or v1.37.2."
+
+
+def _release_fix() -> str:
+    ex = dv.example_release()
+    return f"give MAJOR.MINOR.PATCH with an optional leading v, e.g. {ex} or v{ex}."
 
 
 def parse_release(value: Any, name: str = "--to") -> dv.KubeVersion:
@@ -113,11 +117,11 @@ def parse_release(value: Any, name: str = "--to") -> dv.KubeVersion:
     naming ``name`` and the value, with the fix."""
     if not isinstance(value, str):
         raise dv.VersionParseError(f"{name}={value!r} is not a Kubernetes release string.",
-                                   _RELEASE_FIX)  # fmt: skip
+                                   _release_fix())  # fmt: skip
     try:
         v = dv.parse_version(value, name)
     except dv.VersionParseError as exc:
-        raise dv.VersionParseError(exc.reason, _RELEASE_FIX) from None
+        raise dv.VersionParseError(exc.reason, _release_fix()) from None
     text = value.strip()
     if v.patch is None:
         raise UpgradePlanError(

@@ -153,9 +153,13 @@ def _container_runtime(listing: Listing, kubelets: Mapping[str, str]) -> Check:
         problem = dv.container_runtime_problem(runtimes.get(node, ""), kubelet)
         if problem:
             c.problem(node, FAIL, problem)
+    floors = "; ".join(
+        f"to {need[0]}.{need[1]} or later before their kubelets move to 1.{minor}"
+        for minor, need in sorted(dv.MIN_CONTAINERD_FOR_KUBELET.items())
+    )
     c.fix = (
-        "upgrade containerd on the nodes named to 2.0 or later before their kubelets move to "
-        "1.38 (nvidia_container_toolkit_containerd_version names the version the toolkit is "
+        f"upgrade containerd on the nodes named {floors} "
+        "(nvidia_container_toolkit_containerd_version names the version the toolkit is "
         "wired for)"
     )
     return finish(c, f"{len(kubelets)} node(s) with a runtime fit for their kubelet")
