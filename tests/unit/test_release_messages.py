@@ -77,9 +77,9 @@ def test_the_scan_finds_a_release_written_out(tmp_path: Path) -> None:
 def _first_by_listing(kind: str, versions, by_default: bool):
     for minor in range(dv.MIN_MINOR, dv.MAX_MINOR + 1):
         for state in dv.served_api_versions(f"1.{minor}"):
-            if kind in state.kinds and (versions is None or state.version in versions):
-                if state.enabled_by_default or not by_default:
-                    return minor, state.version
+            wanted = versions is None or state.version in versions
+            if kind in state.kinds and wanted and (state.enabled_by_default or not by_default):
+                return minor, state.version
     return None
 
 
