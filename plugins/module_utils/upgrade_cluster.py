@@ -30,15 +30,16 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_k
 SNAPSHOT_SCHEMA = 1
 
 
-def read_cluster(kubeconfig: str | None) -> dict[str, Any]:
+def read_cluster(kubeconfig: str | None, context: str | None = None) -> dict[str, Any]:
     """Nodes, kube-apiserver Pods, ResourceSlices (the most stable ``resource.k8s.io``
     version served), the kubeadm ConfigMaps (None when absent) and kube-system's UID (the
     cluster's identity; None when unreadable). Raises KubeError (kubeconfig unusable, no
-    answer, or a refused request)."""
+    answer, or a refused request). ``kubeconfig``/``context``: as the ``kube_auth`` options
+    (the admin kubeconfig on the control host)."""
     from kubernetes import client as k8s_client
     from kubernetes.client.rest import ApiException
 
-    api = vk.api_client(kubeconfig)
+    api = vk.api_client(kubeconfig, context)
     core = k8s_client.CoreV1Api(api)
     custom = k8s_client.CustomObjectsApi(api)
     plain = api.sanitize_for_serialization

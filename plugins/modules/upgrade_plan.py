@@ -42,12 +42,9 @@ author:
 requirements:
   - kubernetes (Python client)
   - PyYAML
+extends_documentation_fragment:
+  - gpufleet.cluster.kube_auth
 options:
-  kubeconfig:
-    description:
-      - Admin kubeconfig on the control host. Required unless O(snapshot) or O(judge_only)
-        is given.
-    type: path
   target:
     description: Release to upgrade to, for example C(1.37.2).
     type: str
@@ -157,6 +154,9 @@ options:
     type: list
     elements: dict
     default: []
+notes:
+  - O(kubeconfig) is the admin kubeconfig on the control host; it is required unless
+    O(snapshot) or O(judge_only) is given.
 attributes:
   check_mode:
     support: full
@@ -300,7 +300,7 @@ ROLE_NAMES = {
 }
 
 ARGUMENT_SPEC = dict(
-    kubeconfig=dict(type="path"),
+    **vk.kube_auth_argspec(),
     target=dict(type="str", required=True),
     hosts=dict(type="list", elements="dict", required=True),
     kubeadm_versions=dict(type="dict", default={}),
@@ -389,7 +389,7 @@ def read_state(module: AnsibleModule, names: dict) -> dict:
         return data
     kubeconfig = usable_kubeconfig(module, names)
     try:
-        data = uc.read_cluster(kubeconfig)
+        data = uc.read_cluster(kubeconfig, p["context"])
     except vk.KubeError as exc:  # the API or the kubeconfig: cannot plan
         cannot_read(module, names, exc)
     data["hosts"] = [dict(h) for h in p["hosts"]]
@@ -442,7 +442,7 @@ def main() -> None:
             judge(p, names)
             if p["probe_cluster"] and not p["snapshot"]:
                 try:
-                    vk.Kube(usable_kubeconfig(module, names)).get("/version")
+                    vk.Kube(usable_kubeconfig(module, names), p["context"]).get("/version")
                 except vk.KubeError as exc:
                     cannot_read(module, names, exc)
             module.exit_json(changed=False, notes=notes)
