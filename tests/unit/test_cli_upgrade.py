@@ -11,35 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from gpufleet.cli import main
+from tests.unit.cluster_snapshot import apiserver_pod, node, resource_slice
 
 pytestmark = pytest.mark.ansible
-
-
-def _node(name, version, unschedulable=False):
-    return {
-        "metadata": {"name": name},
-        "spec": {"unschedulable": unschedulable},
-        "status": {
-            "nodeInfo": {"kubeletVersion": f"v{version}"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
-def _apiserver(node, version):
-    return {
-        "metadata": {"labels": {"component": "kube-apiserver"}},
-        "spec": {
-            "nodeName": node,
-            "containers": [
-                {"name": "kube-apiserver", "image": f"registry.k8s.io/kube-apiserver:v{version}"}
-            ],
-        },
-    }
-
-
-def _slice(node, devices):
-    return {"spec": {"driver": "gpu.nvidia.com", "nodeName": node, "devices": [{}] * devices}}
 
 
 @pytest.fixture
@@ -65,10 +39,9 @@ all:
     )
     snap = {
         "schema": 1,
-        "nodes": [_node("node-cp-a", "1.36.3")]
-        + [_node(f"node-gpu-{x}", "1.36.3") for x in "abcd"],
-        "pods": [_apiserver("node-cp-a", "1.36.3")],
-        "resourceslices": [_slice(f"node-gpu-{x}", 8) for x in "abcd"],
+        "nodes": [node("node-cp-a", "1.36.3")] + [node(f"node-gpu-{x}", "1.36.3") for x in "abcd"],
+        "pods": [apiserver_pod("node-cp-a", "1.36.3")],
+        "resourceslices": [resource_slice(f"node-gpu-{x}", 8) for x in "abcd"],
         "kubeadm_versions": {h: "v1.36.3" for h in ["cp-a", "gpu-a", "gpu-b", "gpu-c", "gpu-d"]},
         "cluster_configuration": {
             "apiServer": {
@@ -170,9 +143,9 @@ def test_beta_to_ga_table_removes_the_gate_and_keeps_the_served_beta_api(tmp_pat
     rc = "resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"
     snap = {
         "schema": 1,
-        "nodes": [_node("cp-a", "1.33.13"), _node("gpu-a", "1.33.13")],
-        "pods": [_apiserver("cp-a", "1.33.13")],
-        "resourceslices": [_slice("gpu-a", 1)],
+        "nodes": [node("cp-a", "1.33.13"), node("gpu-a", "1.33.13")],
+        "pods": [apiserver_pod("cp-a", "1.33.13")],
+        "resourceslices": [resource_slice("gpu-a", 1)],
         "kubeadm_versions": {"cp-a": "v1.33.13", "gpu-a": "v1.33.13"},
         "cluster_configuration": {
             "apiServer": {
@@ -226,7 +199,7 @@ def test_a_report_of_another_cluster_is_not_resumed(site, tmp_path, theirs, resu
     doc["cluster_uid"] = "uid-a"
     # gpu-a: at the target, left cordoned by the failed run the report describes
     doc["nodes"] = [n for n in doc["nodes"] if n["metadata"]["name"] != "node-gpu-a"]
-    doc["nodes"].append(_node("node-gpu-a", "1.37.2", unschedulable=True))
+    doc["nodes"].append(node("node-gpu-a", "1.37.2", unschedulable=True))
     doc["kubeadm_versions"]["gpu-a"] = "v1.37.2"
     snap.write_text(json.dumps(doc))
     report = tmp_path / "report.json"

@@ -251,7 +251,7 @@ def test_the_live_plan_reads_the_hosts_gate_facts_and_saves_them(site, monkeypat
     snap = snapshot(file_gates={"CSIMigration": True})
     read: list[str] = []
 
-    def cluster(kubeconfig):
+    def cluster(kubeconfig, context=None):
         read.append(kubeconfig)
         return {k: snap[k] for k in ("schema", "nodes", "pods", "resourceslices",
                                      "cluster_configuration", "kubelet_configuration")}  # fmt: skip

@@ -12,49 +12,15 @@ import pytest
 from click.testing import CliRunner
 
 from gpufleet.cli import main
+from tests.unit import cluster_snapshot
 
 pytestmark = pytest.mark.ansible
 
 HOSTS = ["cp-a", "gpu-a", "gpu-b"]
 
 
-def _node(name, version):
-    return {
-        "metadata": {"name": name},
-        "spec": {},
-        "status": {
-            "nodeInfo": {"kubeletVersion": f"v{version}"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
 def _snapshot(version):
-    return {
-        "schema": 1,
-        "nodes": [_node(h, version) for h in HOSTS],
-        "pods": [
-            {
-                "metadata": {"labels": {"component": "kube-apiserver"}},
-                "spec": {
-                    "nodeName": "cp-a",
-                    "containers": [
-                        {
-                            "name": "kube-apiserver",
-                            "image": f"registry.k8s.io/kube-apiserver:v{version}",
-                        }
-                    ],
-                },
-            }
-        ],
-        "resourceslices": [
-            {"spec": {"driver": "gpu.nvidia.com", "nodeName": h, "devices": [{}] * 4}}
-            for h in HOSTS[1:]
-        ],
-        "kubeadm_versions": {h: f"v{version}" for h in HOSTS},
-        "cluster_configuration": {},
-        "kubelet_configuration": {},
-    }
+    return cluster_snapshot.snapshot(version, HOSTS[0], HOSTS[1:])
 
 
 INVENTORY = """

@@ -12,19 +12,9 @@ from click.testing import CliRunner
 from gpufleet.cli import main
 from gpufleet.commands import upgrade as cmd
 from gpufleet.lab import upgrade as lab
+from tests.unit.cluster_snapshot import node
 
 TARGET = "1.37.2"
-
-
-def _node(name, version, unschedulable=False, ready=True):
-    return {
-        "metadata": {"name": name},
-        "spec": {"unschedulable": unschedulable},
-        "status": {
-            "nodeInfo": {"kubeletVersion": f"v{version}"},
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
 
 
 @pytest.fixture
@@ -38,7 +28,7 @@ def site(tmp_path):
     )
     snap = {
         "schema": 1,
-        "nodes": [_node("cp", TARGET), _node("gpu-a", TARGET), _node("gpu-b", TARGET, True)],
+        "nodes": [node("cp", TARGET), node("gpu-a", TARGET), node("gpu-b", TARGET, True)],
         "pods": [
             {
                 "metadata": {"labels": {"component": "kube-apiserver"}},

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_plan as up
 
+from tests.unit.cluster_snapshot import node as api_node
+
 pytestmark = pytest.mark.unit
 
 
@@ -319,23 +321,12 @@ def test_repo_url_template_needs_the_minor():
 # ------------------------------------------------------------------ reading the API
 
 
-def _node(name, version, unschedulable=False, ready="True"):
-    return {
-        "metadata": {"name": name},
-        "spec": {"unschedulable": unschedulable},
-        "status": {
-            "nodeInfo": {"kubeletVersion": f"v{version}"},
-            "conditions": [{"type": "Ready", "status": ready}],
-        },
-    }
-
-
 def test_nodes_from_objects_reads_versions_devices_and_cordon():
     hosts = [
         {"host": "cp", "name": "lab-cp", "control_plane": True},
         {"host": "gpu1", "name": "lab-gpu-1", "control_plane": False},
     ]
-    nodes = [_node("lab-cp", "1.36.3"), _node("lab-gpu-1", "1.36.3", True, "False")]
+    nodes = [api_node("lab-cp", "1.36.3"), api_node("lab-gpu-1", "1.36.3", True, "False")]
     pods = [
         {
             "metadata": {"labels": {"component": "kube-apiserver"}},

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit import cluster_snapshot
 from tests.unit.ansible_cli import ansible
 
 pytestmark = pytest.mark.ansible
@@ -36,43 +37,10 @@ HOSTS = {"cp-a": "node-cp-a", "gpu-a": "node-gpu-a", "gpu-b": "node-gpu-b", "gpu
 
 
 def _snapshot(version: str, kubelet_gates: dict[str, bool] | None = None) -> dict:
-    return {
-        "schema": 1,
-        "cluster_uid": "uid-1",
-        "nodes": [
-            {
-                "metadata": {"name": node},
-                "spec": {},
-                "status": {
-                    "nodeInfo": {"kubeletVersion": f"v{version}"},
-                    "conditions": [{"type": "Ready", "status": "True"}],
-                },
-            }
-            for node in HOSTS.values()
-        ],
-        "pods": [
-            {
-                "metadata": {"labels": {"component": "kube-apiserver"}},
-                "spec": {
-                    "nodeName": "node-cp-a",
-                    "containers": [
-                        {
-                            "name": "kube-apiserver",
-                            "image": f"registry.k8s.io/kube-apiserver:v{version}",
-                        }
-                    ],
-                },
-            }
-        ],
-        "resourceslices": [
-            {"spec": {"driver": "gpu.nvidia.com", "nodeName": node, "devices": [{}] * 4}}
-            for host, node in HOSTS.items()
-            if host != "cp-a"
-        ],
-        "kubeadm_versions": dict.fromkeys(HOSTS, f"v{version}"),
-        "cluster_configuration": {},
-        "kubelet_configuration": {"featureGates": dict(kubelet_gates or {})},
-    }
+    return cluster_snapshot.snapshot(
+        version, "cp-a", ["gpu-a", "gpu-b", "gpu-c"], node_names=HOSTS,
+        kubelet_gates=kubelet_gates, cluster_uid="uid-1",
+    )  # fmt: skip
 
 
 @pytest.fixture
