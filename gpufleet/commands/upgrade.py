@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils import messages as msg
 from rich.console import Console
 
 from gpufleet.commands._options import extra_vars_flag
@@ -288,7 +289,7 @@ def get_plan(inventory: Sequence[str], extravars: Mapping[str, Any], console: Co
         )  # fmt: skip
     except RunError as exc:
         text = str(exc)
-        reason, _, fix = text.partition("; fix: ")
+        reason, fix = msg.split_fix(text)
         raise InputError(reason, fix or "check -i INVENTORY.") from None
     error = run.error()
     if error is not None:

@@ -17,8 +17,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import messages as msg
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mpr
 from ansible_collections.gpufleet.cluster.plugins.module_utils import node_labels as nl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.messages import Refused
 
 #: Devices one allocation holds (``AllocationResultsMaxSize``).
 ALLOCATION_RESULTS_MAX = 32
@@ -38,14 +40,9 @@ TOP_LEVEL_FIELDS = {
 }
 
 
-class ClaimTemplateError(ValueError):
+class ClaimTemplateError(Refused):
     """A builder argument that cannot make a valid template: ``reason`` names the
-    parameter and value, ``fix`` says what to give instead."""
-
-    def __init__(self, reason: str, fix: str = "") -> None:
-        self.reason = reason
-        self.fix = fix
-        super().__init__(reason + (" Fix: " + fix if fix else ""))
+    parameter and value, ``fix`` says what to give instead (``messages.with_fix``)."""
 
 
 def check_name(value: Any, what: str, subdomain: bool = True) -> str:
@@ -68,7 +65,7 @@ def check_labels(labels: Mapping[str, Any] | None, what: str = "labels") -> dict
     try:
         return nl.normalize_labels(labels, what)
     except nl.NodeLabelError as err:
-        reason, _, fix = str(err).partition("; fix: ")
+        reason, fix = msg.split_fix(str(err))
         raise ClaimTemplateError(reason + ".", fix) from None
 
 

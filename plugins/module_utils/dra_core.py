@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s_releases as _releases
+from ansible_collections.gpufleet.cluster.plugins.module_utils.messages import Refused
 
 # --------------------------------------------------------------------------------------
 # Range of the model
@@ -51,17 +52,12 @@ DEPENDENCIES_DECLARED_SINCE = 35
 # --------------------------------------------------------------------------------------
 
 
-class VersionModelError(ValueError):
+class VersionModelError(Refused):
     """A wish the model cannot satisfy, with the reason and the fix.
 
     Attributes: ``reason`` (what is wrong, naming the value), ``fix`` (what to do).
-    ``str(error)`` is ``"<reason> Fix: <fix>"``.
+    ``str(error)`` is ``"<reason> Fix: <fix>"`` (``messages.with_fix``).
     """
-
-    def __init__(self, reason: str, fix: str = "") -> None:
-        self.reason = reason
-        self.fix = fix
-        super().__init__(reason + (" Fix: " + fix if fix else ""))
 
 
 class VersionParseError(VersionModelError):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.messages import RefusedValue
 
 __all__ = [
     "CHART_KUBE_VERSION_MIN",
@@ -98,22 +99,9 @@ SHARING_CHOICES = ("time-slicing", "mps")
 DEVICE_PLUGIN_RESOURCE = "nvidia.com/gpu"
 
 
-class DraDriverError(ValueError):
+class DraDriverError(RefusedValue):
     """A refused input. ``variable``, ``value``, ``reason``, ``fix``;
-    ``str()`` is ``"<variable>=<value>: <reason>; fix: <fix>"``."""
-
-    def __init__(self, variable: str, value: Any, reason: str, fix: str) -> None:
-        self.variable = variable
-        self.value = value
-        self.reason = reason
-        self.fix = fix
-        super().__init__(f"{variable}={_show(value)}: {reason}; fix: {fix}")
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return value if value else '""'
-    return repr(value)
+    ``str()`` is ``"<variable>=<value>: <reason>; fix: <fix>"`` (``messages.refusal``)."""
 
 
 # --------------------------------------------------------------------------------------

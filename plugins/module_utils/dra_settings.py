@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import messages as msg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_api import (
     KubeadmConfigAPI,
 )
@@ -43,7 +44,7 @@ def parse_feature_gates(value: str, name: str = "feature-gates") -> dict[str, bo
     try:
         entries = kfl.parse_feature_gates(value, name)
     except kfl.FlagValueError as exc:
-        text, _, fix = str(exc).partition("; fix: ")
+        text, fix = msg.split_fix(str(exc))
         raise VersionParseError(text + ".", fix or "write NAME=true or NAME=false.") from None
     return {e.key: bool(kfl.parse_go_bool(e.value)) for e in entries}
 

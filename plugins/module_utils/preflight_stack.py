@@ -15,6 +15,7 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_gates as ddg
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils import messages as msg
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_problem as pp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
     ConfigError,
@@ -95,7 +96,7 @@ _PLAN_ERROR_RE = re.compile(r"^(?P<var>[a-z_]+)=(?P<value>\S+?):? (?P<rest>.*)$"
 
 def _split_plan_error(text: str, settings: Mapping[str, Any]) -> tuple[str, Any, str, str]:
     """``nvidia_driver_branch=550: ...; fix: ...`` -> (variable, value, message, fix)."""
-    body, _, fix = text.partition("; fix: ")
+    body, fix = msg.split_fix(text)
     m = _PLAN_ERROR_RE.match(body)
     if m and m.group("var") in settings:
         variable = m.group("var")
@@ -130,7 +131,7 @@ def rule_toolkit(ctx: HostContext) -> None:
             as_bool(ctx.settings, "nvidia_container_toolkit_enable_cdi"),
         )
     except ConfigError as exc:
-        body, _, fix = str(exc).partition("; fix: ")
+        body, fix = msg.split_fix(str(exc))
         if body.startswith("nvidia_container_toolkit_enable_cdi"):
             variable = "nvidia_container_toolkit_enable_cdi"
         elif body.startswith("cannot read a containerd"):

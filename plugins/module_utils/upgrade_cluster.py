@@ -24,7 +24,9 @@ from typing import Any
 
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm_configmaps as kcm
+from ansible_collections.gpufleet.cluster.plugins.module_utils import messages as msg
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.messages import Refused
 
 #: Version of the snapshot document (``schema``).
 SNAPSHOT_SCHEMA = 1
@@ -121,14 +123,12 @@ SNAPSHOT_FIX = (
 )
 
 
-class SnapshotError(ValueError):
+class SnapshotError(Refused):
     """A snapshot file that cannot be read or is not of the snapshot's shape: ``reason``
     names the file (as ``what``) and what is wrong, ``fix`` says what to do."""
 
     def __init__(self, reason: str, fix: str = SNAPSHOT_FIX) -> None:
-        super().__init__(f"{reason} Fix: {fix}")
-        self.reason = reason
-        self.fix = fix
+        super().__init__(reason, fix)
 
 
 def load_snapshot(path: str, what: str | None = None) -> dict[str, Any]:
@@ -145,13 +145,13 @@ def load_snapshot(path: str, what: str | None = None) -> dict[str, Any]:
     try:
         text = ig.read_text(path, what, limit=SNAPSHOT_MAX_BYTES) or ""
     except ig.InputError as exc:
-        raise SnapshotError(str(exc).split("; fix: ")[0] + ".") from None
+        raise SnapshotError(msg.split_fix(str(exc))[0] + ".") from None
     try:
         data = ig.check_shape(json.loads(text), what, max_nodes=SNAPSHOT_MAX_VALUES)
     except RecursionError:
         raise SnapshotError(f"{what} nests too deep to be a snapshot.") from None
     except ig.InputError as exc:
-        raise SnapshotError(str(exc).split("; fix: ")[0] + ".") from None
+        raise SnapshotError(msg.split_fix(str(exc))[0] + ".") from None
     except ValueError as exc:
         raise SnapshotError(f"{what} is not JSON: {exc}.") from None
     if not isinstance(data, dict):
