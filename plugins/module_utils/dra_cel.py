@@ -554,8 +554,16 @@ def _check_pattern(args: list[Any]) -> None:
 
 
 def _find(node: Any, data: str) -> Any:
-    node = _unwrap(node)
-    return node if getattr(node, "data", None) == data else None
+    """The ``data`` node that ``node`` wraps through single-child nodes, or None."""
+    from lark import Tree
+
+    while isinstance(node, Tree):
+        if node.data == data:
+            return node
+        if len(node.children) != 1 or node.data == "paren_expr":
+            return None
+        node = node.children[0]
+    return None
 
 
 def _qualified(node: Any) -> str | None:
