@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,6 +237,61 @@ def features_for(version: str) -> dict[str, bool]:
         "consumableCapacity": on("DRAConsumableCapacity"),
         "listTypeAttributes": on("DRAListTypeAttributes"),
     }
+
+
+def judge_for(
+    expressions: Sequence[str], kubernetes_version: str | None = None
+) -> tuple[Callable[[str], Any], str]:
+    """A CEL judge for ``claim_cel.check_cel`` and what it is: the verdicts of Kubernetes'
+    own DRA CEL environment when the celcheck binary of a listed release of the same minor
+    as ``kubernetes_version`` (default: the default pinned release) is cached, run once on
+    ``expressions``; otherwise (or when it fails) the Python environment ``dra_cel`` with
+    that release's default DRA features. Never raises."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel
+
+    try:
+        version = kubernetes_version or release_pins.load_releases().default
+        releases = load_celcheck_releases()
+    except (CelCheckError, OSError, release_pins.ReleaseFileError) as exc:
+        return dra_cel.judge, f"Python environment (releases file: {exc})"
+    minor = version.removeprefix("v").split(".")[:2]
+    features = features_for(version)
+
+    def python(expression: str) -> Any:
+        return dra_cel.judge(expression, features)
+
+    chosen = next((r for r in releases if r.version.split(".")[:2] == minor), None)
+    hint = (
+        f"build Kubernetes' own with `{BUILD_COMMAND.format(version=chosen.version)}`"
+        if (chosen)
+        else "no release of this minor is listed under celcheck"
+    )
+    if chosen is None or not binary_path(chosen.version).is_file():
+        return python, f"Python environment ({hint})"
+    try:
+        out = run(binary_path(chosen.version), list(dict.fromkeys(expressions)), [], features)
+    except (CelCheckError, OSError, subprocess.SubprocessError) as exc:
+        return python, f"Python environment (gpufleet-celcheck {chosen.version} failed: {exc})"
+    table: dict[str, Any] = {}
+    for entry in out.get("expressions", []):
+        compiled = entry["compile"]
+        verdict, message = compiled["verdict"], compiled.get("message", "")
+        if verdict == "ok":
+            table[entry["expression"]] = dra_cel.Verdict(dra_cel.OK)
+        elif verdict == "too_long":
+            table[entry["expression"]] = dra_cel.Verdict(dra_cel.TOO_LONG, message)
+        else:
+            if verdict == "too_expensive":
+                message = (
+                    f"too complex, exceeds cost limit (estimated cost {compiled.get('maxCost')} "
+                    f"> {out.get('maxCost')})"
+                )
+            table[entry["expression"]] = dra_cel.Verdict(dra_cel.INVALID, message)
+
+    def kubernetes(expression: str) -> Any:
+        return table.get(expression) or python(expression)
+
+    return kubernetes, f"Kubernetes {chosen.version} (gpufleet-celcheck)"
 
 
 def _select(releases: Sequence[CelRelease], wanted: Sequence[str]) -> list[CelRelease]:

@@ -262,7 +262,9 @@ class _Checker:
         if op in ("relation_eq", "relation_ne"):
             if {left_t, right_t} & {QUANTITY, SEMVER} and op == "relation_ne":
                 raise _Unjudged("!= on a Quantity or Semver (estimated cost not bounded here)")
-            if left_t.startswith(("list", "map")) or right_t.startswith(("list", "map")):
+            containers = [t.startswith(("list", "map")) for t in (left_t, right_t)]
+            scalars = [t in ORDERED or t in (QUANTITY, SEMVER) for t in (left_t, right_t)]
+            if any(containers) and not (any(scalars) and DYN not in (left_t, right_t)):
                 raise _Unjudged("equality of lists or maps")
             if DYN in (left_t, right_t) or left_t == right_t:
                 return BOOL
