@@ -110,3 +110,21 @@ def test_corpus_reaches_every_kind_of_verdict(release, outputs) -> None:
     assert {"true", "false", "no_such_key", "no_such_overload", "cost_limit"} <= set(run_kinds), (
         run_kinds
     )
+
+
+def test_claims_check_uses_the_releases_own_cel_environment(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from gpufleet.cli import main
+
+    release = next(r for r in RELEASES if r.ci)
+    _cached(release)
+    data = cel_corpus.DATA.parent / "unit" / "data" / "claims" / "mixed.yaml"
+    result = CliRunner().invoke(
+        main, ["claims", "check", str(data), "--kubernetes-version", release.version]
+    )
+    assert result.exit_code == 1, result.output
+    assert f"CEL: Kubernetes {release.version} (gpufleet-celcheck)" in result.output
+    # the optional syntax is judged by Kubernetes (it compiles): no cannot-judge line
+    assert "cannot-judge" not in result.output
+    assert "use kind: MigDeviceConfig" in result.output
