@@ -5,18 +5,30 @@ every verdict ``dra_cel`` gives is one of them."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel
 
-from tests import cel_corpus
-
 pytestmark = pytest.mark.unit
 
-RECORDED = cel_corpus.recorded_verdicts()
+RECORDED = json.loads(
+    (Path(__file__).resolve().parents[1] / "data" / "cel_verdicts.json").read_text()
+)
+
+
+@pytest.fixture(scope="module")
+def cel_corpus():
+    from tests import cel_corpus
+
+    return cel_corpus
+
+
 A = "device.attributes['gpu.nvidia.com']"
 
 
-def test_corpus_and_devices_are_large_enough() -> None:
+def test_corpus_and_devices_are_large_enough(cel_corpus) -> None:
     assert len(cel_corpus.corpus()) >= 300
     names = [d["name"] for d in cel_corpus.devices()]
     assert "gpu-0" in names and sum(n.startswith("gpu-0-mig-") for n in names) >= 2
@@ -24,7 +36,7 @@ def test_corpus_and_devices_are_large_enough() -> None:
 
 
 @pytest.mark.parametrize("release", sorted(RECORDED))
-def test_recorded_verdicts_cover_the_corpus(release: str) -> None:
+def test_recorded_verdicts_cover_the_corpus(release: str, cel_corpus) -> None:
     missing = [e for e in cel_corpus.corpus() if e not in RECORDED[release]]
     assert not missing, (
         f"{len(missing)} corpus expression(s) without Kubernetes {release}'s verdict, e.g. "
@@ -33,7 +45,7 @@ def test_recorded_verdicts_cover_the_corpus(release: str) -> None:
 
 
 @pytest.mark.parametrize("release", sorted(RECORDED))
-def test_every_python_verdict_is_kubernetes(release: str) -> None:
+def test_every_python_verdict_is_kubernetes(release: str, cel_corpus) -> None:
     lines, counts = cel_corpus.compare(release, RECORDED[release])
     assert not lines, "\n".join(lines)
     assert counts["judged"] >= 300 and counts["cases"] >= 900, counts
@@ -58,7 +70,7 @@ DIVERGENCES = [
 
 
 @pytest.mark.parametrize(("expression", "kubernetes", "python"), DIVERGENCES)
-def test_listed_divergences(expression: str, kubernetes: str, python: str) -> None:
+def test_listed_divergences(expression: str, kubernetes: str, python: str, cel_corpus) -> None:
     for release, verdicts in RECORDED.items():
         assert verdicts[expression]["compile"] == kubernetes, release
     verdict = dra_cel.judge(expression)
@@ -74,7 +86,7 @@ def test_a_global_call_of_a_member_function_names_the_member_form() -> None:
     assert "x.add(...)" in verdict.message
 
 
-def test_every_template_selector_is_judged_and_compiles() -> None:
+def test_every_template_selector_is_judged_and_compiles(cel_corpus) -> None:
     for expression in cel_corpus.template_expressions():
         assert dra_cel.judge(expression).verdict == dra_cel.OK, expression
 
@@ -98,7 +110,7 @@ def test_allow_multiple_allocations_needs_consumable_capacity() -> None:
     assert off.verdict == dra_cel.INVALID and "allowMultipleAllocations" in off.message
 
 
-def test_list_attributes_refused_where_the_release_refuses_them() -> None:
+def test_list_attributes_refused_where_the_release_refuses_them(cel_corpus) -> None:
     example = next(d for d in cel_corpus.devices() if d["name"] == "example-0")
     on_137 = dra_cel.evaluate("true", example["driver"], example)
     on_136 = dra_cel.evaluate("true", example["driver"], example, list_attributes=False)
