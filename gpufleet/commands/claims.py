@@ -7,12 +7,18 @@ gpu-pair-same-product) in the resource.k8s.io version the DRA version model says
 release serves (``plugins/module_utils/claim_templates.py``). When that version is off by
 default (1.32, 1.33) the ``--runtime-config`` entry kube-apiserver needs goes to stderr.
 
-``gpufleet claims check FILE [--kubernetes-version V] [--strict] [--json]`` checks every
-ResourceClaimTemplate and ResourceClaim in a YAML/JSON file (``-``: stdin) and prints one
-line per problem with the shape to write instead (``plugins/module_utils/claim_check.py``).
+``gpufleet claims check FILE [--kubernetes-version V] [--driver-version V] [--strict]
+[--json]`` checks every DeviceClass, ResourceClaimTemplate and ResourceClaim in a YAML/JSON
+file (``-``: stdin; ``kind: List`` flattened; a Pod or any other kind is listed as not
+checked) and prints one line per problem with the shape to write instead
+(``plugins/module_utils/claim_check.py``). CEL selectors get Kubernetes' verdict: from the
+release's own CEL environment when its ``gpufleet-celcheck`` is cached
+(``python -m gpufleet.lab.celcheck build``), else from the Python environment
+(``dra_cel``), which says ``cannot-judge`` (neither a pass nor a fail) where it cannot
+judge offline.
 
 Exit codes: 0 success (check: no error; with ``--strict`` no warning either); 1 check found
-problems; 2 bad input (unreadable file, not YAML, no claim object in it, bad option).
+problems; 2 bad input (unreadable file, not YAML, no DRA object in it, bad option).
 
 More subcommands join this group with ``claims.add_command(...)``.
 """
@@ -35,7 +41,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_temp
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 
+from gpufleet.lab import celcheck as kcel
+
 CLAIM_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
+CHECKED_KINDS = ("DeviceClass", *CLAIM_KINDS)
 
 
 def _version(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -298,28 +307,64 @@ def load_documents(path: str) -> list[Any]:
     metavar="VERSION",
     help="Also check that this release serves each object's resource.k8s.io version.",
 )
+@click.option(
+    "--driver-version",
+    default=None,
+    metavar="VERSION",
+    help="NVIDIA DRA driver release the opaque configs are for, e.g. 25.8.1 or 0.4.1 "
+    "(default: the newest).",
+)
 @click.option("--strict", is_flag=True, help="Fail on warnings too.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON document.")
-def check(file: str, kubernetes_version: str | None, strict: bool, as_json: bool) -> None:
-    """Check the ResourceClaimTemplates and ResourceClaims in FILE ('-': stdin)."""
+def check(
+    file: str,
+    kubernetes_version: str | None,
+    driver_version: str | None,
+    strict: bool,
+    as_json: bool,
+) -> None:
+    """Check the DeviceClasses, ResourceClaimTemplates and ResourceClaims in FILE
+    ('-': stdin)."""
+    if driver_version is not None and not re.match(r"^v?\d+\.\d+(\.\d+)?$", driver_version):
+        raise click.BadParameter(
+            f"{driver_version!r} is not a driver release such as 25.12.0 or 0.4.1",
+            param_hint="'--driver-version'",
+        )
     docs = load_documents(file)
-    objects = [
-        d
-        for d in docs
-        if isinstance(d, dict)
-        and (d.get("kind") in CLAIM_KINDS or str(d.get("apiVersion", "")).startswith("resource."))
-    ]
+    objects, skipped = [], []
+    for d in docs:
+        if isinstance(d, dict) and (
+            d.get("kind") in CHECKED_KINDS
+            or (
+                str(d.get("apiVersion", "")).startswith("resource.k8s.io/")
+                and d.get("kind") not in ("ResourceSlice", "DeviceTaintRule")
+            )
+        ):
+            objects.append(d)
+        else:
+            skipped.append(d)
     if not objects:
         click.echo(
-            f"error: {file} holds no ResourceClaimTemplate or ResourceClaim "
+            f"error: {file} holds no DeviceClass, ResourceClaimTemplate or ResourceClaim "
             f"({len(docs)} document(s) read)",
             err=True,
         )
         sys.exit(2)
+    judge, judged_by = kcel.judge_for(_expressions(objects), kubernetes_version)
     try:
         results = []
         for obj in objects:
-            problems = cchk.check_claim_spec(obj, kubernetes_version=kubernetes_version)
+            checker = (
+                cchk.check_device_class
+                if obj.get("kind") == "DeviceClass"
+                else cchk.check_claim_spec
+            )
+            problems = checker(
+                obj,
+                kubernetes_version=kubernetes_version,
+                judge=judge,
+                driver_version=driver_version,
+            )
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             results.append(
                 {
@@ -335,7 +380,9 @@ def check(file: str, kubernetes_version: str | None, strict: bool, as_json: bool
         sys.exit(2)
     errors = sum(1 for r in results for p in r["problems"] if p["severity"] == cprob.ERROR)
     warnings = sum(1 for r in results for p in r["problems"] if p["severity"] == cprob.WARNING)
+    unjudged = sum(1 for r in results for p in r["problems"] if p["severity"] == cprob.UNJUDGED)
     failed = errors > 0 or (strict and warnings > 0)
+    not_checked = [_ident(d) for d in skipped]
     if as_json:
         click.echo(
             json.dumps(
@@ -344,7 +391,10 @@ def check(file: str, kubernetes_version: str | None, strict: bool, as_json: bool
                     "passed": not failed,
                     "errors": errors,
                     "warnings": warnings,
+                    "cannotJudge": unjudged,
+                    "celJudgedBy": judged_by,
                     "objects": results,
+                    "notChecked": not_checked,
                 },
                 indent=2,
             )
@@ -356,8 +406,34 @@ def check(file: str, kubernetes_version: str | None, strict: bool, as_json: bool
                 click.echo(f"ok    {ident}")
             for p in r["problems"]:
                 click.echo(f"{p['severity']:<7} {ident}: {p['path']}: {p['message']}")
+        for ident in not_checked:
+            click.echo(f"skip  {ident}: not a DeviceClass, ResourceClaimTemplate or ResourceClaim")
         click.echo(
-            f"{len(results)} object(s), {errors} error(s), {warnings} warning(s): "
+            f"{len(results)} object(s), {errors} error(s), {warnings} warning(s)"
+            + (f", {unjudged} CEL selector(s) not judged offline" if unjudged else "")
+            + f" (CEL: {judged_by}): "
             + ("FAIL" if failed else "PASS")
         )
     sys.exit(1 if failed else 0)
+
+
+def _ident(doc: Any) -> str:
+    if not isinstance(doc, dict):
+        return f"a {type(doc).__name__} document"
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    return f"{doc.get('kind') or '-'} {meta.get('namespace') or '-'}/{meta.get('name') or '-'}"
+
+
+def _expressions(obj: Any) -> list[str]:
+    """Every ``cel.expression`` string inside ``obj``."""
+    out: list[str] = []
+    if isinstance(obj, dict):
+        cel = obj.get("cel")
+        if isinstance(cel, dict) and isinstance(cel.get("expression"), str):
+            out.append(cel["expression"])
+        for value in obj.values():
+            out.extend(_expressions(value))
+    elif isinstance(obj, list):
+        for value in obj:
+            out.extend(_expressions(value))
+    return out

@@ -5,29 +5,27 @@
 suggested for a plausible wrong shape (``suggest_cel``), and the check of an expression
 (``check_cel``).
 
-What the CEL check covers. Expressions are parsed with ``cel-python`` (``celpy``), which
-implements the CEL grammar but not Kubernetes' CEL environment: it knows neither the
-``device`` variable's type nor the Kubernetes extension libraries (``quantity()``,
-``compareTo``, ``isGreaterThan``, ``semver()``, ``lowerAscii``, RE2 ``matches``...). So the
-checker parses (syntax errors are found exactly) and then walks the parse tree for what
-Kubernetes' DRA CEL compiler (``k8s.io/dynamic-resource-allocation/cel/compile.go``) would
-refuse at create time: a variable other than ``device`` (or a macro's bound variable), a
-``device`` field other than ``driver``, ``attributes``, ``capacity``,
-``allowMultipleAllocations``, and an ordering operator (``<``, ``<=``, ``>``, ``>=``) or
-``==`` applied to a capacity (a ``Quantity``, which has no such overloads; use
-``compareTo``). It does not type-check function arguments, check function names, or
-estimate the CEL cost. Attribute and capacity names of ``gpu.nvidia.com`` that the NVIDIA
-DRA driver does not publish (or no longer publishes, such as ``index``) are warnings: the
-API accepts them, but the selector never matches.
+What the CEL check covers. The verdict on an expression is Kubernetes' (``dra_cel``:
+the Python environment held to ``k8s.io/dynamic-resource-allocation/cel`` of each pinned
+release by the differential tests, or a verdict of that library itself passed in as
+``judge``): an error when kube-apiserver refuses it, ``cannot-judge`` when the Python
+environment cannot say offline (optional syntax, functions it does not implement), never a
+guess. An expression Kubernetes refuses gets the most helpful message found: an
+undeclared variable, a ``device`` field other than ``driver``, ``attributes``,
+``capacity``, ``allowMultipleAllocations``, an ordering operator applied to a capacity (a
+``Quantity``: use ``compareTo``), or Kubernetes' own words. Attribute and capacity names of
+``gpu.nvidia.com`` that the NVIDIA DRA driver does not publish (or no longer publishes,
+such as ``index``) are warnings: the API accepts them, but the selector never matches.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_metadata as cm
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_driver import (
     ATTRIBUTE_KEYS,
     CAPACITY_KEYS,
@@ -41,6 +39,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_metadata im
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_problems import (
     ERROR,
+    UNJUDGED,
     WARNING,
 )
 
@@ -302,9 +301,13 @@ def _literal_key(part: str) -> str | None:
     return None
 
 
-def check_cel(expression: Any) -> list[tuple[str, str]]:
+Judge = Callable[[str], "dra_cel.Verdict"]
+
+
+def check_cel(expression: Any, judge: Judge | None = None) -> list[tuple[str, str]]:
     """Check one DRA selector expression; returns ``[(severity, message)]``, empty when
-    nothing was found. See the module docstring for what is and is not checked."""
+    nothing was found. ``judge``: the compile verdict of an expression (default
+    ``dra_cel.judge``, Kubernetes 1.36+ defaults); see the module docstring."""
     if not isinstance(expression, str) or not expression.strip():
         return [
             (
@@ -313,12 +316,21 @@ def check_cel(expression: Any) -> list[tuple[str, str]]:
                 + selectors_text(MEMORY_EXAMPLE),
             )
         ]
+    verdict = (judge or dra_cel.judge)(expression)
+    if verdict.verdict == dra_cel.CANNOT_JUDGE:
+        return [
+            (
+                UNJUDGED,
+                f"{verdict.message}; Kubernetes' own CEL environment judges it (build it "
+                "with `python -m gpufleet.lab.celcheck build`, then check again)",
+            )
+        ]
     celpy = _celpy()
-    from lark import Tree
-
     try:
         tree = celpy.Environment().compile(expression)
     except Exception as exc:  # celpy raises CELParseError (and lark errors) on bad syntax
+        if verdict.verdict == dra_cel.OK:
+            return []  # Kubernetes compiles it: nothing more to say
         first = str(exc).strip().splitlines()
         detail = " ".join(line.strip() for line in first if line.strip())[:300]
         return [
@@ -328,6 +340,26 @@ def check_cel(expression: Any) -> list[tuple[str, str]]:
                 "a boolean CEL expression over `device`, e.g. " + MEMORY_EXAMPLE,
             )
         ]
+    found = _lint(tree)
+    if verdict.verdict == dra_cel.OK:
+        return [f for f in found if f[0] != ERROR]
+    if not any(f[0] == ERROR for f in found):
+        detail = " ".join(verdict.message.split())[:400]
+        found.insert(
+            0,
+            (
+                ERROR,
+                f"Kubernetes refuses CEL expression {expression!r}: {detail}; a DRA selector "
+                "is a boolean CEL expression over `device`, e.g. " + MEMORY_EXAMPLE,
+            ),
+        )
+    return found
+
+
+def _lint(tree: Any) -> list[tuple[str, str]]:
+    """The linter's findings on a parse tree: errors that explain a refusal, warnings."""
+    from lark import Tree
+
     found: list[tuple[str, str]] = []
     bound: set[str] = set()
     for node in tree.iter_subtrees():

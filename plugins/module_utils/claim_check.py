@@ -40,6 +40,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_cel import 
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_driver import (
     CHART_DEVICE_CLASSES,
+    CONFIG_CLASS,
     CONFIG_KINDS,
     DRIVER_GATE_FOR_STRATEGY,
     GPU_CLASS,
@@ -47,6 +48,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_driver impo
     MIG_CLASS,
     NVIDIA_DRIVER,
     SHARING_STRATEGIES,
+    STRICT_CONFIG_CLASS_FROM,
     TIME_SLICE_INTERVALS,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_metadata import (
@@ -60,6 +62,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_problems im
 
 __all__ = [
     "check_claim_spec",
+    "check_device_class",
 ]
 
 
@@ -70,8 +73,10 @@ _DNS_LABEL_RE, _DNS_SUBDOMAIN_RE = cm.DNS_LABEL_RE, cm.DNS_SUBDOMAIN_RE
 
 
 class _Collector:
-    def __init__(self) -> None:
+    def __init__(self, judge: Any = None, driver_version: str | None = None) -> None:
         self.problems: list[Problem] = []
+        self.judge = judge
+        self.driver_version = driver_version
 
     def error(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message, ERROR))
@@ -80,16 +85,24 @@ class _Collector:
         self.problems.append(Problem(path, message, WARNING))
 
 
-def check_claim_spec(obj: Any, kubernetes_version: str | None = None) -> list[Problem]:
+def check_claim_spec(
+    obj: Any,
+    kubernetes_version: str | None = None,
+    judge: Any = None,
+    driver_version: str | None = None,
+) -> list[Problem]:
     """Check a ResourceClaimTemplate or ResourceClaim dict; returns the problems found
     (empty: the shape is the API's, as far as this checker sees, see the module docstring).
 
     ``kubernetes_version`` (optional): also check that the release serves the object's
     resource.k8s.io version (error when not served, warning naming the ``--runtime-config``
-    entry when it is off by default). Never raises for a malformed object: that is a
-    problem too.
+    entry when it is off by default). ``judge``: the compile verdict of a CEL selector
+    (``claim_cel.check_cel``; default the Python environment ``dra_cel``).
+    ``driver_version``: the NVIDIA DRA driver release the opaque configs are for (default
+    the newest; see ``_check_config_classes``). Never raises for a malformed object: that
+    is a problem too.
     """
-    out = _Collector()
+    out = _Collector(judge, driver_version)
     if not isinstance(obj, Mapping):
         out.error("", f"expected a ResourceClaimTemplate mapping, got {type(obj).__name__}")
         return out.problems
@@ -150,6 +163,7 @@ def check_claim_spec(obj: Any, kubernetes_version: str | None = None) -> list[Pr
     names = _check_requests(out, path, devices.get("requests"), version)
     _check_constraints(out, path, devices.get("constraints"), names)
     _check_config(out, path, devices.get("config"), names)
+    _check_config_classes(out, path, devices)
     return out.problems
 
 
@@ -443,7 +457,7 @@ def _check_selectors(out: _Collector, path: str, selectors: Any) -> None:
         if not isinstance(cel, Mapping) or "expression" not in cel:
             out.error(f"{spath}.cel", "cel needs expression: use " + SELECTOR_EXAMPLE)
             continue
-        for severity, message in check_cel(cel["expression"]):
+        for severity, message in check_cel(cel["expression"], out.judge):
             out.problems.append(Problem(f"{spath}.cel.expression", message, severity))
 
 
@@ -681,3 +695,138 @@ def _check_nvidia_parameters(out: _Collector, path: str, params: Mapping[str, An
 def _short(value: Any) -> str:
     text = repr(value) if not isinstance(value, str) else value
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# ---- opaque configs and the requests they attach to
+
+
+def _request_classes(requests: Any) -> dict[str, set[str]]:
+    """``{request name: {DeviceClass names}}`` (a firstAvailable request: its subrequests'
+    classes, and each subrequest as ``request/subrequest``)."""
+    out: dict[str, set[str]] = {}
+    if not isinstance(requests, list):
+        return out
+    for req in requests:
+        if not isinstance(req, Mapping) or not isinstance(req.get("name"), str):
+            continue
+        name = req["name"]
+        exact = req.get("exactly") if isinstance(req.get("exactly"), Mapping) else req
+        classes = (
+            {exact["deviceClassName"]} if isinstance(exact.get("deviceClassName"), str) else set()
+        )
+        for sub in req.get("firstAvailable") or []:
+            if isinstance(sub, Mapping) and isinstance(sub.get("deviceClassName"), str):
+                classes.add(sub["deviceClassName"])
+                if isinstance(sub.get("name"), str):
+                    out[f"{name}/{sub['name']}"] = {sub["deviceClassName"]}
+        out[name] = classes
+    return out
+
+
+def driver_is_strict(driver_version: str | None) -> bool:
+    """True when NVIDIA's DRA driver ``driver_version`` (``25.12.0``, ``0.4.1``; None: the
+    newest) refuses an opaque config of the wrong device type at prepare time: from
+    25.12 (chart nvidia-dra-driver-gpu), and every release of the renamed chart
+    dra-driver-nvidia-gpu (0.4+, after 25.12)."""
+    if driver_version is None:
+        return True
+    parts = str(driver_version).removeprefix("v").split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return True
+    return major == 0 or (major, minor) >= STRICT_CONFIG_CLASS_FROM
+
+
+def _check_config_classes(out: _Collector, path: str, devices: Mapping[str, Any]) -> None:
+    """A GpuConfig only on requests of DeviceClass gpu.nvidia.com, a MigDeviceConfig only on
+    mig.nvidia.com (``CONFIG_CLASS``): the NVIDIA DRA driver decodes the config for each
+    allocated device and, from 25.12, fails the claim at prepare time when the config's
+    kind is not that device's type. A config without ``requests`` applies to every request."""
+    classes = _request_classes(devices.get("requests"))
+    config = devices.get("config")
+    if not isinstance(config, list):
+        return
+    strict = driver_is_strict(out.driver_version)
+    for i, entry in enumerate(config):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("opaque"), Mapping):
+            continue
+        opaque = entry["opaque"]
+        params = opaque.get("parameters")
+        if opaque.get("driver") != NVIDIA_DRIVER or not isinstance(params, Mapping):
+            continue
+        kind = params.get("kind")
+        wanted = CONFIG_CLASS.get(str(kind))
+        if wanted is None:
+            continue
+        refs = entry.get("requests")
+        targets = [str(r) for r in refs] if isinstance(refs, list) and refs else list(classes)
+        for ref in targets:
+            for dc in sorted(classes.get(ref, set())):
+                if dc in CONFIG_CLASS.values() and dc != wanted:
+                    right = next(k for k, v in CONFIG_CLASS.items() if v == dc)
+                    message = (
+                        f"{kind} on request {ref!r}, whose DeviceClass {dc} allocates "
+                        f"{'MIG devices' if dc == MIG_CLASS else 'whole GPUs'}: "
+                        f"{kind} is for DeviceClass {wanted}; use kind: {right}"
+                    )
+                    if strict:
+                        out.error(
+                            f"{path}.config[{i}].opaque.parameters.kind",
+                            message + " (the NVIDIA DRA driver fails the claim at prepare time "
+                            "from release 25.12)",
+                        )
+                    else:
+                        out.warn(
+                            f"{path}.config[{i}].opaque.parameters.kind",
+                            message
+                            + f" (driver {out.driver_version} does not refuse it; from 25.12 the "
+                            "driver fails the claim at prepare time)",
+                        )
+
+
+# ---- DeviceClass
+
+_DEVICE_CLASS_FIELDS = frozenset({"selectors", "config", "extendedResourceName"})
+
+
+def check_device_class(
+    obj: Any,
+    kubernetes_version: str | None = None,
+    judge: Any = None,
+    driver_version: str | None = None,
+) -> list[Problem]:
+    """Check a DeviceClass dict (resource.k8s.io v1, v1beta2, v1beta1): metadata, its CEL
+    selectors (as a claim's), its opaque configs, and, with ``kubernetes_version``, that
+    the release serves its version. Returns the problems found; never raises."""
+    out = _Collector(judge, driver_version)
+    if not isinstance(obj, Mapping):
+        out.error("", f"expected a DeviceClass mapping, got {type(obj).__name__}")
+        return out.problems
+    group, _, version = str(obj.get("apiVersion") or "").partition("/")
+    if group != RESOURCE_GROUP or version not in SHAPED_VERSIONS:
+        out.error(
+            "apiVersion",
+            f"apiVersion {obj.get('apiVersion')!r} is not one this checker knows; use "
+            + " or ".join(f"{RESOURCE_GROUP}/{v}" for v in SHAPED_VERSIONS),
+        )
+    elif kubernetes_version:
+        _check_served(out, version, kubernetes_version)
+    cm.check_metadata(obj, "DeviceClass", out.error)
+    spec = obj.get("spec")
+    if spec is None:
+        return out.problems
+    if not isinstance(spec, Mapping):
+        out.error("spec", "a DeviceClass spec is a mapping {selectors, config}")
+        return out.problems
+    for key in spec:
+        if key not in _DEVICE_CLASS_FIELDS:
+            out.error(
+                f"spec.{key}",
+                f"unknown field {key!r}; a DeviceClass spec has "
+                + ", ".join(sorted(_DEVICE_CLASS_FIELDS)),
+            )
+    if "selectors" in spec:
+        _check_selectors(out, "spec.selectors", spec["selectors"])
+    _check_config(out, "spec", spec.get("config"), [])
+    return out.problems

@@ -17,11 +17,13 @@ import re
 __all__ = [
     "CAPACITY_KEYS",
     "CHART_DEVICE_CLASSES",
+    "CONFIG_CLASS",
     "GPU_CLASS",
     "GPU_CONFIG_API_VERSION",
     "MIG_CLASS",
     "NVIDIA_DRIVER",
     "SHARING_STRATEGIES",
+    "STRICT_CONFIG_CLASS_FROM",
     "TIME_SLICE_INTERVALS",
 ]
 
@@ -50,6 +52,16 @@ GPU_CONFIG_API_VERSION = "resource.nvidia.com/v1beta1"
 
 
 CONFIG_KINDS = ("GpuConfig", "MigDeviceConfig", "VfioDeviceConfig")
+
+
+#: The DeviceClass whose devices each opaque config kind is for: the driver's
+#: per-device-type config decoding (GpuConfig for a GPU, MigDeviceConfig for a MIG device).
+CONFIG_CLASS = {"GpuConfig": GPU_CLASS, "MigDeviceConfig": MIG_CLASS}
+
+
+#: The first NVIDIA DRA driver release that fails a claim at prepare time when its opaque
+#: config is for another device type (major, minor).
+STRICT_CONFIG_CLASS_FROM = (25, 12)
 
 
 SHARING_STRATEGIES = ("TimeSlicing", "MPS")

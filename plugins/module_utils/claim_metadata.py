@@ -37,6 +37,7 @@ _PROFILE_PARTS_RE = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.(\d+)gb(\+me|\+gfx|-me|\+
 TOP_LEVEL_FIELDS = {
     "ResourceClaimTemplate": ("apiVersion", "kind", "metadata", "spec"),
     "ResourceClaim": ("apiVersion", "kind", "metadata", "spec", "status"),
+    "DeviceClass": ("apiVersion", "kind", "metadata", "spec"),
 }
 
 

@@ -24,12 +24,18 @@ ERROR = "error"
 WARNING = "warning"
 
 
+#: A CEL selector that cannot be judged without Kubernetes' own CEL environment: neither a
+#: pass nor a fail (``dra_cel.CANNOT_JUDGE``).
+UNJUDGED = "cannot-judge"
+
+
 @dataclass(frozen=True)
 class Problem:
     """One finding of ``check_claim_spec``: ``path`` (``spec.spec.devices.requests[0]``),
     ``message`` (what is wrong and the shape to write instead), ``severity``: ``"error"``
     (the API refuses it, or strict field validation as kubectl uses it does) or
-    ``"warning"`` (the API takes it but it cannot do what it looks like)."""
+    ``"warning"`` (the API takes it but it cannot do what it looks like) or
+    ``"cannot-judge"`` (a CEL selector this checker cannot judge offline)."""
 
     path: str
     message: str

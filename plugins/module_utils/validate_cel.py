@@ -47,6 +47,7 @@ __all__ = [
     "Semver",
     "device_activation",
     "functions",
+    "parse",
     "parse_quantity",
 ]
 
@@ -110,13 +111,68 @@ def parse_quantity(text: Any) -> Fraction:
     return number * Fraction(10) ** int(suffix[1:])
 
 
+_SUFFIX_RE = re.compile(r"^(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+_BINARY_EXP = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL_EXP = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12}
+_DECIMAL_EXP.update({"P": 15, "E": 18})
+
+
+def quantity_int64(text: str) -> int | None:
+    """What ``Quantity.AsInt64`` gives for a quantity parsed from ``text``: the integer, or
+    None where Kubernetes cannot (``k8s.io/apimachinery/pkg/api/resource/quantity.go``:
+    ``ParseQuantity`` keeps a mantissa and a decimal scale in an int64 only on its fast
+    path, with at most 18 digits (binary suffixes: 15 less about 3 per 10 bits), else an
+    inf.Dec; ``int64Amount.AsInt64`` refuses a negative scale, such as ``1000m``, and an
+    overflow). Quantities from ``add``/``sub`` are not covered."""
+    t = str(text).strip()
+    if t == "0":
+        return 0
+    m = re.match(r"^([+-]?)0*(\d*)(?:\.(\d*))?(.*)$", t)
+    if not m or not _SUFFIX_RE.match(m.group(4)):
+        return None
+    negative, num, denom, suffix = (
+        m.group(1) == "-",
+        m.group(2) or "0",
+        m.group(3) or "",
+        m.group(4),
+    )
+    mantissa = 1
+    if suffix in _BINARY_EXP:
+        exponent = _BINARY_EXP[suffix]
+        if denom:
+            return None
+        mantissa = 1 << exponent
+        precision = 15 - len(num) - int(exponent * 3 / 10) - 1
+        scale = 0
+    else:
+        scale = _DECIMAL_EXP[suffix] if suffix in _DECIMAL_EXP else int(suffix[1:])
+        precision = 18 - (len(num) + len(denom))
+    if precision < 0:
+        return None
+    scale -= len(denom)
+    if scale < -9:
+        return None
+    value = int(num + denom) * mantissa
+    if value >= 2**63:
+        return None
+    value = -value if negative else value
+    if scale < 0:
+        return None
+    value *= 10**scale
+    return value if -(2**63) <= value < 2**63 else None
+
+
 class Quantity:
-    """A ``Quantity`` value of the environment: exact ``value`` (Fraction) and the text it
-    was written as (kept for messages)."""
+    """A ``Quantity`` value of the environment: exact ``value`` (Fraction), the text it
+    was written as (kept for messages) and ``int64``, what Kubernetes' ``AsInt64`` gives
+    for it (None: it cannot; see :func:`quantity_int64`)."""
 
     def __init__(self, value: Any, text: str | None = None) -> None:
         self.value = value if isinstance(value, Fraction) else parse_quantity(value)
         self.text = text if text is not None else str(value)
+        self.int64 = (
+            None if isinstance(value, Fraction) and text is None else (quantity_int64(self.text))
+        )
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Quantity):
@@ -272,9 +328,9 @@ def functions() -> dict[str, Callable[..., Any]]:
     def as_integer(q: Any) -> Any:
         if not isinstance(q, Quantity):
             raise TypeError("asInteger applies to quantities")
-        if q.value.denominator != 1 or abs(q.value) >= 2**63:
-            raise ValueError(f"cannot convert quantity {q.text} to an integer")
-        return ct.IntType(int(q.value))
+        if q.int64 is None:
+            raise ValueError("cannot convert value to integer")
+        return ct.IntType(q.int64)
 
     def as_float(q: Any) -> Any:
         if not isinstance(q, Quantity):
@@ -284,7 +340,7 @@ def functions() -> dict[str, Callable[..., Any]]:
     def is_integer(q: Any) -> Any:
         if not isinstance(q, Quantity):
             raise TypeError("isInteger applies to quantities")
-        return ct.BoolType(q.value.denominator == 1 and abs(q.value) < 2**63)
+        return ct.BoolType(q.int64 is not None)
 
     def sign(q: Any) -> Any:
         if not isinstance(q, Quantity):
@@ -334,15 +390,19 @@ def functions() -> dict[str, Callable[..., Any]]:
     def substring(s: Any, start: Any, end: Any = None) -> Any:
         text = _s(s)
         a, b = int(start), len(text) if end is None else int(end)
-        if not 0 <= a <= b <= len(text):
-            raise ValueError(f"substring({a}, {b}) out of range for a string of {len(text)}")
+        if a > b:  # cel-go ext/strings.go substrRange
+            raise ValueError(f"invalid substring range. start: {a}, end: {b}")
+        if not 0 <= a <= len(text):
+            raise ValueError(f"index out of range: {a}")
+        if b > len(text):
+            raise ValueError(f"index out of range: {b}")
         return ct.StringType(text[a:b])
 
     def char_at(s: Any, i: Any) -> Any:
         text = _s(s)
         i = int(i)
         if not 0 <= i <= len(text):
-            raise ValueError(f"charAt({i}) out of range")
+            raise ValueError(f"index out of range: {i}")
         return ct.StringType(text[i : i + 1])
 
     def join(items: Any, sep: Any = "") -> Any:
@@ -458,6 +518,17 @@ def device_activation(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------ selectors
 
 
+def parse(expression: str) -> Any:
+    """cel-python's parse tree (a lark Tree) of ``expression``. Raises CelError naming the
+    expression and cel-python's reason when it does not parse (CEL's grammar)."""
+    celpy = _celpy()
+    try:
+        return celpy.Environment().compile(expression)
+    except Exception as err:  # celpy raises CELParseError (and lark errors)
+        detail = " ".join(str(err).split())[:200]
+        raise CelError(f"CEL expression {expression!r} does not parse: {detail}") from None
+
+
 @dataclass(frozen=True)
 class SelectorResult:
     """Outcome of one selector on one device: ``matched``; ``error`` (a CEL runtime error:
@@ -517,7 +588,10 @@ _PREFIX_RE = re.compile(
 
 
 def _runtime_message(err: Exception) -> str:
-    text = err.args[0] if getattr(err, "args", None) else str(err)
+    args = getattr(err, "args", None) or ()
+    text = args[0] if args else str(err)
+    if text == "return error for overflow" and len(args) > 2 and args[2]:
+        text = str(args[2][0])  # a function's ValueError: its own message
     m = re.search(r"no such member in mapping: '([^']+)'", str(text))
     if m:
         return f"no such key: {m.group(1)}"

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_cel as vcel
 
 __all__ = [
@@ -566,18 +567,29 @@ def _top(counter: Counter, n: int = 3) -> str:
     return text
 
 
+class Unjudged(str):
+    """Why a selector cannot be judged offline (``dra_cel.CANNOT_JUDGE``)."""
+
+
 class _Compiled:
-    """Selectors compiled once per explanation."""
+    """Selectors compiled once per explanation: a Selector, the reason Kubernetes refuses
+    the expression (str), or why it cannot be judged offline (Unjudged), by ``dra_cel``."""
 
     def __init__(self) -> None:
         self.cache: dict[str, vcel.Selector | str] = {}
 
     def get(self, expression: str) -> vcel.Selector | str:
         if expression not in self.cache:
-            try:
-                self.cache[expression] = vcel.Selector(expression)
-            except vcel.CelError as err:
-                self.cache[expression] = str(err)
+            verdict = dra_cel.judge(expression)
+            if verdict.verdict == dra_cel.CANNOT_JUDGE:
+                self.cache[expression] = Unjudged(verdict.message)
+            elif verdict.verdict != dra_cel.OK:
+                self.cache[expression] = verdict.message
+            else:
+                try:
+                    self.cache[expression] = vcel.Selector(expression)
+                except vcel.CelError as err:
+                    self.cache[expression] = str(err)
         return self.cache[expression]
 
 
@@ -596,7 +608,8 @@ def explain_claim(
     selectors, then whether another claim already has it allocated. Returns::
 
         {"claim": "ns/name", "summary": "...", "verdict": one of no-device, in-use,
-         class-missing, cel-error, constraint, would-fit,
+         class-missing, cel-error, cannot-judge (a selector the Python CEL
+         environment cannot judge offline), constraint, would-fit,
          "requests": [{"request", "device_class", "count", "mode", "total", "matching",
                        "free", "reasons": [[reason, devices]], "errors": [...],
                        "nodes": [{"node", "ready", "total", "matching", "free", "fits",
@@ -645,7 +658,15 @@ def explain_claim(
         verdict = "no-request"
         summary = "the claim has no device requests"
     else:
-        order = ["class-missing", "cel-error", "no-device", "in-use", "constraint", "would-fit"]
+        order = [
+            "class-missing",
+            "cel-error",
+            "cannot-judge",
+            "no-device",
+            "in-use",
+            "constraint",
+            "would-fit",
+        ]
         if any(c["fits"] is False for c in constraints_out) and all(
             v == "would-fit" for v in verdicts
         ):
@@ -707,6 +728,7 @@ def _explain_alternative(
     stages += [(f"request selector #{i}", e) for i, e in enumerate(_selectors(alt))]
     reasons: Counter = Counter()
     errors: Counter = Counter()
+    unjudged: Counter = Counter()
     per_node: dict[str, dict[str, Any]] = {}
     free_by_node: dict[str, list[Published]] = {}
     for dev in devices:
@@ -723,6 +745,10 @@ def _explain_alternative(
         if act is not None:
             for stage, expr in stages:
                 sel = compiled.get(expr)
+                if isinstance(sel, Unjudged):
+                    why = f"{stage}: {sel}"
+                    unjudged[why] += 1
+                    break
                 if isinstance(sel, str):
                     why = f"{stage} does not compile: {sel}"
                     errors[why] += 1
@@ -781,6 +807,9 @@ def _explain_alternative(
         summary = (
             f"{label}: CEL runtime error, kube-scheduler fails the whole claim: {_top(errors)}"
         )
+    elif unjudged:
+        verdict = "cannot-judge"
+        summary = f"{label}: a selector cannot be judged offline: {_top(unjudged)}"
     elif base["matching"] == 0:
         verdict = "no-device"
         summary = (

@@ -303,7 +303,6 @@ def test_cel_that_kubernetes_refuses_is_an_error(expression: str, expected: str)
     [
         ("device.attributes['gpu.nvidia.com'].index == 0", "no longer published"),
         ("device.attributes['gpu.nvidia.com'].memory == 1", "is a capacity"),
-        ("device.attributes.productName == 'x'", "grouped by domain"),
         ("device.attributes['gpu.nvidia.com'].model == 'x'", "publishes no attribute 'model'"),
     ],
 )
@@ -311,6 +310,15 @@ def test_cel_that_never_matches_is_a_warning(expression: str, expected: str) -> 
     problems = cchk.check_claim_spec(_with_selector(expression))
     assert [p.severity for p in problems] == [cprob.WARNING]
     assert expected in problems[0].message
+
+
+def test_a_domain_lookup_without_its_index_is_refused_with_the_fix() -> None:
+    # Kubernetes 1.36.3 and 1.37.2: "found no matching overload for '_==_' applied to
+    # '(map(string, any), string)'" (tests/data/cel_verdicts.json)
+    problems = cchk.check_claim_spec(_with_selector("device.attributes.productName == 'x'"))
+    assert [p.severity for p in problems] == [cprob.ERROR, cprob.WARNING]
+    assert "Kubernetes refuses" in problems[0].message
+    assert "grouped by domain" in problems[1].message
 
 
 @pytest.mark.parametrize(

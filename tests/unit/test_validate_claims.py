@@ -172,6 +172,24 @@ def test_explain_reports_a_cel_runtime_error_as_fatal_for_the_claim() -> None:
     assert "no such key: profile" in ex["summary"]
 
 
+def test_explain_says_when_a_selector_cannot_be_judged_offline() -> None:
+    # Kubernetes 1.36.3 and 1.37.2 accept the optional syntax (tests/data/cel_verdicts.json);
+    # cel-python does not parse it: neither a compile error nor a mismatch.
+    slices = [resource_slice("gpu-1", [gpu_device(0, "GPU-a")])]
+    expression = "device.attributes['gpu.nvidia.com'].?profile.orValue('') == '1g.18gb'"
+    req = {
+        "name": "gpu",
+        "exactly": {
+            "deviceClassName": "gpu.nvidia.com",
+            "selectors": [{"cel": {"expression": expression}}],
+        },
+    }
+    c = claim("opt", requests=[req])
+    ex = vcl.explain_claim(c, [GPU_CLASS], slices, [c], [node("gpu-1")])
+    assert ex["verdict"] == "cannot-judge"
+    assert "optional syntax" in ex["summary"] and "does not compile" not in ex["summary"]
+
+
 def test_explain_missing_device_class() -> None:
     c = claim("c", requests=[{"name": "gpu", "exactly": {"deviceClassName": "nope"}}])
     ex = vcl.explain_claim(c, [GPU_CLASS], [], [c], [])

@@ -1,0 +1,130 @@
+"""Every CEL verdict of the Python environment is Kubernetes' own, per release.
+
+For every release under ``celcheck`` in gpufleet/lab/releases.yaml whose
+``gpufleet-celcheck`` is cached (scripts/setup builds those marked ``ci: true``;
+``python -m gpufleet.lab.celcheck build`` the others), run Kubernetes' DRA CEL environment
+(``k8s.io/dynamic-resource-allocation/cel`` of that release) on the corpus
+(``tests/cel_corpus.py``: ``tests/data/cel_corpus.yaml`` and every selector the project's
+builders write) and every device of ``tests/data/cel_devices.yaml``, and compare:
+
+* the compile verdict, the result and the runtime error kind of ``dra_cel`` on every case
+  it judges (it says ``cannot_judge`` for the rest): no disagreement;
+* the verdicts recorded in ``tests/data/cel_verdicts.json`` (the unit tests' expectations):
+  the same as the release gives now;
+* the function and macro names of ``dra_cel_env``: the release's.
+
+A release whose binary is not cached is skipped with the command that builds it.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel_env as env
+
+from gpufleet.lab import celcheck
+from tests import cel_corpus
+
+pytestmark = pytest.mark.integration
+
+RELEASES = celcheck.load_celcheck_releases()
+
+
+def _cached(release: celcheck.CelRelease) -> None:
+    if not celcheck.binary_path(release.version).is_file():
+        pytest.skip(
+            f"no gpufleet-celcheck cached for {release.version}: build it with "
+            f"`{celcheck.BUILD_COMMAND.format(version=release.version)}`"
+        )
+
+
+@pytest.fixture(scope="module")
+def outputs() -> dict[str, dict]:
+    return {}
+
+
+def _output(release: celcheck.CelRelease, outputs: dict[str, dict]) -> dict:
+    _cached(release)
+    if release.version not in outputs:
+        outputs[release.version] = cel_corpus.run_release(release, functions=True)
+    return outputs[release.version]
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=[r.version for r in RELEASES])
+def test_python_verdicts_are_the_releases(release, outputs, capsys) -> None:
+    fresh = cel_corpus.go_verdicts(_output(release, outputs))
+    lines, counts = cel_corpus.compare(release.version, fresh)
+    with capsys.disabled():
+        print(
+            f"\ncel differential {release.version}: {len(fresh)} expressions x "
+            f"{len(cel_corpus.devices())} devices; Python judges {counts['judged']} "
+            f"({counts['cases']} device cases), cannot judge {counts['cannot_judge']}; "
+            f"{len(lines)} disagreement(s)"
+        )
+    assert not lines, f"{len(lines)} disagreement(s) with Kubernetes {release.version}:\n  " + (
+        "\n  ".join(lines)
+    )
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=[r.version for r in RELEASES])
+def test_recorded_verdicts_are_the_releases(release, outputs) -> None:
+    fresh = cel_corpus.go_verdicts(_output(release, outputs))
+    recorded = cel_corpus.recorded_verdicts().get(release.version, {})
+    changed = [e for e in fresh if recorded.get(e) != fresh[e]]
+    stale = [e for e in recorded if e not in fresh]
+    assert not changed and not stale, (
+        f"tests/data/cel_verdicts.json is not what Kubernetes {release.version} gives "
+        f"({len(changed)} changed, {len(stale)} no longer in the corpus, e.g. "
+        f"{(changed or stale)[:3]}); re-record with `{cel_corpus.RECORD_COMMAND}`"
+    )
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=[r.version for r in RELEASES])
+def test_function_table_is_the_releases(release, outputs) -> None:
+    out = _output(release, outputs)
+    internal = ("_", "@", "cel.@", "!_", "-_")
+    functions = {k: v for k, v in out["functions"].items() if not k.startswith(internal)}
+    glob = {k for k, v in functions.items() if v["global"]}
+    member = {k for k, v in functions.items() if v["member"]}
+    assert (glob, member, set(out["macros"])) == (
+        set(env.GLOBAL_FUNCTIONS),
+        set(env.MEMBER_FUNCTIONS),
+        set(env.MACROS),
+    ), (
+        f"dra_cel_env differs from Kubernetes {release.version}: global "
+        f"+{sorted(glob - env.GLOBAL_FUNCTIONS)} -{sorted(env.GLOBAL_FUNCTIONS - glob)}, member "
+        f"+{sorted(member - env.MEMBER_FUNCTIONS)} -{sorted(env.MEMBER_FUNCTIONS - member)}"
+    )
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=[r.version for r in RELEASES])
+def test_corpus_reaches_every_kind_of_verdict(release, outputs) -> None:
+    out = _output(release, outputs)
+    assert out["modules"]["k8s.io/dynamic-resource-allocation"] == release.staging_version
+    compile_kinds = collections.Counter(e["compile"]["verdict"] for e in out["expressions"])
+    run_kinds = collections.Counter(
+        r.get("error") or str(r["result"]).lower() for e in out["expressions"] for r in e["results"]
+    )
+    assert {"ok", "invalid", "too_expensive"} <= set(compile_kinds), compile_kinds
+    assert {"true", "false", "no_such_key", "no_such_overload", "cost_limit"} <= set(run_kinds), (
+        run_kinds
+    )
+
+
+def test_claims_check_uses_the_releases_own_cel_environment(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from gpufleet.cli import main
+
+    release = next(r for r in RELEASES if r.ci)
+    _cached(release)
+    data = cel_corpus.DATA.parent / "unit" / "data" / "claims" / "mixed.yaml"
+    result = CliRunner().invoke(
+        main, ["claims", "check", str(data), "--kubernetes-version", release.version]
+    )
+    assert result.exit_code == 1, result.output
+    assert f"CEL: Kubernetes {release.version} (gpufleet-celcheck)" in result.output
+    # the optional syntax is judged by Kubernetes (it compiles): no cannot-judge line
+    assert "cannot-judge" not in result.output
+    assert "use kind: MigDeviceConfig" in result.output
