@@ -193,8 +193,8 @@ def targets(req: Request, gpus: list[GpuState]) -> dict[int, Target]:
         selected = list(req.devices)
     if req.layout is not None:
         layout = mpl.parse_layout(dict(req.layout), name=req.name("layout"))
-        wanted = {k: v for k, v in layout.items() if v}
-        return {i: Target(req.mig_enabled, dict(wanted)) for i in selected}
+        # zero counts stay: the planner refuses a profile the GPU lacks whatever its count
+        return {i: Target(req.mig_enabled, dict(layout)) for i in selected}
     try:
         config = mcfg.load_mig_config(req.config)
         ids = {g.index: g.device_id for g in gpus if g.device_id}
@@ -210,7 +210,7 @@ def targets(req: Request, gpus: list[GpuState]) -> dict[int, Target]:
                 "mig-enabled: true and no mig-devices: that leaves MIG mode on with zero GPU "
                 "instances; fix: list the profiles to create, or set mig-enabled: false"
             )
-        out[i] = Target(entry.mig_enabled, wanted)
+        out[i] = Target(entry.mig_enabled, dict(entry.mig_devices))
     return out
 
 
