@@ -12,8 +12,14 @@ GPU, or why the layout does not fit and what would.
 (``version: v1`` / ``mig-configs``) of which ``--config-name`` picks one config.
 
 Exit codes: 0 every GPU's layout fits; 1 a layout does not fit (the reason and the fix go
-to stderr); 2 bad input (unknown GPU model or profile, invalid JSON/YAML, an invalid
-mig-parted config, a missing file).
+to stderr); 2 bad input (unknown GPU model or profile, a profile the GPU lacks even with
+count 0, invalid JSON/YAML, an invalid mig-parted config, a missing file).
+
+With ``--json`` every outcome is one JSON document on stdout, bad input included:
+``{"fits": false, "exit_code": 2, "error": {"kind": "bad-input", "option": "--layout",
+"message": ...}}`` (the message also goes to stderr). In file mode, GPUs that no entry of
+the config applies to are listed (``unmatched``: index and why; mig-parted leaves them as
+they are) rather than left out.
 """
 
 from __future__ import annotations
@@ -33,6 +39,46 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.commands._options import extra_vars_flag
+
+
+class _JsonErrorsCommand(click.Command):
+    """A command whose usage and input errors become a JSON document on stdout when
+    ``--json`` is among its arguments (exit code 2 as without ``--json``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["gpufleet_json"] = "--json" in args
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            _json_error_exit(ctx, exc)
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            _json_error_exit(ctx, exc)
+            raise
+
+
+def _json_error_exit(ctx: click.Context, exc: click.UsageError) -> None:
+    """With ``--json``: print the error as JSON on stdout (and as text on stderr), exit 2."""
+    if not ctx.meta.get("gpufleet_json"):
+        return
+    option = None
+    if isinstance(exc, click.BadParameter):
+        hint = exc.param_hint or (exc.param.opts[0] if exc.param is not None else None)
+        if isinstance(hint, (list, tuple)):
+            hint = hint[0] if hint else None
+        option = str(hint).strip("'\"") if hint else None
+    doc = {
+        "fits": False,
+        "exit_code": exc.exit_code,
+        "error": {"kind": "bad-input", "option": option, "message": exc.format_message()},
+    }
+    click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    click.echo(f"Error: {exc.format_message()}", err=True)
+    ctx.exit(exc.exit_code)
 
 
 @click.group("mig")
@@ -80,8 +126,10 @@ def _short(text: str, limit: int = 60) -> str:
 
 def _wanted_per_gpu(
     model: mpr.GpuModel, layout: str, config_name: str | None, gpus: int | None
-) -> tuple[str | None, dict[int, dict[str, int] | None]]:
-    """Map GPU index -> wanted layout (None: MIG disabled by the config)."""
+) -> tuple[str | None, dict[int, dict[str, int] | None], dict[int, str]]:
+    """(config name, GPU index -> wanted layout (None: MIG disabled by the config), GPU
+    index -> why no entry of the config applies to it). Zero counts stay in the layouts:
+    the planner refuses a profile the GPU lacks whatever its count."""
     what, data = _read_layout_source(layout)
     if isinstance(data, dict) and ("mig-configs" in data or "version" in data):
         try:
@@ -108,10 +156,13 @@ def _wanted_per_gpu(
             raise click.BadParameter(f"{what}: {exc}", param_hint=hint) from None
         out: dict[int, dict[str, int] | None] = {}
         for gpu, entry in sorted(entries.items()):
-            out[gpu] = (
-                {k: v for k, v in entry.mig_devices.items() if v} if entry.mig_enabled else None
-            )
-        return config_name, out
+            out[gpu] = dict(entry.mig_devices) if entry.mig_enabled else None
+        unmatched = {
+            gpu: _why_unmatched(config.configs[config_name], config_name, gpu, model)
+            for gpu in range(count)
+            if gpu not in entries
+        }
+        return config_name, out, unmatched
     if config_name is not None:
         raise click.BadParameter(
             f"--config-name {config_name!r} needs a mig-parted config file as --layout; "
@@ -122,7 +173,24 @@ def _wanted_per_gpu(
         wanted = mpl.parse_layout(data, name="--layout")
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--layout'") from None
-    return None, {gpu: wanted for gpu in range(gpus or 1)}
+    return None, {gpu: wanted for gpu in range(gpus or 1)}, {}
+
+
+def _why_unmatched(
+    entries: tuple[mcfg.MigConfigEntry, ...], config_name: str, gpu: int, model: mpr.GpuModel
+) -> str:
+    """Why no entry of ``config_name`` applies to GPU ``gpu`` (a sentence)."""
+    device_id = model.pci_device_ids[0] if model.pci_device_ids else "unknown"
+    reasons = []
+    for i, entry in enumerate(entries):
+        if entry.devices != "all" and gpu not in entry.devices:
+            reasons.append(f"[{i}] lists devices {list(entry.devices)}")
+        else:
+            reasons.append(f"[{i}] has device-filter {', '.join(entry.device_filter)}")
+    return (
+        f"no entry of {config_name} applies to GPU {gpu} ({model.name}, PCI device ID "
+        f"{device_id}): " + "; ".join(reasons) + "; mig-parted leaves this GPU as it is"
+    )
 
 
 def _slices_bar(total: int, start: int, size: int) -> str:
@@ -169,7 +237,7 @@ def _print_plan(console: Console, model: mpr.GpuModel, gpu: int, plan: mpla.Plan
     )
 
 
-@mig.command("plan")
+@mig.command("plan", cls=_JsonErrorsCommand)
 @click.option(
     "--gpu-model",
     "gpu_model",
@@ -206,7 +274,7 @@ def plan(
     as_json: bool,
 ) -> None:
     """Place the MIG GPU instances of a layout; exit 1 with the reason if it does not fit."""
-    config_name, per_gpu = _wanted_per_gpu(gpu_model, layout, config_name, gpus)
+    config_name, per_gpu, unmatched = _wanted_per_gpu(gpu_model, layout, config_name, gpus)
     results: list[dict[str, Any]] = []
     plans: dict[int, mpla.Plan] = {}
     failures: dict[int, mpla.LayoutDoesNotFit] = {}
@@ -236,7 +304,9 @@ def plan(
             "total_slices": gpu_model.total_slices,
             "config_name": config_name,
             "fits": not failures,
+            "exit_code": 1 if failures else 0,
             "gpus": results,
+            "unmatched": [{"index": g, "reason": why} for g, why in sorted(unmatched.items())],
         }
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
     else:
@@ -245,6 +315,8 @@ def plan(
             console.print(f"mig-parted config: {config_name}")
         if not per_gpu:
             console.print(f"no entry of {config_name} applies to {gpu_model.name}")
+        for gpu, why in sorted(unmatched.items()):
+            console.print(f"GPU {gpu}: {why}")
         for gpu, wanted in per_gpu.items():
             if wanted is None:
                 console.print(f"GPU {gpu}: MIG disabled")

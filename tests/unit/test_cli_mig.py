@@ -168,3 +168,80 @@ def test_invalid_config_names_the_key(tmp_path: Path) -> None:
     result = run("--gpu-model", "h200", "--layout", f"@{path}")
     assert result.exit_code == 2
     assert "mig-configs.c[0].mig_enabled" in result.stderr and "'mig-enabled'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "fragment"),
+    [
+        (("--gpu-model", "H300", "--layout", "{}"), "--gpu-model", "'H300'"),
+        (("--gpu-model", "h200", "--layout", '{"1g.18gb: 7}'), "--layout", "not valid JSON"),
+        (("--gpu-model", "h200", "--layout", '{"1g.10gb": 7}'), "--layout", "1g.18gb (ID 19)"),
+        (("--gpu-model", "h200"), "--layout", "Missing option '--layout'"),
+        (("--gpu-model", "h200", "--layout", "{}", "--gpus", "0"), "--gpus", "0"),
+    ],
+)
+def test_json_bad_input_is_a_json_document(args, option, fragment) -> None:
+    result = run(*args, "--json")
+    assert result.exit_code == 2, result.output
+    doc = json.loads(result.stdout)
+    assert doc["fits"] is False and doc["exit_code"] == 2
+    assert doc["error"]["kind"] == "bad-input" and doc["error"]["option"] == option
+    assert fragment in doc["error"]["message"], doc
+    assert fragment in result.stderr
+
+
+def test_json_of_a_fit_and_a_refusal_carry_the_exit_code() -> None:
+    ok = run("--gpu-model", "h200", "--layout", '{"1g.18gb": 7}', "--json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["exit_code"] == 0
+    bad = run("--gpu-model", "a100-40gb", "--layout", '{"1g.5gb": 8}', "--json")
+    assert bad.exit_code == 1
+    doc = json.loads(bad.stdout)
+    assert doc["exit_code"] == 1
+    assert doc["gpus"][0]["error"]["causes"] == ["instance-limit"]
+
+
+def test_zero_count_of_a_profile_the_gpu_lacks_exits_2() -> None:
+    result = run("--gpu-model", "h200", "--layout", '{"1g.18gb": 7, "1g.5gb": 0}')
+    assert result.exit_code == 2, result.output
+    assert "'1g.5gb' does not exist on NVIDIA H200" in result.stderr
+
+
+def test_zero_count_in_a_config_file_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "mig.yaml"
+    path.write_text(
+        "version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: true\n"
+        '      mig-devices: {"1g.18gb": 7, "1g.10gb": 0}\n'
+    )
+    result = run("--gpu-model", "h200", "--layout", f"@{path}")
+    assert result.exit_code == 2, result.output
+    assert "'1g.10gb' does not exist on NVIDIA H200" in result.stderr
+
+
+UNMATCHED = """\
+version: v1
+mig-configs:
+  first-two:
+    - devices: [0, 1]
+      mig-enabled: true
+      mig-devices: {"3g.71gb": 2}
+    - device-filter: "0x20B010DE"
+      devices: [2, 3]
+      mig-enabled: true
+      mig-devices: {"1g.5gb": 7}
+"""
+
+
+def test_gpus_no_entry_matches_are_reported(tmp_path: Path) -> None:
+    path = tmp_path / "mig.yaml"
+    path.write_text(UNMATCHED)
+    args = ("--gpu-model", "h200", "--layout", f"@{path}", "--gpus", "5")
+    doc = json.loads(run(*args, "--json").stdout)
+    assert [g["index"] for g in doc["gpus"]] == [0, 1]
+    assert [u["index"] for u in doc["unmatched"]] == [2, 3, 4]
+    why = doc["unmatched"][0]["reason"]
+    assert "no entry of first-two applies to GPU 2 (NVIDIA H200, PCI device ID 0x233510DE)" in why
+    assert "[0] lists devices [0, 1]" in why and "[1] has device-filter 0x20B010DE" in why
+    assert "[1] lists devices [2, 3]" in doc["unmatched"][2]["reason"]
+    text = run(*args)
+    assert text.exit_code == 0, text.output
+    assert "GPU 4: no entry of first-two applies to GPU 4" in text.stdout
