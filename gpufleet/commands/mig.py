@@ -1,11 +1,17 @@
 """``gpufleet mig``: MIG layouts.
 
-``gpufleet mig plan --gpu-model MODEL --layout JSON_OR_@FILE [--config-name NAME]
-[--gpus N] [--json]`` answers offline from the MIG profile data
+``gpufleet mig plan (--gpu-model MODEL | --lgip FILE [--lgipp FILE]) --layout
+JSON_OR_@FILE [--config-name NAME] [--gpus N] [--json]`` answers offline from the MIG profile data
 (``plugins/module_utils/mig_profiles.py``) and the planner
 (``plugins/module_utils/mig_planner.py``, configs read by ``mig_config.py``): the
 GPU-instance placements (profile, GI profile ID, start:size in memory slices) for each
 GPU, or why the layout does not fit and what would.
+
+``--lgip FILE [--lgipp FILE] [--gpu-index N]`` plans on what the node itself reports
+(the output of ``nvidia-smi mig -lgip`` and ``-lgipp``) instead of a built-in table: for a
+GPU the tables lack (``--gpu-model`` is then only the name shown), or to check a table.
+Facts of a built-in table that no cited source states are listed with the plan
+(``derived``; see ``mig_tables``).
 
 ``--layout`` is a JSON object of profile -> count (``'{"1g.18gb": 7}'``), or a file
 (``@path`` or a path): a JSON/YAML layout object, or a mig-parted config
@@ -87,11 +93,63 @@ def mig() -> None:
     the GPU nodes of an inventory."""
 
 
-def _gpu_model(ctx: click.Context, param: click.Parameter, value: str) -> mpr.GpuModel:
+def _resolve_model(
+    name: str | None, lgip: str | None, lgipp: str | None, gpu_index: int | None
+) -> mpr.GpuModel:
+    """The GPU model to plan on: parsed from the node's ``nvidia-smi mig -lgip`` (and
+    ``-lgipp``) captures when given, else the built-in table of ``name``. Raises
+    ``click.BadParameter`` (exit 2) for an unknown name, a missing or unreadable file and
+    a capture that does not parse."""
+    if lgip is None:
+        if lgipp is not None:
+            raise click.BadParameter(
+                "--lgipp gives placements only; pass the profiles too with --lgip FILE "
+                "(the output of 'nvidia-smi mig -lgip')",
+                param_hint="'--lgipp'",
+            )
+        if not name:
+            raise click.BadParameter(
+                "give --gpu-model NAME (a built-in table) or --lgip FILE [--lgipp FILE] "
+                "(the node's 'nvidia-smi mig -lgip' and '-lgipp' output)",
+                param_hint="'--gpu-model'",
+            )
+        try:
+            return mpr.model(name)
+        except mpr.UnknownGpuModel as exc:
+            raise click.BadParameter(
+                f"{exc}; pass one of them as --gpu-model, or plan from the node's answer "
+                "with --lgip FILE --lgipp FILE",
+                param_hint="'--gpu-model'",
+            ) from None
+    texts = {}
+    for option, path in (("--lgip", lgip), ("--lgipp", lgipp)):
+        if path is None:
+            continue
+        try:
+            texts[option] = ig.read_text(Path(path), f"{option} file {path}") or ""
+        except ig.InputError as exc:
+            raise click.BadParameter(str(exc), param_hint=f"'{option}'") from None
+    known = None
+    if name:
+        try:
+            known = mpr.model(name)
+        except mpr.UnknownGpuModel:
+            known = None
+    label = known.name if known else (name or "GPU from nvidia-smi mig -lgip")
     try:
-        return mpr.model(value)
-    except mpr.UnknownGpuModel as exc:
-        raise click.BadParameter(f"{exc}; pass one of them as --gpu-model") from None
+        return mpr.model_from_nvidia_smi(
+            label,
+            known.memory_mib if known else 0,
+            texts["--lgip"],
+            texts.get("--lgipp"),
+            gpu_index,
+        )
+    except mpr.LgipParseError as exc:
+        hint = "'--lgipp'" if "-lgipp" in str(exc) else "'--lgip'"
+        raise click.BadParameter(
+            f"{exc}; give the unedited output of 'nvidia-smi mig -lgip' (and '-lgipp')",
+            param_hint=hint,
+        ) from None
 
 
 def _read_layout_source(value: str) -> tuple[str, Any]:
@@ -193,6 +251,16 @@ def _why_unmatched(
     )
 
 
+def _derived(model: mpr.GpuModel, plan: mpla.Plan) -> dict[str, list[str]]:
+    """Profile -> its fields that no cited source states, for the profiles of ``plan``."""
+    out: dict[str, list[str]] = {}
+    for p in plan.placements:
+        prof = model.profile(p.profile_id)
+        if prof.derived:
+            out[prof.name] = list(prof.derived)
+    return out
+
+
 def _slices_bar(total: int, start: int, size: int) -> str:
     return "".join("■" if start <= i < start + size else "·" for i in range(total))
 
@@ -226,6 +294,12 @@ def _print_plan(console: Console, model: mpr.GpuModel, gpu: int, plan: mpla.Plan
             str(prof.ci_profile_id),
         )
     console.print(table)
+    derived = _derived(model, plan)
+    if derived:
+        console.print(
+            "not in a cited source, derived (see mig_tables; the node's -lgip/-lgipp win): "
+            + "; ".join(f"{name}: {', '.join(fields)}" for name, fields in derived.items())
+        )
     n = len(plan.free_slots)
     free = ", ".join(str(s) for s in plan.free_slots)
     console.print(
@@ -240,11 +314,31 @@ def _print_plan(console: Console, model: mpr.GpuModel, gpu: int, plan: mpla.Plan
 @mig.command("plan", cls=_JsonErrorsCommand)
 @click.option(
     "--gpu-model",
-    "gpu_model",
-    required=True,
+    "gpu_model_name",
+    default=None,
     metavar="MODEL",
-    callback=_gpu_model,
-    help="NVML name (e.g. 'NVIDIA H200', 'NVIDIA A100-SXM4-40GB') or short name (h200, a30).",
+    help="NVML name (e.g. 'NVIDIA H200', 'NVIDIA A100-SXM4-40GB') or short name (h200, a30); "
+    "with --lgip only the name shown.",
+)
+@click.option(
+    "--lgip",
+    default=None,
+    metavar="FILE",
+    help="The node's 'nvidia-smi mig -lgip' output: plan on the profiles it lists (for a GPU "
+    "the tables lack, or to check them).",
+)
+@click.option(
+    "--lgipp",
+    default=None,
+    metavar="FILE",
+    help="The node's 'nvidia-smi mig -lgipp' output: the placements of those profiles.",
+)
+@click.option(
+    "--gpu-index",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Which GPU's rows of --lgip/--lgipp to use (default: the lowest index).",
 )
 @click.option(
     "--layout",
@@ -267,13 +361,17 @@ def _print_plan(console: Console, model: mpr.GpuModel, gpu: int, plan: mpla.Plan
 )
 @click.option("--json", "as_json", is_flag=True, help="Print stable JSON instead of tables.")
 def plan(
-    gpu_model: mpr.GpuModel,
+    gpu_model_name: str | None,
+    lgip: str | None,
+    lgipp: str | None,
+    gpu_index: int | None,
     layout: str,
     config_name: str | None,
     gpus: int | None,
     as_json: bool,
 ) -> None:
     """Place the MIG GPU instances of a layout; exit 1 with the reason if it does not fit."""
+    gpu_model = _resolve_model(gpu_model_name, lgip, lgipp, gpu_index)
     config_name, per_gpu, unmatched = _wanted_per_gpu(gpu_model, layout, config_name, gpus)
     results: list[dict[str, Any]] = []
     plans: dict[int, mpla.Plan] = {}
@@ -296,11 +394,13 @@ def plan(
             entry.update(fits=False, error=exc.to_dict())
         else:
             entry.update(fits=True, **plans[gpu].to_dict())
+            entry["derived"] = _derived(gpu_model, plans[gpu])
         results.append(entry)
 
     if as_json:
         doc = {
             "gpu_model": gpu_model.name,
+            "model_source": gpu_model.source,
             "total_slices": gpu_model.total_slices,
             "config_name": config_name,
             "fits": not failures,

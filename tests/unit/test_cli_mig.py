@@ -245,3 +245,60 @@ def test_gpus_no_entry_matches_are_reported(tmp_path: Path) -> None:
     text = run(*args)
     assert text.exit_code == 0, text.output
     assert "GPU 4: no entry of first-two applies to GPU 4" in text.stdout
+
+
+DATA = Path(__file__).parent / "data" / "gpu"
+H200_LGIP = str(DATA / "h200-single/smi-mig-lgip.txt")
+H200_LGIPP = str(DATA / "h200-single/smi-mig-lgipp.txt")
+A30_LGIP = str(DATA / "public/a30-24gb/lgip-all-used.txt")
+A30_LGIPP = str(DATA / "public/a30-24gb/lgipp.txt")
+
+
+def test_plan_from_the_node_capture_equals_the_builtin_plan() -> None:
+    layout = '{"3g.71gb": 1, "2g.35gb": 2}'
+    node = run("--lgip", H200_LGIP, "--lgipp", H200_LGIPP, "--layout", layout, "--json")
+    builtin = run("--gpu-model", "h200", "--layout", layout, "--json")
+    assert node.exit_code == builtin.exit_code == 0, node.output
+    node_doc, builtin_doc = json.loads(node.stdout), json.loads(builtin.stdout)
+    assert node_doc["gpus"][0]["placements"] == builtin_doc["gpus"][0]["placements"]
+    assert "nvidia-smi mig -lgip (GPU 0) and -lgipp" in node_doc["model_source"]
+
+
+def test_a_gpu_the_tables_lack_is_planned_from_its_own_answer() -> None:
+    args = ("--gpu-model", "NVIDIA Future GPU", "--lgip", A30_LGIP, "--lgipp", A30_LGIPP)
+    ok = run(*args, "--layout", '{"2g.12gb": 1, "1g.6gb": 2}', "--json")
+    assert ok.exit_code == 0, ok.output
+    doc = json.loads(ok.stdout)
+    assert doc["gpu_model"] == "NVIDIA Future GPU" and doc["total_slices"] == 4
+    assert [(p["profile"], p["start"]) for p in doc["gpus"][0]["placements"]] == [
+        ("2g.12gb", 0), ("1g.6gb", 2), ("1g.6gb", 3)
+    ]  # fmt: skip
+    bad = run(*args, "--layout", '{"2g.12gb": 2, "1g.6gb": 1}')
+    assert bad.exit_code == 1
+    assert "does not fit on NVIDIA Future GPU" in bad.stderr
+    # without the capture the name alone is refused, naming the way out
+    alone = run("--gpu-model", "NVIDIA Future GPU", "--layout", "{}")
+    assert alone.exit_code == 2 and "--lgip FILE --lgipp FILE" in alone.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "fragment"),
+    [
+        (("--lgip", A30_LGIP), "--lgipp", "pass the output of 'nvidia-smi mig -lgipp'"),
+        (("--lgip", "/nonexistent/lgip.txt"), "--lgip", "no such file"),
+        (("--lgipp", A30_LGIPP), "--lgipp", "pass the profiles too with --lgip"),
+        ((), "--gpu-model", "give --gpu-model NAME"),
+    ],
+)
+def test_capture_input_errors_exit_2(args, option, fragment) -> None:
+    result = run(*args, "--layout", "{}", "--json")
+    assert result.exit_code == 2, result.output
+    err = json.loads(result.stdout)["error"]
+    assert err["option"] == option and fragment in err["message"], err
+
+
+def test_derived_facts_are_shown_with_the_plan() -> None:
+    result = run("--gpu-model", "b200", "--layout", '{"3g.90gb": 2}', "--json")
+    assert result.exit_code == 0, result.output
+    derived = json.loads(result.stdout)["gpus"][0]["derived"]
+    assert derived == {"3g.90gb": ["id", "gib", "sm", "engines", "placements"]}
