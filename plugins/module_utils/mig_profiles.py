@@ -536,3 +536,110 @@ def model_from_nvidia_smi(
 def with_name(gpu_model: GpuModel, name: str) -> GpuModel:
     """A copy of ``gpu_model`` under another NVML name (same profiles)."""
     return replace(gpu_model, name=name)
+
+
+# --- the node's own answer as facts -----------------------------------------------------
+
+#: Keys of one profile record in ``gpufleet_gpus[].mig_profiles`` (``profile_facts``).
+FACT_KEYS = (
+    "name", "profile_id", "slices", "memory_mib", "multiprocessors", "copy_engines",
+    "decoders", "encoders", "jpeg_engines", "ofa_engines", "max_instances", "placements",
+)  # fmt: skip
+
+
+def profile_facts(lgip_text: str, lgipp_text: str) -> dict[int, list[dict]]:
+    """``{gpu index: [profile record]}`` from ``nvidia-smi mig -lgip`` and ``-lgipp``, the
+    shape the ``gpu_facts`` module publishes per GPU as ``mig_profiles`` (keys
+    ``FACT_KEYS``; memory in MiB, ``slices`` and ``placements`` in memory slices). A profile
+    without a ``-lgipp`` row is left out (its placements are unknown). Raises
+    ``LgipParseError`` for output that cannot be read."""
+    rows = parse_lgip(lgip_text)
+    placements = parse_lgipp(lgipp_text)
+    out: dict[int, list[dict]] = {}
+    for r in rows:
+        where = placements.get(r["gpu"], {}).get(r["profile_id"])
+        if where is None:
+            continue
+        starts, size = where
+        out.setdefault(r["gpu"], []).append(
+            {
+                "name": r["name"],
+                "profile_id": r["profile_id"],
+                "slices": size,
+                "memory_mib": r["memory_mib"],
+                "multiprocessors": r["multiprocessors"],
+                "copy_engines": r["copy_engines"],
+                "decoders": r["decoders"],
+                "encoders": r["encoders"],
+                "jpeg_engines": r["jpeg_engines"],
+                "ofa_engines": r["ofa_engines"],
+                "max_instances": r["total"],
+                "placements": list(starts),
+            }
+        )
+    return out
+
+
+def model_from_facts(name: str, memory_mib: int | None, profiles: list) -> GpuModel:
+    """A ``GpuModel`` from the ``mig_profiles`` records of a gathered GPU (see
+    ``profile_facts``): what the node reports, whatever the built-in tables say.
+    Architecture, compute capability and PCI device IDs come from the built-in model of
+    ``name`` when there is one. Raises ``LgipParseError`` naming the record and key for a
+    record that lacks a key or holds a value of the wrong type, or for no record at all."""
+    if not isinstance(profiles, list) or not profiles:
+        raise LgipParseError(f"{name}: mig_profiles is empty; the node reported no profile")
+    built = []
+    for i, rec in enumerate(profiles):
+        if not isinstance(rec, dict):
+            raise LgipParseError(f"{name}: mig_profiles[{i}] is not a mapping: {rec!r}")
+        for key in FACT_KEYS:
+            value = rec.get(key)
+            ok = (
+                isinstance(value, str)
+                if key == "name"
+                else (
+                    isinstance(value, list) and all(isinstance(v, int) for v in value)
+                    if key == "placements"
+                    else isinstance(value, int) and not isinstance(value, bool)
+                )
+            )
+            if not ok:
+                raise LgipParseError(
+                    f"{name}: mig_profiles[{i}].{key} is {value!r}; gather the GPU facts "
+                    "again (module gpufleet.cluster.gpu_facts)"
+                )
+        pname = normalize_profile_name(rec["name"])
+        built.append(
+            GIProfile(
+                name=pname,
+                profile_id=rec["profile_id"],
+                slices=rec["slices"],
+                memory_mib=rec["memory_mib"],
+                multiprocessors=rec["multiprocessors"],
+                copy_engines=rec["copy_engines"],
+                decoders=rec["decoders"],
+                encoders=rec["encoders"],
+                jpeg_engines=rec["jpeg_engines"],
+                ofa_engines=rec["ofa_engines"],
+                max_instances=rec["max_instances"],
+                placements=tuple(rec["placements"]),
+                ci_profile_id=ci_profile_id_for(int(pname.split("g.", 1)[0])),
+            )
+        )
+    try:
+        builtin: GpuModel | None = model(name)
+    except UnknownGpuModel:
+        builtin = None
+    arch, cc = (builtin.architecture, builtin.compute_capability) if builtin else _arch_of(name)
+    return GpuModel(
+        name=name,
+        memory_mib=int(memory_mib or 0),
+        total_slices=max(s + p.slices for p in built for s in p.placements),
+        architecture=arch,
+        compute_capability=cc,
+        profiles=tuple(built),
+        pci_device_ids=builtin.pci_device_ids if builtin else (),
+        source="the node's nvidia-smi mig -lgip/-lgipp (gathered GPU facts)",
+        note=builtin.note if builtin else "not in the built-in tables (mig_tables)",
+        layout=builtin.layout if builtin else "",
+    )
