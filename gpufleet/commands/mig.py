@@ -428,6 +428,68 @@ def plan(
         sys.exit(1)
 
 
+def models_doc() -> list[dict[str, Any]]:
+    """Every built-in GPU model as data: NVML name, layout key, PCI device IDs,
+    architecture, memory slices, source and note, and per profile its GI profile ID,
+    memory slices, MiB, SMs, max instances, placement starts and derived fields."""
+    out = []
+    for m in mpr.MODELS.values():
+        out.append(
+            {
+                "name": m.name,
+                "layout": m.layout,
+                "pci_device_ids": list(m.pci_device_ids),
+                "architecture": m.architecture,
+                "compute_capability": m.compute_capability,
+                "total_slices": m.total_slices,
+                "source": m.source,
+                "note": m.note,
+                "profiles": [
+                    {
+                        "name": p.name,
+                        "profile_id": p.profile_id,
+                        "slices": p.slices,
+                        "memory_mib": p.memory_mib,
+                        "multiprocessors": p.multiprocessors,
+                        "max_instances": p.max_instances,
+                        "placements": list(p.placements),
+                        "derived": list(p.derived),
+                    }
+                    for p in m.profiles
+                ],
+            }
+        )
+    return out
+
+
+@mig.command("models")
+@click.option("--json", "as_json", is_flag=True, help="Print stable JSON instead of tables.")
+def models_command(as_json: bool) -> None:
+    """List the built-in MIG tables: per GPU model its profiles, placements and sources."""
+    doc = models_doc()
+    if as_json:
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        return
+    console = Console(soft_wrap=True)
+    for m in doc:
+        ids = ", ".join(m["pci_device_ids"]) or "not sourced"
+        console.print(
+            f"[bold]{m['name']}[/bold]  layout {m['layout']}, {m['total_slices']} memory "
+            f"slices, PCI {ids}"
+        )
+        for p in m["profiles"]:
+            starts = ",".join(str(s) for s in p["placements"])
+            derived = f"  derived: {', '.join(p['derived'])}" if p["derived"] else ""
+            console.print(
+                f"  {p['name']:<16} ID {p['profile_id']:>3}  x{p['max_instances']}  "
+                f"{{{starts}}}:{p['slices']}{derived}"
+            )
+        if not m["profiles"]:
+            console.print("  no sourced profile table: plan with --lgip/--lgipp")
+        console.print(f"  source: {m['source']}")
+        console.print(f"  note: {m['note']}")
+
+
 APPLY_PLAYBOOK = "mig"
 
 

@@ -302,3 +302,16 @@ def test_derived_facts_are_shown_with_the_plan() -> None:
     assert result.exit_code == 0, result.output
     derived = json.loads(result.stdout)["gpus"][0]["derived"]
     assert derived == {"3g.90gb": ["id", "gib", "sm", "engines", "placements"]}
+
+
+def test_models_lists_every_table_with_its_source() -> None:
+    result = CliRunner().invoke(main, ["mig", "models", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = {m["name"]: m for m in json.loads(result.stdout)}
+    b200 = doc["NVIDIA B200"]
+    assert b200["pci_device_ids"] == ["0x290110DE"] and "NVIDIA/mig-parted#166" in b200["source"]
+    assert [p["placements"] for p in b200["profiles"] if p["name"] == "3g.90gb"] == [[0, 4]]
+    assert doc["NVIDIA B300"]["profiles"] == []
+    text = CliRunner().invoke(main, ["mig", "models"])
+    assert "NVIDIA H800 NVL  layout h100-94gb" in text.stdout
+    assert "no sourced profile table: plan with --lgip/--lgipp" in text.stdout
