@@ -581,6 +581,21 @@ def plan_gpu(gpu: GpuState, target: Target, model: mpr.GpuModel | None, req: Req
         raise MigApplyError(f"GPU {gpu.index}: {exc}; fix {req.name('layout')}") from None
     except mpla.LayoutDoesNotFit as exc:
         raise MigApplyError(f"GPU {gpu.index}: {exc.reason}") from None
+    guessed = sorted(
+        {
+            p.profile
+            for p in out.plan.placements
+            if {"id", "placements"} & set(model.profile(p.profile_id).derived)
+        }
+    )
+    if guessed:
+        # -cgi with a GI profile ID or start no source gives could carve something else
+        raise MigApplyError(
+            f"GPU {gpu.index} ({gpu.name}): the GI profile ID or placements of "
+            f"{', '.join(guessed)} in the built-in table are derived, not sourced, and "
+            "the GPU did not answer 'nvidia-smi mig -lgip'/'-lgipp'; fix: make those "
+            "commands answer on the node (run as root), then apply again"
+        )
     current = gpu.gis if gpu.mig_on else []
     # a GI sub-divided into several CIs is not what the layout describes: recreate it
     split = [g for g in current if len(gpu.cis.get(g.instance_id or -1, [])) > 1]
