@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mprof
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_info import (
     GpuInfo,
     GpuQueryError,
@@ -219,6 +220,34 @@ def collect_nvidia_smi(run_command: RunCommand, nvidia_smi: str = "nvidia-smi") 
                 f"NVLink links not read: {_failed([smi, 'nvlink', '-s'], rc, out, err)}"
             )
     return host
+
+
+# ------------------------------------------------------------------ MIG profiles
+
+
+def collect_mig_profiles(
+    run_command: RunCommand, nvidia_smi: str | None, gpus: list[GpuInfo]
+) -> tuple[dict[int, list[dict[str, Any]]], list[str]]:
+    """The MIG GPU-instance profiles each MIG-capable GPU reports: ``({gpu index: [profile
+    record]}, warnings)``, records as ``mig_profiles.profile_facts`` gives them, read with
+    ``nvidia-smi mig -lgip`` and ``-lgipp`` (read-only; both answer whether MIG is on or
+    off). Nothing is run when no GPU is MIG-capable or there is no nvidia-smi; a command
+    that fails or prints what cannot be read is a warning, never an error."""
+    if not nvidia_smi or not any(g.mig_capable for g in gpus):
+        return {}, []
+    texts = []
+    for flag in ("-lgip", "-lgipp"):
+        argv = [nvidia_smi, "mig", flag]
+        rc, out, err = _run(run_command, argv)
+        if rc != 0:
+            return {}, [f"MIG profiles not read: {_failed(argv, rc, out, err)}"]
+        texts.append(out)
+    try:
+        found = mprof.profile_facts(texts[0], texts[1])
+    except mprof.LgipParseError as exc:
+        return {}, [f"MIG profiles not read: {exc}"]
+    capable = {g.index for g in gpus if g.mig_capable}
+    return {i: recs for i, recs in found.items() if i in capable}, []
 
 
 # ------------------------------------------------------------------ entry points

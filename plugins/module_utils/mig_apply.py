@@ -193,8 +193,8 @@ def targets(req: Request, gpus: list[GpuState]) -> dict[int, Target]:
         selected = list(req.devices)
     if req.layout is not None:
         layout = mpl.parse_layout(dict(req.layout), name=req.name("layout"))
-        wanted = {k: v for k, v in layout.items() if v}
-        return {i: Target(req.mig_enabled, dict(wanted)) for i in selected}
+        # zero counts stay: the planner refuses a profile the GPU lacks whatever its count
+        return {i: Target(req.mig_enabled, dict(layout)) for i in selected}
     try:
         config = mcfg.load_mig_config(req.config)
         ids = {g.index: g.device_id for g in gpus if g.device_id}
@@ -210,7 +210,7 @@ def targets(req: Request, gpus: list[GpuState]) -> dict[int, Target]:
                 "mig-enabled: true and no mig-devices: that leaves MIG mode on with zero GPU "
                 "instances; fix: list the profiles to create, or set mig-enabled: false"
             )
-        out[i] = Target(entry.mig_enabled, wanted)
+        out[i] = Target(entry.mig_enabled, dict(entry.mig_devices))
     return out
 
 
@@ -581,6 +581,21 @@ def plan_gpu(gpu: GpuState, target: Target, model: mpr.GpuModel | None, req: Req
         raise MigApplyError(f"GPU {gpu.index}: {exc}; fix {req.name('layout')}") from None
     except mpla.LayoutDoesNotFit as exc:
         raise MigApplyError(f"GPU {gpu.index}: {exc.reason}") from None
+    guessed = sorted(
+        {
+            p.profile
+            for p in out.plan.placements
+            if {"id", "placements"} & set(model.profile(p.profile_id).derived)
+        }
+    )
+    if guessed:
+        # -cgi with a GI profile ID or start no source gives could carve something else
+        raise MigApplyError(
+            f"GPU {gpu.index} ({gpu.name}): the GI profile ID or placements of "
+            f"{', '.join(guessed)} in the built-in table are derived, not sourced, and "
+            "the GPU did not answer 'nvidia-smi mig -lgip'/'-lgipp'; fix: make those "
+            "commands answer on the node (run as root), then apply again"
+        )
     current = gpu.gis if gpu.mig_on else []
     # a GI sub-divided into several CIs is not what the layout describes: recreate it
     split = [g for g in current if len(gpu.cis.get(g.instance_id or -1, [])) > 1]

@@ -156,6 +156,26 @@ class LayoutDoesNotFit(ValueError):
         super().__init__(self.reason)
 
     @property
+    def causes(self) -> tuple[str, ...]:
+        """Why the layout is refused, the count-level causes first: ``instance-limit``
+        (a count above the profile's ``-lgip`` Total), ``media-extension-budget`` (more
+        OFA than the GPU has), ``memory-slices`` (more slices than the GPU has),
+        ``placement`` (only the allowed starts refuse it)."""
+        out = []
+        if self.over_max_instances:
+            out.append("instance-limit")
+        if self.over_engine_budget:
+            out.append("media-extension-budget")
+        if self.slices_requested > self.slices_available:
+            out.append("memory-slices")
+        return tuple(out) or ("placement",)
+
+    @property
+    def cause(self) -> str:
+        """The first of ``causes``."""
+        return self.causes[0]
+
+    @property
     def reason(self) -> str:
         parts = [f"MIG layout {_layout_str(self.wanted)} does not fit on {self.gpu_model}"]
         for name, (asked, most) in self.over_max_instances.items():
@@ -163,8 +183,9 @@ class LayoutDoesNotFit(ValueError):
             parts.append(f"{name} allows at most {most} instance{plural} per GPU (asked {asked})")
         for _engine, (asked, most) in self.over_engine_budget.items():
             parts.append(
-                f"the layout needs {asked} optical-flow engine(s) (OFA) but the GPU has {most}: "
-                "one +me instance per GPU, and none beside the full-GPU profile"
+                f"the media-extension budget is exceeded: the layout needs {asked} "
+                f"optical-flow engine(s) (OFA) but the GPU has {most}: one +me instance per "
+                "GPU, and none beside the full-GPU profile"
             )
         for name, missing in self.unplaceable.items():
             asked = self.wanted.get(name, 0)
@@ -186,7 +207,7 @@ class LayoutDoesNotFit(ValueError):
                 limit = (
                     "the instance limit"
                     if name in self.over_max_instances
-                    else "the OFA budget (one +me instance per GPU)"
+                    else "the media-extension budget (one +me instance per GPU)"
                     if self.over_engine_budget
                     else "the placement of the other instances"
                 )
@@ -200,7 +221,7 @@ class LayoutDoesNotFit(ValueError):
         else:
             parts.append(
                 f"slices asked {self.slices_requested} of {self.slices_available} "
-                "(placement rules, not the total, refuse it)"
+                f"({_CAUSE_TEXT[self.cause]}, not the total, refuses it)"
             )
         fixes = []
         for name, most in self.max_counts.items():
@@ -217,6 +238,7 @@ class LayoutDoesNotFit(ValueError):
             "gpu_model": self.gpu_model,
             "wanted": dict(self.wanted),
             "reason": self.reason,
+            "causes": list(self.causes),
             "unplaceable": dict(self.unplaceable),
             "placed": self.placed.to_dict(),
             "collisions": [c.to_dict() for c in self.collisions],
@@ -227,6 +249,14 @@ class LayoutDoesNotFit(ValueError):
             "max_counts": dict(self.max_counts),
             "suggestion": dict(self.suggestion) if self.suggestion else None,
         }
+
+
+_CAUSE_TEXT = {
+    "instance-limit": "the per-profile instance limit",
+    "media-extension-budget": "the media-extension budget",
+    "memory-slices": "the memory slices",
+    "placement": "the placement rules",
+}
 
 
 def _span(slots: Sequence[int]) -> str:

@@ -80,12 +80,16 @@ _BUDGET_ENGINES = ("ofa_engines",)
 # --- layout input -----------------------------------------------------------------------
 
 
-def parse_layout(data: Any, *, name: str = "layout") -> dict[str, int]:
+def parse_layout(
+    data: Any, *, name: str = "layout", max_count: int | None = MAX_COUNT
+) -> dict[str, int]:
     """Check a wanted layout ``{profile: count}`` (a mapping, or its JSON text).
 
     Returns a new dict with normalised profile names (``MIG 1g.18gb`` -> ``1g.18gb``) and
     the counts of repeated names added. Raises ``ValueError`` naming ``name``, the value
-    and the fix for a non-object, a non-string key or a count that is not an integer >= 0.
+    and the fix for a non-object, a non-string key or a count that is not an integer >= 0
+    (and at most ``max_count``; ``None``: no upper bound, as ``plan`` takes them: it
+    refuses a count above the profile's instance limit from the count alone).
     """
     if isinstance(data, str):
         try:
@@ -101,10 +105,15 @@ def parse_layout(data: Any, *, name: str = "layout") -> dict[str, int]:
     for key, count in data.items():
         if not isinstance(key, str) or not key.strip():
             raise ValueError(f"{name} has key {key!r}; keys are MIG profile names such as 1g.18gb")
-        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(
+                f"{name}[{key!r}] is {str(count)[:40]}; the count must be an integer >= 0, "
+                f'e.g. {{"{key}": 1}}'
+            )
+        if max_count is not None and count > max_count:
             raise ValueError(
                 f"{name}[{key!r}] is {str(count)[:40]}; the count must be an integer >= 0 and "
-                f'at most {MAX_COUNT} (no GPU holds more MIG instances), e.g. {{"{key}": 1}}'
+                f'at most {max_count} (no GPU holds more MIG instances), e.g. {{"{key}": 1}}'
             )
         norm = normalize_profile_name(key)
         out[norm] = out.get(norm, 0) + count
@@ -138,11 +147,30 @@ def _bits(p: GIProfile, start: int) -> int:
 
 
 def _resolve(model: GpuModel, wanted: Mapping[str, int]) -> list[tuple[GIProfile, int]]:
+    """(profile, count) for the non-zero counts; every name is looked up, a zero count's
+    too (a profile the GPU lacks is refused whatever its count: ``UnknownProfile``)."""
     out = []
     for name, count in wanted.items():
+        prof = model.profile(name)
         if count:
-            out.append((model.profile(name), count))
+            out.append((prof, count))
     return out
+
+
+def _over_counts(
+    model: GpuModel, pairs: list[tuple[GIProfile, int]]
+) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]], int]:
+    """What the counts alone refuse, without expanding them into instances.
+
+    Returns (profile -> (asked, max instances) for counts above ``-lgip``'s ``Total``;
+    engine -> (asked, available) over the media-extension budget; memory slices asked).
+    Time and memory grow with the number of profiles, not with the counts.
+    """
+    over = {p.name: (n, p.max_instances) for p, n in pairs if n > p.max_instances}
+    budget = _budgets(model)
+    asked = {e: sum(getattr(p, e) * n for p, n in pairs) for e in _BUDGET_ENGINES}
+    over_engine = {e: (asked[e], budget[e]) for e in budget if asked[e] > budget[e]}
+    return over, over_engine, sum(p.slices * n for p, n in pairs)
 
 
 def _expand(pairs: Iterable[tuple[GIProfile, int]]) -> list[GIProfile]:
@@ -243,7 +271,8 @@ def _best_partial(model: GpuModel, items: list[GIProfile]) -> list[tuple[GIProfi
 
 def _fits(model: GpuModel, wanted: Mapping[str, int]) -> bool:
     pairs = _resolve(model, wanted)
-    if any(n > p.max_instances for p, n in pairs):
+    over, over_engine, requested = _over_counts(model, pairs)
+    if over or over_engine or requested > model.total_slices:
         return False
     return _solve(model, _expand(pairs)) is not None
 
@@ -267,13 +296,17 @@ def plan(
     instances the GPU has (``GpuInstance``, or dicts as ``diff`` accepts): placements that
     keep as many of them as possible are preferred, so that ``diff`` destroys the least.
     Returns a ``Plan`` (placements sorted by start). Raises ``UnknownProfile`` for a
-    profile the model lacks, ``ValueError`` for a bad count, ``LayoutDoesNotFit`` when no
-    placement exists.
+    profile the model lacks (also with count 0), ``ValueError`` for a count that is not an
+    integer >= 0, ``LayoutDoesNotFit`` when no placement exists. A count above the
+    profile's instance limit, a media-extension budget overrun or more memory slices than
+    the GPU has are refused from the counts, in time and memory bounded by the GPU's size
+    whatever the counts.
     """
-    wanted = parse_layout(dict(wanted), name="wanted")
+    wanted = parse_layout(dict(wanted), name="wanted", max_count=None)
     pairs = _resolve(model, wanted)
-    over = {p.name: (n, p.max_instances) for p, n in pairs if n > p.max_instances}
-    if not over:  # expanded only when every count is at most its profile's maximum
+    over, over_engine, requested = _over_counts(model, pairs)
+    # Expanded into instances only when the counts alone do not refuse the layout.
+    if not over and not over_engine and requested <= model.total_slices:
         items = _expand(pairs)
         existing = [as_gpu_instance(c) for c in (current or [])]
         kept_plan = _plan_keeping(model, pairs, existing) if existing else None
@@ -282,7 +315,7 @@ def plan(
         starts = _solve(model, items)
         if starts is not None:
             return _to_plan(model, zip(items, starts, strict=True))
-    raise _explain(model, wanted, pairs, over)
+    raise _explain(model, wanted, pairs, (over, over_engine, requested))
 
 
 def _plan_keeping(
@@ -324,10 +357,14 @@ def _explain(
     model: GpuModel,
     wanted: dict[str, int],
     pairs: list[tuple[GIProfile, int]],
-    over: dict[str, tuple[int, int]],
+    refused: tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]], int],
 ) -> LayoutDoesNotFit:
+    over, over_engine, requested = refused
     # Search for the best partial plan with counts capped at what could ever be placed.
-    capped = [(p, min(n, len(p.placements), model.total_slices // p.slices)) for p, n in pairs]
+    capped = [
+        (p, min(n, p.max_instances, len(p.placements), model.total_slices // p.slices))
+        for p, n in pairs
+    ]
     partial = _best_partial(model, _expand(capped))
     placed = _to_plan(model, partial)
     placed_counts = placed.counts
@@ -344,16 +381,13 @@ def _explain(
             slots = tuple(p.slots(s))
             occ = tuple(q for q in placed.placements if set(q.slots) & set(slots))
             collisions.append(Collision(p.name, s, slots, occ))
-    budget = _budgets(model)
-    asked_usage = dict(
-        zip(_BUDGET_ENGINES, _usage(p for p, n in pairs for _ in range(n)), strict=True)
-    )
-    over_engine = {e: (asked_usage[e], budget[e]) for e in budget if asked_usage[e] > budget[e]}
-    requested = sum(p.slices * n for p, n in pairs)
     max_counts: dict[str, int] = {}
-    for name in unplaceable:
-        for k in range(wanted[name] - 1, -1, -1):
-            trial = {**wanted, name: k}
+    for p, n in pairs:
+        name = p.name
+        if name not in unplaceable:
+            continue
+        for k in range(min(n - 1, p.max_instances), -1, -1):
+            trial = {q.name: (k if q is p else m) for q, m in pairs}
             if _fits(model, trial):
                 max_counts[name] = k
                 break
@@ -395,7 +429,7 @@ def _suggest(
             ),
             key=lambda q: (-q.compute_slices, -q.memory_mib, q.media_extensions),
         )
-        for _ in range(missing):
+        for _ in range(min(missing, model.total_slices)):
             for q in options:
                 trial = {**layout, q.name: layout.get(q.name, 0) + 1}
                 if _fits(model, trial):
@@ -430,8 +464,9 @@ def check_config(config: MigConfig, model: GpuModel) -> list[Problem]:
 
     Entries whose ``device-filter`` excludes the model's PCI device IDs are skipped (they
     target other GPUs); a config with no entry for the model is a warning. Errors: a
-    profile the model lacks, a compute-instance profile (``1c.3g.20gb``; the planner
-    places GPU instances), a layout that does not fit (with the planner's reason).
+    profile the model lacks (whatever its count, 0 included), a compute-instance profile
+    (``1c.3g.20gb``; the planner places GPU instances), a layout that does not fit (with
+    the planner's reason).
     Warning: ``mig-enabled: true`` with no MIG devices (MIG mode on with zero instances
     leaves the GPU unusable for whole-GPU and static-MIG consumers alike).
     """
@@ -457,21 +492,8 @@ def check_config(config: MigConfig, model: GpuModel) -> list[Problem]:
             applied += 1
             if not entry.mig_enabled:
                 continue
-            wanted = {k: v for k, v in entry.mig_devices.items() if v}
-            if not wanted:
-                problems.append(
-                    Problem(
-                        name,
-                        i,
-                        f"mig-configs.{name}[{i}].mig-devices",
-                        "warning",
-                        "MIG mode on with no MIG devices: nothing can use the GPU until "
-                        "instances are created; list the profiles to create",
-                    )
-                )
-                continue
             bad = False
-            for prof in wanted:
+            for prof in entry.mig_devices:  # a count of 0 names a profile too
                 key = f"mig-configs.{name}[{i}].mig-devices.{prof}"
                 ci = CI_FORM_RE.match(prof)
                 if ci:
@@ -493,6 +515,19 @@ def check_config(config: MigConfig, model: GpuModel) -> list[Problem]:
                     problems.append(Problem(name, i, key, "error", str(exc)))
                     bad = True
             if bad:
+                continue
+            wanted = {k: v for k, v in entry.mig_devices.items() if v}
+            if not wanted:
+                problems.append(
+                    Problem(
+                        name,
+                        i,
+                        f"mig-configs.{name}[{i}].mig-devices",
+                        "warning",
+                        "MIG mode on with no MIG devices: nothing can use the GPU until "
+                        "instances are created; list the profiles to create",
+                    )
+                )
                 continue
             try:
                 plan(model, wanted)

@@ -7,7 +7,8 @@ simulator copies this file alone onto lab nodes.
 
 Vocabulary (NVIDIA MIG user guide, "Concepts"):
 
-* A MIG-capable GPU has 8 *memory slices* (4 on A30) and 7 *compute slices* (4 on A30).
+* A MIG-capable GPU has 8 *memory slices* and 7 *compute slices* (4 and 4 on A30 and
+  RTX PRO 6000 Blackwell).
   A GPU instance (GI) takes a contiguous run of memory slices: its *placement*
   ``start:size`` in the unit ``nvidia-smi mig -lgipp`` and ``-lgi`` print.
 * A profile such as ``3g.71gb`` names the compute slices (``3g``) and the memory in GB
@@ -32,7 +33,12 @@ parser recovers MiB as the nearest multiple of 64 (``round(GiB * 16) * 64``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+
+try:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_tables
+except ImportError:  # on a lab node: the GPU simulator installer copies it beside this file
+    import mig_tables  # type: ignore[no-redef]
 
 __all__ = [
     "MODELS",
@@ -44,6 +50,7 @@ __all__ = [
     "ci_profile_id_for",
     "gib_to_mib",
     "model",
+    "model_by_device_id",
     "model_from_nvidia_smi",
     "normalize_profile_name",
     "parse_lgi",
@@ -102,7 +109,10 @@ class GIProfile:
     ``slices`` is the placement size in memory slices (the ``:size`` of ``-lgipp``);
     ``memory_mib`` the GI's memory in MiB; ``placements`` the allowed start slots;
     ``max_instances`` the ``Total`` of ``-lgip``'s ``Free/Total``; ``ci_profile_id`` the
-    CI profile ID of the full-size compute instance (``-lcip`` default ``*``).
+    CI profile ID of the full-size compute instance (``-lcip`` default ``*``);
+    ``derived`` the fields that no cited source states for this profile (``id``,
+    ``gib``, ``sm``, ``engines``, ``placements``; see ``mig_tables``), empty for a
+    profile read from the node.
     """
 
     name: str
@@ -118,6 +128,7 @@ class GIProfile:
     max_instances: int
     placements: tuple[int, ...]
     ci_profile_id: int
+    derived: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def placement_size(self) -> int:
@@ -151,7 +162,13 @@ class GpuModel:
     ``name`` is the NVML / ``nvidia-smi -L`` name; ``memory_mib`` the total framebuffer
     (``nvidia-smi -q`` "FB Memory Usage / Total"); ``total_slices`` the memory slices
     (8, or 4 on A30); ``pci_device_ids`` the PCI device IDs (``nvidia-smi -q`` "Device
-    Id", the form mig-parted's ``device-filter`` matches, e.g. ``0x233510DE``).
+    Id", the form mig-parted's ``device-filter`` matches, e.g. ``0x233510DE``);
+    ``source`` where the profile table comes from and ``note`` where the name, device IDs
+    and framebuffer come from and what is not sourced (``mig_tables``; for a model read
+    from the node: its ``nvidia-smi mig`` output); ``layout`` the key of the table,
+    shared by same-layout variants (H200 NVL and H200, H800 and H100, A800 and A100).
+    A model with no profiles is known by name but has no sourced MIG table: plan it
+    from the node's ``nvidia-smi mig -lgip``/``-lgipp``.
     """
 
     name: str
@@ -161,6 +178,9 @@ class GpuModel:
     compute_capability: str
     profiles: tuple[GIProfile, ...]
     pci_device_ids: tuple[str, ...] = ()
+    source: str = field(default="", compare=False)
+    note: str = field(default="", compare=False)
+    layout: str = field(default="", compare=False)
 
     @property
     def profile_names(self) -> tuple[str, ...]:
@@ -189,197 +209,87 @@ class GpuModel:
         raise UnknownProfile(self._unknown(name_or_id))
 
     def _unknown(self, value: object) -> str:
+        if not self.profiles:
+            return (
+                f"MIG profile {value!r}: {self.name} has no sourced MIG profile table "
+                f"({self.note}); plan it from the node's own answer: pass the output of "
+                "'nvidia-smi mig -lgip' and '-lgipp' (gpufleet mig plan --lgip FILE "
+                "--lgipp FILE)"
+            )
         valid = ", ".join(f"{p.name} (ID {p.profile_id})" for p in self.profiles)
         return f"MIG profile {value!r} does not exist on {self.name}; valid profiles: {valid}"
 
 
-def _p(
-    name: str,
-    profile_id: int,
-    slices: int,
-    memory_mib: int,
-    sm: int,
-    ce: int,
-    dec: int,
-    enc: int,
-    jpeg: int,
-    ofa: int,
-    max_instances: int,
-    placements: tuple[int, ...],
-) -> GIProfile:
-    compute = int(name.split("g.", 1)[0])
+def _memory_mib(name: str, gib: float | None) -> int:
+    """MiB of a table row: from ``-lgip``'s GiB, else the name's decimal GB (derived)."""
+    if gib is not None:
+        return gib_to_mib(gib)
+    gb = int(name.split("g.", 1)[1].split("gb", 1)[0])
+    return round(gb * 10**9 / 2**20 / 64) * 64
+
+
+def _profile(row: tuple) -> GIProfile:
+    name, pid, slices, gib, sm, ce, dec, enc, jpeg, ofa, most, starts, derived = row
     return GIProfile(
         name=name,
-        profile_id=profile_id,
+        profile_id=pid,
         slices=slices,
-        memory_mib=memory_mib,
+        memory_mib=_memory_mib(name, gib),
         multiprocessors=sm,
         copy_engines=ce,
         decoders=dec,
         encoders=enc,
         jpeg_engines=jpeg,
         ofa_engines=ofa,
-        max_instances=max_instances,
-        placements=placements,
-        ci_profile_id=ci_profile_id_for(compute),
+        max_instances=most,
+        placements=tuple(starts),
+        ci_profile_id=ci_profile_id_for(int(name.split("g.", 1)[0])),
+        derived=tuple(derived) + (("gib",) if gib is None and "gib" not in derived else ()),
     )
 
 
-_ALL7 = (0, 1, 2, 3, 4, 5, 6)
-_EVEN4 = (0, 2, 4, 6)
-_EVEN3 = (0, 2, 4)
-_HALVES = (0, 4)
-
-# --- NVIDIA H200 (141 GB) -------------------------------------------------------------
-# Source: real capture on an H200, driver 580.159.04 (tests/unit/data/gpu/h200-single/:
-# smi-mig-lgip.txt, smi-mig-lgipp.txt, nvml.txt memorySizeMB, smi-q.txt FB total).
-_H200 = (
-    _p("1g.18gb", 19, 1, 16384, 16, 1, 1, 0, 1, 0, 7, _ALL7),
-    _p("1g.18gb+me", 20, 1, 16384, 16, 1, 1, 0, 1, 1, 1, _ALL7),
-    _p("1g.35gb", 15, 2, 33280, 26, 1, 1, 0, 1, 0, 4, _EVEN4),
-    _p("2g.35gb", 14, 2, 33280, 32, 2, 2, 0, 2, 0, 3, _EVEN3),
-    _p("3g.71gb", 9, 4, 71424, 60, 3, 3, 0, 3, 0, 2, _HALVES),
-    _p("4g.71gb", 5, 4, 71424, 64, 4, 4, 0, 4, 0, 1, (0,)),
-    _p("7g.141gb", 0, 8, 143360, 132, 8, 7, 0, 7, 1, 1, (0,)),
-)
-
-# --- NVIDIA A100-SXM4-40GB --------------------------------------------------------------
-# Source: NVIDIA MIG user guide, getting-started-with-mig, "nvidia-smi mig -lgip" and
-# "-lgipp" examples for A100-SXM4-40GB (tests/unit/data/gpu/public/a100-sxm4-40gb/
-# nvdocs-lgipp.txt). 1g.10gb (ID 15) needs driver R525 or later.
-_A100_40 = (
-    _p("1g.5gb", 19, 1, gib_to_mib(4.75), 14, 1, 0, 0, 0, 0, 7, _ALL7),
-    _p("1g.5gb+me", 20, 1, gib_to_mib(4.75), 14, 1, 1, 0, 1, 1, 1, _ALL7),
-    _p("1g.10gb", 15, 2, gib_to_mib(9.62), 14, 1, 1, 0, 0, 0, 4, _EVEN4),
-    _p("2g.10gb", 14, 2, gib_to_mib(9.62), 28, 2, 1, 0, 0, 0, 3, _EVEN3),
-    _p("3g.20gb", 9, 4, gib_to_mib(19.50), 42, 3, 2, 0, 0, 0, 2, _HALVES),
-    _p("4g.20gb", 5, 4, gib_to_mib(19.50), 56, 4, 2, 0, 0, 0, 1, (0,)),
-    _p("7g.40gb", 0, 8, gib_to_mib(39.25), 98, 7, 5, 0, 1, 1, 1, (0,)),
-)
-
-# --- NVIDIA A100-PCIE-40GB ------------------------------------------------------------
-# Source: public capture, driver 510.47.03 (tests/unit/data/gpu/public/a100-pcie-40gb/
-# lgip.txt); placements and 1g.10gb (R525+, absent from that capture) as A100-SXM4-40GB
-# in the NVIDIA MIG user guide (same GA100 MIG geometry), its memory that of 2g.10gb on
-# the same two memory slices.
-_A100_PCIE_40 = (
-    _p("1g.5gb", 19, 1, gib_to_mib(4.75), 14, 1, 0, 0, 0, 0, 7, _ALL7),
-    _p("1g.5gb+me", 20, 1, gib_to_mib(4.75), 14, 1, 1, 0, 1, 1, 1, _ALL7),
-    _p("1g.10gb", 15, 2, gib_to_mib(9.75), 14, 1, 1, 0, 0, 0, 4, _EVEN4),
-    _p("2g.10gb", 14, 2, gib_to_mib(9.75), 28, 2, 1, 0, 0, 0, 3, _EVEN3),
-    _p("3g.20gb", 9, 4, gib_to_mib(19.62), 42, 3, 2, 0, 0, 0, 2, _HALVES),
-    _p("4g.20gb", 5, 4, gib_to_mib(19.62), 56, 4, 2, 0, 0, 0, 1, (0,)),
-    _p("7g.40gb", 0, 8, gib_to_mib(39.50), 98, 7, 5, 0, 1, 1, 1, (0,)),
-)
-
-# --- NVIDIA A100 80GB (SXM4 and PCIe) ---------------------------------------------------
-# Source: public "nvidia-smi mig -lgip" capture of an "NVIDIA A100 80GB PCIe", driver
-# 515.86.01 (NVIDIA MIG guide profile names; placements as A100-40GB, GA100 geometry).
-# 1g.20gb (ID 15, R525+) is not in that capture: name and count from the NVIDIA MIG user
-# guide "Supported MIG Profiles" A100-80GB table, memory and engines as 2g.20gb / the
-# A100-40GB 1g.10gb row (one compute slice on two memory slices).
-_A100_80 = (
-    _p("1g.10gb", 19, 1, gib_to_mib(9.50), 14, 1, 0, 0, 0, 0, 7, _ALL7),
-    _p("1g.10gb+me", 20, 1, gib_to_mib(9.50), 14, 1, 1, 0, 1, 1, 1, _ALL7),
-    _p("1g.20gb", 15, 2, gib_to_mib(19.50), 14, 1, 1, 0, 0, 0, 4, _EVEN4),
-    _p("2g.20gb", 14, 2, gib_to_mib(19.50), 28, 2, 1, 0, 0, 0, 3, _EVEN3),
-    _p("3g.40gb", 9, 4, gib_to_mib(39.25), 42, 3, 2, 0, 0, 0, 2, _HALVES),
-    _p("4g.40gb", 5, 4, gib_to_mib(39.25), 56, 4, 2, 0, 0, 0, 1, (0,)),
-    _p("7g.80gb", 0, 8, gib_to_mib(79.00), 98, 7, 5, 0, 1, 1, 1, (0,)),
-)
-
-# --- NVIDIA A30 (24 GB) ---------------------------------------------------------------
-# Source: public capture (tests/unit/data/gpu/public/a30-24gb/lgip-all-used.txt and
-# lgipp.txt). 2g.12gb+me (ID 6, R525+) is not in that capture: listed in the NVIDIA MIG
-# user guide A30 table (1 instance); placements as 2g.12gb, engines as 2g.12gb plus the
-# media extensions of 1g.6gb+me (JPEG 1, OFA 1).
-_A30 = (
-    _p("1g.6gb", 14, 1, gib_to_mib(5.81), 14, 1, 1, 0, 0, 0, 4, (0, 1, 2, 3)),
-    _p("1g.6gb+me", 21, 1, gib_to_mib(5.81), 14, 1, 1, 0, 1, 1, 1, (0, 1, 2, 3)),
-    _p("2g.12gb", 5, 2, gib_to_mib(11.69), 28, 2, 2, 0, 0, 0, 2, (0, 2)),
-    _p("2g.12gb+me", 6, 2, gib_to_mib(11.69), 28, 2, 2, 0, 1, 1, 1, (0, 2)),
-    _p("4g.24gb", 0, 4, gib_to_mib(23.50), 56, 4, 4, 0, 1, 1, 1, (0,)),
-)
-
-# --- NVIDIA H100 80GB (SXM5 "H100 80GB HBM3" and "H100 PCIe") ----------------------------
-# Source: public "nvidia-smi mig -lgip" and "-lgipp" capture of an "NVIDIA H100 80GB HBM3"
-# (nvidia-smi usage notes, same rows on an H100 SXM5 80GB Rocky Linux cluster page);
-# FB total 81559 MiB from the NVIDIA MIG user guide R580 nvidia-smi example
-# (tests/unit/data/gpu/public/h100-80gb-hbm3/nvdocs-smi-mig-mps-580.txt).
-_H100_80 = (
-    _p("1g.10gb", 19, 1, gib_to_mib(9.75), 16, 1, 1, 0, 1, 0, 7, _ALL7),
-    _p("1g.10gb+me", 20, 1, gib_to_mib(9.75), 16, 1, 1, 0, 1, 1, 1, _ALL7),
-    _p("1g.20gb", 15, 2, gib_to_mib(19.62), 26, 1, 1, 0, 1, 0, 4, _EVEN4),
-    _p("2g.20gb", 14, 2, gib_to_mib(19.62), 32, 2, 2, 0, 2, 0, 3, _EVEN3),
-    _p("3g.40gb", 9, 4, gib_to_mib(39.50), 60, 3, 3, 0, 3, 0, 2, _HALVES),
-    _p("4g.40gb", 5, 4, gib_to_mib(39.50), 64, 4, 4, 0, 4, 0, 1, (0,)),
-    _p("7g.80gb", 0, 8, gib_to_mib(79.25), 132, 8, 7, 0, 7, 1, 1, (0,)),
-)
-
-# --- NVIDIA H100 NVL (94 GB) ------------------------------------------------------------
-# Source: public "nvidia-smi mig -lgip" capture of an "NVIDIA H100 NVL" (OpenNebula
-# documentation, NVIDIA vGPU/MIG page); placements as every Hopper 8-slice GPU
-# (NVIDIA MIG user guide "Supported MIG Profiles", H100-94GB table).
-_H100_94 = (
-    _p("1g.12gb", 19, 1, gib_to_mib(10.62), 16, 1, 1, 0, 1, 0, 7, _ALL7),
-    _p("1g.12gb+me", 20, 1, gib_to_mib(10.62), 16, 1, 1, 0, 1, 1, 1, _ALL7),
-    _p("1g.24gb", 15, 2, gib_to_mib(21.50), 26, 1, 1, 0, 1, 0, 4, _EVEN4),
-    _p("2g.24gb", 14, 2, gib_to_mib(21.50), 32, 2, 2, 0, 2, 0, 3, _EVEN3),
-    _p("3g.47gb", 9, 4, gib_to_mib(46.12), 60, 3, 3, 0, 3, 0, 2, _HALVES),
-    _p("4g.47gb", 5, 4, gib_to_mib(46.12), 64, 4, 4, 0, 4, 0, 1, (0,)),
-    _p("7g.94gb", 0, 8, gib_to_mib(92.62), 132, 8, 7, 0, 7, 1, 1, (0,)),
-)
+def _builtin() -> tuple[GpuModel, ...]:
+    """``GpuModel`` per row of ``mig_tables.GPUS``. A GPU whose framebuffer total is not
+    sourced gets its full-GPU profile's memory (its ``note`` says so)."""
+    out = []
+    for name, key, fb, arch, cc, ids, note in mig_tables.GPUS:
+        layout = mig_tables.LAYOUTS[key]
+        profiles = tuple(_profile(r) for r in layout["rows"])
+        if fb is None:
+            fb = max((p.memory_mib for p in profiles), default=0)
+        out.append(
+            GpuModel(
+                name=name,
+                memory_mib=fb,
+                total_slices=layout["total_slices"],
+                architecture=arch,
+                compute_capability=cc,
+                profiles=profiles,
+                pci_device_ids=tuple(ids),
+                source=layout["source"],
+                note=note,
+                layout=key,
+            )
+        )
+    return tuple(out)
 
 
-def _m(
-    name: str,
-    memory_mib: int,
-    arch: str,
-    cc: str,
-    profiles: tuple[GIProfile, ...],
-    pci_device_ids: tuple[str, ...],
-) -> GpuModel:
-    total = max(start + p.slices for p in profiles for start in p.placements)
-    return GpuModel(name, memory_mib, total, arch, cc, profiles, pci_device_ids)
-
-
-# Framebuffer totals ("FB Memory Usage / Total", MiB): H200 143771 from the real capture
-# (smi-q.txt); the others as public nvidia-smi outputs print them: A100 40GB 40960
-# (public/a100-pcie-40gb/smi-mig-disabled.txt), A100 80GB 81920 (NVIDIA/mig-parted#31),
-# A30 24576, H100 80GB 81559 (NVIDIA MIG user guide R580 example), H100 NVL 95830.
-# PCI device IDs: H200 0x233510DE from the real capture; the others from the
-# device-filter lists of NVIDIA mig-parted deployments/systemd/config-default.yaml.
-_BUILTIN: tuple[GpuModel, ...] = (
-    _m("NVIDIA H200", 143771, "Hopper", "9.0", _H200, ("0x233510DE",)),
-    _m("NVIDIA A100-SXM4-40GB", 40960, "Ampere", "8.0", _A100_40, ("0x20B010DE",)),
-    _m("NVIDIA A100-PCIE-40GB", 40960, "Ampere", "8.0", _A100_PCIE_40, ("0x20F110DE",)),
-    _m("NVIDIA A100-SXM4-80GB", 81920, "Ampere", "8.0", _A100_80, ("0x20B210DE",)),
-    _m("NVIDIA A100 80GB PCIe", 81920, "Ampere", "8.0", _A100_80, ("0x20B510DE",)),
-    _m("NVIDIA A30", 24576, "Ampere", "8.0", _A30, ("0x20B710DE",)),
-    _m("NVIDIA H100 80GB HBM3", 81559, "Hopper", "9.0", _H100_80, ("0x233010DE",)),
-    _m("NVIDIA H100 PCIe", 81559, "Hopper", "9.0", _H100_80, ("0x233110DE",)),
-    _m("NVIDIA H100 NVL", 95830, "Hopper", "9.0", _H100_94, ("0x232110DE",)),
-)
-
-#: Built-in MIG data, keyed by NVML name (``nvidia-smi -L`` / ``--query-gpu=name``).
-MODELS: dict[str, GpuModel] = {m.name: m for m in _BUILTIN}
+#: Built-in MIG data, keyed by NVML name (``nvidia-smi -L`` / ``--query-gpu=name``); the
+#: tables and their sources are in ``mig_tables``.
+MODELS: dict[str, GpuModel] = {m.name: m for m in _builtin()}
 
 #: Short names accepted by ``model()`` (and the CLI's ``--gpu-model``).
-ALIASES: dict[str, str] = {
-    "h200": "NVIDIA H200",
-    "h200-141gb": "NVIDIA H200",
-    "a100-40gb": "NVIDIA A100-SXM4-40GB",
-    "a100-sxm4-40gb": "NVIDIA A100-SXM4-40GB",
-    "a100-pcie-40gb": "NVIDIA A100-PCIE-40GB",
-    "a100-80gb": "NVIDIA A100-SXM4-80GB",
-    "a100-sxm4-80gb": "NVIDIA A100-SXM4-80GB",
-    "a30": "NVIDIA A30",
-    "a30-24gb": "NVIDIA A30",
-    "h100-80gb": "NVIDIA H100 80GB HBM3",
-    "h100": "NVIDIA H100 80GB HBM3",
-    "h100-94gb": "NVIDIA H100 NVL",
-    "h100-nvl": "NVIDIA H100 NVL",
-}
+ALIASES: dict[str, str] = dict(mig_tables.ALIASES)
+
+
+def model_by_device_id(device_id: str) -> GpuModel | None:
+    """The built-in model whose PCI device IDs include ``device_id`` (``0x233510DE``,
+    any case), or None."""
+    want = str(device_id).strip().lower()
+    for m in MODELS.values():
+        if want in {d.lower() for d in m.pci_device_ids}:
+            return m
+    return None
 
 
 def _key(name: str) -> str:
@@ -616,9 +526,120 @@ def model_from_nvidia_smi(
         compute_capability=cc,
         profiles=tuple(profiles),
         pci_device_ids=builtin.pci_device_ids if builtin else (),
+        source=f"the node's nvidia-smi mig -lgip (GPU {index})"
+        + (" and -lgipp" if placements else ""),
+        note=builtin.note if builtin else "not in the built-in tables (mig_tables)",
+        layout=builtin.layout if builtin else "",
     )
 
 
 def with_name(gpu_model: GpuModel, name: str) -> GpuModel:
     """A copy of ``gpu_model`` under another NVML name (same profiles)."""
     return replace(gpu_model, name=name)
+
+
+# --- the node's own answer as facts -----------------------------------------------------
+
+#: Keys of one profile record in ``gpufleet_gpus[].mig_profiles`` (``profile_facts``).
+FACT_KEYS = (
+    "name", "profile_id", "slices", "memory_mib", "multiprocessors", "copy_engines",
+    "decoders", "encoders", "jpeg_engines", "ofa_engines", "max_instances", "placements",
+)  # fmt: skip
+
+
+def profile_facts(lgip_text: str, lgipp_text: str) -> dict[int, list[dict]]:
+    """``{gpu index: [profile record]}`` from ``nvidia-smi mig -lgip`` and ``-lgipp``, the
+    shape the ``gpu_facts`` module publishes per GPU as ``mig_profiles`` (keys
+    ``FACT_KEYS``; memory in MiB, ``slices`` and ``placements`` in memory slices). A profile
+    without a ``-lgipp`` row is left out (its placements are unknown). Raises
+    ``LgipParseError`` for output that cannot be read."""
+    rows = parse_lgip(lgip_text)
+    placements = parse_lgipp(lgipp_text)
+    out: dict[int, list[dict]] = {}
+    for r in rows:
+        where = placements.get(r["gpu"], {}).get(r["profile_id"])
+        if where is None:
+            continue
+        starts, size = where
+        out.setdefault(r["gpu"], []).append(
+            {
+                "name": r["name"],
+                "profile_id": r["profile_id"],
+                "slices": size,
+                "memory_mib": r["memory_mib"],
+                "multiprocessors": r["multiprocessors"],
+                "copy_engines": r["copy_engines"],
+                "decoders": r["decoders"],
+                "encoders": r["encoders"],
+                "jpeg_engines": r["jpeg_engines"],
+                "ofa_engines": r["ofa_engines"],
+                "max_instances": r["total"],
+                "placements": list(starts),
+            }
+        )
+    return out
+
+
+def model_from_facts(name: str, memory_mib: int | None, profiles: list) -> GpuModel:
+    """A ``GpuModel`` from the ``mig_profiles`` records of a gathered GPU (see
+    ``profile_facts``): what the node reports, whatever the built-in tables say.
+    Architecture, compute capability and PCI device IDs come from the built-in model of
+    ``name`` when there is one. Raises ``LgipParseError`` naming the record and key for a
+    record that lacks a key or holds a value of the wrong type, or for no record at all."""
+    if not isinstance(profiles, list) or not profiles:
+        raise LgipParseError(f"{name}: mig_profiles is empty; the node reported no profile")
+    built = []
+    for i, rec in enumerate(profiles):
+        if not isinstance(rec, dict):
+            raise LgipParseError(f"{name}: mig_profiles[{i}] is not a mapping: {rec!r}")
+        for key in FACT_KEYS:
+            value = rec.get(key)
+            ok = (
+                isinstance(value, str)
+                if key == "name"
+                else (
+                    isinstance(value, list) and all(isinstance(v, int) for v in value)
+                    if key == "placements"
+                    else isinstance(value, int) and not isinstance(value, bool)
+                )
+            )
+            if not ok:
+                raise LgipParseError(
+                    f"{name}: mig_profiles[{i}].{key} is {value!r}; gather the GPU facts "
+                    "again (module gpufleet.cluster.gpu_facts)"
+                )
+        pname = normalize_profile_name(rec["name"])
+        built.append(
+            GIProfile(
+                name=pname,
+                profile_id=rec["profile_id"],
+                slices=rec["slices"],
+                memory_mib=rec["memory_mib"],
+                multiprocessors=rec["multiprocessors"],
+                copy_engines=rec["copy_engines"],
+                decoders=rec["decoders"],
+                encoders=rec["encoders"],
+                jpeg_engines=rec["jpeg_engines"],
+                ofa_engines=rec["ofa_engines"],
+                max_instances=rec["max_instances"],
+                placements=tuple(rec["placements"]),
+                ci_profile_id=ci_profile_id_for(int(pname.split("g.", 1)[0])),
+            )
+        )
+    try:
+        builtin: GpuModel | None = model(name)
+    except UnknownGpuModel:
+        builtin = None
+    arch, cc = (builtin.architecture, builtin.compute_capability) if builtin else _arch_of(name)
+    return GpuModel(
+        name=name,
+        memory_mib=int(memory_mib or 0),
+        total_slices=max(s + p.slices for p in built for s in p.placements),
+        architecture=arch,
+        compute_capability=cc,
+        profiles=tuple(built),
+        pci_device_ids=builtin.pci_device_ids if builtin else (),
+        source="the node's nvidia-smi mig -lgip/-lgipp (gathered GPU facts)",
+        note=builtin.note if builtin else "not in the built-in tables (mig_tables)",
+        layout=builtin.layout if builtin else "",
+    )

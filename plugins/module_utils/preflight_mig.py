@@ -277,7 +277,10 @@ def _check_layout(ctx: HostContext, model: mprof.GpuModel, wanted: Mapping[str, 
 
 
 def _models(ctx: HostContext) -> list[tuple[str, Any, mprof.GpuModel | None, str]]:
-    """GPU models of the host: (variable, value, model or None, error text)."""
+    """GPU models of the host: (variable, value, model or None, error text). ``gpu_model``
+    names a built-in table; else each gathered GPU name, with the profiles the node
+    reported (``mig_profiles`` of the GPU facts) when it has them, else its built-in
+    table."""
     name = text_of(ctx.settings, "gpu_model")
     if name:
         try:
@@ -285,9 +288,33 @@ def _models(ctx: HostContext) -> list[tuple[str, Any, mprof.GpuModel | None, str
         except mprof.UnknownGpuModel as exc:
             return [("gpu_model", name, None, str(exc))]
     out = []
-    for gpu_name in sorted({str(g.get("name") or "") for g in ctx.gpus if g.get("name")}):
+    seen: set[str] = set()
+    for gpu in ctx.gpus:
+        gpu_name = str(gpu.get("name") or "")
+        if not gpu_name or gpu_name in seen:
+            continue
+        seen.add(gpu_name)
+        reported = gpu.get("mig_profiles")
+        if reported:
+            # What the node reports wins over the built-in tables, and plans a GPU they lack.
+            try:
+                node_model = mprof.model_from_facts(gpu_name, gpu.get("memory_mib"), reported)
+            except mprof.LgipParseError as exc:
+                out.append(("gpufleet_gpus", gpu_name, None, str(exc)))
+            else:
+                out.append(("gpufleet_gpus", gpu_name, node_model, ""))
+            continue
         try:
             out.append(("gpufleet_gpus", gpu_name, mprof.model(gpu_name), ""))
         except mprof.UnknownGpuModel as exc:
-            out.append(("gpufleet_gpus", gpu_name, None, str(exc)))
-    return out
+            out.append(
+                (
+                    "gpufleet_gpus",
+                    gpu_name,
+                    None,
+                    f"{exc}; or gather the GPU facts with their MIG profiles (module "
+                    "gpufleet.cluster.gpu_facts, mig_profiles: true) to judge the layout "
+                    "against what the node reports",
+                )
+            )
+    return sorted(out, key=lambda row: row[1])

@@ -49,6 +49,14 @@ options:
         an empty C(gpufleet_gpus) instead of failing.
     type: bool
     default: false
+  mig_profiles:
+    description:
+      - On hosts with a MIG-capable GPU and nvidia-smi, also read the GPU-instance
+        profiles and placements the GPU reports (C(nvidia-smi mig -lgip) and C(-lgipp),
+        read-only, MIG on or off) into each GPU's C(mig_profiles). Preflight then judges
+        a MIG layout against them, also for a GPU model the built-in tables lack.
+    type: bool
+    default: true
 attributes:
   check_mode:
     support: full
@@ -132,6 +140,11 @@ ansible_facts:
           C(Disabled) or null (GPU without MIG). C(placement_start)/C(placement_size) are
           memory slices. C(nvlink_peers) lists the other GPUs reached over NVLink with
           their link count; C(nvlink_active_links) is null on single-GPU hosts.
+        - C(mig_profiles) (MIG-capable GPUs, with O(mig_profiles)) lists the GPU-instance
+          profiles the GPU reports, one mapping each with C(name), C(profile_id),
+          C(slices), C(memory_mib) (MiB), C(multiprocessors), C(copy_engines),
+          C(decoders), C(encoders), C(jpeg_engines), C(ofa_engines), C(max_instances)
+          and C(placements) (allowed start slices).
       type: list
       elements: dict
       sample:
@@ -201,6 +214,7 @@ def main() -> None:
             "backend": {"type": "str", "choices": list(gpu_query.BACKENDS), "default": "auto"},
             "nvidia_smi_path": {"type": "path"},
             "missing_ok": {"type": "bool", "default": False},
+            "mig_profiles": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
@@ -240,7 +254,14 @@ def main() -> None:
         module.fail_json(msg=f"reading the GPUs failed (backend={params['backend']}): {err}")
 
     gpus = [gpu.to_dict() for gpu in host.gpus]
-    for warning in host.warnings:
+    warnings = list(host.warnings)
+    if params["mig_profiles"]:
+        found, more = gpu_query.collect_mig_profiles(run, smi, host.gpus)
+        warnings.extend(more)
+        for gpu, record in zip(host.gpus, gpus, strict=True):
+            if gpu.index in found:
+                record["mig_profiles"] = found[gpu.index]
+    for warning in warnings:
         module.warn(warning)
     module.exit_json(
         changed=False,

@@ -215,3 +215,23 @@ def test_mig_devices_of_the_gpu_simulator(tmp_path: Path) -> None:
         )
     gpu0 = facts["gpufleet_gpus"][0]
     assert sorted(d["profile"] for d in gpu0["mig_devices"]) == ["1g.18gb", "2g.35gb", "3g.71gb"]
+
+
+def test_mig_profiles_the_gpu_reports_are_gathered() -> None:
+    res = adhoc(f"nvidia_smi_path={REPLAY} backend=nvidia-smi", env=replay_env("h200-single"))
+    assert not res.get("failed"), res
+    [gpu] = res["ansible_facts"]["gpufleet_gpus"]
+    by_name = {p["name"]: p for p in gpu["mig_profiles"]}
+    assert list(by_name) == [
+        "1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"
+    ]  # fmt: skip
+    assert by_name["3g.71gb"] == {
+        "name": "3g.71gb", "profile_id": 9, "slices": 4, "memory_mib": 71424,
+        "multiprocessors": 60, "copy_engines": 3, "decoders": 3, "encoders": 0,
+        "jpeg_engines": 3, "ofa_engines": 0, "max_instances": 2, "placements": [0, 4],
+    }  # fmt: skip
+    off = adhoc(
+        f"nvidia_smi_path={REPLAY} backend=nvidia-smi mig_profiles=false",
+        env=replay_env("h200-single"),
+    )
+    assert "mig_profiles" not in off["ansible_facts"]["gpufleet_gpus"][0]

@@ -6,6 +6,7 @@ Layout on a node (``LIB_DIR`` = ``/usr/local/lib/gpufleet-gpusim``)::
     LIB_DIR/gpufleet/lab/__init__.py          (empty package marker)
     LIB_DIR/gpufleet/lab/gpusim/*.py, templates/*
     LIB_DIR/mig_profiles.py                   (plugins/module_utils/mig_profiles.py)
+    LIB_DIR/mig_tables.py                     (plugins/module_utils/mig_tables.py)
     /usr/bin/nvidia-smi                       (wrapper: the nvidia-smi simulator)
     /usr/local/bin/gpusim                     (wrapper: the admin entry)
 
@@ -24,17 +25,20 @@ GPUSIM = PurePosixPath("/usr/local/bin/gpusim")
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parents[2]
 MIG_PROFILES = REPO_ROOT / "plugins" / "module_utils" / "mig_profiles.py"
+MIG_TABLES = REPO_ROOT / "plugins" / "module_utils" / "mig_tables.py"
 
 _MARKER = '"""Package marker written by the GPU simulator installer."""\n'
 
 
 def package_files() -> list[Path]:
-    """Source files to copy (absolute paths): the package's modules and templates, and
-    ``mig_profiles.py``. Raises ``FileNotFoundError`` when ``mig_profiles.py`` is missing."""
+    """Source files to copy (absolute paths): the package's modules and templates,
+    ``mig_profiles.py`` and the tables it reads, ``mig_tables.py``. Raises
+    ``FileNotFoundError`` when either is missing."""
     files = sorted(PACKAGE_DIR.glob("*.py")) + sorted((PACKAGE_DIR / "templates").glob("*"))
-    if not MIG_PROFILES.is_file():
-        raise FileNotFoundError(f"{MIG_PROFILES} is missing: the simulator needs its MIG tables")
-    return [*files, MIG_PROFILES]
+    for lib in (MIG_PROFILES, MIG_TABLES):
+        if not lib.is_file():
+            raise FileNotFoundError(f"{lib} is missing: the simulator needs its MIG tables")
+    return [*files, MIG_PROFILES, MIG_TABLES]
 
 
 def file_map(lib_dir: PurePosixPath = LIB_DIR) -> dict[PurePosixPath, Path | str]:
@@ -44,8 +48,8 @@ def file_map(lib_dir: PurePosixPath = LIB_DIR) -> dict[PurePosixPath, Path | str
         lib_dir / "gpufleet" / "lab" / "__init__.py": _MARKER,
     }
     for src in package_files():
-        if src == MIG_PROFILES:
-            out[lib_dir / "mig_profiles.py"] = src
+        if src in (MIG_PROFILES, MIG_TABLES):
+            out[lib_dir / src.name] = src
         else:
             rel = src.relative_to(PACKAGE_DIR)
             out[lib_dir / "gpufleet" / "lab" / "gpusim" / PurePosixPath(*rel.parts)] = src
