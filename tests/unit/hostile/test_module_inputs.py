@@ -194,7 +194,7 @@ def test_parse_layout_bounds_counts_and_names_the_option(layout: Any) -> None:
 def test_planning_a_huge_count_is_refused_at_once() -> None:
     from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mpr
 
-    with pytest.raises(ValueError, match="1g.18gb allows at most 7 instances per GPU"):
+    with pytest.raises(ValueError, match=r"1g\.18gb allows at most 7 instances per GPU"):
         mpl.plan(mpr.model("h200"), {"1g.18gb": 10**9})
 
 
