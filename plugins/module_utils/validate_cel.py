@@ -264,9 +264,29 @@ def _cmp(a: Any, b: Any) -> int:
 
 def functions() -> dict[str, Callable[..., Any]]:
     """The Kubernetes CEL library functions of the DRA environment, as celpy functions
-    (a method ``x.f(y)`` is called as ``f(x, y)``)."""
-    celpy = _celpy()
-    ct = celpy.celtypes
+    (a method ``x.f(y)`` is called as ``f(x, y)``): the quantity, semantic-version and
+    string libraries."""
+    ct = _celpy().celtypes
+    return {**_quantity_functions(ct), **_semver_functions(ct), **_string_functions(ct)}
+
+
+def _comparisons(ct: Any) -> dict[str, Callable[..., Any]]:
+    """``compareTo``, ``isGreaterThan``, ``isLessThan`` of quantities and versions."""
+
+    def compare_to(a: Any, b: Any) -> Any:
+        return ct.IntType(_cmp(a, b))
+
+    def is_greater(a: Any, b: Any) -> Any:
+        return ct.BoolType(_cmp(a, b) > 0)
+
+    def is_less(a: Any, b: Any) -> Any:
+        return ct.BoolType(_cmp(a, b) < 0)
+
+    return {"compareTo": compare_to, "isGreaterThan": is_greater, "isLessThan": is_less}
+
+
+def _quantity_functions(ct: Any) -> dict[str, Callable[..., Any]]:
+    """The Kubernetes quantity library (``quantity``, ``add``, ``asInteger``...)."""
 
     def quantity(s: Any) -> Quantity:
         try:
@@ -280,28 +300,6 @@ def functions() -> dict[str, Callable[..., Any]]:
         except CelError:
             return ct.BoolType(False)
         return ct.BoolType(True)
-
-    def semver(s: Any, normalize: Any = False) -> Semver:
-        try:
-            return Semver(str(s), bool(normalize))
-        except CelError as err:
-            raise ValueError(str(err)) from None
-
-    def is_semver(s: Any, normalize: Any = False) -> Any:
-        try:
-            Semver(str(s), bool(normalize))
-        except CelError:
-            return ct.BoolType(False)
-        return ct.BoolType(True)
-
-    def compare_to(a: Any, b: Any) -> Any:
-        return ct.IntType(_cmp(a, b))
-
-    def is_greater(a: Any, b: Any) -> Any:
-        return ct.BoolType(_cmp(a, b) > 0)
-
-    def is_less(a: Any, b: Any) -> Any:
-        return ct.BoolType(_cmp(a, b) < 0)
 
     def _q(x: Any) -> Fraction:
         if isinstance(x, Quantity):
@@ -347,6 +345,35 @@ def functions() -> dict[str, Callable[..., Any]]:
             raise TypeError("sign applies to quantities")
         return ct.IntType((q.value > 0) - (q.value < 0))
 
+    return {
+        "quantity": quantity,
+        "isQuantity": is_quantity,
+        **_comparisons(ct),
+        "add": add,
+        "sub": sub,
+        "asInteger": as_integer,
+        "asApproximateFloat": as_float,
+        "isInteger": is_integer,
+        "sign": sign,
+    }
+
+
+def _semver_functions(ct: Any) -> dict[str, Callable[..., Any]]:
+    """The Kubernetes semantic-version library (``semver``, ``major``...)."""
+
+    def semver(s: Any, normalize: Any = False) -> Semver:
+        try:
+            return Semver(str(s), bool(normalize))
+        except CelError as err:
+            raise ValueError(str(err)) from None
+
+    def is_semver(s: Any, normalize: Any = False) -> Any:
+        try:
+            Semver(str(s), bool(normalize))
+        except CelError:
+            return ct.BoolType(False)
+        return ct.BoolType(True)
+
     def _sv(name: str) -> Callable[[Any], Any]:
         def get(v: Any) -> Any:
             if not isinstance(v, Semver):
@@ -354,6 +381,18 @@ def functions() -> dict[str, Callable[..., Any]]:
             return ct.IntType(getattr(v, name))
 
         return get
+
+    return {
+        "semver": semver,
+        "isSemver": is_semver,
+        "major": _sv("major"),
+        "minor": _sv("minor"),
+        "patch": _sv("patch"),
+    }
+
+
+def _string_functions(ct: Any) -> dict[str, Callable[..., Any]]:
+    """The CEL strings extension as Kubernetes offers it (``lowerAscii``, ``split``...)."""
 
     def _s(x: Any) -> str:
         if not isinstance(x, str):
@@ -409,22 +448,6 @@ def functions() -> dict[str, Callable[..., Any]]:
         return ct.StringType(_s(sep).join(_s(x) for x in items))
 
     return {
-        "quantity": quantity,
-        "isQuantity": is_quantity,
-        "semver": semver,
-        "isSemver": is_semver,
-        "compareTo": compare_to,
-        "isGreaterThan": is_greater,
-        "isLessThan": is_less,
-        "add": add,
-        "sub": sub,
-        "asInteger": as_integer,
-        "asApproximateFloat": as_float,
-        "isInteger": is_integer,
-        "sign": sign,
-        "major": _sv("major"),
-        "minor": _sv("minor"),
-        "patch": _sv("patch"),
         "lowerAscii": lower_ascii,
         "upperAscii": upper_ascii,
         "trim": trim,
