@@ -111,30 +111,8 @@ def binary_path(version: str) -> Path:
     return binaries.cache_root() / "bin" / "celcheck" / f"v{version}" / BINARY
 
 
-def _go_env(release: CelRelease) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "GOWORK": "off",
-            "GOTOOLCHAIN": release.go_toolchain or "local",
-            "GOFLAGS": "-buildvcs=false",
-            "CGO_ENABLED": "0",
-        }
-    )
-    return env
-
-
 def _go(release: CelRelease, args: Sequence[str], cwd: Path) -> str:
-    go = shutil.which("go") or "/usr/local/go/bin/go"
-    if not Path(go).exists():
-        raise CelCheckError("go: no Go toolchain on PATH or at /usr/local/go/bin/go")
-    proc = subprocess.run(
-        [go, *args], cwd=cwd, capture_output=True, text=True, env=_go_env(release), timeout=3600
-    )
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
-        raise CelCheckError(f"`go {' '.join(args)}` failed in {cwd}:\n{tail}")
-    return proc.stdout
+    return gomod.run_go(args, cwd, release.go_toolchain, CelCheckError)
 
 
 def build(release: CelRelease, log=print) -> Path:

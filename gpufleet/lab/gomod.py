@@ -6,9 +6,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpufleet.lab.release_pins import (
     VERSION_RE,
@@ -21,6 +25,35 @@ BUILD_MODULE_PREFIX = "gpufleet.local/build"
 #: The packages whose version variables kubernetes sets at link time
 #: (hack/lib/version.sh, kube::version::ldflags).
 KUBERNETES_VERSION_PACKAGES = ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version")
+
+
+# --------------------------------------------------------------------------- running go
+
+
+def run_go(args: Sequence[str], cwd: Path, toolchain: str | None, error: type[Exception]) -> str:
+    """``go ARGS`` in ``cwd`` with the build environment of the release programs
+    (``GOWORK=off``, ``GOTOOLCHAIN`` = ``toolchain`` or ``local``, no VCS stamping, no cgo),
+    at most an hour; its standard output. Raises ``error`` with the command, the directory
+    and the last 25 lines of its output when go is missing or fails."""
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    if not Path(go).exists():
+        raise error("go: no Go toolchain on PATH or at /usr/local/go/bin/go")
+    env = dict(os.environ)
+    env.update(
+        {
+            "GOWORK": "off",
+            "GOTOOLCHAIN": toolchain or "local",
+            "GOFLAGS": "-buildvcs=false",
+            "CGO_ENABLED": "0",
+        }
+    )
+    proc = subprocess.run(
+        [go, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=3600
+    )
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
+        raise error(f"`go {' '.join(args)}` failed in {cwd}:\n{tail}")
+    return proc.stdout
 
 
 # --------------------------------------------------------------------------- go.mod handling
