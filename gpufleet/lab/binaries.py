@@ -143,8 +143,9 @@ def resolve_target(
     tool = rel.tool(group)
     if version is not None and not VERSION_RE.match(version):
         raise UnknownNameError(f"{name}: version {version!r} is not MAJOR.MINOR.PATCH")
+    tool = tool.at(version or tool.version)
     spec = next(b for b in tool.binaries if b.name == name)
-    return Target(group, plain_version(version) if version else tool.version, spec)
+    return Target(group, tool.version, spec)
 
 
 def binary_path(name: str, version: str | None = None) -> Path:
@@ -170,6 +171,7 @@ def stamp_inputs(
     ldflags_templates: Sequence[tuple[str, str]] = (),
     source_digest: str | None = None,
     commit: str | None = None,
+    cgo: bool = False,
 ) -> dict[str, Any]:
     """Everything a binary's content depends on, as a JSON-able dict.
 
@@ -189,7 +191,7 @@ def stamp_inputs(
         "source_digest": source_digest,
         "go": go_version,
         "platform": platform,
-        "cgo": False,
+        "cgo": cgo,
         "flags": ["-trimpath", "-ldflags=-s -w"],
     }
 
@@ -284,7 +286,7 @@ def _require_go() -> GoEnv:
     return env
 
 
-def _go_process_env(toolchain: str | None = None) -> dict[str, str]:
+def _go_process_env(toolchain: str | None = None, cgo: bool = False) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
@@ -293,7 +295,7 @@ def _go_process_env(toolchain: str | None = None) -> dict[str, str]:
             # (go_toolchain: go1.27.3 for 1.38), which Go fetches from the module proxy
             "GOTOOLCHAIN": toolchain or "local",
             "GOFLAGS": "-buildvcs=false",
-            "CGO_ENABLED": "0",
+            "CGO_ENABLED": "1" if cgo else "0",
         }
     )
     return env
@@ -305,13 +307,14 @@ def _run_go(
     *,
     nice: bool = False,
     toolchain: str | None = None,
+    cgo: bool = False,
 ) -> str:
     go = _require_go().go
     cmd = [go, *args]
     if nice and shutil.which("nice"):
         cmd = ["nice", "-n", "10", *cmd]
     proc = subprocess.run(
-        cmd, cwd=cwd, capture_output=True, text=True, env=_go_process_env(toolchain)
+        cmd, cwd=cwd, capture_output=True, text=True, env=_go_process_env(toolchain, cgo)
     )
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
@@ -351,12 +354,15 @@ def _target_inputs(target: Target, releases: Releases) -> dict[str, Any]:
     templates: Sequence[tuple[str, str]] = ()
     commit = None
     digest = None
+    cgo = False
     if target.group == KUBERNETES:
         commit = releases.release(target.version).commit
         if target.binary.source:
             digest = source_digest(REPO_ROOT / target.binary.source)
     else:
-        templates = releases.tool(target.group).ldflags
+        tool = releases.tool(target.group).at(target.version)
+        templates = tool.ldflags
+        cgo = tool.cgo
     return stamp_inputs(
         target,
         go_version=goenv.version if goenv else None,
@@ -364,6 +370,7 @@ def _target_inputs(target: Target, releases: Releases) -> dict[str, Any]:
         ldflags_templates=templates,
         source_digest=digest,
         commit=commit,
+        cgo=cgo,
     )
 
 
@@ -398,7 +405,8 @@ def plan_steps(steps: Iterable[Step], releases: Releases) -> list[Target]:
             if step.group == KUBERNETES:
                 spec = releases.kubernetes_binary(name)
             else:
-                spec = next(b for b in releases.tool(step.group).binaries if b.name == name)
+                tool = releases.tool(step.group).at(step.version)
+                spec = next(b for b in tool.binaries if b.name == name)
             key = (step.group, step.version, name)
             if key not in seen:
                 seen.add(key)
@@ -503,7 +511,7 @@ def _prepare_module(
         packages = [s.package for s in releases.components]
         facts = {"build_date": info.time}
     else:
-        tool = releases.tool(group)
+        tool = releases.tool(group).at(version)
         modules = list(dict.fromkeys(b.module for b in tool.binaries))
         infos = [_download(m, tag) for m in modules]
         upstreams = [i.gomod for i in infos]
@@ -554,7 +562,9 @@ def _go_build(target: Target, module: _BuildModule, releases: Releases) -> tuple
             release.version, module.facts["build_date"], release.commit
         )
     else:
-        variables = render_tool_ldflags(releases.tool(target.group), target.version, module.facts)
+        variables = render_tool_ldflags(
+            releases.tool(target.group).at(target.version), target.version, module.facts
+        )
     out_dir = _bin_dir(target.group, target.version)
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / target.binary.name
@@ -565,10 +575,10 @@ def _go_build(target: Target, module: _BuildModule, releases: Releases) -> tuple
     args += ["-ldflags=" + compose_ldflags(variables), "-o", str(tmp), target.binary.package]
     started = time.monotonic()
     try:
-        toolchain = (
-            releases.release(target.version).go_toolchain if target.group == KUBERNETES else None
-        )
-        _run_go(args, cwd=module.directory, nice=True, toolchain=toolchain)
+        kubernetes = target.group == KUBERNETES
+        toolchain = releases.release(target.version).go_toolchain if kubernetes else None
+        cgo = not kubernetes and releases.tool(target.group).cgo
+        _run_go(args, cwd=module.directory, nice=True, toolchain=toolchain, cgo=cgo)
         seconds = time.monotonic() - started
         tmp.chmod(0o755)
         check_reported_version(tmp, target)
@@ -595,6 +605,9 @@ VERSION_ARGS: dict[str, tuple[str, ...]] = {
     "containerd": ("--version",),
     "ctr": ("--version",),
     "containerd-shim-runc-v2": ("-v",),
+    "nvidia-ctk": ("--version",),
+    "nvidia-cdi-hook": ("--version",),
+    "nvidia-container-runtime": ("--version",),
 }
 
 

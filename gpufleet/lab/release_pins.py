@@ -107,10 +107,42 @@ class Tool:
     version: str
     binaries: tuple[BinarySpec, ...]
     ldflags: tuple[tuple[str, str], ...] = ()
+    #: Built with cgo (``CGO_ENABLED=1``, the host's C compiler, linked to its libc).
+    cgo: bool = False
+    #: Other releases of the tool that are built too (plain version -> its Go module):
+    #: ``containerd`` 1.7.35 lives in ``github.com/containerd/containerd``, not ``.../v2``.
+    matrix: tuple[tuple[str, str], ...] = ()
 
     @property
     def tag(self) -> str:
         return "v" + self.version
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The pinned version first, then the matrix versions."""
+        return (self.version, *(v for v, _ in self.matrix))
+
+    def at(self, version: str) -> Tool:
+        """The tool at ``version``. A matrix version whose module is another path (its
+        major version moved) has that path in place of the pinned module's in every
+        package path and ldflags variable; any other version is built from the same
+        module as the pinned one (etcd at the version a Kubernetes release names).
+        """
+        wanted = plain_version(version)
+        old = self.binaries[0].module
+        module = dict(self.matrix).get(wanted, old)
+        if wanted == self.version:
+            return self
+
+        def moved(path: str) -> str:
+            return module + path[len(old) :] if path == old or path.startswith(old + "/") else path
+
+        binaries = tuple(
+            BinarySpec(b.name, moved(b.package), moved(b.module), b.tags, b.source)
+            for b in self.binaries
+        )
+        ldflags = tuple((moved(k), v) for k, v in self.ldflags)
+        return Tool(self.name, wanted, binaries, ldflags, self.cgo)
 
 
 @dataclass(frozen=True)
@@ -383,15 +415,42 @@ def _tools(section: Any, source: str) -> tuple[Tool, ...]:
             raise ReleaseFileError(f"{where} in {source}: {name!r} is not a usable tool name")
         entry = _require_mapping(entry, where, source)
         ldflags = _require_mapping(entry.get("ldflags") or {}, f"{where}.ldflags", source)
+        binaries = _tool_binaries(entry, where, source)
         tools.append(
             Tool(
                 name=name,
                 version=_require_version(entry.get("version"), f"{where}.version", source),
-                binaries=_tool_binaries(entry, where, source),
+                binaries=binaries,
                 ldflags=tuple((str(k), str(v)) for k, v in ldflags.items()),
+                cgo=_require_bool(entry.get("cgo", False), f"{where}.cgo", source),
+                matrix=_tool_matrix(entry, where, binaries[0].module, source),
             )
         )
     return tuple(tools)
+
+
+def _require_bool(value: Any, where: str, source: str) -> bool:
+    if not isinstance(value, bool):
+        raise ReleaseFileError(f"{where} = {value!r} in {source} must be true or false")
+    return value
+
+
+def _tool_matrix(
+    entry: Mapping[str, Any], where: str, module: str, source: str
+) -> tuple[tuple[str, str], ...]:
+    """``tools.<name>.matrix``: ``[{version: "1.7.35", module: ...}, ...]``; module
+    defaults to the tool's."""
+    out: list[tuple[str, str]] = []
+    for i, raw in enumerate(entry.get("matrix") or []):
+        mwhere = f"{where}.matrix[{i}]"
+        raw = _require_mapping(raw, mwhere, source)
+        version = _require_version(raw.get("version"), f"{mwhere}.version", source)
+        if version == entry.get("version") or any(v == version for v, _ in out):
+            raise ReleaseFileError(
+                f"{mwhere}.version = {version!r} in {source} is pinned twice; keep one entry"
+            )
+        out.append((version, _require_str(raw.get("module", module), f"{mwhere}.module", source)))
+    return tuple(out)
 
 
 def _tool_binaries(entry: Mapping[str, Any], where: str, source: str) -> tuple[BinarySpec, ...]:
@@ -451,14 +510,15 @@ def _profiles(
         where = f"profiles.{name}"
         entry = _require_mapping(entry, where, source)
         steps = tuple(
-            _step(
+            step
+            for i, raw in enumerate(_require_list(entry.get("steps"), f"{where}.steps", source))
+            for step in _step(
                 _require_mapping(raw, f"{where}.steps[{i}]", source),
                 f"{where}.steps[{i}]",
                 known,
                 tools,
                 full_set,
             )
-            for i, raw in enumerate(_require_list(entry.get("steps"), f"{where}.steps", source))
         )
         profiles.append(Profile(name, str(entry.get("description", "")).strip(), steps))
     return tuple(profiles)
@@ -470,12 +530,14 @@ def _step(
     known: _Known,
     tools: Sequence[Tool],
     full_set: tuple[str, ...],
-) -> Step:
+) -> tuple[Step, ...]:
+    """One step, or with ``matrix: true`` one per matrix version of the tool (its
+    ``binaries``, default all)."""
     source = known.source
     if "kubernetes" in raw:
         version = known.release(raw["kubernetes"], f"{swhere}.kubernetes")
         comps = known.components(raw.get("components", list(full_set)), f"{swhere}.components")
-        return Step(KUBERNETES, version, comps)
+        return (Step(KUBERNETES, version, comps),)
     if "tool" not in raw:
         raise ReleaseFileError(
             f"{swhere} in {source} names neither 'kubernetes' nor 'tool': {dict(raw)!r}"
@@ -487,6 +549,16 @@ def _step(
             f"{swhere}.tool = {tool_name!r} in {source} is an unknown tool: pinned "
             f"tools are {', '.join(sorted(t.name for t in tools))}"
         )
+    if raw.get("matrix"):
+        names = tuple(raw.get("binaries") or (b.name for b in tool.binaries))
+        unknown = sorted(set(names) - {b.name for b in tool.binaries})
+        if unknown or not tool.matrix:
+            raise ReleaseFileError(
+                f"{swhere} in {source}: tool {tool_name!r} has "
+                + (f"no binaries {unknown}" if unknown else "no matrix")
+                + f"; name binaries of tools.{tool_name}.binaries or add tools.{tool_name}.matrix"
+            )
+        return tuple(Step(tool_name, version, names) for version, _ in tool.matrix)
     version = tool.version
     if "for_kubernetes" in raw:
         if tool_name != "etcd":
@@ -495,7 +567,7 @@ def _step(
             )
         release_version = known.release(raw["for_kubernetes"], f"{swhere}.for_kubernetes")
         version = next(r.etcd for r in known.releases if r.version == release_version)
-    return Step(tool_name, version, tuple(b.name for b in tool.binaries))
+    return (Step(tool_name, version, tuple(b.name for b in tool.binaries)),)
 
 
 @functools.cache
