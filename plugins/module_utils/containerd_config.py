@@ -18,11 +18,10 @@ Facts and where they come from (containerd source, ``cmd/containerd/server/confi
 * containerd reads ``imports`` (paths or globs) after the main file. An imported file
   must have the main file's version: containerd 2.x refuses to start otherwise
   ("unsupported containerd configuration version").
-* Up to containerd 2.0 an imported file replaces a whole plugin section of the main file
-  (``mergeConfig``: "Replace entire sections instead of merging map's values"); from 2.1
-  sections merge key by key. So below 2.1 the drop-in carries the main file's whole CRI
-  runtime section with the NVIDIA runtime added, or the main file's settings (the runc
-  runtime's ``SystemdCgroup``, the CNI directories) would be lost.
+* How imported files combine with the main file (containerd 1.x replaces a whole plugin
+  section, 2.0 and newer merge key by key) is ``containerd_merge``'s. Where sections are
+  replaced the drop-in carries the CRI section in effect before it with the NVIDIA
+  runtime added, or the settings of the main file and of earlier drop-ins would be lost.
 * CDI: ``enable_cdi`` and ``cdi_spec_dirs`` exist from containerd 1.7 (off by default in
   1.7, on by default from 2.0, spec directories ``/etc/cdi`` and ``/var/run/cdi``).
   containerd 2.4 no longer knows ``enable_cdi`` (CDI is always on; its ``config dump``
@@ -41,7 +40,10 @@ import fnmatch
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_merge as cm
 
 try:  # Python 3.11+
     import tomllib as _toml_reader  # type: ignore[import-not-found]
@@ -85,8 +87,8 @@ class ConfigError(ValueError):
 
 #: containerd release from which CDI can be enabled in the CRI plugin.
 CDI_MIN = (1, 7, 0)
-#: containerd release from which imported files merge plugin sections key by key.
-DEEP_MERGE_MIN = (2, 1, 0)
+#: containerd release that no longer knows ``enable_cdi`` (CDI always on); seen with 2.4.2.
+CDI_SWITCH_GONE = (2, 4, 0)
 #: Oldest NVIDIA container toolkit that reads version 3 containerd configurations.
 TOOLKIT_MIN_FOR_CONTAINERD_2 = (1, 17, 4)
 DEFAULT_CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -157,6 +159,62 @@ def check_toolkit(toolkit_version: str, containerd: str, enable_cdi: bool) -> di
         "default_config_version": 2 if found[0] < 2 else 3,
         "cdi_default": found[0] >= 2,
     }
+
+
+#: Oldest toolkit whose ``nvidia-ctk runtime configure --config-source=file
+#: --drop-in-config`` this project has judged against every containerd of its matrix
+#: (1.20.2; tests/integration/test_containerd_matrix.py).
+NVIDIA_CTK_JUDGED_MIN = (1, 20, 0)
+WRITERS = ("auto", "nvidia-ctk", "gpufleet")
+
+
+def choose_writer(
+    writer: str,
+    containerd: str,
+    toolkit_version: str,
+    cdi_spec_dirs: Sequence[str] = DEFAULT_CDI_SPEC_DIRS,
+) -> tuple[str, str]:
+    """Who writes the drop-in: ``("nvidia-ctk" | "gpufleet", why)``.
+
+    ``auto`` takes NVIDIA's ``nvidia-ctk runtime configure`` where it is right: containerd
+    2.0 and newer (sections merge key by key, so its drop-in keeps what other files set)
+    with a toolkit of :data:`NVIDIA_CTK_JUDGED_MIN` or newer and the default CDI spec
+    directories (it has no option for others). On containerd 1.x its drop-in carries only
+    the main file's CRI section, which replaces the one earlier drop-ins made, so this
+    project's writer (the section in effect, :func:`plan_dropin`) is used there. Raises
+    :class:`ConfigError` for an unknown ``writer`` or a ``nvidia-ctk`` request it cannot
+    do right.
+    """
+    if writer not in WRITERS:
+        raise ConfigError(
+            f"nvidia_container_toolkit_containerd_writer={writer!r} is not one of "
+            f"{', '.join(WRITERS)}; fix: use auto"
+        )
+    release = parse_containerd_version(containerd)
+    reasons = []
+    if cm.replaces_sections(release):
+        reasons.append(
+            f"containerd {_fmt(release)} replaces whole plugin sections on import and "
+            "nvidia-ctk's drop-in carries only the main file's CRI section, so settings of "
+            "earlier drop-ins would be lost"
+        )
+    if toolkit_version and parse_toolkit_version(toolkit_version) < NVIDIA_CTK_JUDGED_MIN:
+        reasons.append(
+            f"toolkit {toolkit_version} is older than {_fmt(NVIDIA_CTK_JUDGED_MIN)}, the oldest "
+            "whose nvidia-ctk drop-ins were judged against the real containerd"
+        )
+    if list(cdi_spec_dirs) != list(DEFAULT_CDI_SPEC_DIRS):
+        reasons.append("nvidia-ctk cannot set cdi_spec_dirs other than containerd's default")
+    if writer == "gpufleet":
+        return "gpufleet", "asked for"
+    if not reasons:
+        return "nvidia-ctk", "NVIDIA's nvidia-ctk runtime configure with a drop-in"
+    if writer == "nvidia-ctk":
+        raise ConfigError(
+            f"nvidia_container_toolkit_containerd_writer=nvidia-ctk: {'; '.join(reasons)}; "
+            "fix: use auto or gpufleet"
+        )
+    return "gpufleet", "; ".join(reasons)
 
 
 def cri_plugin(config_version: int) -> str:
@@ -435,12 +493,16 @@ def plan_dropin(
     enable_cdi: bool = True,
     cdi_spec_dirs: list[str] | tuple[str, ...] = DEFAULT_CDI_SPEC_DIRS,
     set_as_default: bool = False,
+    effective: dict | None = None,
 ) -> DropinPlan:
     """Plan the main file's ``imports`` entry and the drop-in for the NVIDIA runtime.
 
     ``main_text``: the main configuration (``None`` when absent: one is created with the
     version containerd ``containerd_version`` defaults to and the imports line only).
     ``other_dropins``: path -> text of every other file the main file's imports load.
+    ``effective``: the parsed ``containerd config dump`` before the change, when
+    containerd could be asked: the runtimes in effect (defaults included) and runc's
+    ``SystemdCgroup`` are taken from it, not from the files alone.
     Raises :class:`ConfigError` (nothing written yet) for a version 1 main file, another
     imported file whose version differs from the main file's (containerd would refuse to
     start), a file that is not TOML, or CDI on a containerd without it.
@@ -488,32 +550,56 @@ def plan_dropin(
             "upgrade containerd or set enable_cdi=false"
         )
 
-    copied = release < DEEP_MERGE_MIN
-    section = copy.deepcopy(main.get("plugins", {}).get(plugin, {})) if copied else {}
-    runtimes = section.setdefault("containerd", {}).setdefault("runtimes", {})
-    main_runtimes = (
-        main.get("plugins", {}).get(plugin, {}).get("containerd", {}).get("runtimes", {})
+    parsed = {path: loads(text, path) for path, text in other_dropins.items()}
+    order = cm.load_order(
+        main.get("imports", []),
+        main_path,
+        dropin_path,
+        glob=lambda pattern: [p for p in parsed if fnmatch.fnmatch(p, pattern)],
+        added_entry=None if main_text is None or new_main is None else dropin_glob(dropin_path),
     )
-    # the runtime starts as a copy of runc's (SystemdCgroup and friends must match the
-    # kubelet's cgroup driver), as nvidia-ctk does
-    base = copy.deepcopy(main_runtimes.get("runc", {"runtime_type": RUNC_V2}))
-    base.update(copy.deepcopy(main_runtimes.get(runtime_name, {})))
+    if main_text is None:
+        order = [os.path.normpath(dropin_path)]
+    at = order.index(os.path.normpath(dropin_path))
+    earlier = [main, *(parsed[p] for p in order[:at] if p in parsed)]
+    later = [(p, parsed[p]) for p in order[at + 1 :] if p in parsed]
+    copied = cm.replaces_sections(release)
+    in_files = cm.plugin_section(earlier, plugin, release)
+    _refuse_later_files(later, plugin, runtime_name, copied, set_as_default, dropin_path)
+    section = copy.deepcopy(in_files) if copied else {}
+    runtimes = section.setdefault("containerd", {}).setdefault("runtimes", {})
+    have = in_files.get("containerd", {}).get("runtimes", {})
+    in_effect = _runtimes_in_effect(effective, plugin)
+    if copied and in_effect:
+        # a runtimes table replaces the default one (runc) as well: carry all in effect
+        runtimes.update(copy.deepcopy(in_effect))
+    # the runtime starts as runc's entry with its own settings over it, as nvidia-ctk does;
+    # SystemdCgroup is always runc's in effect (it must match the kubelet's cgroup driver)
+    runc = have.get("runc", {"runtime_type": RUNC_V2})
+    base = cm.deep_merge(runc, have.get(runtime_name, {}))
     base["runtime_type"] = RUNC_V2
     options = base.setdefault("options", {})
     options["BinaryName"] = runtime_binary
+    runc_options = (in_effect.get("runc") or runc).get("options", {})
+    if "SystemdCgroup" in runc_options:
+        options["SystemdCgroup"] = runc_options["SystemdCgroup"]
     runtimes[runtime_name] = base
+    if copied:  # the same text whichever runtimes the dump listed first
+        section["containerd"]["runtimes"] = dict(sorted(runtimes.items()))
     if set_as_default:
         section["containerd"]["default_runtime_name"] = runtime_name
     if enable_cdi:
-        # 1.7 has CDI off by default; 2.x has it on, and newer 2.x releases no longer know
-        # the switch (containerd 2.4 warns "Ignoring unknown key ... enable_cdi")
-        if release < (2, 0, 0):
+        # 1.7 has CDI off by default and 2.0 to 2.3 honour an explicit false in any file,
+        # so the switch is written where it exists; 2.4 no longer knows it (it warns
+        # "Ignoring unknown key ... enable_cdi") and always has CDI on
+        if release < CDI_SWITCH_GONE:
             section["enable_cdi"] = True
         section["cdi_spec_dirs"] = list(cdi_spec_dirs)
     if copied:
         notes.append(
             f"containerd {_fmt(release)} replaces whole plugin sections on import: the drop-in "
-            f"carries {main_path}'s {plugin} section"
+            f"carries the {plugin} section that {main_path} and the files imported before "
+            "it give together"
         )
     dropin = {"version": version, "plugins": {plugin: section}}
     header = (
@@ -522,6 +608,43 @@ def plan_dropin(
         f"# Version {version} like {main_path}; edits here are overwritten on the next run.\n"
     )
     return DropinPlan(new_main, header + dump_toml(dropin), version, plugin, copied, notes)
+
+
+def _runtimes_in_effect(effective: dict | None, plugin: str) -> dict:
+    """``containerd.runtimes`` of ``plugin`` in a parsed dump ({} without one)."""
+    section = ((effective or {}).get("plugins") or {}).get(plugin) or {}
+    return section.get("containerd", {}).get("runtimes", {}) or {}
+
+
+def _refuse_later_files(
+    later: Sequence[tuple[str, dict]],
+    plugin: str,
+    runtime_name: str,
+    copied: bool,
+    set_as_default: bool,
+    dropin_path: str,
+) -> None:
+    """Refuse files containerd loads after the drop-in that would undo it: on 1.x any
+    that has the CRI section (it replaces the drop-in's), from 2.0 any that sets a key the
+    drop-in owns."""
+    owned = cm.owned_by_runtime_change(plugin, runtime_name, set_as_default=set_as_default)
+    for path, data in later:
+        section = (data.get("plugins") or {}).get(plugin)
+        if section is None:
+            continue
+        keys = [".".join(k) for k in cm.leaves({"plugins": {plugin: section}}) if owned(k)]
+        if copied or keys:
+            what = f"sets {', '.join(keys)}" if keys else f"has a [plugins.{plugin!r}] section"
+            raise ConfigError(
+                f"{path} is loaded after {dropin_path} and {what}, which "
+                + (
+                    "replaces the whole section the drop-in writes"
+                    if copied
+                    else "overrides the drop-in"
+                )
+                + f"; fix: rename it so that it sorts before {os.path.basename(dropin_path)}, or "
+                "move its settings into the main file"
+            )
 
 
 def dropin_glob(dropin_path: str) -> str:

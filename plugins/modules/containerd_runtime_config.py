@@ -19,14 +19,19 @@ description:
     for 2.x) and its plugin names follow it (C(io.containerd.grpc.v1.cri) for version 2,
     C(io.containerd.cri.v1.runtime) for 3 and 4). The version is read from the file, never
     from C(containerd config dump), which prints the newest version the binary knows.
-  - Below containerd 2.1 an imported file replaces whole plugin sections, so there the
-    drop-in carries the main file's whole CRI section with the runtime added.
+  - On containerd 1.x an imported file replaces whole plugin sections, so there the
+    drop-in carries the CRI section in effect before it (the main file's and earlier
+    drop-ins', with the runtimes C(containerd config dump) shows) with the runtime added.
   - The main file changes in one place only, when its C(imports) does not load the
     drop-in yet, where the drop-in's directory glob is added. It is backed up first. A missing
     main file is created with C(version) and C(imports) only.
   - Fails before writing anything when the main file is version 1, when another file its
     imports load has a different version (containerd would not start), or when CDI is
     wanted on containerd older than 1.7.
+  - With containerd on PATH, C(containerd config dump) is read before and after the
+    write; when a setting in effect before is gone, or the runtime or CDI is not in
+    effect, the files are put back as they were and the module fails naming the
+    settings, so containerd is never restarted with them.
   - Restart containerd (a handler) when RV(changed); verify with C(containerd config dump).
 author:
   - gpufleet maintainers
@@ -72,6 +77,22 @@ options:
     description: Back up the main file and an existing drop-in before changing them.
     type: bool
     default: true
+  writer:
+    description:
+      - Who writes the drop-in. C(nvidia-ctk) is NVIDIA's C(nvidia-ctk runtime configure
+        --config-source=file --drop-in-config), run on a copy of the main file (it rewrites
+        the file it reads, comments and layout lost), its drop-in installed here.
+        C(gpufleet) is this module's own writer. C(auto) takes nvidia-ctk where it is right
+        (containerd 2.0 and newer, toolkit 1.20 or newer, default CDI spec directories)
+        and this module's writer elsewhere; on containerd 1.x only it keeps the settings
+        of earlier drop-ins.
+    type: str
+    choices: [auto, nvidia-ctk, gpufleet]
+    default: auto
+  nvidia_ctk:
+    description: The nvidia-ctk binary (a name is looked up on PATH).
+    type: str
+    default: nvidia-ctk
 attributes:
   check_mode:
     support: full
@@ -105,9 +126,18 @@ containerd_version:
   type: str
   sample: 2.1.4
 copied_section:
-  description: Whether the drop-in carries the main file's whole CRI section (containerd below 2.1).
+  description: Whether the drop-in carries the whole CRI section in effect (containerd 1.x).
   returned: success
   type: bool
+writer:
+  description: Who wrote the drop-in (C(nvidia-ctk) or C(gpufleet)), and RV(writer_reason) why.
+  returned: success
+  type: str
+  sample: nvidia-ctk
+writer_reason:
+  description: Why that writer.
+  returned: success
+  type: str
 changes:
   description: What changed, one sentence each.
   returned: always
@@ -122,12 +152,19 @@ backup_files:
 
 import glob
 import os
+import re
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_merge as cm
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
     ConfigError,
+    choose_writer,
+    cri_plugin,
     dropin_glob,
+    effective_problems,
+    file_version,
     loads,
     parse_containerd_version,
     plan_dropin,
@@ -135,6 +172,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config
 from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
     backup_and_write,
     file_diff,
+    write_atomic,
 )
 
 
@@ -160,6 +198,115 @@ def imported_files(main_text: str | None, main_path: str) -> list[str]:
     return files
 
 
+def pick_writer(
+    module: AnsibleModule, containerd: str, main_text: str | None, p: dict
+) -> tuple[str, str]:
+    """(writer, why): :func:`choose_writer` on the toolkit that nvidia-ctk reports; with
+    ``auto``, this module's writer when nvidia-ctk is absent or there is no main file."""
+    ctk = module.get_bin_path(p["nvidia_ctk"]) if p["writer"] != "gpufleet" else None
+    toolkit = ""
+    if ctk:
+        rc, out, err = module.run_command([ctk, "--version"])
+        match = re.search(r"version\s+v?(\d+\.\d+\.\d+)", out + err)
+        toolkit = match.group(1) if rc == 0 and match else ""
+    if p["writer"] == "auto" and (not ctk or not toolkit or main_text is None):
+        missing = (
+            "no main file" if ctk and toolkit else f"{p['nvidia_ctk']} not found or no version"
+        )
+        return "gpufleet", missing
+    if p["writer"] == "nvidia-ctk" and not ctk:
+        raise ConfigError(
+            f"writer=nvidia-ctk but {p['nvidia_ctk']!r} is not on PATH; fix: install "
+            "nvidia-container-toolkit-base, set nvidia_ctk to its path, or use writer=auto"
+        )
+    return choose_writer(p["writer"], containerd, toolkit, p["cdi_spec_dirs"])
+
+
+def nvidia_ctk_dropin(module: AnsibleModule, main_text: str, version: int, p: dict) -> str:
+    """The drop-in NVIDIA's ``nvidia-ctk runtime configure`` writes for ``main_text``,
+    made in a temporary directory on a copy of the main file (which it rewrites)."""
+    ctk = module.get_bin_path(p["nvidia_ctk"], required=True)
+    with tempfile.TemporaryDirectory(prefix="gpufleet-ctk-") as tmp:
+        main_copy, dropin = os.path.join(tmp, "config.toml"), os.path.join(tmp, "99-nvidia.toml")
+        with open(main_copy, "w", encoding="utf-8") as fh:
+            fh.write(main_text)
+        argv = [
+            ctk,
+            "runtime",
+            "configure",
+            "--runtime=containerd",
+            f"--config={main_copy}",
+            f"--drop-in-config={dropin}",
+            "--config-source=file",
+            f"--nvidia-runtime-name={p['runtime_name']}",
+            f"--nvidia-runtime-path={p['runtime_binary']}",
+        ]
+        argv += ["--enable-cdi"] if p["enable_cdi"] else []
+        argv += ["--set-as-default"] if p["set_as_default"] else []
+        rc, out, err = module.run_command(argv)
+        if rc != 0 or not os.path.isfile(dropin):
+            raise ConfigError(
+                f"nvidia-ctk runtime configure failed (rc={rc}): {(err or out).strip()[-400:]}; "
+                "fix: run it by hand to see why, or use writer=gpufleet"
+            )
+        with open(dropin, encoding="utf-8") as fh:
+            text = fh.read()
+    if file_version(loads(text, "nvidia-ctk's drop-in")) != version:
+        raise ConfigError(
+            f"nvidia-ctk wrote a drop-in of another version than the main file's ({version}); "
+            "containerd would not start; fix: use writer=gpufleet"
+        )
+    return (
+        "# Written by nvidia-ctk runtime configure --config-source=file for the gpufleet.cluster\n"
+        "# nvidia_container_toolkit role (module containerd_runtime_config); edits here are\n"
+        "# overwritten on the next run.\n" + text
+    )
+
+
+def config_dump(module: AnsibleModule, binary: str, main_path: str) -> dict | None:
+    """``containerd --config MAIN config dump``, parsed; None when containerd cannot read
+    the files (the plan's own checks then say why)."""
+    rc, out, _ = module.run_command([binary, "--config", main_path, "config", "dump"])
+    if rc != 0:
+        return None
+    try:
+        return loads(out, "containerd config dump")
+    except ConfigError:
+        return None
+
+
+def judge_written(
+    module: AnsibleModule, binary: str, main_path: str, before: dict, plugin: str, p: dict
+) -> list[str]:
+    """What is wrong with the files as written, read by the node's own containerd: it no
+    longer loads them, a setting in effect before is gone, or the runtime or CDI is not in
+    effect."""
+    rc, out, err = module.run_command([binary, "--config", main_path, "config", "dump"])
+    if rc != 0:
+        return [f"containerd config dump fails: {(err or out).strip()[-300:]}"]
+    after = loads(out, "containerd config dump")
+    owned = cm.owned_by_runtime_change(
+        cri_plugin(file_version(after)), p["runtime_name"], set_as_default=p["set_as_default"]
+    )
+    problems = [f"lost {lost}" for lost in cm.lost_settings(before, after, owned)]
+    return problems + effective_problems(
+        after,
+        runtime_name=p["runtime_name"],
+        runtime_binary=p["runtime_binary"],
+        enable_cdi=p["enable_cdi"],
+        cdi_spec_dirs=p["cdi_spec_dirs"],
+    )
+
+
+def restore(module: AnsibleModule, path: str, text: str | None) -> None:
+    """Put ``path`` back as it was (``text`` None: it did not exist)."""
+    if text is None:
+        if os.path.exists(path):
+            os.unlink(path)
+        return
+    write_atomic(module, path, text)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
@@ -172,14 +319,16 @@ def main() -> None:
             enable_cdi=dict(type="bool", default=True),
             cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
             backup=dict(type="bool", default=True),
+            writer=dict(type="str", default="auto", choices=["auto", "nvidia-ctk", "gpufleet"]),
+            nvidia_ctk=dict(type="str", default="nvidia-ctk"),
         ),
         supports_check_mode=True,
     )
     p = module.params
     result: dict = {"changed": False, "changes": []}
     version = p["containerd_version"]
+    binary = module.get_bin_path("containerd")
     if not version:
-        binary = module.get_bin_path("containerd")
         if not binary:
             module.fail_json(
                 msg="containerd_version is empty and containerd is not on PATH; fix: install "
@@ -203,6 +352,7 @@ def main() -> None:
             others[path] = read(path, "imported file") or ""
     except ig.InputError as err:
         module.fail_json(msg=str(err), **result)
+    before = config_dump(module, binary, main_path) if binary and main_text is not None else None
     try:
         plan = plan_dropin(
             main_text=main_text,
@@ -215,10 +365,19 @@ def main() -> None:
             enable_cdi=p["enable_cdi"],
             cdi_spec_dirs=p["cdi_spec_dirs"],
             set_as_default=p["set_as_default"],
+            effective=before,
         )
     except ConfigError as err:
         module.fail_json(msg=str(err), **result)
+    try:
+        writer, why = pick_writer(module, version, main_text, p)
+        if writer == "nvidia-ctk":
+            plan.dropin_text = nvidia_ctk_dropin(module, main_text or "", plan.config_version, p)
+    except ConfigError as err:
+        module.fail_json(msg=str(err), **result)
     result.update(
+        writer=writer,
+        writer_reason=why,
         config_version=plan.config_version,
         plugin=plan.plugin,
         copied_section=plan.copied_section,
@@ -246,6 +405,19 @@ def main() -> None:
     ]
     if any(backups):
         result["backup_files"] = [b for b in backups if b]
+    if before is not None and not module.check_mode:
+        problems = judge_written(module, binary, main_path, before, plan.plugin, p)
+        if problems:
+            for path, before_text, _ in writes:
+                restore(module, path, before_text)
+            module.fail_json(
+                msg=f"{main_path}: the new drop-in would change what containerd runs with, so "
+                f"the files were put back as they were: {'; '.join(problems[:8])}"
+                + (f" (and {len(problems) - 8} more)" if len(problems) > 8 else "")
+                + "; fix: move the settings named into the main file or a drop-in that sorts "
+                f"before {os.path.basename(dropin_path)}, then run again",
+                **result,
+            )
     module.exit_json(**result)
 
 

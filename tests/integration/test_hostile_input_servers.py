@@ -11,13 +11,10 @@ where the playbook would run it (no playbook, no host touched).
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +32,7 @@ from click.testing import CliRunner, Result
 from gpufleet import runner
 from gpufleet.cli import main
 from gpufleet.commands import validate as validate_cmd
+from tests.harness.ansible_module import run_module
 
 pytestmark = pytest.mark.integration
 
@@ -108,33 +106,6 @@ def assert_names_server(result: Result, server: str, elapsed: float) -> None:
     assert result.exit_code == 2, out
     assert server in out, out
     assert "fix:" in out, out
-
-
-@contextlib.contextmanager
-def module_args(args: Mapping[str, Any]) -> Iterator[None]:
-    """Run an AnsibleModule's main() in this process with ``args`` as its parameters."""
-    try:
-        from ansible.module_utils.testing import patch_module_args  # ansible-core >= 2.19
-    except ImportError:  # ansible-core 2.17: the module reads basic._ANSIBLE_ARGS
-        from ansible.module_utils import basic
-
-        saved = basic._ANSIBLE_ARGS
-        basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": dict(args)}).encode()
-        try:
-            yield
-        finally:
-            basic._ANSIBLE_ARGS = saved
-        return
-    with patch_module_args(dict(args)):
-        yield
-
-
-def run_module(module: Any, args: Mapping[str, Any]) -> dict[str, Any]:
-    """The result a module prints (exit_json or fail_json), run in this process."""
-    out = io.StringIO()
-    with module_args(args), contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        module.main()
-    return json.loads(out.getvalue())
 
 
 def module_in_place_of_playbook(module: Any, action: str, task: str, args_of: Any) -> Any:

@@ -293,7 +293,13 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
         "kwok",
         "helm",
         "containerd",
+        "nvidia-container-toolkit",
     }
+    # every containerd release of the matrix, the containerd binary alone
+    matrix = {s.version: s.binaries for s in steps if s.group == "containerd"}
+    tool = rel.tool("containerd")
+    assert set(matrix) == set(tool.versions)
+    assert all(matrix[v] == ("containerd",) for v, _ in tool.matrix)
     # the small tools others wait for come first
     assert [s.group for s in steps[:2]] == ["etcd", "kwok"]
 
@@ -465,3 +471,60 @@ def test_a_prerelease_with_its_go_toolchain_can_be_pinned() -> None:
             release_pins.ReleaseFileError, match=r"pre-release such as 1\.38\.0-rc\.1"
         ):
             release_pins.parse_releases(data)
+
+
+def test_a_matrix_release_in_another_module_moves_package_and_ldflags() -> None:
+    rel = release_pins.load_releases()
+    old = b.resolve_target("containerd", "1.7.35", rel)
+    assert old.binary.module == "github.com/containerd/containerd"
+    assert old.binary.package == "github.com/containerd/containerd/cmd/containerd"
+    keys = [k for k, _ in rel.tool("containerd").at("1.7.35").ldflags]
+    assert keys and all(k.startswith("github.com/containerd/containerd/version.") for k in keys)
+    same = b.resolve_target("containerd", "2.1.9", rel)
+    assert same.binary.package == "github.com/containerd/containerd/v2/cmd/containerd"
+    # a version outside the matrix keeps the pinned module (etcd at a release's version)
+    assert (
+        b.resolve_target("etcd", "3.6.16", rel).binary.module == "go.etcd.io/etcd/server/v3"
+    )
+
+
+def test_matrix_entries_are_judged() -> None:
+    base = {
+        "kubernetes": {
+            "module": "k8s.io/kubernetes",
+            "default": "1.37.2",
+            "components": {"kubelet": "cmd/kubelet"},
+            "full_set": ["kubelet"],
+            "releases": [{"version": "1.37.2", "etcd": "3.7.3"}],
+        },
+        "tools": {
+            "ctd": {
+                "version": "2.4.2",
+                "module": "example.com/ctd/v2",
+                "binaries": {"ctd": {"package": "example.com/ctd/v2/cmd/ctd"}},
+                "matrix": [{"version": "2.4.2"}],
+            }
+        },
+        "profiles": {"ci": {"steps": [{"tool": "ctd", "matrix": True}]}},
+    }
+    with pytest.raises(
+        release_pins.ReleaseFileError, match=r"tools.ctd.matrix\[0\].version.*twice"
+    ):
+        release_pins.parse_releases(base)
+    base["tools"]["ctd"]["matrix"] = [{"version": "2.1.9"}]
+    base["tools"]["ctd"]["cgo"] = "yes"
+    with pytest.raises(release_pins.ReleaseFileError, match=r"tools.ctd.cgo.*true or false"):
+        release_pins.parse_releases(base)
+    base["tools"]["ctd"]["cgo"] = True
+    parsed = release_pins.parse_releases(base)
+    assert [(s.group, s.version) for s in parsed.profile("ci").steps] == [("ctd", "2.1.9")]
+    assert parsed.tool("ctd").cgo
+    assert (
+        b.stamp_inputs(
+            b.resolve_target("ctd", "2.1.9", parsed),
+            go_version=None,
+            platform="x",
+            cgo=True,
+        )["cgo"]
+        is True
+    )

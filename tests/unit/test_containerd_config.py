@@ -275,3 +275,123 @@ def test_cdi_device_of_another_kind_does_not_count() -> None:
     spec = {"kind": "example.com/gpu", "devices": [{"name": UUIDS[0]}]}
     assert cdi_spec.missing_gpus(cdi_spec.devices_of(spec, "x"), GPUS[:1]) == GPUS[:1]
     assert cdi_spec.devices_of(["not", "a", "spec"], "x") == []
+
+
+# ------------------------------------------------------- imports in load order (1.x vs 2.x)
+
+SITE_V2 = """\
+version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  device_ownership_from_security_context = true
+[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = "/etc/containerd/certs.d"
+"""
+MAIN_V2_IMPORTS = (
+    'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n' + MAIN_V2.split("\n", 1)[1]
+)
+
+
+def _section(result: cc.DropinPlan, plugin: str) -> dict:
+    return tomllib.loads(result.dropin_text)["plugins"][plugin]
+
+
+def test_on_1x_the_dropin_carries_the_section_of_the_last_earlier_file() -> None:
+    # containerd 1.7 replaces the whole CRI section with 10-site's: the main file's
+    # settings are already out of effect, 10-site's must stay in effect
+    result = plan(
+        MAIN_V2_IMPORTS, "1.7.35", others={"/etc/containerd/conf.d/10-site.toml": SITE_V2}
+    )
+    section = _section(result, "io.containerd.grpc.v1.cri")
+    assert result.copied_section
+    assert section["device_ownership_from_security_context"] is True
+    assert section["registry"]["config_path"] == "/etc/containerd/certs.d"
+    assert "sandbox_image" not in section
+
+
+def test_on_1x_the_runtimes_in_effect_are_carried_in_order() -> None:
+    dump = {
+        "version": 2,
+        "plugins": {
+            "io.containerd.grpc.v1.cri": {
+                "containerd": {
+                    "runtimes": {
+                        "runc": {"runtime_type": cc.RUNC_V2, "options": {"SystemdCgroup": False}}
+                    }
+                }
+            }
+        },
+    }
+    result = plan(
+        MAIN_V2_IMPORTS,
+        "1.7.35",
+        others={"/etc/containerd/conf.d/10-site.toml": SITE_V2},
+        effective=dump,
+    )
+    runtimes = _section(result, "io.containerd.grpc.v1.cri")["containerd"]["runtimes"]
+    assert list(runtimes) == ["nvidia", "runc"]
+    assert runtimes["runc"]["options"] == {"SystemdCgroup": False}
+    assert runtimes["nvidia"]["options"]["SystemdCgroup"] is False
+
+
+def test_a_later_file_that_would_replace_or_override_the_dropin_is_refused() -> None:
+    late = "/etc/containerd/conf.d/zz-late.toml"
+    with pytest.raises(cc.ConfigError, match=r"zz-late.toml is loaded after.*replaces"):
+        plan(MAIN_V2_IMPORTS, "1.7.35", others={late: SITE_V2})
+    override = "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = false\n"
+    main = 'version = 3\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
+    with pytest.raises(
+        cc.ConfigError, match=r"sets plugins\.io\.containerd\.cri\.v1\.runtime\.enable_cdi"
+    ):
+        plan(main, "2.1.9", others={late: override})
+    # a later file that sets keys the drop-in does not own is fine from 2.0
+    harmless = (
+        "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  max_container_log_line_size = 1\n"
+    )
+    assert not plan(main, "2.1.9", others={late: harmless}).copied_section
+
+
+def test_the_runtime_keeps_its_own_options_and_takes_runcs_systemd_cgroup() -> None:
+    main = MAIN_V3 + (
+        "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]\n"
+        '  BinaryName = "/usr/local/nvidia/toolkit/nvidia-container-runtime"\n'
+        '  Root = "/run/nvidia-runc"\n'
+    )
+    nvidia = _section(plan(main, "2.1.9"), "io.containerd.cri.v1.runtime")["containerd"][
+        "runtimes"
+    ]["nvidia"]
+    assert nvidia["options"] == {
+        "SystemdCgroup": True,
+        "BinaryName": "/usr/bin/nvidia-container-runtime",
+        "Root": "/run/nvidia-runc",
+    }
+
+
+@pytest.mark.parametrize("release, written", [("1.7.35", True), ("2.1.9", True), ("2.4.2", False)])
+def test_enable_cdi_is_written_where_containerd_knows_it(release, written) -> None:
+    main = (MAIN_V2 if release.startswith("1.") else MAIN_V3) + ""
+    plugin = cc.cri_plugin(2 if release.startswith("1.") else 3)
+    section = _section(plan(main, release), plugin)
+    assert ("enable_cdi" in section) is written
+    assert section["cdi_spec_dirs"] == list(cc.DEFAULT_CDI_SPEC_DIRS)
+
+
+@pytest.mark.parametrize(
+    "writer, containerd, toolkit, dirs, chosen",
+    [
+        ("auto", "2.1.9", "1.20.2", cc.DEFAULT_CDI_SPEC_DIRS, "nvidia-ctk"),
+        ("auto", "2.0.14", "1.20.2", cc.DEFAULT_CDI_SPEC_DIRS, "nvidia-ctk"),
+        ("auto", "1.7.35", "1.20.2", cc.DEFAULT_CDI_SPEC_DIRS, "gpufleet"),
+        ("auto", "2.4.2", "1.18.0", cc.DEFAULT_CDI_SPEC_DIRS, "gpufleet"),
+        ("auto", "2.4.2", "1.20.2", ["/opt/cdi"], "gpufleet"),
+        ("gpufleet", "2.4.2", "1.20.2", cc.DEFAULT_CDI_SPEC_DIRS, "gpufleet"),
+    ],
+)
+def test_the_writer_is_nvidia_ctk_where_it_is_right(writer, containerd, toolkit, dirs, chosen):
+    assert cc.choose_writer(writer, containerd, toolkit, dirs)[0] == chosen
+
+
+def test_nvidia_ctk_asked_for_where_it_is_wrong_is_refused() -> None:
+    with pytest.raises(cc.ConfigError, match=r"earlier drop-ins would be lost.*fix: use auto"):
+        cc.choose_writer("nvidia-ctk", "1.7.35", "1.20.2")
+    with pytest.raises(cc.ConfigError, match="is not one of auto, nvidia-ctk, gpufleet"):
+        cc.choose_writer("ctk", "2.1.9", "1.20.2")

@@ -1,7 +1,9 @@
 """State of the nvidia_container_toolkit scenario's hosts after converge and idempotence.
 
-ctd16 (Debian's containerd 1.6.20, version 2 main file) and ctd2 (containerd 2.4.2,
-version 3 main file) must run containerd restarted with the role's drop-in, and
+ctd16 (Debian's containerd 1.6.20, version 2 main file), ctd17 (containerd 1.7.35, an
+earlier site drop-in), ctd21 (containerd 2.1.9, CDI switched off in the main file) and ctd2
+(containerd 2.4.2, version 3 main file) must run containerd restarted with the role's
+drop-in (nvidia-ctk's on 2.x, the role's own writer's on 1.x), and
 ``containerd config dump`` (what containerd uses, parsed as TOML) must show the nvidia
 runtime (``runtime_type`` io.containerd.runc.v2, ``BinaryName``
 /usr/bin/nvidia-container-runtime, runc's ``SystemdCgroup`` kept) and, on ctd2, CDI on
@@ -25,7 +27,13 @@ import pytest
 
 pytestmark = pytest.mark.molecule
 
-testinfra_hosts = ["podman://ctd16", "podman://ctd2", "podman://ctd2bad"]
+testinfra_hosts = [
+    "podman://ctd16",
+    "podman://ctd17",
+    "podman://ctd21",
+    "podman://ctd2",
+    "podman://ctd2bad",
+]
 
 DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
 MAIN = "/etc/containerd/config.toml"
@@ -34,7 +42,17 @@ IMPORTS_LINE = 'imports = ["/etc/containerd/conf.d/*.toml"]'
 EXPECTED = {
     # host: (containerd release, main/drop-in version, dump version, CRI plugin, CDI on)
     "ctd16": ("1.6.20", 2, 2, "io.containerd.grpc.v1.cri", False),
+    "ctd17": ("1.7.35", 2, 2, "io.containerd.grpc.v1.cri", True),
+    "ctd21": ("2.1.9", 3, 3, "io.containerd.cri.v1.runtime", True),
     "ctd2": ("2.4.2", 3, 4, "io.containerd.cri.v1.runtime", True),
+}
+# Who writes the drop-in with writer: auto, as its first line says: NVIDIA's nvidia-ctk
+# from containerd 2.0, the role's own writer on 1.x.
+WRITER_LINE = {
+    "ctd16": "# Written by the gpufleet.cluster nvidia_container_toolkit role",
+    "ctd17": "# Written by the gpufleet.cluster nvidia_container_toolkit role",
+    "ctd21": "# Written by nvidia-ctk runtime configure --config-source=file",
+    "ctd2": "# Written by nvidia-ctk runtime configure --config-source=file",
 }
 
 
@@ -91,6 +109,28 @@ def test_effective_configuration_has_the_nvidia_runtime(host: Any) -> None:
     assert runtimes["runc"]["options"].get("BinaryName", "") == ""
 
 
+def test_the_dropin_is_written_by_the_writer_the_rule_picks(host: Any) -> None:
+    name = _good(host)
+    assert _text(host, DROPIN).startswith(WRITER_LINE[name])
+
+
+def test_containerd_1_7_keeps_what_the_earlier_site_dropin_set(host: Any) -> None:
+    if _good(host) != "ctd17":
+        pytest.skip("the earlier site drop-in is on ctd17")
+    cri = _dump(host)["plugins"]["io.containerd.grpc.v1.cri"]
+    # set only in conf.d/10-site.toml; nvidia-ctk's drop-in would replace the section
+    assert cri["device_ownership_from_security_context"] is True
+    assert cri["registry"]["config_path"] == "/etc/containerd/certs.d"
+    assert cri["enable_cdi"] is True
+
+
+def test_cdi_switched_off_in_the_main_file_is_on_after_the_role(host: Any) -> None:
+    if _good(host) != "ctd21":
+        pytest.skip("the main file that switches CDI off is on ctd21")
+    assert "enable_cdi = false" in _text(host, MAIN)
+    assert _dump(host)["plugins"]["io.containerd.cri.v1.runtime"]["enable_cdi"] is True
+
+
 def test_containerd_1_6_keeps_the_whole_cri_section(host: Any) -> None:
     if _good(host) != "ctd16":
         pytest.skip("containerd 2.1 and newer merge plugin sections key by key")
@@ -105,6 +145,10 @@ def test_cdi_in_effect_on_containerd_2(host: Any) -> None:
     if not cdi:
         pytest.skip("containerd 1.6 has no CDI")
     section = _dump(host)["plugins"][plugin]
+    if name != "ctd2":
+        assert section["enable_cdi"] is True
+        assert set(section["cdi_spec_dirs"]) >= {"/etc/cdi", "/var/run/cdi"}
+        return
     # containerd 2.4 has no enable_cdi switch any more (CDI is always on): neither its
     # defaults nor its dump name it, and the drop-in does not set it
     assert "enable_cdi" not in host.check_output("containerd config default")
@@ -116,6 +160,9 @@ def test_main_file_changed_by_the_imports_line_only(host: Any) -> None:
     _good(host)
     prepared = _text(host, f"{KEPT}/config.toml.prepared").splitlines()
     now = _text(host, MAIN).splitlines()
+    if IMPORTS_LINE in prepared:  # ctd17's main file loads conf.d already
+        assert now == prepared
+        return
     assert [line for line in now if line not in prepared] == [IMPORTS_LINE]
     assert [line for line in now if line != IMPORTS_LINE] == prepared
 
@@ -123,6 +170,9 @@ def test_main_file_changed_by_the_imports_line_only(host: Any) -> None:
 def test_one_backup_of_the_main_file_equal_to_the_prepared_one(host: Any) -> None:
     _good(host)
     backups = host.check_output("ls /etc/containerd | grep '^config.toml\\..*~$' || true").split()
+    if IMPORTS_LINE in _text(host, f"{KEPT}/config.toml.prepared"):
+        assert backups == [], "the main file was not changed, so not backed up"
+        return
     assert len(backups) == 1, backups
     assert _text(host, f"/etc/containerd/{backups[0]}") == _text(
         host, f"{KEPT}/config.toml.prepared"
