@@ -16,8 +16,9 @@ description:
     exclusive driver feature gates, a gate the chart release predates, C(nvidiaCtkPath), the
     C(default) namespace, a downgrade from 0.4 to 25.x).
   - The other filters of this file are C(dra_driver_node_problems),
-    C(dra_driver_daemonset_verdict), C(dra_driver_expected_devices) and
-    C(dra_driver_slice_verdict).
+    C(dra_driver_daemonset_verdict), C(dra_driver_expected_devices),
+    C(dra_driver_slice_verdict) and C(dra_driver_root) (the chart's C(nvidiaDriverRoot) alone,
+    from C(gpu_operator) and C(nvidia_driver_root), for the validate role).
 options:
   _input:
     description: The inputs, as documented for C(dra_driver_values.plan).
@@ -62,6 +63,17 @@ def dra_driver_plan(inputs):
         _fail(exc)
 
 
+def dra_driver_root(inputs):
+    """``nvidiaDriverRoot`` for ``{gpu_operator, nvidia_driver_root}`` (see
+    dra_driver_values.driver_root); AnsibleFilterError with the refusal otherwise."""
+    if not isinstance(inputs, dict):
+        raise AnsibleFilterError(f"dra_driver_root takes a dict, not {type(inputs).__name__}")
+    try:
+        return ddv.driver_root(inputs)
+    except ddc.DraDriverError as exc:
+        _fail(exc)
+
+
 def dra_driver_node_problems(nodes, gpu_nodes, values, legacy_chart=False, coexist=False):
     """List of problems of the GPU nodes (see dra_driver_nodes.node_problems)."""
     return ddn.node_problems(
@@ -101,6 +113,7 @@ class FilterModule:
     def filters(self):
         return {
             "dra_driver_plan": dra_driver_plan,
+            "dra_driver_root": dra_driver_root,
             "dra_driver_node_problems": dra_driver_node_problems,
             "dra_driver_daemonset_verdict": dra_driver_daemonset_verdict,
             "dra_driver_expected_devices": dra_driver_expected_devices,

@@ -80,6 +80,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver_gates 
 __all__ = [
     "DraDriverPlan",
     "deep_merge",
+    "driver_root",
     "plan",
 ]
 
@@ -287,7 +288,7 @@ def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
             "dra_driver_extra_values", extra, "not a mapping", "give Helm values as a dict"
         )
 
-    root = _driver_root(inputs)
+    root = driver_root(inputs)
     gates, dynamic_mig = _driver_gates(inputs, chart_v, kv, warnings)
     read_api, want_api = _resource_api(inputs, kv, warnings)
     node_selector, tolerations = _kubelet_plugin_placement(inputs)
@@ -334,9 +335,13 @@ def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
     )
 
 
-def _driver_root(inputs: Mapping[str, Any]) -> str:
-    """``nvidiaDriverRoot``: the one given, else by ``gpu_operator`` (the GPU Operator's
-    driver container or the host root)."""
+def driver_root(inputs: Mapping[str, Any]) -> str:
+    """``nvidiaDriverRoot``: ``inputs["nvidia_driver_root"]`` when given, else by
+    ``inputs["gpu_operator"]`` (``/run/nvidia/driver``, the GPU Operator's driver container,
+    or ``/``, a driver installed on the host). The one owner of that decision: the chart
+    values here, and the validate role's ``validate_nvidia_driver_root`` through the filter
+    ``dra_driver_root``. Raises DraDriverError for ``/`` with the GPU Operator or a relative
+    path."""
     gpu_operator = bool(inputs.get("gpu_operator"))
     root = str(inputs.get("nvidia_driver_root") or "")
     if not root:

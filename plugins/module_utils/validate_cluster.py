@@ -29,13 +29,18 @@ id                                 what it checks
 ``nodes.orphan-slices``            no ResourceSlice of a node without its plugin pod
 ``claims.leaked``                  no claim holds devices for pods that are gone
 ``claims.pending``                 no claim pending longer than the threshold
+``claims.prepare-failed``          no kubelet Event FailedPrepareDynamicResources: a
+                                   node's DRA driver failed to prepare a pod's claims
 =================================  ===================================================
 
 Sources: Node ``status.nodeInfo.kubeletVersion``; kube-apiserver static pods
 (``component=kube-apiserver`` in kube-system, image tag) and ``/version``; the gate audit
 (``gate_audit.audit``); ``/apis/resource.k8s.io``; ResourceSlices ``spec.nodeName``,
 ``spec.driver``, ``spec.pool.generation`` and devices (``staging/src/k8s.io/api/resource/
-v1/types.go``).
+v1/types.go``); Events of reason ``FailedPrepareDynamicResources`` on Pods, which the
+kubelet records when the node's DRA driver fails NodePrepareResources (``source.host``
+or ``reportingInstance``: the node; ``message``: "Failed to prepare dynamic resources:
+...").
 
 The checks by area, one module each: ``validate_versions``, ``validate_gates``,
 ``validate_api``, ``validate_nodes``; what they read in ``validate_listing`` (``Listing``,
@@ -56,6 +61,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_gates im
     gates_checks,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_listing import (
+    PREPARE_FAILED_REASON,
     Listing,
     Settings,
     cluster_version,
@@ -64,6 +70,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_nodes im
     nodes_checks,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_report import (
+    FAIL,
+    WARN,
     Check,
     Evidence,
     finish,
@@ -81,7 +89,16 @@ __all__ = [
     "all_checks",
     "claims_checks",
     "cluster_version",
+    "prepare_failed_check",
 ]
+
+#: Pods ``claims.prepare-failed`` names one by one; the rest are counted.
+MAX_PREPARE_FINDINGS = 20
+#: Characters of the kubelet's message kept in a finding.
+MAX_MESSAGE = 600
+#: The plugin's text when the CDI spec of a claim has no device node: its driver root has a
+#: dev/ directory without the NVIDIA device nodes.
+EMPTY_EDITS = "empty device edits"
 
 
 # ------------------------------------------------------------------ claims
@@ -106,6 +123,7 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
                 "no ResourceClaim pending too long",
                 f"claims or pods could not be listed: {why}",
             ),
+            prepare_failed_check(listing),
         ]
     c = Check("claims.leaked", "no leaked ResourceClaims", evidence=list(ev))
     leaks = vcl.find_leaks(listing.claims, listing.pods)
@@ -139,7 +157,111 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
         "fix the selector, the DeviceClass or the MIG layout"
     )
     out.append(finish(c, "no claim pending longer than the threshold"))
+    out.append(prepare_failed_check(listing))
     return out
+
+
+def _event_time(event: Mapping[str, Any]) -> str:
+    """When the Event was last seen (RFC 3339 text, which sorts by time)."""
+    series = event.get("series") or {}
+    return str(
+        series.get("lastObservedTime")
+        or event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
+
+
+def _event_count(event: Mapping[str, Any]) -> int:
+    try:
+        return int((event.get("series") or {}).get("count") or event.get("count") or 1)
+    except (TypeError, ValueError):
+        return 1
+
+
+def prepare_failed_check(listing: Listing) -> Check:
+    """``claims.prepare-failed``: one finding per Pod with a kubelet Event
+    ``FailedPrepareDynamicResources`` (its newest message), newest first, at most
+    ``MAX_PREPARE_FINDINGS`` named and the rest counted. ``fail`` while the pod exists and
+    has not started; ``warn`` when it has since run or is gone (the Event is history)."""
+    title = "no pod's ResourceClaims failed to be prepared on its node"
+    if "events" in listing.errors:
+        return skipped(
+            "claims.prepare-failed",
+            title,
+            f"Events could not be listed: {listing.errors['events']}",
+        )
+    events = [
+        e
+        for e in listing.events
+        if e.get("reason") == PREPARE_FAILED_REASON
+        and (e.get("involvedObject") or {}).get("kind", "Pod") == "Pod"
+    ]
+    c = Check(
+        "claims.prepare-failed",
+        title,
+        evidence=[
+            Evidence(listing.src("events"), f"{len(events)} Event(s) {PREPARE_FAILED_REASON}")
+        ],
+    )
+    pods = {
+        ((p.get("metadata") or {}).get("namespace"), (p.get("metadata") or {}).get("name")): p
+        for p in listing.pods
+    }
+    per_pod: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for e in sorted(events, key=_event_time, reverse=True):
+        obj = e.get("involvedObject") or {}
+        key = (str(obj.get("namespace") or ""), str(obj.get("name") or "?"))
+        per_pod.setdefault(key, []).append(e)
+    empty_edits = False
+    for (ns, name), evs in list(per_pod.items())[:MAX_PREPARE_FINDINGS]:
+        newest = evs[0]
+        pod = pods.get((ns, name))
+        node = (
+            (newest.get("source") or {}).get("host")
+            or newest.get("reportingInstance")
+            or ((pod or {}).get("spec") or {}).get("nodeName")
+            or None
+        )
+        message = " ".join(str(newest.get("message") or "").split())
+        empty_edits = empty_edits or EMPTY_EDITS in message
+        phase = ((pod or {}).get("status") or {}).get("phase")
+        if pod is None and listing.pods:
+            status, now = WARN, "; the pod is gone"
+        elif phase in ("Running", "Succeeded"):
+            status, now = WARN, f"; the pod has since started ({phase})"
+        else:
+            status, now = FAIL, ""
+        count = sum(_event_count(e) for e in evs)
+        c.problem(
+            node,
+            status,
+            f"pod {ns}/{name}: {message[:MAX_MESSAGE]}"
+            + ("..." if len(message) > MAX_MESSAGE else "")
+            + f" ({count} time(s), last {_event_time(newest) or '?'}{now})",
+        )
+    more = len(per_pod) - MAX_PREPARE_FINDINGS
+    if more > 0:
+        c.problem(
+            None, FAIL, f"{more} more pod(s) with {PREPARE_FAILED_REASON} Events, not listed here"
+        )
+    c.data["pods"] = len(per_pod)
+    fixes = []
+    if empty_edits:
+        fixes.append(
+            "'empty device edits': the DRA driver's driver root has a dev/ directory without the "
+            "NVIDIA device nodes (nvidia[0-9]*, nvidiactl, nvidia-uvm), so the CDI spec of the "
+            "claim has none; the check hosts.driver-root names the node and the directory"
+        )
+    fixes.append(
+        "kubectl describe pod NAMESPACE/POD and the log of the DRA kubelet plugin pod on the "
+        "node named; the kubelet retries the prepare, so a fixed driver (its kubelet plugin pod "
+        "restarted after a change of its driver root) lets the pod start"
+    )
+    c.fix = "; ".join(fixes)
+    return finish(c, f"no {PREPARE_FAILED_REASON} Event on any pod")
 
 
 def all_checks(

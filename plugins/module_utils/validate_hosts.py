@@ -13,14 +13,18 @@ Input per host (the ``validate_host`` fact the playbook ``validate.yml`` builds)
      "cdi": [{"path": "/var/run/cdi/nvidia.yaml", "content": "<YAML or JSON>"}],
      "packages": {"rc": 0, "stdout": "kubeadm 1.37.2-1.1 install ok installed\\n..."},
      "holds": {"rc": 0, "stdout": "kubeadm\\nkubelet\\n"},
-     "kubeadm_version": {"rc": 0, "stdout": "v1.37.2"}}
+     "kubeadm_version": {"rc": 0, "stdout": "v1.37.2"},
+     "driver_root": {"root": "/", "files": <looped stat results>, "devices": <find result>},
+     "cdi_hook": {"path": "/usr/bin/nvidia-cdi-hook", "stat": <stat result>}}
 
 Checks: ``hosts.driver-version`` (one NVIDIA driver version on every GPU node, at or
 above the minimum), ``hosts.toolkit`` (NVIDIA Container Toolkit installed and able to
 read containerd's configuration version: ``containerd_config.check_toolkit``),
 ``hosts.containerd-cdi`` (``containerd config dump`` has the nvidia runtime and CDI:
 ``containerd_config.effective_problems``), ``hosts.cdi-gpus`` (a CDI spec names every
-GPU UUID: ``cdi_spec.missing_gpus``) and ``versions.packages-held`` (kubeadm and kubelet
+GPU UUID: ``cdi_spec.missing_gpus``), ``hosts.driver-root`` and ``hosts.cdi-hook`` (what
+NVIDIA's DRA kubelet plugin needs under its driver root, and its nvidia-cdi-hook:
+``validate_driver_root``) and ``versions.packages-held`` (kubeadm and kubelet
 packages are on hold, so an unattended upgrade cannot break the version skew).
 
 A host with a simulated GPU (``simulator``) has no NVIDIA runtime or toolkit; the checks
@@ -37,6 +41,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import cdi_spec
 from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_config as cc
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_driver_root as vdr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_driver_plan import SmiGpu
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_report import (
     FAIL,
@@ -82,7 +87,82 @@ def normalize_host(raw: Mapping[str, Any]) -> dict[str, Any]:
         elif "path" in r and "content" in r:
             cdi.append({"path": r["path"], "content": r["content"]})
     out["cdi"] = cdi
+    if isinstance(raw.get("driver_root"), Mapping) and "files" in raw["driver_root"]:
+        out["driver_root"] = _driver_root_record(raw["driver_root"])
+    if isinstance(raw.get("cdi_hook"), Mapping) and "stat" in raw["cdi_hook"]:
+        out["cdi_hook"] = _cdi_hook_record(raw["cdi_hook"])
     return out
+
+
+def _ran(result: Any) -> bool:
+    """A registered task result that ran (not skipped, not an empty default)."""
+    return isinstance(result, Mapping) and bool(result) and not result.get("skipped")
+
+
+def _driver_root_record(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The driver root as read (``root``; ``files``: the looped ``stat`` results of
+    ``<dir>/libnvidia-ml.so.1``, ``<dir>/nvidia-smi`` and ``dev``; ``devices``: the ``find``
+    result of the device nodes) -> ``{root, read, libraries, library_dirs, smi, smi_dirs,
+    dev_dir, devices: {directory: [names]}, error}``: found paths, the directories searched
+    (relative to the root), whether ``<root>/dev`` is a directory, and the NVIDIA device
+    nodes per directory."""
+    root = str(raw.get("root") or "/")
+    rec: dict[str, Any] = {
+        "root": root,
+        "read": False,
+        "libraries": [],
+        "library_dirs": [],
+        "smi": [],
+        "smi_dirs": [],
+        "dev_dir": False,
+        "devices": {},
+        "error": "",
+    }
+    for r in raw.get("files") or []:
+        if not _ran(r) or not isinstance(r.get("stat"), Mapping):
+            continue
+        rec["read"] = True
+        item, st = str(r.get("item") or ""), r["stat"]
+        found = bool(st.get("exists"))
+        path = str(st.get("path") or f"{root.rstrip('/')}/{item}")
+        if item == "dev":
+            rec["dev_dir"] = found and bool(st.get("isdir"))
+            continue
+        directory, _, name = item.rpartition("/")
+        kind = {"libnvidia-ml.so.1": "library", "nvidia-smi": "smi"}.get(name)
+        if kind is None:
+            continue
+        rec[f"{kind}_dirs"].append(directory)
+        if found:
+            rec["libraries" if kind == "library" else "smi"].append(path)
+    devices = raw.get("devices")
+    if _ran(devices):
+        for f in devices.get("files") or []:
+            directory, _, name = str((f or {}).get("path") or "").rpartition("/")
+            if name:
+                rec["devices"].setdefault(directory or "/", []).append(name)
+        rec["devices"] = {d: sorted(n) for d, n in rec["devices"].items()}
+        if devices.get("failed"):
+            rec["error"] = str(devices.get("msg") or "the device node search failed")
+    return rec
+
+
+def _cdi_hook_record(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``{path, stat: <stat result>}`` -> ``{path, read, exists, isreg, executable, mode}``
+    (``executable``: the stat module's own answer for the reading user, else any x bit)."""
+    st = raw.get("stat")
+    ran = _ran(st) and isinstance(st.get("stat"), Mapping)
+    info = st["stat"] if ran else {}
+    return {
+        "path": str(raw.get("path") or ""),
+        "read": ran,
+        "exists": bool(info.get("exists")),
+        "isreg": bool(info.get("isreg")),
+        "executable": bool(
+            info.get("executable") or info.get("xusr") or info.get("xgrp") or info.get("xoth")
+        ),
+        "mode": str(info.get("mode") or ""),
+    }
 
 
 def driver_version_key(version: str) -> tuple[int, ...]:
@@ -124,6 +204,8 @@ def hosts_checks(
         _toolkit(gpu_hosts),
         _containerd(gpu_hosts, nvidia_runtime, nvidia_runtime_binary),
         _cdi(gpu_hosts),
+        vdr.driver_root_check(gpu_hosts),
+        vdr.cdi_hook_check(gpu_hosts),
         _held(hosts),
     ]
 

@@ -583,6 +583,31 @@ def trim_slices() -> Callable[[dict[str, Any]], dict[str, Any]]:
     return trim
 
 
+#: The Event fields ``claims.prepare-failed`` reads (core/v1 Event, ``staging/src/k8s.io/api/
+#: core/v1/types.go``).
+EVENT_FIELDS = (
+    "reason",
+    "message",
+    "type",
+    "involvedObject",
+    "source",
+    "reportingComponent",
+    "reportingInstance",
+    "count",
+    "series",
+    "firstTimestamp",
+    "lastTimestamp",
+    "eventTime",
+)
+
+
+def trim_event(event: dict[str, Any]) -> dict[str, Any]:
+    """An Event with ``EVENT_FIELDS`` and its name and namespace only."""
+    out = _pick(event, EVENT_FIELDS)
+    out["metadata"] = _pick(event.get("metadata"), ("name", "namespace", "creationTimestamp"))
+    return out
+
+
 #: Kind -> a factory of the trim applied to each listed item (see ``Kube.list``).
 TRIMS: dict[str, Callable[[], Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "nodes": lambda: trim_node,
@@ -591,6 +616,7 @@ TRIMS: dict[str, Callable[[], Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "resourceclaims": lambda: strip_managed_fields,
     "deviceclasses": lambda: strip_managed_fields,
     "daemonsets": lambda: strip_managed_fields,
+    "events": lambda: trim_event,
 }
 
 
@@ -625,17 +651,22 @@ def list_cluster(
         "resourceclaims",
         "deviceclasses",
         "daemonsets",
+        "events",
     ),
 ) -> Listing:
     """List each kind once (paged by ``page_size``, each page trimmed by ``TRIMS``; the
     kinds concurrently) into a Listing; a kind that fails is recorded in ``errors`` and
     left empty. ``/version`` and
-    ``/apis/resource.k8s.io`` are read first. Raises KubeError only when the API server
+    ``/apis/resource.k8s.io`` are read first; Events only with the reason
+    ``validate_listing.PREPARE_FAILED_REASON``. Raises KubeError only when the API server
     does not answer ``/version``."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_listing import (
+        PREPARE_FAILED_REASON,
         Listing,
     )
 
+    # Events are selected by reason on the server, so that their list stays small
+    queries = {"events": (("fieldSelector", f"reason={PREPARE_FAILED_REASON}"),)}
     listing = Listing()
     listing.version = kube.get("/version")
     listing.sources["version"] = "GET /version"
@@ -647,6 +678,7 @@ def list_cluster(
     paths = {
         "nodes": "/api/v1/nodes",
         "pods": "/api/v1/pods",
+        "events": "/api/v1/events",
         "daemonsets": f"/apis/apps/v1/namespaces/{plugin_namespace}/daemonsets"
         if plugin_namespace
         else "/apis/apps/v1/daemonsets",
@@ -659,12 +691,15 @@ def list_cluster(
         if kind not in paths:
             listing.errors[kind] = "resource.k8s.io is not served"
             continue
-        listing.sources[kind] = f"GET {paths[kind]}"
+        query = "".join(f"?{k}={v}" for k, v in queries.get(kind, ()))
+        listing.sources[kind] = f"GET {paths[kind]}{query}"
         wanted.append(kind)
 
     def read(kind: str) -> list[dict[str, Any]] | KubeError:
         try:
-            return kube.list(paths[kind], page_size, trim=TRIMS[kind]())
+            return kube.list(
+                paths[kind], page_size, query=queries.get(kind, ()), trim=TRIMS[kind]()
+            )
         except KubeError as err:
             return err
 

@@ -1,7 +1,8 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
 """What the cluster-side validation checks read: the objects listed once (``Listing``:
-Nodes, kube-apiserver pods, DRA plugin pods, DeviceClasses, ResourceSlices, claims...), the
+Nodes, kube-apiserver pods, DRA plugin pods, DeviceClasses, ResourceSlices, claims, the
+kubelet's FailedPrepareDynamicResources Events...), the
 settings (``Settings``), the cluster's version (``cluster_version``), and Kubernetes label
 selectors (``parse_label_selector``, ``label_selector_matches``).
 """
@@ -23,12 +24,17 @@ __all__ = [
 
 MIB = 2**20
 
+#: Reason of the kubelet's Event on a Pod whose ResourceClaims the node's DRA driver could
+#: not prepare (``pkg/kubelet/events/event.go``); ``Listing.events`` holds these only.
+PREPARE_FAILED_REASON = "FailedPrepareDynamicResources"
+
 
 @dataclass
 class Listing:
     """What was read from the API, each kind once: ``version`` (``/version``),
     ``resource_group`` (``/apis/resource.k8s.io``), ``resource_version`` (the group
-    version the resource.k8s.io kinds were listed in), the object lists, ``errors`` (kind ->
+    version the resource.k8s.io kinds were listed in), the object lists (``events``: only
+    those with reason FailedPrepareDynamicResources), ``errors`` (kind ->
     error text for a list that failed), ``requests`` (API requests made) and ``sources``
     (kind -> the request that read it)."""
 
@@ -41,6 +47,7 @@ class Listing:
     claims: list[dict[str, Any]] = field(default_factory=list)
     classes: list[dict[str, Any]] = field(default_factory=list)
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     requests: int = 0
     sources: dict[str, str] = field(default_factory=dict)

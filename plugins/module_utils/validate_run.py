@@ -156,6 +156,7 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
             "resourceclaims": len(listing.claims),
             "deviceclasses": len(listing.classes),
             "daemonsets": len(listing.daemonsets),
+            "events": len(listing.events),
         },
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         "duration_s": round(timings["total"], 3),

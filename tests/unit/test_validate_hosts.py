@@ -8,6 +8,8 @@ import json
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_hosts as vh
 
+from tests.unit import host_records
+
 pytestmark = pytest.mark.unit
 
 #: The CRI part of ``containerd config dump`` of containerd 2.4 (version 4) with the NVIDIA
@@ -78,6 +80,8 @@ def host(
                 cmd("holds", 0, holds),
                 cmd("kubeadm_version", 0, "v1.37.2"),
             ],
+            "driver_root": host_records.driver_root(),
+            "cdi_hook": host_records.cdi_hook(),
             "cdi": [
                 {
                     "source": "/var/run/cdi/nvidia.yaml",
@@ -100,6 +104,8 @@ def test_healthy_hosts_pass() -> None:
         "hosts.toolkit": "pass",
         "hosts.containerd-cdi": "pass",
         "hosts.cdi-gpus": "pass",
+        "hosts.driver-root": "pass",
+        "hosts.cdi-hook": "pass",
         "versions.packages-held": "skip",
     }
 
