@@ -578,6 +578,12 @@ def _go_build(target: Target, module: _BuildModule, releases: Releases) -> tuple
         kubernetes = target.group == KUBERNETES
         toolchain = releases.release(target.version).go_toolchain if kubernetes else None
         cgo = not kubernetes and releases.tool(target.group).cgo
+        if cgo and not shutil.which(os.environ.get("CC", "gcc")):
+            raise BuildError(
+                f"{target.label} is built with cgo (tools.{target.group}.cgo in "
+                f"{releases.source}) but there is no C compiler ({os.environ.get('CC', 'gcc')}); "
+                "install gcc and libc6-dev (lab/prepare-podman does)"
+            )
         _run_go(args, cwd=module.directory, nice=True, toolchain=toolchain, cgo=cgo)
         seconds = time.monotonic() - started
         tmp.chmod(0o755)

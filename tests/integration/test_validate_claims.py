@@ -314,3 +314,38 @@ def test_explain_names_the_failing_selector_of_a_pending_claim(cluster: Any) -> 
     msgs = [p.message for p in checks["claims.pending"].problems if p.subject == f"{NS}/small"]
     assert msgs and "profile is 1g.18gb, wanted 1g.10gb (3)" in msgs[0]
     cp.kubectl("-n", NS, "delete", "pod", "inference", "--grace-period=0", "--force")
+
+
+def test_a_claim_that_failed_at_prepare_is_reported_with_the_kubelets_text(cluster) -> None:
+    """A kubelet Event FailedPrepareDynamicResources, as NVIDIA's plugin makes the kubelet
+    report it for a driver root whose dev/ is empty, is found by the one Events LIST of
+    validate and reported with the node, the pod, the kubelet's text and the fix."""
+    cp, node = cluster
+    apply(cp, [pod("prep", {"resourceClaimName": "prep-claim"})])
+    text = (
+        "Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources "
+        "failed for ResourceClaim prep-claim: unable to create CDI spec file for claim: "
+        "invalid device, empty device edits"
+    )
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "prep.failed", "namespace": NS},
+        "involvedObject": {"kind": "Pod", "namespace": NS, "name": "prep", "apiVersion": "v1"},
+        "reason": "FailedPrepareDynamicResources",
+        "message": text,
+        "type": "Warning",
+        "source": {"component": "kubelet", "host": node},
+        "count": 3,
+        "firstTimestamp": "2026-12-02T10:00:00Z",
+        "lastTimestamp": "2026-12-02T10:05:00Z",
+    }
+    apply(cp, [event])
+    kube = vk.Kube(str(cp.kubeconfig))
+    listing = vk.list_cluster(kube)
+    check = vc.prepare_failed_check(listing)
+    assert check.status == "fail", check
+    (problem,) = [p for p in check.problems if f"pod {NS}/prep:" in p.message]
+    assert problem.subject == node and "empty device edits" in problem.message, problem
+    assert "hosts.driver-root" in check.fix, check
+    cp.kubectl("-n", NS, "delete", "pod", "prep", "--grace-period=0", "--force")
