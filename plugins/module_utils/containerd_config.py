@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_merge as cm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mappings import deep_merge
 
 try:  # Python 3.11+
     import tomllib as _toml_reader  # type: ignore[import-not-found]
@@ -576,7 +577,7 @@ def plan_dropin(
     # the runtime starts as runc's entry with its own settings over it, as nvidia-ctk does;
     # SystemdCgroup is always runc's in effect (it must match the kubelet's cgroup driver)
     runc = have.get("runc", {"runtime_type": RUNC_V2})
-    base = cm.deep_merge(runc, have.get(runtime_name, {}))
+    base = deep_merge(runc, have.get(runtime_name, {}))
     base["runtime_type"] = RUNC_V2
     options = base.setdefault("options", {})
     options["BinaryName"] = runtime_binary

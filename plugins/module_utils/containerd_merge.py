@@ -25,6 +25,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mappings import deep_merge
+
 #: containerd release from which imported files merge plugin sections key by key
 #: (``cmd/containerd/server/config`` of 2.0.0; 1.7.35 still replaces them).
 DEEP_MERGE_MIN = (2, 0, 0)
@@ -65,18 +67,6 @@ def load_order(
             if file not in order:
                 order.append(file)
     return order
-
-
-def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    """``top`` merged over ``base`` as containerd 2.1+ merges plugin sections: tables key
-    by key, any other value of ``top`` replacing ``base``'s."""
-    out = copy.deepcopy(dict(base))
-    for key, value in top.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def plugin_section(

@@ -46,7 +46,6 @@ module checks the inputs and builds the Helm values (``plan``).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -76,6 +75,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver_gates 
     check_dynamic_mig_release,
     driver_feature_gates,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mappings import deep_merge
 
 __all__ = [
     "DraDriverPlan",
@@ -88,18 +88,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # Values
 # --------------------------------------------------------------------------------------
-
-
-def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """``over`` merged into a copy of ``base``: mappings merge key by key, everything else
-    (lists included) is replaced, as Helm merges values files."""
-    out = copy.deepcopy(dict(base))
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def tolerations_for(taints: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -77,14 +77,19 @@ def _searched(root: str, dirs: Sequence[str], name: str) -> str:
     return ", ".join(posixpath.join(root, d, name) for d in dirs) or "nowhere"
 
 
+def _real_gpu_hosts(hosts: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]] | str:
+    """The GPU nodes with real GPUs, or why there is nothing to judge."""
+    if not hosts:
+        return "the inventory group gpu_nodes is empty"
+    return [h for h in hosts if not h.get("simulator")] or _SIMULATED
+
+
 def driver_root_check(hosts: Sequence[Mapping[str, Any]]) -> Check:
     """``hosts.driver-root`` over the GPU nodes' records (see the module docstring)."""
     c = Check("hosts.driver-root", "the DRA driver's driver root holds the driver and devices")
-    if not hosts:
-        return skipped(c.id, c.title, "the inventory group gpu_nodes is empty")
-    real = [h for h in hosts if not h.get("simulator")]
-    if not real:
-        return skipped(c.id, c.title, _SIMULATED)
+    real = _real_gpu_hosts(hosts)
+    if isinstance(real, str):
+        return skipped(c.id, c.title, real)
     fixes: list[str] = []
     for h in real:
         rec = h.get("driver_root")
@@ -161,11 +166,9 @@ def driver_root_check(hosts: Sequence[Mapping[str, Any]]) -> Check:
 def cdi_hook_check(hosts: Sequence[Mapping[str, Any]]) -> Check:
     """``hosts.cdi-hook`` over the GPU nodes' records (see the module docstring)."""
     c = Check("hosts.cdi-hook", "nvidia-cdi-hook present and executable for the DRA driver")
-    if not hosts:
-        return skipped(c.id, c.title, "the inventory group gpu_nodes is empty")
-    real = [h for h in hosts if not h.get("simulator")]
-    if not real:
-        return skipped(c.id, c.title, _SIMULATED)
+    real = _real_gpu_hosts(hosts)
+    if isinstance(real, str):
+        return skipped(c.id, c.title, real)
     for h in real:
         rec = h.get("cdi_hook")
         if not isinstance(rec, Mapping) or not rec.get("read"):

@@ -198,6 +198,9 @@ def imported_files(main_text: str | None, main_path: str) -> list[str]:
     return files
 
 
+DUMP_FAILS = "containerd config dump fails"
+
+
 def pick_writer(
     module: AnsibleModule, containerd: str, main_text: str | None, p: dict
 ) -> tuple[str, str]:
@@ -283,7 +286,7 @@ def judge_written(
     effect."""
     rc, out, err = module.run_command([binary, "--config", main_path, "config", "dump"])
     if rc != 0:
-        return [f"containerd config dump fails: {(err or out).strip()[-300:]}"]
+        return [f"{DUMP_FAILS}: {(err or out).strip()[-300:]}"]
     after = loads(out, "containerd config dump")
     owned = cm.owned_by_runtime_change(
         cri_plugin(file_version(after)), p["runtime_name"], set_as_default=p["set_as_default"]
@@ -414,8 +417,13 @@ def main() -> None:
                 msg=f"{main_path}: the new drop-in would change what containerd runs with, so "
                 f"the files were put back as they were: {'; '.join(problems[:8])}"
                 + (f" (and {len(problems) - 8} more)" if len(problems) > 8 else "")
-                + "; fix: move the settings named into the main file or a drop-in that sorts "
-                f"before {os.path.basename(dropin_path)}, then run again",
+                + (
+                    "; fix: correct the file containerd names, or set writer to the other "
+                    "writer (gpufleet or nvidia-ctk), then run again"
+                    if problems[0].startswith(DUMP_FAILS)
+                    else "; fix: move the settings named into the main file or a drop-in "
+                    f"that sorts before {os.path.basename(dropin_path)}, then run again"
+                ),
                 **result,
             )
     module.exit_json(**result)

@@ -154,3 +154,61 @@ def test_a_later_dropin_that_would_undo_the_runtime_is_refused(version, on_path,
     assert "zz-late.toml" in result["msg"] and "fix:" in result["msg"], result["msg"]
     assert sorted((p.name, p.read_text()) for p in tmp_path.rglob("*.toml")) == before
     assert matrix.dump(containerd, main)[0] is not None
+
+
+def test_a_write_that_would_lose_a_setting_is_put_back(on_path, tmp_path, monkeypatch) -> None:
+    """The module's last guard: whatever wrote the drop-in, containerd's own dump after
+    the write must keep every setting; here a drop-in that switches a site setting off
+    (standing in for a writer that got it wrong) is written, found out, and undone."""
+    version = CONTAINERD.version
+    on_path(version)
+    case = next(c for c in _cases(version) if c.name == "v3-site-dropin")
+    main = case.write(tmp_path)
+    plugin = cc.cri_plugin(3)
+    real_plan = cc.plan_dropin
+
+    def wrong_plan(**kw):
+        plan = real_plan(**kw)
+        data = cc.loads(plan.dropin_text)
+        data["plugins"][plugin]["device_ownership_from_security_context"] = False
+        plan.dropin_text = cc.dump_toml(data)
+        return plan
+
+    monkeypatch.setattr(containerd_runtime_config, "plan_dropin", wrong_plan)
+    before = {p: p.read_text() for p in tmp_path.rglob("*.toml")}
+    result = run_module(
+        containerd_runtime_config,
+        {
+            "config": str(main),
+            "dropin": str(tmp_path / matrix.DROPIN),
+            "containerd_version": version,
+            "writer": "gpufleet",
+            "backup": False,
+        },
+    )
+    assert result.get("failed"), result
+    assert "device_ownership_from_security_context: True -> False" in result["msg"]
+    assert "put back" in result["msg"] and "fix:" in result["msg"]
+    assert {p: p.read_text() for p in tmp_path.rglob("*.toml")} == before
+
+
+def test_a_write_containerd_cannot_read_is_put_back(on_path, tmp_path, monkeypatch) -> None:
+    version = CONTAINERD.version
+    on_path(version)
+    case = next(c for c in _cases(version) if c.name == "v3-site-dropin")
+    main = case.write(tmp_path)
+    real_plan = cc.plan_dropin
+
+    def broken_plan(**kw):
+        plan = real_plan(**kw)
+        plan.dropin_text += '\n[plugins."io.containerd.cri.v1.runtime"]\n  x = 1\n'
+        return plan
+
+    monkeypatch.setattr(containerd_runtime_config, "plan_dropin", broken_plan)
+    before = {p: p.read_text() for p in tmp_path.rglob("*.toml")}
+    args = {"config": str(main), "dropin": str(tmp_path / matrix.DROPIN), "writer": "gpufleet"}
+    result = run_module(containerd_runtime_config, {**args, "containerd_version": version})
+    assert result.get("failed"), result
+    assert "containerd config dump fails" in result["msg"] and "already exists" in result["msg"]
+    assert "fix: correct the file containerd names" in result["msg"]
+    assert {p: p.read_text() for p in tmp_path.rglob("*.toml")} == before
