@@ -178,11 +178,12 @@ def check_binaries(profile: str = "ci") -> list[Check]:
         where = binaries.cache_root() / "bin" / group / f"v{version}"
         name = f"binaries {group} {version}"
         if missing:
-            fix = (
-                f"lab/build-binaries --kubernetes {version}"
-                if group == "kubernetes"
-                else f"lab/build-binaries --tools {group}"
-            )
+            if group == "kubernetes":
+                fix = f"lab/build-binaries --kubernetes {version}"
+            elif version == releases.tool(group).version:
+                fix = f"lab/build-binaries --tools {group}"
+            else:  # a matrix release: only the profile names those
+                fix = f"lab/build-binaries --profile {profile}"
             checks.append(Check(name, False, f"missing or stale: {', '.join(missing)}", fix))
         else:
             checks.append(Check(name, True, str(where)))
