@@ -125,7 +125,7 @@ class Tool:
     def at(self, version: str) -> Tool:
         """The tool at ``version``. A matrix version whose module is another path (its
         major version moved) has that path in place of the pinned module's in every
-        package path and ldflags variable; any other version is built from the same
+        package path and ldflags variable and value; any other version is built from the same
         module as the pinned one (etcd at the version a Kubernetes release names).
         """
         wanted = plain_version(version)
@@ -141,7 +141,7 @@ class Tool:
             BinarySpec(b.name, moved(b.package), moved(b.module), b.tags, b.source)
             for b in self.binaries
         )
-        ldflags = tuple((moved(k), v) for k, v in self.ldflags)
+        ldflags = tuple((moved(k), moved(v)) for k, v in self.ldflags)
         return Tool(self.name, wanted, binaries, ldflags, self.cgo)
 
 

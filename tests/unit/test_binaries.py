@@ -480,12 +480,17 @@ def test_a_matrix_release_in_another_module_moves_package_and_ldflags() -> None:
     assert old.binary.package == "github.com/containerd/containerd/cmd/containerd"
     keys = [k for k, _ in rel.tool("containerd").at("1.7.35").ldflags]
     assert keys and all(k.startswith("github.com/containerd/containerd/version.") for k in keys)
+    # containerd --version prints the package: the module of that release
+    assert (
+        dict(rel.tool("containerd").at("1.7.35").ldflags)[
+            "github.com/containerd/containerd/version.Package"
+        ]
+        == "github.com/containerd/containerd"
+    )
     same = b.resolve_target("containerd", "2.1.9", rel)
     assert same.binary.package == "github.com/containerd/containerd/v2/cmd/containerd"
     # a version outside the matrix keeps the pinned module (etcd at a release's version)
-    assert (
-        b.resolve_target("etcd", "3.6.16", rel).binary.module == "go.etcd.io/etcd/server/v3"
-    )
+    assert b.resolve_target("etcd", "3.6.16", rel).binary.module == "go.etcd.io/etcd/server/v3"
 
 
 def test_matrix_entries_are_judged() -> None:
