@@ -214,6 +214,8 @@ def ensure_binaries(version: str, log: Callable[[str], None]) -> dict[str, Path]
     containerd = rel.tool("containerd")
     out.update(binaries.ensure([b.name for b in containerd.binaries], containerd.version, log=log))
     out.update(binaries.ensure(["helm"], None, log=log))
+    # NVIDIA's nvidia-cdi-hook, which GPU nodes get at NVIDIA_CDI_HOOK (simulator_files).
+    out.update(binaries.ensure(["nvidia-cdi-hook"], None, log=log))
     return out
 
 
@@ -253,10 +255,16 @@ def gpusim_plugin_name() -> str:
     return gpusim_plugin.BINARY_NAME
 
 
-def simulator_files() -> list[dict[str, str]]:
+#: Where GPU nodes get NVIDIA's real ``nvidia-cdi-hook``: the path the NVIDIA DRA kubelet
+#: plugin and the simulator's plugin look for, and that their CDI specs' hooks call.
+NVIDIA_CDI_HOOK = "/usr/bin/nvidia-cdi-hook"
+
+
+def simulator_files(cdi_hook: Path | None = None) -> list[dict[str, str]]:
     """Files of the GPU simulator's ``nvidia-smi`` to copy onto GPU nodes, each
     ``{src, dest, mode}`` (src on this machine; literal contents are staged under the
-    lab directory first)."""
+    lab directory first), and ``cdi_hook`` (the built ``nvidia-cdi-hook``) at
+    :data:`NVIDIA_CDI_HOOK`, mode 0755, which the simulator's kubelet plugin needs."""
     try:
         from gpufleet.lab.gpusim import install
     except ImportError:
@@ -274,6 +282,8 @@ def simulator_files() -> list[dict[str, str]]:
         files.append(
             {"src": str(source), "dest": str(dest), "mode": "0755" if dest in wrappers else "0644"}
         )
+    if files and cdi_hook is not None:
+        files.append({"src": str(cdi_hook), "dest": NVIDIA_CDI_HOOK, "mode": "0755"})
     return files
 
 
@@ -369,7 +379,7 @@ def build_state(spec: LabSpec, log: Callable[[str], None]) -> LabState:
         "kubeadm_kubeconfig_server": f"https://{cp_ip}:6443",
         "lab_node_containerd_dir": str(bins["containerd"].parent),
         "lab_node_sandbox_image": pause,
-        "lab_node_gpu_simulator_files": simulator_files(),
+        "lab_node_gpu_simulator_files": simulator_files(bins["nvidia-cdi-hook"]),
         "lab_images_control_plane": cp_images,
         "lab_images_worker": worker_images,
         "lab_kubeconfig": str(kubeconfig_path()),

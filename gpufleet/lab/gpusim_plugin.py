@@ -250,7 +250,13 @@ def local_command(
     """The plugin's command line for ``node`` run on this machine: the simulator state
     ``state_file``, the API server of ``kubeconfig``, and its sockets, CDI specs and
     checkpoint under ``root`` (keep it short: unix socket paths are limited to 107 bytes).
-    ``extra``: more flags (``--poll-interval=200ms``)."""
+    ``extra``: more flags (``--poll-interval=200ms``). The plugin does not start without
+    an executable nvidia-cdi-hook; off a node no container is created, so a stand-in
+    that does nothing is written to ``root/nvidia-cdi-hook`` and named to it."""
+    hook = root / "nvidia-cdi-hook"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text("#!/bin/sh\n# stand-in: no container is created off a node\nexit 0\n")
+    hook.chmod(0o755)
     return [
         str(binary),
         f"--node-name={node}",
@@ -260,6 +266,7 @@ def local_command(
         f"--registrar-dir={root / 'registry'}",
         f"--cdi-root={root / 'cdi'}",
         f"--claims-dir={root / 'claims'}",
+        f"--nvidia-cdi-hook-path={hook}",
         *extra,
     ]
 

@@ -91,7 +91,12 @@ def test_pod_claiming_a_mig_slice_runs_on_the_carved_node(lab: Lab) -> None:
                             "sh",
                             "-c",
                             "echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; "
-                            "cat /run/gpufleet-gpu-simulator/device; sleep 600",
+                            "cat /run/gpufleet-gpu-simulator/device; "
+                            # the link the CDI spec's createContainer hook (NVIDIA's
+                            # nvidia-cdi-hook on the node) made in the container
+                            "printf hooked=; /bin/busybox readlink "
+                            "/run/gpufleet-gpu-simulator/hooked/$GPUFLEET_SIMULATED_GPU; "
+                            "sleep 600",
                         ],
                         "resources": {"claims": [{"name": "mig"}]},
                     }
@@ -120,6 +125,7 @@ def test_pod_claiming_a_mig_slice_runs_on_the_carved_node(lab: Lab) -> None:
         assert injected["NVIDIA_VISIBLE_DEVICES"] in mig_uuids
         assert injected["device"] == results[0]["device"]
         assert injected["profile"] == "1g.18gb"
+        assert injected["hooked"] == f"/run/gpufleet-gpu-simulator/devices/{results[0]['device']}"
     finally:
         lab.kubectl_run("delete", "namespace", NS, "--wait=true", "--timeout=120s", check=False)
         lab.node_exec(node, *smi, "mig", "-dci", check=False)

@@ -92,3 +92,12 @@ def test_cached_binary_is_not_rebuilt(
     monkeypatch.setenv("PATH", "")  # no Go: a rebuild attempt would raise BuildError
     info = gp.ensure_binary(module_copy, log=lambda _msg: None)
     assert info == gp.BuildInfo(target, False, 0.0, len(b"\x7fELF cached"))
+
+
+def test_local_command_names_an_executable_cdi_hook(tmp_path: Path) -> None:
+    # The plugin refuses to start without an executable nvidia-cdi-hook.
+    root = tmp_path / "run"
+    cmd = gp.local_command(Path("/bin/plugin"), "n1", tmp_path / "s.json", tmp_path / "kc", root)
+    hook = root / "nvidia-cdi-hook"
+    assert f"--nvidia-cdi-hook-path={hook}" in cmd
+    assert hook.is_file() and hook.stat().st_mode & 0o111

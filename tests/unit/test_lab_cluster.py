@@ -98,3 +98,27 @@ def test_missing_binary_is_named(tmp_path: Path) -> None:
     )
     with pytest.raises(FileNotFoundError, match="lab/build-binaries"):
         images.build_archive(spec, tmp_path / "y.tar")
+
+
+def test_gpu_nodes_get_nvidias_cdi_hook(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The simulator's kubelet plugin, like NVIDIA's, does not start without the hook.
+    monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path / "cache"))
+    hook = tmp_path / "bin" / "nvidia-cdi-hook"
+    files = cluster.simulator_files(hook)
+    hooks = [f for f in files if f["dest"] == "/usr/bin/nvidia-cdi-hook"]
+    assert hooks == [{"src": str(hook), "dest": "/usr/bin/nvidia-cdi-hook", "mode": "0755"}]
+    assert any(f["dest"].endswith("/nvidia-smi") for f in files), files
+    assert all(f["dest"] != "/usr/bin/nvidia-cdi-hook" for f in cluster.simulator_files())
+
+
+def test_lab_binaries_include_the_cdi_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[list[str], str | None]] = []
+
+    def ensure(names: list[str], version: str | None, *, log: object) -> dict[str, Path]:
+        calls.append((list(names), version))
+        return {n: Path("/cache") / n for n in names}
+
+    monkeypatch.setattr(cluster.binaries, "ensure", ensure)
+    bins = cluster.ensure_binaries(cluster.LabSpec().validated().kubernetes_version, print)
+    assert (["nvidia-cdi-hook"], None) in calls
+    assert bins["nvidia-cdi-hook"] == Path("/cache/nvidia-cdi-hook")

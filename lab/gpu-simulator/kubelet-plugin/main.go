@@ -45,6 +45,7 @@ type options struct {
 	pluginDataDir string
 	registrarDir  string
 	kubeconfig    string
+	cdiHookPath   string
 	pollInterval  time.Duration
 }
 
@@ -73,12 +74,17 @@ func parseFlags(args []string) (*options, error) {
 		"directory the kubelet watches for plugin registration sockets [env REGISTRAR_DIR]")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"),
 		"kubeconfig file; empty means the in-cluster service account [env KUBECONFIG]")
+	fs.StringVar(&o.cdiHookPath, "nvidia-cdi-hook-path", envOr("NVIDIA_CDI_HOOK_PATH", driver.DefaultNVIDIACDIHookPath),
+		"the node's nvidia-cdi-hook, called by the CDI specs at container creation; the plugin does not start without it [env NVIDIA_CDI_HOOK_PATH]")
 	fs.DurationVar(&o.pollInterval, "poll-interval", 2*time.Second, "how often the state file is checked for changes")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if o.nodeName == "" {
 		return nil, errors.New("--node-name is empty: pass --node-name or set NODE_NAME (downward API spec.nodeName)")
+	}
+	if o.cdiHookPath == "" { // as the NVIDIA chart's nvidiaCDIHookPath: "" is the default
+		o.cdiHookPath = driver.DefaultNVIDIACDIHookPath
 	}
 	if o.pollInterval < 100*time.Millisecond {
 		return nil, fmt.Errorf("--poll-interval=%s is too short; use 100ms or more", o.pollInterval)
@@ -122,6 +128,11 @@ func run(o *options) error {
 	var fatal atomic.Pointer[error]
 	logger := klog.FromContext(ctx)
 
+	// Like the NVIDIA DRA kubelet plugin: no nvidia-cdi-hook, no start.
+	if err := driver.CheckNVIDIACDIHook(o.cdiHookPath); err != nil {
+		return err
+	}
+
 	cfg, err := restConfig(o.kubeconfig)
 	if err != nil {
 		return err
@@ -139,10 +150,11 @@ func run(o *options) error {
 	}
 
 	drv, err := driver.New(driver.Config{
-		NodeName:       o.nodeName,
-		CDIRoot:        o.cdiRoot,
-		ClaimsDir:      o.claimsDir,
-		CheckpointPath: filepath.Join(o.pluginDataDir, "checkpoint.json"),
+		NodeName:          o.nodeName,
+		CDIRoot:           o.cdiRoot,
+		ClaimsDir:         o.claimsDir,
+		CheckpointPath:    filepath.Join(o.pluginDataDir, "checkpoint.json"),
+		NVIDIACDIHookPath: o.cdiHookPath,
 	}, func(err error) {
 		fatal.CompareAndSwap(nil, &err)
 		cancel(err)
@@ -164,7 +176,7 @@ func run(o *options) error {
 	}
 	defer helper.Stop()
 	logger.Info("Started", "driver", devices.DriverName, "node", o.nodeName, "stateFile", o.stateFile,
-		"preparedClaims", len(drv.PreparedClaims()))
+		"nvidiaCDIHook", o.cdiHookPath, "preparedClaims", len(drv.PreparedClaims()))
 
 	w := &watcher{path: o.stateFile}
 	publish := func() {

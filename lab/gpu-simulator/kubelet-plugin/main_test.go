@@ -113,3 +113,50 @@ func TestParseFlagsNeedsNodeName(t *testing.T) {
 		t.Fatalf("options = %+v, %v", o, err)
 	}
 }
+
+func TestNVIDIACDIHookPathFlag(t *testing.T) {
+	t.Setenv("NODE_NAME", "worker-1")
+	t.Setenv("NVIDIA_CDI_HOOK_PATH", "")
+	o, err := parseFlags([]string{})
+	if err != nil || o.cdiHookPath != "/usr/bin/nvidia-cdi-hook" {
+		t.Fatalf("default: %+v, %v", o, err)
+	}
+	t.Setenv("NVIDIA_CDI_HOOK_PATH", "/opt/env/nvidia-cdi-hook")
+	if o, err = parseFlags([]string{}); err != nil || o.cdiHookPath != "/opt/env/nvidia-cdi-hook" {
+		t.Fatalf("env: %+v, %v", o, err)
+	}
+	if o, err = parseFlags([]string{"--nvidia-cdi-hook-path=/opt/flag/nvidia-cdi-hook"}); err != nil ||
+		o.cdiHookPath != "/opt/flag/nvidia-cdi-hook" {
+		t.Fatalf("flag: %+v, %v", o, err)
+	}
+	if o, err = parseFlags([]string{"--nvidia-cdi-hook-path="}); err != nil || o.cdiHookPath != "/usr/bin/nvidia-cdi-hook" {
+		t.Fatalf("empty flag: %+v, %v", o, err)
+	}
+}
+
+func TestRunRefusesToStartWithoutNVIDIACDIHook(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "nvidia-cdi-hook")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing"): " does not exist",
+		plain:                         " is not an executable file",
+	} {
+		o := &options{
+			nodeName: "worker-1", cdiHookPath: path, pollInterval: time.Second,
+			// Nothing may be created or contacted before the check.
+			kubeconfig: filepath.Join(dir, "no-kubeconfig"), pluginDataDir: filepath.Join(dir, "plugin"),
+			registrarDir: filepath.Join(dir, "registry"), cdiRoot: filepath.Join(dir, "cdi"),
+			claimsDir: filepath.Join(dir, "claims"),
+		}
+		err := run(o)
+		if err == nil || !strings.Contains(err.Error(), path+want) || !strings.Contains(err.Error(), "--nvidia-cdi-hook-path") {
+			t.Errorf("run with %s: err = %v", path, err)
+		}
+		if _, statErr := os.Stat(o.pluginDataDir); !os.IsNotExist(statErr) {
+			t.Errorf("run with %s created %s before refusing", path, o.pluginDataDir)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,8 +22,10 @@ const (
 	CDIVendor = "k8s." + devices.DriverName
 	CDIClass  = "claim"
 	CDIKind   = CDIVendor + "/" + CDIClass
-	// CDIVersion is the oldest CDI spec version with every field used here
-	// (env and mounts); containerd 1.7 and 2.x accept it.
+	// CDIVersion is the CDI spec version of the per-claim specs. Every field used
+	// here (env, mounts with a type, hooks, device names starting with a digit)
+	// needs at most 0.5.0 (specs-go MinimumRequiredVersion; hooks are in every
+	// version); 0.6.0 is kept, and containerd 1.7 and 2.x accept it.
 	CDIVersion = "0.6.0"
 
 	// ContainerDir is where a container finds the description of its devices.
@@ -31,6 +34,13 @@ const (
 	EnvSimulatedGPU = "GPUFLEET_SIMULATED_GPU"
 	// EnvVisibleDevices is the variable the NVIDIA container runtime reads.
 	EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
+
+	// DefaultNVIDIACDIHookPath is where the NVIDIA DRA kubelet plugin expects
+	// nvidia-cdi-hook (package nvidia-container-toolkit-base) unless told otherwise.
+	DefaultNVIDIACDIHookPath = "/usr/bin/nvidia-cdi-hook"
+	// HookedDir is the container directory where the createContainer hook links
+	// each device file (ContainerDir/hooked/<device> -> ContainerDir/devices/<device>).
+	HookedDir = ContainerDir + "/hooked"
 )
 
 // CDISpecPath is the per-claim spec file under cdiRoot.
@@ -78,13 +88,31 @@ func DeviceFileContent(pool, claimNamespace, claimName, claimUID string, d Prepa
 	return strings.Join(lines, "\n") + "\n"
 }
 
+// CDIHook is the createContainer hook of one device: nvidia-cdi-hook (at
+// hookPath on the node) creates, in the container's root filesystem, the symlink
+// HookedDir/<device> pointing at the device file mounted at
+// ContainerDir/devices/<device>, as the NVIDIA DRA driver's specs create the
+// driver library links ("create-symlinks --link TARGET::LINK").
+func CDIHook(hookPath, device string) *cdispec.Hook {
+	return &cdispec.Hook{
+		HookName: "createContainer",
+		Path:     hookPath,
+		Args: []string{
+			"nvidia-cdi-hook", "create-symlinks",
+			"--link", ContainerDir + "/devices/" + device + "::" + HookedDir + "/" + device,
+		},
+	}
+}
+
 // BuildCDISpec is the CDI spec of one claim. Each device injects
 // NVIDIA_VISIBLE_DEVICES=<uuid>, GPUFLEET_SIMULATED_GPU=<device name> and its
 // device file at /run/gpufleet-gpu-simulator/devices/<device name> and at
-// /run/gpufleet-gpu-simulator/device. A container given several devices sees all
-// of them under devices/; the two variables and the "device" file then describe
-// the last one (CDI replaces a variable or mount of the same name).
-func BuildCDISpec(claimsDir, claimUID string, prepared []PreparedDevice) *cdispec.Spec {
+// /run/gpufleet-gpu-simulator/device, and a createContainer hook (CDIHook) that
+// has nvidia-cdi-hook at hookPath link /run/gpufleet-gpu-simulator/hooked/<device
+// name> to the file under devices/. A container given several devices sees all of them
+// under devices/ and hooked/; the two variables and the "device" file then
+// describe the last one (CDI replaces a variable or mount of the same name).
+func BuildCDISpec(claimsDir, claimUID, hookPath string, prepared []PreparedDevice) *cdispec.Spec {
 	spec := &cdispec.Spec{Version: CDIVersion, Kind: CDIKind}
 	for _, d := range prepared {
 		hostFile := DeviceFilePath(claimsDir, claimUID, d.Device)
@@ -100,6 +128,7 @@ func BuildCDISpec(claimsDir, claimUID string, prepared []PreparedDevice) *cdispe
 					{HostPath: hostFile, ContainerPath: ContainerDir + "/devices/" + d.Device, Type: "bind", Options: ro},
 					{HostPath: hostFile, ContainerPath: ContainerDir + "/device", Type: "bind", Options: ro},
 				},
+				Hooks: []*cdispec.Hook{CDIHook(hookPath, d.Device)},
 			},
 		})
 	}
@@ -107,19 +136,37 @@ func BuildCDISpec(claimsDir, claimUID string, prepared []PreparedDevice) *cdispe
 }
 
 // writeClaimFiles writes the device files and then the CDI spec of a claim.
-func writeClaimFiles(cdiRoot, claimsDir, pool, claimUID string, claim PreparedClaim) error {
+func writeClaimFiles(cdiRoot, claimsDir, hookPath, pool, claimUID string, claim PreparedClaim) error {
 	for _, d := range claim.Devices {
 		content := DeviceFileContent(pool, claim.Namespace, claim.Name, claimUID, d)
 		if err := writeFileAtomic(DeviceFilePath(claimsDir, claimUID, d.Device), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("write device file: %w", err)
 		}
 	}
-	data, err := json.MarshalIndent(BuildCDISpec(claimsDir, claimUID, claim.Devices), "", "  ")
+	data, err := json.MarshalIndent(BuildCDISpec(claimsDir, claimUID, hookPath, claim.Devices), "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := writeFileAtomic(CDISpecPath(cdiRoot, claimUID), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write CDI spec: %w", err)
+	}
+	return nil
+}
+
+// CheckNVIDIACDIHook refuses a hook path that is not an executable file, as the
+// NVIDIA DRA kubelet plugin refuses to start without nvidia-cdi-hook.
+func CheckNVIDIACDIHook(path string) error {
+	fix := "install nvidia-container-toolkit-base on the node, or set --nvidia-cdi-hook-path " +
+		"(env NVIDIA_CDI_HOOK_PATH, chart value nvidiaCDIHookPath) to where nvidia-cdi-hook is"
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("nvidia-cdi-hook %s does not exist; the CDI specs of prepared claims call it when a container is created: %s", path, fix)
+	}
+	if err != nil {
+		return fmt.Errorf("nvidia-cdi-hook %s: %w; %s", path, err, fix)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("nvidia-cdi-hook %s is not an executable file (mode %s); %s", path, fi.Mode(), fix)
 	}
 	return nil
 }

@@ -26,6 +26,9 @@ type Config struct {
 	CDIRoot        string // e.g. /var/run/cdi
 	ClaimsDir      string // e.g. /var/run/gpufleet-gpu-simulator/claims
 	CheckpointPath string // e.g. /var/lib/kubelet/plugins/gpu.nvidia.com/checkpoint.json
+	// NVIDIACDIHookPath is the node's nvidia-cdi-hook that the CDI specs call;
+	// empty means DefaultNVIDIACDIHookPath.
+	NVIDIACDIHookPath string
 }
 
 // Driver implements kubeletplugin.DRAPlugin.
@@ -45,6 +48,9 @@ var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 func New(cfg Config, fatal func(error)) (*Driver, error) {
 	if cfg.NodeName == "" {
 		return nil, errors.New("node name is empty; set --node-name or NODE_NAME")
+	}
+	if cfg.NVIDIACDIHookPath == "" {
+		cfg.NVIDIACDIHookPath = DefaultNVIDIACDIHookPath
 	}
 	cp, err := loadCheckpoint(cfg.CheckpointPath)
 	if err != nil {
@@ -109,7 +115,7 @@ func (d *Driver) prepareClaim(claim *resourceapi.ResourceClaim) ([]kubeletplugin
 			return nil, fmt.Errorf("save checkpoint: %w", err)
 		}
 	}
-	if err := writeClaimFiles(d.cfg.CDIRoot, d.cfg.ClaimsDir, d.cfg.NodeName, uid, prepared); err != nil {
+	if err := writeClaimFiles(d.cfg.CDIRoot, d.cfg.ClaimsDir, d.cfg.NVIDIACDIHookPath, d.cfg.NodeName, uid, prepared); err != nil {
 		return nil, err
 	}
 	out := make([]kubeletplugin.Device, 0, len(prepared.Devices))

@@ -27,10 +27,11 @@ type env struct {
 func newEnv(t *testing.T) env {
 	dir := t.TempDir()
 	return env{dir: dir, cfg: Config{
-		NodeName:       node,
-		CDIRoot:        filepath.Join(dir, "cdi"),
-		ClaimsDir:      filepath.Join(dir, "claims"),
-		CheckpointPath: filepath.Join(dir, "plugin", "checkpoint.json"),
+		NodeName:          node,
+		CDIRoot:           filepath.Join(dir, "cdi"),
+		ClaimsDir:         filepath.Join(dir, "claims"),
+		CheckpointPath:    filepath.Join(dir, "plugin", "checkpoint.json"),
+		NVIDIACDIHookPath: "/opt/nvidia/toolkit/nvidia-cdi-hook",
 	}}
 }
 
@@ -138,6 +139,17 @@ func TestPrepareWritesCDISpecAndDeviceFile(t *testing.T) {
 	wantTargets := []string{"/run/gpufleet-gpu-simulator/devices/gpu-0-mig-1g18gb-19-1", "/run/gpufleet-gpu-simulator/device"}
 	if !reflect.DeepEqual(targets, wantTargets) {
 		t.Errorf("mount targets = %v, want %v", targets, wantTargets)
+	}
+	// The createContainer hook: the configured nvidia-cdi-hook links hooked/<device>
+	// to the device file mounted under devices/.
+	wantHooks := []any{map[string]any{
+		"hookName": "createContainer",
+		"path":     "/opt/nvidia/toolkit/nvidia-cdi-hook",
+		"args": []any{"nvidia-cdi-hook", "create-symlinks", "--link",
+			"/run/gpufleet-gpu-simulator/devices/gpu-0-mig-1g18gb-19-1::/run/gpufleet-gpu-simulator/hooked/gpu-0-mig-1g18gb-19-1"},
+	}}
+	if !reflect.DeepEqual(edits["hooks"], wantHooks) {
+		t.Errorf("hooks = %#v, want %#v", edits["hooks"], wantHooks)
 	}
 
 	content, err := os.ReadFile(hostFile)
