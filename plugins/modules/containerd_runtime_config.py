@@ -418,8 +418,8 @@ def main() -> None:
                 f"the files were put back as they were: {'; '.join(problems[:8])}"
                 + (f" (and {len(problems) - 8} more)" if len(problems) > 8 else "")
                 + (
-                    "; fix: correct the file containerd names, or set writer to the other "
-                    "writer (gpufleet or nvidia-ctk), then run again"
+                    "; fix: correct the file containerd names, or switch the writer option "
+                    "to the other writer, then run again"
                     if problems[0].startswith(DUMP_FAILS)
                     else "; fix: move the settings named into the main file or a drop-in "
                     f"that sorts before {os.path.basename(dropin_path)}, then run again"

@@ -1,7 +1,8 @@
 """State of the nvidia_container_toolkit scenario's hosts after converge and idempotence.
 
 ctd16 (Debian's containerd 1.6.20, version 2 main file), ctd17 (containerd 1.7.35, an
-earlier site drop-in), ctd21 (containerd 2.1.9, CDI switched off in the main file) and ctd2
+earlier site drop-in), ctd20 (containerd 2.0.14), ctd21 (containerd 2.1.9, CDI switched
+off in the main file), ctd23 (containerd 2.3.7, version 4 main file) and ctd2
 (containerd 2.4.2, version 3 main file) must run containerd restarted with the role's
 drop-in (nvidia-ctk's on 2.x, the role's own writer's on 1.x), and
 ``containerd config dump`` (what containerd uses, parsed as TOML) must show the nvidia
@@ -30,7 +31,9 @@ pytestmark = pytest.mark.molecule
 testinfra_hosts = [
     "podman://ctd16",
     "podman://ctd17",
+    "podman://ctd20",
     "podman://ctd21",
+    "podman://ctd23",
     "podman://ctd2",
     "podman://ctd2bad",
 ]
@@ -43,7 +46,9 @@ EXPECTED = {
     # host: (containerd release, main/drop-in version, dump version, CRI plugin, CDI on)
     "ctd16": ("1.6.20", 2, 2, "io.containerd.grpc.v1.cri", False),
     "ctd17": ("1.7.35", 2, 2, "io.containerd.grpc.v1.cri", True),
+    "ctd20": ("2.0.14", 3, 3, "io.containerd.cri.v1.runtime", True),
     "ctd21": ("2.1.9", 3, 3, "io.containerd.cri.v1.runtime", True),
+    "ctd23": ("2.3.7", 4, 4, "io.containerd.cri.v1.runtime", True),
     "ctd2": ("2.4.2", 3, 4, "io.containerd.cri.v1.runtime", True),
 }
 # Who writes the drop-in with writer: auto, as its first line says: NVIDIA's nvidia-ctk
@@ -51,7 +56,9 @@ EXPECTED = {
 WRITER_LINE = {
     "ctd16": "# Written by the gpufleet.cluster nvidia_container_toolkit role",
     "ctd17": "# Written by the gpufleet.cluster nvidia_container_toolkit role",
+    "ctd20": "# Written by nvidia-ctk runtime configure --config-source=file",
     "ctd21": "# Written by nvidia-ctk runtime configure --config-source=file",
+    "ctd23": "# Written by nvidia-ctk runtime configure --config-source=file",
     "ctd2": "# Written by nvidia-ctk runtime configure --config-source=file",
 }
 
