@@ -247,6 +247,9 @@ CLEAN_LAB_CHECKS = {
     "hosts.toolkit",
     "hosts.containerd-cdi",
     "hosts.cdi-gpus",
+    "hosts.driver-root",
+    "hosts.cdi-hook",
+    "claims.prepare-failed",
     "claims.leaked",
     "claims.pending",
 }
@@ -262,6 +265,9 @@ CLEAN_LAB_SKIPS = {
     # no toolkit, so no toolkit CDI spec to judge (the simulator's plugin writes per-claim
     # specs)
     "hosts.cdi-gpus": "no GPU node has the NVIDIA Container Toolkit",
+    # no NVIDIA driver under any root: the simulator answers nvidia-smi (hosts.cdi-hook is
+    # judged: the lab's GPU nodes carry NVIDIA's real hook, which the simulator's specs call)
+    "hosts.driver-root": "every GPU node has a simulated GPU",
 }
 
 

@@ -120,7 +120,7 @@ def test_a_root_without_the_driver_fails_naming_what_is_missing_and_where_it_loo
     assert "set dra_driver_nvidia_driver_root" in c.fix
 
 
-def test_non_gpu_nodes_are_not_judged_and_simulated_gpus_are_skipped() -> None:
+def test_non_gpu_nodes_are_not_judged_and_simulated_gpus_skip_the_driver_root() -> None:
     broken = host_records.driver_root(library_dir=None, host_devices=())
     c = checks(host("gpu-1"), host("cp-1", gpu_node=False, driver_root=broken))
     assert c["hosts.driver-root"].status == "pass"
@@ -128,7 +128,12 @@ def test_non_gpu_nodes_are_not_judged_and_simulated_gpus_are_skipped() -> None:
     c = checks(host("cp-1", gpu_node=False, driver_root=broken))
     assert c["hosts.driver-root"].reason == "the inventory group gpu_nodes is empty"
     c = checks(host("sim-1", simulator=True, driver_root=broken))
-    assert c["hosts.driver-root"].status == c["hosts.cdi-hook"].status == "skip"
+    assert c["hosts.driver-root"].status == "skip"
+    # the simulator's CDI specs call NVIDIA's real hook: it is judged on simulated nodes too
+    assert c["hosts.cdi-hook"].status == "pass"
+    c = checks(host("sim-1", simulator=True, cdi_hook=host_records.cdi_hook(exists=False)))
+    assert c["hosts.cdi-hook"].status == "fail"
+    assert [p.subject for p in c["hosts.cdi-hook"].problems] == ["sim-1"]
 
 
 def test_a_node_whose_driver_root_was_not_read_is_a_warning() -> None:
