@@ -33,6 +33,8 @@ from pathlib import Path
 from gpufleet.lab import binaries, release_pins
 
 BIN_DIR = "usr/local/bin"
+#: Reference of the probe image (``lab/go/cdiprobe``); never pulled, always imported.
+CDIPROBE_REF = "localhost/gpufleet/cdiprobe:latest"
 
 
 @dataclass(frozen=True)
@@ -252,9 +254,38 @@ def pause_image(ref: str) -> ImageSpec:
     )
 
 
+def cdiprobe_image(ref: str = CDIPROBE_REF) -> ImageSpec:
+    """The image of ``lab/go/cdiprobe`` under ``ref``: a container that prints the NVIDIA
+    device nodes, variables and hook links it was given (the toolkit scenario's probe)."""
+    probe = binaries.build_local_program("cdiprobe", binaries.REPO_ROOT / "lab" / "go" / "cdiprobe")
+    return ImageSpec(
+        ref=ref, files=(_binary_file("cdiprobe", probe),), entrypoint=(f"/{BIN_DIR}/cdiprobe",)
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m gpufleet.lab.images archive {pause,cdiprobe} REF``: build the image
+    archive (cached) and print its path, for playbooks that import it into containerd."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m gpufleet.lab.images")
+    sub = parser.add_subparsers(dest="command", required=True)
+    archive = sub.add_parser("archive", help="build an image archive and print its path")
+    archive.add_argument("image", choices=("pause", "cdiprobe"))
+    archive.add_argument("ref", help="the image reference, e.g. registry.k8s.io/pause:3.10")
+    args = parser.parse_args(argv)
+    spec = pause_image(args.ref) if args.image == "pause" else cdiprobe_image(args.ref)
+    print(build_archive(spec))
+    return 0
+
+
 def pause_ref(version: str, image_repository: str | None = None) -> str:
     """The pause image kubeadm names for ``version``."""
     for ref in kubeadm_image_list(version, image_repository):
         if _component(ref) == "pause":
             return ref
     raise RuntimeError(f"kubeadm {version} lists no pause image")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -294,6 +294,7 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
         "helm",
         "containerd",
         "nvidia-container-toolkit",
+        "cri-tools",
     }
     # every containerd release of the matrix, the containerd binary alone
     matrix = {s.version: s.binaries for s in steps if s.group == "containerd"}

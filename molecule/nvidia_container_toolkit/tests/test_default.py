@@ -21,6 +21,7 @@ the role's input, and nothing here asserts on their content.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from typing import Any
 
@@ -211,6 +212,111 @@ def test_cdi_check_refuses_a_spec_without_a_gpu(host: Any) -> None:
     ), text
     # GPU 0 has its device: the refusal names GPU 1 alone
     assert uuids[0] not in text.split("(they hold")[0]
+
+
+# ------------------------------------------------------ containers through the CRI
+
+PROBE_IMAGE = "localhost/gpufleet/cdiprobe:latest"
+PROBE_DIR = "/run/gpufleet-probe"
+
+
+def _uuids(host: Any) -> list[str]:
+    """The simulated GPUs' UUIDs, as the GPU simulator's nvidia-smi -L lists them."""
+    listing = host.check_output("nvidia-smi -L").splitlines()
+    return [line.split("(UUID: ")[1].rstrip(")") for line in listing if line.startswith("GPU ")]
+
+
+def _run_probe(host: Any, name: str, *, runtime: str = "", env=None, cdi=()) -> list[str]:
+    """Start a pod (runtime handler ``runtime``, host network) with one container of the
+    probe image through containerd's CRI, as the kubelet would, and return what the probe
+    printed: the device nodes, NVIDIA_*/GPUFLEET_* variables and hook links it was given."""
+    work = f"{KEPT}/pods/{name}"
+    pod = {
+        "metadata": {"name": name, "namespace": "default", "uid": f"{name}-uid", "attempt": 0},
+        "log_directory": f"{work}/logs",
+        "linux": {"security_context": {"namespace_options": {"network": 2}}},
+    }
+    ctr = {
+        "metadata": {"name": "probe"},
+        "image": {"image": PROBE_IMAGE},
+        "args": [f"{PROBE_DIR}/gpu-0", f"{PROBE_DIR}/gpu-1"],
+        "envs": [{"key": k, "value": v} for k, v in (env or {}).items()],
+        "CDI_devices": [{"name": n} for n in cdi],
+        "log_path": "probe.log",
+    }
+    runtime_flag = f"--runtime {runtime}" if runtime else ""
+    script = f"""
+set -eu
+mkdir -p {work}/logs
+cat > {work}/pod.json <<'JSON'
+{json.dumps(pod)}
+JSON
+cat > {work}/ctr.json <<'JSON'
+{json.dumps(ctr)}
+JSON
+pod=$(crictl runp {runtime_flag} {work}/pod.json)
+ctr=$(crictl create "$pod" {work}/ctr.json {work}/pod.json)
+crictl start "$ctr" >/dev/null
+for _ in $(seq 120); do
+  state=$(crictl inspect -o go-template --template '{{{{.status.state}}}}' "$ctr")
+  [ "$state" = CONTAINER_EXITED ] && break
+  sleep 0.5
+done
+crictl logs "$ctr"
+crictl rm "$ctr" >/dev/null; crictl stopp "$pod" >/dev/null; crictl rmp "$pod" >/dev/null
+"""
+    result = host.run(script)
+    assert result.rc == 0, f"{_name(host)}: the probe pod failed: {result.stderr or result.stdout}"
+    return sorted(line for line in result.stdout.splitlines() if line.strip())
+
+
+def test_a_container_through_the_nvidia_runtime_gets_its_cdi_device(host: Any) -> None:
+    """The runtime handler the role configured (``nvidia``) runs NVIDIA's runtime, which
+    in CDI mode injects the device named in NVIDIA_VISIBLE_DEVICES and runs the spec's
+    nvidia-cdi-hook; on every containerd of the matrix, 1.6 included (the runtime reads
+    the spec itself)."""
+    _good(host)
+    uuid0 = _uuids(host)[0]
+    seen = _run_probe(
+        host, "nvidia-runtime", runtime="nvidia", env={"NVIDIA_VISIBLE_DEVICES": "nvidia.com/gpu=0"}
+    )
+    assert seen == [
+        "device /dev/nvidia-uvm c 237:0",
+        "device /dev/nvidia0 c 195:0",
+        "device /dev/nvidiactl c 195:255",
+        f"env GPUFLEET_PROBE_GPU={uuid0}",
+        "env NVIDIA_VISIBLE_DEVICES=void",
+        f"link {PROBE_DIR}/gpu-0 -> /dev/nvidia0",
+        f"missing {PROBE_DIR}/gpu-1",
+    ], seen
+
+
+def test_a_container_with_a_cdi_device_through_containerd(host: Any) -> None:
+    """containerd's own CDI support (the CRI's CDI devices, as the kubelet passes a DRA
+    claim's devices), with runc: the device by UUID, its variable and the hook's link."""
+    name = _good(host)
+    if not EXPECTED[name][4]:
+        pytest.skip("containerd 1.6 has no CDI support")
+    uuid1 = _uuids(host)[1]
+    seen = _run_probe(host, "cri-cdi", cdi=[f"nvidia.com/gpu={uuid1}"])
+    assert seen == [
+        "device /dev/nvidia-uvm c 237:0",
+        "device /dev/nvidia1 c 195:1",
+        "device /dev/nvidiactl c 195:255",
+        f"env GPUFLEET_PROBE_GPU={uuid1}",
+        "env NVIDIA_VISIBLE_DEVICES=void",
+        f"link {PROBE_DIR}/gpu-1 -> /dev/nvidia1",
+        f"missing {PROBE_DIR}/gpu-0",
+    ], seen
+
+
+def test_a_plain_container_gets_no_gpu(host: Any) -> None:
+    """Without a CDI device or NVIDIA_VISIBLE_DEVICES, the default runtime injects nothing."""
+    _good(host)
+    assert _run_probe(host, "plain") == [
+        f"missing {PROBE_DIR}/gpu-0",
+        f"missing {PROBE_DIR}/gpu-1",
+    ]
 
 
 # ------------------------------------------------------------------------- ctd2bad
