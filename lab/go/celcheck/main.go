@@ -26,7 +26,8 @@
 //	              "attributes": {"productName": {"string": "NVIDIA H200"}},
 //	              "capacity": {"memory": {"value": "143771Mi"}}}]}
 //
-// Output (stdout, JSON): the module versions it was built from, the limits, the
+// Output (stdout, JSON): the API shape ("api": "1.33", "1.34" or "1.36"), the
+// module versions it was built from, the limits, the
 // functions and macros the environment declares (with -functions), and per
 // expression the compile verdict ("ok", "invalid", "too_long", "too_expensive",
 // "internal") with the message and estimated cost, and per device the result
