@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_problems import (
     WARNING,
     Problem,
@@ -225,9 +226,9 @@ def _check_source(
                 )
             ]
         make = (
-            f"`gpufleet claims template <kind> --name {target}"
+            f"`gpufleet claims template KIND --name {target}"
             + (f" --namespace {namespace}" if namespace else "")
-            + "`"
+            + f"`, KIND one of {', '.join(ct.KINDS)}"
             if kind == TEMPLATE
             else f"a ResourceClaim named {target}"
         )
