@@ -21,6 +21,7 @@ is skipped with the command that builds it.
 from __future__ import annotations
 
 import collections
+import json
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel_env as env
@@ -129,3 +130,48 @@ def test_claims_check_uses_the_releases_own_cel_environment(tmp_path) -> None:
     # the optional syntax is judged by Kubernetes (it compiles): no cannot-judge line
     assert "cannot-judge" not in result.output
     assert "use kind: MigDeviceConfig" in result.output
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=[r.version for r in RELEASES])
+def test_claims_check_gives_each_releases_own_verdict(release, tmp_path) -> None:
+    """The normalize argument of isSemver came in 1.34: `claims check` for 1.33 refuses
+    the selector with 1.33's own message, later releases accept it."""
+    from click.testing import CliRunner
+
+    from gpufleet.cli import main
+
+    _cached(release)
+    expression = "isSemver('1.2', true)"
+    claim = {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "deviceClassName": "gpu.nvidia.com",
+                        "selectors": [{"cel": {"expression": expression}}],
+                    }
+                ]
+            }
+        },
+    }
+    path = tmp_path / "claim.json"
+    path.write_text(json.dumps(claim))
+    result = CliRunner().invoke(
+        main, ["claims", "check", str(path), "--kubernetes-version", release.version, "--json"]
+    )
+    report = json.loads(result.output)
+    assert report["celJudgedBy"] == f"Kubernetes {release.version} (gpufleet-celcheck)"
+    cel = [p for p in report["objects"][0]["problems"] if "cel.expression" in p["path"]]
+    recorded = cel_corpus.recorded_verdicts()[release.version][expression]["compile"]
+    if release.minor < 34:
+        assert recorded == "invalid"
+        (problem,) = cel
+        assert problem["severity"] == "error"
+        assert "no matching overload for 'isSemver'" in problem["message"]
+    else:
+        assert recorded == "ok"
+        assert cel == []
