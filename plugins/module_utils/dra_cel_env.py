@@ -218,8 +218,8 @@ def tables(release: str | None = None) -> tuple[frozenset[str], frozenset[str], 
         return GLOBAL_FUNCTIONS, MEMBER_FUNCTIONS, MACROS
     if minor < OLDEST_MINOR:
         raise ValueError(
-            f"release {release!r}: the DRA CEL environment is recorded from 1.{OLDEST_MINOR} "
-            "on; name 1.33 or newer"
+            f"the DRA CEL environment of {release} is not recorded here (1.{OLDEST_MINOR} "
+            "and newer are)"
         )
     absent = {k for k, since in INTRODUCED.items() if minor < since}
 
