@@ -7,14 +7,17 @@ in order. ``devices()`` are the devices of ``tests/data/cel_devices.yaml``.
 
 ``python -m tests.cel_corpus record`` runs ``gpufleet-celcheck`` of every release under
 ``celcheck`` in gpufleet/lab/releases.yaml on the corpus and writes what it gave to
-``tests/data/cel_verdicts.json`` (``{release: {expression: {"compile": verdict,
-"results": [result or error kind per device]}}}``): the expectations of the unit test
-that holds the Python environment to Kubernetes without Go binaries.
+``tests/data/cel_verdicts.json``: the expectations of the unit test that holds the Python
+environment to Kubernetes without Go binaries. The newest release is written in full
+(``{expression: {"compile": verdict, "results": [result or error kind per device]}}``),
+each older one only where it differs from the next newer one (``"base"``);
+``recorded_verdicts()`` gives every release in full.
 ``compare()`` lists the disagreements of the Python environment with such verdicts.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -125,7 +128,7 @@ def compare(release: str, verdicts: Mapping[str, Any]) -> tuple[list[str], dict[
     lines: list[str] = []
     counts = {"judged": 0, "cannot_judge": 0, "cases": 0}
     for expression, want in verdicts.items():
-        verdict = dra_cel.judge(expression, features)
+        verdict = dra_cel.judge(expression, features, release)
         if not verdict.judged:
             counts["cannot_judge"] += 1
             continue
@@ -140,7 +143,7 @@ def compare(release: str, verdicts: Mapping[str, Any]) -> tuple[list[str], dict[
             continue  # refused at compile time: no device is evaluated
         for device, cell in zip(devs, want["results"], strict=True):
             counts["cases"] += 1
-            got = dra_cel.evaluate(expression, device["driver"], device, features, lists)
+            got = dra_cel.evaluate(expression, device["driver"], device, features, lists, release)
             mine = got.result if got.error is None else got.error
             if not got.judged or mine != cell:
                 lines.append(
@@ -148,6 +151,10 @@ def compare(release: str, verdicts: Mapping[str, Any]) -> tuple[list[str], dict[
                     f"Python {mine!r} ({got.message})"
                 )
     return lines, counts
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("-")[0].split("."))
 
 
 def record() -> None:
@@ -160,12 +167,32 @@ def record() -> None:
                 + celcheck.BUILD_COMMAND.format(version=release.version)
             )
         recorded[release.version] = go_verdicts(run_release(release))
-    VERDICTS_FILE.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
-    print(f"{VERDICTS_FILE}: {', '.join(recorded)}; {len(corpus())} expressions")
+    order = sorted(recorded, key=_version_key, reverse=True)
+    document: dict[str, Any] = {order[0]: {"base": None, "verdicts": recorded[order[0]]}}
+    for newer, older in itertools.pairwise(order):
+        differ = {e: v for e, v in recorded[older].items() if recorded[newer].get(e) != v}
+        document[older] = {"base": newer, "verdicts": differ}
+        print(f"{older}: {len(differ)} verdict(s) differ from {newer}")
+    VERDICTS_FILE.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    print(f"{VERDICTS_FILE}: {', '.join(order)}; {len(corpus())} expressions")
 
 
 def recorded_verdicts() -> dict[str, Any]:
-    return json.loads(VERDICTS_FILE.read_text(encoding="utf-8"))
+    """``{release: {expression: {"compile": ..., "results": [...]}}}`` for every recorded
+    release, in full (an older release's entries laid over its base release's)."""
+    document = json.loads(VERDICTS_FILE.read_text(encoding="utf-8"))
+    out: dict[str, Any] = {}
+
+    def full(version: str) -> dict[str, Any]:
+        if version not in out:
+            entry = document[version]
+            base = full(entry["base"]) if entry["base"] else {}
+            out[version] = {**base, **entry["verdicts"]}
+        return out[version]
+
+    for version in document:
+        full(version)
+    return out
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["record"]:

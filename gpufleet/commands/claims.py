@@ -9,9 +9,11 @@ default (1.32, 1.33) the ``--runtime-config`` entry kube-apiserver needs goes to
 
 ``gpufleet claims check FILE [--kubernetes-version V] [--driver-version V] [--strict]
 [--json]`` checks every DeviceClass, ResourceClaimTemplate and ResourceClaim in a YAML/JSON
-file (``-``: stdin; ``kind: List`` flattened; a Pod or any other kind is listed as not
-checked) and prints one line per problem with the shape to write instead
-(``plugins/module_utils/claim_check.py``). CEL selectors get Kubernetes' verdict: from the
+file (``-``: stdin; ``kind: List`` flattened) and prints one line per problem with the shape
+to write instead (``plugins/module_utils/claim_check.py``). A Pod (or the pod template of a
+workload) that uses resource claims is checked against the templates and claims of the
+same file (``plugins/module_utils/claim_refs.py``); any other document is listed as not
+checked. CEL selectors get Kubernetes' verdict: from the
 release's own CEL environment when its ``gpufleet-celcheck`` is cached
 (``python -m gpufleet.lab.celcheck build``), else from the Python environment
 (``dra_cel``), which says ``cannot-judge`` (neither a pass nor a fail) where it cannot
@@ -37,6 +39,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_chec
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_driver as cdrv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_metadata as cm
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_problems as cprob
+from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_refs as crefs
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
@@ -324,7 +327,7 @@ def check(
     as_json: bool,
 ) -> None:
     """Check the DeviceClasses, ResourceClaimTemplates and ResourceClaims in FILE
-    ('-': stdin)."""
+    ('-': stdin), and the claim references of its Pods."""
     if driver_version is not None and not re.match(r"^v?\d+\.\d+(\.\d+)?$", driver_version):
         raise click.BadParameter(
             f"{driver_version!r} is not a driver release such as 25.12.0 or 0.4.1",
@@ -333,20 +336,23 @@ def check(
     docs = load_documents(file)
     objects, skipped = [], []
     for d in docs:
-        if isinstance(d, dict) and (
-            d.get("kind") in CHECKED_KINDS
-            or (
-                str(d.get("apiVersion", "")).startswith("resource.k8s.io/")
-                and d.get("kind") not in ("ResourceSlice", "DeviceTaintRule")
+        if (
+            isinstance(d, dict)
+            and (
+                d.get("kind") in CHECKED_KINDS
+                or (
+                    str(d.get("apiVersion", "")).startswith("resource.k8s.io/")
+                    and d.get("kind") not in ("ResourceSlice", "DeviceTaintRule")
+                )
             )
-        ):
+        ) or crefs.uses_claims(d):
             objects.append(d)
         else:
             skipped.append(d)
     if not objects:
         click.echo(
             f"error: {file} holds no DeviceClass, ResourceClaimTemplate or ResourceClaim "
-            f"({len(docs)} document(s) read)",
+            f"and no Pod that uses resource claims ({len(docs)} document(s) read)",
             err=True,
         )
         sys.exit(2)
@@ -354,6 +360,9 @@ def check(
     try:
         results = []
         for obj in objects:
+            if crefs.pod_spec(obj) is not None:
+                results.append(_result(obj, crefs.check_pod_claims(obj, docs)))
+                continue
             checker = (
                 cchk.check_device_class
                 if obj.get("kind") == "DeviceClass"
@@ -365,16 +374,7 @@ def check(
                 judge=judge,
                 driver_version=driver_version,
             )
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-            results.append(
-                {
-                    "kind": obj.get("kind"),
-                    "apiVersion": obj.get("apiVersion"),
-                    "name": meta.get("name"),
-                    "namespace": meta.get("namespace"),
-                    "problems": [p.to_dict() for p in problems],
-                }
-            )
+            results.append(_result(obj, problems))
     except RuntimeError as exc:  # the CEL parser is missing
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -407,7 +407,10 @@ def check(
             for p in r["problems"]:
                 click.echo(f"{p['severity']:<7} {ident}: {p['path']}: {p['message']}")
         for ident in not_checked:
-            click.echo(f"skip  {ident}: not a DeviceClass, ResourceClaimTemplate or ResourceClaim")
+            click.echo(
+                f"skip  {ident}: not a DeviceClass, ResourceClaimTemplate, ResourceClaim or "
+                "Pod that uses resource claims"
+            )
         click.echo(
             f"{len(results)} object(s), {errors} error(s), {warnings} warning(s)"
             + (f", {unjudged} CEL selector(s) not judged offline" if unjudged else "")
@@ -415,6 +418,17 @@ def check(
             + ("FAIL" if failed else "PASS")
         )
     sys.exit(1 if failed else 0)
+
+
+def _result(obj: dict[str, Any], problems: list[cprob.Problem]) -> dict[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    return {
+        "kind": obj.get("kind"),
+        "apiVersion": obj.get("apiVersion"),
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "problems": [p.to_dict() for p in problems],
+    }
 
 
 def _ident(doc: Any) -> str:

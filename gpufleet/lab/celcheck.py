@@ -6,7 +6,10 @@ version of each release listed under ``celcheck`` in ``gpufleet/lab/releases.yam
 kube-scheduler evaluates them with, ``cel/compile.go``), with that module's own
 ``go.mod`` pinning cel-go, ``k8s.io/apiserver`` and ``k8s.io/api``. The program reads
 expressions and devices as JSON and prints, per expression, the compile verdict and, per
-device, the result or the runtime error (see ``lab/go/celcheck/main.go``).
+device, the result or the runtime error (see ``lab/go/celcheck/main.go``). The DRA CEL
+API of the module changed in 1.34 and 1.36; one shape file per API (``api_v133.go``,
+``api_v134.go`` for 1.34 and 1.35, ``api_v136.go`` from 1.36) adapts it: the builder copies
+the release's own next to ``main.go`` and passes its build tag (``API_SHAPES``).
 
 Commands (``python -m gpufleet.lab.celcheck``)::
 
@@ -45,9 +48,15 @@ BINARY = "gpufleet-celcheck"
 MODULE = "k8s.io/dynamic-resource-allocation"
 #: Modules the program imports besides MODULE, required at the same staging version.
 STAGING_IMPORTS = ("k8s.io/api", "k8s.io/apiserver")
-#: The DRA CEL API the program is written against (``Features.EnableListTypeAttributes``,
-#: ``Device.AllowMultipleAllocations``, ``k8s.io/api/resource/v1``): Kubernetes 1.36+.
-MIN_MINOR = 36
+#: The oldest minor whose DRA CEL API the program has a shape file for.
+MIN_MINOR = 33
+#: Minor -> (build tag, shape file) of ``lab/go/celcheck`` for the DRA CEL API of
+#: ``k8s.io/dynamic-resource-allocation/cel`` that minor has (``compile.go``): 1.33
+#: ``GetCompiler()`` and resource/v1beta1; 1.34 and 1.35 ``Features{EnableConsumableCapacity}``
+#: and resource/v1; from 1.36 also ``EnableListTypeAttributes`` (no tag: the newest).
+API_SHAPES = {33: ("dracel_v133", "api_v133.go"), 34: ("dracel_v134", "api_v134.go")}
+API_SHAPES[35] = API_SHAPES[34]
+NEWEST_SHAPE = ("", "api_v136.go")
 BUILD_COMMAND = "python -m gpufleet.lab.celcheck build --kubernetes {version}"
 
 
@@ -67,7 +76,7 @@ class CelRelease(release_pins.ReleaseVersion):
 
 def parse_celcheck_releases(data: Any, source: str = str(RELEASES_FILE)) -> tuple[CelRelease, ...]:
     """The ``celcheck.releases`` entries of a parsed releases file; each must be pinned under
-    ``kubernetes.releases`` (its ``go_toolchain`` is taken from there) and be 1.36 or newer.
+    ``kubernetes.releases`` (its ``go_toolchain`` is taken from there) and be 1.33 or newer.
     Raises CelCheckError naming the entry, the value and the fix."""
     section = data.get("celcheck") if isinstance(data, Mapping) else None
     entries = section.get("releases") if isinstance(section, Mapping) else None
@@ -94,9 +103,8 @@ def parse_celcheck_releases(data: Any, source: str = str(RELEASES_FILE)) -> tupl
         )
         if release.minor < MIN_MINOR:
             raise CelCheckError(
-                f"{where}.version = {version!r} in {source}: lab/go/celcheck is written "
-                f"against the DRA CEL API of 1.{MIN_MINOR}+ (list-type attributes); "
-                f"name 1.{MIN_MINOR} or newer"
+                f"{where}.version = {version!r} in {source}: lab/go/celcheck has no shape "
+                f"file for the DRA CEL API before 1.{MIN_MINOR}; name 1.{MIN_MINOR} or newer"
             )
         out.append(release)
     return tuple(out)
@@ -104,6 +112,22 @@ def parse_celcheck_releases(data: Any, source: str = str(RELEASES_FILE)) -> tupl
 
 def load_celcheck_releases(path: Path = RELEASES_FILE) -> tuple[CelRelease, ...]:
     return parse_celcheck_releases(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+
+
+def api_shape(release: CelRelease) -> str:
+    """The DRA CEL API shape celcheck is built with for ``release`` (``1.33``, ``1.34``,
+    ``1.36``: the ``api`` its output names)."""
+    _, shape = API_SHAPES.get(release.minor, NEWEST_SHAPE)
+    return f"1.{shape.removeprefix('api_v1').removesuffix('.go')}"
+
+
+def sources_for(release: CelRelease) -> tuple[str, dict[str, str]]:
+    """The build tag (``""``: none) and the Go files (name -> text) of ``lab/go/celcheck``
+    that build against ``release``: every file but the API shape files, and the one shape
+    file of the release's DRA CEL API (``API_SHAPES``)."""
+    tag, shape = API_SHAPES.get(release.minor, NEWEST_SHAPE)
+    chosen = [p for p in sorted(SOURCE_DIR.glob("*.go")) if not p.name.startswith("api_")]
+    return tag, {p.name: p.read_text(encoding="utf-8") for p in (*chosen, SOURCE_DIR / shape)}
 
 
 def binary_path(version: str) -> Path:
@@ -132,9 +156,10 @@ def build(release: CelRelease, log=print) -> Path:
         [upstream],
         [r for r in upstream.replace if not r.is_local],
     )
-    sources = {p.name: p.read_text(encoding="utf-8") for p in sorted(SOURCE_DIR.glob("*.go"))}
+    tag, sources = sources_for(release)
+    shape = next(name for name in sources if name.startswith("api_"))
     digest = hashlib.sha256()
-    for part in (build_gomod, release.go_toolchain or "local", *sources.values()):
+    for part in (build_gomod, release.go_toolchain or "local", tag, *sources.values()):
         digest.update(part.encode() + b"\0")
     stamp = digest.hexdigest()
     out = binary_path(release.version)
@@ -150,13 +175,25 @@ def build(release: CelRelease, log=print) -> Path:
     (work / "go.mod").write_text(build_gomod, encoding="utf-8")
     (work / "go.sum").unlink(missing_ok=True)
     started = time.monotonic()
-    log(f"celcheck {release.tag}: go mod tidy (toolchain {release.go_toolchain or 'local'})")
+    log(
+        f"celcheck {release.tag}: go mod tidy (toolchain {release.go_toolchain or 'local'}, "
+        f"DRA CEL API {shape})"
+    )
     _go(release, ["mod", "tidy"], work)
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(f".{BINARY}.partial")
     _go(
         release,
-        ["build", "-mod=mod", "-trimpath", "-ldflags=-s -w", "-o", str(partial), "./celcheck"],
+        [
+            "build",
+            "-mod=mod",
+            "-trimpath",
+            *([f"-tags={tag}"] if tag else []),
+            "-ldflags=-s -w",
+            "-o",
+            str(partial),
+            "./celcheck",
+        ],
         work,
     )
     os.replace(partial, out)
@@ -236,7 +273,7 @@ def judge_for(
     features = features_for(version)
 
     def python(expression: str) -> Any:
-        return dra_cel.judge(expression, features)
+        return dra_cel.judge(expression, features, version)
 
     chosen = next((r for r in releases if r.version.split(".")[:2] == minor), None)
     hint = (

@@ -321,8 +321,9 @@ def check_cel(expression: Any, judge: Judge | None = None) -> list[tuple[str, st
         return [
             (
                 UNJUDGED,
-                f"{verdict.message}; Kubernetes' own CEL environment judges it (build it "
-                "with `python -m gpufleet.lab.celcheck build`, then check again)",
+                f"{verdict.message}; Kubernetes' own CEL environment judges it: build it "
+                "with `python -m gpufleet.lab.celcheck build` (1.33 and newer) and check "
+                "again, or ask the cluster's API server (`kubectl apply --dry-run=server`)",
             )
         ]
     celpy = _celpy()

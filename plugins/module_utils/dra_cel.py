@@ -167,6 +167,12 @@ _GLOBALS: dict[str, list[tuple[tuple[str, ...], str]]] = {
     "size": [((_S,), INT)],
 }
 
+#: (global function, number of arguments) -> the first minor whose environment has that
+#: overload: the ``semver``/``isSemver`` overloads with ``normalize`` came with version 1 of
+#: Kubernetes' semver library in 1.34 (k8s.io/apiserver ``pkg/cel/environment/base.go``;
+#: 1.33.13 refuses them, ``tests/data/cel_verdicts.json``).
+_OVERLOAD_INTRODUCED = {("semver", 2): 34, ("isSemver", 2): 34}
+
 _MACROS = {"all", "exists", "exists_one", "filter", "map"}
 
 #: Identifiers the environment declares as type names (``type(x) == int``).
@@ -196,9 +202,19 @@ class _Checker:
     """The static type of each node of a cel-python parse tree, as cel-go's checker with
     the DRA declarations would give it; raises _Invalid or _Unjudged."""
 
-    def __init__(self, features: Mapping[str, bool]) -> None:
+    def __init__(self, features: Mapping[str, bool], release: str | None = None) -> None:
         self.features = features
         self.scopes: list[dict[str, str]] = []
+        self.globals, self.members, self.macros = env.tables(release)
+        minor = env.release_minor(release)
+        self.overloads = {
+            name: [
+                o
+                for o in overloads
+                if minor is None or minor >= _OVERLOAD_INTRODUCED.get((name, len(o[0])), 0)
+            ]
+            for name, overloads in _GLOBALS.items()
+        }
 
     def check(self, node: Any) -> str:
         from lark import Token, Tree
@@ -385,7 +401,7 @@ class _Checker:
         qualified = _qualified(target)
         if qualified is not None and qualified not in self._bound():
             dotted = f"{qualified}.{name}"
-            if dotted in env.GLOBAL_FUNCTIONS:
+            if dotted in self.globals:
                 raise _Unjudged(f"the function {dotted}")
         t = self.check(target)
         if t == DEVICE:
@@ -419,10 +435,10 @@ class _Checker:
         if name == "matches":
             _check_pattern(args[1:])
         if name in _GLOBALS:
-            return _pick(_GLOBALS[name], [self.check(a) for a in args], f"'{name}'")
-        if name in env.GLOBAL_FUNCTIONS or name in env.MACROS:
+            return _pick(self.overloads[name], [self.check(a) for a in args], f"'{name}'")
+        if name in self.globals or name in self.macros:
             raise _Unjudged(f"the function {name}()")
-        if name in env.MEMBER_FUNCTIONS:
+        if name in self.members:
             types = [self.check(a) for a in args]
             raise _Invalid(
                 f"found no matching overload for '{name}' applied to '({', '.join(types)})' "
@@ -443,7 +459,7 @@ class _Checker:
         qualified = _qualified(target)
         if qualified is not None and qualified not in self._bound() and qualified != "device":
             dotted = f"{qualified}.{name}"
-            if dotted in env.GLOBAL_FUNCTIONS or qualified == "cel":
+            if dotted in self.globals or qualified == "cel":
                 raise _Unjudged(f"the function {dotted}()")
         if (
             name in _MACROS
@@ -467,14 +483,14 @@ class _Checker:
                 return _pick(table[t], types, f"'{name}'")
             if name == "size" and not args and (t in MAPS or _elem(t)):
                 return INT
-            if name in env.MEMBER_FUNCTIONS and (_elem(t) or t in MAPS):
+            if name in self.members and (_elem(t) or t in MAPS):
                 raise _Unjudged(f"{name}() on {t}")
             raise _Invalid(
                 f"found no matching overload for '{name}' applied to '{t}.({', '.join(types)})'"
             )
-        if name in env.MEMBER_FUNCTIONS or name in env.MACROS:
+        if name in self.members or name in self.macros:
             raise _Unjudged(f"the function {name}()")
-        if name in env.GLOBAL_FUNCTIONS:
+        if name in self.globals:
             raise _Invalid(
                 f"found no matching overload for '{name}' applied to '{t}.({', '.join(types)})' "
                 f"({name} is declared only as a global function: {name}(...))"
@@ -589,10 +605,14 @@ def _strip_strings(text: str) -> str:
     )
 
 
-def judge(expression: Any, features: Mapping[str, bool] | None = None) -> Verdict:
+def judge(
+    expression: Any, features: Mapping[str, bool] | None = None, release: str | None = None
+) -> Verdict:
     """The compile verdict on one selector ``expression`` for a new object, with the DRA
     CEL ``features`` of the release (``{"consumableCapacity": bool}``; default: on, as in
-    1.36+). Never raises."""
+    1.36+) and the functions and macros of the environment of ``release`` (``1.33.13``;
+    default: the newest, ``dra_cel_env.tables``). A release older than 1.33 cannot be
+    judged. Never raises."""
     feats = {"consumableCapacity": True} if features is None else dict(features)
     if not isinstance(expression, str):
         return Verdict(INVALID, f"expression {expression!r} is not a string")
@@ -609,7 +629,11 @@ def judge(expression: Any, features: Mapping[str, bool] | None = None) -> Verdic
     except vcel.CelError as err:
         return Verdict(INVALID, str(err))
     try:
-        result = _Checker(feats).check(tree)
+        checker = _Checker(feats, release)
+    except ValueError as err:
+        return Verdict(CANNOT_JUDGE, f"cannot judge offline: {err}")
+    try:
+        result = checker.check(tree)
     except _Invalid as err:
         return Verdict(INVALID, f"compilation failed: {err}")
     except _Unjudged as err:
@@ -636,13 +660,15 @@ def evaluate(
     device: Mapping[str, Any],
     features: Mapping[str, bool] | None = None,
     list_attributes: bool = True,
+    release: str | None = None,
 ) -> Outcome:
     """The result of ``expression`` on one ResourceSlice ``device`` of ``driver``, as
     kube-scheduler gets it (``DeviceMatches``). ``list_attributes`` False: the release
     refuses list-type attribute values (1.36 without DRAListTypeAttributes: "unsupported
-    attribute value" for the whole device). Not judged when :func:`judge` cannot judge the
-    expression; an expression that does not compile gives no result. Never raises."""
-    verdict = judge(expression, features)
+    attribute value" for the whole device). ``release``: as for :func:`judge`. Not judged
+    when :func:`judge` cannot judge the expression; an expression that does not compile
+    gives no result. Never raises."""
+    verdict = judge(expression, features, release)
     if verdict.verdict == CANNOT_JUDGE:
         return Outcome(None, message=verdict.message, judged=False)
     if verdict.verdict != OK:

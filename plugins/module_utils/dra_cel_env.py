@@ -6,12 +6,15 @@ called: as a global function ``f(x)``, as a member ``x.f()``, or both.
 Generated from the environment itself: ``gpufleet-celcheck -functions`` (lab/go/celcheck,
 ``cel.Env.Functions()`` and ``cel.Env.Macros()`` of the environment that
 ``k8s.io/dynamic-resource-allocation/cel`` builds, NewExpressions) of Kubernetes
-1.37.2 (cel-go v0.29.2). Operators (``_==_``...) and
-internal names are left out. ``tests/integration/test_cel_differential.py`` checks it
-against every release under ``celcheck`` in gpufleet/lab/releases.yaml.
+1.37.2 (cel-go v0.29.2); ``INTRODUCED`` names what older releases lack, from the same
+output of theirs. Operators (``_==_``...) and internal names are left out.
+``tests/integration/test_cel_differential.py`` checks ``tables(release)`` against every
+release under ``celcheck`` in gpufleet/lab/releases.yaml.
 """
 
 from __future__ import annotations
+
+import re
 
 #: Names with at least one global overload (``quantity('1Gi')``, ``sets.contains(a, b)``).
 GLOBAL_FUNCTIONS = frozenset(
@@ -179,3 +182,48 @@ MACROS = frozenset(
         "transformMapEntry",
     }
 )
+
+#: (``global``, ``member`` or ``macro``, name) -> the first minor (of 1.x) whose NewExpressions
+#: environment has it; older minors' environments lack it (``gpufleet-celcheck -functions``
+#: of 1.33.13, cel-go v0.23.2, of 1.34.4 and of 1.35.4, cel-go v0.26.0: Kubernetes' base
+#: environment at the compatibility version of each; cel-go's lists extension functions
+#: and ``sortBy`` from 1.35, ``existsOne`` from 1.34).
+INTRODUCED: dict[tuple[str, str], int] = {
+    ("global", "lists.range"): 35,
+    ("member", "distinct"): 35,
+    ("member", "flatten"): 35,
+    ("member", "reverse"): 35,
+    ("member", "slice"): 35,
+    ("member", "sort"): 35,
+    ("macro", "sortBy"): 35,
+    ("macro", "existsOne"): 34,
+}
+
+#: The minor of the oldest release whose environment ``tables`` knows.
+OLDEST_MINOR = 33
+
+
+def release_minor(release: str | None) -> int | None:
+    """The minor of a 1.x ``release`` (``1.33.13`` -> 33); None when not one."""
+    match = re.match(r"^v?1\.(\d+)", release or "")
+    return int(match.group(1)) if match else None
+
+
+def tables(release: str | None = None) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """``(global functions, member functions, macros)`` of the environment of ``release``
+    (``1.33.13``; None or one newer than 1.37: the newest tables above). Raises ValueError
+    for a release older than 1.33, whose environment is not recorded here."""
+    minor = release_minor(release)
+    if minor is None:
+        return GLOBAL_FUNCTIONS, MEMBER_FUNCTIONS, MACROS
+    if minor < OLDEST_MINOR:
+        raise ValueError(
+            f"the DRA CEL environment of {release} is not recorded here (1.{OLDEST_MINOR} "
+            "and newer are)"
+        )
+    absent = {k for k, since in INTRODUCED.items() if minor < since}
+
+    def keep(kind: str, names: frozenset[str]) -> frozenset[str]:
+        return frozenset(n for n in names if (kind, n) not in absent)
+
+    return keep("global", GLOBAL_FUNCTIONS), keep("member", MEMBER_FUNCTIONS), keep("macro", MACROS)

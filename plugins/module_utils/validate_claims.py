@@ -612,12 +612,15 @@ def explain_claim(
          environment cannot judge offline), constraint, would-fit,
          "requests": [{"request", "device_class", "count", "mode", "total", "matching",
                        "free", "reasons": [[reason, devices]], "errors": [...],
+                       "selectors": [{"selector", "expression", "rejects"}],
                        "nodes": [{"node", "ready", "total", "matching", "free", "fits",
                                   "reasons": [[reason, devices]]}], "summary"}],
          "constraints": [...], "pods": [{"pod", "scheduler"}]}
 
     ``reasons`` name the first failing ``&&`` term and the device's value, e.g.
-    ``profile is 1g.18gb, wanted 1g.10gb``. A CEL runtime error (an attribute a device
+    ``profile is 1g.18gb, wanted 1g.10gb``; ``selectors`` name each selector that rejects a
+    device (``request selector #0``, ``class mig.nvidia.com selector #0``), its expression
+    and how many devices it is the first to reject. A CEL runtime error (an attribute a device
     lacks) is listed in ``errors``: kube-scheduler then fails the whole claim.
     """
     m = _meta(claim)
@@ -712,6 +715,7 @@ def _explain_alternative(
         "free": 0,
         "reasons": [],
         "errors": [],
+        "selectors": [],
         "nodes": [],
     }
     cls = classes.get(class_name)
@@ -729,6 +733,7 @@ def _explain_alternative(
     reasons: Counter = Counter()
     errors: Counter = Counter()
     unjudged: Counter = Counter()
+    rejected: Counter = Counter()
     per_node: dict[str, dict[str, Any]] = {}
     free_by_node: dict[str, list[Published]] = {}
     for dev in devices:
@@ -759,6 +764,7 @@ def _explain_alternative(
                     errors[why] += 1
                     break
                 if not res.matched:
+                    rejected[stage] += 1
                     prefix = f"class {class_name}: " if stage.startswith("class") else ""
                     why = prefix + (res.reason or f"{stage} is false")
                     break
@@ -796,6 +802,11 @@ def _explain_alternative(
         )
     base["reasons"] = [[r, c] for r, c in reasons.most_common()]
     base["errors"] = [[r, c] for r, c in errors.most_common()]
+    base["selectors"] = [
+        {"selector": stage, "expression": expr, "rejects": rejected[stage]}
+        for stage, expr in stages
+        if rejected[stage]
+    ]
     base["nodes"] = nodes_out
     label = (
         f"request {alt.get('name')} ({class_name}, "
@@ -816,6 +827,10 @@ def _explain_alternative(
             f"{label}: 0 of {len(devices)} devices match: "
             f"{_top(reasons) or 'no device is published'}"
         )
+        if base["selectors"]:
+            summary += "; rejected by " + ", ".join(
+                f"{s['selector']} {s['expression']!r} ({s['rejects']})" for s in base["selectors"]
+            )
     elif not fitting and base["free"] < base["matching"] and base["free"] < need:
         verdict = "in-use"
         summary = (

@@ -11,14 +11,17 @@ builders write) and every device of ``tests/data/cel_devices.yaml``, and compare
   it judges (it says ``cannot_judge`` for the rest): no disagreement;
 * the verdicts recorded in ``tests/data/cel_verdicts.json`` (the unit tests' expectations):
   the same as the release gives now;
-* the function and macro names of ``dra_cel_env``: the release's.
+* the function and macro names of ``dra_cel_env.tables(release)``: the release's.
 
-A release whose binary is not cached is skipped with the command that builds it.
+Releases 1.33 to 1.35 have an older DRA CEL API; celcheck is built against each with the
+shape file of its API (``lab/go/celcheck/api_*.go``). A release whose binary is not cached
+is skipped with the command that builds it.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel_env as env
@@ -83,18 +86,16 @@ def test_recorded_verdicts_are_the_releases(release, outputs) -> None:
 @pytest.mark.parametrize("release", RELEASES, ids=[r.version for r in RELEASES])
 def test_function_table_is_the_releases(release, outputs) -> None:
     out = _output(release, outputs)
+    want_glob, want_member, want_macros = env.tables(release.version)
     internal = ("_", "@", "cel.@", "!_", "-_")
     functions = {k: v for k, v in out["functions"].items() if not k.startswith(internal)}
     glob = {k for k, v in functions.items() if v["global"]}
     member = {k for k, v in functions.items() if v["member"]}
-    assert (glob, member, set(out["macros"])) == (
-        set(env.GLOBAL_FUNCTIONS),
-        set(env.MEMBER_FUNCTIONS),
-        set(env.MACROS),
-    ), (
-        f"dra_cel_env differs from Kubernetes {release.version}: global "
-        f"+{sorted(glob - env.GLOBAL_FUNCTIONS)} -{sorted(env.GLOBAL_FUNCTIONS - glob)}, member "
-        f"+{sorted(member - env.MEMBER_FUNCTIONS)} -{sorted(env.MEMBER_FUNCTIONS - member)}"
+    assert (glob, member, set(out["macros"])) == (want_glob, want_member, want_macros), (
+        f"dra_cel_env.tables({release.version!r}) differs from Kubernetes {release.version}: "
+        f"global +{sorted(glob - want_glob)} -{sorted(want_glob - glob)}, member "
+        f"+{sorted(member - want_member)} -{sorted(want_member - member)}, macros "
+        f"+{sorted(set(out['macros']) - want_macros)} -{sorted(want_macros - set(out['macros']))}"
     )
 
 
@@ -102,6 +103,7 @@ def test_function_table_is_the_releases(release, outputs) -> None:
 def test_corpus_reaches_every_kind_of_verdict(release, outputs) -> None:
     out = _output(release, outputs)
     assert out["modules"]["k8s.io/dynamic-resource-allocation"] == release.staging_version
+    assert out["api"] == celcheck.api_shape(release)
     compile_kinds = collections.Counter(e["compile"]["verdict"] for e in out["expressions"])
     run_kinds = collections.Counter(
         r.get("error") or str(r["result"]).lower() for e in out["expressions"] for r in e["results"]
@@ -128,3 +130,48 @@ def test_claims_check_uses_the_releases_own_cel_environment(tmp_path) -> None:
     # the optional syntax is judged by Kubernetes (it compiles): no cannot-judge line
     assert "cannot-judge" not in result.output
     assert "use kind: MigDeviceConfig" in result.output
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=[r.version for r in RELEASES])
+def test_claims_check_gives_each_releases_own_verdict(release, tmp_path) -> None:
+    """The normalize argument of isSemver came in 1.34: `claims check` for 1.33 refuses
+    the selector with 1.33's own message, later releases accept it."""
+    from click.testing import CliRunner
+
+    from gpufleet.cli import main
+
+    _cached(release)
+    expression = "isSemver('1.2', true)"
+    claim = {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "deviceClassName": "gpu.nvidia.com",
+                        "selectors": [{"cel": {"expression": expression}}],
+                    }
+                ]
+            }
+        },
+    }
+    path = tmp_path / "claim.json"
+    path.write_text(json.dumps(claim))
+    result = CliRunner().invoke(
+        main, ["claims", "check", str(path), "--kubernetes-version", release.version, "--json"]
+    )
+    report = json.loads(result.output)
+    assert report["celJudgedBy"] == f"Kubernetes {release.version} (gpufleet-celcheck)"
+    cel = [p for p in report["objects"][0]["problems"] if "cel.expression" in p["path"]]
+    recorded = cel_corpus.recorded_verdicts()[release.version][expression]["compile"]
+    if release.minor < 34:
+        assert recorded == "invalid"
+        (problem,) = cel
+        assert problem["severity"] == "error"
+        assert "no matching overload for 'isSemver'" in problem["message"]
+    else:
+        assert recorded == "ok"
+        assert cel == []

@@ -349,3 +349,68 @@ def test_a_claim_that_failed_at_prepare_is_reported_with_the_kubelets_text(clust
     assert problem.subject == node and "empty device edits" in problem.message, problem
     assert "hosts.driver-root" in check.fix, check
     cp.kubectl("-n", NS, "delete", "pod", "prep", "--grace-period=0", "--force")
+
+
+def test_explain_agrees_with_the_schedulers_event_on_a_claim_no_device_matches(
+    cluster: Any,
+) -> None:
+    """kube-scheduler finds no device for a claim whose selector no published device
+    meets (its Event FailedScheduling: "cannot allocate all claims", the DRA plugin's
+    Filter verdict); ``claims explain`` says the same and names the selector."""
+    cp, _ = cluster
+    selector = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'"
+    apply(
+        cp,
+        [
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": "b200", "namespace": NS},
+                "spec": claim_spec("gpu.nvidia.com", selector),
+            },
+            pod("b200-job", {"resourceClaimName": "b200"}),
+        ],
+    )
+
+    def scheduler_event() -> str:
+        events = json.loads(
+            cp.kubectl(
+                "-n",
+                NS,
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.kind=Pod,involvedObject.name=b200-job,reason=FailedScheduling",
+                "-o",
+                "json",
+            ).stdout
+        )["items"]
+        return events[-1]["message"] if events else ""
+
+    event = wait_for("kube-scheduler's FailedScheduling Event", scheduler_event)
+    assert "cannot allocate all claims" in event, event
+    code, out = run_cli(cp, "claims", "explain", f"{NS}/b200", "--json")
+    assert code == 1, out
+    ex = json.loads(out)
+    assert ex["verdict"] == "no-device"
+    (req,) = ex["requests"]
+    assert (req["total"], req["matching"]) == (5, 0)
+    # the class's selector takes the MIG devices out, the request's selector the GPUs
+    assert [(s["selector"], s["rejects"]) for s in req["selectors"]] == [
+        ("class gpu.nvidia.com selector #0", 3),
+        ("request selector #0", 2),
+    ]
+    assert req["selectors"][1]["expression"] == selector
+    assert req["reasons"] == [
+        ["class gpu.nvidia.com: type is mig, wanted gpu", 3],
+        ["productName is NVIDIA H200, wanted NVIDIA B200", 2],
+    ]
+    assert f"request selector #0 {selector!r} (2)" in ex["summary"]
+    # the pod's PodScheduled condition, which explain quotes, carries the Event's verdict
+    (user,) = ex["pods"]
+    assert user["pod"] == f"{NS}/b200-job"
+    assert "cannot allocate all claims" in user["scheduler"]
+    code, text = run_cli(cp, "claims", "explain", f"{NS}/b200")
+    assert code == 1
+    assert selector in " ".join(text.split())
+    cp.kubectl("-n", NS, "delete", "pod", "b200-job", "--grace-period=0", "--force")

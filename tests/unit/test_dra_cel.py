@@ -5,17 +5,14 @@ every verdict ``dra_cel`` gives is one of them."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel
 
+from tests.cel_corpus import recorded_verdicts
+
 pytestmark = pytest.mark.unit
 
-RECORDED = json.loads(
-    (Path(__file__).resolve().parents[1] / "data" / "cel_verdicts.json").read_text()
-)
+RECORDED = recorded_verdicts()
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +113,37 @@ def test_list_attributes_refused_where_the_release_refuses_them(cel_corpus) -> N
     on_136 = dra_cel.evaluate("true", example["driver"], example, list_attributes=False)
     assert on_137.result is True
     assert on_136.error == "other" and "unsupported attribute value" in on_136.message
+
+
+#: Expressions whose compile verdict changes between releases (tests/data/cel_verdicts.json):
+#: Python's verdict per release, for each release whose verdict is recorded.
+PER_RELEASE = [
+    ("isSemver('1.2', true)", {"1.33": dra_cel.INVALID, "1.34": dra_cel.OK}),
+    ("semver('1.2.3', false).patch() == 3", {"1.33": dra_cel.INVALID, "1.37": dra_cel.OK}),
+    ("lists.range(3) == [0, 1, 2]", {"1.34": dra_cel.INVALID, "1.35": dra_cel.CANNOT_JUDGE}),
+    # a list literal's value is not judged offline, whatever the release
+    ("[1, 2].reverse() == [2, 1]", {"1.34": dra_cel.CANNOT_JUDGE, "1.37": dra_cel.CANNOT_JUDGE}),
+]
+
+
+@pytest.mark.parametrize(("expression", "want"), PER_RELEASE)
+def test_verdicts_follow_the_release(expression: str, want: dict[str, str]) -> None:
+    for minor, python in want.items():
+        (release,) = [r for r in RECORDED if r.startswith(minor + ".")]
+        verdict = dra_cel.judge(expression, {"consumableCapacity": False}, release)
+        assert verdict.verdict == python, (release, verdict)
+        if python != dra_cel.CANNOT_JUDGE:
+            assert RECORDED[release][expression]["compile"] == python, release
+        if python == dra_cel.INVALID:
+            assert "undeclared reference" in verdict.message or "no matching overload" in (
+                verdict.message
+            )
+
+
+def test_a_release_before_the_recorded_environments_cannot_be_judged() -> None:
+    verdict = dra_cel.judge("device.driver == 'gpu.nvidia.com'", None, "1.32.13")
+    assert verdict.verdict == dra_cel.CANNOT_JUDGE
+    assert "environment of 1.32.13 is not recorded here (1.33 and newer are)" in verdict.message
+    assert dra_cel.judge("device.driver == 'gpu.nvidia.com'", None, "1.33.13").verdict == "ok"
+    # no release: the newest environment
+    assert dra_cel.judge("[1, 2].reverse() == [2, 1]").verdict == dra_cel.CANNOT_JUDGE

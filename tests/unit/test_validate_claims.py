@@ -139,6 +139,25 @@ def test_explain_counts_devices_and_names_the_failing_selector() -> None:
     assert per_node["gpu-1"]["reasons"] == [["profile is 1g.18gb, wanted 1g.10gb", 14]]
 
 
+def test_explain_names_each_rejecting_selector_with_its_expression() -> None:
+    slices = [
+        resource_slice("gpu-1", [gpu_device(0, "GPU-a")]),
+        mig_node("gpu-2", gpus=1, per_gpu=2),
+    ]
+    request = mig_request("1g.10gb")
+    c = claim("inference", requests=[request])
+    ex = vcl.explain_claim(c, [GPU_CLASS, MIG_CLASS], slices, [c], [node("gpu-1"), node("gpu-2")])
+    (req,) = ex["requests"]
+    wanted = request["exactly"]["selectors"][0]["cel"]["expression"]
+    klass = MIG_CLASS["spec"]["selectors"][0]["cel"]["expression"]
+    assert req["selectors"] == [
+        {"selector": "class mig.nvidia.com selector #0", "expression": klass, "rejects": 1},
+        {"selector": "request selector #0", "expression": wanted, "rejects": 2},
+    ]
+    assert f"rejected by class mig.nvidia.com selector #0 {klass!r} (1)" in ex["summary"]
+    assert f"request selector #0 {wanted!r} (2)" in ex["summary"]
+
+
 def test_explain_names_the_device_class_selector_first() -> None:
     slices = [resource_slice("gpu-1", [gpu_device(0, "GPU-a"), gpu_device(1, "GPU-b")])]
     c = claim("inference", requests=[mig_request("1g.18gb")])

@@ -11,8 +11,8 @@
 //     environment type the API server validates a new object with
 //     (environment.NewExpressions), then the checks that
 //     pkg/apis/resource/validation applies to a selector: the length limit
-//     resourceapi.CELSelectorExpressionMaxLength and the estimated cost against
-//     resourceapi.CELSelectorExpressionMaxCost;
+//     maxLength and the estimated cost against
+//     maxCost;
 //   - evaluate: CompilationResult.DeviceMatches on each device, with the
 //     release's runtime cost limit (the compiler's default), as kube-scheduler
 //     does (structured/internal/*/allocator_*.go selectorsMatch).
@@ -26,16 +26,29 @@
 //	              "attributes": {"productName": {"string": "NVIDIA H200"}},
 //	              "capacity": {"memory": {"value": "143771Mi"}}}]}
 //
-// Output (stdout, JSON): the module versions it was built from, the limits, the
+// Output (stdout, JSON): the API shape ("api": "1.33", "1.34" or "1.36"), the
+// module versions it was built from, the limits, the
 // functions and macros the environment declares (with -functions), and per
 // expression the compile verdict ("ok", "invalid", "too_long", "too_expensive",
 // "internal") with the message and estimated cost, and per device the result
 // (true/false) or the runtime error with its kind (see errorKind).
 //
+// The DRA CEL API of the module differs between releases; the files api_*.go
+// adapt it, one per API shape, chosen by build tag (gpufleet/lab/celcheck.py
+// passes the tag of the release): api_v136.go (no tag, 1.36 and newer:
+// Features{EnableConsumableCapacity, EnableListTypeAttributes}, resource/v1),
+// api_v134.go (dracel_v134, 1.34 and 1.35: Features{EnableConsumableCapacity},
+// resource/v1) and api_v133.go (dracel_v133, 1.33: GetCompiler() without
+// features, resource/v1beta1, no allowMultipleAllocations). A feature the
+// release does not have cannot be asked for (exit 2). A device field the
+// release's API types lack is dropped, as the release's decoder drops it, and
+// named under "dropped".
+//
 // Exit codes: 0 done, 2 unusable input.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -44,10 +57,6 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
-
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apiserver/pkg/cel/environment"
-	dracel "k8s.io/dynamic-resource-allocation/cel"
 )
 
 type featuresIn struct {
@@ -55,18 +64,10 @@ type featuresIn struct {
 	ListTypeAttributes bool `json:"listTypeAttributes"`
 }
 
-type deviceIn struct {
-	Name                     string                                                    `json:"name"`
-	Driver                   string                                                    `json:"driver"`
-	AllowMultipleAllocations *bool                                                     `json:"allowMultipleAllocations"`
-	Attributes               map[resourceapi.QualifiedName]resourceapi.DeviceAttribute `json:"attributes"`
-	Capacity                 map[resourceapi.QualifiedName]resourceapi.DeviceCapacity  `json:"capacity"`
-}
-
 type input struct {
-	Features    featuresIn `json:"features"`
-	Expressions []string   `json:"expressions"`
-	Devices     []deviceIn `json:"devices"`
+	Features    featuresIn        `json:"features"`
+	Expressions []string          `json:"expressions"`
+	Devices     []json.RawMessage `json:"devices"`
 }
 
 type resultOut struct {
@@ -94,7 +95,9 @@ type functionOut struct {
 }
 
 type output struct {
+	API         string                 `json:"api"`
 	Modules     map[string]string      `json:"modules"`
+	Dropped     []string               `json:"dropped,omitempty"`
 	MaxLength   int                    `json:"maxLength"`
 	MaxCost     uint64                 `json:"maxCost"`
 	Functions   map[string]functionOut `json:"functions,omitempty"`
@@ -145,6 +148,23 @@ func modules() map[string]string {
 	return out
 }
 
+// decodeDevice reads one device into the release's API types: strictly, or,
+// when the device has fields those types lack, without them (what the
+// release's own decoder does with unknown fields); dropped says which.
+func decodeDevice(raw json.RawMessage) (d deviceIn, dropped string, err error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	strictErr := dec.Decode(&d)
+	if strictErr == nil {
+		return d, "", nil
+	}
+	d = deviceIn{}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return d, "", err
+	}
+	return d, strictErr.Error(), nil
+}
+
 func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "gpufleet-celcheck: "+format+"\n", args...)
 	os.Exit(2)
@@ -159,25 +179,36 @@ func main() {
 	if err := dec.Decode(&in); err != nil {
 		fail("stdin is not the expected JSON document: %v", err)
 	}
-	compiler := dracel.GetCompiler(dracel.Features{
-		EnableConsumableCapacity: in.Features.ConsumableCapacity,
-		EnableListTypeAttributes: in.Features.ListTypeAttributes,
-	})
-	envType := environment.NewExpressions
+	judge, err := newJudge(in.Features)
+	if err != nil {
+		fail("%v", err)
+	}
 	out := output{
+		API:         apiShape,
 		Modules:     modules(),
-		MaxLength:   resourceapi.CELSelectorExpressionMaxLength,
-		MaxCost:     resourceapi.CELSelectorExpressionMaxCost,
+		MaxLength:   maxLength,
+		MaxCost:     maxCost,
 		Expressions: []expressionOut{},
+	}
+	devices := make([]deviceIn, 0, len(in.Devices))
+	for i, raw := range in.Devices {
+		d, dropped, err := decodeDevice(raw)
+		if err != nil {
+			fail("devices[%d]: %v", i, err)
+		}
+		if dropped != "" {
+			out.Dropped = append(out.Dropped, fmt.Sprintf("%s: %s", d.Name, dropped))
+		}
+		devices = append(devices, d)
 	}
 	for _, expr := range in.Expressions {
 		eo := expressionOut{Expression: expr, Results: []resultOut{}}
-		if len(expr) > resourceapi.CELSelectorExpressionMaxLength {
-			eo.Compile = compileOut{Verdict: "too_long", Message: fmt.Sprintf("may not be longer than %d bytes", resourceapi.CELSelectorExpressionMaxLength)}
+		if len(expr) > maxLength {
+			eo.Compile = compileOut{Verdict: "too_long", Message: fmt.Sprintf("may not be longer than %d bytes", maxLength)}
 			out.Expressions = append(out.Expressions, eo)
 			continue
 		}
-		result := compiler.CompileCELExpression(expr, dracel.Options{EnvType: &envType})
+		result := judge.compile(expr)
 		if *withFunctions && out.Functions == nil && result.Environment != nil {
 			out.Functions = map[string]functionOut{}
 			for name, decl := range result.Environment.Functions() {
@@ -191,9 +222,7 @@ func main() {
 				}
 				out.Functions[name] = f
 			}
-			for _, m := range result.Environment.Macros() {
-				out.Macros = append(out.Macros, m.Function())
-			}
+			out.Macros = macroNames(result.Environment)
 			sort.Strings(out.Macros)
 		}
 		switch {
@@ -203,7 +232,7 @@ func main() {
 				verdict = "internal"
 			}
 			eo.Compile = compileOut{Verdict: verdict, Message: result.Error.Detail}
-		case result.MaxCost > resourceapi.CELSelectorExpressionMaxCost:
+		case result.MaxCost > maxCost:
 			cost := result.MaxCost
 			eo.Compile = compileOut{Verdict: "too_expensive", Message: "too complex, exceeds cost limit", MaxCost: &cost}
 		default:
@@ -211,13 +240,8 @@ func main() {
 			eo.Compile = compileOut{Verdict: "ok", MaxCost: &cost}
 		}
 		if result.Error == nil {
-			for _, d := range in.Devices {
-				matched, _, err := result.DeviceMatches(context.Background(), dracel.Device{
-					Driver:                   d.Driver,
-					AllowMultipleAllocations: d.AllowMultipleAllocations,
-					Attributes:               d.Attributes,
-					Capacity:                 d.Capacity,
-				})
+			for _, d := range devices {
+				matched, err := matches(context.Background(), result, d)
 				ro := resultOut{Device: d.Name}
 				if err != nil {
 					ro.Error = errorKind(err)
