@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_metadata as cm
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel, dra_cel_env
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_driver import (
     ATTRIBUTE_KEYS,
     CAPACITY_KEYS,
@@ -322,7 +322,8 @@ def check_cel(expression: Any, judge: Judge | None = None) -> list[tuple[str, st
             (
                 UNJUDGED,
                 f"{verdict.message}; Kubernetes' own CEL environment judges it: build it "
-                "with `python -m gpufleet.lab.celcheck build` (1.33 and newer) and check "
+                f"with `python -m gpufleet.lab.celcheck build` (1.{dra_cel_env.OLDEST_MINOR} "
+                "and newer) and check "
                 "again, or ask the cluster's API server (`kubectl apply --dry-run=server`)",
             )
         ]
