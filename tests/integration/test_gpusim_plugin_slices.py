@@ -38,6 +38,9 @@ DRIVER = "gpu.nvidia.com"
 GPU0_UUID = "GPU-1f6a9c2e-0b4d-4e8a-9c3f-5d2e7a1b8c90"
 GPU1_UUID = "GPU-2a7b0d3f-1c5e-4f9b-8d40-6e3f8b2c9da1"
 PUBLISH_TIMEOUT_S = 60.0
+# Root complexes as on a two-socket host (each GPU behind its own root port).
+# Keyed by the published pciBusID.
+PCIE_ROOTS = {"0000:19:00.0": "pci0000:17", "0000:3b:00.0": "pci0000:3a"}
 
 
 # --------------------------------------------------------------------------- state
@@ -55,6 +58,8 @@ def h200(index: int, uuid: str, bus_id: str, instances: list[dict[str, Any]]) ->
         "architecture": "Hopper",
         "compute_capability": "9.0",
         "pci_bus_id": bus_id,
+        "pcie_root": PCIE_ROOTS[bus_id[4:].lower()],
+        "addressing_mode": "None",
         "memory_mib": 143771,
         "mig_capable": True,
         "mig_mode_current": "Enabled" if instances else "Disabled",
@@ -127,6 +132,8 @@ def common_attributes(bus_id: str) -> dict[str, Any]:
         "driverVersion": {"version": "580.159.4"},
         "cudaDriverVersion": {"version": "13.0.0"},
         "resource.kubernetes.io/pciBusID": {"string": bus_id},
+        "resource.kubernetes.io/pcieRoot": {"string": PCIE_ROOTS[bus_id]},
+        "addressingMode": {"string": "None"},
     }
 
 

@@ -126,6 +126,46 @@ def board(name: str) -> Board:
     return BOARDS.get(name, GENERIC_BOARD)
 
 
+def addressing_mode(name: str) -> str:
+    """Default ``addressing_mode`` of a GPU model name: ``"None"`` or ``"ATS"``.
+
+    What NVML's ``nvmlDeviceGetAddressingMode`` reports (documented for Turing and newer
+    on Linux: NVML API reference, "CPU and Memory Affinity"): ``None`` (supported, no HMM
+    or ATS active) on x86 hosts, as the real H200 reported it to NVIDIA's DRA driver
+    v0.4.1 (``tests/unit/data/gpu/h200-single/resourceslice-nvidia-dra-driver-0.4.1.json``);
+    ``ATS`` on Grace Hopper and Grace Blackwell superchips (``NVIDIA GH200 …``,
+    ``NVIDIA GB200``, ``NVIDIA GB300``), whose GPU reaches system memory over NVLink-C2C
+    with Address Translation Services.
+    """
+    words = name.split()
+    if len(words) > 1 and words[0] == "NVIDIA" and words[1][:2] in ("GH", "GB"):
+        return "ATS"
+    return "None"
+
+
+def pcie_root(pci_bus_id: str) -> str:
+    """Default PCIe root complex (``pci<domain>:<bus>``) of an NVML PCI bus ID.
+
+    ``"00000000:00:06.0"`` -> ``"pci0000:00"``. The simulator puts each GPU behind the
+    host bridge of bus 00 of its PCI domain, as on the captured H200 host (bus ID
+    0000:00:06.0 under root pci0000:00, ``h200-single/resourceslice-*.json``); a state
+    file may name another root. The name is the directory sysfs shows under
+    ``/sys/devices``, which k8s.io/dynamic-resource-allocation's deviceattribute reads
+    for ``resource.kubernetes.io/pcieRoot``. Raises ``ValueError`` for a bus ID that is
+    not ``<domain>:<bus>:<device>.<function>`` in hex.
+    """
+    parts = pci_bus_id.strip().split(":")
+    if len(parts) != 3 or not all(parts) or "." not in parts[2]:
+        raise ValueError(f"{pci_bus_id!r} is not a PCI bus ID like '00000000:19:00.0'")
+    try:
+        domain = int(parts[0], 16)
+    except ValueError:
+        raise ValueError(f"{pci_bus_id!r} is not a PCI bus ID like '00000000:19:00.0'") from None
+    if domain > 0xFFFF:
+        raise ValueError(f"{pci_bus_id!r} has a PCI domain wider than 16 bits")
+    return f"pci{domain:04x}:00"
+
+
 def _hex_digest(*parts: object) -> str:
     return hashlib.sha256("/".join(str(p) for p in parts).encode()).hexdigest()
 
