@@ -25,6 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+try:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles
+except ImportError:  # on a lab node: the installer copies mig_profiles.py beside the package
+    import mig_profiles  # type: ignore[no-redef]
+
 READINGS_ENV = "GPUFLEET_GPUSIM_READINGS"
 
 
@@ -34,8 +39,12 @@ class Board:
 
     H200 values: real capture (``h200-single/smi-q.txt``). Other models: PCI device IDs
     from the PCI ID database (``pci.ids``, vendor 10de), power limits from NVIDIA's
-    product briefs (A100 SXM4 400 W, A30 165 W, H100 SXM5 700 W), BAR1 sizes and
-    reserved memory approximate: the simulator prints them only so the layout matches.
+    product briefs (A100 SXM4 400 W, A30 165 W, H100 SXM5 700 W, HGX B200 1000 W), BAR1
+    sizes and reserved memory approximate: the simulator prints them only so the layout
+    matches. B200 and GH200: the PCI device ID is the MIG table's
+    (``mig_tables.GPUS``, through ``mig_profiles``); subsystem ID, VBIOS and part numbers
+    are placeholders, GH200's power limit (900 W) approximate (its module is configurable
+    from 450 W to 1000 W, NVIDIA GH200 product brief).
     """
 
     device_id: str
@@ -117,6 +126,40 @@ BOARDS: dict[str, Board] = {
         434,
     ),
 }
+
+
+def _table_device_id(name: str) -> str:
+    """The first PCI device ID that the MIG table gives for GPU model ``name``, as
+    ``nvidia-smi -q`` prints it without ``0x`` (``290110DE``); ``000010DE`` when none."""
+    try:
+        ids = mig_profiles.model(name).pci_device_ids
+    except mig_profiles.UnknownGpuModel:
+        ids = ()
+    return ids[0][2:].upper() if ids else "000010DE"
+
+
+BOARDS["NVIDIA B200"] = Board(
+    _table_device_id("NVIDIA B200"),
+    "199910DE",
+    "97.00.00.00.00",
+    "N/A",
+    "2901-886-A1",
+    1000.0,
+    200.0,
+    262144,
+    704,
+)
+BOARDS["NVIDIA GH200 144G HBM3e"] = Board(
+    _table_device_id("NVIDIA GH200 144G HBM3e"),
+    "18FE10DE",
+    "96.00.00.00.00",
+    "N/A",
+    "2348-895-A1",
+    900.0,
+    450.0,
+    262144,
+    616,
+)
 
 GENERIC_BOARD = Board("000010DE", "000010DE", "N/A", "N/A", "N/A", 300.0, 100.0, 65536, 512)
 
