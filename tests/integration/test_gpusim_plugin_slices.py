@@ -343,3 +343,70 @@ def test_beta_api_server_gets_v1beta2_slices(
         cp, node, "resource.k8s.io/v1beta2", [d["name"] for d in expected], run
     )
     assert by_name(devices) == by_name(expected)
+
+
+def narrow_3g_71gb() -> dict[str, Any]:
+    """A 3g.71gb GPU instance (profile ID 9) at slot 0 holding one 1c.3g.71gb compute
+    instance: a layout NVIDIA's DRA kubelet plugin cannot enumerate."""
+    return {
+        "id": 1,
+        "profile": "3g.71gb",
+        "profile_id": 9,
+        "placement_start": 0,
+        "placement_size": 4,
+        "memory_mib": 71424,
+        "multiprocessors": 60,
+        "copy_engines": 3,
+        "decoders": 3,
+        "encoders": 0,
+        "jpeg_engines": 3,
+        "ofa_engines": 0,
+        "compute_instances": [
+            {"id": 0, "profile": "1c.3g.71gb", "profile_id": 0, "multiprocessors": 16,
+             "uuid": mig_uuid(9)}
+        ],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("control_plane", [DEFAULT_VERSION], indirect=True)
+def test_plugin_exits_on_a_compute_instance_narrower_than_its_gpu_instance(
+    control_plane: ControlPlane, plugin_binary: Path, tmp_path: Path
+) -> None:
+    """As NVIDIA's plugin: exit status 1 at start, and when the layout changes to one."""
+    cp = control_plane
+    (node,) = cp.start_kwok(1, name_prefix="gpusim-narrow-")
+    state_file = tmp_path / "state.json"
+    workdir = Path(tempfile.mkdtemp(prefix="gpusim-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        write_state(state_file, node_state([narrow_3g_71gb()]))
+        root = workdir / "start"
+        root.mkdir()
+        cmd = gpusim_plugin.local_command(
+            plugin_binary, node, state_file, cp.kubeconfig, root, "--poll-interval=200ms"
+        )
+        proc = gpusim_plugin.start_local(cmd, root / "plugin.log")
+        procs.append(proc)
+        assert proc.wait(timeout=PUBLISH_TIMEOUT_S) == 1, log_tail(root / "plugin.log")
+        log = log_tail(root / "plugin.log")
+        assert "CI profile 1c.3g.71gb" in log and "GPU 0 (" + GPU0_UUID + ")" in log, log
+        assert not (root / "registry" / f"{DRIVER}-reg.sock").exists()  # never registered
+
+        write_state(state_file, node_state([]))
+        root = workdir / "change"
+        root.mkdir()
+        cmd = gpusim_plugin.local_command(
+            plugin_binary, node, state_file, cp.kubeconfig, root, "--poll-interval=200ms"
+        )
+        proc = gpusim_plugin.start_local(cmd, root / "plugin.log")
+        procs.append(proc)
+        run = PluginRun(proc, root, root / "plugin.log")
+        whole = [full_gpu(0, GPU0_UUID, "0000:19:00.0"), full_gpu(1, GPU1_UUID, "0000:3b:00.0")]
+        wait_for_devices(cp, node, "resource.k8s.io/v1", [d["name"] for d in whole], run)
+        write_state(state_file, node_state([narrow_3g_71gb()]))
+        assert proc.wait(timeout=PUBLISH_TIMEOUT_S) == 1, log_tail(run.log)
+        assert "CI profile 1c.3g.71gb" in log_tail(run.log)
+    finally:
+        for proc in procs:
+            gpusim_plugin.stop(proc)
+        subprocess.run(["rm", "-rf", str(workdir)], check=False)
