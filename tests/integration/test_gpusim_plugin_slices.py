@@ -28,6 +28,8 @@ import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 
 from gpufleet.lab import gpusim_plugin
+from gpufleet.lab.gpusim import admin
+from gpufleet.lab.gpusim import state as gpusim_state
 from tests.harness.controlplane import ControlPlane
 from tests.integration.conftest import DEFAULT_VERSION, RELEASES
 
@@ -38,6 +40,12 @@ DRIVER = "gpu.nvidia.com"
 GPU0_UUID = "GPU-1f6a9c2e-0b4d-4e8a-9c3f-5d2e7a1b8c90"
 GPU1_UUID = "GPU-2a7b0d3f-1c5e-4f9b-8d40-6e3f8b2c9da1"
 PUBLISH_TIMEOUT_S = 60.0
+# NVIDIA's real DRA kubelet plugin v0.4.1 on a real H200, read back from kube-apiserver 1.37.2.
+NVIDIA_CAPTURE = (
+    Path(__file__).parents[1] / "unit" / "data" / "gpu" / "h200-single"
+    / "resourceslice-nvidia-dra-driver-0.4.1.json"
+)  # fmt: skip
+IDENTITY = {"uuid", "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot"}
 # Root complexes as on a two-socket host (each GPU behind its own root port).
 # Keyed by the published pciBusID.
 PCIE_ROOTS = {"0000:19:00.0": "pci0000:17", "0000:3b:00.0": "pci0000:3a"}
@@ -410,3 +418,42 @@ def test_plugin_exits_on_a_compute_instance_narrower_than_its_gpu_instance(
         for proc in procs:
             gpusim_plugin.stop(proc)
         subprocess.run(["rm", "-rf", str(workdir)], check=False)
+
+
+def attribute_types(device: dict[str, Any]) -> dict[str, Any]:
+    """Attribute key -> value type (``string``, ``version``, ``int``, ``bool``)."""
+    return {k: sorted(v) for k, v in device.get("attributes", {}).items()}
+
+
+def non_identity(device: dict[str, Any]) -> dict[str, Any]:
+    """Attribute values but the identity ones (``IDENTITY``), and capacities."""
+    attrs = {k: v for k, v in device.get("attributes", {}).items() if k not in IDENTITY}
+    return {"attributes": attrs, "capacity": device.get("capacity", {})}
+
+
+@pytest.mark.parametrize("control_plane", [DEFAULT_VERSION], indirect=True)
+def test_published_slice_of_a_simulated_h200_matches_nvidias_capture(
+    control_plane: ControlPlane, start_plugin: StartPlugin, tmp_path: Path
+) -> None:
+    """``gpusim init``'s H200, published and read back, against NVIDIA's real slice: the
+    driver, the device count, attribute keys and value types, capacity keys and values,
+    and every attribute value but the identity ones (device, pool and node names too)."""
+    real = json.loads(NVIDIA_CAPTURE.read_text())["spec"]
+    cp = control_plane
+    (node,) = cp.start_kwok(1, name_prefix="gpusim-h200-")
+    state_file = tmp_path / "state.json"
+    gpusim_state.save(admin.build_state("NVIDIA H200", 1, node), state_file)
+    run = start_plugin(cp, node, state_file)
+    names = [d["name"] for d in real["devices"]]
+    _, published = wait_for_devices(cp, node, "resource.k8s.io/v1", names, run)
+    selector = urllib.parse.quote(f"spec.driver={DRIVER},spec.nodeName={node}")
+    (sim,) = cp.get_json(f"/apis/resource.k8s.io/v1/resourceslices?fieldSelector={selector}")[
+        "items"
+    ]
+    assert sim["spec"]["driver"] == real["driver"]
+    assert sim["spec"]["pool"]["resourceSliceCount"] == real["pool"]["resourceSliceCount"]
+    assert len(published) == len(real["devices"])
+    for got, want in zip(published, real["devices"], strict=True):
+        assert attribute_types(got) == attribute_types(want)
+        assert sorted(got["capacity"]) == sorted(want["capacity"])
+        assert non_identity(got) == non_identity(want)
