@@ -295,6 +295,10 @@ def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
     if want_api:
         values["resourceApiVersion"] = want_api
 
+    if source.stand_in:
+        # the stand-in (the lab's GPU simulator chart) renders what this release renders,
+        # e.g. DeviceClass vfio.gpu.nvidia.com from 25.12.0 on
+        values["simulator"] = {"nvidiaChartVersion": chart_v.text}
     action, installed_text, name_override = _release_action(inputs, source, chart_v)
     if name_override:
         values["nameOverride"] = NAME_OVERRIDE_FROM_LEGACY

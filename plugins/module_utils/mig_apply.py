@@ -113,7 +113,8 @@ class Request:
     ``devices`` is ``"all"`` or GPU indices; ``mig_enabled`` applies to ``layout``;
     ``allow_stop`` lists client kinds (``CLIENT_KINDS``) that may be stopped;
     ``var_prefix`` is how error messages name the options (``""`` for the module,
-    ``"mig_"`` for the role).
+    ``"mig_"`` for the role); ``dra_driver``: the node runs NVIDIA's DRA driver, so a
+    profile it cannot serve is refused (``mig_planner.check_dra_driver``).
     """
 
     layout: Mapping[str, int] | None = None
@@ -126,6 +127,7 @@ class Request:
     allow_reboot: bool = False
     nvidia_smi: str = "nvidia-smi"
     var_prefix: str = ""
+    dra_driver: bool = False
 
     def name(self, option: str) -> str:
         return f"{self.var_prefix}{option}"
@@ -159,6 +161,7 @@ def check_request(req: Request) -> None:
         )
     if req.layout is not None:
         layout = mpl.parse_layout(dict(req.layout), name=req.name("layout"))
+        _check_dra_driver(req, layout, req.name("layout"))
         wanted = {k: v for k, v in layout.items() if v}
         if req.mig_enabled and not wanted:
             raise MigApplyError(
@@ -172,6 +175,16 @@ def check_request(req: Request) -> None:
                 f"{req.name('layout')}={dict(req.layout)!r} asks for MIG instances but "
                 f"{req.name('mig_enabled')}=false; fix: set it to true or empty the layout"
             )
+
+
+def _check_dra_driver(req: Request, layout: Mapping[str, int], name: str) -> None:
+    if req.dra_driver:
+        try:
+            mpl.check_dra_driver(layout, name=name)
+        except mpl.DraDriverCannotServe as exc:
+            raise MigApplyError(
+                f"{exc} (the node runs the DRA driver: {req.name('dra_driver')}=true)"
+            ) from None
 
 
 def targets(req: Request, gpus: list[GpuState]) -> dict[int, Target]:
@@ -203,6 +216,8 @@ def targets(req: Request, gpus: list[GpuState]) -> dict[int, Target]:
         raise MigApplyError(f"{req.name('config')}: {exc}") from None
     out: dict[int, Target] = {}
     for i, entry in entries.items():
+        where = f"{req.name('config')} {req.config_name!r} GPU {i} mig-devices"
+        _check_dra_driver(req, entry.mig_devices, where)
         wanted = {k: v for k, v in entry.mig_devices.items() if v}
         if entry.mig_enabled and not wanted:
             raise MigApplyError(
@@ -227,7 +242,8 @@ class Process:
 @dataclass
 class GpuState:
     """One GPU as nvidia-smi shows it. ``gis`` are ``mig_placement.GpuInstance`` (with
-    ``instance_id``), ``cis`` maps GI ID -> CI IDs, ``device_id`` is ``0x233510DE``."""
+    ``instance_id``), ``cis`` maps GI ID -> CI IDs, ``ci_profiles`` GI ID -> their CI
+    profiles (``1c.3g.71gb``), ``device_id`` is ``0x233510DE``."""
 
     index: int
     uuid: str
@@ -240,6 +256,7 @@ class GpuState:
     device_id: str | None = None
     gis: list[mpla.GpuInstance] = field(default_factory=list)
     cis: dict[int, list[int]] = field(default_factory=dict)
+    ci_profiles: dict[int, list[str]] = field(default_factory=dict)
     processes: list[Process] = field(default_factory=list)
 
     @property
@@ -369,6 +386,7 @@ def read_gpus(run: RunCommand, smi: str) -> list[GpuState]:
             gpu = by_index.get(row["gpu"])
             if gpu is not None:
                 gpu.cis.setdefault(row["gi_id"], []).append(row["ci_id"])
+                gpu.ci_profiles.setdefault(row["gi_id"], []).append(row["profile"])
     return gpus
 
 
@@ -554,6 +572,12 @@ class GpuPlan:
         }
 
 
+def _narrower(ci_profile: str) -> bool:
+    """True for a compute instance narrower than its GPU instance (``1c.3g.71gb``)."""
+    slices = mpr.compute_instance_slices(ci_profile)
+    return slices is not None and slices[0] < slices[1]
+
+
 def plan_gpu(gpu: GpuState, target: Target, model: mpr.GpuModel | None, req: Request) -> GpuPlan:
     """Pure: the actions that turn ``gpu`` into ``target``.
 
@@ -597,8 +621,14 @@ def plan_gpu(gpu: GpuState, target: Target, model: mpr.GpuModel | None, req: Req
             "commands answer on the node (run as root), then apply again"
         )
     current = gpu.gis if gpu.mig_on else []
-    # a GI sub-divided into several CIs is not what the layout describes: recreate it
-    split = [g for g in current if len(gpu.cis.get(g.instance_id or -1, [])) > 1]
+    # a GI sub-divided into several CIs, or holding a CI narrower than itself, is not what
+    # the layout describes (one full compute instance per GI): recreate it
+    split = [
+        g
+        for g in current
+        if len(gpu.cis.get(g.instance_id or -1, [])) > 1
+        or any(_narrower(c) for c in gpu.ci_profiles.get(g.instance_id or -1, []))
+    ]
     whole = [g for g in current if g not in split]
     d = mpla.diff(whole, out.plan)
     out.destroy = split + list(d.destroy)
@@ -900,8 +930,8 @@ def subprocess_runner(argv: list[str]) -> tuple[int, str, str]:
 def request_from_file(data: Mapping[str, Any]) -> Request:
     """A ``Request`` from the layout file role ``mig`` writes (JSON, a YAML subset):
     ``{"layout": {...}}`` or ``{"config": {...}, "config_name": "..."}``, plus
-    ``devices``, ``mig_enabled``, ``allow_stop``, ``allow_gpu_reset``, ``nvidia_smi_path``.
-    A boot-time apply never reboots (``allow_reboot`` false)."""
+    ``devices``, ``mig_enabled``, ``allow_stop``, ``allow_gpu_reset``, ``nvidia_smi_path``,
+    ``dra_driver``. A boot-time apply never reboots (``allow_reboot`` false)."""
     devices = data.get("devices", "all")
     return Request(
         layout=data.get("layout"),
@@ -914,6 +944,7 @@ def request_from_file(data: Mapping[str, Any]) -> Request:
         allow_reboot=False,
         nvidia_smi=data.get("nvidia_smi_path") or "nvidia-smi",
         var_prefix="mig_",
+        dra_driver=bool(data.get("dra_driver", False)),
     )
 
 

@@ -14,6 +14,8 @@ Standard library only (Ansible ships ``module_utils`` to managed hosts).
   profiles first, memoised dead ends, identical instances in increasing start order), so
   it finds a plan whenever one exists.
 * ``check_config`` validates a whole config against one GPU model.
+* ``check_dra_driver`` refuses MIG profiles that NVIDIA's DRA driver cannot serve, on
+  nodes that run it (the rule is ``mig_profiles.dra_driver_refusal``).
 
 The mig-parted config format lives in ``mig_config`` (``load_mig_config``,
 ``select_layout``), the placement records and the GI diff in ``mig_placement``
@@ -54,6 +56,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.mig_profiles impo
     GIProfile,
     GpuModel,
     UnknownProfile,
+    dra_driver_refusal,
     normalize_profile_name,
 )
 
@@ -61,11 +64,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.mig_profiles impo
 # (mig_placement) are named here too: preflight reads them from here.
 
 __all__ = [
+    "DraDriverCannotServe",
     "LayoutDoesNotFit",
     "MigConfig",
     "MigConfigError",
     "Problem",
     "check_config",
+    "check_dra_driver",
     "load_mig_config",
     "parse_layout",
     "plan",
@@ -118,6 +123,31 @@ def parse_layout(
         norm = normalize_profile_name(key)
         out[norm] = out.get(norm, 0) + count
     return out
+
+
+class DraDriverCannotServe(ValueError):
+    """A MIG profile that NVIDIA's DRA driver cannot serve, on a node that runs it.
+
+    ``profile`` is the profile as given, ``reason`` and ``fix`` the text of
+    ``mig_profiles.dra_driver_refusal``; the message names ``name`` (the variable).
+    """
+
+    def __init__(self, name: str, profile: str, reason: str, fix: str) -> None:
+        self.name = name
+        self.profile = profile
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"{name}[{profile!r}]: {reason}; fix: {fix}")
+
+
+def check_dra_driver(profiles: Iterable[str], *, name: str = "layout") -> None:
+    """Raise ``DraDriverCannotServe`` for the first of ``profiles`` (layout keys, zero
+    counts included) that NVIDIA's DRA driver cannot serve (``1c.3g.71gb``); ask it only
+    for nodes that run the DRA driver."""
+    for profile in profiles:
+        refusal = dra_driver_refusal(profile)
+        if refusal is not None:
+            raise DraDriverCannotServe(name, profile, *refusal)
 
 
 # --- planning ---------------------------------------------------------------------------
@@ -459,8 +489,11 @@ class Problem:
         }
 
 
-def check_config(config: MigConfig, model: GpuModel) -> list[Problem]:
+def check_config(config: MigConfig, model: GpuModel, *, dra_driver: bool = False) -> list[Problem]:
     """Check every config of ``config`` against ``model``; return the problems found.
+
+    ``dra_driver``: the GPUs' node runs NVIDIA's DRA driver; a compute-instance profile
+    it cannot serve (``check_dra_driver``) is then refused with that reason.
 
     Entries whose ``device-filter`` excludes the model's PCI device IDs are skipped (they
     target other GPUs); a config with no entry for the model is a warning. Errors: a
@@ -496,6 +529,13 @@ def check_config(config: MigConfig, model: GpuModel) -> list[Problem]:
             for prof in entry.mig_devices:  # a count of 0 names a profile too
                 key = f"mig-configs.{name}[{i}].mig-devices.{prof}"
                 ci = CI_FORM_RE.match(prof)
+                refusal = dra_driver_refusal(prof) if dra_driver else None
+                if refusal is not None:
+                    problems.append(
+                        Problem(name, i, key, "error", f"{refusal[0]}. Fix: {refusal[1]}")
+                    )
+                    bad = True
+                    continue
                 if ci:
                     problems.append(
                         Problem(

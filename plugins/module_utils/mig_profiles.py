@@ -48,6 +48,8 @@ __all__ = [
     "UnknownGpuModel",
     "UnknownProfile",
     "ci_profile_id_for",
+    "compute_instance_slices",
+    "dra_driver_refusal",
     "gib_to_mib",
     "model",
     "model_by_device_id",
@@ -87,6 +89,49 @@ def ci_profile_id_for(compute_slices: int) -> int:
         return _CI_PROFILE_ID_BY_SLICES[compute_slices]
     except KeyError:
         raise ValueError(f"no compute-instance profile spans {compute_slices} slices") from None
+
+
+_CI_FORM_RE = re.compile(r"^(\d+)c\.((\d+)g\.\d+gb.*)$")
+
+
+def compute_instance_slices(profile: str) -> tuple[int, int, str] | None:
+    """``"1c.3g.71gb"`` -> ``(1, 3, "3g.71gb")``: compute slices of the compute instance,
+    of its GPU instance, and the GI profile. None for a GPU-instance profile
+    (``3g.71gb``), whose default compute instance spans the whole GPU instance.
+
+    Names as ``nvidia-smi mig -lci`` prints them (NVIDIA MIG user guide, "CI profiles").
+    """
+    m = _CI_FORM_RE.match(normalize_profile_name(profile))
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(3)), m.group(2)
+
+
+def dra_driver_refusal(profile: str) -> tuple[str, str] | None:
+    """Why NVIDIA's DRA driver cannot serve MIG devices of ``profile``, with the fix, or
+    None when it can.
+
+    The one rule, asked by the MIG planner, the ``nvidia_mig`` module and preflight: a
+    compute instance narrower than its GPU instance (``1c.3g.71gb``) cannot be served.
+    NVIDIA's DRA kubelet plugin (driver ``gpu.nvidia.com``) lists MIG profiles only for
+    compute instances whose compute slices equal their GPU instance's and finds no
+    profile for any other MIG device, so its device enumeration fails and the plugin
+    exits at start; its pod crash-loops on the node. Source: NVIDIA/k8s-dra-driver-gpu
+    (now kubernetes-sigs/dra-driver-nvidia-gpu) ``cmd/gpu-kubelet-plugin/nvlib.go``,
+    ``getGpuInfo`` (profiles with G != C skipped) and ``getMigDevices`` ("error getting
+    profile info for MIG device"), the same in every release v25.3.0 to v0.4.0.
+    """
+    slices = compute_instance_slices(profile)
+    if slices is None or slices[0] >= slices[1]:
+        return None
+    ci, gi, gi_profile = slices
+    return (
+        f"MIG profile {normalize_profile_name(profile)} is a compute instance of {ci} compute "
+        f"slice(s) inside a {gi}-slice GPU instance ({gi_profile}); NVIDIA's DRA kubelet "
+        "plugin publishes only compute instances that span their whole GPU instance and "
+        "exits at start on any other, so its pod crash-loops on this node",
+        f"use the GPU-instance profile {gi_profile} (one compute instance spanning it)",
+    )
 
 
 def normalize_profile_name(name: str) -> str:

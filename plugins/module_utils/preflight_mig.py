@@ -2,7 +2,9 @@
 # Apache License 2.0 (see LICENSE)
 """Preflight rules on MIG: the layout or mig-parted config against ``mig_enabled``,
 DynamicMIG and the DRA plugin's namespace, and its fit on the node group's GPU model
-(``mig_planner.plan`` / ``check_config`` with the models of ``mig_profiles``).
+(``mig_planner.plan`` / ``check_config`` with the models of ``mig_profiles``); on a node
+that runs NVIDIA's DRA driver, the profiles it cannot serve (``mig_planner.check_dra_driver``,
+the rule the ``nvidia_mig`` module asks too).
 """
 
 from __future__ import annotations
@@ -32,12 +34,43 @@ def rule_mig(ctx: HostContext) -> None:
         return
     if layout:
         wanted = _layout(ctx, layout)
-        if wanted is not None:
+        if wanted is not None and not _refused_by_dra_driver(ctx, wanted):
             _judge_models(ctx, lambda model: _check_layout(ctx, model, wanted))
         return
     selected = _selected_config(ctx, name)
     if selected is not None:
         _judge_models(ctx, lambda model: _check_config(ctx, model, selected, name))
+
+
+def runs_dra_driver(ctx: HostContext) -> bool:
+    """Whether the host runs NVIDIA's DRA driver, as role ``mig`` decides it: its
+    ``mig_dra_driver`` when set, else membership of ``dra_driver_group`` (``gpu_nodes``)."""
+    value = ctx.settings.get("mig_dra_driver")
+    if value is not None and not (isinstance(value, str) and "{{" in value):
+        return as_bool(ctx.settings, "mig_dra_driver")
+    return (text_of(ctx.settings, "dra_driver_group") or "gpu_nodes") in ctx.groups
+
+
+def _refused_by_dra_driver(ctx: HostContext, wanted: Mapping[str, int]) -> bool:
+    """Report (and return True for) a ``mig_layout`` profile that the DRA driver the host
+    runs cannot serve."""
+    if not runs_dra_driver(ctx):
+        return False
+    try:
+        mp.check_dra_driver(wanted, name="mig_layout")
+    except mp.DraDriverCannotServe as exc:
+        ctx.add(
+            pp.problem(
+                "mig-dra-driver-profile",
+                ERROR,
+                "mig_layout",
+                dict(wanted),
+                exc.reason,
+                f"{exc.fix}; or set mig_dra_driver: false on a node that runs no DRA driver",
+            )
+        )
+        return True
+    return False
 
 
 def _exclusions(ctx: HostContext, layout: Any, name: str) -> bool:
@@ -205,7 +238,7 @@ def _check_config(
     ctx: HostContext, model: mprof.GpuModel, selected: mp.MigConfig, name: str
 ) -> None:
     """The problems ``mig_planner.check_config`` finds in config ``name`` on ``model``."""
-    for prob in mp.check_config(selected, model):
+    for prob in mp.check_config(selected, model, dra_driver=runs_dra_driver(ctx)):
         entries = selected.configs[name]
         value: Any = name
         if prob.entry is not None and prob.entry < len(entries):

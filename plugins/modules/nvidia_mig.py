@@ -81,6 +81,14 @@ options:
   nvidia_smi_path:
     description: The nvidia-smi to run (default C(nvidia-smi) on C(PATH)).
     type: path
+  dra_driver:
+    description:
+      - The node runs NVIDIA's DRA driver (driver C(gpu.nvidia.com)). A MIG profile it
+        cannot serve is then refused before any change, naming the profile and why: a
+        compute instance narrower than its GPU instance (C(1c.3g.71gb)), on which NVIDIA's
+        DRA kubelet plugin exits at start and crash-loops.
+    type: bool
+    default: false
   variable_prefix:
     description:
       - How error messages name the options; role C(mig) passes C(mig_) so that a
@@ -195,6 +203,7 @@ def main() -> None:
             "allow_reboot": {"type": "bool", "default": False},
             "nvidia_smi_path": {"type": "path"},
             "variable_prefix": {"type": "str", "default": ""},
+            "dra_driver": {"type": "bool", "default": False},
         },
         mutually_exclusive=[("layout", "config")],
         required_one_of=[("layout", "config")],
@@ -228,6 +237,7 @@ def main() -> None:
         allow_reboot=p["allow_reboot"],
         nvidia_smi=smi,
         var_prefix=p["variable_prefix"],
+        dra_driver=p["dra_driver"],
     )
 
     def run(argv: list[str]) -> tuple[int, str, str]:

@@ -28,6 +28,8 @@ import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 
 from gpufleet.lab import gpusim_plugin
+from gpufleet.lab.gpusim import admin
+from gpufleet.lab.gpusim import state as gpusim_state
 from tests.harness.controlplane import ControlPlane
 from tests.integration.conftest import DEFAULT_VERSION, RELEASES
 
@@ -38,6 +40,15 @@ DRIVER = "gpu.nvidia.com"
 GPU0_UUID = "GPU-1f6a9c2e-0b4d-4e8a-9c3f-5d2e7a1b8c90"
 GPU1_UUID = "GPU-2a7b0d3f-1c5e-4f9b-8d40-6e3f8b2c9da1"
 PUBLISH_TIMEOUT_S = 60.0
+# NVIDIA's real DRA kubelet plugin v0.4.1 on a real H200, read back from kube-apiserver 1.37.2.
+NVIDIA_CAPTURE = (
+    Path(__file__).parents[1] / "unit" / "data" / "gpu" / "h200-single"
+    / "resourceslice-nvidia-dra-driver-0.4.1.json"
+)  # fmt: skip
+IDENTITY = {"uuid", "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot"}
+# Root complexes as on a two-socket host (each GPU behind its own root port).
+# Keyed by the published pciBusID.
+PCIE_ROOTS = {"0000:19:00.0": "pci0000:17", "0000:3b:00.0": "pci0000:3a"}
 
 
 # --------------------------------------------------------------------------- state
@@ -55,6 +66,8 @@ def h200(index: int, uuid: str, bus_id: str, instances: list[dict[str, Any]]) ->
         "architecture": "Hopper",
         "compute_capability": "9.0",
         "pci_bus_id": bus_id,
+        "pcie_root": PCIE_ROOTS[bus_id[4:].lower()],
+        "addressing_mode": "None",
         "memory_mib": 143771,
         "mig_capable": True,
         "mig_mode_current": "Enabled" if instances else "Disabled",
@@ -127,6 +140,8 @@ def common_attributes(bus_id: str) -> dict[str, Any]:
         "driverVersion": {"version": "580.159.4"},
         "cudaDriverVersion": {"version": "13.0.0"},
         "resource.kubernetes.io/pciBusID": {"string": bus_id},
+        "resource.kubernetes.io/pcieRoot": {"string": PCIE_ROOTS[bus_id]},
+        "addressingMode": {"string": "None"},
     }
 
 
@@ -336,3 +351,109 @@ def test_beta_api_server_gets_v1beta2_slices(
         cp, node, "resource.k8s.io/v1beta2", [d["name"] for d in expected], run
     )
     assert by_name(devices) == by_name(expected)
+
+
+def narrow_3g_71gb() -> dict[str, Any]:
+    """A 3g.71gb GPU instance (profile ID 9) at slot 0 holding one 1c.3g.71gb compute
+    instance: a layout NVIDIA's DRA kubelet plugin cannot enumerate."""
+    return {
+        "id": 1,
+        "profile": "3g.71gb",
+        "profile_id": 9,
+        "placement_start": 0,
+        "placement_size": 4,
+        "memory_mib": 71424,
+        "multiprocessors": 60,
+        "copy_engines": 3,
+        "decoders": 3,
+        "encoders": 0,
+        "jpeg_engines": 3,
+        "ofa_engines": 0,
+        "compute_instances": [
+            {"id": 0, "profile": "1c.3g.71gb", "profile_id": 0, "multiprocessors": 16,
+             "uuid": mig_uuid(9)}
+        ],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("control_plane", [DEFAULT_VERSION], indirect=True)
+def test_plugin_exits_on_a_compute_instance_narrower_than_its_gpu_instance(
+    control_plane: ControlPlane, plugin_binary: Path, tmp_path: Path
+) -> None:
+    """As NVIDIA's plugin: exit status 1 at start, and when the layout changes to one."""
+    cp = control_plane
+    (node,) = cp.start_kwok(1, name_prefix="gpusim-narrow-")
+    state_file = tmp_path / "state.json"
+    workdir = Path(tempfile.mkdtemp(prefix="gpusim-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        write_state(state_file, node_state([narrow_3g_71gb()]))
+        root = workdir / "start"
+        root.mkdir()
+        cmd = gpusim_plugin.local_command(
+            plugin_binary, node, state_file, cp.kubeconfig, root, "--poll-interval=200ms"
+        )
+        proc = gpusim_plugin.start_local(cmd, root / "plugin.log")
+        procs.append(proc)
+        assert proc.wait(timeout=PUBLISH_TIMEOUT_S) == 1, log_tail(root / "plugin.log")
+        log = log_tail(root / "plugin.log")
+        assert "CI profile 1c.3g.71gb" in log and "GPU 0 (" + GPU0_UUID + ")" in log, log
+        assert not (root / "registry" / f"{DRIVER}-reg.sock").exists()  # never registered
+
+        write_state(state_file, node_state([]))
+        root = workdir / "change"
+        root.mkdir()
+        cmd = gpusim_plugin.local_command(
+            plugin_binary, node, state_file, cp.kubeconfig, root, "--poll-interval=200ms"
+        )
+        proc = gpusim_plugin.start_local(cmd, root / "plugin.log")
+        procs.append(proc)
+        run = PluginRun(proc, root, root / "plugin.log")
+        whole = [full_gpu(0, GPU0_UUID, "0000:19:00.0"), full_gpu(1, GPU1_UUID, "0000:3b:00.0")]
+        wait_for_devices(cp, node, "resource.k8s.io/v1", [d["name"] for d in whole], run)
+        write_state(state_file, node_state([narrow_3g_71gb()]))
+        assert proc.wait(timeout=PUBLISH_TIMEOUT_S) == 1, log_tail(run.log)
+        assert "CI profile 1c.3g.71gb" in log_tail(run.log)
+    finally:
+        for proc in procs:
+            gpusim_plugin.stop(proc)
+        subprocess.run(["rm", "-rf", str(workdir)], check=False)
+
+
+def attribute_types(device: dict[str, Any]) -> dict[str, Any]:
+    """Attribute key -> value type (``string``, ``version``, ``int``, ``bool``)."""
+    return {k: sorted(v) for k, v in device.get("attributes", {}).items()}
+
+
+def non_identity(device: dict[str, Any]) -> dict[str, Any]:
+    """Attribute values but the identity ones (``IDENTITY``), and capacities."""
+    attrs = {k: v for k, v in device.get("attributes", {}).items() if k not in IDENTITY}
+    return {"attributes": attrs, "capacity": device.get("capacity", {})}
+
+
+@pytest.mark.parametrize("control_plane", [DEFAULT_VERSION], indirect=True)
+def test_published_slice_of_a_simulated_h200_matches_nvidias_capture(
+    control_plane: ControlPlane, start_plugin: StartPlugin, tmp_path: Path
+) -> None:
+    """``gpusim init``'s H200, published and read back, against NVIDIA's real slice: the
+    driver, the device count, attribute keys and value types, capacity keys and values,
+    and every attribute value but the identity ones (device, pool and node names too)."""
+    real = json.loads(NVIDIA_CAPTURE.read_text())["spec"]
+    cp = control_plane
+    (node,) = cp.start_kwok(1, name_prefix="gpusim-h200-")
+    state_file = tmp_path / "state.json"
+    gpusim_state.save(admin.build_state("NVIDIA H200", 1, node), state_file)
+    run = start_plugin(cp, node, state_file)
+    names = [d["name"] for d in real["devices"]]
+    _, published = wait_for_devices(cp, node, "resource.k8s.io/v1", names, run)
+    selector = urllib.parse.quote(f"spec.driver={DRIVER},spec.nodeName={node}")
+    (sim,) = cp.get_json(f"/apis/resource.k8s.io/v1/resourceslices?fieldSelector={selector}")[
+        "items"
+    ]
+    assert sim["spec"]["driver"] == real["driver"]
+    assert sim["spec"]["pool"]["resourceSliceCount"] == real["pool"]["resourceSliceCount"]
+    assert len(published) == len(real["devices"])
+    for got, want in zip(published, real["devices"], strict=True):
+        assert attribute_types(got) == attribute_types(want)
+        assert sorted(got["capacity"]) == sorted(want["capacity"])
+        assert non_identity(got) == non_identity(want)

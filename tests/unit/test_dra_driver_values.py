@@ -456,6 +456,16 @@ def test_stand_in_release_is_upgraded_by_chart_version() -> None:
     assert any("stands in" in w for w in same.warnings)
 
 
+def test_stand_in_is_told_the_release_it_stands_in_for() -> None:
+    chart = {"name": "gpufleet-gpu-simulator", "version": "0.1.0"}
+    common = {"chart_path": "/c", "local_chart": chart, "chart_stand_in": True}
+    for version, text in (("v25.8.1", "25.8.1"), ("25.12.0", "25.12.0"), ("0.4.0", "0.4.0")):
+        values = ddv.plan(inputs(**common, chart_version=version)).values
+        assert values["simulator"] == {"nvidiaChartVersion": text}
+    # NVIDIA's own chart gets no key of the simulator
+    assert "simulator" not in ddv.plan(inputs()).values
+
+
 # ----------------------------------------------------------------------------- nodes
 
 

@@ -71,7 +71,8 @@ def build_state(
 
     UUIDs and serials are derived from ``node_name`` and the GPU index (stable across
     re-creation); PCI bus IDs are ``00000000:00:06.0``, ``…:07.0``… as on the captured
-    H200 hosts. Raises ``AdminError`` for an unknown model or a count outside 1..16.
+    H200 hosts, the PCIe root and addressing mode the defaults of ``hardware``. Raises
+    ``AdminError`` for an unknown model or a count outside 1..16.
     """
     if not 1 <= count <= 16:
         raise AdminError(f"--count {count}: a lab node simulates 1 to 16 GPUs; pass --count 1..16")
@@ -99,6 +100,7 @@ def build_state(
             True,
         )
     mode = "Disabled" if capable else "N/A"
+    buses = [f"00000000:00:{6 + i:02X}.0" for i in range(count)]
     gpus = [
         Gpu(
             index=i,
@@ -109,11 +111,13 @@ def build_state(
             brand="Nvidia",
             architecture=arch,
             compute_capability=cc,
-            pci_bus_id=f"00000000:00:{6 + i:02X}.0",
+            pci_bus_id=buses[i],
             memory_mib=memory,
             mig_capable=capable,
             mig_mode_current=mode,
             mig_mode_pending=mode,
+            pcie_root=hardware.pcie_root(buses[i]),
+            addressing_mode=hardware.addressing_mode(name),
         )
         for i in range(count)
     ]

@@ -25,6 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+try:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles
+except ImportError:  # on a lab node: the installer copies mig_profiles.py beside the package
+    import mig_profiles  # type: ignore[no-redef]
+
 READINGS_ENV = "GPUFLEET_GPUSIM_READINGS"
 
 
@@ -34,8 +39,12 @@ class Board:
 
     H200 values: real capture (``h200-single/smi-q.txt``). Other models: PCI device IDs
     from the PCI ID database (``pci.ids``, vendor 10de), power limits from NVIDIA's
-    product briefs (A100 SXM4 400 W, A30 165 W, H100 SXM5 700 W), BAR1 sizes and
-    reserved memory approximate: the simulator prints them only so the layout matches.
+    product briefs (A100 SXM4 400 W, A30 165 W, H100 SXM5 700 W, HGX B200 1000 W), BAR1
+    sizes and reserved memory approximate: the simulator prints them only so the layout
+    matches. B200 and GH200: the PCI device ID is the MIG table's
+    (``mig_tables.GPUS``, through ``mig_profiles``); subsystem ID, VBIOS and part numbers
+    are placeholders, GH200's power limit (900 W) approximate (its module is configurable
+    from 450 W to 1000 W, NVIDIA GH200 product brief).
     """
 
     device_id: str
@@ -118,12 +127,86 @@ BOARDS: dict[str, Board] = {
     ),
 }
 
+
+def _table_device_id(name: str) -> str:
+    """The first PCI device ID that the MIG table gives for GPU model ``name``, as
+    ``nvidia-smi -q`` prints it without ``0x`` (``290110DE``); ``000010DE`` when none."""
+    try:
+        ids = mig_profiles.model(name).pci_device_ids
+    except mig_profiles.UnknownGpuModel:
+        ids = ()
+    return ids[0][2:].upper() if ids else "000010DE"
+
+
+BOARDS["NVIDIA B200"] = Board(
+    _table_device_id("NVIDIA B200"),
+    "199910DE",
+    "97.00.00.00.00",
+    "N/A",
+    "2901-886-A1",
+    1000.0,
+    200.0,
+    262144,
+    704,
+)
+BOARDS["NVIDIA GH200 144G HBM3e"] = Board(
+    _table_device_id("NVIDIA GH200 144G HBM3e"),
+    "18FE10DE",
+    "96.00.00.00.00",
+    "N/A",
+    "2348-895-A1",
+    900.0,
+    450.0,
+    262144,
+    616,
+)
+
 GENERIC_BOARD = Board("000010DE", "000010DE", "N/A", "N/A", "N/A", 300.0, 100.0, 65536, 512)
 
 
 def board(name: str) -> Board:
     """Board constants of a GPU model name (``nvidia-smi -L`` name), generic when unknown."""
     return BOARDS.get(name, GENERIC_BOARD)
+
+
+def addressing_mode(name: str) -> str:
+    """Default ``addressing_mode`` of a GPU model name: ``"None"`` or ``"ATS"``.
+
+    What NVML's ``nvmlDeviceGetAddressingMode`` reports (documented for Turing and newer
+    on Linux: NVML API reference, "CPU and Memory Affinity"): ``None`` (supported, no HMM
+    or ATS active) on x86 hosts, as the real H200 reported it to NVIDIA's DRA driver
+    v0.4.1 (``tests/unit/data/gpu/h200-single/resourceslice-nvidia-dra-driver-0.4.1.json``);
+    ``ATS`` on Grace Hopper and Grace Blackwell superchips (``NVIDIA GH200 …``,
+    ``NVIDIA GB200``, ``NVIDIA GB300``), whose GPU reaches system memory over NVLink-C2C
+    with Address Translation Services.
+    """
+    words = name.split()
+    if len(words) > 1 and words[0] == "NVIDIA" and words[1][:2] in ("GH", "GB"):
+        return "ATS"
+    return "None"
+
+
+def pcie_root(pci_bus_id: str) -> str:
+    """Default PCIe root complex (``pci<domain>:<bus>``) of an NVML PCI bus ID.
+
+    ``"00000000:00:06.0"`` -> ``"pci0000:00"``. The simulator puts each GPU behind the
+    host bridge of bus 00 of its PCI domain, as on the captured H200 host (bus ID
+    0000:00:06.0 under root pci0000:00, ``h200-single/resourceslice-*.json``); a state
+    file may name another root. The name is the directory sysfs shows under
+    ``/sys/devices``, which k8s.io/dynamic-resource-allocation's deviceattribute reads
+    for ``resource.kubernetes.io/pcieRoot``. Raises ``ValueError`` for a bus ID that is
+    not ``<domain>:<bus>:<device>.<function>`` in hex.
+    """
+    parts = pci_bus_id.strip().split(":")
+    if len(parts) != 3 or not all(parts) or "." not in parts[2]:
+        raise ValueError(f"{pci_bus_id!r} is not a PCI bus ID like '00000000:19:00.0'")
+    try:
+        domain = int(parts[0], 16)
+    except ValueError:
+        raise ValueError(f"{pci_bus_id!r} is not a PCI bus ID like '00000000:19:00.0'") from None
+    if domain > 0xFFFF:
+        raise ValueError(f"{pci_bus_id!r} has a PCI domain wider than 16 bits")
+    return f"pci{domain:04x}:00"
 
 
 def _hex_digest(*parts: object) -> str:

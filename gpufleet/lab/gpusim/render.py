@@ -216,6 +216,8 @@ def _values(state: State, gpu: Gpu, readings: Readings, xml: bool) -> dict[str, 
         "brand": brand,
         "architecture": gpu.architecture,
         "persistence_mode": "Enabled",
+        # the state's addressing_mode (NVML's), "N/A" where the GPU reports none
+        "addressing_mode": gpu.addressing_mode or "N/A",
         "mig_current": mig_current,
         "mig_pending": mig_pending,
         "serial": gpu.serial,

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -25,6 +26,11 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = 1
+#: Addressing modes NVML reports (``nvmlDeviceGetAddressingMode``: NONE, HMM, ATS, printed
+#: as go-nvlib's ``GetAddressingModeAsString`` names them); "" is a GPU that reports none.
+ADDRESSING_MODES = ("None", "HMM", "ATS", "")
+#: A PCIe root complex as sysfs names it (``/sys/devices/pci<domain>:<bus>``).
+PCIE_ROOT_RE = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 SIMULATOR = "gpufleet GPU simulator"
 STATE_ENV = "GPUFLEET_GPUSIM_STATE"
 DEFAULT_STATE_PATH = Path("/var/lib/gpufleet-gpu-simulator/state.json")
@@ -76,7 +82,13 @@ class GpuInstance:
 
 @dataclass
 class Gpu:
-    """One simulated GPU (schema 1 ``gpus[]`` entry)."""
+    """One simulated GPU (schema 1 ``gpus[]`` entry).
+
+    ``pcie_root`` is the PCIe root complex above the GPU (``pci0000:00``) and
+    ``addressing_mode`` what NVML reports (``None``, ``HMM``, ``ATS``); both are optional
+    in the file, and "" (absent) means the GPU reports none, so the DRA kubelet plugin
+    (simulator) leaves the attribute out, as NVIDIA's plugin does.
+    """
 
     index: int
     minor: int
@@ -91,6 +103,8 @@ class Gpu:
     mig_capable: bool
     mig_mode_current: str
     mig_mode_pending: str
+    pcie_root: str = ""
+    addressing_mode: str = ""
     gpu_instances: list[GpuInstance] = field(default_factory=list)
     processes: list[Process] = field(default_factory=list)
 
@@ -147,6 +161,13 @@ def _req(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: st
             f"{where}.{key} = {value!r}: expected {' or '.join(k.__name__ for k in kinds)}"
         )
     return value
+
+
+def _opt_str(obj: dict[str, Any], key: str, where: str) -> str:
+    """An optional string field; "" when absent."""
+    if key not in obj:
+        return ""
+    return _req(obj, key, str, where)
 
 
 def _ci_from(obj: Any, where: str) -> ComputeInstance:
@@ -212,6 +233,18 @@ def _gpu_from(obj: Any, where: str) -> Gpu:
             )
         )
     gis = _req(obj, "gpu_instances", list, where)
+    pcie_root = _opt_str(obj, "pcie_root", where)
+    if pcie_root and not PCIE_ROOT_RE.match(pcie_root):
+        raise StateError(
+            f"{where}.pcie_root = {pcie_root!r}: expected a root complex like 'pci0000:00' "
+            "(lower-case hex) or no pcie_root"
+        )
+    addressing_mode = _opt_str(obj, "addressing_mode", where)
+    if addressing_mode not in ADDRESSING_MODES:
+        raise StateError(
+            f"{where}.addressing_mode = {addressing_mode!r}: expected one of None, HMM, ATS "
+            "or no addressing_mode"
+        )
     return Gpu(
         index=_req(obj, "index", int, where),
         minor=_req(obj, "minor", int, where),
@@ -226,6 +259,8 @@ def _gpu_from(obj: Any, where: str) -> Gpu:
         mig_capable=mig_capable,
         mig_mode_current=modes["mig_mode_current"],
         mig_mode_pending=modes["mig_mode_pending"],
+        pcie_root=pcie_root,
+        addressing_mode=addressing_mode,
         gpu_instances=[_gi_from(g, f"{where}.gpu_instances[{i}]") for i, g in enumerate(gis)],
         processes=processes,
     )

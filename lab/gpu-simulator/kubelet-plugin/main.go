@@ -132,6 +132,11 @@ func run(o *options) error {
 	if err := driver.CheckNVIDIACDIHook(o.cdiHookPath); err != nil {
 		return err
 	}
+	// Like the NVIDIA DRA kubelet plugin: a MIG layout it cannot enumerate stops it at
+	// start, before it registers (the pod crash-loops until the layout is changed).
+	if err := checkLayout(o.stateFile); err != nil {
+		return err
+	}
 
 	cfg, err := restConfig(o.kubeconfig)
 	if err != nil {
@@ -181,6 +186,13 @@ func run(o *options) error {
 	w := &watcher{path: o.stateFile}
 	publish := func() {
 		changed, infos, devs, err := w.poll()
+		var unservable *devices.UnservableLayoutError
+		if errors.As(err, &unservable) {
+			// The NVIDIA plugin would fail at its next start on this layout; stop now.
+			fatal.CompareAndSwap(nil, &err)
+			cancel(err)
+			return
+		}
 		if err != nil {
 			logger.Error(err, "State file unusable; keeping the devices published before", "path", o.stateFile)
 			return
@@ -210,6 +222,20 @@ func run(o *options) error {
 			publish()
 		}
 	}
+}
+
+// checkLayout returns the *devices.UnservableLayoutError of the state file's MIG
+// layout, if it has one. A missing or unreadable state file is no reason to stop
+// here: the watcher reports it and publishes what it can.
+func checkLayout(path string) error {
+	s, _, err := state.Load(path)
+	if err != nil {
+		return nil
+	}
+	if err := devices.CheckServable(s.GPUs); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // watcher remembers the last state file it turned into devices. A change of

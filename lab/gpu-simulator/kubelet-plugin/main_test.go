@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -158,5 +160,73 @@ func TestRunRefusesToStartWithoutNVIDIACDIHook(t *testing.T) {
 		if _, statErr := os.Stat(o.pluginDataDir); !os.IsNotExist(statErr) {
 			t.Errorf("run with %s created %s before refusing", path, o.pluginDataDir)
 		}
+	}
+}
+
+// oneGPU with MIG enabled and its 1g.18gb GPU instance turned into a 3g.71gb one that
+// holds a 1c.3g.71gb compute instance: a layout NVIDIA's plugin cannot enumerate.
+func unservableState() string {
+	s := stateWithMIG("Enabled")
+	s = strings.Replace(s, `"profile": "1g.18gb", "profile_id": 19, "placement_start": 0,
+ "placement_size": 1`, `"profile": "3g.71gb", "profile_id": 9, "placement_start": 0,
+ "placement_size": 4`, 1)
+	return strings.Replace(s, `"profile": "1g.18gb", "profile_id": 0`, `"profile": "1c.3g.71gb", "profile_id": 0`, 1)
+}
+
+func startOptions(t *testing.T, stateFile string) *options {
+	t.Helper()
+	dir := t.TempDir()
+	hook := filepath.Join(dir, "nvidia-cdi-hook")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &options{
+		nodeName: "worker-1", cdiHookPath: hook, pollInterval: time.Second, stateFile: stateFile,
+		kubeconfig: filepath.Join(dir, "no-kubeconfig"), pluginDataDir: filepath.Join(dir, "plugin"),
+		registrarDir: filepath.Join(dir, "registry"), cdiRoot: filepath.Join(dir, "cdi"),
+		claimsDir: filepath.Join(dir, "claims"),
+	}
+}
+
+func TestRunRefusesToStartOnAComputeInstanceSmallerThanItsGPUInstance(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	write(t, path, unservableState(), time.Now())
+	o := startOptions(t, path)
+	err := run(o)
+	for _, want := range []string{"GPU 0 (GPU-1f6a9c2e-0b4d-4e8a-9c3f-5d2e7a1b8c90)", "CI profile 1c.3g.71gb", "GI profile 3g.71gb", path} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("run: err = %v; want it to name %q", err, want)
+		}
+	}
+	if _, statErr := os.Stat(o.pluginDataDir); !os.IsNotExist(statErr) {
+		t.Errorf("run created %s before refusing", o.pluginDataDir)
+	}
+	// A servable layout passes this check and fails later, at the missing kubeconfig.
+	write(t, path, stateWithMIG("Enabled"), time.Now().Add(time.Second))
+	if err := run(o); err == nil || strings.Contains(err.Error(), "CI profile") {
+		t.Errorf("run with a servable layout: err = %v; want the kubeconfig error", err)
+	}
+}
+
+// The binary exits 1 and logs the reason, as NVIDIA's plugin does on this layout.
+func TestMainExitsNonZeroOnUnservableLayout(t *testing.T) {
+	if os.Getenv("GPUSIM_RUN_MAIN") == "1" {
+		os.Args = append([]string{"gpusim-kubelet-plugin"}, strings.Fields(os.Getenv("GPUSIM_MAIN_ARGS"))...)
+		main()
+		return
+	}
+	path := filepath.Join(t.TempDir(), "state.json")
+	write(t, path, unservableState(), time.Now())
+	o := startOptions(t, path)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMainExitsNonZeroOnUnservableLayout$")
+	cmd.Env = append(os.Environ(), "GPUSIM_RUN_MAIN=1", "GPUSIM_MAIN_ARGS=--node-name=worker-1 --state-file="+path+
+		" --nvidia-cdi-hook-path="+o.cdiHookPath+" --kubeconfig="+o.kubeconfig+" --plugin-data-dir="+o.pluginDataDir)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want status 1; output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "gpusim-kubelet-plugin stopped") || !strings.Contains(string(out), "CI profile 1c.3g.71gb") {
+		t.Errorf("log does not name the layout:\n%s", out)
 	}
 }

@@ -52,3 +52,27 @@ resource.k8s.io/v1beta2
 resource.k8s.io/v1beta1
 {{- end -}}
 {{- end -}}
+
+{{/*
+The release of NVIDIA's DRA driver chart this simulator stands in for
+(.Values.simulator.nvidiaChartVersion, "v" prefix dropped; "" = the newest line).
+*/}}
+{{- define "gpusim.nvidiaChartVersion" -}}
+{{- toString (.Values.simulator.nvidiaChartVersion | default "") | trimPrefix "v" -}}
+{{- end -}}
+
+{{/*
+"true" when that release creates DeviceClass vfio.gpu.nvidia.com: NVIDIA's chart has
+templates/deviceclass-vfio-gpu.yaml from 25.12.0 on (nvidia-dra-driver-gpu 25.12.x and
+every dra-driver-nvidia-gpu release, 0.4.0 and later), not in 25.3.x and 25.8.x.
+*/}}
+{{- define "gpusim.vfioDeviceClass" -}}
+{{- $v := include "gpusim.nvidiaChartVersion" . -}}
+{{- if not $v -}}
+true
+{{- else if semverCompare ">=25.12.0-0" $v -}}
+true
+{{- else if semverCompare "<1.0.0-0" $v -}}
+true
+{{- end -}}
+{{- end -}}

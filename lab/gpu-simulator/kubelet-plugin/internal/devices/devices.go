@@ -1,24 +1,30 @@
 // Package devices turns the GPU simulator's state into DRA devices shaped like
 // the ones the NVIDIA DRA driver (driver gpu.nvidia.com) publishes.
 //
-// Shape copied from the NVIDIA DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu,
-// cmd/gpu-kubelet-plugin/deviceinfo.go GetDevice/Attributes, mig.go
-// CommonAttributesMig/CommonCapacitiesMig/ToCanonicalName, partitions.go
-// fullGpuCapacity; static MIG, name format of v25.12 and later):
+// The shape follows the NVIDIA DRA driver's kubelet plugin as read in its
+// source (NVIDIA/k8s-dra-driver-gpu, now kubernetes-sigs/dra-driver-nvidia-gpu,
+// releases v25.3 to v0.4: cmd/gpu-kubelet-plugin/deviceinfo.go GpuInfo.Attributes,
+// mig.go CommonAttributesMig/CommonCapacitiesMig, partitions.go fullGpuCapacity,
+// nvlib.go getGpuInfo; static MIG, name format of v25.12 and later) and as seen
+// in a real capture of v0.4.1 on an H200
+// (tests/unit/data/gpu/h200-single/resourceslice-nvidia-dra-driver-0.4.1.json):
 //
 //   - one device per GPU whose current MIG mode is not Enabled, named gpu-<minor>;
 //   - one device per MIG device (compute instance) of a MIG-enabled GPU, named
 //     gpu-<minor>-mig-<profile without dots>-<GI profile ID>-<placement start>;
 //   - attributes type, uuid, productName, brand, architecture,
 //     cudaComputeCapability/driverVersion/cudaDriverVersion (versions),
-//     resource.kubernetes.io/pciBusID, and for MIG parentUUID and profile;
+//     resource.kubernetes.io/pciBusID, addressingMode (only where the GPU reports
+//     one, as NVIDIA publishes it only where NVML does), resource.kubernetes.io/pcieRoot
+//     (only where the state names one, as NVIDIA publishes it only where sysfs
+//     resolves it), and for MIG parentUUID and profile; a MIG device carries its
+//     parent GPU's addressingMode, pciBusID and pcieRoot;
 //   - capacity memory (bytes, BinarySI) and, for MIG, multiprocessors,
 //     copyEngines, decoders, encoders, jpegEngines, ofaEngines and one
 //     memorySlice<N>=1 per occupied memory slice.
 //
-// Not published because the simulator has no source for them:
-// addressingMode (NVIDIA publishes it only where NVML reports one) and
-// resource.kubernetes.io/pcieRoot (NVIDIA publishes it only when sysfs resolves it).
+// Layouts the NVIDIA plugin cannot serve make Build fail with an
+// *UnservableLayoutError (see CheckServable).
 package devices
 
 import (
@@ -85,6 +91,10 @@ func Build(s *state.State) (*Result, error) {
 	gpus := append([]state.GPU(nil), s.GPUs...)
 	sort.SliceStable(gpus, func(i, j int) bool { return gpus[i].Minor < gpus[j].Minor })
 
+	if err := CheckServable(gpus); err != nil {
+		return nil, err
+	}
+
 	res := &Result{Infos: map[string]Info{}}
 	for _, g := range gpus {
 		cc, err := SemverFromNVIDIA(g.ComputeCapability)
@@ -96,7 +106,7 @@ func Build(s *state.State) (*Result, error) {
 			return nil, fmt.Errorf("gpu %d pci_bus_id: %w", g.Index, err)
 		}
 		common := func() map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
-			return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 				"productName":           str(g.Name),
 				"brand":                 str(g.Brand),
 				"architecture":          str(g.Architecture),
@@ -105,6 +115,13 @@ func Build(s *state.State) (*Result, error) {
 				"cudaDriverVersion":     version(cudaDriverVersion),
 				deviceattribute.StandardDeviceAttributePCIBusID: str(bdf),
 			}
+			if g.AddressingMode != "" {
+				attrs["addressingMode"] = str(g.AddressingMode)
+			}
+			if g.PCIeRoot != "" {
+				attrs[deviceattribute.StandardDeviceAttributePCIeRoot] = str(g.PCIeRoot)
+			}
+			return attrs
 		}
 
 		if !g.MIGEnabled() {
@@ -174,6 +191,84 @@ func Build(s *state.State) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// UnservableLayoutError is a MIG layout that the NVIDIA DRA kubelet plugin
+// cannot enumerate: a compute instance that spans fewer compute slices than its
+// GPU instance (CI profile 1c.3g.71gb in GI 3g.71gb). The NVIDIA plugin builds
+// its list of MIG profiles only from CI profiles whose slice count equals the
+// GI's (nvlib.go getGpuInfo: profiles with G != C are skipped), finds no
+// profile for such a MIG device (getMigDevices: "error getting profile info for
+// MIG device"), fails its device enumeration and exits at start; every release
+// from v25.3 to v0.4 does so, and the DaemonSet's pod crash-loops.
+type UnservableLayoutError struct {
+	GPUIndex  int
+	GPUUUID   string
+	GIID      int
+	GIProfile string
+	CIID      int
+	CIProfile string
+	CIUUID    string
+}
+
+func (e *UnservableLayoutError) Error() string {
+	return fmt.Sprintf("GPU %d (%s): MIG device %s is compute instance %d with CI profile %s inside "+
+		"GPU instance %d with GI profile %s; it spans fewer compute slices than its GPU instance, and "+
+		"NVIDIA's DRA kubelet plugin publishes only compute instances that span their whole GPU "+
+		"instance (it fails at start with \"error getting profile info for MIG device\"); "+
+		"destroy the compute instances of GPU instance %d and create one full-size compute instance "+
+		"(nvidia-smi mig -gi %d -cci)",
+		e.GPUIndex, e.GPUUUID, e.CIUUID, e.CIID, e.CIProfile, e.GIID, e.GIProfile, e.GIID, e.GIID)
+}
+
+// ciProfileRe is a compute-instance profile narrower than its GPU instance as
+// nvidia-smi names it: <CI slices>c.<GI slices>g.<memory>gb[...].
+var ciProfileRe = regexp.MustCompile(`^(\d+)c\.(\d+)g\.`)
+
+// ComputeSlices returns the compute slices of a compute instance with CI
+// profile ciProfile inside a GPU instance with GI profile giProfile: the "Nc."
+// count of a "1c.3g.71gb" form, else the "Ng" of the GI profile (a compute
+// instance named like its GPU instance spans all of it). ok is false when
+// neither name starts with a slice count.
+func ComputeSlices(ciProfile, giProfile string) (ci, gi int, ok bool) {
+	giSlices, err := strconv.Atoi(strings.SplitN(giProfile, "g.", 2)[0])
+	if err != nil {
+		return 0, 0, false
+	}
+	if m := ciProfileRe.FindStringSubmatch(ciProfile); m != nil {
+		c, _ := strconv.Atoi(m[1])
+		return c, giSlices, true
+	}
+	return giSlices, giSlices, true
+}
+
+// CheckServable returns an *UnservableLayoutError for the first compute
+// instance (GPUs in the given order, GPU instances by placement, compute
+// instances by ID) that spans fewer compute slices than its GPU instance, on
+// a GPU whose current MIG mode is Enabled; nil when the NVIDIA plugin could
+// enumerate every MIG device.
+func CheckServable(gpus []state.GPU) error {
+	for _, g := range gpus {
+		if !g.MIGEnabled() {
+			continue
+		}
+		gis := append([]state.GPUInstance(nil), g.GPUInstances...)
+		sort.SliceStable(gis, func(i, j int) bool { return gis[i].PlacementStart < gis[j].PlacementStart })
+		for _, gi := range gis {
+			cis := append([]state.ComputeInstance(nil), gi.ComputeInstances...)
+			sort.SliceStable(cis, func(i, j int) bool { return cis[i].ID < cis[j].ID })
+			for _, ci := range cis {
+				c, total, ok := ComputeSlices(ci.Profile, gi.Profile)
+				if ok && c < total {
+					return &UnservableLayoutError{
+						GPUIndex: g.Index, GPUUUID: g.UUID, GIID: gi.ID, GIProfile: gi.Profile,
+						CIID: ci.ID, CIProfile: ci.Profile, CIUUID: ci.UUID,
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (r *Result) add(dev resourceapi.Device, info Info) error {

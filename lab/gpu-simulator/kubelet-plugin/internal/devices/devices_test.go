@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -313,26 +314,102 @@ func TestMediaExtensionProfileName(t *testing.T) {
 	}
 }
 
-func TestComputeInstancesSharingAProfileGetDistinctNames(t *testing.T) {
-	g := h200(0, 0, h200UUID, h200BusID)
+// A compute instance narrower than its GPU instance (1c.3g.71gb in a 3g.71gb GI) is a
+// layout NVIDIA's plugin cannot enumerate: Build fails and names the GPU, GI and CI.
+func TestComputeInstanceSmallerThanItsGPUInstanceIsUnservable(t *testing.T) {
+	g := h200(3, 2, h200UUID, h200BusID)
 	g.MIGModeCurrent = state.MIGEnabled
-	gi := state.GPUInstance{
-		ID: 1, Profile: "3g.71gb", ProfileID: 9, PlacementStart: 0, PlacementSize: 4,
+	full := gi1g18(7, 0, "MIG-00000000-0000-4000-8000-000000000000")
+	partial := state.GPUInstance{
+		ID: 2, Profile: "3g.71gb", ProfileID: 9, PlacementStart: 4, PlacementSize: 4,
 		MemoryMiB: 71424, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEGEngines: 3,
 		ComputeInstances: []state.ComputeInstance{
 			{ID: 1, Profile: "1c.3g.71gb", ProfileID: 0, Multiprocessors: 20, UUID: "MIG-11111111-0000-4000-8000-000000000001"},
-			{ID: 0, Profile: "1c.3g.71gb", ProfileID: 0, Multiprocessors: 20, UUID: "MIG-11111111-0000-4000-8000-000000000000"},
-			{ID: 2, Profile: "2c.3g.71gb", ProfileID: 1, Multiprocessors: 40, UUID: "MIG-11111111-0000-4000-8000-000000000002"},
+			{ID: 0, Profile: "2c.3g.71gb", ProfileID: 1, Multiprocessors: 40, UUID: "MIG-11111111-0000-4000-8000-000000000000"},
 		},
 	}
-	g.GPUInstances = []state.GPUInstance{gi}
-	res := mustBuild(t, newState(g))
-	want := []string{"gpu-0-mig-1c3g71gb-9-0-ci0", "gpu-0-mig-1c3g71gb-9-0-ci1", "gpu-0-mig-2c3g71gb-9-0"}
-	if got := names(res.Devices); !reflect.DeepEqual(got, want) {
-		t.Fatalf("device names = %v, want %v", got, want)
+	g.GPUInstances = []state.GPUInstance{partial, full}
+	s := newState(g)
+	if err := s.Validate(); err != nil {
+		t.Fatalf("test state is invalid: %v", err)
 	}
-	if p := *res.Devices[2].Attributes["profile"].StringValue; p != "2c.3g.71gb" {
-		t.Errorf("profile = %q, want the compute instance's 2c.3g.71gb", p)
+	res, err := Build(s)
+	var unservable *UnservableLayoutError
+	if !errors.As(err, &unservable) || res != nil {
+		t.Fatalf("Build = %v, %v; want an *UnservableLayoutError", res, err)
+	}
+	// The first compute instance by ID: CI 0, profile 2c.3g.71gb.
+	if unservable.GPUIndex != 3 || unservable.GIID != 2 || unservable.GIProfile != "3g.71gb" ||
+		unservable.CIID != 0 || unservable.CIProfile != "2c.3g.71gb" {
+		t.Errorf("error fields = %+v", unservable)
+	}
+	for _, want := range []string{"GPU 3 (" + h200UUID + ")", "CI profile 2c.3g.71gb", "GI profile 3g.71gb", "GPU instance 2"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}
+
+// The same layout on a GPU whose MIG mode is still pending is not enumerated as MIG
+// devices and is no reason to fail; a full-size CI named like its GI is servable.
+func TestServableLayouts(t *testing.T) {
+	g := h200(0, 0, h200UUID, h200BusID)
+	g.GPUInstances = []state.GPUInstance{{
+		ID: 1, Profile: "3g.71gb", ProfileID: 9, PlacementStart: 0, PlacementSize: 4,
+		ComputeInstances: []state.ComputeInstance{{ID: 0, Profile: "1c.3g.71gb", UUID: "MIG-11111111-0000-4000-8000-000000000001"}},
+	}}
+	if err := CheckServable([]state.GPU{g}); err != nil {
+		t.Errorf("MIG disabled: %v", err)
+	}
+	g.MIGModeCurrent = state.MIGEnabled
+	g.GPUInstances[0].ComputeInstances[0].Profile = "3g.71gb"
+	if err := CheckServable([]state.GPU{g}); err != nil {
+		t.Errorf("full-size compute instance: %v", err)
+	}
+	g.GPUInstances[0].ComputeInstances[0].Profile = "1c.3g.71gb"
+	if err := CheckServable([]state.GPU{g}); err == nil {
+		t.Error("1c.3g.71gb accepted")
+	}
+}
+
+func TestComputeSlices(t *testing.T) {
+	for _, tc := range []struct {
+		ci, gi string
+		c, g   int
+		ok     bool
+	}{
+		{"1c.3g.71gb", "3g.71gb", 1, 3, true},
+		{"3g.71gb", "3g.71gb", 3, 3, true},
+		{"", "7g.141gb", 7, 7, true},
+		{"1g.18gb+me", "1g.18gb+me", 1, 1, true},
+		{"x", "bogus", 0, 0, false},
+	} {
+		c, g, ok := ComputeSlices(tc.ci, tc.gi)
+		if c != tc.c || g != tc.g || ok != tc.ok {
+			t.Errorf("ComputeSlices(%q, %q) = %d, %d, %t; want %d, %d, %t", tc.ci, tc.gi, c, g, ok, tc.c, tc.g, tc.ok)
+		}
+	}
+}
+
+// addressingMode and resource.kubernetes.io/pcieRoot come from the state file; a MIG
+// device carries its parent GPU's, as in NVIDIA's CommonAttributesMig.
+func TestAddressingModeAndPCIeRootFromState(t *testing.T) {
+	g := h200(0, 0, h200UUID, h200BusID)
+	g.AddressingMode, g.PCIeRoot = "None", "pci0000:17"
+	g2 := h200(1, 1, h200UUID2, h200BusID2)
+	g2.AddressingMode, g2.PCIeRoot = "ATS", "pci0000:3a"
+	g2.MIGModeCurrent = state.MIGEnabled
+	g2.GPUInstances = []state.GPUInstance{gi1g18(7, 0, "MIG-00000000-0000-4000-8000-000000000000")}
+	res := mustBuild(t, newState(g, g2))
+	if len(res.Devices) != 2 {
+		t.Fatalf("devices = %v", names(res.Devices))
+	}
+	for i, want := range [][2]string{{"string:None", "string:pci0000:17"}, {"string:ATS", "string:pci0000:3a"}} {
+		f := flatten(res.Devices[i])
+		if f.Attributes["addressingMode"] != want[0] || f.Attributes["resource.kubernetes.io/pcieRoot"] != want[1] {
+			t.Errorf("%s: addressingMode=%q pcieRoot=%q, want %q %q", res.Devices[i].Name,
+				f.Attributes["addressingMode"], f.Attributes["resource.kubernetes.io/pcieRoot"], want[0], want[1])
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -45,8 +46,10 @@ type GPU struct {
 	Name              string        `json:"name"`
 	Brand             string        `json:"brand"`
 	Architecture      string        `json:"architecture"`
-	ComputeCapability string        `json:"compute_capability"` // "9.0"
-	PCIBusID          string        `json:"pci_bus_id"`         // "00000000:19:00.0"
+	ComputeCapability string        `json:"compute_capability"`        // "9.0"
+	PCIBusID          string        `json:"pci_bus_id"`                // "00000000:19:00.0"
+	PCIeRoot          string        `json:"pcie_root,omitempty"`       // "pci0000:00"; "" = not resolved
+	AddressingMode    string        `json:"addressing_mode,omitempty"` // "None", "HMM", "ATS"; "" = not reported
 	MemoryMiB         int64         `json:"memory_mib"`
 	MIGCapable        bool          `json:"mig_capable"`
 	MIGModeCurrent    string        `json:"mig_mode_current"`
@@ -54,6 +57,13 @@ type GPU struct {
 	GPUInstances      []GPUInstance `json:"gpu_instances"`
 	Processes         []Process     `json:"processes"`
 }
+
+// Addressing modes NVML reports (nvmlDeviceAddressingModeType_t, as go-nvlib
+// names them); the empty string is a GPU or platform that reports none.
+var addressingModes = map[string]bool{"": true, "None": true, "HMM": true, "ATS": true}
+
+// pcieRootRe is a PCIe root complex as sysfs names it: pci<domain>:<bus>.
+var pcieRootRe = regexp.MustCompile(`^pci[0-9a-f]{4}:[0-9a-f]{2}$`)
 
 // MIGEnabled reports whether the current (not the pending) MIG mode is enabled.
 func (g GPU) MIGEnabled() bool { return g.MIGModeCurrent == MIGEnabled }
@@ -140,6 +150,12 @@ func (s *State) Validate() error {
 			errs = append(errs, fmt.Errorf("%s.minor=%d is used by another GPU; minors must be unique", where, g.Minor))
 		}
 		minors[g.Minor] = true
+		if !addressingModes[g.AddressingMode] {
+			errs = append(errs, fmt.Errorf("%s.addressing_mode=%q must be one of None, HMM, ATS or absent", where, g.AddressingMode))
+		}
+		if g.PCIeRoot != "" && !pcieRootRe.MatchString(g.PCIeRoot) {
+			errs = append(errs, fmt.Errorf("%s.pcie_root=%q must be a root complex like \"pci0000:00\" (lower-case hex) or absent", where, g.PCIeRoot))
+		}
 		if g.MemoryMiB <= 0 {
 			errs = append(errs, fmt.Errorf("%s.memory_mib=%d must be positive (MiB)", where, g.MemoryMiB))
 		}

@@ -89,3 +89,22 @@ func TestParseRejectsBrokenJSON(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestAddressingModeAndPCIeRootAreOptionalAndChecked(t *testing.T) {
+	s, err := Parse([]byte(strings.Replace(readmeExample, `"memory_mib": 143771,`,
+		`"memory_mib": 143771, "pcie_root": "pci0000:17", "addressing_mode": "None",`, 1)))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if g := s.GPUs[0]; g.PCIeRoot != "pci0000:17" || g.AddressingMode != "None" {
+		t.Fatalf("gpu = %+v", g)
+	}
+	bad := strings.Replace(readmeExample, `"memory_mib": 143771,`,
+		`"memory_mib": 143771, "pcie_root": "0000:17", "addressing_mode": "none",`, 1)
+	_, err = Parse([]byte(bad))
+	for _, want := range []string{`gpus[0].pcie_root="0000:17"`, `gpus[0].addressing_mode="none"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not mention %s", err, want)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+"""The GPU simulator's chart (``lab/gpu-simulator/chart``) renders the DeviceClasses of the
+NVIDIA DRA driver chart release it stands in for, with real ``helm template``.
+
+NVIDIA's chart creates ``vfio.gpu.nvidia.com`` from 25.12.0 on (its
+``templates/deviceclass-vfio-gpu.yaml`` exists in nvidia-dra-driver-gpu 25.12.0 and in
+dra-driver-nvidia-gpu 0.4.0, not in 25.3.x or 25.8.x). The release comes from the
+``dra_driver`` role's own values (``dra_driver_values.plan`` with the stand-in chart).
+Needs the helm binary of the lab cache (built from its Go module).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
+
+from gpufleet.lab import binaries
+
+pytestmark = pytest.mark.integration
+
+CHART = Path(__file__).parents[2] / "lab" / "gpu-simulator" / "chart"
+VFIO = "vfio.gpu.nvidia.com"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    path = binaries.binary_path("helm")
+    if not path.is_file():
+        pytest.skip(
+            f"helm is not cached at {path}; build it with: "
+            "python -m gpufleet.lab.binaries build --tools helm"
+        )
+    return path
+
+
+def role_values(chart_version: str) -> dict[str, Any]:
+    """The values the dra_driver role gives the stand-in chart for ``chart_version``."""
+    return ddv.plan(
+        {
+            "chart_version": chart_version,
+            "chart_path": str(CHART),
+            "local_chart": yaml.safe_load((CHART / "Chart.yaml").read_text()),
+            "chart_stand_in": True,
+            "kubernetes_version": "1.37.2",
+            "namespace": "gpufleet-gpu-simulator",
+            "node_selector": {"nvidia.com/gpu.present": "true"},
+        }
+    ).values
+
+
+def template(helm: Path, tmp_path: Path, values: dict[str, Any]) -> subprocess.CompletedProcess:
+    vfile = tmp_path / "values.yaml"
+    vfile.write_text(yaml.safe_dump(values))
+    argv = [str(helm), "template", "gpusim", str(CHART), "--namespace", "gpusim", "-f",
+            str(vfile), "--api-versions", "resource.k8s.io/v1"]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+def classes(helm: Path, tmp_path: Path, values: dict[str, Any]) -> dict[str, Any]:
+    out = template(helm, tmp_path, values)
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "DeviceClass"}
+
+
+@pytest.mark.parametrize(
+    ("chart_version", "has_vfio"),
+    [("25.3.2", False), ("25.8.1", False), ("25.12.0", True), ("0.4.0", True), ("0.5.0-dev", True)],
+)
+def test_vfio_device_class_follows_the_release_stood_in_for(
+    helm: Path, tmp_path: Path, chart_version: str, has_vfio: bool
+) -> None:
+    got = classes(helm, tmp_path, role_values(chart_version))
+    assert {"gpu.nvidia.com", "mig.nvidia.com"} <= set(got)
+    assert (VFIO in got) is has_vfio
+    if has_vfio:
+        vfio = got[VFIO]
+        assert vfio["apiVersion"] == "resource.k8s.io/v1"
+        assert vfio["spec"]["selectors"] == [
+            {
+                "cel": {
+                    "expression": "device.driver == 'gpu.nvidia.com' && "
+                    "device.attributes['gpu.nvidia.com'].type == 'vfio'"
+                }
+            }
+        ]
+        assert "extendedResourceName" not in vfio["spec"]
+
+
+def test_without_a_release_the_newest_line_is_rendered(helm: Path, tmp_path: Path) -> None:
+    assert VFIO in classes(helm, tmp_path, {})
+    assert VFIO not in classes(helm, tmp_path, {"resources": {"gpus": {"enabled": False}}})
+
+
+def test_a_release_that_is_no_version_is_refused(helm: Path, tmp_path: Path) -> None:
+    out = template(helm, tmp_path, {"simulator": {"nvidiaChartVersion": "latest"}})
+    assert out.returncode != 0
+    assert 'simulator.nvidiaChartVersion="latest" is not a release' in out.stderr
