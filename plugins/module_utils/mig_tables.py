@@ -27,9 +27,11 @@ Sources cited by key:
 * ``guide``: NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles"
   (docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html, 2026:
   B200, RTX PRO 6000/5000/4500 Blackwell, H100 80/94/96 GB, H200, A100, A30) and
-  "Supported GPUs" (supported-gpus.html: adds H20 96GB, H200 NVL, GB200 186GB).
+  "Supported GPUs" (supported-gpus.html: adds H20 96GB, H200 NVL, GB200 186GB) and
+  "Deployment Considerations" (minimum drivers, naming B300 and GB300 DGX Station).
 * ``mig-parted``: NVIDIA mig-parted ``deployments/systemd/config-default.yaml``: the
-  ``device-filter`` PCI device IDs and the product each group names in its comments.
+  ``device-filter`` PCI device IDs and the product each group names in its comments;
+  the only NVIDIA source found for B300 and GB300 profile names and counts.
 * ``pci.ids``: the PCI ID database (Debian package pci.ids 2023.04.10), vendor 10de.
 * captures of ``nvidia-smi mig -lgip`` printed by NVIDIA engineers on real GPUs in
   NVIDIA's repositories: B200 (NVIDIA/mig-parted#166, #187), HGX GB200
@@ -251,19 +253,47 @@ LAYOUTS: dict[str, dict] = {
             ("4g.96gb+gfx", 107, 4, None, 184, 4, 4, 4, 4, 1, 1, _Z, _ISP),
         ),
     },
-    # No NVIDIA document or capture found gives these GPUs' MIG profiles: the models
-    # exist so that they are recognised, and are planned from the node's answer.
-    "b300": {
+    # Names, counts and PCI device IDs from NVIDIA's mig-parted default config only; no
+    # NVIDIA document or nvidia-smi capture gives the rest: every other field is derived
+    # (from the B200 rows), so ``mig apply`` carves only from the node's -lgip/-lgipp.
+    "b300-269gb": {
         "total_slices": 8,
-        "source": "not in the guide (2026); no nvidia-smi mig -lgip capture found: plan "
-        "from the node's nvidia-smi mig -lgip and -lgipp",
-        "rows": (),
+        "source": "mig-parted config-default.yaml (B300 support added in NVIDIA/mig-parted "
+        "commit 47c56d96, 2025-10): profile names and instance counts (all-<profile> "
+        "configs, all-balanced for device 0x318210DE: 1g.34gb, 2g.67gb, 3g.135gb); not in "
+        "the guide's Supported MIG Profiles, no nvidia-smi mig -lgip capture found; memory "
+        "slices from each name's GB against the 7g's (1/8, 2/8, 4/8, 8/8); GI profile IDs, "
+        "GiB, SMs and engines derived from the B200 rows, placements as every captured "
+        "8-slice GPU",
+        "rows": (
+            ("1g.34gb", 19, 1, None, 18, 2, 1, 0, 1, 0, 7, _ALL7, _ALL),
+            ("1g.34gb+me", 20, 1, None, 18, 2, 1, 0, 1, 1, 1, _ALL7, _ALL),
+            ("1g.67gb", 15, 2, None, 30, 2, 1, 0, 1, 0, 4, _EVEN4, _ALL),
+            ("2g.67gb", 14, 2, None, 36, 4, 2, 0, 2, 0, 3, _EVEN3, _ALL),
+            ("3g.135gb", 9, 4, None, 54, 6, 3, 0, 3, 0, 2, _HALVES, _ALL),
+            ("4g.135gb", 5, 4, None, 72, 8, 4, 0, 4, 0, 1, _Z, _ALL),
+            ("7g.269gb", 0, 8, None, 126, 16, 7, 0, 7, 1, 1, _Z, _ALL),
+        ),
     },
-    "gb300": {
+    "gb300-278gb": {
         "total_slices": 8,
-        "source": "not in the guide (2026); no nvidia-smi mig -lgip capture found: plan "
-        "from the node's nvidia-smi mig -lgip and -lgipp",
-        "rows": (),
+        "source": "mig-parted config-default.yaml (GB300 added in NVIDIA/mig-parted commit "
+        "75449116, 2025-10): profile names and instance counts (all-1g.35gb for device "
+        "0x31C210DE: 7; all-<profile> configs; all-balanced for 0x31C210DE: 1g.35gb, "
+        "2g.70gb, 3g.139gb); not in the guide's Supported MIG Profiles, no nvidia-smi mig "
+        "-lgip capture found; memory slices from each name's GB against the 7g's; GI "
+        "profile IDs, GiB, SMs and engines derived from the B200 rows, placements as every "
+        "captured 8-slice GPU. Its 1g.35gb is one slice (7 instances), not H200's 1g.35gb "
+        "(two slices, 4 instances)",
+        "rows": (
+            ("1g.35gb", 19, 1, None, 18, 2, 1, 0, 1, 0, 7, _ALL7, _ALL),
+            ("1g.35gb+me", 20, 1, None, 18, 2, 1, 0, 1, 1, 1, _ALL7, _ALL),
+            ("1g.70gb", 15, 2, None, 30, 2, 1, 0, 1, 0, 4, _EVEN4, _ALL),
+            ("2g.70gb", 14, 2, None, 36, 4, 2, 0, 2, 0, 3, _EVEN3, _ALL),
+            ("3g.139gb", 9, 4, None, 54, 6, 3, 0, 3, 0, 2, _HALVES, _ALL),
+            ("4g.139gb", 5, 4, None, 72, 8, 4, 0, 4, 0, 1, _Z, _ALL),
+            ("7g.278gb", 0, 8, None, 126, 16, 7, 0, 7, 1, 1, _Z, _ALL),
+        ),
     },
 }
 
@@ -503,23 +533,24 @@ GPUS: tuple[tuple, ...] = (
     ),
     (
         "NVIDIA B300",
-        "b300",
+        "b300-269gb",
         None,
         "Blackwell",
         "10.3",
-        (),
-        "no MIG profile table, PCI device ID or FB total found in NVIDIA's documents: "
-        "planned from the node's nvidia-smi mig -lgip/-lgipp only",
+        ("0x318210DE",),
+        f"{_MP} (B300); guide Deployment Considerations: MIG on B300 from driver R580 "
+        f"(580.82.07); {_NO_FB}; {_NO_NAME}",
     ),
     (
         "NVIDIA GB300",
-        "gb300",
+        "gb300-278gb",
         None,
         "Blackwell",
         "10.3",
-        (),
-        "no MIG profile table, PCI device ID or FB total found in NVIDIA's documents: "
-        "planned from the node's nvidia-smi mig -lgip/-lgipp only",
+        ("0x31C210DE",),
+        f"{_MP} (GB300; which GB300 product the ID is it does not say); guide Deployment "
+        f"Considerations: GB300 (DGX Station) from driver R595 (595.58.03); {_NO_FB}; "
+        f"{_NO_NAME}",
     ),
 )
 
@@ -553,6 +584,8 @@ ALIASES: dict[str, str] = {
     "b200": "NVIDIA B200",
     "gb200": "NVIDIA GB200",
     "b300": "NVIDIA B300",
+    "b300-269gb": "NVIDIA B300",
     "gb300": "NVIDIA GB300",
+    "gb300-278gb": "NVIDIA GB300",
     "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
 }

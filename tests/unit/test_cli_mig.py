@@ -311,7 +311,9 @@ def test_models_lists_every_table_with_its_source() -> None:
     b200 = doc["NVIDIA B200"]
     assert b200["pci_device_ids"] == ["0x290110DE"] and "NVIDIA/mig-parted#166" in b200["source"]
     assert [p["placements"] for p in b200["profiles"] if p["name"] == "3g.90gb"] == [[0, 4]]
-    assert doc["NVIDIA B300"]["profiles"] == []
+    b300 = doc["NVIDIA B300"]
+    assert b300["pci_device_ids"] == ["0x318210DE"] and "mig-parted" in b300["source"]
+    assert [p["name"] for p in b300["profiles"]][:2] == ["1g.34gb", "1g.34gb+me"]
     text = CliRunner().invoke(main, ["mig", "models"])
     assert "NVIDIA H800 NVL  layout h100-94gb" in text.stdout
-    assert "no sourced profile table: plan with --lgip/--lgipp" in text.stdout
+    assert "1g.34gb          ID  19  x7  {0,1,2,3,4,5,6}:1  derived: id, gib, sm" in text.stdout

@@ -23,6 +23,18 @@ def test_derived_ids_are_refused_naming_the_profiles_and_the_fix() -> None:
     assert "nvidia-smi mig -lgip" in str(exc.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "layout"),
+    [("NVIDIA B300", {"1g.34gb": 7}), ("NVIDIA GB300", {"7g.278gb": 1})],
+)
+def test_b300_and_gb300_tables_never_carve_without_the_node_answer(
+    name: str, layout: dict[str, int]
+) -> None:
+    with pytest.raises(ma.MigApplyError) as exc:
+        ma.plan_gpu(_gpu(name), ma.Target(True, layout), mp.model(name), ma.Request(layout=layout))
+    assert f"{next(iter(layout))} in the built-in table are derived" in str(exc.value)
+
+
 def test_a_sourced_table_still_plans() -> None:
     req = ma.Request(layout={"1g.18gb": 7})
     out = ma.plan_gpu(_gpu("NVIDIA H200"), ma.Target(True, {"1g.18gb": 7}), mp.model("h200"), req)

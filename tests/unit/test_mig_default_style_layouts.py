@@ -70,7 +70,12 @@ def test_judging_the_union_config_per_model() -> None:
     config = union_config()
     h200 = judge(config, mp.model("h200"))
     # its own 8 (7 profiles + balanced) fit, and GH200 144G's all-1g.18gb and
-    # all-1g.18gb+me (same names); none is refused; H200 NVL shares the layout key
-    assert h200 == {"fits": 10, "refusals": 0, "unplannable": len(config.configs) - 10}
+    # all-1g.18gb+me (same names); GB300's all-1g.35gb (7 one-slice instances) is refused:
+    # H200's 1g.35gb is two slices, 4 at most; H200 NVL shares the layout key
+    assert h200 == {"fits": 10, "refusals": 1, "unplannable": len(config.configs) - 11}
     b300 = judge(config, mp.model("b300"))
-    assert b300 == {"fits": 0, "refusals": 0, "unplannable": len(config.configs)}
+    # its own 8; no other GPU names a profile 1g.34gb, 1g.67gb, 2g.67gb, ...
+    assert b300 == {"fits": 8, "refusals": 0, "unplannable": len(config.configs) - 8}
+    gb300 = judge(config, mp.model("gb300"))
+    # its own 8 and H200's all-1g.35gb (4 of GB300's one-slice 1g.35gb fit)
+    assert gb300 == {"fits": 9, "refusals": 0, "unplannable": len(config.configs) - 9}

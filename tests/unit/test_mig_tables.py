@@ -105,8 +105,43 @@ def test_rtx_pro_6000_has_four_slices_and_one_media_extension() -> None:
     assert exc.value.causes == ("media-extension-budget",)
 
 
-def test_gpu_without_a_sourced_table_points_to_the_node_answer() -> None:
-    b300 = mp.model("NVIDIA B300")
-    assert b300.profiles == ()
-    with pytest.raises(mp.UnknownProfile, match=r"nvidia-smi mig -lgip.*--lgip FILE"):
-        pl.plan(b300, {"1g.34gb": 7})
+@pytest.mark.parametrize(
+    ("name", "device_id", "shapes"),
+    [
+        (
+            "NVIDIA B300",
+            "0x318210DE",
+            [("1g.34gb", 7, 1), ("1g.34gb+me", 1, 1), ("1g.67gb", 4, 2), ("2g.67gb", 3, 2),
+             ("3g.135gb", 2, 4), ("4g.135gb", 1, 4), ("7g.269gb", 1, 8)],
+        ),
+        (
+            "NVIDIA GB300",
+            "0x31C210DE",
+            [("1g.35gb", 7, 1), ("1g.35gb+me", 1, 1), ("1g.70gb", 4, 2), ("2g.70gb", 3, 2),
+             ("3g.139gb", 2, 4), ("4g.139gb", 1, 4), ("7g.278gb", 1, 8)],
+        ),
+    ],
+)  # fmt: skip
+def test_b300_and_gb300_names_and_counts_from_mig_parted_the_rest_derived(
+    name: str, device_id: str, shapes: list
+) -> None:
+    m = mp.model(name)
+    assert mp.model_by_device_id(device_id.lower()) is m
+    assert [(p.name, p.max_instances, p.slices) for p in m.profiles] == shapes
+    assert "mig-parted" in m.source and "derived" in m.source
+    for p in m.profiles:
+        # no NVIDIA source gives an ID, a placement, GiB, SMs or engines of these GPUs
+        assert set(p.derived) == {"id", "gib", "sm", "engines", "placements"}, p.name
+
+
+def test_gb300_1g35gb_is_not_h200_1g35gb() -> None:
+    gb300, h200 = mp.model("gb300"), mp.model("h200")
+    assert (gb300.profile("1g.35gb").slices, gb300.profile("1g.35gb").max_instances) == (1, 7)
+    assert (h200.profile("1g.35gb").slices, h200.profile("1g.35gb").max_instances) == (2, 4)
+    assert len(pl.plan(gb300, {"1g.35gb": 7}).placements) == 7
+    with pytest.raises(pl.LayoutDoesNotFit):
+        pl.plan(h200, {"1g.35gb": 7})
+
+
+def test_every_model_has_a_profile_table() -> None:
+    assert [n for n, m in mp.MODELS.items() if not m.profiles] == []

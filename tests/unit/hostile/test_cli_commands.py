@@ -98,9 +98,9 @@ def test_claims_template_refuses_values_kubernetes_or_a_gpu_would_not_take(
 
 
 def test_a_profile_no_known_gpu_has_but_one_could_gets_a_note(hostile: dict[str, str]) -> None:
-    result = invoke(hostile, ["claims", "template", "mig-slice", "--profile", "1g.34gb"])
+    result = invoke(hostile, ["claims", "template", "mig-slice", "--profile", "1g.50gb"])
     assert result.exit_code == 0, result.output
-    assert "note: MIG profile 1g.34gb" in result.stderr
+    assert "note: MIG profile 1g.50gb" in result.stderr
 
 
 @pytest.mark.parametrize("case", CHECK_CASES)
