@@ -218,18 +218,9 @@ def _judge_models(ctx: HostContext, judge: Callable[[mprof.GpuModel], None]) -> 
             )
         )
         return
-    for var, value, model, error in models:
+    for var, value, model, error, fix in models:
         if model is None:
-            ctx.add(
-                pp.problem(
-                    "mig-gpu-model",
-                    ERROR,
-                    var,
-                    value,
-                    error,
-                    "set gpu_model to the GPU's NVML name (nvidia-smi --query-gpu=name)",
-                )
-            )
+            ctx.add(pp.problem("mig-gpu-model", ERROR, var, value, error, fix))
             continue
         judge(model)
 
@@ -309,17 +300,46 @@ def _check_layout(ctx: HostContext, model: mprof.GpuModel, wanted: Mapping[str, 
 # --- whole inventory --------------------------------------------------------------------
 
 
-def _models(ctx: HostContext) -> list[tuple[str, Any, mprof.GpuModel | None, str]]:
-    """GPU models of the host: (variable, value, model or None, error text). ``gpu_model``
-    names a built-in table; else each gathered GPU name, with the profiles the node
-    reported (``mig_profiles`` of the GPU facts) when it has them, else its built-in
-    table."""
+#: The way out for a GPU model with neither a built-in table nor reported profiles.
+NO_TABLE_FIX = (
+    "gather the node's GPU facts with their MIG profiles (preflight_gather_gpu_facts: "
+    "true; module gpufleet.cluster.gpu_facts, mig_profiles: true, reads nvidia-smi mig "
+    "-lgip/-lgipp), or add the GPU's nvidia-smi mig -lgip/-lgipp capture as a table in "
+    "plugins/module_utils/mig_tables.py"
+)
+
+
+def _models(ctx: HostContext) -> list[tuple[str, Any, mprof.GpuModel | None, str, str]]:
+    """GPU models of the host: (variable, value, model or None, error text, fix).
+    ``gpu_model`` names a built-in table; one the tables lack is judged by the profiles
+    the node reported (``mig_profiles`` of the gathered GPU facts) when there are some.
+    Without ``gpu_model``, each gathered GPU name, with the profiles the node reported
+    when it has them, else its built-in table."""
     name = text_of(ctx.settings, "gpu_model")
     if name:
         try:
-            return [("gpu_model", name, mprof.model(name), "")]
+            return [("gpu_model", name, mprof.model(name), "", "")]
         except mprof.UnknownGpuModel as exc:
-            return [("gpu_model", name, None, str(exc))]
+            reported = [row for row in _gathered(ctx) if row[4] == "reported"]
+            if reported:
+                return [(*row[:4], NO_TABLE_FIX if row[2] is None else "") for row in reported]
+            return [
+                (
+                    "gpu_model",
+                    name,
+                    None,
+                    f"{exc}; and the node reported no MIG profiles (no gathered GPU facts "
+                    "with mig_profiles)",
+                    "set gpu_model to the GPU's NVML name (nvidia-smi --query-gpu=name) "
+                    f"when it is a known model; else {NO_TABLE_FIX}",
+                )
+            ]
+    return [(*row[:4], NO_TABLE_FIX if row[2] is None else "") for row in _gathered(ctx)]
+
+
+def _gathered(ctx: HostContext) -> list[tuple[str, Any, mprof.GpuModel | None, str, str]]:
+    """One row per gathered GPU name: (variable, name, model or None, error text, where
+    the model comes from: ``reported`` or ``builtin``)."""
     out = []
     seen: set[str] = set()
     for gpu in ctx.gpus:
@@ -333,21 +353,21 @@ def _models(ctx: HostContext) -> list[tuple[str, Any, mprof.GpuModel | None, str
             try:
                 node_model = mprof.model_from_facts(gpu_name, gpu.get("memory_mib"), reported)
             except mprof.LgipParseError as exc:
-                out.append(("gpufleet_gpus", gpu_name, None, str(exc)))
+                out.append(("gpufleet_gpus", gpu_name, None, str(exc), "reported"))
             else:
-                out.append(("gpufleet_gpus", gpu_name, node_model, ""))
+                out.append(("gpufleet_gpus", gpu_name, node_model, "", "reported"))
             continue
         try:
-            out.append(("gpufleet_gpus", gpu_name, mprof.model(gpu_name), ""))
+            out.append(("gpufleet_gpus", gpu_name, mprof.model(gpu_name), "", "builtin"))
         except mprof.UnknownGpuModel as exc:
             out.append(
                 (
                     "gpufleet_gpus",
                     gpu_name,
                     None,
-                    f"{exc}; or gather the GPU facts with their MIG profiles (module "
-                    "gpufleet.cluster.gpu_facts, mig_profiles: true) to judge the layout "
-                    "against what the node reports",
+                    f"{exc}; and the node reported no MIG profiles for it (gathered GPU "
+                    "facts without mig_profiles: gather them with mig_profiles: true)",
+                    "builtin",
                 )
             )
     return sorted(out, key=lambda row: row[1])

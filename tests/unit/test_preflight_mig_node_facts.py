@@ -71,3 +71,69 @@ def test_malformed_reported_profiles_are_named() -> None:
     broken = [{**_a30_reported()[0], "placements": "0,1"}]
     p = _rules({"1g.6gb": 1}, [{"name": "NVIDIA A30", "mig_profiles": broken}])["mig-gpu-model"]
     assert "mig_profiles[0].placements is '0,1'" in p.message
+
+
+def _record(name: str, pid: int, slices: int, most: int, starts: list[int]) -> dict:
+    """One mig_profiles record of a made-up 8-slice GPU, in the gpu_facts shape."""
+    return {
+        "name": name, "profile_id": pid, "slices": slices, "memory_mib": 1000 * slices,
+        "multiprocessors": 10 * slices, "copy_engines": slices, "decoders": 0,
+        "encoders": 0, "jpeg_engines": 0, "ofa_engines": 0, "max_instances": most,
+        "placements": starts,
+    }  # fmt: skip
+
+
+SMALL = [_record("1g.1gb", 19, 1, 7, list(range(7))), _record("4g.4gb", 5, 4, 1, [0])]
+UNTABLED = "NVIDIA Lab GPU 8S"
+
+
+def _with_model(layout: dict, gpus: list[dict], extra: dict | None = None) -> dict:
+    settings = {**GOOD, "gpu_model": UNTABLED, "mig_layout": layout, **(extra or {})}
+    return {p.rule: p for p in pf.check_host("gpu-1", GPU, settings, gpus=gpus)}
+
+
+def test_gpu_model_the_tables_lack_is_judged_by_the_reported_profiles() -> None:
+    gpus = [{"name": UNTABLED, "memory_mib": 8000, "mig_profiles": SMALL}]
+    assert _with_model({"1g.1gb": 3, "4g.4gb": 1}, gpus) == {}
+    bad = _with_model({"4g.4gb": 2}, gpus)
+    assert "mig-gpu-model" not in bad
+    assert bad["mig-layout-fit"].severity == pf.ERROR
+    assert f"on {UNTABLED}" in bad["mig-layout-fit"].message
+
+
+def test_gpu_model_the_tables_lack_judges_a_mig_parted_config_too() -> None:
+    gpus = [{"name": UNTABLED, "memory_mib": 8000, "mig_profiles": SMALL}]
+    config = {
+        "version": "v1",
+        "mig-configs": {
+            "ok": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.1gb": 7}}],
+            "big": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.1gb": 8}}],
+        },
+    }
+    extra = {"mig_config": config}
+    ok = _with_model({}, gpus, {**extra, "mig_config_name": "ok"})
+    assert "mig-gpu-model" not in ok and "mig-layout-fit" not in ok
+    big = _with_model({}, gpus, {**extra, "mig_config_name": "big"})
+    assert "mig-gpu-model" not in big
+    assert "mig_config_name=big on " + UNTABLED in big["mig-layout-fit"].message
+
+
+@pytest.mark.parametrize(
+    "gpus",
+    [[], [{"name": UNTABLED, "memory_mib": 8000}]],
+    ids=["no-facts", "facts-without-mig-profiles"],
+)
+def test_gpu_model_with_neither_table_nor_reported_profiles_is_refused(gpus: list) -> None:
+    p = _with_model({"1g.1gb": 1}, gpus)["mig-gpu-model"]
+    assert (p.severity, p.variable, p.value) == (pf.ERROR, "gpu_model", UNTABLED)
+    assert f"GPU model {UNTABLED!r} has no MIG profile data" in p.message
+    assert "the node reported no MIG profiles" in p.message
+    assert "preflight_gather_gpu_facts: true" in p.fix
+    assert "nvidia-smi mig -lgip/-lgipp capture" in p.fix and "mig_tables.py" in p.fix
+
+
+def test_gathered_gpu_without_table_or_profiles_names_the_variable_and_fix() -> None:
+    gpus = [{"name": UNTABLED, "memory_mib": 8000}]
+    p = _rules({"1g.1gb": 1}, gpus)["mig-gpu-model"]
+    assert (p.variable, p.value) == ("gpufleet_gpus", UNTABLED)
+    assert "preflight_gather_gpu_facts: true" in p.fix and "mig_tables.py" in p.fix
