@@ -34,9 +34,10 @@ Sources cited by key:
   the only NVIDIA source found for B300 and GB300 profile names and counts.
 * ``pci.ids``: the PCI ID database (Debian package pci.ids 2023.04.10), vendor 10de.
 * captures of ``nvidia-smi mig -lgip`` printed by NVIDIA engineers on real GPUs in
-  NVIDIA's repositories: B200 (NVIDIA/mig-parted#166, #187), HGX GB200
-  (NVIDIA/gpu-operator#1303), GH200 144G HBM3e (NVIDIA/mig-parted#139), H200
-  (NVIDIA/mig-parted#120), and the captures in ``tests/unit/data/gpu/``.
+  NVIDIA's repositories: B200 (NVIDIA/mig-parted#166, #187), GB200 (NVIDIA/mig-parted#227;
+  an earlier HGX GB200 in NVIDIA/gpu-operator#1303), GH200 144G HBM3e
+  (NVIDIA/mig-parted#139), H200 (NVIDIA/mig-parted#120), and the captures in
+  ``tests/unit/data/gpu/``.
 """
 
 from __future__ import annotations
@@ -211,23 +212,40 @@ LAYOUTS: dict[str, dict] = {
             ("7g.180gb", 0, 8, None, 126, 16, 7, 0, 7, 1, 1, _Z, _ALL),
         ),
     },
-    "gb200-189gb": {
+    "gb200-186gb": {
         "total_slices": 8,
-        "source": "nvidia-smi mig -lgip of an HGX GB200 in NVIDIA/gpu-operator#1303 (rows "
-        "1g.24gb, 1g.24gb+me, 1g.47gb, 2g.47gb); 3g.95gb, 4g.95gb, 7g.189gb: names and "
-        "counts from mig-parted config-default.yaml (GB200 is in the guide's Supported "
-        "GPUs, 186GB, but has no profile table there); IDs, GiB, SMs and engines of those "
-        "derived from the B200 rows; placements as every captured 8-slice GPU. Other "
-        "GB200 boards print 1g.23gb/1g.47gb (NVIDIA/mig-parted#227): plan those from the "
-        "node's -lgip",
+        "source": "nvidia-smi mig -lgip of a GB200 NVL compute node in NVIDIA/mig-parted#227 "
+        "(rows 1g.23gb, 1g.23gb+me, 1g.47gb, 2g.47gb; the names of production boards, which "
+        "mig-parted's config-default.yaml adopted for device 0x294110DE in #228); 3g.93gb, "
+        "4g.93gb, 7g.186gb: names and counts from that config (GB200 is in the guide's "
+        "Supported GPUs, 186GB, but has no profile table there); IDs, GiB, SMs and engines "
+        "of those derived from the B200 rows; placements as every captured 8-slice GPU. "
+        "Earlier HGX GB200 boards printed 1g.24gb, 3g.95gb, 7g.189gb "
+        "(NVIDIA/gpu-operator#1303): plan those from the node's -lgip",
         "rows": (
-            ("1g.24gb", 19, 1, 20.00, 18, 2, 1, 0, 1, 0, 7, _ALL7, _P),
-            ("1g.24gb+me", 20, 1, 20.00, 18, 2, 1, 0, 1, 1, 1, _ALL7, _P),
+            ("1g.23gb", 19, 1, 22.00, 18, 2, 1, 0, 1, 0, 7, _ALL7, _P),
+            ("1g.23gb+me", 20, 1, 22.00, 18, 2, 1, 0, 1, 1, 1, _ALL7, _P),
             ("1g.47gb", 15, 2, 45.50, 32, 2, 1, 0, 1, 0, 4, _EVEN4, _P),
             ("2g.47gb", 14, 2, 45.50, 38, 4, 2, 0, 2, 0, 3, _EVEN3, _P),
-            ("3g.95gb", 9, 4, None, 54, 6, 3, 0, 3, 0, 2, _HALVES, _ALL),
-            ("4g.95gb", 5, 4, None, 72, 8, 4, 0, 4, 0, 1, _Z, _ALL),
-            ("7g.189gb", 0, 8, None, 126, 16, 7, 0, 7, 1, 1, _Z, _ALL),
+            ("3g.93gb", 9, 4, None, 54, 6, 3, 0, 3, 0, 2, _HALVES, _ALL),
+            ("4g.93gb", 5, 4, None, 72, 8, 4, 0, 4, 0, 1, _Z, _ALL),
+            ("7g.186gb", 0, 8, None, 126, 16, 7, 0, 7, 1, 1, _Z, _ALL),
+        ),
+    },
+    "pg506-96gb": {
+        "total_slices": 8,
+        "source": "mig-parted config-default.yaml (PG506-96GB configs added in NVIDIA/"
+        "mig-parted commit 65c4086c, 2021-09): names and counts of 1g.12gb (7), 2g.24gb "
+        "(3), 3g.48gb (2), 7g.96gb (1), and 4g.48gb (1) in the group whose comment names "
+        "PG506-96GB; not in the guide, no nvidia-smi capture found; memory slices from "
+        "each name's GB; GI profile IDs, GiB, SMs, engines and placements derived from the "
+        "A100 80GB rows (same GA100 geometry)",
+        "rows": (
+            ("1g.12gb", 19, 1, None, 14, 1, 0, 0, 0, 0, 7, _ALL7, _ALL),
+            ("2g.24gb", 14, 2, None, 28, 2, 1, 0, 0, 0, 3, _EVEN3, _ALL),
+            ("3g.48gb", 9, 4, None, 42, 3, 2, 0, 0, 0, 2, _HALVES, _ALL),
+            ("4g.48gb", 5, 4, None, 56, 4, 2, 0, 0, 0, 1, _Z, _ALL),
+            ("7g.96gb", 0, 8, None, 98, 7, 5, 0, 1, 1, 1, _Z, _ALL),
         ),
     },
     "rtx-pro-6000-96gb": {
@@ -515,12 +533,23 @@ GPUS: tuple[tuple, ...] = (
     ),
     (
         "NVIDIA GB200",
-        "gb200-189gb",
+        "gb200-186gb",
         None,
         "Blackwell",
         "10.0",
         ("0x294110DE",),
         f"{_MP} (GB200 HGX); {_NO_FB}; {_NO_NAME}",
+    ),
+    (
+        "NVIDIA PG506-96GB",
+        "pg506-96gb",
+        None,
+        "Ampere",
+        "8.0",
+        ("0x20B610DE",),
+        f"{_MP} (PG506-96GB); the PCI ID database vendored in mig-parted (go-nvlib) "
+        f"names 20b6 GA100GL [PG506-232]; {_NO_FB}; NVML name not seen in a capture "
+        "(mig-parted's product name)",
     ),
     (
         "NVIDIA RTX PRO 6000 Blackwell Server Edition",
@@ -583,6 +612,8 @@ ALIASES: dict[str, str] = {
     "h20": "NVIDIA H20",
     "b200": "NVIDIA B200",
     "gb200": "NVIDIA GB200",
+    "gb200-186gb": "NVIDIA GB200",
+    "pg506-96gb": "NVIDIA PG506-96GB",
     "b300": "NVIDIA B300",
     "b300-269gb": "NVIDIA B300",
     "gb300": "NVIDIA GB300",

@@ -79,3 +79,10 @@ def test_judging_the_union_config_per_model() -> None:
     gb300 = judge(config, mp.model("gb300"))
     # its own 8 and H200's all-1g.35gb (4 of GB300's one-slice 1g.35gb fit)
     assert gb300 == {"fits": 9, "refusals": 0, "unplannable": len(config.configs) - 9}
+    gb200 = judge(config, mp.model("gb200"))
+    # its own 8 and B200's all-1g.23gb and all-1g.23gb+me (same names on both)
+    assert gb200 == {"fits": 10, "refusals": 0, "unplannable": len(config.configs) - 10}
+    pg506 = judge(config, mp.model("pg506-96gb"))
+    # its own 6 (5 profiles + balanced), the 6 of H100 96GB whose names it has (all but
+    # the +me and 1g.24gb ones), and H100 NVL's all-1g.12gb and all-2g.24gb
+    assert pg506 == {"fits": 14, "refusals": 0, "unplannable": len(config.configs) - 14}

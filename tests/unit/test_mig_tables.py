@@ -134,6 +134,28 @@ def test_b300_and_gb300_names_and_counts_from_mig_parted_the_rest_derived(
         assert set(p.derived) == {"id", "gib", "sm", "engines", "placements"}, p.name
 
 
+def test_gb200_table_has_the_production_board_names() -> None:
+    gb200 = mp.model("gb200")
+    assert mp.model_by_device_id("0x294110DE") is gb200
+    assert [p.name for p in gb200.profiles] == [
+        "1g.23gb", "1g.23gb+me", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb",
+    ]  # fmt: skip
+    one = gb200.profile("1g.23gb")
+    assert (one.profile_id, one.memory_mib, one.multiprocessors) == (19, 22528, 18)
+    assert "id" in gb200.profile("3g.93gb").derived
+    assert "1g.24gb" in gb200.source  # the earlier boards' names, planned from -lgip
+
+
+def test_pg506_has_the_mig_parted_names_and_derived_ampere_geometry() -> None:
+    pg = mp.model_by_device_id("0x20b610de")
+    assert pg is not None and pg.name == "NVIDIA PG506-96GB" and pg.architecture == "Ampere"
+    assert [(p.name, p.max_instances) for p in pg.profiles] == [
+        ("1g.12gb", 7), ("2g.24gb", 3), ("3g.48gb", 2), ("4g.48gb", 1), ("7g.96gb", 1),
+    ]  # fmt: skip
+    assert all({"id", "placements"} <= set(p.derived) for p in pg.profiles)
+    pl.plan(pg, {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1})
+
+
 def test_gb300_1g35gb_is_not_h200_1g35gb() -> None:
     gb300, h200 = mp.model("gb300"), mp.model("h200")
     assert (gb300.profile("1g.35gb").slices, gb300.profile("1g.35gb").max_instances) == (1, 7)
