@@ -19,11 +19,13 @@ kubeadm's default etcd build.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
 import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -274,8 +276,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     archive.add_argument("image", choices=("pause", "cdiprobe"))
     archive.add_argument("ref", help="the image reference, e.g. registry.k8s.io/pause:3.10")
     args = parser.parse_args(argv)
-    spec = pause_image(args.ref) if args.image == "pause" else cdiprobe_image(args.ref)
-    print(build_archive(spec))
+    # Build progress (a wait on the build lock, say) goes to stderr: stdout is the path.
+    with contextlib.redirect_stdout(sys.stderr):
+        spec = pause_image(args.ref) if args.image == "pause" else cdiprobe_image(args.ref)
+        archive = build_archive(spec)
+    print(archive)
     return 0
 
 
