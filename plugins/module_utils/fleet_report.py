@@ -69,6 +69,7 @@ __all__ = [
     "NO_DEVICE",
     "UNKNOWN",
     "Device",
+    "Inventory",
     "Shape",
     "build_report",
     "fragmentation",
@@ -148,14 +149,17 @@ class Shape:
     count: int = 1
     why: str = ""
 
+    def fits(self, model: str, profile: str) -> bool:
+        """Whether a device of GPU ``model`` and MIG ``profile`` (``gpu``: whole GPU) has
+        this shape; never for an unknown shape."""
+        if self.kind is None or (profile == WHOLE_GPU) != (self.kind == WHOLE_GPU):
+            return False
+        if self.profile is not None and profile != self.profile:
+            return False
+        return self.model is None or model == self.model
+
     def matches(self, device: Device) -> bool:
-        if self.kind is None:
-            return False
-        if (device.profile == WHOLE_GPU) != (self.kind == WHOLE_GPU):
-            return False
-        if self.profile is not None and device.profile != self.profile:
-            return False
-        return self.model is None or device.model == self.model
+        return self.fits(device.model, device.profile)
 
     def label(self) -> str:
         if self.kind is None:
@@ -299,23 +303,51 @@ def request_shapes(claim: Mapping[str, Any], driver: str = NVIDIA_DRIVER) -> lis
     return out
 
 
-def _judge(shapes: Sequence[Shape], devices: Sequence[Device]) -> str:
-    """Why one request is not satisfied: the best verdict over its alternatives."""
-    verdicts = []
-    for shape in shapes:
-        if shape.kind is None:
-            verdicts.append(UNKNOWN)
-            continue
-        matching = [d for d in devices if shape.matches(d)]
-        free = sum(1 for d in matching if not d.allocated)
-        verdicts.append(
-            NO_DEVICE
-            if len(matching) < shape.count
-            else ALL_ALLOCATED
-            if free < shape.count
-            else FREE_DEVICES
-        )
-    return max(verdicts, key=_ORDER.index) if verdicts else UNKNOWN
+class Inventory:
+    """Devices published and free per (GPU model, MIG profile), and per shape (counted
+    once per distinct shape: a fleet has thousands of claims of a few shapes)."""
+
+    def __init__(self, devices: Iterable[Device]) -> None:
+        self.by_key: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+        for d in devices:
+            counts = self.by_key[(d.model, d.profile)]
+            counts[0] += 1
+            counts[1] += not d.allocated
+        self._cache: dict[Shape, tuple[int, int]] = {}
+
+    def count(self, shape: Shape) -> tuple[int, int]:
+        """Devices of ``shape`` published and free."""
+        if shape not in self._cache:
+            fit = [c for (m, p), c in self.by_key.items() if shape.fits(m, p)]
+            self._cache[shape] = (sum(c[0] for c in fit), sum(c[1] for c in fit))
+        return self._cache[shape]
+
+    def judge(self, shapes: Sequence[Shape]) -> str:
+        """Why one request is not satisfied: the best verdict over its alternatives."""
+        verdicts = []
+        for shape in shapes:
+            if shape.kind is None:
+                verdicts.append(UNKNOWN)
+                continue
+            published, free = self.count(shape)
+            verdicts.append(
+                NO_DEVICE
+                if published < shape.count
+                else ALL_ALLOCATED
+                if free < shape.count
+                else FREE_DEVICES
+            )
+        return max(verdicts, key=_ORDER.index) if verdicts else UNKNOWN
+
+    def stranded(self, wanted: Iterable[Shape]) -> set[tuple[str, str]]:
+        """The (model, profile) pairs with free devices that no shape of ``wanted`` (the
+        shapes of pending claims; unknown ones fit nothing) fits."""
+        wanted = set(wanted)
+        return {
+            (m, p)
+            for (m, p), (_, free) in self.by_key.items()
+            if free and not any(s.fits(m, p) for s in wanted)
+        }
 
 
 # ------------------------------------------------------------------ figures
@@ -393,8 +425,9 @@ def pending_claims(
     driver: str = NVIDIA_DRIVER,
 ) -> tuple[list[Pending], list[list[Shape]]]:
     """Every pending claim with its verdict, and the shapes of each (for
-    :func:`stranded_keys`)."""
+    ``Inventory.stranded``)."""
     index = vcl.PodIndex(pods)
+    inventory = Inventory(devices)
     out, shapes_of = [], []
     for claim in claims:
         meta = claim.get("metadata") or {}
@@ -407,7 +440,7 @@ def pending_claims(
             for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
         ]
         for name, shapes in zip(names, per_request, strict=True):
-            verdict = _judge(shapes, devices)
+            verdict = inventory.judge(shapes)
             verdicts.append(verdict)
             reqs.append({"request": name, "shapes": [s.label() for s in shapes], "reason": verdict})
         users = [
@@ -424,17 +457,6 @@ def pending_claims(
         )
         shapes_of.append([s for shapes in per_request for s in shapes])
     return out, shapes_of
-
-
-def stranded_keys(devices: Iterable[Device], wanted: Iterable[Shape]) -> set[tuple[str, str]]:
-    """The (model, profile) pairs of free devices that no shape of ``wanted`` (the known
-    shapes of pending claims) matches."""
-    wanted = [s for s in wanted if s.kind is not None]
-    out = set()
-    for d in devices:
-        if not d.allocated and not any(s.matches(d) for s in wanted):
-            out.add((d.model, d.profile))
-    return out
 
 
 def leaked_claims(
@@ -506,17 +528,19 @@ def build_report(
     pools = node_pools(nodes, pool_label)
     devices = devices_of(slices, claims, pools, driver)
     pending, shapes = pending_claims(claims, pods, devices, driver)
-    stranded = stranded_keys(devices, (s for group in shapes for s in group))
+    stranded = Inventory(devices).stranded(s for group in shapes for s in group)
     leaked = leaked_claims(claims, pods, devices)
     totals = Totals()
     for d in devices:
         totals.add(d, (d.model, d.profile) in stranded)
     by_reason = {r: sum(1 for p in pending if p.reason == r) for r in _ORDER}
-    node_rows = []
-    for row in _group(devices, _Key("node", "pool"), stranded, True):
-        free = [d for d in devices if d.node == row["node"] and not d.allocated]
-        row["largest_free"] = max((d.memory for d in free), default=0)
-        node_rows.append(row)
+    largest: dict[str, int] = defaultdict(int)
+    for d in devices:
+        if not d.allocated:
+            largest[d.node] = max(largest[d.node], d.memory)
+    node_rows = _group(devices, _Key("node", "pool"), stranded, True)
+    for row in node_rows:
+        row["largest_free"] = largest[row["node"]]
     return {
         "cluster": {
             **totals.to_dict(),
