@@ -18,7 +18,7 @@ import datetime as _dt
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_report as fr
@@ -36,7 +36,7 @@ KINDS = ("nodes", "pods", "resourceslices", "resourceclaims")
 SHOWN = 15
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     Console(stderr=True).print(f"[red]error:[/red] {escape(message)}")
     sys.exit(2)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import socket
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,10 @@ def test_html_is_self_contained_and_shows_each_profile(doc: dict) -> None:
         "http://www.w3.org/2000/svg",
         META["server"],
     }
-    assert page.count("<svg") == 2
+    charts = re.findall(r"<svg.*?</svg>", page, re.S)
+    assert len(charts) == 2
+    for chart in charts:  # well-formed SVG: a browser draws it as it is
+        assert ET.fromstring(chart).tag == "{http://www.w3.org/2000/svg}svg"
     # one bar label per (model, profile): allocated / free of published
     assert "0 / 3 of 3" in page  # H200 1g.18gb: none allocated, three free
     assert "2 / 0 of 2" in page  # H200 whole GPUs: both allocated
