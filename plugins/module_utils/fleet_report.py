@@ -83,6 +83,8 @@ DEFAULT_POOL_LABEL = "nvidia.com/gpu.product"
 NO_POOL = "(none)"
 #: Profile of a whole GPU (a device without a ``profile`` attribute).
 WHOLE_GPU = "gpu"
+#: ``type`` of a MIG device (NVIDIA's driver: ``gpu``, ``mig``, ``vfio``).
+MIG = "mig"
 UNKNOWN_MODEL = "(unknown)"
 
 #: Why a request waits, worst first: a claim takes the worst of its requests, a request
@@ -120,9 +122,10 @@ _SHAPE_ATTRS = {"profile", "productName"}
 class Device:
     """One published device of the reported driver: ``id`` (``driver/pool/device``),
     ``node`` (``spec.nodeName``, or ``(all nodes)``/``(node selector)``), node ``pool``,
-    ``model`` (productName), ``profile`` (MIG profile or ``gpu``), ``memory`` (bytes, 0
-    when not published), ``claim`` (``namespace/name`` of the claim it is allocated to,
-    or None when free)."""
+    ``model`` (productName), ``profile`` (MIG profile, ``gpu`` for a whole GPU, else the
+    ``type`` attribute, e.g. ``vfio``), ``memory`` (bytes, 0 when not published),
+    ``claim`` (``namespace/name`` of the claim it is allocated to, or None when free),
+    ``kind`` (``gpu``, ``mig`` or the ``type`` attribute)."""
 
     id: str
     node: str
@@ -131,6 +134,7 @@ class Device:
     profile: str
     memory: int
     claim: str | None = None
+    kind: str = WHOLE_GPU
 
     @property
     def allocated(self) -> bool:
@@ -139,9 +143,9 @@ class Device:
 
 @dataclass(frozen=True)
 class Shape:
-    """The devices a request asks for: ``kind`` (``gpu`` or ``mig``), ``profile`` and
-    ``model`` (None: any), ``count`` (devices wanted, ``All`` counts as 1), or ``kind``
-    None when the shape cannot be read (``why`` says what was not read)."""
+    """The devices a request asks for: ``kind`` (``gpu`` or ``mig``, as ``Device.kind``),
+    ``profile`` and ``model`` (None: any), ``count`` (devices wanted, ``All`` counts as
+    1), or ``kind`` None when the shape cannot be read (``why`` says what was not read)."""
 
     kind: str | None
     profile: str | None = None
@@ -149,22 +153,22 @@ class Shape:
     count: int = 1
     why: str = ""
 
-    def fits(self, model: str, profile: str) -> bool:
-        """Whether a device of GPU ``model`` and MIG ``profile`` (``gpu``: whole GPU) has
-        this shape; never for an unknown shape."""
-        if self.kind is None or (profile == WHOLE_GPU) != (self.kind == WHOLE_GPU):
+    def fits(self, model: str, profile: str, kind: str) -> bool:
+        """Whether a device of GPU ``model``, MIG ``profile`` and ``kind`` (``Device``)
+        has this shape; never for an unknown shape."""
+        if self.kind is None or kind != self.kind:
             return False
         if self.profile is not None and profile != self.profile:
             return False
         return self.model is None or model == self.model
 
     def matches(self, device: Device) -> bool:
-        return self.fits(device.model, device.profile)
+        return self.fits(device.model, device.profile, device.kind)
 
     def label(self) -> str:
         if self.kind is None:
             return f"unknown ({self.why})"
-        what = self.profile or ("any MIG profile" if self.kind == "mig" else WHOLE_GPU)
+        what = self.profile or ("any MIG profile" if self.kind == MIG else WHOLE_GPU)
         return f"{self.count} x {what}" + (f" of {self.model}" if self.model else "")
 
 
@@ -222,15 +226,17 @@ def devices_of(
         if pub.driver != driver:
             continue
         profile = _value(pub.device, "attributes", "profile")
+        kind = str(_value(pub.device, "attributes", "type") or (MIG if profile else WHOLE_GPU))
         out.append(
             Device(
                 id=pub.id,
                 node=pub.node,
                 pool=pools.get(pub.node, NO_POOL),
                 model=str(_value(pub.device, "attributes", "productName") or UNKNOWN_MODEL),
-                profile=str(profile) if profile else WHOLE_GPU,
+                profile=str(profile) if profile else kind,
                 memory=memory_bytes(_value(pub.device, "capacity", "memory")),
                 claim=owner.get(pub.id),
+                kind=kind,
             )
         )
     return out
@@ -286,7 +292,7 @@ def request_shapes(claim: Mapping[str, Any], driver: str = NVIDIA_DRIVER) -> lis
             if unread:
                 shapes.append(Shape(None, count=count, why=unread))
                 continue
-            kind = WHOLE_GPU if cls == GPU_CLASS else "mig"
+            kind = WHOLE_GPU if cls == GPU_CLASS else MIG
             profile = wanted.get("profile")
             if kind == WHOLE_GPU and profile not in (None, WHOLE_GPU):
                 shapes.append(Shape(kind, profile=profile, count=count))  # matches nothing
@@ -294,7 +300,7 @@ def request_shapes(claim: Mapping[str, Any], driver: str = NVIDIA_DRIVER) -> lis
             shapes.append(
                 Shape(
                     kind,
-                    profile=profile if kind == "mig" else None,
+                    profile=profile if kind == MIG else None,
                     model=wanted.get("productName"),
                     count=count,
                 )
@@ -308,9 +314,9 @@ class Inventory:
     once per distinct shape: a fleet has thousands of claims of a few shapes)."""
 
     def __init__(self, devices: Iterable[Device]) -> None:
-        self.by_key: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+        self.by_key: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
         for d in devices:
-            counts = self.by_key[(d.model, d.profile)]
+            counts = self.by_key[(d.model, d.profile, d.kind)]
             counts[0] += 1
             counts[1] += not d.allocated
         self._cache: dict[Shape, tuple[int, int]] = {}
@@ -318,7 +324,7 @@ class Inventory:
     def count(self, shape: Shape) -> tuple[int, int]:
         """Devices of ``shape`` published and free."""
         if shape not in self._cache:
-            fit = [c for (m, p), c in self.by_key.items() if shape.fits(m, p)]
+            fit = [c for k, c in self.by_key.items() if shape.fits(*k)]
             self._cache[shape] = (sum(c[0] for c in fit), sum(c[1] for c in fit))
         return self._cache[shape]
 
@@ -345,8 +351,8 @@ class Inventory:
         wanted = set(wanted)
         return {
             (m, p)
-            for (m, p), (_, free) in self.by_key.items()
-            if free and not any(s.fits(m, p) for s in wanted)
+            for (m, p, k), (_, free) in self.by_key.items()
+            if free and not any(s.fits(m, p, k) for s in wanted)
         }
 
 

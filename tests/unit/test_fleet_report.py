@@ -319,3 +319,17 @@ def test_memory_quantities() -> None:
     assert fr.memory_bytes("143771Mi") == 143771 * 2**20
     assert fr.memory_bytes("80G") == 80 * 10**9
     assert fr.memory_bytes(None) == fr.memory_bytes("lots") == 0
+
+
+def test_a_vfio_device_is_its_own_profile_and_fits_no_gpu_or_mig_claim() -> None:
+    vfio = device("vfio-0", H200, "140Gi")
+    vfio["attributes"]["type"] = {"string": "vfio"}
+    slices = [rslice("v", [vfio])]
+    claims = [claim("whole", selector=PRODUCT.format(H200)), claim("slice", "mig.nvidia.com")]
+    report = fr.build_report(slices, claims, [], [node("v", "NVIDIA-H200")])
+    assert [(p["profile"], p["devices_free"]) for p in report["profiles"]] == [("vfio", 1)]
+    assert {p["claim"]: p["reason"] for p in report["pending"]} == {
+        "ml/whole": fr.NO_DEVICE,
+        "ml/slice": fr.NO_DEVICE,
+    }
+    assert report["cluster"]["memory_stranded"] == 140 * GI
