@@ -17,6 +17,7 @@ from gpufleet.commands.doctor import doctor
 from gpufleet.commands.gates import gates
 from gpufleet.commands.lab import lab
 from gpufleet.commands.mig import mig
+from gpufleet.commands.report import report
 from gpufleet.commands.up import up
 from gpufleet.commands.upgrade import upgrade
 from gpufleet.commands.validate import validate
@@ -34,6 +35,7 @@ main.add_command(claims)
 main.add_command(mig)
 main.add_command(lab)
 main.add_command(validate)
+main.add_command(report)
 main.add_command(upgrade)
 main.add_command(up)
 

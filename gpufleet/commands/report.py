@@ -1,0 +1,165 @@
+"""``gpufleet report``: how the GPUs of a DRA cluster are used, from one listing.
+
+``gpufleet report [--kubeconfig PATH] [--context NAME] [--pool-label LABEL] [--json
+FILE|-] [--markdown FILE] [--html FILE]`` lists Nodes, Pods, ResourceSlices and
+ResourceClaims once each (paged, every request with a timeout:
+``validate_kube.list_cluster``) and prints per node pool, GPU model and MIG profile the
+devices and GPU memory published, allocated, free and stranded, the fragmentation, the
+pending claims and why, and the claims allocated with no running consumer. The figures
+and their definitions are ``plugins/module_utils/fleet_report.py`` (docs/report.md).
+
+Exit codes: 0 the report was written, 2 it could not run (kubeconfig, API server
+unreachable or refusing, DRA not served, an output path that cannot be written).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_report as fr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from gpufleet.commands import report_pages as rp
+from gpufleet.commands.validate import check_outputs
+
+#: The kinds the report reads; a failure to list any of them stops it (exit 2).
+KINDS = ("nodes", "pods", "resourceslices", "resourceclaims")
+#: Pending and leaked claims printed on the terminal (all of them are in --json).
+SHOWN = 15
+
+
+def _fail(message: str) -> NoReturn:
+    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}")
+    sys.exit(2)
+
+
+def read_cluster(kubeconfig: str | None, context: str | None) -> tuple[vk.Kube, Any]:
+    """The listing of ``KINDS`` (``validate_listing.Listing``); exits 2 with one line when
+    the kubeconfig cannot be loaded, the API server does not answer, resource.k8s.io is
+    not served or a kind cannot be listed."""
+    try:
+        kube = vk.Kube(kubeconfig, context)
+        listing = vk.list_cluster(kube, kinds=KINDS)
+    except vk.KubeError as err:
+        _fail(err.message if err.status is None else f"{err.status}: {err.message}")
+    if not listing.resource_version:
+        _fail(
+            f"the cluster {kube.server} serves no resource.k8s.io version this command reads "
+            f"({', '.join(vk.RESOURCE_VERSIONS)}); fix: enable DRA (gpufleet gates plan)"
+        )
+    failed = {k: v for k, v in listing.errors.items() if k in KINDS}
+    if failed:
+        _fail(
+            "cannot list "
+            + "; ".join(f"{k}: {v}" for k, v in failed.items())
+            + "; fix: use a kubeconfig allowed to list nodes, pods, resourceslices and "
+            "resourceclaims in all namespaces"
+        )
+    return kube, listing
+
+
+def _table(report: dict[str, Any]) -> Table:
+    table = Table(
+        title=f"devices per pool ({report['pool_label'] or 'no pool label'}), model and profile",
+        title_justify="left",
+    )
+    for name in ("pool", "model", "profile"):
+        table.add_column(name, no_wrap=True)
+    for _, head, _ in rp.COLUMNS:
+        table.add_column(head, justify="right")
+    for row in report["rows"]:
+        table.add_row(
+            *(escape(str(row[k])) for k in ("pool", "model", "profile")),
+            *(rp.cell(row, k, b) for k, _, b in rp.COLUMNS),
+        )
+    return table
+
+
+def render_terminal(console: Console, report: dict[str, Any]) -> None:
+    """The table per pool, model and profile, the headline, fragmentation per pool, and
+    the first ``SHOWN`` pending and leaked claims."""
+    console.print(_table(report))
+    for line in rp.headline(report):
+        console.print(escape(line))
+    for pool in report["pools"]:
+        console.print(
+            f"  pool {escape(pool['pool'])}: fragmentation {rp.percent(pool['fragmentation'])}"
+            f" of {rp.gib(pool['memory_free'])} GiB free"
+        )
+    for p in report["pending"][:SHOWN]:
+        shapes = "; ".join(f"{r['request']}: {', '.join(r['shapes'])}" for r in p["requests"])
+        console.print(
+            f"  pending {escape(p['claim'])}: [yellow]{p['reason']}[/] ({escape(shapes)})"
+        )
+    for item in report["leaked"][:SHOWN]:
+        console.print(
+            f"  [red]leaked[/] {escape(item['claim'])} ({item['kind']}, "
+            f"{rp.gib(item['memory'])} GiB): {escape(item['reason'])}"
+        )
+    hidden = max(0, len(report["pending"]) - SHOWN) + max(0, len(report["leaked"]) - SHOWN)
+    if hidden:
+        console.print(f"  ... {hidden} more claims (see --json)")
+    console.print(f"[dim]{escape(rp.source_line(report['meta']))}[/]")
+
+
+@click.command("report")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Kubeconfig.")
+@click.option("--context", default=None, help="Kubeconfig context.")
+@click.option(
+    "--pool-label",
+    default=fr.DEFAULT_POOL_LABEL,
+    show_default=True,
+    help="Node label whose value names the node pool ('': one pool).",
+)
+@click.option("--json", "json_file", metavar="FILE", help="Write the report as JSON ('-': stdout).")
+@click.option("--markdown", metavar="FILE", help="Write the report as Markdown.")
+@click.option("--html", "html_file", metavar="FILE", help="Write a self-contained HTML page.")
+def report(
+    kubeconfig: str | None,
+    context: str | None,
+    pool_label: str,
+    json_file: str | None,
+    markdown: str | None,
+    html_file: str | None,
+) -> None:
+    """GPU utilization of a DRA cluster; exit 0 report written, 2 could not run."""
+    check_outputs({"--json": json_file, "--markdown": markdown, "--html": html_file})
+    if kubeconfig:
+        try:
+            vk.check_kubeconfig(kubeconfig)
+        except vk.KubeError as exc:
+            raise click.BadParameter(exc.message, param_hint="'--kubeconfig'") from None
+    kube, listing = read_cluster(kubeconfig, context)
+    doc = fr.build_report(
+        listing.slices, listing.claims, listing.pods, listing.nodes, pool_label=pool_label
+    )
+    doc["meta"] = {
+        "server": kube.server,
+        "kubernetes_version": (listing.version or {}).get("gitVersion", "?"),
+        "resource_version": listing.resource_version,
+        "api_requests": kube.requests,
+        "sources": dict(listing.sources),
+        "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    render_terminal(Console(stderr=json_file == "-"), doc)
+    try:
+        if json_file:
+            text = json.dumps(doc, indent=2) + "\n"
+            if json_file == "-":
+                sys.stdout.write(text)
+            else:
+                Path(json_file).write_text(text)
+        if markdown:
+            Path(markdown).write_text(rp.render_markdown(doc))
+        if html_file:
+            Path(html_file).write_text(rp.render_html(doc))
+    except OSError as err:
+        _fail(f"cannot write the report: {err}; fix: give a writable path")

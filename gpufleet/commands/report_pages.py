@@ -1,0 +1,245 @@
+"""The utilization report (``fleet_report.build_report`` plus ``meta``) as Markdown and as
+a self-contained HTML page: inline CSS and inline SVG bar charts, no script and no
+external request, so it can be mailed or attached to a CI run as it is."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+GIB = 2**30
+#: Columns of the per profile tables: (key, heading, bytes or not).
+COLUMNS = (
+    ("devices_published", "published", False),
+    ("devices_allocated", "allocated", False),
+    ("devices_free", "free", False),
+    ("memory_published", "memory GiB", True),
+    ("memory_allocated", "allocated GiB", True),
+    ("memory_free", "free GiB", True),
+    ("memory_stranded", "stranded GiB", True),
+)
+#: Pending claims and leaked claims listed in a page (all of them are in the JSON).
+LISTED = 50
+
+
+def gib(value: int | float) -> str:
+    """Bytes as GiB with one decimal (``143771Mi`` -> ``140.4``)."""
+    return f"{value / GIB:.1f}"
+
+
+def percent(value: float | None) -> str:
+    """A fraction as a percentage, ``-`` for None (nothing free)."""
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def cell(row: Mapping[str, Any], key: str, as_bytes: bool) -> str:
+    return gib(row[key]) if as_bytes else str(row[key])
+
+
+def source_line(meta: Mapping[str, Any]) -> str:
+    """Where and when the report was read: server, versions, time, API requests."""
+    get = meta.get
+    return (
+        f"Cluster {get('server', '?')}, Kubernetes {get('kubernetes_version', '?')}, "
+        f"resource.k8s.io/{get('resource_version', '?')}; read {get('generated_at', '?')} in "
+        f"{get('api_requests', '?')} API requests."
+    )
+
+
+def headline(report: Mapping[str, Any]) -> list[str]:
+    """One-line facts of the cluster, shared by the terminal, Markdown and HTML."""
+    c = report["cluster"]
+    reasons = ", ".join(f"{n} {r}" for r, n in c["pending_by_reason"].items() if n)
+    return [
+        f"{c['devices_published']} devices published on {c['nodes']} node(s), "
+        f"{c['devices_allocated']} allocated, {c['devices_free']} free",
+        f"GPU memory: {gib(c['memory_published'])} GiB published, "
+        f"{gib(c['memory_allocated'])} GiB allocated, {gib(c['memory_free'])} GiB free, "
+        f"{gib(c['memory_stranded'])} GiB stranded",
+        f"fragmentation: {percent(c['fragmentation'])}",
+        f"claims pending: {c['claims_pending']}" + (f" ({reasons})" if reasons else ""),
+        f"claims allocated with no running consumer: {c['claims_leaked']} holding "
+        f"{gib(c['memory_leaked'])} GiB",
+    ]
+
+
+def _md_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[str]:
+    heads = [*keys, *(h for _, h, _ in COLUMNS)]
+    out = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for row in rows:
+        cells = [str(row[k]) for k in keys] + [cell(row, k, b) for k, _, b in COLUMNS]
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return out
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    """The report as Markdown: headline, per pool and per model fragmentation, the per
+    pool, model and profile table, pending and leaked claims (the first ``LISTED``)."""
+    meta = report.get("meta") or {}
+    out = [
+        "# GPU fleet utilization",
+        "",
+        source_line(meta) + " Definitions: docs/report.md.",
+        "",
+        *(f"- {line}" for line in headline(report)),
+        "",
+        "## Fragmentation",
+        "",
+        "| pool | fragmentation | free GiB |",
+        "|---|---|---|",
+        *(
+            f"| {p['pool']} | {percent(p['fragmentation'])} | {gib(p['memory_free'])} |"
+            for p in report["pools"]
+        ),
+        "",
+        f"## Devices per pool ({report.get('pool_label') or 'no pool label'}), model and profile",
+        "",
+        *_md_table(report["rows"], ("pool", "model", "profile")),
+        "",
+        "## Pending claims",
+        "",
+    ]
+    pending = report["pending"]
+    out += [
+        f"- `{p['claim']}`: {p['reason']}: "
+        + "; ".join(
+            f"{r['request']}: {', '.join(r['shapes'])} ({r['reason']})" for r in p["requests"]
+        )
+        for p in pending[:LISTED]
+    ] or ["none"]
+    out += ["", "## Claims allocated with no running consumer", ""]
+    out += [
+        f"- `{item['claim']}` ({item['kind']}, {gib(item['memory'])} GiB): {item['reason']}"
+        for item in report["leaked"][:LISTED]
+    ] or ["none"]
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------ HTML
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#1d2327}
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}
+table{border-collapse:collapse;font-size:.9em}
+th,td{border:1px solid #ccd0d4;padding:.25em .6em;text-align:right}
+th:first-child,td:first-child,td.t{text-align:left}
+.big{font-size:2.2em;font-weight:600}.dim{color:#646970}
+.legend span{display:inline-block;width:.9em;height:.9em;margin:0 .3em 0 1em;vertical-align:middle}
+ul{padding-left:1.2em}code{font-size:.9em}
+"""
+ALLOCATED, FREE, STRANDED = "#2271b1", "#9ec2e6", "#dba617"
+BAR_W, ROW_H, LABEL_W = 420, 26, 250
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def profile_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
+    """An SVG of one bar per (model, profile): allocated, then free devices, the bar
+    length proportional to devices published; the stranded share of free memory as a
+    strip under the free part."""
+    most = max((p["devices_published"] for p in profiles), default=0) or 1
+    height = ROW_H * len(profiles) + 10
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_W + BAR_W + 170}" '
+        f'height="{height}" role="img" aria-label="devices per MIG profile">'
+    ]
+    for i, p in enumerate(profiles):
+        y = 5 + i * ROW_H
+        alloc = BAR_W * p["devices_allocated"] / most
+        free = BAR_W * p["devices_free"] / most
+        share = p["memory_stranded"] / p["memory_free"] if p["memory_free"] else 0
+        parts += [
+            f'<text x="0" y="{y + 15}" font-size="12">{_esc(p["model"])} '
+            f'<tspan font-weight="600">{_esc(p["profile"])}</tspan></text>',
+            f'<rect x="{LABEL_W}" y="{y}" width="{alloc:.1f}" height="18" fill="{ALLOCATED}">'
+            f"<title>{p['devices_allocated']} allocated</title></rect>",
+            f'<rect x="{LABEL_W + alloc:.1f}" y="{y}" width="{free:.1f}" height="18" '
+            f'fill="{FREE}"><title>{p["devices_free"]} free</title></rect>',
+            f'<rect x="{LABEL_W + alloc:.1f}" y="{y + 18}" width="{free * share:.1f}" height="4" '
+            f'fill="{STRANDED}"><title>{gib(p["memory_stranded"])} GiB stranded</title></rect>',
+            f'<text x="{LABEL_W + alloc + free + 6:.1f}" y="{y + 14}" font-size="12">'
+            f"{p['devices_allocated']} / {p['devices_free']} of {p['devices_published']}</text>",
+        ]
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def fragmentation_chart(groups: Sequence[Mapping[str, Any]], key: str) -> str:
+    """An SVG of one bar per group (pool or model): its fragmentation, 0 to 100%."""
+    height = ROW_H * len(groups) + 10
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_W + BAR_W + 80}" '
+        f'height="{height}" role="img" aria-label="fragmentation per {key}">'
+    ]
+    for i, g in enumerate(groups):
+        y = 5 + i * ROW_H
+        value = g["fragmentation"] or 0.0
+        parts += [
+            f'<text x="0" y="{y + 14}" font-size="12">{_esc(g[key])}</text>',
+            f'<rect x="{LABEL_W}" y="{y}" width="{BAR_W}" height="18" fill="#f0f0f1"/>',
+            f'<rect x="{LABEL_W}" y="{y}" width="{BAR_W * value:.1f}" height="18" '
+            f'fill="{STRANDED}"/>',
+            f'<text x="{LABEL_W + BAR_W + 6}" y="{y + 14}" font-size="12">'
+            f"{percent(g['fragmentation'])}</text>",
+        ]
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _html_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
+    heads = "".join(f"<th>{_esc(h)}</th>" for h in [*keys, *(h for _, h, _ in COLUMNS)])
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="t">{_esc(row[k])}</td>' for k in keys)
+        + "".join(f"<td>{cell(row, k, b)}</td>" for k, _, b in COLUMNS)
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table><tr>{heads}</tr>{body}</table>"
+
+
+def render_html(report: Mapping[str, Any]) -> str:
+    """The report as one HTML page: headline and fragmentation figure, a bar chart per
+    MIG profile (allocated, free, stranded), fragmentation per pool, the per pool, model
+    and profile table, pending and leaked claims (the first ``LISTED``)."""
+    meta = report.get("meta") or {}
+    c = report["cluster"]
+    pending = "".join(
+        f"<li><code>{_esc(p['claim'])}</code>: <b>{_esc(p['reason'])}</b> - "
+        f"{_esc(p['message'])}; "
+        + _esc("; ".join(f"{r['request']}: {', '.join(r['shapes'])}" for r in p["requests"]))
+        + "</li>"
+        for p in report["pending"][:LISTED]
+    )
+    leaked = "".join(
+        f"<li><code>{_esc(item['claim'])}</code> ({_esc(item['kind'])}, "
+        f"{gib(item['memory'])} GiB): {_esc(item['reason'])}</li>"
+        for item in report["leaked"][:LISTED]
+    )
+    legend = (
+        f'<p class="legend"><span style="background:{ALLOCATED}"></span>allocated'
+        f'<span style="background:{FREE}"></span>free'
+        f'<span style="background:{STRANDED}"></span>stranded share of free memory</p>'
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>GPU fleet utilization</title><style>{CSS}</style></head><body>
+<h1>GPU fleet utilization</h1>
+<p class="dim">{_esc(source_line(meta))}</p>
+<p><span class="big">{percent(c["fragmentation"])}</span> fragmentation
+<span class="dim">(1 - sum over nodes of the largest free device memory / free memory)</span></p>
+<ul>{"".join(f"<li>{_esc(line)}</li>" for line in headline(report))}</ul>
+<h2>Devices per MIG profile</h2>{legend}
+{profile_chart(report["profiles"])}
+<h2>Fragmentation per pool ({_esc(report.get("pool_label") or "no pool label")})</h2>
+{fragmentation_chart(report["pools"], "pool")}
+<h2>Per pool, model and profile</h2>
+{_html_table(report["rows"], ("pool", "model", "profile"))}
+<h2>Pending claims ({c["claims_pending"]})</h2><ul>{pending or "<li>none</li>"}</ul>
+<h2>Claims allocated with no running consumer ({c["claims_leaked"]})</h2>
+<ul>{leaked or "<li>none</li>"}</ul>
+</body></html>
+"""
