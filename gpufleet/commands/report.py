@@ -15,7 +15,6 @@ unreachable or refusing, DRA not served, an output path that cannot be written).
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -28,7 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpufleet.commands import report_pages as rp
-from gpufleet.commands.validate import check_outputs
+from gpufleet.commands.validate import check_outputs, write_json
 
 #: The kinds the report reads; a failure to list any of them stops it (exit 2).
 KINDS = ("nodes", "pods", "resourceslices", "resourceclaims")
@@ -152,11 +151,7 @@ def report(
     render_terminal(Console(stderr=json_file == "-"), doc)
     try:
         if json_file:
-            text = json.dumps(doc, indent=2) + "\n"
-            if json_file == "-":
-                sys.stdout.write(text)
-            else:
-                Path(json_file).write_text(text)
+            write_json(doc, json_file)
         if markdown:
             Path(markdown).write_text(rp.render_markdown(doc))
         if html_file:

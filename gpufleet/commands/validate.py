@@ -35,15 +35,20 @@ from gpufleet.commands._options import extra_vars_flag
 MODULE_TASK = "Validate | Run the checks"
 
 
+def write_json(doc: Mapping[str, Any], target: str) -> None:
+    """Write ``doc`` as indented JSON to the file ``target`` (``-``: standard output)."""
+    text = json.dumps(doc, indent=2) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+    else:
+        Path(target).write_text(text)
+
+
 def write_outputs(
     report: Mapping[str, Any], json_file: str | None, junit: str | None, markdown: str | None
 ) -> None:
     if json_file:
-        text = json.dumps(report, indent=2) + "\n"
-        if json_file == "-":
-            sys.stdout.write(text)
-        else:
-            Path(json_file).write_text(text)
+        write_json(report, json_file)
     if junit:
         Path(junit).write_text(vr.render_junit(report))
     if markdown:

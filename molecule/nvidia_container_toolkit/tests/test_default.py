@@ -234,7 +234,11 @@ def _run_probe(host: Any, name: str, *, runtime: str = "", env=None, cdi=()) -> 
     pod = {
         "metadata": {"name": name, "namespace": "default", "uid": f"{name}-uid", "attempt": 0},
         "log_directory": f"{work}/logs",
-        "linux": {"security_context": {"namespace_options": {"network": 2}}},
+        # the nodes' runc runtimes use systemd cgroups, so the parent is a slice
+        "linux": {
+            "cgroup_parent": "gpufleet-probe.slice",
+            "security_context": {"namespace_options": {"network": 2}},
+        },
     }
     ctr = {
         "metadata": {"name": "probe"},
