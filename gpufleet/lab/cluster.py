@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.lab import binaries, images, podman, release_pins
+from gpufleet.lab.gpusim import admin as gpusim_admin
 
 DEFAULT_NAME = "gpufleet-lab"
 DEFAULT_SUBNET = "10.89.50.0/24"
 LAB_LABEL = "io.gpufleet.lab"
 REPO = binaries.REPO_ROOT
 INVENTORY = REPO / "inventory" / "lab"
-GPU_MODELS = ("NVIDIA H200", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A30",
-              "NVIDIA H100 80GB HBM3")  # fmt: skip
 SMOKE_IMAGE = "localhost/gpufleet/busybox:1"
 PLUGIN_IMAGE = "localhost/gpufleet/gpu-simulator-kubelet-plugin"
 BUSYBOX = Path("/bin/busybox")
@@ -73,10 +72,11 @@ class LabSpec:
             )
         if not 1 <= self.workers <= 8:
             raise LabError(f"--workers {self.workers}: use 1 to 8 GPU worker nodes")
-        if self.gpu_model not in GPU_MODELS:
+        models = gpusim_admin.simulated_models()
+        if self.gpu_model not in models:
             raise LabError(
                 f"--gpu-model {self.gpu_model!r} is not simulated; use one of "
-                + ", ".join(repr(m) for m in GPU_MODELS)
+                + ", ".join(repr(m) for m in models)
             )
         if not 1 <= self.gpus_per_node <= 8:
             raise LabError(f"--gpus-per-node {self.gpus_per_node}: use 1 to 8")

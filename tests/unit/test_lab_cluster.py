@@ -44,6 +44,15 @@ def test_bad_lab_options_are_refused_naming_the_option(spec: cluster.LabSpec, wo
     assert words in str(e.value)
 
 
+@pytest.mark.parametrize("model", ["NVIDIA B200", "NVIDIA GH200 144G HBM3e", "NVIDIA L4"])
+def test_every_model_the_gpu_simulator_knows_is_a_lab_model(model: str) -> None:
+    from gpufleet.lab.gpusim import admin
+
+    assert cluster.LabSpec("", gpu_model=model).validated().gpu_model == model
+    # and the simulator really builds it
+    assert admin.build_state(model, 1, "n").gpus[0].name == model
+
+
 def test_default_release_is_filled_in() -> None:
     from gpufleet.lab import release_pins
 
