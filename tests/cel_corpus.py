@@ -8,10 +8,12 @@ in order. ``devices()`` are the devices of ``tests/data/cel_devices.yaml``.
 ``python -m tests.cel_corpus record`` runs ``gpufleet-celcheck`` of every release under
 ``celcheck`` in gpufleet/lab/releases.yaml on the corpus and writes what it gave to
 ``tests/data/cel_verdicts.json``: the expectations of the unit test that holds the Python
-environment to Kubernetes without Go binaries. The newest release is written in full
-(``{expression: {"compile": verdict, "results": [result or error kind per device]}}``),
-each older one only where it differs from the next newer one (``"base"``);
-``recorded_verdicts()`` gives every release in full.
+environment to Kubernetes without Go binaries. The default release (``kubernetes.default``
+in the releases file) is written in full (``{expression: {"compile": verdict, "results":
+[result or error kind per device]}}``), each other one only where it differs from its
+neighbour nearer the default (``"base"``: the next newer one for an older release, the next
+older one for a newer one, such as a pre-release); ``recorded_verdicts()`` gives every
+release in full.
 ``compare()`` lists the disagreements of the Python environment with such verdicts.
 """
 
@@ -29,7 +31,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_cel,
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mp
 
-from gpufleet.lab import celcheck
+from gpufleet.lab import celcheck, release_pins
 
 DATA = Path(__file__).resolve().parent / "data"
 CORPUS_FILE = DATA / "cel_corpus.yaml"
@@ -168,11 +170,16 @@ def record() -> None:
             )
         recorded[release.version] = go_verdicts(run_release(release))
     order = sorted(recorded, key=_version_key, reverse=True)
-    document: dict[str, Any] = {order[0]: {"base": None, "verdicts": recorded[order[0]]}}
-    for newer, older in itertools.pairwise(order):
-        differ = {e: v for e, v in recorded[older].items() if recorded[newer].get(e) != v}
-        document[older] = {"base": newer, "verdicts": differ}
-        print(f"{older}: {len(differ)} verdict(s) differ from {newer}")
+    default = release_pins.load_releases().default
+    full = default if default in recorded else order[0]
+    document: dict[str, Any] = {full: {"base": None, "verdicts": recorded[full]}}
+    at = order.index(full)
+    # older releases chain down from the full one, newer ones up from it
+    pairs = [*itertools.pairwise(order[at:]), *itertools.pairwise(order[at::-1])]
+    for base, version in pairs:
+        differ = {e: v for e, v in recorded[version].items() if recorded[base].get(e) != v}
+        document[version] = {"base": base, "verdicts": differ}
+        print(f"{version}: {len(differ)} verdict(s) differ from {base}")
     VERDICTS_FILE.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     print(f"{VERDICTS_FILE}: {', '.join(order)}; {len(corpus())} expressions")
 

@@ -13,7 +13,10 @@ claim that changed since the list is skipped (409), never overwritten.
 ``gpufleet claims explain NAMESPACE/CLAIM [--kubeconfig PATH] [--json]`` evaluates the
 claim's DeviceClass and request selectors (Kubernetes' CEL environment on cel-python)
 against every published device and prints per request and node how many devices match
-and why the others do not.
+and why the others do not. Whether a selector compiles is judged for the release the API
+server reports (``GET /version``): by that release's own environment when its
+``gpufleet-celcheck`` is cached, otherwise by the Python environment of that release
+(``gpufleet.lab.celcheck.judge_for``); ``celJudgedBy`` says which.
 
 Exit codes: gc: 0 nothing to do or everything applied, 1 an update failed, 2 cannot run.
 explain: 0 the claim is allocated or would fit, 1 it cannot be allocated as published
@@ -30,13 +33,15 @@ from typing import Any
 
 import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_metadata as cm
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_claims as vcl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpufleet.commands.claims import claims
+from gpufleet.commands.claims import _expressions, claims
+from gpufleet.lab import celcheck as kcel
 
 
 def _kube(kubeconfig: str | None, context: str | None) -> vk.Kube:
@@ -70,6 +75,19 @@ def _resource_version(kube: vk.Kube) -> str:
         )
         sys.exit(2)
     return rv
+
+
+def cluster_release(kube: vk.Kube) -> tuple[str | None, str]:
+    """The release the API server reports (``GET /version`` gitVersion ``v1.37.2`` ->
+    ``1.37.2``) and where it came from; None and why when it cannot be read (the selectors
+    are then judged for the default pinned release)."""
+    try:
+        git = (kube.get("/version") or {}).get("gitVersion")
+        return str(dv.parse_version(git, "gitVersion")), "GET /version"
+    except vk.KubeError as err:
+        return None, f"GET /version failed: {err.message}"
+    except (dv.VersionParseError, AttributeError) as err:
+        return None, f"GET /version gave no release: {err}"
 
 
 @click.command("gc")
@@ -225,7 +243,12 @@ def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json
             f"[red]error:[/red] cannot list what the explanation needs: {escape(str(err))}"
         )
         sys.exit(2)
-    result = vcl.explain_claim(claim, classes, slices, claim_list, nodes, pods)
+    release, release_source = cluster_release(kube)
+    judge, judged_by = kcel.judge_for(_expressions([claim, *classes]), release)
+    result = vcl.explain_claim(claim, classes, slices, claim_list, nodes, pods, judge=judge)
+    result["kubernetesVersion"] = release
+    result["kubernetesVersionSource"] = release_source
+    result["celJudgedBy"] = judged_by
     allocated = vcl.allocated_devices(claim)
     result["allocated"] = allocated
     result["api_requests"] = kube.requests
@@ -247,6 +270,12 @@ def render_explain(console: Console, result: dict[str, Any]) -> None:
         f"[bold]ResourceClaim {result['claim']}[/bold] ({state}); verdict: {result['verdict']}"
     )
     console.print(result["summary"])
+    if result.get("celJudgedBy"):
+        release = result.get("kubernetesVersion") or "unknown"
+        console.print(
+            f"selectors judged by {result['celJudgedBy']} "
+            f"(cluster release {release}: {result.get('kubernetesVersionSource', '-')})"
+        )
     for req in result["requests"]:
         table = Table(title=f"request {req['request']} ({req['device_class']})")
         for col in ("node", "devices", "matching", "free", "fits", "why the others do not match"):

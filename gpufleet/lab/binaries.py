@@ -61,6 +61,7 @@ from gpufleet.lab.gomod import (
     render_build_gomod,
     render_tool_ldflags,
     render_tools_go,
+    substitution_replaces,
 )
 from gpufleet.lab.release_pins import (
     KUBERNETES,
@@ -292,7 +293,7 @@ def _go_process_env(toolchain: str | None = None, cgo: bool = False) -> dict[str
         {
             "GOWORK": "off",  # the k8s.io/kubernetes module ships a go.work of its own
             # the local Go, unless a release names the toolchain its go.mod needs
-            # (go_toolchain: go1.27.3 for 1.38), which Go fetches from the module proxy
+            # (go_builds: go_toolchain: go1.27.3 for 1.38), which Go fetches from the proxy
             "GOTOOLCHAIN": toolchain or "local",
             "GOFLAGS": "-buildvcs=false",
             "CGO_ENABLED": "1" if cgo else "0",
@@ -503,8 +504,9 @@ def _prepare_module(
         release = releases.release(version)
         toolchain = release.go_toolchain
         info = _download(releases.module, tag, toolchain)
-        replaces = pinned_replaces(
-            info.gomod, main_version=tag, staging_version=release.staging_version
+        replaces = (
+            *substitution_replaces(release.substitute),
+            *pinned_replaces(info.gomod, main_version=tag, staging_version=release.staging_version),
         )
         upstreams = [info.gomod]
         requires = [(releases.module, tag)]

@@ -7,9 +7,10 @@ kube-scheduler evaluates them with, ``cel/compile.go``), with that module's own
 ``go.mod`` pinning cel-go, ``k8s.io/apiserver`` and ``k8s.io/api``. The program reads
 expressions and devices as JSON and prints, per expression, the compile verdict and, per
 device, the result or the runtime error (see ``lab/go/celcheck/main.go``). The DRA CEL
-API of the module changed in 1.34 and 1.36; one shape file per API (``api_v133.go``,
-``api_v134.go`` for 1.34 and 1.35, ``api_v136.go`` from 1.36) adapts it: the builder copies
-the release's own next to ``main.go`` and passes its build tag (``API_SHAPES``).
+API of the module changed in 1.34, 1.36 and 1.38; one shape file per API (``api_v133.go``,
+``api_v134.go`` for 1.34 and 1.35, ``api_v136.go`` for 1.36 and 1.37, ``api_v138.go`` from
+1.38) adapts it: the builder copies the release's own next to ``main.go`` and passes its
+build tag (``API_SHAPES``).
 
 Commands (``python -m gpufleet.lab.celcheck``)::
 
@@ -18,8 +19,9 @@ Commands (``python -m gpufleet.lab.celcheck``)::
 
 The build module of a release lives in ``<cache>/build/celcheck/v<version>/``, the binary
 in ``<cache>/bin/celcheck/v<version>/gpufleet-celcheck`` (``<cache>``: ``$GPUFLEET_CACHE``
-or ``~/.cache/gpufleet``), rebuilt only when the program or the module pins change. A
-release that needs a newer Go names it under ``kubernetes.releases`` (``go_toolchain``).
+or ``~/.cache/gpufleet``), rebuilt only when the program or the module pins change. How Go
+code is built against a release (the Go toolchain, module substitutions) is read from its
+``go_builds`` entry in the releases file, as every other build against it does.
 """
 
 from __future__ import annotations
@@ -53,10 +55,17 @@ MIN_MINOR = 33
 #: Minor -> (build tag, shape file) of ``lab/go/celcheck`` for the DRA CEL API of
 #: ``k8s.io/dynamic-resource-allocation/cel`` that minor has (``compile.go``): 1.33
 #: ``GetCompiler()`` and resource/v1beta1; 1.34 and 1.35 ``Features{EnableConsumableCapacity}``
-#: and resource/v1; from 1.36 also ``EnableListTypeAttributes`` (no tag: the newest).
-API_SHAPES = {33: ("dracel_v133", "api_v133.go"), 34: ("dracel_v134", "api_v134.go")}
+#: and resource/v1; 1.36 and 1.37 also ``EnableListTypeAttributes``; from 1.38 cel-go as
+#: ``cel.dev/cel-go`` and ``Device`` in the allocator's form of
+#: ``k8s.io/dynamic-resource-allocation/api`` (no tag: the newest).
+API_SHAPES = {
+    33: ("dracel_v133", "api_v133.go"),
+    34: ("dracel_v134", "api_v134.go"),
+    36: ("dracel_v136", "api_v136.go"),
+}
 API_SHAPES[35] = API_SHAPES[34]
-NEWEST_SHAPE = ("", "api_v136.go")
+API_SHAPES[37] = API_SHAPES[36]
+NEWEST_SHAPE = ("", "api_v138.go")
 BUILD_COMMAND = "python -m gpufleet.lab.celcheck build --kubernetes {version}"
 
 
@@ -65,41 +74,45 @@ class CelCheckError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class CelRelease(release_pins.ReleaseVersion):
-    """A release whose CEL verdicts are checked: ``version`` (``1.37.2``), the Go toolchain
-    its module needs (None: the local one) and whether scripts/setup builds it (``ci``)."""
+class CelRelease(release_pins.BuiltAgainst):
+    """A release whose CEL verdicts are checked: ``version`` (``1.37.2``), how Go code is
+    built against it (its ``go_builds`` entry: toolchain, module substitutions) and whether
+    scripts/setup builds it (``ci``)."""
 
     version: str
-    go_toolchain: str | None = None
+    go_build: release_pins.GoBuild = release_pins.LOCAL_GO_BUILD
     ci: bool = False
 
 
 def parse_celcheck_releases(data: Any, source: str = str(RELEASES_FILE)) -> tuple[CelRelease, ...]:
-    """The ``celcheck.releases`` entries of a parsed releases file; each must be pinned under
-    ``kubernetes.releases`` (its ``go_toolchain`` is taken from there) and be 1.33 or newer.
+    """The ``celcheck.releases`` entries of a parsed releases file, each a release
+    (``1.37.2``, ``1.38.0-beta.0``) of 1.33 or newer, built as its ``go_builds`` entry says.
     Raises CelCheckError naming the entry, the value and the fix."""
     section = data.get("celcheck") if isinstance(data, Mapping) else None
     entries = section.get("releases") if isinstance(section, Mapping) else None
     if not isinstance(entries, list) or not entries:
         raise CelCheckError(f"{source}: no celcheck.releases list; add one (see releases.yaml)")
-    pinned = {
-        str(r.get("version")): r
-        for r in ((data.get("kubernetes") or {}).get("releases") or [])
-        if isinstance(r, Mapping)
-    }
+    try:
+        go_builds = release_pins.parse_go_builds(data, source)
+    except release_pins.ReleaseFileError as exc:
+        raise CelCheckError(str(exc)) from None
     out: list[CelRelease] = []
     for i, entry in enumerate(entries):
         where = f"celcheck.releases[{i}]"
         if not isinstance(entry, Mapping) or "version" not in entry:
             raise CelCheckError(f"{where} in {source} is {entry!r}; write {{version: '1.37.2'}}")
         version = str(entry["version"]).removeprefix("v")
-        if version not in pinned:
+        if not release_pins.VERSION_RE.match(version):
             raise CelCheckError(
-                f"{where}.version = {version!r} in {source} is not pinned under "
-                f"kubernetes.releases (pinned: {', '.join(pinned)}); pin it there first"
+                f"{where}.version = {entry['version']!r} in {source} is not a release; "
+                "write one such as '1.37.2' or '1.38.0-beta.0'"
             )
+        if any(r.version == version for r in out):
+            raise CelCheckError(f"{where}.version = {version!r} in {source} is listed twice")
         release = CelRelease(
-            version, pinned[version].get("go_toolchain"), ci=bool(entry.get("ci", False))
+            version,
+            go_builds.get(version, release_pins.LOCAL_GO_BUILD),
+            ci=bool(entry.get("ci", False)),
         )
         if release.minor < MIN_MINOR:
             raise CelCheckError(
@@ -116,7 +129,7 @@ def load_celcheck_releases(path: Path = RELEASES_FILE) -> tuple[CelRelease, ...]
 
 def api_shape(release: CelRelease) -> str:
     """The DRA CEL API shape celcheck is built with for ``release`` (``1.33``, ``1.34``,
-    ``1.36``: the ``api`` its output names)."""
+    ``1.36``, ``1.38``: the ``api`` its output names)."""
     _, shape = API_SHAPES.get(release.minor, NEWEST_SHAPE)
     return f"1.{shape.removeprefix('api_v1').removesuffix('.go')}"
 
@@ -140,8 +153,9 @@ def _go(release: CelRelease, args: Sequence[str], cwd: Path) -> str:
 
 
 def build(release: CelRelease, log=print) -> Path:
-    """Build celcheck against ``release``; returns the binary's path (cached by inputs:
-    the program's source, the build go.mod and the toolchain). Raises CelCheckError."""
+    """Build celcheck against ``release`` with the toolchain and module substitutions of its
+    ``go_builds`` entry; returns the binary's path (cached by inputs: the program's source,
+    the build go.mod and the toolchain). Raises CelCheckError."""
     work = binaries.cache_root() / "build" / "celcheck" / release.tag
     work.mkdir(parents=True, exist_ok=True)
     staging = release.staging_version
@@ -154,7 +168,10 @@ def build(release: CelRelease, log=print) -> Path:
         "gpufleet.local/build/celcheck",
         requires,
         [upstream],
-        [r for r in upstream.replace if not r.is_local],
+        [
+            *gomod.substitution_replaces(release.substitute),
+            *(r for r in upstream.replace if not r.is_local),
+        ],
     )
     tag, sources = sources_for(release)
     shape = next(name for name in sources if name.startswith("api_"))

@@ -210,6 +210,18 @@ def pinned_replaces(
     return tuple(out)
 
 
+def substitution_replaces(substitute: Sequence[tuple[str, str]]) -> tuple[Replace, ...]:
+    """The ``replace`` directives of a release's module substitutions (``go_builds`` in
+    the releases file): ``("sigs.k8s.io/structured-merge-diff/v7 v7.0.1", "v7.0.0")`` ->
+    ``sigs.k8s.io/structured-merge-diff/v7 v7.0.1 => sigs.k8s.io/structured-merge-diff/v7
+    v7.0.0``. Put them before the upstream replaces: the first replace of a module wins."""
+    out = []
+    for old, new in substitute:
+        module, _, version = old.partition(" ")
+        out.append(Replace(module, module, old_version=version, new_version=new))
+    return tuple(out)
+
+
 def _go_version_key(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 

@@ -19,10 +19,10 @@ Commands (``python -m gpufleet.lab.release_facts``)::
 
 A build module per release lives in ``<cache>/build/featuredump/v<version>/``; the binary in
 ``<cache>/bin/featuredump/v<version>/gpufleet-featuredump``. A release that needs a newer Go
-names it (``go_toolchain: go1.27.3``), and Go fetches that toolchain from the module proxy.
-``substitute`` replaces a module version the proxy does not serve with one it does; this is
-done for the dump only, whose facts (feature-gate registrations, the API config source and
-kubeadm's version tables) do not depend on that module.
+names it under ``go_builds`` (``go_toolchain: go1.27.3``), and Go fetches that toolchain
+from the module proxy; ``substitute`` there replaces a module version the proxy does not
+serve with one it does (the dump's facts, feature-gate registrations, the API config source
+and kubeadm's version tables, do not depend on the substituted module).
 """
 
 from __future__ import annotations
@@ -73,14 +73,13 @@ class FactsError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class FactRelease(release_pins.ReleaseVersion):
-    """One release whose facts are generated: ``version`` (``1.38.0-beta.0``), the Go
-    toolchain its module needs (``go1.27.3``; None: the local one), module substitutions
-    (``{"sigs.k8s.io/structured-merge-diff/v7 v7.0.1": "v7.0.0"}``)."""
+class FactRelease(release_pins.BuiltAgainst):
+    """One release whose facts are generated: ``version`` (``1.38.0-beta.0``), how Go code
+    is built against it (its ``go_builds`` entry: toolchain, module substitutions) and
+    whether scripts/setup builds its dump (``ci``)."""
 
     version: str
-    go_toolchain: str | None = None
-    substitute: tuple[tuple[str, str], ...] = ()
+    go_build: release_pins.GoBuild = release_pins.LOCAL_GO_BUILD
     ci: bool = False
 
 
@@ -93,6 +92,10 @@ def parse_fact_releases(data: Any, source: str = str(RELEASES_FILE)) -> tuple[Fa
     entries = section.get("releases") if isinstance(section, Mapping) else None
     if not isinstance(entries, list) or not entries:
         raise FactsError(f"{source}: no release_facts.releases list; add one (see releases.yaml)")
+    try:
+        go_builds = release_pins.parse_go_builds(data, source)
+    except release_pins.ReleaseFileError as exc:
+        raise FactsError(str(exc)) from None
     out: list[FactRelease] = []
     for i, entry in enumerate(entries):
         where = f"release_facts.releases[{i}]"
@@ -106,15 +109,16 @@ def parse_fact_releases(data: Any, source: str = str(RELEASES_FILE)) -> tuple[Fa
             )
         if any(r.minor == int(version.split(".")[1]) for r in out):
             raise FactsError(f"{where}: a second release of minor 1.{version.split('.')[1]}")
-        subs = entry.get("substitute") or {}
-        if not isinstance(subs, Mapping):
-            raise FactsError(f"{where}.substitute in {source} must map 'module version' to version")
-        toolchain = entry.get("go_toolchain")
+        for key in ("go_toolchain", "substitute"):
+            if key in entry:
+                raise FactsError(
+                    f"{where}.{key} in {source}: how Go code is built against a release is "
+                    f"written under go_builds; move it to a go_builds entry for {version!r}"
+                )
         out.append(
             FactRelease(
                 version,
-                str(toolchain) if toolchain else None,
-                tuple((str(k), str(v)) for k, v in subs.items()),
+                go_builds.get(version, release_pins.LOCAL_GO_BUILD),
                 ci=bool(entry.get("ci", False)),
             )
         )
@@ -327,11 +331,11 @@ def build_dump(release: FactRelease, log=print) -> Path:
         )
     )
     build_gomod = gomod.render_build_gomod(
-        "gpufleet.local/build/featuredump", [(MODULE, release.tag)], [upstream], replaces
+        "gpufleet.local/build/featuredump",
+        [(MODULE, release.tag)],
+        [upstream],
+        [*gomod.substitution_replaces(release.substitute), *replaces],
     )
-    for old, new in release.substitute:
-        module, _, version = old.partition(" ")
-        build_gomod += f"\nreplace {module} {version} => {module} {new}\n"
     sources = {p.name: p.read_text(encoding="utf-8") for p in sorted(SOURCE_DIR.glob("*.go"))}
     sources[KNOWN_VERSIONS_GO] = known_versions_go(
         (Path(info["Dir"]) / KNOWN_VERSIONS_SOURCE).read_text(encoding="utf-8")

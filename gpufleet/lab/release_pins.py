@@ -82,7 +82,36 @@ class ReleaseVersion:
 
 
 @dataclass(frozen=True)
-class KubernetesRelease(ReleaseVersion):
+class GoBuild:
+    """How Go code is built against one Kubernetes release (``go_builds`` in the releases
+    file): the Go toolchain its modules need (``go1.27.3``, fetched by Go from the module
+    proxy; None: the local Go) and the module versions the proxy does not serve, each with
+    the served version that stands in for it (``(("sigs.k8s.io/structured-merge-diff/v7
+    v7.0.1", "v7.0.0"),)``), restated as ``replace`` directives in every build module."""
+
+    toolchain: str | None = None
+    substitute: tuple[tuple[str, str], ...] = ()
+
+
+LOCAL_GO_BUILD = GoBuild()
+
+
+class BuiltAgainst(ReleaseVersion):
+    """A release that Go code is built against; ``go_build`` comes from ``go_builds``."""
+
+    go_build: GoBuild
+
+    @property
+    def go_toolchain(self) -> str | None:
+        return self.go_build.toolchain
+
+    @property
+    def substitute(self) -> tuple[tuple[str, str], ...]:
+        return self.go_build.substitute
+
+
+@dataclass(frozen=True)
+class KubernetesRelease(BuiltAgainst):
     """A pinned Kubernetes release, e.g. ``version="1.37.2"``, ``etcd="3.7.3"``."""
 
     version: str
@@ -90,7 +119,7 @@ class KubernetesRelease(ReleaseVersion):
     optional: bool = False
     note: str = ""
     commit: str | None = None
-    go_toolchain: str | None = None
+    go_build: GoBuild = LOCAL_GO_BUILD
 
 
 @dataclass(frozen=True)
@@ -302,7 +331,7 @@ def parse_releases(data: Any, source: str = str(RELEASES_FILE)) -> Releases:
     kube = _require_mapping(root["kubernetes"], "kubernetes", source)
     module = _require_str(kube.get("module"), "kubernetes.module", source)
     components, extras = _kubernetes_binaries(kube, module, source)
-    releases = _kubernetes_releases(kube, source)
+    releases = _kubernetes_releases(kube, parse_go_builds(root, source), source)
     known = _Known(source, releases, {s.name for s in (*components, *extras)})
     default = known.release(kube.get("default"), "kubernetes.default")
     full_set = known.components(kube.get("full_set"), "kubernetes.full_set")
@@ -352,13 +381,64 @@ def _kubernetes_binaries(
     return components, extras
 
 
-def _kubernetes_releases(kube: Mapping[str, Any], source: str) -> tuple[KubernetesRelease, ...]:
-    """``kubernetes.releases``, each pinned once."""
+_TOOLCHAIN_RE = re.compile(r"^go\d+\.\d+(\.\d+)?$")
+
+
+def parse_go_builds(data: Any, source: str = str(RELEASES_FILE)) -> dict[str, GoBuild]:
+    """The ``go_builds`` section of a parsed releases file: plain release version ->
+    :class:`GoBuild`; a release not listed builds with the local Go, nothing substituted.
+    Raises :class:`ReleaseFileError` naming the entry, the value and the fix."""
+    root = data if isinstance(data, Mapping) else {}
+    entries = root.get("go_builds") or []
+    if not isinstance(entries, list):
+        raise ReleaseFileError(
+            f"go_builds in {source} must be a list of {{version, go_toolchain, substitute}} "
+            f"entries, got {entries!r}"
+        )
+    out: dict[str, GoBuild] = {}
+    for i, entry in enumerate(entries):
+        where = f"go_builds[{i}]"
+        entry = _require_mapping(entry, where, source)
+        version = _require_version(entry.get("version"), f"{where}.version", source)
+        if version in out:
+            raise ReleaseFileError(
+                f"{where}.version = {version!r} in {source} is listed twice; keep one entry"
+            )
+        toolchain = entry.get("go_toolchain")
+        if toolchain is not None and not _TOOLCHAIN_RE.match(str(toolchain)):
+            raise ReleaseFileError(
+                f"{where}.go_toolchain = {toolchain!r} in {source} is not a Go toolchain "
+                "name; write one such as go1.27.3"
+            )
+        subs = _require_mapping(entry.get("substitute") or {}, f"{where}.substitute", source)
+        pairs = []
+        for old, new in subs.items():
+            module, _, old_version = str(old).partition(" ")
+            if not module or not old_version.startswith("v") or not str(new).startswith("v"):
+                raise ReleaseFileError(
+                    f"{where}.substitute: {old!r}: {new!r} in {source} is not "
+                    "'module vX.Y.Z': vX.Y.W; write e.g. "
+                    "'sigs.k8s.io/structured-merge-diff/v7 v7.0.1': v7.0.0"
+                )
+            pairs.append((str(old), str(new)))
+        out[version] = GoBuild(str(toolchain) if toolchain else None, tuple(pairs))
+    return out
+
+
+def _kubernetes_releases(
+    kube: Mapping[str, Any], go_builds: Mapping[str, GoBuild], source: str
+) -> tuple[KubernetesRelease, ...]:
+    """``kubernetes.releases``, each pinned once, each with its ``go_builds`` entry."""
     releases: list[KubernetesRelease] = []
     for i, entry in enumerate(_require_list(kube.get("releases"), "kubernetes.releases", source)):
         where = f"kubernetes.releases[{i}]"
         entry = _require_mapping(entry, where, source)
         version = _require_version(entry.get("version"), f"{where}.version", source)
+        if "go_toolchain" in entry:
+            raise ReleaseFileError(
+                f"{where}.go_toolchain in {source}: how Go code is built against a release "
+                f"is written under go_builds; move it to a go_builds entry for {version!r}"
+            )
         if any(r.version == version for r in releases):
             raise ReleaseFileError(
                 f"{where}.version = {version!r} in {source} is pinned twice; keep one entry"
@@ -370,7 +450,7 @@ def _kubernetes_releases(kube: Mapping[str, Any], source: str) -> tuple[Kubernet
                 optional=bool(entry.get("optional", False)),
                 note=str(entry.get("note", "")),
                 commit=entry.get("commit"),
-                go_toolchain=str(entry["go_toolchain"]) if entry.get("go_toolchain") else None,
+                go_build=go_builds.get(version, LOCAL_GO_BUILD),
             )
         )
     return tuple(releases)
@@ -575,6 +655,15 @@ def _load_cached(path: str, mtime_ns: int) -> Releases:
     with open(path, encoding="utf-8") as fh:
         data = yaml.safe_load(fh)
     return parse_releases(data, path)
+
+
+def load_go_builds(path: str | os.PathLike[str] | None = None) -> dict[str, GoBuild]:
+    """The ``go_builds`` section of the releases file (see :func:`parse_go_builds`).
+
+    Raises :class:`ReleaseFileError` or ``OSError``.
+    """
+    file = Path(path) if path is not None else RELEASES_FILE
+    return parse_go_builds(yaml.safe_load(file.read_text(encoding="utf-8")), str(file))
 
 
 def load_releases(path: str | os.PathLike[str] | None = None) -> Releases:

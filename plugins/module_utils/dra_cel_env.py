@@ -6,8 +6,9 @@ called: as a global function ``f(x)``, as a member ``x.f()``, or both.
 Generated from the environment itself: ``gpufleet-celcheck -functions`` (lab/go/celcheck,
 ``cel.Env.Functions()`` and ``cel.Env.Macros()`` of the environment that
 ``k8s.io/dynamic-resource-allocation/cel`` builds, NewExpressions) of Kubernetes
-1.37.2 (cel-go v0.29.2); ``INTRODUCED`` names what older releases lack, from the same
-output of theirs. Operators (``_==_``...) and internal names are left out.
+1.38.0-beta.0 (cel-go v0.33.2, now the module cel.dev/cel-go); ``INTRODUCED`` names what
+older releases lack, from the same output of theirs (1.37.2: cel-go v0.29.2). Operators
+(``_==_``...) and internal names are left out.
 ``tests/integration/test_cel_differential.py`` checks ``tables(release)`` against every
 release under ``celcheck`` in gpufleet/lab/releases.yaml.
 """
@@ -112,6 +113,7 @@ MEMBER_FUNCTIONS = frozenset(
         "getSeconds",
         "group",
         "hasValue",
+        "includes",
         "indexOf",
         "ip",
         "isGlobalUnicast",
@@ -187,8 +189,12 @@ MACROS = frozenset(
 #: environment has it; older minors' environments lack it (``gpufleet-celcheck -functions``
 #: of 1.33.13, cel-go v0.23.2, of 1.34.4 and of 1.35.4, cel-go v0.26.0: Kubernetes' base
 #: environment at the compatibility version of each; cel-go's lists extension functions
-#: and ``sortBy`` from 1.35, ``existsOne`` from 1.34).
+#: and ``sortBy`` from 1.35, ``existsOne`` from 1.34; 1.38.0-beta.0, whose environment is
+#: that of compatibility version 1.37: Kubernetes' lists library v1 and its member
+#: ``includes``, a ``dyn.includes(dyn)`` that 1.36 and 1.37 declare only with
+#: DRAListTypeAttributes on).
 INTRODUCED: dict[tuple[str, str], int] = {
+    ("member", "includes"): 38,
     ("global", "lists.range"): 35,
     ("member", "distinct"): 35,
     ("member", "flatten"): 35,
@@ -211,7 +217,7 @@ def release_minor(release: str | None) -> int | None:
 
 def tables(release: str | None = None) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
     """``(global functions, member functions, macros)`` of the environment of ``release``
-    (``1.33.13``; None or one newer than 1.37: the newest tables above). Raises ValueError
+    (``1.33.13``; None or one newer than 1.38: the newest tables above). Raises ValueError
     for a release older than 1.33, whose environment is not recorded here."""
     minor = release_minor(release)
     if minor is None:

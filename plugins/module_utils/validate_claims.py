@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -573,14 +573,17 @@ class Unjudged(str):
 
 class _Compiled:
     """Selectors compiled once per explanation: a Selector, the reason Kubernetes refuses
-    the expression (str), or why it cannot be judged offline (Unjudged), by ``dra_cel``."""
+    the expression (str), or why it cannot be judged offline (Unjudged), by ``judge``
+    (expression -> ``dra_cel.Verdict``; default: ``dra_cel.judge``, the newest
+    environment)."""
 
-    def __init__(self) -> None:
+    def __init__(self, judge: Callable[[str], Any] | None = None) -> None:
         self.cache: dict[str, vcel.Selector | str] = {}
+        self.judge = judge or dra_cel.judge
 
     def get(self, expression: str) -> vcel.Selector | str:
         if expression not in self.cache:
-            verdict = dra_cel.judge(expression)
+            verdict = self.judge(expression)
             if verdict.verdict == dra_cel.CANNOT_JUDGE:
                 self.cache[expression] = Unjudged(verdict.message)
             elif verdict.verdict != dra_cel.OK:
@@ -589,7 +592,9 @@ class _Compiled:
                 try:
                     self.cache[expression] = vcel.Selector(expression)
                 except vcel.CelError as err:
-                    self.cache[expression] = str(err)
+                    # the judge accepts it (Kubernetes' own environment may): not a
+                    # compile error, but nothing cel-python can evaluate offline
+                    self.cache[expression] = Unjudged(f"cannot be evaluated offline: {err}")
         return self.cache[expression]
 
 
@@ -600,8 +605,13 @@ def explain_claim(
     claims: Sequence[Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
     pods: Sequence[Mapping[str, Any]] = (),
+    judge: Callable[[str], Any] | None = None,
 ) -> dict[str, Any]:
     """Why ``claim`` is (or would be) not allocated.
+
+    ``judge`` gives the compile verdict (``dra_cel.Verdict``) on each selector: the one of
+    the cluster's release (``gpufleet.lab.celcheck.judge_for``); default ``dra_cel.judge``,
+    the newest environment. Devices are evaluated by ``validate_cel`` either way.
 
     For each request (and each ``firstAvailable`` alternative) every published device is
     checked in the scheduler's order: its DeviceClass's selectors, then the request's
@@ -634,7 +644,7 @@ def explain_claim(
         for d in allocated_devices(other):
             in_use[d] = key(other)
     node_ready = {_meta(n).get("name"): _node_ready(n) for n in nodes}
-    compiled = _Compiled()
+    compiled = _Compiled(judge)
     requests_out: list[dict[str, Any]] = []
     verdicts: list[str] = []
     candidates: dict[str, dict[str, list[Published]]] = {}

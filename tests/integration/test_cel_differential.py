@@ -13,9 +13,10 @@ builders write) and every device of ``tests/data/cel_devices.yaml``, and compare
   the same as the release gives now;
 * the function and macro names of ``dra_cel_env.tables(release)``: the release's.
 
-Releases 1.33 to 1.35 have an older DRA CEL API; celcheck is built against each with the
-shape file of its API (``lab/go/celcheck/api_*.go``). A release whose binary is not cached
-is skipped with the command that builds it.
+The DRA CEL API changed in 1.34, 1.36 and 1.38; celcheck is built against each release
+with the shape file of its API (``lab/go/celcheck/api_*.go``), and with the Go toolchain
+and module substitutions of the release's ``go_builds`` entry (1.38.0-beta.0: go1.27.3).
+A release whose binary is not cached is skipped with the command that builds it.
 """
 
 from __future__ import annotations

@@ -301,6 +301,10 @@ def test_explain_names_the_failing_selector_of_a_pending_claim(cluster: Any) -> 
         ["class mig.nvidia.com: type is gpu, wanted mig", 2],
     ]
     assert "0 of 5 devices match" in ex["summary"]
+    # the selectors are judged for the release the API server reports
+    assert ex["kubernetesVersion"] == DEFAULT_VERSION
+    assert ex["kubernetesVersionSource"] == "GET /version"
+    assert DEFAULT_VERSION in ex["celJudgedBy"]
     assert ex["pods"][0]["pod"] == f"{NS}/inference" and ex["pods"][0]["scheduler"]
     code, text = run_cli(cp, "claims", "explain", f"{NS}/small")
     assert code == 1

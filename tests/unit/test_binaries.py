@@ -456,8 +456,9 @@ def test_binary_path_of_an_unpinned_release_names_it() -> None:
 def test_a_prerelease_with_its_go_toolchain_can_be_pinned() -> None:
     data = _raw_releases()
     data["kubernetes"]["releases"].append(
-        {"version": "1.38.0-rc.1", "etcd": "3.7.3", "optional": True, "go_toolchain": "go1.27.3"}
+        {"version": "1.38.0-rc.1", "etcd": "3.7.3", "optional": True}
     )
+    data["go_builds"] = [{"version": "1.38.0-rc.1", "go_toolchain": "go1.27.3"}]
     rel = release_pins.parse_releases(data).release("1.38.0-rc.1")
     assert rel.minor == 38 and rel.staging_version == "v0.38.0-rc.1"
     assert rel.go_toolchain == "go1.27.3"
@@ -472,6 +473,32 @@ def test_a_prerelease_with_its_go_toolchain_can_be_pinned() -> None:
             release_pins.ReleaseFileError, match=r"pre-release such as 1\.38\.0-rc\.1"
         ):
             release_pins.parse_releases(data)
+
+
+def test_a_toolchain_under_kubernetes_releases_is_sent_to_go_builds() -> None:
+    data = _raw_releases()
+    data["kubernetes"]["releases"][0]["go_toolchain"] = "go1.27.3"
+    with pytest.raises(
+        release_pins.ReleaseFileError, match=r"releases\[0\]\.go_toolchain.*go_builds"
+    ):
+        release_pins.parse_releases(data)
+
+
+def test_substitutions_come_first_in_the_build_module() -> None:
+    subs = gomod.substitution_replaces([("sigs.k8s.io/structured-merge-diff/v7 v7.0.1", "v7.0.0")])
+    text = gomod.render_build_gomod(
+        "gpufleet.local/build/x",
+        [("k8s.io/kubernetes", "v1.38.0-beta.0")],
+        [gomod.parse_gomod(KUBERNETES_GOMOD)],
+        [*subs, gomod.Replace("sigs.k8s.io/structured-merge-diff/v7", "example.com/other")],
+    )
+    lines = [line.strip() for line in text.splitlines()]
+    assert (
+        "sigs.k8s.io/structured-merge-diff/v7 v7.0.1 => sigs.k8s.io/structured-merge-diff/v7 v7.0.0"
+        in lines
+    )
+    assert not any("example.com/other" in line for line in lines)
+    assert gomod.parse_gomod(text).replace[0].new_version == "v7.0.0"
 
 
 def test_a_matrix_release_in_another_module_moves_package_and_ldflags() -> None:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gpufleet.lab import celcheck
+from gpufleet.lab import celcheck, release_pins
 
 pytestmark = pytest.mark.unit
 
@@ -30,8 +30,9 @@ def release(version: str) -> celcheck.CelRelease:
         ("1.33.13", "dracel_v133", "api_v133.go", "1.33"),
         ("1.34.4", "dracel_v134", "api_v134.go", "1.34"),
         ("1.35.4", "dracel_v134", "api_v134.go", "1.34"),
-        ("1.36.3", "", "api_v136.go", "1.36"),
-        ("1.37.2", "", "api_v136.go", "1.36"),
+        ("1.36.3", "dracel_v136", "api_v136.go", "1.36"),
+        ("1.37.2", "dracel_v136", "api_v136.go", "1.36"),
+        ("1.38.0-beta.0", "", "api_v138.go", "1.38"),
     ],
 )
 def test_each_release_gets_one_shape_file_whose_build_line_its_tag_selects(
@@ -55,14 +56,11 @@ def test_each_release_gets_one_shape_file_whose_build_line_its_tag_selects(
 
 def test_the_newest_shape_file_is_built_without_a_tag_for_any_later_release() -> None:
     tag, sources = celcheck.sources_for(release("1.40.0"))
-    assert (tag, sorted(sources)) == ("", ["api_v136.go", "main.go"])
+    assert (tag, sorted(sources)) == ("", ["api_v138.go", "main.go"])
 
 
 def test_a_release_older_than_any_shape_file_is_refused() -> None:
-    data = {
-        "kubernetes": {"releases": [{"version": "1.32.13"}, {"version": "1.33.13"}]},
-        "celcheck": {"releases": [{"version": "1.33.13"}, {"version": "1.32.13"}]},
-    }
+    data = {"celcheck": {"releases": [{"version": "1.33.13"}, {"version": "1.32.13"}]}}
     with pytest.raises(celcheck.CelCheckError, match=r"celcheck.releases\[1\].*1\.32\.13.*1\.33"):
         celcheck.parse_celcheck_releases(data, "releases.yaml")
     data["celcheck"]["releases"].pop()
@@ -70,7 +68,46 @@ def test_a_release_older_than_any_shape_file_is_refused() -> None:
     assert only.version == "1.33.13"
 
 
-def test_every_listed_release_is_built_by_setup() -> None:
+def test_every_pinned_release_listed_is_built_by_setup() -> None:
     releases = celcheck.load_celcheck_releases()
-    assert {r.version for r in releases if r.ci} == {r.version for r in releases}
-    assert {r.minor for r in releases} >= {33, 34, 35, 36, 37}
+    pinned = {r.version for r in release_pins.load_releases().releases}
+    assert {r.version for r in releases if r.ci} >= {r.version for r in releases} & pinned
+    assert {r.minor for r in releases} >= {33, 34, 35, 36, 37, 38}
+
+
+def test_a_release_is_built_as_its_go_builds_entry_says() -> None:
+    data = {
+        "go_builds": [
+            {
+                "version": "1.38.0-beta.0",
+                "go_toolchain": "go1.27.3",
+                "substitute": {"example.com/m v1.0.1": "v1.0.0"},
+            }
+        ],
+        "celcheck": {"releases": [{"version": "1.38.0-beta.0"}, {"version": "1.37.2"}]},
+    }
+    new, old = celcheck.parse_celcheck_releases(data, "releases.yaml")
+    assert (new.go_toolchain, new.substitute) == ("go1.27.3", (("example.com/m v1.0.1", "v1.0.0"),))
+    assert (old.go_toolchain, old.substitute) == (None, ())
+    # the same entry the release facts and the pinned binaries read
+    assert (
+        celcheck.load_celcheck_releases()[0].go_build
+        == release_pins.load_go_builds()["1.38.0-beta.0"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        ({"version": "1.38"}, r"go_builds\[0\]\.version = '1\.38'"),
+        ({"version": "1.38.0", "go_toolchain": "1.27"}, r"go_toolchain = '1\.27'.*go1\.27\.3"),
+        (
+            {"version": "1.38.0", "substitute": {"example.com/m": "v1"}},
+            r"substitute: 'example\.com/m'.*structured-merge-diff",
+        ),
+    ],
+)
+def test_a_bad_go_builds_entry_is_named(entry: dict, words: str) -> None:
+    data = {"go_builds": [entry], "celcheck": {"releases": [{"version": "1.37.2"}]}}
+    with pytest.raises(celcheck.CelCheckError, match=words):
+        celcheck.parse_celcheck_releases(data, "releases.yaml")

@@ -308,6 +308,10 @@ def test_normalise_refuses_a_dump_of_another_release_or_format(over: dict, words
             {"release_facts": {"releases": [{"version": "1.37.1"}, {"version": "1.37.2"}]}},
             "a second release of minor 1.37",
         ),
+        (
+            {"release_facts": {"releases": [{"version": "1.38.0", "go_toolchain": "go1.27.3"}]}},
+            r"releases\[0\]\.go_toolchain.*move it to a go_builds entry for '1\.38\.0'",
+        ),
     ],
 )
 def test_release_list_errors_name_the_entry(data: dict, words: str) -> None:

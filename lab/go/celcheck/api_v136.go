@@ -1,6 +1,6 @@
-//go:build !dracel_v133 && !dracel_v134
+//go:build dracel_v136
 
-// The DRA CEL API of Kubernetes 1.36 and newer: GetCompiler(Features) with
+// The DRA CEL API of Kubernetes 1.36 and 1.37: GetCompiler(Features) with
 // consumable capacity and list-type attributes, devices in resource/v1.
 
 package main

@@ -26,7 +26,7 @@
 //	              "attributes": {"productName": {"string": "NVIDIA H200"}},
 //	              "capacity": {"memory": {"value": "143771Mi"}}}]}
 //
-// Output (stdout, JSON): the API shape ("api": "1.33", "1.34" or "1.36"), the
+// Output (stdout, JSON): the API shape ("api": "1.33", "1.34", "1.36" or "1.38"), the
 // module versions it was built from, the limits, the
 // functions and macros the environment declares (with -functions), and per
 // expression the compile verdict ("ok", "invalid", "too_long", "too_expensive",
@@ -35,9 +35,11 @@
 //
 // The DRA CEL API of the module differs between releases; the files api_*.go
 // adapt it, one per API shape, chosen by build tag (gpufleet/lab/celcheck.py
-// passes the tag of the release): api_v136.go (no tag, 1.36 and newer:
-// Features{EnableConsumableCapacity, EnableListTypeAttributes}, resource/v1),
-// api_v134.go (dracel_v134, 1.34 and 1.35: Features{EnableConsumableCapacity},
+// passes the tag of the release): api_v138.go (no tag, 1.38 and newer: as
+// 1.36, cel-go as cel.dev/cel-go, devices converted to the allocator's form of
+// k8s.io/dynamic-resource-allocation/api), api_v136.go (dracel_v136, 1.36 and
+// 1.37: Features{EnableConsumableCapacity, EnableListTypeAttributes},
+// resource/v1), api_v134.go (dracel_v134, 1.34 and 1.35: Features{EnableConsumableCapacity},
 // resource/v1) and api_v133.go (dracel_v133, 1.33: GetCompiler() without
 // features, resource/v1beta1, no allowMultipleAllocations). A feature the
 // release does not have cannot be asked for (exit 2). A device field the
@@ -137,7 +139,7 @@ func modules() map[string]string {
 	}
 	for _, dep := range info.Deps {
 		switch dep.Path {
-		case "k8s.io/dynamic-resource-allocation", "k8s.io/apiserver", "k8s.io/api", "github.com/google/cel-go":
+		case "k8s.io/dynamic-resource-allocation", "k8s.io/apiserver", "k8s.io/api", "github.com/google/cel-go", "cel.dev/cel-go":
 			if dep.Replace != nil {
 				out[dep.Path] = dep.Replace.Version
 			} else {
