@@ -296,11 +296,11 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
         "nvidia-container-toolkit",
         "cri-tools",
     }
-    # every containerd release of the matrix, the containerd binary alone
+    # every containerd release of the matrix: the daemon and its runc shim
     matrix = {s.version: s.binaries for s in steps if s.group == "containerd"}
     tool = rel.tool("containerd")
     assert set(matrix) == set(tool.versions)
-    assert all(matrix[v] == ("containerd",) for v, _ in tool.matrix)
+    assert all(matrix[v] == ("containerd", "containerd-shim-runc-v2") for v, _ in tool.matrix)
     # the small tools others wait for come first
     assert [s.group for s in steps[:2]] == ["etcd", "kwok"]
 
