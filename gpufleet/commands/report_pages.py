@@ -24,7 +24,12 @@ LISTED = 50
 
 
 def gib(value: int | float) -> str:
-    """Bytes as GiB with one decimal (``143771Mi`` -> ``140.4``)."""
+    """Bytes as GiB with one decimal (``143771Mi`` -> ``140.4``); exact for integers too
+    large for a float (a capacity of ``1e400``)."""
+    if isinstance(value, int) and value >= 0:
+        tenths, rest = divmod(value * 10, GIB)
+        tenths += 2 * rest > GIB or (2 * rest == GIB and tenths % 2)  # half to even, as .1f
+        return f"{tenths // 10}.{tenths % 10}"
     return f"{value / GIB:.1f}"
 
 
@@ -51,7 +56,17 @@ def headline(report: Mapping[str, Any]) -> list[str]:
     """One-line facts of the cluster, shared by the terminal, Markdown and HTML."""
     c = report["cluster"]
     reasons = ", ".join(f"{n} {r}" for r, n in c["pending_by_reason"].items() if n)
+    skipped = c.get("objects_skipped") or {}
+    unread = (
+        [
+            "objects not read (a field of another type than the API's): "
+            + ", ".join(f"{n} {k}" for k, n in skipped.items())
+        ]
+        if skipped
+        else []
+    )
     return [
+        *unread,
         f"{c['devices_published']} devices published on {c['nodes']} node(s), "
         f"{c['devices_allocated']} allocated, {c['devices_free']} free",
         f"GPU memory: {gib(c['memory_published'])} GiB published, "

@@ -41,6 +41,10 @@ Definitions (docs/report.md repeats them):
   free from counting as much as a node with half its GPUs free. 0: every node's free
   memory is one device; near 1: free memory is scattered in small devices. None when
   nothing is free.
+
+Objects of another shape than the API's (a field of another type: ``spec.devices`` not a
+list, a device not a mapping, a claim name not a string) are skipped, not read, and
+counted per kind in ``cluster.objects_skipped`` (``readable_objects``).
 """
 
 from __future__ import annotations
@@ -67,12 +71,14 @@ __all__ = [
     "DEFAULT_POOL_LABEL",
     "FREE_DEVICES",
     "NO_DEVICE",
+    "OBJECT_SHAPES",
     "UNKNOWN",
     "Device",
     "Inventory",
     "Shape",
     "build_report",
     "fragmentation",
+    "readable_objects",
     "request_shapes",
 ]
 
@@ -116,6 +122,114 @@ _EQ_RIGHT = re.compile(rf"^\(?\s*{_LIT}\s*==\s*{_ATTR}\s*\)?$")
 _DRIVER_EQ = re.compile(r"^\(?\s*device\.driver\s*==\s*(['\"])([^'\"]+)\1\s*\)?$")
 #: Attributes a shape reads.
 _SHAPE_ATTRS = {"profile", "productName"}
+
+
+_STR, _INT, _MAP, _LIST = (str,), (int,), (Mapping,), (list,)
+_META = (
+    ("metadata", _MAP),
+    ("metadata.name", _STR),
+    ("metadata.namespace", _STR),
+    ("metadata.uid", _STR),
+    ("metadata.labels", _MAP),
+    ("metadata.annotations", _MAP),
+    ("metadata.ownerReferences", _LIST),
+    ("metadata.ownerReferences.*", _MAP),
+    ("metadata.ownerReferences.*.name", _STR),
+    ("metadata.ownerReferences.*.uid", _STR),
+    ("spec", _MAP),
+    ("status", _MAP),
+)
+_REQUEST = (
+    ("name", _STR),
+    ("deviceClassName", _STR),
+    ("allocationMode", _STR),
+    ("count", _INT),
+    ("selectors", _LIST),
+    ("selectors.*", _MAP),
+    ("selectors.*.cel", _MAP),
+    ("selectors.*.cel.expression", _STR),
+)
+#: Kind -> (dotted path, accepted types) of every field the report reads; ``*`` is each
+#: item of a list. A field that is absent or null passes; one of another type makes the
+#: object unreadable (field names and types: the resource.k8s.io and core/v1 API).
+OBJECT_SHAPES: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
+    "resourceslices": (
+        *_META,
+        ("spec.driver", _STR),
+        ("spec.nodeName", _STR),
+        ("spec.pool", _MAP),
+        ("spec.pool.name", _STR),
+        ("spec.pool.generation", _INT),
+        ("spec.devices", _LIST),
+        ("spec.devices.*", _MAP),
+        ("spec.devices.*.name", _STR),
+        ("spec.devices.*.attributes", _MAP),
+        ("spec.devices.*.capacity", _MAP),
+        ("spec.devices.*.basic", _MAP),
+        ("spec.devices.*.basic.attributes", _MAP),
+        ("spec.devices.*.basic.capacity", _MAP),
+    ),
+    "resourceclaims": (
+        *_META,
+        ("spec.devices", _MAP),
+        ("spec.devices.requests", _LIST),
+        ("spec.devices.requests.*", _MAP),
+        *((f"spec.devices.requests.*.{p}", t) for p, t in _REQUEST),
+        ("spec.devices.requests.*.exactly", _MAP),
+        *((f"spec.devices.requests.*.exactly.{p}", t) for p, t in _REQUEST),
+        ("spec.devices.requests.*.firstAvailable", _LIST),
+        ("spec.devices.requests.*.firstAvailable.*", _MAP),
+        *((f"spec.devices.requests.*.firstAvailable.*.{p}", t) for p, t in _REQUEST),
+        ("status.allocation", _MAP),
+        ("status.allocation.devices", _MAP),
+        ("status.allocation.devices.results", _LIST),
+        ("status.allocation.devices.results.*", _MAP),
+        *((f"status.allocation.devices.results.*.{p}", _STR) for p in ("driver", "pool", "device")),
+        ("status.reservedFor", _LIST),
+        ("status.reservedFor.*", _MAP),
+        *((f"status.reservedFor.*.{p}", _STR) for p in ("name", "uid", "resource", "apiGroup")),
+    ),
+    "pods": (
+        *_META,
+        ("spec.nodeName", _STR),
+        ("spec.resourceClaims", _LIST),
+        ("spec.resourceClaims.*", _MAP),
+        ("spec.resourceClaims.*.resourceClaimName", _STR),
+        ("status.phase", _STR),
+        ("status.resourceClaimStatuses", _LIST),
+        ("status.resourceClaimStatuses.*", _MAP),
+        ("status.resourceClaimStatuses.*.resourceClaimName", _STR),
+    ),
+    "nodes": _META,
+}
+
+
+def _shape_error(value: Any, path: Sequence[str], types: tuple[type, ...]) -> bool:
+    """Whether a value at ``path`` below ``value`` is present and not of ``types``
+    (``bool`` is not an ``int``)."""
+    if not path:
+        ok = isinstance(value, types) and not (types == _INT and isinstance(value, bool))
+        return value is not None and not ok
+    if isinstance(value, list) and path[0] == "*":
+        last = len(path) == 1  # a list item itself: null is not an item
+        return any((last and item is None) or _shape_error(item, path[1:], types) for item in value)
+    if isinstance(value, Mapping):
+        return _shape_error(value.get(path[0]), path[1:], types)
+    return False  # the parent's own check reports it
+
+
+def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[str, Any]], int]:
+    """The objects of ``kind`` (a key of ``OBJECT_SHAPES``) whose fields the report reads
+    have the API's types, and how many were skipped (not a mapping, or a field of
+    another type)."""
+    keep, skipped = [], 0
+    shape = [(p.split("."), t) for p, t in OBJECT_SHAPES[kind]]
+    for obj in objects:
+        if isinstance(obj, Mapping) and not any(_shape_error(obj, p, t) for p, t in shape):
+            keep.append(obj)
+        else:
+            skipped += 1
+    return keep, skipped
 
 
 @dataclass(frozen=True)
@@ -192,7 +306,7 @@ def memory_bytes(value: Any) -> int:
         return 0
     try:
         return int(parse_quantity(value))
-    except CelError:
+    except (CelError, ValueError, TypeError, OverflowError):
         return 0
 
 
@@ -284,7 +398,7 @@ def request_shapes(claim: Mapping[str, Any], driver: str = NVIDIA_DRIVER) -> lis
         for alt in vcl._alternatives(request):
             cls = alt.get("deviceClassName")
             mode = alt.get("allocationMode") or "ExactCount"
-            count = int(alt.get("count") or 1) if mode == "ExactCount" else 1
+            count = (alt.get("count") or 1) if mode == "ExactCount" else 1
             if cls not in (GPU_CLASS, MIG_CLASS):
                 shapes.append(Shape(None, count=count, why=f"DeviceClass {cls}"))
                 continue
@@ -530,7 +644,13 @@ def build_report(
     pending and leaked counts), ``pools``, ``models``, ``profiles`` (per model and
     profile) and ``rows`` (per pool, model and profile) with ``Totals``; ``nodes`` (per
     node its free memory, largest free device and fragmentation); ``pending`` and
-    ``leaked`` claims. Memory figures are bytes."""
+    ``leaked`` claims; ``cluster.objects_skipped``: per kind the objects not read
+    (``readable_objects``). Memory figures are bytes."""
+    skipped = {}
+    slices, skipped["resourceslices"] = readable_objects("resourceslices", slices)
+    claims, skipped["resourceclaims"] = readable_objects("resourceclaims", claims)
+    pods, skipped["pods"] = readable_objects("pods", pods)
+    nodes, skipped["nodes"] = readable_objects("nodes", nodes)
     pools = node_pools(nodes, pool_label)
     devices = devices_of(slices, claims, pools, driver)
     pending, shapes = pending_claims(claims, pods, devices, driver)
@@ -557,6 +677,7 @@ def build_report(
             "claims_leaked": len(leaked),
             "memory_leaked": sum(item["memory"] for item in leaked),
             "nodes": len(nodes),
+            "objects_skipped": {k: n for k, n in skipped.items() if n},
         },
         "pools": _group(devices, _Key("pool"), stranded, True),
         "models": _group(devices, _Key("model"), stranded, True),
