@@ -55,6 +55,9 @@ RESOURCE_VERSIONS = OBJECT_RESOURCE_VERSIONS
 #: server that accepts connections and never answers ends a request after 15 s.
 CONNECT_TIMEOUT = 5
 READ_TIMEOUT = 15
+#: Pages one list may take (``Kube.list``): 5,000 items each, far beyond a fleet's
+#: objects; a server whose ``continue`` tokens never end is stopped there.
+MAX_PAGES = 10_000
 #: Seconds a kubeconfig's exec credential plugin (``users[].user.exec``) may run: the
 #: client waits for it without a limit, so a plugin that hangs (on a cloud endpoint that
 #: does not answer) would hang every command. A minute leaves room for a plugin that
@@ -111,8 +114,11 @@ class Kube:
 
     @property
     def server(self) -> str:
-        """The API server's URL (``clusters[].cluster.server`` of the kubeconfig)."""
-        return str(getattr(getattr(self.client, "configuration", None), "host", "") or "?")
+        """The API server's URL (``clusters[].cluster.server`` of the kubeconfig) as it
+        may be printed: credentials in it are hidden (``shown_url``)."""
+        return shown_url(
+            str(getattr(getattr(self.client, "configuration", None), "host", "") or "?")
+        )
 
     def request(
         self,
@@ -173,16 +179,34 @@ class Kube:
             raise KubeError(int(status), _message(data))
         if raw:
             return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")
-        if decode is not None:
-            return decode(data or b"{}")
-        return json.loads(data) if data else {}
+        try:
+            if decode is not None:
+                return decode(data or b"{}")
+            return json.loads(data) if data else {}
+        except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError
+            raise KubeError(None, self.not_json(method, path, err)) from None
+
+    def not_json(self, method: str, path: str, why: Any) -> str:
+        """What to say when the answer to ``method path`` is not the JSON object the
+        Kubernetes API serves there."""
+        return (
+            f"the API server {self.server} answered {method} {path} with something that is "
+            f"not the Kubernetes API's JSON ({' '.join(str(why).split())[:120]}); fix: check "
+            f"that {self.server} is the cluster's kube-apiserver (curl -k "
+            f"{self.server}/version), or give the cluster's kubeconfig"
+        )
 
     def request_text(self, path: str) -> str:
         """GET ``path`` and return the body as text (pod logs)."""
         return self.request("GET", path, raw=True)
 
     def get(self, path: str, query: Sequence[tuple[str, Any]] = ()) -> Any:
-        return self.request("GET", path, query)
+        """GET ``path``: the decoded JSON object (a mapping); KubeError for anything
+        else."""
+        out = self.request("GET", path, query)
+        if not isinstance(out, Mapping):
+            raise KubeError(None, self.not_json("GET", path, f"a {type(out).__name__}"))
+        return out
 
     def list(
         self,
@@ -196,14 +220,32 @@ class Kube:
         held whole)."""
         items: list[dict[str, Any]] = []
         token = None
-        while True:
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
             q = [*query, ("limit", page_size)] + ([("continue", token)] if token else [])
             page = self.request(
                 "GET", path, q, decode=lambda data: decode_list(data, items.append, trim)
             )
-            token = (page.get("metadata") or {}).get("continue")
+            meta = page.get("metadata")
+            token = meta.get("continue") if isinstance(meta, Mapping) else None
             if not token:
                 return items
+            if not isinstance(token, str) or token in seen:
+                raise KubeError(
+                    None,
+                    self.not_json(
+                        "GET",
+                        path,
+                        f"metadata.continue {str(token)[:40]!r} repeats or is not a string",
+                    ),
+                )
+            seen.add(token)
+        raise KubeError(
+            None,
+            f"the API server {self.server} answered GET {path} with more than {MAX_PAGES} "
+            f"pages of {page_size}; fix: check that {self.server} is the cluster's "
+            "kube-apiserver, or list in fewer, larger pages",
+        )
 
 
 #: ``_request_timeout`` of every call made with the client's generated API classes.
@@ -297,6 +339,21 @@ def no_read_retries() -> Any:
     return urllib3.util.Retry(total=2, connect=2, read=0, status=0, redirect=0, other=0)
 
 
+def shown_url(url: str) -> str:
+    """``url`` with what may be a credential replaced by ``***``: the user and password
+    (``https://user:token@host``) and the query (``?token=...``); the scheme, host, port
+    and path stay, so the message still names the server."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        netloc = parts.netloc
+    except ValueError:
+        return "***" if "@" in url or "?" in url else url
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = "***" if parts.query else ""
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
 def unreachable(server: str, err: BaseException, timeout: tuple[float, float]) -> str:
     """What to say when the API server at ``server`` gave no HTTP answer (``err``): a
     timeout (connect or read, ``timeout`` seconds) or a refused or failed connection, and
@@ -360,10 +417,23 @@ _KUBECONFIG_FILES = {
 }
 
 
+def _server_url(server: Any) -> bool:
+    """Whether a kubeconfig's ``server`` is an ``http``/``https`` URL with a host (what
+    the client connects to; anything else fails later with a less clear error)."""
+    if not isinstance(server, str):
+        return False
+    try:
+        parts = urllib.parse.urlsplit(server)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a bad port or bracketed host
+        return False
+
+
 def _kubeconfig_fields(data: Mapping[str, Any], base: str) -> str | None:
     """What is wrong with the entries of a parsed kubeconfig that the ``kubernetes`` client
     would trip over (a traceback's text, or a hang on a named pipe), else None: an entry
-    of clusters, users or contexts that is not a mapping, a server that is not a string,
+    of clusters, users or contexts that is not a mapping, a server that is not an http or
+    https URL with a host,
     a file it names that is a directory, a named pipe or a device."""
     import os
     import stat
@@ -381,10 +451,13 @@ def _kubeconfig_fields(data: Mapping[str, Any], base: str) -> str | None:
                     f"{section}[{i}] is not a mapping with name and {inner} (a mapping); "
                     f"fix: write it as - {{name: NAME, {inner}: {{...}}}}"
                 )
-            if section == "clusters" and not isinstance((body or {}).get("server", ""), str):
+            server = (body or {}).get("server")
+            if section == "clusters" and server is not None and not _server_url(server):
+                shown = shown_url(server) if isinstance(server, str) else server
                 return (
-                    f"{section}[{i}].cluster.server={body['server']!r} is not a URL; fix: "
-                    "write the API server's URL, e.g. server: https://10.0.0.1:6443"
+                    f"{section}[{i}].cluster.server={shown!r} is not an http:// or https:// "
+                    "URL with a host; fix: write the API server's URL, e.g. server: "
+                    "https://10.0.0.1:6443"
                 )
             for key in _KUBECONFIG_FILES.get(section, ("", ()))[1]:
                 value = (body or {}).get(key)
@@ -440,6 +513,17 @@ def gc_paused() -> Iterator[None]:
 _WS = re.compile(r"[ \t\n\r]*")
 
 
+def _trimmed(item: Any, trim: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Any:
+    """``trim(item)``; an item that is not an object, or whose fields have other types
+    than the API's, is kept as it came, for its reader to skip (``fleet_report``)."""
+    if trim is None or not isinstance(item, dict):
+        return item
+    try:
+        return trim(item)
+    except (AttributeError, TypeError, ValueError):
+        return item
+
+
 def decode_list(
     data: bytes | str,
     add: Callable[[Any], Any],
@@ -472,7 +556,7 @@ def decode_list(
             else:
                 while True:
                     item, pos = decoder.raw_decode(text, pos)
-                    add(trim(item) if trim is not None else item)
+                    add(_trimmed(item, trim))
                     pos = _WS.match(text, pos).end()
                     sep = text[pos : pos + 1]
                     pos = _WS.match(text, pos + 1).end()
@@ -629,7 +713,12 @@ def resource_version(kube: Kube) -> tuple[Mapping[str, Any] | None, str | None]:
         if err.status == 404:
             return None, None
         raise
-    served = [v.get("version") for v in group.get("versions") or []]
+    versions = group.get("versions")
+    served = [
+        v.get("version")
+        for v in (versions if isinstance(versions, list) else [])
+        if isinstance(v, Mapping)
+    ]
     for v in RESOURCE_VERSIONS:
         if v in served:
             return group, v
