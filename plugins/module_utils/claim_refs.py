@@ -73,6 +73,43 @@ def _containers(spec: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     return out
 
 
+def _container_shapes(base: str, spec: Mapping[str, Any]) -> list[Problem]:
+    """Problems of ``containers``/``initContainers`` that are not lists of mappings, or a
+    container's ``resources.claims`` that is not a list (the API server refuses the pod;
+    their claims could not be checked)."""
+    out = []
+    for field in ("initContainers", "containers"):
+        items = spec.get(field)
+        if items is not None and not isinstance(items, list):
+            out.append(
+                Problem(
+                    f"{base}.{field}",
+                    f"is a {type(items).__name__}, not a list; write {field}: "
+                    "[{name: main, image: <image>}]",
+                )
+            )
+            continue
+        for i, c in enumerate(items or []):
+            if not isinstance(c, Mapping):
+                out.append(
+                    Problem(
+                        f"{base}.{field}[{i}]",
+                        f"is {str(c)[:40]!r}, not a mapping; write {{name: main, image: <image>}}",
+                    )
+                )
+                continue
+            resources = c.get("resources")
+            claims = resources.get("claims") if isinstance(resources, Mapping) else None
+            if claims is not None and not isinstance(claims, list):
+                out.append(
+                    Problem(
+                        f"{base}.{field}[{i}].resources.claims",
+                        f"is a {type(claims).__name__}, not a list; write claims: [{{name: gpu}}]",
+                    )
+                )
+    return out
+
+
 def _container_claims(container: Mapping[str, Any]) -> list[Any]:
     resources = container.get("resources")
     claims = resources.get("claims") if isinstance(resources, Mapping) else None
@@ -166,6 +203,7 @@ def check_pod_claims(pod: Any, objects: Iterable[Any]) -> list[Problem]:
             )
             continue
         problems.extend(_check_source(path, who, meta.get("namespace"), entry, given[0], index))
+    problems.extend(_container_shapes(base, spec))
     for cpath, container in _containers(spec):
         seen: set[tuple[str, Any]] = set()
         cname = container.get("name") or "-"

@@ -214,3 +214,37 @@ def test_cli_a_file_of_pods_using_claims_is_checked(tmp_path, monkeypatch) -> No
     result = CliRunner().invoke(main, ["claims", "check", str(path)])
     assert result.exit_code == 0, result.output
     assert "which this file does not hold" in result.output
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "path"),
+    [
+        ("containers", "main", "spec.containers"),
+        ("containers", {"name": "main"}, "spec.containers"),
+        ("initContainers", 3, "spec.initContainers"),
+        ("containers", [None], "spec.containers[0]"),
+        ("containers", ["main"], "spec.containers[0]"),
+        ("containers", [{"name": "m", "resources": {"claims": "gpu"}}], None),
+    ],
+    ids=["a-string", "a-mapping", "init-a-number", "item-null", "item-a-string", "claims-str"],
+)
+def test_containers_of_another_shape_are_errors_naming_the_field(
+    field: str, value: object, path: str | None
+) -> None:
+    p = pod([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}], [{"name": "gpu"}])
+    p["spec"][field] = value
+    path = path or "spec.containers[0].resources.claims"
+    problems = by_path(crefs.check_pod_claims(p, [TEMPLATE, p]))
+    assert path in problems, problems
+    assert problems[path].severity == cprob.ERROR
+    assert "not a" in problems[path].message and "write" in problems[path].message
+
+
+def test_claims_check_fails_a_pod_whose_containers_are_not_a_list(tmp_path) -> None:
+    p = pod([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}], [{"name": "gpu"}])
+    p["spec"]["containers"] = "main"
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump_all([TEMPLATE, p]))
+    result = CliRunner().invoke(main, ["claims", "check", str(path)], env={"COLUMNS": "2000"})
+    assert result.exit_code == 1, result.output
+    assert "spec.containers" in result.output and "Traceback" not in result.output
