@@ -158,9 +158,9 @@ def _read_layout_source(value: str) -> tuple[str, Any]:
     text = value.strip()
     if text.startswith("@") or not text.startswith("{"):
         path = Path(text[1:] if text.startswith("@") else text)
-        if not path.exists():
+        if not _exists(path):
             raise click.BadParameter(
-                f"{value!r} is neither a JSON object nor a readable file; write a layout as "
+                f"{_short(value)} is neither a JSON object nor a readable file; write a layout as "
                 "'{\"1g.18gb\": 7}' or give a mig-parted config file as @path",
                 param_hint="'--layout'",
             )
@@ -176,6 +176,14 @@ def _read_layout_source(value: str) -> tuple[str, Any]:
 
 
 _EXAMPLE = '{"1g.18gb": 7}'
+
+
+def _exists(path: Path) -> bool:
+    """``path.exists()``, False for a name the system cannot look up (too long, a NUL)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -533,8 +541,8 @@ def apply_extravars(layout: str | None, config_name: str | None) -> dict[str, An
         out["mig_config_file"] = ""
         return out
     path = Path(text[1:] if text.startswith("@") else text)
-    if text.startswith("@") or path.is_file():
-        if not path.exists():
+    if text.startswith("@") or (_exists(path) and path.is_file()):
+        if not _exists(path):
             raise click.BadParameter(f"{path} does not exist", param_hint="'--layout'")
         _check_config_file(path, config_name)
         out["mig_config_file"] = str(path.resolve())
