@@ -49,6 +49,13 @@ class LabError(RuntimeError):
     what to do."""
 
 
+def _shown(value: object, limit: int = 60) -> str:
+    """``repr`` of an option's value, cut to ``limit`` characters (a pasted file stays
+    one line of the message)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(str(value))} characters)"
+
+
 @dataclass(frozen=True)
 class LabSpec:
     """What ``gpufleet lab up`` builds: the release, the number of GPU workers, the
@@ -67,7 +74,7 @@ class LabSpec:
         pinned = [r.version for r in rel.releases]
         if version not in pinned:
             raise LabError(
-                f"--kubernetes-version {self.kubernetes_version!r} is not pinned in "
+                f"--kubernetes-version {_shown(self.kubernetes_version)} is not pinned in "
                 f"gpufleet/lab/releases.yaml; use one of {', '.join(pinned)}"
             )
         if not 1 <= self.workers <= 8:
@@ -75,7 +82,7 @@ class LabSpec:
         models = gpusim_admin.simulated_models()
         if self.gpu_model not in models:
             raise LabError(
-                f"--gpu-model {self.gpu_model!r} is not simulated; use one of "
+                f"--gpu-model {_shown(self.gpu_model)} is not simulated; use one of "
                 + ", ".join(repr(m) for m in models)
             )
         if not 1 <= self.gpus_per_node <= 8:

@@ -36,12 +36,15 @@ def test_plan_nodes_names_and_addresses(monkeypatch: pytest.MonkeyPatch) -> None
         (cluster.LabSpec("", workers=0), "--workers 0"),
         (cluster.LabSpec("", gpu_model="NVIDIA T4"), "--gpu-model 'NVIDIA T4' is not simulated"),
         (cluster.LabSpec("", gpus_per_node=9), "--gpus-per-node 9"),
+        (cluster.LabSpec("", gpu_model="b" * 10_000), "(10000 characters) is not simulated"),
+        (cluster.LabSpec("9" * 10_000), "(10000 characters) is not pinned"),
     ],
 )
 def test_bad_lab_options_are_refused_naming_the_option(spec: cluster.LabSpec, words: str) -> None:
     with pytest.raises(cluster.LabError) as e:
         spec.validated()
     assert words in str(e.value)
+    assert len(str(e.value)) < 2_000
 
 
 @pytest.mark.parametrize("model", ["NVIDIA B200", "NVIDIA GH200 144G HBM3e", "NVIDIA L4"])
