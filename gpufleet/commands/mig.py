@@ -31,6 +31,7 @@ they are) rather than left out.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -555,8 +556,20 @@ def apply_extravars(layout: str | None, config_name: str | None) -> dict[str, An
             f"--layout {layout!r} already names the config entry; drop --config-name",
             param_hint="'--config-name'",
         )
+    if not _CONFIG_NAME.fullmatch(text):
+        raise click.BadParameter(
+            f"{_short(layout)} is not a mig-configs entry name (letters, digits, '.', '_' and "
+            "'-', at most 253), a JSON layout or an existing file; fix: give e.g. "
+            "h100-80gb-all-1g, '{\"1g.18gb\": 7}' or @FILE",
+            param_hint="'--layout'",
+        )
     out["mig_config_name"] = text
     return out
+
+
+# What a mig-configs entry name may be here: the names NVIDIA's mig-parted examples use
+# (all-disabled, all-1g.10gb, all-balanced) and a DNS-label-like length bound.
+_CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 
 
 def _check_config_file(path: Path, config_name: str | None) -> None:

@@ -259,11 +259,30 @@ def load_yaml_documents(text: str, what: str) -> list[Any]:
     return check_shape(docs, what)
 
 
+class _DuplicateName(ValueError):
+    """A JSON object that names one member twice (args[0]: the name)."""
+
+
+def _refuse_duplicate_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in out:
+            raise _DuplicateName(name)
+        out[name] = value
+    return out
+
+
 def load_json(text: str, what: str, example: str = '{"key": 1}') -> Any:
     """One JSON value of ``text``, shape-checked. Raises InputError naming ``what`` with
-    the position of a syntax error (the fix shows ``example``), or for nesting too deep."""
+    the position of a syntax error (the fix shows ``example``), for an object that names a
+    member twice, or for nesting too deep."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_refuse_duplicate_names)
+    except _DuplicateName as dup:
+        raise InputError(
+            f"{what} names {dup.args[0]!r} twice in one object; JSON keeps only the last, so "
+            "one of the two values would be lost silently; fix: write each name once"
+        ) from None
     except RecursionError:
         raise _too_deep(what) from None
     except json.JSONDecodeError as err:
