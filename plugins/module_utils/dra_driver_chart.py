@@ -82,6 +82,13 @@ NAME_OVERRIDE_FROM_LEGACY = LEGACY_CHART
 GPU_DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com")
 
 
+#: The passthrough DeviceClass (``type == 'vfio'`` devices, usable with the
+#: PassthroughSupport gate) that the chart renders whenever GPUs are enabled, from 0.4 on
+#: (the chart's deviceclass templates; NVIDIA's 25.12.0 documentation lists no such class).
+VFIO_DEVICE_CLASS = "vfio.gpu.nvidia.com"
+VFIO_DEVICE_CLASS_LEVEL = (0, 4)
+
+
 COMPUTE_DOMAIN_DEVICE_CLASSES = (
     "compute-domain-daemon.nvidia.com",
     "compute-domain-default-channel.nvidia.com",

@@ -64,6 +64,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver_chart 
     NAME_OVERRIDE_FROM_LEGACY,
     NVIDIA_CHARTS,
     OPERATOR_DRIVER_ROOT,
+    VFIO_DEVICE_CLASS,
+    VFIO_DEVICE_CLASS_LEVEL,
     ChartSource,
     ChartVersion,
     DraDriverError,
@@ -306,8 +308,10 @@ def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
     merged = deep_merge(values, extra)
     _check_values(merged, namespace, name_override)
     device_classes = GPU_DEVICE_CLASSES
+    if chart_v.level >= VFIO_DEVICE_CLASS_LEVEL:
+        device_classes += (VFIO_DEVICE_CLASS,)
     if merged["resources"].get("computeDomains", {}).get("enabled"):
-        device_classes = GPU_DEVICE_CLASSES + COMPUTE_DOMAIN_DEVICE_CLASSES
+        device_classes += COMPUTE_DOMAIN_DEVICE_CLASSES
     if source.stand_in:
         warnings.append(
             f"chart {source.name} at {source.ref} stands in for NVIDIA's {chart_v.chart_name} "

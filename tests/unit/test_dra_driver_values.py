@@ -179,7 +179,22 @@ def test_compute_domains_as_asked_add_their_device_classes() -> None:
     plan = ddv.plan(inputs(compute_domains=True))
     assert plan.values["resources"]["computeDomains"] == {"enabled": True}
     assert "compute-domain-daemon.nvidia.com" in plan.device_classes
-    assert ddv.plan(inputs()).device_classes == ("gpu.nvidia.com", "mig.nvidia.com")
+    assert ddv.plan(inputs()).device_classes == (
+        "gpu.nvidia.com",
+        "mig.nvidia.com",
+        "vfio.gpu.nvidia.com",
+    )
+
+
+@pytest.mark.parametrize(
+    ("chart", "vfio"), [("25.8.1", False), ("25.12.0", False), ("0.4.0", True), ("0.5.0", True)]
+)
+def test_the_passthrough_device_class_is_required_from_the_release_that_renders_it(
+    chart: str, vfio: bool
+) -> None:
+    classes = ddv.plan(inputs(chart_version=chart)).device_classes
+    assert classes[:2] == ("gpu.nvidia.com", "mig.nvidia.com")
+    assert ("vfio.gpu.nvidia.com" in classes) is vfio
 
 
 def test_taints_of_gpu_node_labels_become_tolerations() -> None:
