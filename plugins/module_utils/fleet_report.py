@@ -204,16 +204,23 @@ OBJECT_SHAPES: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
 }
 
 
+#: Accepted types -> the concrete types JSON parsing gives, checked first.
+_EXACT: dict[tuple[type, ...], tuple[type, ...]] = {_STR: (str,), _INT: (int,), _MAP: (dict,),
+                                                    _LIST: (list,)}  # fmt: skip
+
+
 def _shape_error(value: Any, path: Sequence[str], types: tuple[type, ...]) -> bool:
     """Whether a value at ``path`` below ``value`` is present and not of ``types``
     (``bool`` is not an ``int``)."""
     if not path:
+        if value is None or type(value) in _EXACT.get(types, ()):
+            return False  # the common case, without the slower ABC check
         ok = isinstance(value, types) and not (types == _INT and isinstance(value, bool))
-        return value is not None and not ok
+        return not ok
     if isinstance(value, list) and path[0] == "*":
         last = len(path) == 1  # a list item itself: null is not an item
         return any((last and item is None) or _shape_error(item, path[1:], types) for item in value)
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         return _shape_error(value.get(path[0]), path[1:], types)
     return False  # the parent's own check reports it
 

@@ -279,11 +279,14 @@ def gpus_of(
         start = used[0] if used else int(m.group(3))
         entry["gis"][(str(_attr(pub.device, "profile")), start)].append(pub.id)
     out = list(whole.values())
+    models: dict[str, mpr.GpuModel] = {}
     for (node, parent), entry in parts.items():
         if (node, parent) in bad:
             continue
         try:
-            model = mpr.model(entry["model"])
+            model = models.get(entry["model"]) or models.setdefault(
+                entry["model"], mpr.model(entry["model"])
+            )
             instances = []
             for (profile, start), devices in sorted(entry["gis"].items(), key=lambda x: x[0][1]):
                 prof = model.profile(profile)
@@ -347,22 +350,26 @@ def _serve_idle(
     """Claims that free GPU instances of one node already serve (taken in claim order,
     nodes by name), the rest, and ``gpus`` with the instances taken marked ``promised``
     (the search keeps them in place)."""
-    free: dict[str, list[tuple[Gpu, Instance]]] = defaultdict(list)
+    free: dict[str, dict[str, list[tuple[Gpu, Instance]]]] = defaultdict(lambda: defaultdict(list))
     for g in gpus:
-        free[g.node] += [(g, i) for i in g.instances if not i.claims]
+        for i in g.instances:
+            if not i.claims:
+                free[i.profile][g.node].append((g, i))
     taken: dict[tuple[str, int, int], str] = {}
     now, rest = [], []
+    failed: set[tuple] = set()  # free instances only decrease: a shape that failed fails again
     for d in demands:
-        for node in sorted(free):
+        if (d.profiles, d.model) in failed:
+            rest.append(d)
+            continue
+        nodes = set.intersection(*(set(free[p]) for p, _ in d.profiles))
+        for node in sorted(nodes):
             pick: list[tuple[Gpu, Instance]] = []
             for profile, n in d.profiles:
                 fit = [
                     (g, i)
-                    for g, i in free[node]
-                    if i.profile == profile
-                    and d.model in (None, g.model)
-                    and (g.node, g.index, i.start) not in taken
-                    and (g, i) not in pick
+                    for g, i in free[profile][node]
+                    if d.model in (None, g.model) and (g.node, g.index, i.start) not in taken
                 ]
                 if len(fit) < n:
                     break
@@ -370,11 +377,11 @@ def _serve_idle(
             else:
                 for g, i in pick:
                     taken[(g.node, g.index, i.start)] = d.claim
-                now.append(
-                    {"claim": d.claim, "node": node, "gpus": sorted({g.index for g, _ in pick})}
-                )
+                gpu_ids = sorted({g.index for g, _ in pick})
+                now.append({"claim": d.claim, "node": node, "gpus": gpu_ids})
                 break
         else:
+            failed.add((d.profiles, d.model))
             rest.append(d)
     marked = []
     for g in gpus:
