@@ -398,9 +398,23 @@ def _serve_idle(
 # ------------------------------------------------------------------ layouts
 
 
+#: Placements already asked of the planner: (model, counts, kept placements) -> Plan or
+#: None. The search asks the same few questions round after round.
+_PLACED: dict[tuple, Plan | None] = {}
+
+
 def _place(model: mpr.GpuModel, counts: Counter, keep: Sequence[Instance]) -> Plan | None:
     """The planner's placement of ``counts`` on ``model`` with every instance of ``keep``
-    at its placement, or None."""
+    at its placement, or None (memoised in ``_PLACED``, bounded)."""
+    key = (model.name, tuple(sorted(counts.items())), tuple(i.place for i in keep))
+    if key not in _PLACED:
+        if len(_PLACED) > 10_000:
+            _PLACED.clear()
+        _PLACED[key] = _place_now(model, counts, keep)
+    return _PLACED[key]
+
+
+def _place_now(model: mpr.GpuModel, counts: Counter, keep: Sequence[Instance]) -> Plan | None:
     wanted = {p: n for p, n in counts.items() if n}
     if not wanted:
         return None
