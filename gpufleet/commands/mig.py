@@ -89,8 +89,8 @@ def _json_error_exit(ctx: click.Context, exc: click.UsageError) -> None:
 
 @click.group("mig")
 def mig() -> None:
-    """MIG layouts: plan GPU-instance placements per GPU model (offline), apply them to
-    the GPU nodes of an inventory."""
+    """MIG layouts: plan GPU-instance placements per GPU model (offline), propose
+    re-carving for pending claims (advise), apply them to the GPU nodes of an inventory."""
 
 
 def _resolve_model(
