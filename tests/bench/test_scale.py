@@ -625,7 +625,11 @@ def test_report_and_advise(bench: Bench) -> None:
     ``ADVISE_PENDING`` pending 1g.18gb claims: one listing each; the advice must serve
     every pending claim on idle whole GPUs (7 x 1g.18gb per H200), disturbing nothing."""
     b = bench
-    b.cp.create_namespace(ADVISE_NAMESPACE)
+    kubectl = [str(b.cp.binaries.kubectl), f"--kubeconfig={b.cp.kubeconfig}"]
+    # no kube-controller-manager here: the namespace gets no default ServiceAccount to wait for
+    made = subprocess.run([*kubectl, "create", "namespace", ADVISE_NAMESPACE],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert made.returncode == 0, made.stderr
     created = subprocess.run(
         [str(b.cp.binaries.kubectl), f"--kubeconfig={b.cp.kubeconfig}", "create", "-f", "-"],
         input=json.dumps(_pending_claims(ADVISE_PENDING)),
