@@ -17,6 +17,7 @@ from gpufleet.commands.doctor import doctor
 from gpufleet.commands.gates import gates
 from gpufleet.commands.lab import lab
 from gpufleet.commands.mig import mig
+from gpufleet.commands.mig_advise import advise as mig_advise
 from gpufleet.commands.report import report
 from gpufleet.commands.up import up
 from gpufleet.commands.upgrade import upgrade
@@ -32,6 +33,7 @@ def main() -> None:
 main.add_command(doctor)
 main.add_command(gates)
 main.add_command(claims)
+mig.add_command(mig_advise)
 main.add_command(mig)
 main.add_command(lab)
 main.add_command(validate)

@@ -90,8 +90,8 @@ def _json_error_exit(ctx: click.Context, exc: click.UsageError) -> None:
 
 @click.group("mig")
 def mig() -> None:
-    """MIG layouts: plan GPU-instance placements per GPU model (offline), apply them to
-    the GPU nodes of an inventory."""
+    """MIG layouts: plan GPU-instance placements per GPU model (offline), propose
+    re-carving for pending claims (advise), apply them to the GPU nodes of an inventory."""
 
 
 def _resolve_model(
@@ -614,6 +614,28 @@ def _check_config_file(path: Path, config_name: str | None) -> None:
 )
 @click.option("--check", is_flag=True, help="Report what would change; change nothing.")
 @click.option("--diff", is_flag=True, help="Show the GPU layouts before and after.")
+@click.option(
+    "--proposal",
+    default=None,
+    metavar="FILE",
+    help="A proposal of 'gpufleet mig advise --json FILE': carve its GPUs only, on its nodes "
+    "only, after checking that the cluster still matches it.",
+)
+@click.option(
+    "--maintenance-window",
+    default=None,
+    metavar="START/END",
+    help="With --proposal: refuse to run outside it (ISO 8601 with a time zone, e.g. "
+    "2026-12-03T22:00Z/2026-12-04T02:00Z).",
+)
+@click.option(
+    "--allow-disturb",
+    is_flag=True,
+    help="With --proposal: confirm destroying GPU instances running claims use (the "
+    "proposal must have been made with --allow-disturb).",
+)
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Kubeconfig.")
+@click.option("--context", default=None, help="Kubeconfig context.")
 @extra_vars_flag("Extra variable for the playbook (repeat); the value is read as YAML.")
 def apply_command(
     inventories: tuple[str, ...],
@@ -622,15 +644,45 @@ def apply_command(
     limit: str | None,
     check: bool,
     diff: bool,
+    proposal: str | None,
+    maintenance_window: str | None,
+    allow_disturb: bool,
+    kubeconfig: str | None,
+    context: str | None,
     extra_vars: dict[str, Any],
 ) -> None:
     """Carve MIG GPU instances on the GPU nodes (playbooks/mig.yml), a batch at a time,
     then republish each node's ResourceSlices.
 
-    Exit 0 when every node succeeded, 1 when one failed, 2 when it could not run."""
+    Exit 0 when every node succeeded, 1 when one failed (or a --proposal is stale or
+    outside its maintenance window), 2 when it could not run."""
     from gpufleet import runner
 
-    extravars = {**apply_extravars(layout, config_name), **extra_vars}
+    if proposal is None:
+        for flag, value in (("--maintenance-window", maintenance_window),
+                            ("--allow-disturb", allow_disturb)):  # fmt: skip
+            if value:
+                raise click.BadParameter(
+                    f"{flag} goes with --proposal FILE", param_hint=f"'{flag}'"
+                )
+        extravars = {**apply_extravars(layout, config_name), **extra_vars}
+    else:
+        if layout or config_name or limit:
+            raise click.BadParameter(
+                "--proposal names the nodes, GPUs and layouts; drop --layout, --config-name "
+                "and --limit",
+                param_hint="'--proposal'",
+            )
+        from gpufleet.commands import mig_advise
+
+        planned = mig_advise.proposal_run(
+            inventories, proposal, kubeconfig, context, maintenance_window, allow_disturb
+        )
+        if planned is None:
+            sys.exit(0)
+        extravars, limit = planned
+        click.echo(mig_advise.describe(extravars))
+        extravars = {**extravars, **extra_vars}
     try:
         result = runner.run_playbook(
             APPLY_PLAYBOOK,

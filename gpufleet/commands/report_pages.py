@@ -138,7 +138,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;c
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}
 table{border-collapse:collapse;font-size:.9em}
 th,td{border:1px solid #ccd0d4;padding:.25em .6em;text-align:right}
-th:first-child,td:first-child,td.t{text-align:left}
+th:first-child,td:first-child,th.t,td.t{text-align:left}
 .big{font-size:2.2em;font-weight:600}.dim{color:#646970}
 .legend span{display:inline-block;width:.9em;height:.9em;margin:0 .3em 0 1em;vertical-align:middle}
 ul{padding-left:1.2em}code{font-size:.9em}
@@ -158,7 +158,7 @@ def profile_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
     most = max((p["devices_published"] for p in profiles), default=0) or 1
     height = ROW_H * len(profiles) + 10
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_W + BAR_W + 170}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_W + BAR_W + 240}" '
         f'height="{height}" role="img" aria-label="devices per MIG profile">'
     ]
     for i, p in enumerate(profiles):
@@ -176,7 +176,8 @@ def profile_chart(profiles: Sequence[Mapping[str, Any]]) -> str:
             f'<rect x="{LABEL_W + alloc:.1f}" y="{y + 18}" width="{free * share:.1f}" height="4" '
             f'fill="{STRANDED}"><title>{gib(p["memory_stranded"])} GiB stranded</title></rect>',
             f'<text x="{LABEL_W + alloc + free + 6:.1f}" y="{y + 14}" font-size="12">'
-            f"{p['devices_allocated']} / {p['devices_free']} of {p['devices_published']}</text>",
+            f"{p['devices_allocated']} allocated, {p['devices_free']} free of "
+            f"{p['devices_published']}</text>",
         ]
     parts.append("</svg>")
     return "".join(parts)
@@ -205,7 +206,8 @@ def fragmentation_chart(groups: Sequence[Mapping[str, Any]], key: str) -> str:
 
 
 def _html_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
-    heads = "".join(f"<th>{_esc(h)}</th>" for h in [*keys, *(h for _, h, _ in COLUMNS)])
+    heads = "".join(f'<th class="t">{_esc(h)}</th>' for h in keys)
+    heads += "".join(f"<th>{_esc(h)}</th>" for _, h, _ in COLUMNS)
     body = "".join(
         "<tr>"
         + "".join(f'<td class="t">{_esc(row[k])}</td>' for k in keys)

@@ -204,18 +204,67 @@ OBJECT_SHAPES: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
 }
 
 
+#: Accepted types -> the concrete types JSON parsing gives, checked first.
+_EXACT: dict[tuple[type, ...], tuple[type, ...]] = {_STR: (str,), _INT: (int,), _MAP: (dict,),
+                                                    _LIST: (list,)}  # fmt: skip
+
+
 def _shape_error(value: Any, path: Sequence[str], types: tuple[type, ...]) -> bool:
     """Whether a value at ``path`` below ``value`` is present and not of ``types``
     (``bool`` is not an ``int``)."""
     if not path:
+        if value is None or type(value) in _EXACT.get(types, ()):
+            return False  # the common case, without the slower ABC check
         ok = isinstance(value, types) and not (types == _INT and isinstance(value, bool))
-        return value is not None and not ok
+        return not ok
     if isinstance(value, list) and path[0] == "*":
         last = len(path) == 1  # a list item itself: null is not an item
         return any((last and item is None) or _shape_error(item, path[1:], types) for item in value)
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         return _shape_error(value.get(path[0]), path[1:], types)
     return False  # the parent's own check reports it
+
+
+@dataclass
+class _Field:
+    """The paths of ``OBJECT_SHAPES`` of one kind as a tree: the types the value here must
+    have (None: no path ends here) and the fields below, so that an object is walked once
+    (``_shape_error`` walks it once per path; both give the same verdict)."""
+
+    types: tuple[type, ...] | None = None
+    below: dict[str, _Field] = field(default_factory=dict)
+
+    @classmethod
+    def tree(cls, kind: str) -> _Field:
+        root = cls()
+        for path, types in OBJECT_SHAPES[kind]:
+            node = root
+            for name in path.split("."):
+                node = node.below.setdefault(name, cls())
+            node.types = types
+        return root
+
+    def error(self, value: Any) -> bool:
+        """Whether a field at or below ``value`` is present and of another type."""
+        if value is None:
+            return False
+        t = self.types
+        if (
+            t is not None
+            and type(value) not in _EXACT.get(t, ())
+            and (not isinstance(value, t) or (t == _INT and isinstance(value, bool)))
+        ):
+            return True
+        is_map = type(value) is dict or isinstance(value, Mapping)
+        for name, sub in self.below.items():
+            if name != "*":
+                if is_map and sub.error(value.get(name)):
+                    return True
+            elif isinstance(value, list) and any(
+                (item is None and sub.types is not None) or sub.error(item) for item in value
+            ):
+                return True
+        return False
 
 
 def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[str, Any]], int]:
@@ -223,9 +272,9 @@ def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[st
     have the API's types, and how many were skipped (not a mapping, or a field of
     another type)."""
     keep, skipped = [], 0
-    shape = [(p.split("."), t) for p, t in OBJECT_SHAPES[kind]]
+    tree = _Field.tree(kind)
     for obj in objects:
-        if isinstance(obj, Mapping) and not any(_shape_error(obj, p, t) for p, t in shape):
+        if isinstance(obj, Mapping) and not tree.error(obj):
             keep.append(obj)
         else:
             skipped += 1

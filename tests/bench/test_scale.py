@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -584,3 +585,99 @@ def test_find_leaked_claims(bench: Bench) -> None:
     )
     fig.baseline_name = "per-claim way"
     publish(b, fig, runs)
+
+
+#: Pending claims the advisor benchmark adds: each asks for one 1g.18gb MIG device, a
+#: profile no GPU of the fleet has (so every one needs a re-carved GPU).
+ADVISE_PENDING = 1000
+ADVISE_NAMESPACE = "waiting"
+GOAL_REPORT_S = 10.0
+
+
+def _pending_claims(n: int) -> dict[str, Any]:
+    expression = "device.attributes['gpu.nvidia.com'].profile == '1g.18gb'"
+    items = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"small-{i:04d}", "namespace": ADVISE_NAMESPACE},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "mig",
+                            "exactly": {
+                                "deviceClassName": "mig.nvidia.com",
+                                "selectors": [{"cel": {"expression": expression}}],
+                            },
+                        }
+                    ]
+                }
+            },
+        }
+        for i in range(n)
+    ]
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def test_report_and_advise(bench: Bench) -> None:
+    """``gpufleet report`` and ``gpufleet mig advise`` over the fleet with
+    ``ADVISE_PENDING`` pending 1g.18gb claims: one listing each; the advice must serve
+    every pending claim on idle whole GPUs (7 x 1g.18gb per H200), disturbing nothing."""
+    b = bench
+    kubectl = [str(b.cp.binaries.kubectl), f"--kubeconfig={b.cp.kubeconfig}"]
+    # no kube-controller-manager here: the namespace gets no default ServiceAccount to wait for
+    made = subprocess.run([*kubectl, "create", "namespace", ADVISE_NAMESPACE],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    created = subprocess.run(
+        [str(b.cp.binaries.kubectl), f"--kubeconfig={b.cp.kubeconfig}", "create", "-f", "-"],
+        input=json.dumps(_pending_claims(ADVISE_PENDING)),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr[-2000:]
+    kube = ["--kubeconfig", str(b.cp.kubeconfig)]
+    report_runs, advise_runs, docs = [], [], {}
+    for i in range(REPEAT):
+        out = b.workdir / f"report-{i}.json"
+        run = b.run([str(BIN / "gpufleet"), "report", *kube, "--json", str(out)]).check()
+        docs[id(run)] = json.loads(out.read_text())
+        report_runs.append(run)
+        out = b.workdir / f"advise-{i}.json"
+        run = b.run([str(BIN / "gpufleet"), "mig", "advise", *kube, "--json", str(out)]).check()
+        docs[id(run)] = json.loads(out.read_text())
+        advise_runs.append(run)
+    for what, runs in (("gpufleet report", report_runs), ("gpufleet mig advise", advise_runs)):
+        project = median_run(runs)
+        fig = Figure(
+            f"{what} over {len(b.fleet.nodes)} GPU nodes, {len(b.fleet.claims)} claims and "
+            f"{ADVISE_PENDING} pending",
+            project,
+            goals=[
+                goal(
+                    f"{what} {project.wall_s:.2f}s <= {GOAL_REPORT_S:.0f}s",
+                    project.wall_s <= GOAL_REPORT_S,
+                ),
+                goal(
+                    f"{what} {project.requests.total} requests <= {GOAL_VALIDATE_REQUESTS}",
+                    project.requests.total <= GOAL_VALIDATE_REQUESTS,
+                ),
+                rss_goal(project),
+            ],
+        )
+        publish(b, fig, runs)
+    report = docs[id(median_run(report_runs))]
+    assert report["cluster"]["nodes"] == len(b.fleet.nodes)
+    assert report["cluster"]["devices_published"] == b.fleet.devices
+    assert report["cluster"]["claims_pending"] == ADVISE_PENDING
+    assert report["cluster"]["claims_leaked"] == len(b.fleet.leaked)
+    doc = docs[id(median_run(advise_runs))]
+    s = doc["summary"]
+    per_gpu = 7  # 1g.18gb instances of an H200
+    assert s["served"] == ADVISE_PENDING and s["claims_disturbed"] == 0
+    assert s["gpus_changed"] == -(-ADVISE_PENDING // per_gpu)
+    assert {c["tier"] for c in doc["changes"]} == {"idle"}
+    b.out(
+        f"  advice: {s['gpus_changed']} GPUs to re-carve serve {s['served']} of "
+        f"{s['pending_claims']} pending claims; {s['gpus_seen']} GPUs seen"
+    )

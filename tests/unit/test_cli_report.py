@@ -53,8 +53,9 @@ def test_html_is_self_contained_and_shows_each_profile(doc: dict) -> None:
     for chart in charts:  # well-formed SVG: a browser draws it as it is
         assert ET.fromstring(chart).tag == "{http://www.w3.org/2000/svg}svg"
     # one bar label per (model, profile): allocated / free of published
-    assert "0 / 3 of 3" in page  # H200 1g.18gb: none allocated, three free
-    assert "2 / 0 of 2" in page  # H200 whole GPUs: both allocated
+    assert "0 allocated, 3 free of 3" in page  # H200 1g.18gb
+    assert "2 allocated, 0 free of 2" in page  # H200 whole GPUs
+    assert '<th class="t">model</th>' in page  # text columns: headers aligned left too
     assert "28.8%" in page  # the hand-computed fragmentation 36/125
     assert "ml/wants-b200" in page and "no-device-published" in page
 

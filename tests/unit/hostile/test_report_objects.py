@@ -160,3 +160,25 @@ def test_a_huge_capacity_renders_on_every_page() -> None:
     assert doc["cluster"]["memory_published"] == 10**400
     json.dumps(doc)
     assert rp.render_markdown(doc) and rp.render_html(doc)
+
+
+@pytest.mark.parametrize(
+    ("kind", "good", "odd"),
+    [
+        ("resourceslices", SLICES, SLICES_ODD),
+        ("resourceclaims", CLAIMS, CLAIMS_ODD),
+        ("pods", PODS, PODS_ODD),
+        ("nodes", NODES, NODES_ODD),
+    ],
+)
+def test_one_walk_per_object_judges_as_one_walk_per_field(
+    kind: str, good: list, odd: dict[str, Any]
+) -> None:
+    """``readable_objects`` walks each object once (``_Field``); its verdict is the one of
+    checking every field path of ``OBJECT_SHAPES`` on its own (``_shape_error``)."""
+    tree = fr._Field.tree(kind)
+    paths = [(p.split("."), t) for p, t in fr.OBJECT_SHAPES[kind]]
+    for obj in [*good, *(o for o in odd.values() if isinstance(o, dict))]:
+        assert tree.error(obj) == any(fr._shape_error(obj, p, t) for p, t in paths), obj
+    assert not any(tree.error(o) for o in good)
+    assert all(tree.error(o) for o in odd.values() if isinstance(o, dict))

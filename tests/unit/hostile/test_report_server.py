@@ -148,3 +148,33 @@ def test_an_output_on_a_full_device_ends_with_exit_2_and_one_line(tmp_path: Path
     assert result.exit_code == 2, out
     assert "Traceback" not in result.output
     assert "/dev/full" in out or "No space" in out, out
+
+
+def _advise(kubeconfig: Path, *extra: str) -> Result:
+    argv = ["mig", "advise", "--kubeconfig", str(kubeconfig), *extra]
+    return CliRunner().invoke(main, argv, env={"COLUMNS": "2000", "KUBECONFIG": ""})
+
+
+def test_advise_on_objects_of_odd_shapes_proposes_nothing_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "p.json"
+    over = {
+        "resourceslices": listing(
+            [{"spec": {"devices": [{"name": "gpu-0-mig-x", "attributes": 3}]}}]
+        ),
+        "resourceclaims": listing([{"spec": {"devices": {"requests": "x"}}}]),
+    }
+    with serve(answers(**over)) as (url, _):
+        result = _advise(write_kubeconfig(tmp_path / "kc", url), "--json", str(out))
+    assert result.exit_code == 0, result.output
+    assert "nothing to propose" in result.output
+    assert json.loads(out.read_text())["changes"] == []
+
+
+def test_advise_against_a_server_answering_garbage_ends_with_exit_2(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    with serve(answers(nodes=(200, b"not json"))) as (url, _):
+        result = _advise(write_kubeconfig(tmp_path / "kc", url), "--json", str(out))
+    _one_line_refusal(result, url)
+    assert not out.exists()

@@ -1,0 +1,96 @@
+"""``gpufleet mig apply --proposal`` and ``gpufleet mig advise``: input refused before
+anything runs (exit 2, naming the option, the value and a fix)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpufleet.cli import main
+
+pytestmark = pytest.mark.unit
+
+
+def run(args: list[str]) -> tuple[int, str]:
+    result = CliRunner().invoke(main, args, env={"COLUMNS": "200"})
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def inventory(tmp_path: Path) -> Path:
+    path = tmp_path / "hosts.yml"
+    path.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n        gpu-a: {}\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("{", "--proposal"),
+        ('{"kind": "something-else"}', "is not a MIG proposal"),
+        ('{"kind": "gpufleet-mig-proposal", "changes": [{"node": "a"}]}', "'changes' must be"),
+    ],
+)
+def test_a_bad_proposal_exits_2(
+    inventory: Path, tmp_path: Path, content: str, fragment: str
+) -> None:
+    proposal = tmp_path / "p.json"
+    proposal.write_text(content)
+    code, out = run(["mig", "apply", "-i", str(inventory), "--proposal", str(proposal)])
+    assert code == 2 and fragment in out, out
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    ("window", "fragment"),
+    [
+        ("tomorrow", "is not START/END"),
+        ("2026-12-03T22:00/2026-12-04T02:00", "with a time zone"),
+        ("2026-12-04T02:00Z/2026-12-03T22:00Z", "END after"),
+    ],
+)
+def test_a_bad_window_exits_2(inventory: Path, tmp_path: Path, window: str, fragment: str) -> None:
+    proposal = tmp_path / "p.json"
+    proposal.write_text(json.dumps({"kind": "gpufleet-mig-proposal", "changes": []}))
+    args = ["mig", "apply", "-i", str(inventory), "--proposal", str(proposal)]
+    code, out = run([*args, "--maintenance-window", window])
+    assert code == 2 and "--maintenance-window" in out and fragment in out, out
+
+
+def test_an_empty_proposal_changes_nothing(inventory: Path, tmp_path: Path) -> None:
+    proposal = tmp_path / "p.json"
+    proposal.write_text(json.dumps({"kind": "gpufleet-mig-proposal", "changes": []}))
+    code, out = run(["mig", "apply", "-i", str(inventory), "--proposal", str(proposal)])
+    assert code == 0 and "nothing to apply" in out
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--layout", '{"1g.18gb": 7}'], ["--limit", "gpu-a"], ["--config-name", "x"]],
+)
+def test_proposal_excludes_layout_and_limit(
+    inventory: Path, tmp_path: Path, extra: list[str]
+) -> None:
+    proposal = tmp_path / "p.json"
+    proposal.write_text(json.dumps({"kind": "gpufleet-mig-proposal", "changes": []}))
+    code, out = run(["mig", "apply", "-i", str(inventory), "--proposal", str(proposal), *extra])
+    assert code == 2 and "drop --layout, --config-name and --limit" in out, out
+
+
+@pytest.mark.parametrize("flag", [["--allow-disturb"], ["--maintenance-window", "x/y"]])
+def test_proposal_flags_need_a_proposal(inventory: Path, flag: list[str]) -> None:
+    code, out = run(["mig", "apply", "-i", str(inventory), "--layout", '{"1g.18gb": 7}', *flag])
+    assert code == 2 and "goes with --proposal FILE" in out, out
+
+
+def test_advise_refuses_an_output_in_a_missing_directory(tmp_path: Path) -> None:
+    code, out = run(["mig", "advise", "--json", str(tmp_path / "no" / "p.json")])
+    assert code == 2 and "does not exist" in out, out
+
+
+def test_advise_refuses_a_missing_kubeconfig(tmp_path: Path) -> None:
+    code, out = run(["mig", "advise", "--kubeconfig", str(tmp_path / "none")])
+    assert code == 2 and "--kubeconfig" in out, out
