@@ -28,7 +28,7 @@ def check_commands(commands: Sequence[Any]) -> str:
 def run_one(item: Mapping[str, Any], timeout: int) -> dict[str, Any]:
     """Run ``item['argv']`` without a shell -> ``{item, rc, stdout, stderr, stdout_lines,
     stderr_lines, cmd}``, in the module's environment (the locale ansible.builtin.command
-    gives its commands too; tests/unit/test_path_stat_module.py compares the two). A
+    gives its commands too; tests/unit/test_host_read_modules.py compares the two). A
     program that cannot be started has ``rc`` set to its error number (2 for one that is
     not installed) and empty output, as ansible.builtin.command reports it; one that runs
     past ``timeout`` seconds is killed (``rc`` -9). Trailing newlines of the output are

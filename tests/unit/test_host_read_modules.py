@@ -1,8 +1,9 @@
-"""The module path_stat against the loop of ``ansible.builtin.stat`` it replaces in the
-validation's host read (roles/validate/tasks/read_node.yml): both run for real by
-ansible-playbook on localhost over a driver root laid out on disk (a library behind a
-symbolic link, a dangling link, nvidia-smi, dev/), and the host checks must read the
-same driver root from either (``validate_hosts.normalize_host``)."""
+"""The modules path_stat and host_commands against the loops of ``ansible.builtin.stat``
+and ``ansible.builtin.command`` they replace in the validation's host read
+(roles/validate/tasks/read_node.yml): each pair runs for real by ansible-playbook on
+localhost (a driver root laid out on disk: a library behind a symbolic link, a dangling
+link, nvidia-smi, dev/; the role's own host commands and a few more), and the host checks
+must read the same from either (``validate_hosts.normalize_host``)."""
 
 from __future__ import annotations
 
