@@ -107,7 +107,9 @@ def hosts() -> Iterator[list[str]]:
 
 
 def inventory(path: Path, names: list[str]) -> Path:
-    """One control-plane host, the others workers and GPU nodes (as a fleet is laid out)."""
+    """One control-plane host, the others workers and GPU nodes (as a fleet is laid out); a
+    single host is a GPU worker (preflight refuses an inventory without GPU nodes)."""
+    control, workers = (names[:1], names[1:]) if len(names) > 1 else ([], names)
     doc = {
         "all": {
             "vars": {
@@ -117,11 +119,11 @@ def inventory(path: Path, names: list[str]) -> Path:
             "children": {
                 "k8s_cluster": {
                     "children": {
-                        "kube_control_plane": {"hosts": {n: {} for n in names[:1]}},
-                        "kube_node": {"hosts": {n: {} for n in names[1:]}},
+                        "kube_control_plane": {"hosts": {n: {} for n in control}},
+                        "kube_node": {"hosts": {n: {} for n in workers}},
                     }
                 },
-                "gpu_nodes": {"hosts": {n: {} for n in names[1:]}},
+                "gpu_nodes": {"hosts": {n: {} for n in workers}},
             },
         }
     }
