@@ -13,7 +13,7 @@ version_added: "0.1.0"
 description:
   - Runs each command (an argument vector, no shell) one after the other and returns its
     exit status and output, as C(ansible.builtin.command) does for one command with
-    C(failed_when=false) and C(changed_when=false): a command that is not installed has
+    C(failed_when=false) and C(changed_when=false); a command that is not installed has
     C(rc) 2 (the error number) and empty output instead of failing the task.
   - Returns one result per command in C(results), in the shape a loop of
     C(ansible.builtin.command) registers (C(item), C(rc), C(stdout), C(stderr),
