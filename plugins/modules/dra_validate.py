@@ -149,6 +149,15 @@ options:
   report_file:
     description: Write the report (JSON) to this file on the control host.
     type: path
+  junit_file:
+    description:
+      - Write the report as JUnit XML to this file on the control host (one test suite per
+        area, one test case per check), as C(gpufleet validate --junit) writes it.
+    type: path
+  return_junit:
+    description: Also return the JUnit XML in the result (key C(junit)), for C(set_stats).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -190,6 +199,10 @@ exit_code:
   description: 0 when no check failed, 1 when one did.
   returned: success
   type: int
+junit:
+  description: The report as JUnit XML (the text written to C(junit_file)).
+  returned: when return_junit is true
+  type: str
 """
 
 import json
@@ -200,6 +213,23 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_run
+
+
+def write_file(module: AnsibleModule, option: str, path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory (a reader
+    never sees half a report); fail naming ``option`` when the directory cannot be
+    created."""
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    except OSError as err:
+        module.fail_json(
+            msg=f"{option}={path!r}: its directory cannot be created ({err.strerror}); "
+            "give a path in a writable directory"
+        )
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
 
 
 def main() -> None:
@@ -233,6 +263,8 @@ def main() -> None:
             smoke_timeout=dict(type="int", default=180),
             smoke_keep_on_failure=dict(type="bool", default=True),
             report_file=dict(type="path"),
+            junit_file=dict(type="path"),
+            return_junit=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -251,23 +283,18 @@ def main() -> None:
         module.fail_json(msg=f"cannot validate: the API server could not be read: {err}")
     except Exception as err:  # a defect: report it with the trace instead of a bare crash
         module.fail_json(msg=f"validation crashed: {err}", exception=traceback.format_exc())
-    if params["report_file"]:
-        path = params["report_file"]
-        tmp = f"{path}.tmp{os.getpid()}"
-        try:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        except OSError as err:
-            module.fail_json(
-                msg=f"report_file={path!r}: its directory cannot be created ({err.strerror}); "
-                "give a path in a writable directory"
-            )
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=2)
-        os.replace(tmp, path)
+    for key, text in (
+        ("report_file", lambda: json.dumps(report, indent=2)),
+        ("junit_file", lambda: vr.render_junit(report)),
+    ):
+        if params[key]:
+            write_file(module, key, params[key], text())
     code = vr.exit_code(report)
+    extra = {"junit": vr.render_junit(report)} if params["return_junit"] else {}
     module.exit_json(
         changed=bool(params["smoke"]),
         report=report,
+        **extra,
         exit_code=code,
         msg=f"{report['counts']['fail']} failed, {report['counts']['warn']} warnings, "
         f"{report['counts']['skip']} skipped, {report['counts']['pass']} passed",

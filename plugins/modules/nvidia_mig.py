@@ -84,9 +84,9 @@ options:
   dra_driver:
     description:
       - The node runs NVIDIA's DRA driver (driver C(gpu.nvidia.com)). A MIG profile it
-        cannot serve is then refused before any change, naming the profile and why: a
+        cannot serve is then refused before any change, naming the profile and why (a
         compute instance narrower than its GPU instance (C(1c.3g.71gb)), on which NVIDIA's
-        DRA kubelet plugin exits at start and crash-loops.
+        DRA kubelet plugin exits at start and crash-loops).
     type: bool
     default: false
   variable_prefix:
