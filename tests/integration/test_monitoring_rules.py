@@ -35,7 +35,7 @@ def promtool() -> Path:
     return path
 
 
-def render(tmp_path: Path, **extra: object) -> subprocess.CompletedProcess[str]:
+def render(tmp_path: Path, *args: str, **extra: object) -> subprocess.CompletedProcess[str]:
     """Run the monitoring role on the local host into ``tmp_path/out``."""
     play = tmp_path / "play.yml"
     play.write_text(
@@ -83,6 +83,7 @@ def render(tmp_path: Path, **extra: object) -> subprocess.CompletedProcess[str]:
             "local",
             "-e",
             f"@{tmp_path / 'vars.yml'}",
+            *args,
             str(play),
         ],
         env=env,
@@ -191,3 +192,10 @@ def test_a_bad_duration_is_refused_by_promtool(tmp_path: Path) -> None:
     assert out.returncode != 0
     assert "gpufleet-dra.rules.yml" not in os.listdir(tmp_path / "out" / "rules")
     assert "failed to validate" in out.stdout + out.stderr
+
+
+def test_check_mode_writes_nothing(tmp_path: Path) -> None:
+    out = render(tmp_path, "--check")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not (tmp_path / "out").exists()
+    assert "changed=" in out.stdout and "changed=0" not in out.stdout
