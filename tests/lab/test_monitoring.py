@@ -250,7 +250,8 @@ def mon(lab) -> Iterator[tuple[Lab, Prom]]:
             "-c",
             "systemctl disable --now gpufleet-prometheus; rm -rf "
             "/etc/systemd/system/gpufleet-prometheus.service /usr/local/bin/gpufleet-prometheus "
-            f"/var/lib/gpufleet-prometheus {CONFIG_DIR}; systemctl daemon-reload",
+            f"/var/lib/gpufleet-prometheus {CONFIG_DIR}; rmdir --ignore-fail-on-non-empty "
+            f"{Path(CONFIG_DIR).parent}; systemctl daemon-reload",
         )
         lab.kubectl(
             "delete",
