@@ -1,12 +1,17 @@
 """``gpufleet report``: how the GPUs of a DRA cluster are used, from one listing.
 
 ``gpufleet report [--kubeconfig PATH] [--context NAME] [--pool-label LABEL] [--json
-FILE|-] [--markdown FILE] [--html FILE]`` lists Nodes, Pods, ResourceSlices and
-ResourceClaims once each (paged, every request with a timeout:
+FILE|-] [--markdown FILE] [--html FILE] [--metrics FILE] [--serve HOST:PORT]`` lists
+Nodes, Pods, ResourceSlices and ResourceClaims once each (paged, every request with a timeout:
 ``validate_kube.list_cluster``) and prints per node pool, GPU model and MIG profile the
 devices and GPU memory published, allocated, free and stranded, the fragmentation, the
 pending claims and why, and the claims allocated with no running consumer. The figures
 and their definitions are ``plugins/module_utils/fleet_report.py`` (docs/report.md).
+
+``--metrics FILE`` writes the leaked and pending claims and the devices of every GPU node
+as Prometheus metrics (``fleet_metrics``); ``--serve HOST:PORT`` lists the cluster again for
+every scrape of ``http://HOST:PORT/metrics`` and serves them until interrupted
+(``report_serve``, docs/monitoring.md).
 
 Exit codes: 0 the report was written, 2 it could not run (kubeconfig, API server
 unreachable or refusing, DRA not served, an output path that cannot be written).
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_metrics as fm
 from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_report as fr
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from rich.console import Console
@@ -27,6 +33,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpufleet.commands import report_pages as rp
+from gpufleet.commands import report_serve as rs
 from gpufleet.commands.validate import check_outputs, write_json
 
 #: The kinds the report reads; a failure to list any of them stops it (exit 2).
@@ -109,6 +116,24 @@ def render_terminal(console: Console, report: dict[str, Any]) -> None:
     console.print(f"[dim]{escape(rp.source_line(report['meta']))}[/]")
 
 
+def _serve(
+    address: tuple[str, int], kubeconfig: str | None, context: str | None, pool_label: str
+) -> None:
+    try:
+        server = rs.make_server(address, lambda: rs.scrape(kubeconfig, context, pool_label))
+    except OSError as err:
+        _fail(f"--serve {address[0]}:{address[1]}: {err.strerror}; fix: pick a free port")
+    Console(stderr=True).print(
+        f"serving metrics on http://{address[0]}:{address[1]}/metrics (Ctrl-C stops)"
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
 @click.command("report")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Kubeconfig.")
 @click.option("--context", default=None, help="Kubeconfig context.")
@@ -121,6 +146,17 @@ def render_terminal(console: Console, report: dict[str, Any]) -> None:
 @click.option("--json", "json_file", metavar="FILE", help="Write the report as JSON ('-': stdout).")
 @click.option("--markdown", metavar="FILE", help="Write the report as Markdown.")
 @click.option("--html", "html_file", metavar="FILE", help="Write a self-contained HTML page.")
+@click.option(
+    "--metrics",
+    "metrics_file",
+    metavar="FILE",
+    help="Write claims and GPU node devices as Prometheus metrics (textfile).",
+)
+@click.option(
+    "--serve",
+    metavar="HOST:PORT",
+    help="Serve the metrics on http://HOST:PORT/metrics, listed again per scrape.",
+)
 def report(
     kubeconfig: str | None,
     context: str | None,
@@ -128,14 +164,21 @@ def report(
     json_file: str | None,
     markdown: str | None,
     html_file: str | None,
+    metrics_file: str | None,
+    serve: str | None,
 ) -> None:
     """GPU utilization of a DRA cluster; exit 0 report written, 2 could not run."""
-    check_outputs({"--json": json_file, "--markdown": markdown, "--html": html_file})
+    outputs = {"--json": json_file, "--markdown": markdown, "--html": html_file}
+    check_outputs({**outputs, "--metrics": metrics_file})
+    address = rs.parse_address(serve) if serve else None
     if kubeconfig:
         try:
             vk.check_kubeconfig(kubeconfig)
         except vk.KubeError as exc:
             raise click.BadParameter(exc.message, param_hint="'--kubeconfig'") from None
+    if address:
+        _serve(address, kubeconfig, context, pool_label)
+        return
     kube, listing = read_cluster(kubeconfig, context)
     doc = fr.build_report(
         listing.slices, listing.claims, listing.pods, listing.nodes, pool_label=pool_label
@@ -156,5 +199,7 @@ def report(
             Path(markdown).write_text(rp.render_markdown(doc))
         if html_file:
             Path(html_file).write_text(rp.render_html(doc))
+        if metrics_file:
+            Path(metrics_file).write_text(fm.render(doc, listing.nodes))
     except OSError as err:
         _fail(f"cannot write the report: {err}; fix: give a writable path")

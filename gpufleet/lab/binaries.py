@@ -616,6 +616,8 @@ VERSION_ARGS: dict[str, tuple[str, ...]] = {
     "nvidia-ctk": ("--version",),
     "nvidia-cdi-hook": ("--version",),
     "nvidia-container-runtime": ("--version",),
+    "prometheus": ("--version",),
+    "promtool": ("--version",),
 }
 
 

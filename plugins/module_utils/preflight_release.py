@@ -62,6 +62,7 @@ ROLE_PREFIXES = (
     "site_",
     "upgrade_",
     "validate_",
+    "monitoring_",
     "gpufleet_",
 )
 

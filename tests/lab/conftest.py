@@ -2,9 +2,11 @@
 brought up once for the tests of this package with ``gpufleet lab up`` and removed after
 the last of them, so the rest of the run does not share the machine with it.
 
-It is a lab of its own (``GPUFLEET_LAB_NAME=gpufleet-test``, network 10.89.60.0/24), so
-a developer's default lab is never touched. ``GPUFLEET_TEST_KEEP_LAB=1`` keeps it after
-the session (the next session reuses it: ``lab up`` converges a running lab).
+It is a lab of its own (``GPUFLEET_LAB_NAME=gpufleet-test``, network 10.89.60.0/24;
+``GPUFLEET_TEST_LAB_NAME``/``GPUFLEET_TEST_LAB_SUBNET`` pick another), so a developer's
+default lab is never touched. ``GPUFLEET_TEST_KEEP_LAB=1`` keeps it after
+the session (the next session reuses it: ``lab up`` converges a running lab;
+``GPUFLEET_TEST_REUSE_LAB=1`` uses a lab whose nodes are all Ready without converging it).
 Tests that change the lab (MIG layouts, labels) put it back as they found it.
 """
 
@@ -26,7 +28,11 @@ from gpufleet.lab import binaries, podman
 
 REPO = Path(__file__).resolve().parents[2]
 GPUFLEET = REPO / ".venv" / "bin" / "gpufleet"
-LAB_ENV = {"GPUFLEET_LAB_NAME": "gpufleet-test", "GPUFLEET_LAB_SUBNET": "10.89.60.0/24"}
+# GPUFLEET_TEST_LAB_NAME / GPUFLEET_TEST_LAB_SUBNET run the package on a lab of one's own.
+LAB_ENV = {
+    "GPUFLEET_LAB_NAME": os.environ.get("GPUFLEET_TEST_LAB_NAME", "gpufleet-test"),
+    "GPUFLEET_LAB_SUBNET": os.environ.get("GPUFLEET_TEST_LAB_SUBNET", "10.89.60.0/24"),
+}
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,19 @@ def _gpufleet(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     )
 
 
+def _reuse() -> subprocess.CompletedProcess | None:
+    """With ``GPUFLEET_TEST_REUSE_LAB=1``, a lab whose every node is Ready is used as it is
+    (no ``lab up`` converge); None otherwise."""
+    if os.environ.get("GPUFLEET_TEST_REUSE_LAB") != "1":
+        return None
+    status = _gpufleet("lab", "status", "--json", timeout=120)
+    try:
+        ready = json.loads(status.stdout).get("ready") is True
+    except ValueError:
+        ready = False
+    return status if status.returncode == 0 and ready else None
+
+
 @pytest.fixture(scope="package")
 def lab() -> Iterator[Lab]:
     if shutil.which("podman") is None:
@@ -104,7 +123,7 @@ def lab() -> Iterator[Lab]:
     if not podman.image_present(podman.node_image_ref()):
         pytest.skip("the lab node image is not built: run lab/prepare-podman")
     t0 = time.monotonic()
-    up = _gpufleet("lab", "up")
+    up = _reuse() or _gpufleet("lab", "up")
     up_seconds = time.monotonic() - t0
     try:
         assert up.returncode == 0, (

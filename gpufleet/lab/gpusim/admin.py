@@ -7,6 +7,7 @@ Subcommands::
     gpusim hold --gpu 0 --pid 4242 --name python3 --mib 1024   # a process holds GPU 0
     gpusim release --gpu 0 [--pid 4242]                         # it lets go
     gpusim set --driver-version 580.159.04 [--cuda-version 13.0]
+    gpusim set --gpu 0 --utilization 85                         # simulated GPU utilization
     gpusim show                                                 # the state as JSON
 
 Exit codes: 0 done (or nothing to change), 1 refused (bad input, the message names the
@@ -179,6 +180,20 @@ def release(state: State, index: int, pid: int | None) -> bool:
     return changed
 
 
+def set_utilization(state: State, index: int | None, percent: int | None) -> bool:
+    """Set GPU ``index``'s simulated utilization to ``percent``; False if already so.
+    Every MIG device of the GPU reports it too."""
+    if index is None or percent is None:
+        raise AdminError("set: --utilization needs --gpu N and --gpu needs --utilization P")
+    gpu = _gpu(state, index)
+    if not 0 <= percent <= 100:
+        raise AdminError(f"--utilization {percent}: a utilization is 0..100 percent")
+    if gpu.utilization_percent == percent:
+        return False
+    gpu.utilization_percent = percent
+    return True
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpusim", description="GPU simulator administration")
     p.add_argument("--state", help="state file (default: $GPUFLEET_GPUSIM_STATE or /var/lib/...)")
@@ -198,9 +213,11 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("release", help="a process stops holding a GPU")
     r.add_argument("--gpu", type=int, required=True)
     r.add_argument("--pid", type=int, default=None)
-    s = sub.add_parser("set", help="change driver or CUDA version")
+    s = sub.add_parser("set", help="change driver or CUDA version, or a GPU's utilization")
     s.add_argument("--driver-version", default=None)
     s.add_argument("--cuda-version", default=None)
+    s.add_argument("--gpu", type=int, default=None, help="the GPU --utilization applies to")
+    s.add_argument("--utilization", type=int, default=None, help="GPU utilization, percent")
     sub.add_parser("show", help="print the state as JSON")
     return p
 
@@ -247,9 +264,14 @@ def main(argv: list[str] | None = None) -> int:
                 changed = hold(state, args.gpu, args.pid, args.name, args.mib)
             elif args.cmd == "release":
                 changed = release(state, args.gpu, args.pid)
+            elif args.utilization is not None or args.gpu is not None:
+                changed = set_utilization(state, args.gpu, args.utilization)
             else:
                 if args.driver_version is None and args.cuda_version is None:
-                    raise AdminError("set: pass --driver-version and/or --cuda-version")
+                    raise AdminError(
+                        "set: pass --driver-version and/or --cuda-version, or --gpu N "
+                        "--utilization PERCENT"
+                    )
                 before = (state.driver_version, state.cuda_version)
                 state.driver_version = args.driver_version or state.driver_version
                 state.cuda_version = args.cuda_version or state.cuda_version

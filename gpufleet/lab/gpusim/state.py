@@ -88,6 +88,8 @@ class Gpu:
     ``addressing_mode`` what NVML reports (``None``, ``HMM``, ``ATS``); both are optional
     in the file, and "" (absent) means the GPU reports none, so the DRA kubelet plugin
     (simulator) leaves the attribute out, as NVIDIA's plugin does.
+    ``utilization_percent`` (0-100, optional, default 0) is the simulated GPU utilization
+    the simulator's DCGM-named metrics report (``gpusim set --gpu N --utilization P``).
     """
 
     index: int
@@ -105,6 +107,7 @@ class Gpu:
     mig_mode_pending: str
     pcie_root: str = ""
     addressing_mode: str = ""
+    utilization_percent: int = 0
     gpu_instances: list[GpuInstance] = field(default_factory=list)
     processes: list[Process] = field(default_factory=list)
 
@@ -245,6 +248,16 @@ def _gpu_from(obj: Any, where: str) -> Gpu:
             f"{where}.addressing_mode = {addressing_mode!r}: expected one of None, HMM, ATS "
             "or no addressing_mode"
         )
+    utilization = obj.get("utilization_percent", 0)
+    if (
+        isinstance(utilization, bool)
+        or not isinstance(utilization, int)
+        or not (0 <= utilization <= 100)
+    ):
+        raise StateError(
+            f"{where}.utilization_percent = {utilization!r}: expected an integer 0..100 or "
+            "no utilization_percent"
+        )
     return Gpu(
         index=_req(obj, "index", int, where),
         minor=_req(obj, "minor", int, where),
@@ -261,6 +274,7 @@ def _gpu_from(obj: Any, where: str) -> Gpu:
         mig_mode_pending=modes["mig_mode_pending"],
         pcie_root=pcie_root,
         addressing_mode=addressing_mode,
+        utilization_percent=utilization,
         gpu_instances=[_gi_from(g, f"{where}.gpu_instances[{i}]") for i, g in enumerate(gis)],
         processes=processes,
     )

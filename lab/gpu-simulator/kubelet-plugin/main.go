@@ -12,11 +12,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,6 +37,7 @@ import (
 
 	"gpufleet.invalid/gpusim-kubelet-plugin/internal/devices"
 	"gpufleet.invalid/gpusim-kubelet-plugin/internal/driver"
+	"gpufleet.invalid/gpusim-kubelet-plugin/internal/metrics"
 	"gpufleet.invalid/gpusim-kubelet-plugin/internal/state"
 )
 
@@ -47,6 +51,7 @@ type options struct {
 	kubeconfig    string
 	cdiHookPath   string
 	pollInterval  time.Duration
+	metricsAddr   string
 }
 
 func envOr(name, def string) string {
@@ -76,6 +81,8 @@ func parseFlags(args []string) (*options, error) {
 		"kubeconfig file; empty means the in-cluster service account [env KUBECONFIG]")
 	fs.StringVar(&o.cdiHookPath, "nvidia-cdi-hook-path", envOr("NVIDIA_CDI_HOOK_PATH", driver.DefaultNVIDIACDIHookPath),
 		"the node's nvidia-cdi-hook, called by the CDI specs at container creation; the plugin does not start without it [env NVIDIA_CDI_HOOK_PATH]")
+	fs.StringVar(&o.metricsAddr, "metrics-address", envOr("GPUFLEET_GPUSIM_METRICS_ADDRESS", ":9400"),
+		"address of the simulated GPU metrics (DCGM exporter names) on /metrics; \"\" serves none [env GPUFLEET_GPUSIM_METRICS_ADDRESS]")
 	fs.DurationVar(&o.pollInterval, "poll-interval", 2*time.Second, "how often the state file is checked for changes")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -183,6 +190,15 @@ func run(o *options) error {
 	logger.Info("Started", "driver", devices.DriverName, "node", o.nodeName, "stateFile", o.stateFile,
 		"nvidiaCDIHook", o.cdiHookPath, "preparedClaims", len(drv.PreparedClaims()))
 
+	if o.metricsAddr != "" {
+		srv, err := serveMetrics(o.metricsAddr, o.stateFile, o.nodeName, drv)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		logger.Info("Serving simulated GPU metrics", "address", o.metricsAddr, "path", "/metrics")
+	}
+
 	w := &watcher{path: o.stateFile}
 	publish := func() {
 		changed, infos, devs, err := w.poll()
@@ -222,6 +238,37 @@ func run(o *options) error {
 			publish()
 		}
 	}
+}
+
+// serveMetrics answers GET /metrics with the simulated GPU metrics of the state file
+// as it is at that moment (metrics.Render).
+func serveMetrics(addr, stateFile, nodeName string, drv *driver.Driver) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-address=%s: %w; pick a free port or pass --metrics-address=\"\"", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(rw http.ResponseWriter, _ *http.Request) {
+		s, _, err := state.Load(stateFile)
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		var buf bytes.Buffer
+		if err := metrics.Render(&buf, s, nodeName, drv.PreparedDevices()); err != nil {
+			http.Error(rw, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		rw.Header().Set("Content-Type", metrics.ContentType)
+		_, _ = rw.Write(buf.Bytes())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.Background().Error(err, "Metrics server stopped")
+		}
+	}()
+	return srv, nil
 }
 
 // checkLayout returns the *devices.UnservableLayoutError of the state file's MIG

@@ -316,6 +316,12 @@ func migNames(minor int, gi state.GPUInstance, cis []state.ComputeInstance) []st
 	return out
 }
 
+// MIGDeviceNames names the MIG devices of one GPU instance, one per compute
+// instance, as the published devices are named.
+func MIGDeviceNames(minor int, gi state.GPUInstance) []string {
+	return migNames(minor, gi, gi.ComputeInstances)
+}
+
 // toRFC1123Compliant mirrors the NVIDIA driver's helper of the same name
 // (cmd/gpu-kubelet-plugin/mig.go): lower case, anything but [a-z0-9-.] becomes
 // "-", leading/trailing "-" trimmed. "1g.18gb+me" without dots -> "1g18gb-me".

@@ -78,6 +78,34 @@ func (d *Driver) PreparedClaims() []string {
 	return uids
 }
 
+// ClaimRef names the ResourceClaim a device is prepared for.
+type ClaimRef struct {
+	Namespace string
+	Name      string
+}
+
+// PreparedDevices maps each device prepared for a claim now to that claim (a device
+// shared by several claims maps to the first by claim UID).
+func (d *Driver) PreparedDevices() map[string]ClaimRef {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	uids := make([]string, 0, len(d.checkpoint.Claims))
+	for uid := range d.checkpoint.Claims {
+		uids = append(uids, uid)
+	}
+	sort.Strings(uids)
+	out := map[string]ClaimRef{}
+	for _, uid := range uids {
+		c := d.checkpoint.Claims[uid]
+		for _, dev := range c.Devices {
+			if _, ok := out[dev.Device]; !ok {
+				out[dev.Device] = ClaimRef{Namespace: c.Namespace, Name: c.Name}
+			}
+		}
+	}
+	return out
+}
+
 // PrepareResourceClaims writes a CDI spec per claim and returns its CDI device IDs.
 // A claim already in the checkpoint gets the same answer again (its files are
 // rewritten, since /var/run/cdi does not survive a reboot).

@@ -56,6 +56,9 @@ type GPU struct {
 	MIGModePending    string        `json:"mig_mode_pending"`
 	GPUInstances      []GPUInstance `json:"gpu_instances"`
 	Processes         []Process     `json:"processes"`
+	// UtilizationPercent is the simulated GPU utilization (0-100) the simulator's
+	// DCGM-named metrics report; absent is 0.
+	UtilizationPercent int `json:"utilization_percent,omitempty"`
 }
 
 // Addressing modes NVML reports (nvmlDeviceAddressingModeType_t, as go-nvlib
@@ -150,6 +153,9 @@ func (s *State) Validate() error {
 			errs = append(errs, fmt.Errorf("%s.minor=%d is used by another GPU; minors must be unique", where, g.Minor))
 		}
 		minors[g.Minor] = true
+		if g.UtilizationPercent < 0 || g.UtilizationPercent > 100 {
+			errs = append(errs, fmt.Errorf("%s.utilization_percent=%d must be 0..100 or absent", where, g.UtilizationPercent))
+		}
 		if !addressingModes[g.AddressingMode] {
 			errs = append(errs, fmt.Errorf("%s.addressing_mode=%q must be one of None, HMM, ATS or absent", where, g.AddressingMode))
 		}

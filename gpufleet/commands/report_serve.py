@@ -1,0 +1,77 @@
+"""``gpufleet report --serve HOST:PORT``: the report's object state as Prometheus metrics,
+listed again for every scrape of ``/metrics`` (``fleet_metrics.render``), for the
+monitoring role's rules on leaked and pending claims and GPU nodes without devices.
+
+A listing that fails answers 503 with the error on one line and
+``gpufleet_report_up 0``, so Prometheus keeps scraping and the target shows the fault.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_metrics as fm
+from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_report as fr
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+
+#: The kinds one scrape lists (those of the report).
+KINDS = ("nodes", "pods", "resourceslices", "resourceclaims")
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``:PORT`` (all addresses) as (host, port); raises
+    ``click.BadParameter`` naming ``--serve`` otherwise."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(
+            f"{text!r} is not HOST:PORT; pass for example 0.0.0.0:9477 or :9477",
+            param_hint="'--serve'",
+        )
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def scrape(kubeconfig: str | None, context: str | None, pool_label: str) -> tuple[int, str]:
+    """(HTTP status, exposition text) of one listing of the cluster."""
+    try:
+        kube = vk.Kube(kubeconfig, context)
+        listing = vk.list_cluster(kube, kinds=KINDS)
+    except vk.KubeError as err:
+        return 503, f"# {err.message.splitlines()[0]}\ngpufleet_report_up 0\n"
+    failed = {k: v for k, v in listing.errors.items() if k in KINDS}
+    if not listing.resource_version or failed:
+        why = "; ".join(f"{k}: {v}" for k, v in failed.items()) or "resource.k8s.io not served"
+        return 503, f"# cannot list {why.splitlines()[0]}\ngpufleet_report_up 0\n"
+    doc = fr.build_report(
+        listing.slices, listing.claims, listing.pods, listing.nodes, pool_label=pool_label
+    )
+    return 200, fm.render(doc, listing.nodes) + "gpufleet_report_up 1\n"
+
+
+def make_server(
+    address: tuple[str, int], collect: Callable[[], tuple[int, str]]
+) -> ThreadingHTTPServer:
+    """A server that answers ``GET /metrics`` with ``collect()`` (one at a time) and 404
+    elsewhere. Raises ``OSError`` when the address cannot be bound."""
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404, "only /metrics")
+                return
+            with lock:
+                status, text = collect()
+            body = text.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", fm.CONTENT_TYPE)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    return ThreadingHTTPServer(address, Handler)

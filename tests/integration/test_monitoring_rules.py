@@ -1,0 +1,201 @@
+"""The monitoring role's files, rendered by the role itself (ansible-playbook on the local
+host) and judged by the real promtool built from github.com/prometheus/prometheus at the
+version gpufleet/lab/releases.yaml pins (``lab/build-binaries --tools prometheus``; the ci
+profile builds it): ``promtool check rules``, ``promtool check config`` and
+``promtool test rules`` with tests/integration/data/monitoring/gpufleet-dra.rules.test.yml.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpufleet import runner
+from gpufleet.lab import binaries
+
+pytestmark = [pytest.mark.integration, pytest.mark.ansible]
+
+DATA = Path(__file__).with_name("data") / "monitoring"
+BIN = Path(sys.executable).parent
+
+
+def promtool() -> Path:
+    path = binaries.binary_path("promtool")
+    if not path.is_file():
+        pytest.fail(
+            f"promtool is not built ({path}); run lab/build-binaries --tools prometheus "
+            "(scripts/setup does, in the ci profile)"
+        )
+    return path
+
+
+def render(tmp_path: Path, *args: str, **extra: object) -> subprocess.CompletedProcess[str]:
+    """Run the monitoring role on the local host into ``tmp_path/out``."""
+    play = tmp_path / "play.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "render",
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "roles": [{"role": "gpufleet.cluster.monitoring"}],
+                }
+            ]
+        )
+    )
+    variables = {
+        "ansible_python_interpreter": sys.executable,
+        "monitoring_config_dir": str(tmp_path / "out"),
+        "monitoring_promtool": str(promtool()),
+        "monitoring_kubelet_targets": [
+            {"node": "w1", "address": "10.0.0.11:10250", "gpu_node": True},
+            {"node": "cp", "address": "10.0.0.10:10250"},
+        ],
+        "monitoring_dcgm_exporter_targets": [{"node": "w1", "address": "10.0.0.11:9400"}],
+        "monitoring_scheduler_targets": ["10.0.0.10:10259"],
+        "monitoring_controller_manager_targets": ["10.0.0.10:10257"],
+        "monitoring_apiserver_targets": ["10.0.0.10:6443"],
+        "monitoring_object_exporter_targets": ["10.0.0.1:9477"],
+        **extra,
+    }
+    (tmp_path / "vars.yml").write_text(yaml.safe_dump(variables))
+    env = {
+        "PATH": f"{BIN}:/usr/bin:/bin",
+        "HOME": str(Path.home()),
+        "ANSIBLE_COLLECTIONS_PATH": str(runner.collection_root().parents[2]),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_LOCALHOST_WARNING": "False",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
+    }
+    return subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"@{tmp_path / 'vars.yml'}",
+            *args,
+            str(play),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_rules_render_check_and_pass_their_unit_tests(tmp_path: Path) -> None:
+    out = render(tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rules = tmp_path / "out" / "rules" / "gpufleet-dra.rules.yml"
+    doc = yaml.safe_load(rules.read_text())
+    alerts = {r["alert"] for g in doc["groups"] for r in g["rules"]}
+    assert alerts == {
+        "DRAClaimLeaked",
+        "DRAClaimsAllocatedNotInUse",
+        "DRAClaimPending",
+        "DRAPodsUnschedulable",
+        "GPUNodeWithoutResourceSlice",
+        "DRAKubeletPluginDown",
+        "DRAPrepareErrors",
+        "DRAAllocatedDeviceIdle",
+        "DRAFeatureGateOff",
+        "DRAAPINotServed",
+    }
+    check = subprocess.run(
+        [str(promtool()), "check", "rules", str(rules)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "SUCCESS: 10 rules found" in check.stdout + check.stderr
+    # the unit tests of the rules run against the rendered file, next to it
+    shutil.copy(DATA / "gpufleet-dra.rules.test.yml", rules.parent)
+    test = subprocess.run(
+        [str(promtool()), "test", "rules", "gpufleet-dra.rules.test.yml"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=rules.parent,
+    )
+    print(test.stdout + test.stderr)
+    assert test.returncode == 0, test.stdout + test.stderr
+    assert "SUCCESS" in test.stdout + test.stderr
+
+
+def test_scrape_configuration_is_valid_and_names_every_target(tmp_path: Path) -> None:
+    out = render(tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    config = tmp_path / "out" / "prometheus.yml"
+    (tmp_path / "token").write_text("x\n")
+    text = config.read_text().replace("/etc/gpufleet/monitoring/token", str(tmp_path / "token"))
+    config.write_text(text)
+    check = subprocess.run(
+        [str(promtool()), "check", "config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    doc = yaml.safe_load(text)
+    jobs = {j["job_name"]: j for j in doc["scrape_configs"]}
+    assert set(jobs) == {
+        "kubelet",
+        "kube-scheduler",
+        "kube-controller-manager",
+        "kube-apiserver",
+        "dcgm-exporter",
+        "gpufleet-report",
+    }
+    kubelets = {
+        t["labels"]["node"]: (t["targets"], t["labels"]["gpu_node"])
+        for t in jobs["kubelet"]["static_configs"]
+    }
+    assert kubelets == {"w1": (["10.0.0.11:10250"], "true"), "cp": (["10.0.0.10:10250"], "false")}
+    assert jobs["kube-scheduler"]["static_configs"][0]["targets"] == ["10.0.0.10:10259"]
+    assert jobs["kubelet"]["tls_config"] == {"insecure_skip_verify": True}
+    assert jobs["dcgm-exporter"]["static_configs"][0]["labels"] == {"node": "w1"}
+    values = yaml.safe_load((tmp_path / "out" / "dcgm-exporter-values.yaml").read_text())
+    assert values["kubernetesDRA"] == {"enabled": True}
+
+
+def test_second_run_changes_nothing(tmp_path: Path) -> None:
+    assert render(tmp_path).returncode == 0
+    again = render(tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "changed=0" in again.stdout, again.stdout
+
+
+def test_short_durations_reach_the_rules(tmp_path: Path) -> None:
+    out = render(tmp_path, monitoring_plugin_down_for="30s", monitoring_device_idle_for="1m")
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = yaml.safe_load((tmp_path / "out" / "rules" / "gpufleet-dra.rules.yml").read_text())
+    rules = {r["alert"]: r for g in doc["groups"] for r in g["rules"]}
+    assert rules["DRAKubeletPluginDown"]["for"] == "30s"
+    assert rules["DRAAllocatedDeviceIdle"]["for"] == "1m"
+    assert rules["DRAClaimLeaked"]["for"] == "10m"
+
+
+def test_a_bad_duration_is_refused_by_promtool(tmp_path: Path) -> None:
+    out = render(tmp_path, monitoring_claim_leaked_for="ten minutes")
+    assert out.returncode != 0
+    assert "gpufleet-dra.rules.yml" not in os.listdir(tmp_path / "out" / "rules")
+    assert "failed to validate" in out.stdout + out.stderr
+
+
+def test_check_mode_writes_nothing(tmp_path: Path) -> None:
+    out = render(tmp_path, "--check")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not (tmp_path / "out").exists()
+    assert "changed=" in out.stdout and "changed=0" not in out.stdout

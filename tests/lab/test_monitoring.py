@@ -1,0 +1,454 @@
+"""The monitoring role on a running lab: a real Prometheus (built from
+github.com/prometheus/prometheus, run by the role as ``gpufleet-prometheus`` on the
+control-plane node) scrapes the lab's kubelets, kube-scheduler, kube-controller-manager,
+kube-apiserver, the GPU simulator's DCGM-named metrics and ``gpufleet report --serve``,
+with the role's rules at short ``for:`` durations; faults caused for real make the matching
+alerts fire, and the test records which alert fired after how long
+(``$TMPDIR/monitoring-<lab>.json``, printed at the end):
+
+* an allocated device left idle (the GPU simulator at 0% utilization) fires
+  DRAAllocatedDeviceIdle, and 90% utilization (``gpusim set``) clears it;
+* a leaked claim (kube-controller-manager stopped, the pod force-deleted, as in
+  test_validate.py) fires DRAClaimLeaked;
+* the kubelet plugin stopped on one node (a DaemonSet nodeSelector) fires
+  DRAKubeletPluginDown for that node.
+
+Everything is put back: the plugin, kube-controller-manager, the claim (``claims gc``),
+the Prometheus unit and its files, the RBAC objects, the exporter process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpufleet import runner
+from gpufleet.lab import binaries, cluster
+from tests.lab.test_validate import GPUFLEET, Lab
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+BIN = Path(sys.executable).parent
+FOR = "20s"  # every for: of the rules on the lab
+CONFIG_DIR = "/etc/gpufleet/monitoring"
+RESULTS: dict[str, Any] = {"alerts": {}}
+RBAC = [
+    {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "gpufleet-prometheus", "namespace": "kube-system"},
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "gpufleet-prometheus"},
+        "rules": [
+            {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["nodes/metrics"], "verbs": ["get"]},
+        ],
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "gpufleet-prometheus"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "gpufleet-prometheus",
+        },
+        "subjects": [
+            {"kind": "ServiceAccount", "name": "gpufleet-prometheus", "namespace": "kube-system"}
+        ],
+    },
+]
+
+
+class Prom:
+    """The HTTP API of the Prometheus the role started (every request with a timeout)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def get(self, path: str, **query: str) -> Any:
+        url = f"{self.base}{path}?{urllib.parse.urlencode(query)}"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return json.loads(resp.read())["data"]
+
+    def firing(self, alert: str, **labels: str) -> list[dict[str, str]]:
+        sel = ",".join(
+            [
+                f'alertname="{alert}"',
+                'alertstate="firing"',
+                *(f'{k}="{v}"' for k, v in labels.items()),
+            ]
+        )
+        return [r["metric"] for r in self.get("/api/v1/query", query=f"ALERTS{{{sel}}}")["result"]]
+
+    def series(self, expr: str) -> list[dict[str, Any]]:
+        return self.get("/api/v1/query", query=expr)["result"]
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout_s: float) -> float:
+    """Seconds until ``probe()`` is truthy; AssertionError after ``timeout_s``."""
+    start = time.monotonic()
+    last: Any = None
+    while time.monotonic() - start < timeout_s:
+        try:
+            last = probe()
+        except (OSError, ValueError) as err:
+            last = repr(err)
+        else:
+            if last:
+                return time.monotonic() - start
+        time.sleep(2)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}; last: {last!r}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        return s.getsockname()[1]
+
+
+def run_role(lab: Lab, variables: dict[str, Any], tmp: Path) -> None:
+    (tmp / "monitoring-vars.yml").write_text(yaml.safe_dump(variables))
+    proc = subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(runner.collection_root() / "inventory" / "lab"),
+            "-e",
+            f"@{tmp / 'monitoring-vars.yml'}",
+            str(runner.collection_root() / "playbooks" / "monitoring.yml"),
+        ],
+        env={
+            **os.environ,
+            "ANSIBLE_COLLECTIONS_PATH": str(runner.collection_root().parents[2]),
+            "ANSIBLE_NOCOLOR": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def mon(lab) -> Iterator[tuple[Lab, Prom]]:
+    state = cluster.load_state()
+    if not state or not cluster.kubeconfig_path().is_file():
+        pytest.skip(f"no lab named {cluster.lab_name()!r}: run `gpufleet lab up`")
+    lab = Lab(state)
+    if len(lab.workers) < 2:
+        pytest.skip("the monitoring faults need a lab with two GPU workers")
+    lab.ensure_images()
+    lab.settle()
+    ips = {n["name"]: n["ip"] for n in state["nodes"]}
+    gateway = subprocess.run(
+        [
+            "podman",
+            "inspect",
+            lab.control_plane,
+            "--format",
+            "{{range .NetworkSettings.Networks}}{{.Gateway}}{{end}}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    port = free_port()
+    exporter = subprocess.Popen(
+        [GPUFLEET, "report", "--serve", f"0.0.0.0:{port}", "--kubeconfig", lab.kubeconfig],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lab.kubectl(
+        "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": RBAC})
+    )
+    try:
+        token = lab.kubectl(
+            "-n", "kube-system", "create", "token", "gpufleet-prometheus", "--duration=2h"
+        )
+        subprocess.run(
+            [
+                "podman",
+                "exec",
+                "-i",
+                lab.control_plane,
+                "sh",
+                "-c",
+                f"mkdir -p {CONFIG_DIR} && umask 077 && cat > {CONFIG_DIR}/token",
+            ],
+            input=token.strip() + "\n",
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        variables = {
+            "monitoring_config_dir": CONFIG_DIR,
+            "monitoring_scrape_interval": "5s",
+            "monitoring_kubelet_targets": [
+                {"node": n, "address": f"{ips[n]}:10250", "gpu_node": n in lab.workers}
+                for n in [lab.control_plane, *lab.workers]
+            ],
+            "monitoring_dcgm_exporter_targets": [
+                {"node": n, "address": f"{ips[n]}:9400"} for n in lab.workers
+            ],
+            # kubeadm binds the scheduler and the controller-manager to 127.0.0.1
+            "monitoring_scheduler_targets": ["127.0.0.1:10259"],
+            "monitoring_controller_manager_targets": ["127.0.0.1:10257"],
+            "monitoring_apiserver_targets": [f"{ips[lab.control_plane]}:6443"],
+            "monitoring_object_exporter_targets": [f"{gateway}:{port}"],
+            **{
+                f"monitoring_{k}": FOR
+                for k in (
+                    "claim_leaked_for",
+                    "claim_pending_for",
+                    "resourceslice_missing_for",
+                    "plugin_down_for",
+                    "device_idle_for",
+                    "dra_gate_missing_for",
+                )
+            },
+            "monitoring_device_idle_window": "30s",
+            "monitoring_prometheus_service": True,
+            "monitoring_prometheus_binary": str(binaries.binary_path("prometheus")),
+            "monitoring_prometheus_data_dir": "/var/lib/gpufleet-prometheus",
+        }
+        run_role(lab, variables, lab.tmp)
+        prom = Prom(f"http://{ips[lab.control_plane]}:9090")
+        RESULTS["prometheus"] = str(binaries.binary_path("prometheus"))
+
+        def all_up() -> bool:
+            active = prom.get("/api/v1/targets", state="active")["activeTargets"]
+            RESULTS["targets"] = {
+                f"{t['labels']['job']} {t['scrapeUrl']}": t["health"] for t in active
+            }
+            return len(active) >= 9 and all(t["health"] == "up" for t in active)
+
+        RESULTS["targets_up_s"] = round(wait_for("every target up", all_up, 180), 1)
+        yield lab, prom
+    finally:
+        lab.exec(
+            lab.control_plane,
+            "sh",
+            "-c",
+            "systemctl disable --now gpufleet-prometheus; rm -rf "
+            "/etc/systemd/system/gpufleet-prometheus.service /usr/local/bin/gpufleet-prometheus "
+            f"/var/lib/gpufleet-prometheus {CONFIG_DIR}; rmdir --ignore-fail-on-non-empty "
+            f"{Path(CONFIG_DIR).parent}; systemctl daemon-reload",
+        )
+        lab.kubectl(
+            "delete",
+            "-f",
+            "-",
+            "--ignore-not-found",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": RBAC}),
+            check=False,
+        )
+        exporter.terminate()
+        exporter.wait(timeout=30)
+        out = lab.tmp / f"monitoring-{cluster.lab_name()}.json"
+        out.write_text(json.dumps(RESULTS, indent=2))
+        print(f"\nmonitoring results ({out}):\n{json.dumps(RESULTS, indent=2)}")
+
+
+def test_no_alert_fires_on_a_clean_lab(mon: tuple[Lab, Prom]) -> None:
+    lab, prom = mon
+    # the exporter, the kubelets and the simulator answer with the series the rules read
+    assert prom.series("gpufleet_gpu_node_resourceslice_devices") != []
+    assert {
+        r["metric"]["node"] for r in prom.series("gpufleet_gpu_node_resourceslice_devices > 0")
+    } == set(lab.workers)
+    registered = prom.series(
+        'plugin_manager_total_plugins{state="actual_state_of_world",socket_path=~".*/gpu.nvidia.com-reg.sock"}'
+    )
+    assert {r["metric"]["node"] for r in registered} == set(lab.workers)
+    assert {r["metric"]["Hostname"] for r in prom.series("DCGM_FI_DEV_GPU_UTIL")} == set(
+        lab.workers
+    )
+    time.sleep(25)  # longer than every for:
+    firing = prom.series('ALERTS{alertstate="firing"}')
+    RESULTS["clean_lab_firing"] = [r["metric"]["alertname"] for r in firing]
+    assert firing == []
+
+
+def test_idle_device_and_leaked_claim_fire(mon: tuple[Lab, Prom]) -> None:
+    lab, prom = mon
+    ns = "monitoring-leak"
+    image = lab.state["vars"].get("lab_smoke_image", "localhost/gpufleet/busybox:1")
+    lab.namespace(ns)
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "train", "namespace": ns},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+            }
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer", "namespace": ns},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "tolerations": [{"operator": "Exists"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "train"}],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": ["/bin/busybox", "sleep", "3600"],
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+        },
+    }
+    lab.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [claim, pod]}),
+    )
+    manifest = "/etc/kubernetes/manifests/kube-controller-manager.yaml"
+    parked = "/etc/kubernetes/kube-controller-manager.yaml.parked"
+    node = ""
+    try:
+        lab.wait(
+            "pod trainer running",
+            lambda: (
+                lab.kubectl("-n", ns, "get", "pod", "trainer", "-o", "jsonpath={.status.phase}")
+                == "Running"
+            ),
+        )
+        node = lab.kubectl("-n", ns, "get", "pod", "trainer", "-o", "jsonpath={.spec.nodeName}")
+        started = time.monotonic()
+        # the simulator labels the prepared device with the claim, as the DCGM exporter does
+        wait_for(
+            "DCGM metrics of claim train",
+            lambda: prom.series(
+                f'DCGM_FI_DEV_GPU_UTIL{{dra_claim_name="train",dra_claim_namespace="{ns}",Hostname="{node}"}}'
+            ),
+            60,
+        )
+        wait_for(
+            "DRAAllocatedDeviceIdle",
+            lambda: prom.firing("DRAAllocatedDeviceIdle", dra_claim_name="train"),
+            180,
+        )
+        RESULTS["alerts"]["idle device (0% utilization)"] = {
+            "alert": "DRAAllocatedDeviceIdle",
+            "node": node,
+            "seconds": round(time.monotonic() - started, 1),
+        }
+        lab.exec(node, "gpusim", "set", "--gpu", "0", "--utilization", "90")
+        busy = time.monotonic()
+        wait_for(
+            "DRAAllocatedDeviceIdle resolved",
+            lambda: not prom.firing("DRAAllocatedDeviceIdle", dra_claim_name="train"),
+            120,
+        )
+        RESULTS["alerts"]["idle device (0% utilization)"]["resolved_after_busy_s"] = round(
+            time.monotonic() - busy, 1
+        )
+        lab.exec(node, "gpusim", "set", "--gpu", "0", "--utilization", "0")
+
+        lab.exec(lab.control_plane, "mv", manifest, parked)
+        lab.wait("kube-controller-manager stopped", lambda: not lab.kcm_running())
+        lab.kubectl("-n", ns, "delete", "pod", "trainer", "--grace-period=0", "--force")
+        leaked = time.monotonic()
+        seconds = wait_for(
+            "DRAClaimLeaked",
+            lambda: prom.firing("DRAClaimLeaked", namespace=ns, claim="train"),
+            180,
+        )
+        RESULTS["alerts"]["leaked claim (controller-manager stopped, pod force-deleted)"] = {
+            "alert": "DRAClaimLeaked",
+            "seconds": round(seconds, 1),
+            "also_firing": sorted(
+                {r["metric"]["alertname"] for r in prom.series('ALERTS{alertstate="firing"}')}
+            ),
+        }
+        assert time.monotonic() - leaked >= 20  # not before its for:
+        gc = subprocess.run(
+            [GPUFLEET, "claims", "gc", "--apply", "--json", "--kubeconfig", lab.kubeconfig],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert gc.returncode == 0, gc.stdout + gc.stderr
+        wait_for(
+            "DRAClaimLeaked resolved",
+            lambda: not prom.firing("DRAClaimLeaked", namespace=ns, claim="train"),
+            120,
+        )
+    finally:
+        if node:
+            lab.exec(node, "gpusim", "set", "--gpu", "0", "--utilization", "0")
+        lab.exec(lab.control_plane, "sh", "-c", f"test ! -e {parked} || mv {parked} {manifest}")
+        lab.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        lab.wait("kube-controller-manager back", lab.kcm_running)
+
+
+def test_stopped_plugin_fires_plugin_down(mon: tuple[Lab, Prom]) -> None:
+    lab, prom = mon
+    ds = json.loads(lab.kubectl("get", "daemonsets", "-A", "-o", "json"))
+    (d,) = [
+        d
+        for d in ds["items"]
+        if d["spec"]["template"]["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+        == "kubelet-plugin"
+    ]
+    ns, name = d["metadata"]["namespace"], d["metadata"]["name"]
+    keep, stop = lab.workers[0], lab.workers[-1]
+    patch = {"spec": {"template": {"spec": {"nodeSelector": {"kubernetes.io/hostname": keep}}}}}
+    lab.kubectl("-n", ns, "patch", "daemonset", name, "--type=merge", "-p", json.dumps(patch))
+    started = time.monotonic()
+    try:
+        wait_for(
+            "DRAKubeletPluginDown", lambda: prom.firing("DRAKubeletPluginDown", node=stop), 240
+        )
+        entry = {
+            "alert": "DRAKubeletPluginDown",
+            "node": stop,
+            "seconds": round(time.monotonic() - started, 1),
+        }
+        assert prom.firing("DRAKubeletPluginDown", node=keep) == []
+        # the kubelet removes the node's ResourceSlices when the plugin unregisters
+        try:
+            wait_for(
+                "GPUNodeWithoutResourceSlice",
+                lambda: prom.firing("GPUNodeWithoutResourceSlice", node=stop),
+                90,
+            )
+            entry["GPUNodeWithoutResourceSlice_s"] = round(time.monotonic() - started, 1)
+        except AssertionError as err:
+            entry["GPUNodeWithoutResourceSlice_s"] = f"not within 90 s more: {err}"[:200]
+        entry["also_firing"] = sorted(
+            {r["metric"]["alertname"] for r in prom.series('ALERTS{alertstate="firing"}')}
+        )
+        RESULTS["alerts"]["kubelet plugin stopped on one node"] = entry
+    finally:
+        unpatch = {"spec": {"template": {"spec": {"nodeSelector": None}}}}
+        lab.kubectl("-n", ns, "patch", "daemonset", name, "--type=merge", "-p", json.dumps(unpatch))
+        lab.ensure_images()
+        lab.wait("the kubelet plugin back on every node", lab.plugin_running)
+    wait_for("DRAKubeletPluginDown resolved", lambda: not prom.firing("DRAKubeletPluginDown"), 180)
