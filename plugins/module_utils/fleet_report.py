@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_claims as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_driver import (
     GPU_CLASS,
     MIG_CLASS,
@@ -221,15 +222,25 @@ def _shape_error(value: Any, path: Sequence[str], types: tuple[type, ...]) -> bo
 def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[str, Any]], int]:
     """The objects of ``kind`` (a key of ``OBJECT_SHAPES``) whose fields the report reads
     have the API's types, and how many were skipped (not a mapping, or a field of
-    another type)."""
-    keep, skipped = [], 0
+    another type). A ``validate_kube.PagedList`` is read and kept page by page (a
+    ``PagedList`` of the readable ones), anything else as a list."""
     shape = [(p.split("."), t) for p, t in OBJECT_SHAPES[kind]]
-    for obj in objects:
-        if isinstance(obj, Mapping) and not any(_shape_error(obj, p, t) for p, t in shape):
-            keep.append(obj)
-        else:
-            skipped += 1
-    return keep, skipped
+
+    def readable(page: Iterable[Any]) -> list[Mapping[str, Any]]:
+        return [
+            obj
+            for obj in page
+            if isinstance(obj, Mapping) and not any(_shape_error(obj, p, t) for p, t in shape)
+        ]
+
+    if isinstance(objects, vk.PagedList):  # kept page by page, as listed
+        kept = vk.PagedList()
+        for page in objects.iter_pages():
+            kept.add_page(readable(page))
+        return kept, len(objects) - len(kept)  # type: ignore[return-value]
+    objects = list(objects)
+    keep = readable(objects)
+    return keep, len(objects) - len(keep)
 
 
 @dataclass(frozen=True)
@@ -336,7 +347,7 @@ def devices_of(
         for dev in vcl.allocated_devices(claim):
             owner[dev] = vcl.key(claim)
     out = []
-    for pub in vcl.published_devices(slices):
+    for pub in vcl.iter_published_devices(slices):
         if pub.driver != driver:
             continue
         profile = _value(pub.device, "attributes", "profile")

@@ -206,15 +206,17 @@ def prepare_failed_check(listing: Listing) -> Check:
             Evidence(listing.src("events"), f"{len(events)} Event(s) {PREPARE_FAILED_REASON}")
         ],
     )
-    pods = {
-        ((p.get("metadata") or {}).get("namespace"), (p.get("metadata") or {}).get("name")): p
-        for p in listing.pods
-    }
     per_pod: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for e in sorted(events, key=_event_time, reverse=True):
         obj = e.get("involvedObject") or {}
         key = (str(obj.get("namespace") or ""), str(obj.get("name") or "?"))
         per_pod.setdefault(key, []).append(e)
+    named = set(list(per_pod)[:MAX_PREPARE_FINDINGS])
+    pods = {}  # only the pods a finding names: the pod list is walked, not held
+    for p in listing.pods:
+        meta = p.get("metadata") or {}
+        if (meta.get("namespace"), meta.get("name")) in named:
+            pods[(meta.get("namespace"), meta.get("name"))] = p
     empty_edits = False
     for (ns, name), evs in list(per_pod.items())[:MAX_PREPARE_FINDINGS]:
         newest = evs[0]
