@@ -96,12 +96,16 @@ NODES = _count("GPUFLEET_BENCH_NODES", "1000") or 1000
 SAMPLE = _count("GPUFLEET_BENCH_SAMPLE", "20")
 CLAIM_SAMPLE = _count("GPUFLEET_BENCH_CLAIM_SAMPLE", "all")
 REPEAT = _count("GPUFLEET_BENCH_REPEAT", "3") or 1
+WORKERS = _count("GPUFLEET_BENCH_WORKERS", "8") or 8
 
-#: Goals (for 1,000 GPU nodes).
-GOAL_VALIDATE_S = 10.0
-GOAL_VALIDATE_REQUESTS = 20
+#: Goals, stated for 1,000 GPU nodes; the time and request goals grow in proportion
+#: to the fleet (``SCALE``: time linear in objects, requests linear in pages), the
+#: memory goal does not.
+SCALE = max(1.0, NODES / 1000)
+GOAL_VALIDATE_S = 10.0 * SCALE
+GOAL_VALIDATE_REQUESTS = round(20 * SCALE)
 GOAL_VALIDATE_SPEEDUP = 20.0
-GOAL_LABEL_S = 5.0
+GOAL_LABEL_S = 5.0 * SCALE
 GOAL_RSS_MIB = 300.0
 
 
@@ -271,7 +275,12 @@ def bench(
         )
         start = time.monotonic()
         built = cluster.build_fleet(
-            cp, NODES, plugin_binary=plugin, plugin_skip_reason=plugin_reason, log=out
+            cp,
+            NODES,
+            plugin_binary=plugin,
+            plugin_skip_reason=plugin_reason,
+            log=out,
+            workers=WORKERS,
         )
         out(f"fleet built in {time.monotonic() - start:.0f}s")
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
@@ -583,4 +592,40 @@ def test_find_leaked_claims(bench: Bench) -> None:
         [rss_goal(project)],
     )
     fig.baseline_name = "per-claim way"
+    publish(b, fig, runs)
+
+
+def test_report_the_fleet(bench: Bench) -> None:
+    """``gpufleet report`` over the whole fleet: every node, device and leaked claim
+    counted. It has no per-node counterpart to compare with (a per-node way would read
+    the same lists); its figures stand alone."""
+    b = bench
+    runs = []
+    for i in range(REPEAT):
+        report_file = b.workdir / f"report-{i}.json"
+        run = b.run(
+            [
+                str(BIN / "gpufleet"),
+                "report",
+                "--kubeconfig",
+                str(b.cp.kubeconfig),
+                "--json",
+                str(report_file),
+            ]
+        ).check()
+        doc = json.loads(report_file.read_text())
+        cluster_doc = doc["cluster"]
+        assert cluster_doc["nodes"] == len(b.fleet.nodes)
+        assert cluster_doc["claims_leaked"] == len(b.fleet.leaked)
+        assert {x["claim"] for x in doc["leaked"]} == b.fleet.leaked
+        assert cluster_doc["devices_published"] == b.fleet.devices, cluster_doc
+        assert cluster_doc["devices_allocated"] == len(b.fleet.claims), cluster_doc
+        runs.append(run)
+    project = median_run(runs)
+    fig = Figure(
+        f"report {len(b.fleet.nodes)} GPU nodes, {b.fleet.devices} devices, "
+        f"{len(b.fleet.claims)} claims (gpufleet report)",
+        project,
+        goals=[rss_goal(project)],
+    )
     publish(b, fig, runs)
