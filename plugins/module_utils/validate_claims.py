@@ -133,6 +133,7 @@ class PodIndex:
             m = _meta(pod)
             ns, name = str(m.get("namespace", "")), str(m.get("name", ""))
             status = pod.get("status") or {}
+            phase = status.get("phase")
             unscheduled = [
                 c
                 for c in status.get("conditions") or []
@@ -142,7 +143,7 @@ class PodIndex:
             ]
             self._pods[(ns, name)] = (
                 m.get("uid"),
-                status.get("phase"),
+                phase,
                 m.get("deletionTimestamp"),
                 (pod.get("spec") or {}).get("nodeName"),
                 tuple(dict(c) for c in unscheduled) or None,
@@ -473,7 +474,7 @@ class PendingClaim:
 
 def find_pending(
     claims: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]] | PodIndex,
     slices: Sequence[Mapping[str, Any]],
     device_classes: Sequence[Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
@@ -481,8 +482,8 @@ def find_pending(
     threshold_s: float,
 ) -> list[PendingClaim]:
     """Claims without allocation created more than ``threshold_s`` seconds before ``now``
-    (seconds since the epoch), each explained."""
-    index = PodIndex(pods)
+    (seconds since the epoch), each explained. ``pods`` may be a ``PodIndex``."""
+    index = pods if isinstance(pods, PodIndex) else PodIndex(pods)
     out: list[PendingClaim] = []
     for claim in claims:
         if (claim.get("status") or {}).get("allocation"):
@@ -508,7 +509,7 @@ def find_pending(
                 )
             )
             continue
-        ex = explain_claim(claim, device_classes, slices, claims, nodes, pods)
+        ex = explain_claim(claim, device_classes, slices, claims, nodes, index)
         out.append(
             PendingClaim(
                 f"{ns}/{name}",
@@ -673,7 +674,7 @@ def explain_claim(
     slices: Sequence[Mapping[str, Any]],
     claims: Sequence[Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]] = (),
+    pods: Sequence[Mapping[str, Any]] | PodIndex = (),
     judge: Callable[[str], Any] | None = None,
 ) -> dict[str, Any]:
     """Why ``claim`` is (or would be) not allocated.
@@ -730,7 +731,8 @@ def explain_claim(
         spec_devices.get("constraints") or [], requests_out, candidates
     )
     pods_out = []
-    for pod in PodIndex(pods).users.get((m.get("namespace", ""), m.get("name", "")), []):
+    index = pods if isinstance(pods, PodIndex) else PodIndex(pods)
+    for pod in index.users.get((m.get("namespace", ""), m.get("name", "")), []):
         msg = ""
         for cond in (pod.get("status") or {}).get("conditions") or []:
             if cond.get("type") == "PodScheduled" and cond.get("status") != "True":

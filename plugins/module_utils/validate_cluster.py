@@ -126,7 +126,8 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
             prepare_failed_check(listing),
         ]
     c = Check("claims.leaked", "no leaked ResourceClaims", evidence=list(ev))
-    leaks = vcl.find_leaks(listing.claims, listing.pods)
+    index = vcl.PodIndex(listing.pods)  # one walk over the pods for both checks
+    leaks = vcl.find_leaks(listing.claims, index)
     for leak in leaks:
         c.problem(leak.claim, leak.status, f"[{leak.kind}] {leak.reason}")
     c.data["leaks"] = [x.to_dict() for x in leaks]
@@ -142,7 +143,7 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
     )
     pend = vcl.find_pending(
         listing.claims,
-        listing.pods,
+        index,
         listing.slices,
         listing.classes,
         listing.nodes,

@@ -184,3 +184,12 @@ def test_node_labels_keep_only_what_the_plan_reads() -> None:
         },
         "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]},
     }
+
+
+def test_a_trimmed_pod_keeps_only_the_scheduler_condition() -> None:
+    waits = as_listed(pod("waits", claims=["pending"], scheduled_message="0/2 nodes: no GPU"))
+    waits["status"]["conditions"][0]["lastTransitionTime"] = "2026-12-01T00:00:00Z"
+    waits["status"]["conditions"].append({"type": "Ready", "status": "False"})
+    assert vk.trim_pod(waits)["status"]["conditions"] == [
+        {"type": "PodScheduled", "status": "False", "message": "0/2 nodes: no GPU"}
+    ]
