@@ -1,4 +1,6 @@
-"""Scale benchmark: 1,000 GPU nodes, 16,000 devices, 10,000 ResourceClaims.
+"""Scale benchmark: 1,000 GPU nodes, 16,000 devices, 10,000 ResourceClaims by default;
+10,000 GPU nodes (80,000 GPUs, 160,000 devices) and 100,000 ResourceClaims with
+``GPUFLEET_BENCH_NODES=10000`` (every count grows with the nodes).
 
 Run it with ``.venv/bin/pytest -m bench tests/bench`` (not part of the default run). It
 starts etcd and kube-apiserver of the default pinned release as local processes with
@@ -24,7 +26,8 @@ Then it measures, each project way against the per-node way, side by side:
    group ``gpu_nodes`` only, so the play that reads hosts (``kube_control_plane:kube_node``)
    matches none and the host and gate checks are skipped with their reason;
 3. leaked-claim detection: ``gpufleet claims gc`` (dry run) vs. a per-claim lookup
-   of every reserved pod (``tests/bench/claims_per_claim.py``).
+   of every reserved pod (``tests/bench/claims_per_claim.py``);
+4. the utilization report: ``gpufleet report`` (no per-node counterpart).
 
 Each run is a child process; the figures are its wall time, the API requests it issued
 (kube-apiserver's ``apiserver_request_total`` before and after, with KWOK paused so
@@ -49,7 +52,12 @@ Environment:
     times each project way is run (default 3); the run of median wall time is shown and
     judged, the wall times of all runs are printed (the machine is shared).
 ``GPUFLEET_BENCH_NODES``
-    fleet size (default 1000; the goals are stated for 1,000).
+    fleet size (default 1000). The goals are stated for 1,000; the time and request
+    goals grow in proportion to the fleet, the peak RSS goal (300 MiB) does not.
+``GPUFLEET_BENCH_WORKERS``
+    create requests in flight while the fleet is built (default 8; more gains nothing
+    on 2 cores, where kube-apiserver and etcd are the bottleneck). Compare two runs with
+    ``python -m tests.bench.compare SMALL.json LARGE.json``.
 ``GPUFLEET_BENCH_RESULTS``
     where the figures are written as JSON (default
     ``~/.cache/gpufleet/bench/scale-<time>.json``).
