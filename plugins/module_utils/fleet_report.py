@@ -243,7 +243,7 @@ def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[st
     return keep, len(objects) - len(keep)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Device:
     """One published device of the reported driver: ``id`` (``driver/pool/device``),
     ``node`` (``spec.nodeName``, or ``(all nodes)``/``(node selector)``), node ``pool``,

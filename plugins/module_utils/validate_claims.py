@@ -26,6 +26,7 @@ devices match: profile is 1g.18gb, wanted 1g.10gb (14)``.
 from __future__ import annotations
 
 import datetime as _dt
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -131,7 +132,8 @@ class PodIndex:
         self.users = _Users(self)
         for pod in pods:
             m = _meta(pod)
-            ns, name = str(m.get("namespace", "")), str(m.get("name", ""))
+            # a namespace is shared by many pods: one string object each
+            ns, name = sys.intern(str(m.get("namespace", ""))), str(m.get("name", ""))
             status = pod.get("status") or {}
             phase = status.get("phase")
             unscheduled = [
