@@ -77,11 +77,12 @@ def _pod_running(pod: Mapping[str, Any]) -> bool:
 
 
 def nodes_checks(listing: Listing, settings: Settings) -> list[Check]:
+    plugins = plugin_pods(listing, settings)  # one walk over the pods for both checks
     return [
         _labels_check(listing, settings),
-        _plugin_check(listing, settings),
+        _plugin_check(listing, settings, plugins),
         _slices_check(listing, settings),
-        _orphans_check(listing, settings),
+        _orphans_check(listing, settings, plugins),
     ]
 
 
@@ -129,9 +130,10 @@ def _labels_check(listing: Listing, settings: Settings) -> Check:
     return finish(c, f"{len(present)} GPU node(s) carry {want}")
 
 
-def _plugin_check(listing: Listing, settings: Settings) -> Check:
+def _plugin_check(
+    listing: Listing, settings: Settings, pods: Mapping[str, list[Mapping[str, Any]]]
+) -> Check:
     present, _ = _gpu_nodes(listing, settings)
-    pods = plugin_pods(listing, settings)
     where = (
         f"namespace {settings.plugin_namespace}" if settings.plugin_namespace else "all namespaces"
     )
@@ -375,8 +377,9 @@ def _slices_check(listing: Listing, settings: Settings) -> Check:
     )
 
 
-def _orphans_check(listing: Listing, settings: Settings) -> Check:
-    pods = plugin_pods(listing, settings)
+def _orphans_check(
+    listing: Listing, settings: Settings, pods: Mapping[str, list[Mapping[str, Any]]]
+) -> Check:
     node_names = {name_of(n) for n in listing.nodes}
     c = Check(
         "nodes.orphan-slices",
