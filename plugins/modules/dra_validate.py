@@ -116,7 +116,7 @@ options:
     description:
       - Items per list request (ResourceSlices at most 500, Nodes at most 1000).
     type: int
-    default: 5000
+    default: 2000
   smoke:
     description: Run the smoke test (creates and deletes objects).
     type: bool
@@ -228,7 +228,7 @@ def main() -> None:
             ),
             pending_threshold=dict(type="int", default=300),
             min_driver_version=dict(type="str", default="565.0.0"),
-            page_size=dict(type="int", default=5000),
+            page_size=dict(type="int", default=2000),
             smoke=dict(type="bool", default=False),
             smoke_image=dict(type="str", default="busybox:1"),
             smoke_image_pull_policy=dict(type="str", default="IfNotPresent"),
