@@ -226,20 +226,14 @@ def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[st
     ``PagedList`` of the readable ones), anything else as a list."""
     shape = [(p.split("."), t) for p, t in OBJECT_SHAPES[kind]]
 
-    def readable(page: Iterable[Any]) -> list[Mapping[str, Any]]:
-        return [
-            obj
-            for obj in page
-            if isinstance(obj, Mapping) and not any(_shape_error(obj, p, t) for p, t in shape)
-        ]
+    def readable(obj: Any) -> bool:
+        return isinstance(obj, Mapping) and not any(_shape_error(obj, p, t) for p, t in shape)
 
     if isinstance(objects, vk.PagedList):  # kept page by page, as listed
-        kept = vk.PagedList()
-        for page in objects.iter_pages():
-            kept.add_page(readable(page))
+        kept = objects.filtered(readable)
         return kept, len(objects) - len(kept)  # type: ignore[return-value]
     objects = list(objects)
-    keep = readable(objects)
+    keep = [obj for obj in objects if readable(obj)]
     return keep, len(objects) - len(keep)
 
 

@@ -316,6 +316,21 @@ class PagedList:
         self._sizes.append(len(items))
         self._len += len(items)
 
+    def filtered(self, keep: Callable[[Any], bool]) -> PagedList:
+        """A PagedList of the items ``keep`` accepts, page by page; a page whose items
+        are all kept is shared, not stored again."""
+        out = PagedList()
+        for blob, size in zip(self._pages, self._sizes, strict=True):
+            page = marshal.loads(zlib.decompress(blob))
+            kept = [item for item in page if keep(item)]
+            if len(kept) == size:
+                out._pages.append(blob)
+                out._sizes.append(size)
+                out._len += size
+            else:
+                out.add_page(kept)
+        return out
+
     def iter_pages(self) -> Iterator[list[Any]]:
         """Each stored page, decoded."""
         for blob in self._pages:

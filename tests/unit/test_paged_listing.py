@@ -86,6 +86,14 @@ def test_a_paged_list_gives_back_what_was_stored() -> None:
     assert [len(page) for page in p.iter_pages()] == [3, 3, 1]
 
 
+def test_a_filtered_paged_list_shares_the_pages_it_keeps_whole() -> None:
+    p = paged([{"n": i} for i in range(6)], 3)
+    odd = p.filtered(lambda item: item["n"] != 4)
+    assert list(odd) == [{"n": i} for i in (0, 1, 2, 3, 5)] and len(odd) == 5
+    assert [len(page) for page in odd.iter_pages()] == [3, 2]
+    assert odd._pages[0] is p._pages[0] and odd._pages[1] is not p._pages[1]
+
+
 def test_a_paged_list_stores_repeated_objects_compressed() -> None:
     listing, _ = fleet()
     slices = [copy.deepcopy(listing.slices[0]) for _ in range(500)]
