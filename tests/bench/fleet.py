@@ -126,6 +126,11 @@ def devices(state: State) -> list[dict[str, Any]]:
             "cudaDriverVersion": {"version": cuda_version},
             "resource.kubernetes.io/pciBusID": {"string": bdf(g.pci_bus_id)},
         }
+        # published only where the GPU reports them (devices.go, as NVML)
+        if g.addressing_mode:
+            common["addressingMode"] = {"string": g.addressing_mode}
+        if g.pcie_root:
+            common["resource.kubernetes.io/pcieRoot"] = {"string": g.pcie_root}
         if g.mig_mode_current != "Enabled":
             out.append(
                 {

@@ -336,10 +336,18 @@ def _write_results(b: Bench, machine: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- helpers
 
 
+#: The control host's name in the benchmark's inventory (``write_inventory``).
+CONTROL_HOST = "bench-control-host"
+
+
 def write_inventory(path: Path, nodes: list[str], kubeconfig: Path) -> Path:
     """The GPU nodes in group ``gpu_nodes`` (inventory name = node name), never contacted:
-    every task that talks to Kubernetes runs on the control host."""
-    lines = ["[gpu_nodes]", *nodes, "", "[all:vars]"]
+    every task that talks to Kubernetes runs on the control host. ``gpufleet validate``
+    refuses an inventory without a host in ``kube_control_plane`` or ``kube_node``, so
+    the control host is named there once (``CONTROL_HOST``): the validate play reads
+    this machine through it (feature gates, container runtime), the KWOK nodes have no
+    host to read."""
+    lines = ["[kube_control_plane]", CONTROL_HOST, "", "[gpu_nodes]", *nodes, "", "[all:vars]"]
     lines += [
         "ansible_connection=local",
         f"ansible_python_interpreter={sys.executable}",
