@@ -94,6 +94,10 @@ __all__ = [
 
 #: Pods ``claims.prepare-failed`` names one by one; the rest are counted.
 MAX_PREPARE_FINDINGS = 20
+#: Claims ``claims.leaked`` names one by one (and keeps in ``data.leaks``); the rest are
+#: counted (``data.leaks_total``), so that the report of a fleet with thousands of leaks
+#: stays a few hundred KB.
+MAX_CLAIM_FINDINGS = 200
 #: Characters of the kubelet's message kept in a finding.
 MAX_MESSAGE = 600
 #: The plugin's text when the CDI spec of a claim has no device node: its driver root has a
@@ -128,9 +132,21 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
     c = Check("claims.leaked", "no leaked ResourceClaims", evidence=list(ev))
     index = vcl.PodIndex(listing.pods)  # one walk over the pods for both checks
     leaks = vcl.find_leaks(listing.claims, index)
-    for leak in leaks:
+    # fails first, then warnings, so that the named ones are the worst
+    leaks.sort(key=lambda x: x.status != "fail")
+    for leak in leaks[:MAX_CLAIM_FINDINGS]:
         c.problem(leak.claim, leak.status, f"[{leak.kind}] {leak.reason}")
-    c.data["leaks"] = [x.to_dict() for x in leaks]
+    more = leaks[MAX_CLAIM_FINDINGS:]
+    if more:
+        worst = "fail" if any(x.status == "fail" for x in more) else "warn"
+        c.problem(
+            None,
+            worst,
+            f"{len(more)} more leaked claim(s), not listed here "
+            "(gpufleet claims gc lists every one)",
+        )
+    c.data["leaks"] = [x.to_dict() for x in leaks[:MAX_CLAIM_FINDINGS]]
+    c.data["leaks_total"] = len(leaks)
     c.fix = (
         "release them: gpufleet claims gc --apply (dry run without --apply); then find out why "
         "kube-controller-manager's resource claim controller did not"

@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.cluster.plugins.modules import gpu_node_labels
 from tests.integration.test_hostile_input_servers import write_kubeconfig
 from tests.unit.hostile.api_server import serve
 from tests.unit.test_validate_kube import as_listed, fleet
-from tests.unit.validate_objects import gpu_device, pod, resource_slice
+from tests.unit.validate_objects import claim, gpu_device, pod, resource_slice
 
 pytestmark = pytest.mark.unit
 
@@ -201,3 +201,21 @@ def test_a_trimmed_pod_keeps_only_the_scheduler_condition() -> None:
     assert vk.trim_pod(waits)["status"]["conditions"] == [
         {"type": "PodScheduled", "status": "False", "message": "0/2 nodes: no GPU"}
     ]
+
+
+def test_leaked_claims_past_the_bound_are_counted_not_listed() -> None:
+    listing, settings = fleet()
+    extra = vc.MAX_CLAIM_FINDINGS + 5
+    leaked = [
+        claim(f"gone-{i}", allocated=[("gpu-2", "gpu-0")], reserved_for=[("gone", f"u{i}")])
+        for i in range(extra)
+    ]
+    listing.claims = paged([*listing.claims, *leaked], 50)
+    (check,) = [c for c in vc.all_checks(listing, settings) if c.id == "claims.leaked"]
+    # the fixture's two leaks and the extra ones
+    assert check.data["leaks_total"] == extra + 2
+    assert len(check.data["leaks"]) == vc.MAX_CLAIM_FINDINGS
+    assert len(check.problems) == vc.MAX_CLAIM_FINDINGS + 1
+    last = check.problems[-1].to_dict()
+    assert last["subject"] is None and last["message"].startswith("7 more leaked claim(s)")
+    assert check.status == "fail"
