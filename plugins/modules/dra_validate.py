@@ -15,7 +15,7 @@ description:
     ResourceClaims, DeviceClasses, DaemonSets, plus C(/version), C(/apis/resource.k8s.io)
     and the two kubeadm ConfigMaps), one request per page of O(page_size) (ResourceSlices
     at most 500 and Nodes at most 1000 a page), so a cluster of 1,000 GPU nodes costs
-    about a dozen API requests. Each page is cut down to the fields the checks read and
+    about 20 API requests. Each page is cut down to the fields the checks read and
     stored compressed as it arrives; the checks walk the pages again one at a time, so
     memory stays near a few pages and the small per-pod records, whatever the size of
     the cluster.
