@@ -17,8 +17,7 @@ description:
     at most 500 and Nodes at most 1000 a page), so a cluster of 1,000 GPU nodes costs
     about 20 API requests. Each page is cut down to the fields the checks read and
     stored compressed as it arrives; the checks walk the pages again one at a time, so
-    memory stays near a few pages and the small per-pod records, whatever the size of
-    the cluster.
+    memory holds a few pages and small per-pod records, not the objects.
   - Judges what it listed, the gate facts of every node (M(gpufleet.cluster.dra_gate_audit_facts))
     and the host facts the playbook C(validate.yml) gathered, and returns a report of
     checks, each with a stable id (C(versions.*), C(gates.*), C(api.*), C(nodes.*),
