@@ -116,12 +116,13 @@ def gc(
     rv = _resource_version(kube)
     prefix = f"/namespaces/{namespace}" if namespace else ""
     try:
-        # trimmed as they arrive, so that a fleet's claims and pods fit in memory
+        # trimmed and stored compressed page by page, so that a fleet's claims and pods
+        # fit in memory; the judging walks them again page by page
         with vk.gc_paused():
-            claim_list = kube.list(
+            claim_list = kube.paged(
                 f"/apis/resource.k8s.io/{rv}{prefix}/resourceclaims", trim=vk.strip_managed_fields
             )
-            pods = kube.list(f"/api/v1{prefix}/pods", trim=vk.trim_pod)
+            pods = kube.paged(f"/api/v1{prefix}/pods", trim=vk.trim_pod)
     except vk.KubeError as err:
         Console(stderr=True).print(
             f"[red]error:[/red] cannot list claims and pods: {escape(str(err))}"
@@ -129,7 +130,8 @@ def gc(
         sys.exit(2)
     with vk.gc_paused():
         plan = vcl.plan_gc(claim_list, pods)
-    by_key = {vcl.key(c): c for c in claim_list}
+    acted = {a.claim for a in plan if a.action != "skip"} if apply_ else set()
+    by_key = {vcl.key(c): c for c in claim_list if vcl.key(c) in acted}
     results: list[dict[str, Any]] = []
     failed = 0
     for action in plan:

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_claims as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_driver import (
     GPU_CLASS,
     MIG_CLASS,
@@ -270,18 +271,22 @@ class _Field:
 def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[str, Any]], int]:
     """The objects of ``kind`` (a key of ``OBJECT_SHAPES``) whose fields the report reads
     have the API's types, and how many were skipped (not a mapping, or a field of
-    another type)."""
-    keep, skipped = [], 0
+    another type). A ``validate_kube.PagedList`` is read and kept page by page (a
+    ``PagedList`` of the readable ones), anything else as a list."""
     tree = _Field.tree(kind)
-    for obj in objects:
-        if isinstance(obj, Mapping) and not tree.error(obj):
-            keep.append(obj)
-        else:
-            skipped += 1
-    return keep, skipped
+
+    def readable(obj: Any) -> bool:
+        return isinstance(obj, Mapping) and not tree.error(obj)
+
+    if isinstance(objects, vk.PagedList):  # kept page by page, as listed
+        kept = objects.filtered(readable)
+        return kept, len(objects) - len(kept)  # type: ignore[return-value]
+    objects = list(objects)
+    keep = [obj for obj in objects if readable(obj)]
+    return keep, len(objects) - len(keep)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Device:
     """One published device of the reported driver: ``id`` (``driver/pool/device``),
     ``node`` (``spec.nodeName``, or ``(all nodes)``/``(node selector)``), node ``pool``,
@@ -385,7 +390,7 @@ def devices_of(
         for dev in vcl.allocated_devices(claim):
             owner[dev] = vcl.key(claim)
     out = []
-    for pub in vcl.published_devices(slices):
+    for pub in vcl.iter_published_devices(slices):
         if pub.driver != driver:
             continue
         profile = _value(pub.device, "attributes", "profile")

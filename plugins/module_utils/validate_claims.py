@@ -26,8 +26,9 @@ devices match: profile is 1g.18gb, wanted 1g.10gb (14)``.
 from __future__ import annotations
 
 import datetime as _dt
+import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,8 @@ __all__ = [
     "explain_claim",
     "find_leaks",
     "find_pending",
+    "iter_latest_slices",
+    "iter_published_devices",
     "latest_slices",
     "plan_gc",
     "published_devices",
@@ -92,16 +95,61 @@ def _pod_done(pod: Mapping[str, Any]) -> bool:
     )
 
 
+class _Users(Mapping[tuple[str, str], list[Mapping[str, Any]]]):
+    """``(namespace, claim)`` -> the live pods that use the claim, each as the small pod
+    ``PodIndex.get`` gives."""
+
+    def __init__(self, index: PodIndex) -> None:
+        self._index = index
+        self._names: dict[tuple[str, str], list[str]] = {}
+
+    def add(self, namespace: str, claim: str, pod: str) -> None:
+        self._names.setdefault((namespace, claim), []).append(pod)
+
+    def __getitem__(self, k: tuple[str, str]) -> list[Mapping[str, Any]]:
+        pods = (self._index.get(k[0], pod) for pod in self._names[k])
+        return [p for p in pods if p is not None]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 class PodIndex:
-    """Pods by ``(namespace, name)`` and the claims each live (not done) pod uses."""
+    """Pods by ``(namespace, name)`` and the claims each live (not done) pod uses.
+
+    Each pod is kept as a tuple of the fields the checks read (uid, phase,
+    deletionTimestamp, nodeName, the PodScheduled condition when it is not True), about
+    0.3 KiB a pod whatever the pod's size; ``get`` and ``users`` give each as a small
+    pod object with those fields only (``metadata.name``, ``metadata.namespace``,
+    ``metadata.uid``, ``metadata.deletionTimestamp``, ``spec.nodeName``,
+    ``status.phase``, ``status.conditions``)."""
 
     def __init__(self, pods: Iterable[Mapping[str, Any]]) -> None:
-        self.by_name: dict[tuple[str, str], Mapping[str, Any]] = {}
-        self.users: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        self._pods: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self.users = _Users(self)
         for pod in pods:
             m = _meta(pod)
-            ns = m.get("namespace", "")
-            self.by_name[(ns, m.get("name", ""))] = pod
+            # a namespace is shared by many pods: one string object each
+            ns, name = sys.intern(str(m.get("namespace", ""))), str(m.get("name", ""))
+            status = pod.get("status") or {}
+            phase = status.get("phase")
+            unscheduled = [
+                c
+                for c in status.get("conditions") or []
+                if isinstance(c, Mapping)
+                and c.get("type") == "PodScheduled"
+                and c.get("status") != "True"
+            ]
+            self._pods[(ns, name)] = (
+                m.get("uid"),
+                phase,
+                m.get("deletionTimestamp"),
+                (pod.get("spec") or {}).get("nodeName"),
+                tuple(dict(c) for c in unscheduled) or None,
+            )
             if _pod_done(pod):
                 continue
             names = {
@@ -113,10 +161,23 @@ class PodIndex:
                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
             }
             for n in names - {None}:
-                self.users.setdefault((ns, str(n)), []).append(pod)
+                self.users.add(ns, str(n), name)
 
     def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        return self.by_name.get((namespace, name))
+        rec = self._pods.get((namespace, name))
+        if rec is None:
+            return None
+        uid, phase, deleted, node, conditions = rec
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid}
+        if deleted:
+            meta["deletionTimestamp"] = deleted
+        status: dict[str, Any] = {"phase": phase} if phase is not None else {}
+        if conditions:
+            status["conditions"] = [dict(c) for c in conditions]
+        return {"metadata": meta, "spec": {"nodeName": node} if node else {}, "status": status}
+
+    def __len__(self) -> int:
+        return len(self._pods)
 
 
 def _owner_pod(claim: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -341,11 +402,14 @@ def plan_gc(
     live pod references in ``spec.resourceClaims``/``status.resourceClaimStatuses``, is
     never touched (``skip``). ``status_patch`` is the new ``status`` to PUT on the
     ``status`` subresource (reservedFor emptied, allocation cleared)."""
-    claims = list(claims)
-    index = PodIndex(pods)
-    by_key = {key(c): c for c in claims}
+    if isinstance(claims, Iterator):
+        claims = list(claims)
+    leaks = find_leaks(claims, PodIndex(pods))
+    # a second pass over the claims keeps only the leaked ones whole
+    wanted = {leak.claim for leak in leaks}
+    by_key = {key(c): c for c in claims if key(c) in wanted}
     out: list[GcAction] = []
-    for leak in find_leaks(claims, index):
+    for leak in leaks:
         claim = by_key[leak.claim]
         if leak.live or leak.users:
             who = [e.get("name", "") for e in leak.live] + leak.users
@@ -412,7 +476,7 @@ class PendingClaim:
 
 def find_pending(
     claims: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]] | PodIndex,
     slices: Sequence[Mapping[str, Any]],
     device_classes: Sequence[Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
@@ -420,8 +484,8 @@ def find_pending(
     threshold_s: float,
 ) -> list[PendingClaim]:
     """Claims without allocation created more than ``threshold_s`` seconds before ``now``
-    (seconds since the epoch), each explained."""
-    index = PodIndex(pods)
+    (seconds since the epoch), each explained. ``pods`` may be a ``PodIndex``."""
+    index = pods if isinstance(pods, PodIndex) else PodIndex(pods)
     out: list[PendingClaim] = []
     for claim in claims:
         if (claim.get("status") or {}).get("allocation"):
@@ -447,7 +511,7 @@ def find_pending(
                 )
             )
             continue
-        ex = explain_claim(claim, device_classes, slices, claims, nodes, pods)
+        ex = explain_claim(claim, device_classes, slices, claims, nodes, index)
         out.append(
             PendingClaim(
                 f"{ns}/{name}",
@@ -465,26 +529,30 @@ def find_pending(
 # ------------------------------------------------------------------ published devices
 
 
-def latest_slices(slices: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def iter_latest_slices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
     """ResourceSlices of the newest generation of each ``(driver, pool)``: the scheduler
-    ignores older generations (``pool.generation``)."""
-    slices = list(slices)
+    ignores older generations (``pool.generation``). ``slices`` is walked twice when it
+    can be (a list or a ``PagedList``), so that no list of all slices is held."""
+    if isinstance(slices, Iterator):
+        slices = list(slices)
     newest: dict[tuple[str, str], int] = {}
     for s in slices:
         spec = s.get("spec") or {}
         pool = spec.get("pool") or {}
         k = (spec.get("driver", ""), pool.get("name", ""))
         newest[k] = max(newest.get(k, 0), int(pool.get("generation") or 0))
-    out = []
     for s in slices:
         spec = s.get("spec") or {}
         pool = spec.get("pool") or {}
-        if (
-            int(pool.get("generation") or 0)
-            == newest[(spec.get("driver", ""), pool.get("name", ""))]
+        if int(pool.get("generation") or 0) == newest.get(
+            (spec.get("driver", ""), pool.get("name", "")), 0
         ):
-            out.append(s)
-    return out
+            yield s
+
+
+def latest_slices(slices: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """:func:`iter_latest_slices` as a list."""
+    return list(iter_latest_slices(slices))
 
 
 @dataclass(frozen=True)
@@ -503,18 +571,22 @@ class Published:
         return f"{self.driver}/{self.pool}/{self.name}"
 
 
-def published_devices(slices: Iterable[Mapping[str, Any]]) -> list[Published]:
-    """Every device of the newest generation of every pool."""
-    out = []
-    for s in latest_slices(slices):
+def iter_published_devices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Published]:
+    """Every device of the newest generation of every pool, one slice at a time."""
+    for s in iter_latest_slices(slices):
         spec = s.get("spec") or {}
         node = spec.get("nodeName") or (
             "(all nodes)" if spec.get("allNodes") else "(node selector)"
         )
         pool = (spec.get("pool") or {}).get("name", "")
         for d in spec.get("devices") or []:
-            out.append(Published(spec.get("driver", ""), pool, d.get("name", ""), node, d))
-    return out
+            yield Published(spec.get("driver", ""), pool, d.get("name", ""), node, d)
+
+
+def published_devices(slices: Iterable[Mapping[str, Any]]) -> list[Published]:
+    """Every device of the newest generation of every pool (:func:`iter_published_devices`
+    as a list)."""
+    return list(iter_published_devices(slices))
 
 
 # ------------------------------------------------------------------ explain
@@ -604,7 +676,7 @@ def explain_claim(
     slices: Sequence[Mapping[str, Any]],
     claims: Sequence[Mapping[str, Any]],
     nodes: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]] = (),
+    pods: Sequence[Mapping[str, Any]] | PodIndex = (),
     judge: Callable[[str], Any] | None = None,
 ) -> dict[str, Any]:
     """Why ``claim`` is (or would be) not allocated.
@@ -661,7 +733,8 @@ def explain_claim(
         spec_devices.get("constraints") or [], requests_out, candidates
     )
     pods_out = []
-    for pod in PodIndex(pods).users.get((m.get("namespace", ""), m.get("name", "")), []):
+    index = pods if isinstance(pods, PodIndex) else PodIndex(pods)
+    for pod in index.users.get((m.get("namespace", ""), m.get("name", "")), []):
         msg = ""
         for cond in (pod.get("status") or {}).get("conditions") or []:
             if cond.get("type") == "PodScheduled" and cond.get("status") != "True":

@@ -94,6 +94,10 @@ __all__ = [
 
 #: Pods ``claims.prepare-failed`` names one by one; the rest are counted.
 MAX_PREPARE_FINDINGS = 20
+#: Claims ``claims.leaked`` names one by one (and keeps in ``data.leaks``); the rest are
+#: counted (``data.leaks_total``), so that the report of a fleet with thousands of leaks
+#: stays a few hundred KB.
+MAX_CLAIM_FINDINGS = 200
 #: Characters of the kubelet's message kept in a finding.
 MAX_MESSAGE = 600
 #: The plugin's text when the CDI spec of a claim has no device node: its driver root has a
@@ -126,10 +130,23 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
             prepare_failed_check(listing),
         ]
     c = Check("claims.leaked", "no leaked ResourceClaims", evidence=list(ev))
-    leaks = vcl.find_leaks(listing.claims, listing.pods)
-    for leak in leaks:
+    index = vcl.PodIndex(listing.pods)  # one walk over the pods for both checks
+    leaks = vcl.find_leaks(listing.claims, index)
+    # fails first, then warnings, so that the named ones are the worst
+    leaks.sort(key=lambda x: x.status != "fail")
+    for leak in leaks[:MAX_CLAIM_FINDINGS]:
         c.problem(leak.claim, leak.status, f"[{leak.kind}] {leak.reason}")
-    c.data["leaks"] = [x.to_dict() for x in leaks]
+    more = leaks[MAX_CLAIM_FINDINGS:]
+    if more:
+        worst = "fail" if any(x.status == "fail" for x in more) else "warn"
+        c.problem(
+            None,
+            worst,
+            f"{len(more)} more leaked claim(s), not listed here "
+            "(gpufleet claims gc lists every one)",
+        )
+    c.data["leaks"] = [x.to_dict() for x in leaks[:MAX_CLAIM_FINDINGS]]
+    c.data["leaks_total"] = len(leaks)
     c.fix = (
         "release them: gpufleet claims gc --apply (dry run without --apply); then find out why "
         "kube-controller-manager's resource claim controller did not"
@@ -142,7 +159,7 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
     )
     pend = vcl.find_pending(
         listing.claims,
-        listing.pods,
+        index,
         listing.slices,
         listing.classes,
         listing.nodes,
@@ -206,15 +223,17 @@ def prepare_failed_check(listing: Listing) -> Check:
             Evidence(listing.src("events"), f"{len(events)} Event(s) {PREPARE_FAILED_REASON}")
         ],
     )
-    pods = {
-        ((p.get("metadata") or {}).get("namespace"), (p.get("metadata") or {}).get("name")): p
-        for p in listing.pods
-    }
     per_pod: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for e in sorted(events, key=_event_time, reverse=True):
         obj = e.get("involvedObject") or {}
         key = (str(obj.get("namespace") or ""), str(obj.get("name") or "?"))
         per_pod.setdefault(key, []).append(e)
+    named = set(list(per_pod)[:MAX_PREPARE_FINDINGS])
+    pods = {}  # only the pods a finding names: the pod list is walked, not held
+    for p in listing.pods:
+        meta = p.get("metadata") or {}
+        if (meta.get("namespace"), meta.get("name")) in named:
+            pods[(meta.get("namespace"), meta.get("name"))] = p
     empty_edits = False
     for (ns, name), evs in list(per_pod.items())[:MAX_PREPARE_FINDINGS]:
         newest = evs[0]

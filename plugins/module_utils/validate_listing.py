@@ -29,25 +29,32 @@ MIB = 2**20
 PREPARE_FAILED_REASON = "FailedPrepareDynamicResources"
 
 
+#: What a ``Listing`` holds per kind: a list of objects, or a
+#: ``validate_kube.PagedList`` (sized, re-iterable, decoded one page at a time). Checks
+#: walk it with ``for`` and ``len`` and keep what they need, never the whole list.
+Objects = Any
+
+
 @dataclass
 class Listing:
     """What was read from the API, each kind once: ``version`` (``/version``),
     ``resource_group`` (``/apis/resource.k8s.io``), ``resource_version`` (the group
-    version the resource.k8s.io kinds were listed in), the object lists (``events``: only
-    those with reason FailedPrepareDynamicResources), ``errors`` (kind ->
-    error text for a list that failed), ``requests`` (API requests made) and ``sources``
-    (kind -> the request that read it)."""
+    version the resource.k8s.io kinds were listed in), the object lists (``Objects``: a
+    list or a ``PagedList``; ``events``: only those with reason
+    FailedPrepareDynamicResources), ``errors`` (kind -> error text for a list that
+    failed), ``requests`` (API requests made) and ``sources`` (kind -> the request that
+    read it)."""
 
     version: Mapping[str, Any] | None = None
     resource_group: Mapping[str, Any] | None = None
     resource_version: str | None = None
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    pods: list[dict[str, Any]] = field(default_factory=list)
-    slices: list[dict[str, Any]] = field(default_factory=list)
-    claims: list[dict[str, Any]] = field(default_factory=list)
-    classes: list[dict[str, Any]] = field(default_factory=list)
-    daemonsets: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    nodes: Objects = field(default_factory=list)
+    pods: Objects = field(default_factory=list)
+    slices: Objects = field(default_factory=list)
+    claims: Objects = field(default_factory=list)
+    classes: Objects = field(default_factory=list)
+    daemonsets: Objects = field(default_factory=list)
+    events: Objects = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     requests: int = 0
     sources: dict[str, str] = field(default_factory=dict)

@@ -77,11 +77,12 @@ def _pod_running(pod: Mapping[str, Any]) -> bool:
 
 
 def nodes_checks(listing: Listing, settings: Settings) -> list[Check]:
+    plugins = plugin_pods(listing, settings)  # one walk over the pods for both checks
     return [
         _labels_check(listing, settings),
-        _plugin_check(listing, settings),
+        _plugin_check(listing, settings, plugins),
         _slices_check(listing, settings),
-        _orphans_check(listing, settings),
+        _orphans_check(listing, settings, plugins),
     ]
 
 
@@ -101,7 +102,8 @@ def _labels_check(listing: Listing, settings: Settings) -> Check:
     )
     if not settings.gpu_nodes:
         return skipped(c.id, c.title, "the inventory group gpu_nodes is empty", c.evidence)
-    by_name = {name_of(n): n for n in listing.nodes}
+    gpu_nodes = set(settings.gpu_nodes)
+    labels_by_name = {name_of(n): labels_of(n) for n in listing.nodes if name_of(n) in gpu_nodes}
     for node in missing:
         c.problem(
             node,
@@ -110,7 +112,7 @@ def _labels_check(listing: Listing, settings: Settings) -> Check:
             "wrong)",
         )
     for node in present:
-        labels = labels_of(by_name[node])
+        labels = labels_by_name[node]
         wrong = [
             f"{k}={labels[k]!r}" if k in labels else f"{k} absent"
             for k, v in sorted(settings.gpu_labels.items())
@@ -128,9 +130,10 @@ def _labels_check(listing: Listing, settings: Settings) -> Check:
     return finish(c, f"{len(present)} GPU node(s) carry {want}")
 
 
-def _plugin_check(listing: Listing, settings: Settings) -> Check:
+def _plugin_check(
+    listing: Listing, settings: Settings, pods: Mapping[str, list[Mapping[str, Any]]]
+) -> Check:
     present, _ = _gpu_nodes(listing, settings)
-    pods = plugin_pods(listing, settings)
     where = (
         f"namespace {settings.plugin_namespace}" if settings.plugin_namespace else "all namespaces"
     )
@@ -255,22 +258,31 @@ def expected_devices(facts: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _slices_check(listing: Listing, settings: Settings) -> Check:
     present, _ = _gpu_nodes(listing, settings)
-    latest = vcl.latest_slices(
-        s for s in listing.slices if (s.get("spec") or {}).get("driver") == settings.driver
-    )
-    by_node: dict[str, list[Mapping[str, Any]]] = {}
-    for s in latest:
-        node = (s.get("spec") or {}).get("nodeName")
+    # one pass over the slices: devices counted per node, kept only for the nodes
+    # whose GPU facts they are compared with
+    compare = {n for n in present if (settings.gpu_facts.get(n) or {}).get("gpufleet_gpus")}
+    count: dict[str, int] = {}
+    kept: dict[str, list[Mapping[str, Any]]] = {}
+    latest = 0
+    for s in vcl.iter_latest_slices(listing.slices):
+        spec = s.get("spec") or {}
+        if spec.get("driver") != settings.driver:
+            continue
+        latest += 1
+        node = spec.get("nodeName")
         if node:
-            by_node.setdefault(node, []).append(s)
+            devs = spec.get("devices") or []
+            count[node] = count.get(node, 0) + len(devs)
+            if node in compare:
+                kept.setdefault(node, []).extend(devs)
     c = Check(
         "nodes.resourceslices",
         "each GPU node publishes ResourceSlices that match its GPUs",
         evidence=[
             Evidence(
                 listing.src("resourceslices"),
-                f"{len(listing.slices)} slice(s), {len(latest)} of driver {settings.driver} "
-                f"(newest generation) on {len(by_node)} node(s)",
+                f"{len(listing.slices)} slice(s), {latest} of driver {settings.driver} "
+                f"(newest generation) on {len(count)} node(s)",
             ),
         ],
     )
@@ -282,10 +294,8 @@ def _slices_check(listing: Listing, settings: Settings) -> Check:
         return skipped(c.id, c.title, "no GPU node of the inventory has a Node object", c.evidence)
     compared = 0
     for node in present:
-        devices = [
-            d for s in by_node.get(node, []) for d in (s.get("spec") or {}).get("devices") or []
-        ]
-        if not devices:
+        devices = kept.get(node, [])
+        if not count.get(node):
             c.problem(
                 node,
                 FAIL,
@@ -367,8 +377,9 @@ def _slices_check(listing: Listing, settings: Settings) -> Check:
     )
 
 
-def _orphans_check(listing: Listing, settings: Settings) -> Check:
-    pods = plugin_pods(listing, settings)
+def _orphans_check(
+    listing: Listing, settings: Settings, pods: Mapping[str, list[Mapping[str, Any]]]
+) -> Check:
     node_names = {name_of(n) for n in listing.nodes}
     c = Check(
         "nodes.orphan-slices",

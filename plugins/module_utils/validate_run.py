@@ -111,7 +111,7 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(s, Mapping) and s and not s.get("skipped"):
                 scheduler.append({**s, "host": h.get("host")})
     listing = vk.list_cluster(
-        kube, options.get("plugin_namespace") or "", int(options.get("page_size") or 5000)
+        kube, options.get("plugin_namespace") or "", int(options.get("page_size") or vk.PAGE_SIZE)
     )
     timings["list"] = time.monotonic() - t0
     settings = settings_from(options, hosts)

@@ -173,7 +173,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.node_labels impor
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_kube import (
     Kube,
     KubeError,
-    decode_list,
 )
 
 try:
@@ -203,17 +202,13 @@ class NodeApi:
             self.counts[verb] += 1
 
     def list_all(self, page_size: int) -> list[dict]:
+        """Every node, ``page_size`` per request (``Kube.pages``), each cut down as its
+        page arrives to what the plan reads (``trim_node_labels``)."""
         items: list[dict] = []
-        token = None
-        while True:
+        for page in self.kube.pages(NODES, page_size, trim=trim_node_labels):
             self._count("list")
-            query = [("limit", page_size)] + ([("continue", token)] if token else [])
-            page = self.kube.request(
-                "GET", NODES, query, decode=lambda data: decode_list(data, items.append)
-            )
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+            items.extend(page)
+        return items
 
     def get(self, name: str) -> dict:
         self._count("get")
@@ -228,6 +223,17 @@ class NodeApi:
     def summary(self) -> dict:
         with self.lock:
             return dict(self.counts, total=sum(self.counts.values()))
+
+
+def trim_node_labels(node: dict) -> dict:
+    """A Node with only what ``node_labels.plan_labels`` reads: ``metadata.name``,
+    ``metadata.labels``, ``metadata.resourceVersion`` and ``spec.taints``."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    return {
+        "metadata": {k: meta[k] for k in ("name", "labels", "resourceVersion") if k in meta},
+        "spec": {"taints": spec["taints"]} if "taints" in spec else {},
+    }
 
 
 def _ignore(data: bytes | str) -> None:

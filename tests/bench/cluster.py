@@ -406,14 +406,16 @@ def build_fleet(
     plugin_binary: Path | None = None,
     plugin_skip_reason: str = "",
     log: Callable[[str], None] = print,
+    workers: int = 8,
 ) -> Fleet:
     """Create the whole fleet on ``cp`` and wait until KWOK runs every pod.
 
     ``plugin_binary``: the simulator's kubelet plugin; when given it publishes the first
     node's ResourceSlice from that node's simulator state, and the devices must equal
     ``fleet.devices`` of that state (``AssertionError`` otherwise); the other nodes'
-    slices are created from ``fleet.devices``. Raises ``TimeoutError`` when nodes or pods
-    do not become Ready/Running in time.
+    slices are created from ``fleet.devices``. ``workers``: create requests in flight.
+    Raises ``TimeoutError`` when nodes or pods do not become Ready/Running in time (the
+    waits grow with the fleet).
     """
     from kubernetes import client
 
@@ -425,7 +427,7 @@ def build_fleet(
 
     done = _timed(timings, "nodes")
     nodes = cp.start_kwok(node_count, name_prefix="gpu-node-")
-    cp.wait_nodes_ready(nodes, timeout_s=600)
+    cp.wait_nodes_ready(nodes, timeout_s=max(600.0, 0.2 * node_count))
     done()
     log(f"{len(nodes)} KWOK nodes Ready in {timings['nodes']:.1f}s")
 
@@ -453,10 +455,14 @@ def build_fleet(
     def create_slice(api_client: Any, node: str) -> None:
         devs = fleet.devices(fleet.node_state(node))
         client.CustomObjectsApi(api_client).create_cluster_custom_object(
-            "resource.k8s.io", "v1", "resourceslices", fleet.resource_slice(node, uids[node], devs)
+            "resource.k8s.io",
+            "v1",
+            "resourceslices",
+            fleet.resource_slice(node, uids[node], devs),
+            _preload_content=False,
         )
 
-    cp.create_objects_concurrently(rest, create_slice, workers=8)
+    cp.create_objects_concurrently(rest, create_slice, workers=workers)
     done()
     log(
         f"{len(nodes)} ResourceSlices ({len(first_devices)} devices each) in "
@@ -469,10 +475,15 @@ def build_fleet(
 
     def create_claim(api_client: Any, plan: fleet.ClaimPlan) -> None:
         client.CustomObjectsApi(api_client).create_namespaced_custom_object(
-            "resource.k8s.io", "v1", plan.namespace, "resourceclaims", fleet.claim_object(plan)
+            "resource.k8s.io",
+            "v1",
+            plan.namespace,
+            "resourceclaims",
+            fleet.claim_object(plan),
+            _preload_content=False,
         )
 
-    cp.create_objects_concurrently(plans, create_claim, workers=8)
+    cp.create_objects_concurrently(plans, create_claim, workers=workers)
     pod_uids: dict[str, str] = {}
 
     def create_pod(api_client: Any, plan: fleet.ClaimPlan) -> None:
@@ -481,7 +492,7 @@ def build_fleet(
         )
         pod_uids[plan.key] = json.loads(created.data)["metadata"]["uid"]
 
-    cp.create_objects_concurrently([p for p in plans if not p.leaked], create_pod, workers=8)
+    cp.create_objects_concurrently([p for p in plans if not p.leaked], create_pod, workers=workers)
 
     def write_status(api_client: Any, plan: fleet.ClaimPlan) -> None:
         # a leaked claim stays reserved for a pod uid that no pod has any more
@@ -497,7 +508,7 @@ def build_fleet(
             _preload_content=False,
         )
 
-    cp.create_objects_concurrently(plans, write_status, workers=8)
+    cp.create_objects_concurrently(plans, write_status, workers=workers)
     done()
     log(
         f"{len(plans)} ResourceClaims ({sum(p.leaked for p in plans)} leaked) and "
@@ -518,11 +529,13 @@ def build_fleet(
             fleet.PLUGIN_NAMESPACE, fleet.plugin_pod(node, ds.metadata.uid), _preload_content=False
         )
 
-    cp.create_objects_concurrently(nodes, create_plugin_pod, workers=8)
+    cp.create_objects_concurrently(nodes, create_plugin_pod, workers=workers)
     done()
 
     done = _timed(timings, "pods_running")
-    wait_pods_running(cp, len(pod_uids) + len(nodes))
+    wait_pods_running(
+        cp, len(pod_uids) + len(nodes), timeout_s=max(900.0, 0.03 * (len(pod_uids) + len(nodes)))
+    )
     done()
     log(f"{len(pod_uids) + len(nodes)} pods Running after {timings['pods_running']:.1f}s")
     return Fleet(

@@ -148,11 +148,13 @@ class FakeKube:
             return {"gitVersion": "v1.37.2"}
         return {"versions": [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]}
 
-    def list(self, path: str, page_size: int = 5000, query: Any = (), trim: Any = None) -> list:
+    def paged(
+        self, path: str, page_size: int = 5000, query: Any = (), trim: Any = None
+    ) -> vk.PagedList:
         self.requests += 1
         self.lists.append((path, tuple(query)))
         items = [dict(e, managedFields=[1]) for e in self.events] if path.endswith("events") else []
-        return [trim(i) if trim else i for i in items]
+        return vk.PagedList(trim(i) if trim else i for i in items)
 
 
 def test_list_cluster_lists_events_once_selected_by_reason() -> None:

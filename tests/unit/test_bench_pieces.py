@@ -1,0 +1,85 @@
+"""The scale benchmark's pure parts, run in the normal test run: the fleet plan at
+10,000 nodes, the per-node way's extrapolation and the comparison of two fleet sizes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.bench import compare, fleet
+from tests.bench.cluster import Measured, Requests
+from tests.bench.test_scale import extrapolate
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_plan_of_10000_nodes_names_100000_distinct_claims() -> None:
+    nodes = [f"gpu-node-{i}" for i in range(10_000)]
+    devices = fleet.devices(fleet.node_state(nodes[0]))
+    plans = fleet.plan_claims(nodes, devices)
+    assert len(devices) == 16 and len(plans) == 100_000
+    assert len({p.key for p in plans}) == 100_000
+    assert len({(p.namespace, p.pod) for p in plans}) == 100_000
+    assert sum(p.leaked for p in plans) == 5_000
+    assert {(p.node, p.device) for p in plans if p.node == "gpu-node-9999"} == {
+        ("gpu-node-9999", d) for d in [p.device for p in plans[:10]]
+    }
+
+
+def measured(wall: float, requests: int, cpu: float, rss: float) -> Measured:
+    return Measured([], 0, wall, rss, Requests(requests, {}, 0), "", "", cpu, 0.0, (0.0, 0.0))
+
+
+def test_the_per_node_way_is_extrapolated_from_its_fixed_cost() -> None:
+    fixed, run = measured(2.0, 2, 1.0, 60), measured(22.0, 42, 21.0, 70)
+    out, note = extrapolate(fixed, run, 20, 10_000)
+    assert out["wall_s"] == pytest.approx(2.0 + 20.0 * 500)
+    assert out["requests"] == pytest.approx(2 + 40 * 500)
+    assert out["peak_rss_mib"] == 70
+    assert note.startswith("EXTRAPOLATED to 10000 nodes from a run on 20")
+    whole, note = extrapolate(None, run, 20, 20)
+    assert whole["wall_s"] == 22.0 and note == "measured on all 20 nodes"
+
+
+def result(nodes: int, walls: dict[str, float], rss: float) -> dict[str, Any]:
+    return {
+        "nodes": nodes,
+        "claims": 10 * nodes,
+        "leaked": nodes // 2,
+        "figures": [
+            {
+                "what": f"{what} {nodes} GPU nodes",
+                "project": {"wall_s": wall, "requests": nodes / 100, "peak_rss_mib": rss},
+            }
+            for what, wall in walls.items()
+        ],
+    }
+
+
+def test_two_fleet_sizes_are_compared_per_command(tmp_path: Path, capsys: Any) -> None:
+    small = result(1000, {"validate": 4.0, "report": 2.0}, 120)
+    large = result(10_000, {"validate": 40.0, "report": 30.0}, 150)
+    rows = {r["command"]: r for r in compare.compare(small, large)}
+    assert rows["validate"]["objects_ratio"] == pytest.approx(10.0)
+    assert rows["validate"]["wall_s"] == (4.0, 40.0)
+    assert rows["validate"]["wall_s_ratio"] == pytest.approx(10.0)
+    assert rows["report"]["wall_s_ratio"] == pytest.approx(15.0)
+    assert rows["report"]["peak_rss_mib_ratio"] == pytest.approx(1.25)
+    files = [tmp_path / "a.json", tmp_path / "b.json"]
+    for f, doc in zip(files, (small, large), strict=True):
+        f.write_text(json.dumps(doc))
+    assert compare.main([str(f) for f in files]) == 0
+    printed = capsys.readouterr().out
+    assert "1000 -> 10000 GPU nodes: objects x10.0" in printed
+    assert "validate: wall s 4.00 -> 40.00 (x10.0)" in printed
+    assert compare.main([str(tmp_path / "missing.json"), str(files[1])]) == 2
+
+
+def test_a_figure_names_its_command() -> None:
+    assert compare.command("validate 10000 GPU nodes without smoke (x)") == "validate"
+    assert compare.command("find the leaked claims among 100000 (y)") == (
+        "find the leaked claims among"
+    )
