@@ -108,8 +108,10 @@ def test_site_runs_preflight_first_and_the_roles_in_order() -> None:
         "GPU labels",
         "DRA driver",
         "MIG",
+        "Kueue",
         "Validate",
     ]
     present = [a for a in order if a in areas]
     assert present == sorted(present, key=areas.index)
     assert {"Driver", "Toolkit", "Kubeadm", "DRA gates", "GPU labels", "DRA driver"} <= set(areas)
+    assert "Kueue" in areas  # the sample sets site_kueue: true
