@@ -229,3 +229,36 @@ def test_quota_above_the_fleet_warns_naming_team_and_resource() -> None:
     assert "team a: nominal quota 11 of mig.nvidia.com is more than the 10" in found[0][3]
     assert found[1][2] == {"a": 11, "b": 4}
     assert "add up to 15" in found[1][3]
+
+
+def test_the_filter_plans_install_classes_and_queues_from_manifest_text() -> None:
+    from ansible_collections.gpufleet.cluster.plugins.filter.kueue import kueue_plan
+
+    docs, _ = _module_manifests()
+    text = yaml.safe_dump_all(docs)  # the ConfigMap holds the Configuration as YAML text
+    planned = kueue_plan(
+        text,
+        {
+            "version": "0.17.0",
+            "image": "registry.k8s.io/kueue/kueue:v0.17.0",
+            "device_classes": ["gpu.nvidia.com", "mig.nvidia.com"],
+            "profile_classes": ["1g.18gb"],
+            "teams": TEAMS,
+        },
+    )
+    assert planned["feature_gates"] == "DynamicResourceAllocation=true"
+    assert [d["metadata"]["name"] for d in planned["device_classes"]] == ["mig-1g.18gb.gpufleet.io"]
+    assert planned["device_classes"][0]["apiVersion"] == "resource.k8s.io/v1"
+    deployment = next(d for d in planned["install"] if d["kind"] == "Deployment")
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert len(annotations[ki.CONFIG_HASH_ANNOTATION]) == 16
+    assert [o["kind"] for o in planned["queues"]].count("ClusterQueue") == 2
+
+
+def test_the_filter_names_a_version_outside_the_table() -> None:
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.cluster.plugins.filter.kueue import kueue_plan
+
+    docs, _ = _module_manifests()
+    with pytest.raises(AnsibleFilterError, match=r"kueue_version='0\.12\.0'"):
+        kueue_plan(yaml.safe_dump_all(docs), {"version": "0.12.0", "teams": []})
