@@ -2,8 +2,9 @@
 brought up once for the tests of this package with ``gpufleet lab up`` and removed after
 the last of them, so the rest of the run does not share the machine with it.
 
-It is a lab of its own (``GPUFLEET_LAB_NAME=gpufleet-test``, network 10.89.60.0/24), so
-a developer's default lab is never touched. ``GPUFLEET_TEST_KEEP_LAB=1`` keeps it after
+It is a lab of its own (``GPUFLEET_LAB_NAME=gpufleet-test``, network 10.89.60.0/24, or
+``GPUFLEET_TEST_LAB_NAME`` / ``GPUFLEET_TEST_LAB_SUBNET``), so a developer's default lab is
+never touched. ``GPUFLEET_TEST_KEEP_LAB=1`` keeps it after
 the session (the next session reuses it: ``lab up`` converges a running lab).
 Tests that change the lab (MIG layouts, labels) put it back as they found it.
 """
@@ -26,7 +27,12 @@ from gpufleet.lab import binaries, podman
 
 REPO = Path(__file__).resolve().parents[2]
 GPUFLEET = REPO / ".venv" / "bin" / "gpufleet"
-LAB_ENV = {"GPUFLEET_LAB_NAME": "gpufleet-test", "GPUFLEET_LAB_SUBNET": "10.89.60.0/24"}
+# GPUFLEET_TEST_LAB_NAME / GPUFLEET_TEST_LAB_SUBNET run the package on a lab of one's own
+# (a developer sharing the machine with a full test run, which owns gpufleet-test).
+LAB_ENV = {
+    "GPUFLEET_LAB_NAME": os.environ.get("GPUFLEET_TEST_LAB_NAME") or "gpufleet-test",
+    "GPUFLEET_LAB_SUBNET": os.environ.get("GPUFLEET_TEST_LAB_SUBNET") or "10.89.60.0/24",
+}
 
 
 @dataclass(frozen=True)
