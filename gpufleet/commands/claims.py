@@ -7,6 +7,11 @@ gpu-pair-same-product) in the resource.k8s.io version the DRA version model says
 release serves (``plugins/module_utils/claim_templates.py``). When that version is off by
 default (1.32, 1.33) the ``--runtime-config`` entry kube-apiserver needs goes to stderr.
 
+With ``--kueue-queue LOCALQUEUE`` (mig-slice only) it prints the template in the form
+Kueue counts (no CEL selector: ``mig.nvidia.com``, or the profile's DeviceClass with
+``--profile``) and a suspended Job in that LocalQueue whose pod claims through it
+(``plugins/module_utils/kueue_jobs.py``).
+
 ``gpufleet claims check FILE [--kubernetes-version V] [--driver-version V] [--strict]
 [--json]`` checks every DeviceClass, ResourceClaimTemplate and ResourceClaim in a YAML/JSON
 file (``-``: stdin; ``kind: List`` flattened) and prints one line per problem with the shape
@@ -43,6 +48,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_refs
 from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
 from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kueue_jobs as kj
 
 from gpufleet.lab import celcheck as kcel
 
@@ -122,6 +128,22 @@ def claims() -> None:
     "(default: the newest release the version model provisions).",
 )
 @click.option(
+    "--kueue-queue",
+    default=None,
+    metavar="LOCALQUEUE",
+    help="Also print a suspended Job in this Kueue LocalQueue (label "
+    "kueue.x-k8s.io/queue-name) whose pod claims through the template, in the form Kueue "
+    "counts (mig-slice only: no CEL selector; --profile picks the profile's DeviceClass).",
+)
+@click.option(
+    "--kueue-priority-class",
+    default="",
+    metavar="NAME",
+    help="WorkloadPriorityClass of the Job (label kueue.x-k8s.io/priority-class).",
+)
+@click.option("--job-name", default=None, help="Name of the Job (default: the template's).")
+@click.option("--image", default="busybox:1", show_default=True, help="Image of the Job's pod.")
+@click.option(
     "--output", "-o", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True
 )
 def template(
@@ -137,9 +159,28 @@ def template(
     namespace: str,
     labels: tuple[str, ...],
     kubernetes_version: str | None,
+    kueue_queue: str | None,
+    kueue_priority_class: str,
+    job_name: str | None,
+    image: str,
     output: str,
 ) -> None:
-    """Print one ResourceClaimTemplate of KIND."""
+    """Print one ResourceClaimTemplate of KIND (with --kueue-queue: and a Job for Kueue)."""
+    if kueue_queue is not None:
+        _kueue_template(
+            kind,
+            profile,
+            count or 1,
+            name,
+            namespace,
+            kubernetes_version,
+            kueue_queue,
+            kueue_priority_class,
+            job_name,
+            image,
+            output,
+        )
+        return
     try:  # checked here: build() reads an empty namespace as the default one
         params: dict[str, Any] = {
             "namespace": cm.check_name(namespace, "--namespace", subdomain=False)
@@ -196,6 +237,55 @@ def template(
         click.echo(json.dumps(obj, indent=2))
     else:
         click.echo(yaml.safe_dump(obj, sort_keys=False), nl=False)
+
+
+def _kueue_template(
+    kind: str,
+    profile: str | None,
+    count: int,
+    name: str | None,
+    namespace: str,
+    kubernetes_version: str | None,
+    queue: str,
+    priority_class: str,
+    job_name: str | None,
+    image: str,
+    output: str,
+) -> None:
+    """Print the Kueue-counted template and its Job (``kueue_jobs``); exit 2 on bad input."""
+    _check_profile(profile)
+    version = kubernetes_version or capi.default_kubernetes_version()
+    try:
+        api = capi.api_choice_for(version).api_version
+        device_class = kj.device_class_for(kind, profile)
+        default = "mig-" + re.sub(r"[^a-z0-9]+", "-", (profile or "slice").lower()).strip("-")
+        tmpl = kj.kueue_claim_template(
+            name=name or default,
+            namespace=namespace,
+            device_class=device_class,
+            count=count,
+            api_version=api,
+        )
+        job = kj.kueue_job(
+            name=job_name or tmpl["metadata"]["name"],
+            namespace=namespace,
+            queue=queue,
+            template=tmpl["metadata"]["name"],
+            image=image,
+            priority_class=priority_class,
+        )
+    except (kj.KueueJobError, dv.VersionModelError, cm.ClaimTemplateError) as exc:
+        raise click.UsageError(str(exc)) from None
+    if profile:
+        click.echo(
+            f"note: DeviceClass {device_class} is made by the kueue role "
+            f"(kueue_profile_classes: [{profile}])",
+            err=True,
+        )
+    if output == "json":
+        click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": [tmpl, job]}, indent=2))
+    else:
+        click.echo(yaml.safe_dump_all([tmpl, job], sort_keys=False), nl=False)
 
 
 def _labels(labels: tuple[str, ...]) -> dict[str, str]:

@@ -93,6 +93,12 @@ def check_outputs(paths: Mapping[str, str | None]) -> None:
     help="Also run the smoke test: a pod per device kind in a throwaway namespace, deleted "
     "afterwards (kept when the smoke fails; the report names it).",
 )
+@click.option(
+    "--kueue",
+    is_flag=True,
+    help="Also run the Kueue checks (area kueue), as site_kueue: true does: controller, "
+    "device-class mappings, queues, quotas against devices, pending workloads.",
+)
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig on this host.")
 @extra_vars_flag("Extra variable for the playbook (repeat); the value is read as YAML.", "extra")
 @click.option("--limit", default=None, help="Limit the hosts read (as ansible-playbook).")
@@ -103,6 +109,7 @@ def validate(
     junit: str | None,
     markdown: str | None,
     smoke: bool,
+    kueue: bool,
     kubeconfig: str | None,
     extra: dict[str, Any],
     limit: str | None,
@@ -122,6 +129,8 @@ def validate(
         report_path = Path(tmp) / "report.json"
         extravars.setdefault("validate_report_file", str(report_path))
         extravars["validate_smoke"] = smoke
+        if kueue:
+            extravars["site_kueue"] = True
         if kubeconfig:
             extravars["validate_kubeconfig"] = str(Path(kubeconfig).resolve())
         captured: dict[str, Any] = {}

@@ -71,12 +71,16 @@ class ImageSpec:
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    #: ``uid:gid`` the image runs as (the config's ``User``); empty: root.
+    user: str = ""
 
     def digest(self) -> str:
         h = hashlib.sha256(self.ref.encode())
         for f in sorted(self.files, key=lambda f: f.path):
             h.update(f.digest().encode())
         h.update(json.dumps([self.entrypoint, self.cmd, dict(self.env)]).encode())
+        if self.user:  # only when set, so that the digests of the other images stay
+            h.update(b"user=" + self.user.encode())
         return h.hexdigest()[:16]
 
 
@@ -152,6 +156,8 @@ def build_archive(spec: ImageSpec, out: Path | None = None) -> Path:
             cfg["Entrypoint"] = list(spec.entrypoint)
         if spec.cmd:
             cfg["Cmd"] = list(spec.cmd)
+        if spec.user:
+            cfg["User"] = spec.user
         config = json.dumps(
             {
                 "architecture": "amd64",

@@ -64,6 +64,10 @@ class BootstrapSpec:
     ``timeouts``: kubeadm's ``timeouts`` (v1beta4: controlPlaneComponentHealthCheck,
     kubeletHealthCheck, kubernetesAPICall, discovery, tlsBootstrap, ...; durations such as
     ``10m0s``), for slow or heavily loaded hosts; ignored by v1beta3 releases.
+    ``apiserver_extra_args``: further kube-apiserver flags (without ``--``), such as
+    ``enable-aggregator-routing: "true"`` where the API server cannot reach Service
+    ClusterIPs (no kube-proxy) yet must call webhooks; the DRA flags (``feature-gates``,
+    ``runtime-config``) are the version model's and are refused here.
     """
 
     version: str
@@ -82,6 +86,7 @@ class BootstrapSpec:
     dra: Mapping[str, Any] = field(default_factory=dict)
     kubelet_extra: Mapping[str, Any] = field(default_factory=dict)
     timeouts: Mapping[str, str] = field(default_factory=dict)
+    apiserver_extra_args: Mapping[str, str] = field(default_factory=dict)
 
 
 def _check_cidr(name: str, value: str) -> None:
@@ -129,6 +134,12 @@ def validate(spec: BootstrapSpec) -> dv.KubeVersion:
         raise BootstrapConfigError(
             f"kubeadm_timeouts has unknown keys {unknown}; use {sorted(TIMEOUT_KEYS)} "
             "(kubeadm v1beta4 Timeouts)"
+        )
+    owned = sorted(set(spec.apiserver_extra_args) & {"feature-gates", "runtime-config"})
+    if owned:
+        raise BootstrapConfigError(
+            f"kubeadm_apiserver_extra_args sets {owned[0]}, which the DRA version model "
+            "writes; set DRA gates with kubeadm_dra_features / kubeadm_dra_gates instead"
         )
     if spec.cgroup_driver not in ("systemd", "cgroupfs"):
         raise BootstrapConfigError(
@@ -241,6 +252,8 @@ def init_documents(spec: BootstrapSpec, node_name: str) -> list[dict[str, Any]]:
         ("scheduler", "scheduler"),
     ):
         args = component_args(spec.dra, component)
+        if component == "apiserver":
+            args.update({str(k): str(v) for k, v in spec.apiserver_extra_args.items()})
         if args:
             cluster[key] = {"extraArgs": _extra_args(shape, args)}
     return [init, cluster, kubelet_configuration(spec, kv)]

@@ -49,6 +49,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_kueue as pkueue
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_mig as pmig
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_problem as pp
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_release as prel
@@ -172,7 +173,8 @@ def check_inventory(
     (:func:`preflight_specs.load_role_specs`), each value a host sets judged by it. Returns
     problems sorted errors first, then by rule and variable; each lists the hosts it
     applies to. Inventory-wide: the GPU group has no host (error), hosts disagree on the
-    Kubernetes release (error).
+    Kubernetes release (error), Kueue quotas against the published devices
+    (``preflight_kueue``).
     """
     known = list(known_variables) if known_variables is not None else None
     merged: dict[tuple, list[str]] = {}
@@ -239,6 +241,7 @@ def check_inventory(
                 "with the upgrade playbook, one minor at a time",
             )
         )
+    out += pkueue.kueue_problems(hosts)
     out.sort(key=lambda p: (p.severity != ERROR, p.rule, p.variable, p.hosts))
     return out
 

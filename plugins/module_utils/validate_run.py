@@ -137,6 +137,13 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
             )
         )
     timings["checks"] = time.monotonic() - t2
+    if options.get("kueue"):
+        from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kueue as vq
+
+        t_kueue = time.monotonic()
+        kueue_options = dict(options["kueue"])
+        checks += vq.kueue_checks(vq.list_kueue(kube, kueue_options, listing), kueue_options)
+        timings["kueue"] = time.monotonic() - t_kueue
     if options.get("smoke"):
         from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_smoke as vs
 

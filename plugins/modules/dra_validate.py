@@ -103,6 +103,13 @@ options:
     type: list
     elements: str
     default: [gpu.nvidia.com, mig.nvidia.com]
+  kueue:
+    description:
+      - Kueue checks (area C(kueue)); omit to skip them. Keys C(namespace) (default
+        C(kueue-system)), C(version) (a row of the Kueue version table), C(device_classes)
+        (the driver's classes that must be mapped) and C(profiles) (MIG profiles with a
+        class of their own).
+    type: dict
   pending_threshold:
     description: Seconds a ResourceClaim may stay unallocated before C(claims.pending) reports it.
     type: int
@@ -266,6 +273,7 @@ def main() -> None:
             smoke_profiles=dict(type="list", elements="str", default=[]),
             smoke_timeout=dict(type="int", default=180),
             smoke_keep_on_failure=dict(type="bool", default=True),
+            kueue=dict(type="dict"),
             report_file=dict(type="path"),
             junit_file=dict(type="path"),
             return_junit=dict(type="bool", default=False),

@@ -296,6 +296,7 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
         "nvidia-container-toolkit",
         "cri-tools",
         "prometheus",
+        "kueue",
     }
     # every containerd release of the matrix: the daemon and its runc shim
     matrix = {s.version: s.binaries for s in steps if s.group == "containerd"}

@@ -162,3 +162,22 @@ def test_timeouts_reach_v1beta4_documents_and_unknown_keys_are_refused() -> None
     assert join["timeouts"] == {"discovery": "9m0s"}
     with pytest.raises(kb.BootstrapConfigError, match="kubeadm_timeouts has unknown keys"):
         kb.init_documents(spec("1.37.2", timeouts={"apiCall": "1m"}), "cp")
+
+
+def test_apiserver_extra_args_join_the_dra_flags_and_may_not_replace_them() -> None:
+    extra = {"enable-aggregator-routing": "true"}
+    cluster = by_kind(kb.init_documents(spec("1.33.13", apiserver_extra_args=extra), "cp"))[
+        "ClusterConfiguration"
+    ]
+    api_args = {a["name"]: a["value"] for a in cluster["apiServer"]["extraArgs"]}
+    assert api_args["enable-aggregator-routing"] == "true"
+    assert api_args["feature-gates"] == "DynamicResourceAllocation=true"
+    assert "enable-aggregator-routing" not in str(cluster["scheduler"])
+    cluster = by_kind(kb.init_documents(spec("1.37.2", apiserver_extra_args=extra), "cp"))[
+        "ClusterConfiguration"
+    ]
+    assert cluster["apiServer"]["extraArgs"] == [
+        {"name": "enable-aggregator-routing", "value": "true"}
+    ]
+    with pytest.raises(kb.BootstrapConfigError, match="kubeadm_apiserver_extra_args sets"):
+        kb.init_documents(spec("1.37.2", apiserver_extra_args={"feature-gates": "X=true"}), "cp")

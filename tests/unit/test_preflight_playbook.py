@@ -109,9 +109,11 @@ def test_site_runs_preflight_first_and_the_roles_in_order() -> None:
         "DRA driver",
         "MIG",
         "Monitoring",
+        "Kueue",
         "Validate",
     ]
     present = [a for a in order if a in areas]
     assert present == sorted(present, key=areas.index)
     assert {"Driver", "Toolkit", "Kubeadm", "DRA gates", "GPU labels", "DRA driver"} <= set(areas)
     assert "Monitoring" in areas  # the sample sets site_monitoring: true
+    assert "Kueue" in areas  # the sample sets site_kueue: true

@@ -15,7 +15,7 @@ SOURCES = [
     *sorted((REPO / "plugins" / "module_utils").glob("validate_*.py")),
     *sorted((REPO / "plugins" / "module_utils").glob("gate_*.py")),
 ]
-ID = re.compile(r'["`]((?:versions|gates|api|nodes|hosts|claims|smoke)\.[a-z0-9-]+)["`]')
+ID = re.compile(r'["`]((?:versions|gates|api|nodes|hosts|claims|kueue|smoke)\.[a-z0-9-]+)["`]')
 
 
 def emitted_ids() -> set[str]:
