@@ -18,7 +18,9 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kueue_checks as kc
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kueue_queues as kq
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_config as mcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mp
+from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mprof
 from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_problem as pp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight_problem import (
     ERROR,
@@ -40,6 +42,15 @@ def _bool(settings: Mapping[str, Any], name: str) -> bool:
         return False
 
 
+def _device_ids(settings: Mapping[str, Any]) -> tuple[str | None, ...]:
+    """The PCI device IDs a mig-parted ``device-filter`` may name for the host's
+    ``gpu_model`` (``mig_profiles``); (None,) when the model is not set or not known."""
+    try:
+        return mprof.model(text_of(settings, "gpu_model")).pci_device_ids or (None,)
+    except (mprof.UnknownGpuModel, ValueError):
+        return (None,)
+
+
 def _layouts(settings: Mapping[str, Any], gpu_count: int, text: str) -> dict[int, dict]:
     if "mig_enabled" in settings and not _bool(settings, "mig_enabled"):
         return {}
@@ -54,9 +65,16 @@ def _layouts(settings: Mapping[str, Any], gpu_count: int, text: str) -> dict[int
         name = text_of(settings, "mig_config_name")
         config = settings.get("mig_config") or text
         if name and config:
-            return mp.select_layout(mp.load_mig_config(config), name, indices)
+            parsed = mcfg.load_mig_config(config)
     except (ValueError, TypeError):
         return {}
+    if not (name and config):
+        return {}
+    for device_id in _device_ids(settings):  # the entries whose device-filter the GPU matches
+        try:
+            return mcfg.select_layout(parsed, name, indices, device_id)
+        except (ValueError, TypeError):
+            continue
     return {}
 
 
