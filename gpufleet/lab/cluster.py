@@ -21,6 +21,7 @@ import ipaddress
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -522,8 +523,9 @@ def leftovers(netns_paths: tuple[str, ...] = ()) -> dict[str, list[str]]:
 
 def down(*, log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """Remove the lab: its containers with their volumes, its network, its state file,
-    kubeconfig and upgrade report (a new lab of the same name must not resume the upgrade of
-    this one). Returns :func:`leftovers` afterwards (all lists empty when clean)."""
+    kubeconfig, staged simulator files and upgrade report (a new lab of the same name must
+    not resume the upgrade of this one). Returns :func:`leftovers` afterwards (all lists
+    empty when clean)."""
     netns: list[str] = []
     for name in _lab_containers():
         vols = _container_volumes(name)
@@ -537,6 +539,7 @@ def down(*, log: Callable[[str], None] = print) -> dict[str, list[str]]:
         log(f"network {lab_name()} removed")
     for path in (state_path(), kubeconfig_path(), *upgrade_report_paths()):
         path.unlink(missing_ok=True)
+    shutil.rmtree(lab_dir() / "gpusim-staged", ignore_errors=True)  # simulator_files' copies
     return leftovers(tuple(netns))
 
 

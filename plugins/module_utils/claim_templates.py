@@ -368,14 +368,14 @@ def build(
     if kind == "mig-slice":
         if not params.get("profile"):
             raise ClaimTemplateError(
-                "kind mig-slice needs profile.", "give profile, e.g. profile: 1g.18gb."
+                "kind mig-slice needs profile=<MIG profile>.", "give e.g. profile=1g.18gb."
             )
         return mig_slice(params["profile"], count=params.get("count", 1), **extra, **common)
     if kind == "gpu-with-memory":
         if params.get("min_memory_gib") in (None, ""):
             raise ClaimTemplateError(
-                "kind gpu-with-memory needs min_memory_gib.",
-                "give min_memory_gib, e.g. min_memory_gib: 40.",
+                "kind gpu-with-memory needs min_memory_gib=<GiB>.",
+                "give e.g. min_memory_gib=40.",
             )
         return gpu_with_memory(
             params["min_memory_gib"], count=params.get("count", 1), **extra, **common

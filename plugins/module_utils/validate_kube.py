@@ -414,7 +414,8 @@ def api_client(
         raise KubeError(
             None,
             f"cannot load the kubeconfig {where}: {err}; fix: give the cluster's admin "
-            "kubeconfig (--kubeconfig FILE, or the role's *_kubeconfig variable)",
+            "kubeconfig (the command's --kubeconfig FILE or KUBECONFIG; in a playbook, the "
+            "role's kubeconfig variable)",
         ) from None
 
 
