@@ -1,11 +1,13 @@
 """``gpufleet report``: how the GPUs of a DRA cluster are used, from one listing.
 
 ``gpufleet report [--kubeconfig PATH] [--context NAME] [--pool-label LABEL] [--json
-FILE|-] [--markdown FILE] [--html FILE] [--metrics FILE] [--serve HOST:PORT]`` lists
+FILE|-] [--markdown FILE] [--html FILE] [--metrics FILE] [--serve HOST:PORT] [--prometheus
+URL [--idle-window 1h] [--idle-below 5]]`` lists
 Nodes, Pods, ResourceSlices and ResourceClaims once each (paged, every request with a timeout:
 ``validate_kube.list_cluster``) and prints per node pool, GPU model and MIG profile the
 devices and GPU memory published, allocated, free and stranded, the fragmentation, the
-pending claims and why, and the claims allocated with no running consumer. The figures
+pending claims and why, the claims allocated with no running consumer and, with
+``--prometheus``, the allocated devices idle over the window (``fleet_activity``). The figures
 and their definitions are ``plugins/module_utils/fleet_report.py`` (docs/report.md).
 
 ``--metrics FILE`` writes the leaked and pending claims and the devices of every GPU node
@@ -14,7 +16,8 @@ every scrape of ``http://HOST:PORT/metrics`` and serves them until interrupted
 (``report_serve``, docs/monitoring.md).
 
 Exit codes: 0 the report was written, 2 it could not run (kubeconfig, API server
-unreachable or refusing, DRA not served, an output path that cannot be written).
+unreachable or refusing, DRA not served, Prometheus not answering, an output path that
+cannot be written).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_activity as fa
 from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_metrics as fm
 from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_report as fr
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
@@ -110,7 +114,13 @@ def render_terminal(console: Console, report: dict[str, Any]) -> None:
             f"  [red]leaked[/] {escape(item['claim'])} ({item['kind']}, "
             f"{rp.gib(item['memory'])} GiB): {escape(item['reason'])}"
         )
+    for item in (report.get("idle") or [])[:SHOWN]:
+        console.print(
+            f"  [yellow]idle[/] {escape(item['claim'])} holds {escape(item['device'])} on "
+            f"{escape(item['node'])}: {item['percent']}% over {report['activity']['window']}"
+        )
     hidden = max(0, len(report["pending"]) - SHOWN) + max(0, len(report["leaked"]) - SHOWN)
+    hidden += max(0, len(report.get("idle") or []) - SHOWN)
     if hidden:
         console.print(f"  ... {hidden} more claims (see --json)")
     console.print(f"[dim]{escape(rp.source_line(report['meta']))}[/]")
@@ -157,6 +167,25 @@ def _serve(
     metavar="HOST:PORT",
     help="Serve the metrics on http://HOST:PORT/metrics, listed again per scrape.",
 )
+@click.option(
+    "--prometheus",
+    metavar="URL",
+    help="Prometheus that scrapes the DCGM exporter (DRA labels on): allocated devices' "
+    "activity, and the idle ones.",
+)
+@click.option(
+    "--idle-window",
+    default=fa.DEFAULT_WINDOW,
+    show_default=True,
+    help="Window the activity is averaged over (a Prometheus duration).",
+)
+@click.option(
+    "--idle-below",
+    type=click.FloatRange(0, 100),
+    default=fa.DEFAULT_IDLE_PERCENT,
+    show_default=True,
+    help="An allocated device below this activity (percent) is idle.",
+)
 def report(
     kubeconfig: str | None,
     context: str | None,
@@ -166,10 +195,22 @@ def report(
     html_file: str | None,
     metrics_file: str | None,
     serve: str | None,
+    prometheus: str | None,
+    idle_window: str,
+    idle_below: float,
 ) -> None:
     """GPU utilization of a DRA cluster; exit 0 report written, 2 could not run."""
     outputs = {"--json": json_file, "--markdown": markdown, "--html": html_file}
     check_outputs({**outputs, "--metrics": metrics_file})
+    try:
+        fa.check_window(idle_window)
+    except fa.ActivityError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--idle-window'") from None
+    if prometheus is not None:
+        try:
+            fa.check_url(prometheus)
+        except fa.ActivityError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--prometheus'") from None
     address = rs.parse_address(serve) if serve else None
     if kubeconfig:
         try:
@@ -180,8 +221,21 @@ def report(
         _serve(address, kubeconfig, context, pool_label)
         return
     kube, listing = read_cluster(kubeconfig, context)
+    activity = None
+    if prometheus:
+        try:
+            activity = fa.fetch(prometheus, idle_window)
+        except fa.ActivityError as exc:
+            _fail(f"--prometheus: {exc}")
     doc = fr.build_report(
-        listing.slices, listing.claims, listing.pods, listing.nodes, pool_label=pool_label
+        listing.slices,
+        listing.claims,
+        listing.pods,
+        listing.nodes,
+        pool_label=pool_label,
+        activity=activity,
+        activity_window=idle_window,
+        idle_below=idle_below,
     )
     doc["meta"] = {
         "server": kube.server,

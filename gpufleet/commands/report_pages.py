@@ -76,6 +76,28 @@ def headline(report: Mapping[str, Any]) -> list[str]:
         f"claims pending: {c['claims_pending']}" + (f" ({reasons})" if reasons else ""),
         f"claims allocated with no running consumer: {c['claims_leaked']} holding "
         f"{gib(c['memory_leaked'])} GiB",
+        activity_line(report),
+    ]
+
+
+def activity_line(report: Mapping[str, Any]) -> str:
+    """What the GPU activity says of the allocated devices, or that it was not asked."""
+    a = report.get("activity")
+    if not a:
+        return "GPU activity: not measured (--prometheus URL of a Prometheus with DCGM metrics)"
+    return (
+        f"allocated devices idle (below {a['idle_below_percent']:g}% over {a['window']}): "
+        f"{a['devices_idle']} of {a['devices_measured']} measured "
+        f"({a['devices_allocated']} allocated)"
+    )
+
+
+def idle_items(report: Mapping[str, Any]) -> list[str]:
+    """One line per idle allocated device (the first ``LISTED``)."""
+    return [
+        f"{item['claim']} holds {item['device']} ({item['profile']}) on {item['node']}: "
+        f"{item['percent']:g}%"
+        for item in (report.get("idle") or [])[:LISTED]
     ]
 
 
@@ -128,6 +150,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         f"- `{item['claim']}` ({item['kind']}, {gib(item['memory'])} GiB): {item['reason']}"
         for item in report["leaked"][:LISTED]
     ] or ["none"]
+    if report.get("activity"):
+        out += ["", "## Allocated devices idle", ""]
+        out += [f"- {line}" for line in idle_items(report)] or ["none"]
     return "\n".join(out) + "\n"
 
 
@@ -236,6 +261,10 @@ def render_html(report: Mapping[str, Any]) -> str:
         f"{gib(item['memory'])} GiB): {_esc(item['reason'])}</li>"
         for item in report["leaked"][:LISTED]
     )
+    idle = ""
+    if report.get("activity"):
+        items = "".join(f"<li>{_esc(line)}</li>" for line in idle_items(report))
+        idle = f"\n<h2>Allocated devices idle</h2><ul>{items or '<li>none</li>'}</ul>"
     legend = (
         f'<p class="legend"><span style="background:{ALLOCATED}"></span>allocated'
         f'<span style="background:{FREE}"></span>free'
@@ -257,6 +286,6 @@ def render_html(report: Mapping[str, Any]) -> str:
 {_html_table(report["rows"], ("pool", "model", "profile"))}
 <h2>Pending claims ({c["claims_pending"]})</h2><ul>{pending or "<li>none</li>"}</ul>
 <h2>Claims allocated with no running consumer ({c["claims_leaked"]})</h2>
-<ul>{leaked or "<li>none</li>"}</ul>
+<ul>{leaked or "<li>none</li>"}</ul>{idle}
 </body></html>
 """

@@ -55,6 +55,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_activity as fa
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_claims as vcl
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claim_driver import (
@@ -693,13 +694,18 @@ def build_report(
     nodes: Sequence[Mapping[str, Any]],
     pool_label: str = DEFAULT_POOL_LABEL,
     driver: str = NVIDIA_DRIVER,
+    activity: Mapping[str, float] | None = None,
+    activity_window: str = fa.DEFAULT_WINDOW,
+    idle_below: float = fa.DEFAULT_IDLE_PERCENT,
 ) -> dict[str, Any]:
     """The utilization report as a JSON-ready dict: ``cluster`` (totals, fragmentation,
     pending and leaked counts), ``pools``, ``models``, ``profiles`` (per model and
     profile) and ``rows`` (per pool, model and profile) with ``Totals``; ``nodes`` (per
     node its free memory, largest free device and fragmentation); ``pending`` and
     ``leaked`` claims; ``cluster.objects_skipped``: per kind the objects not read
-    (``readable_objects``). Memory figures are bytes."""
+    (``readable_objects``). Memory figures are bytes. With ``activity`` (percent per
+    device id over ``activity_window``, ``fleet_activity.fetch``): ``idle``, the allocated
+    devices below ``idle_below`` percent, and ``activity``; both None without it."""
     skipped = {}
     slices, skipped["resourceslices"] = readable_objects("resourceslices", slices)
     claims, skipped["resourceclaims"] = readable_objects("resourceclaims", claims)
@@ -742,4 +748,24 @@ def build_report(
         "leaked": leaked,
         "pool_label": pool_label,
         "driver": driver,
+        **_activity(devices, activity, activity_window, idle_below),
+    }
+
+
+def _activity(
+    devices: Sequence[Device], activity: Mapping[str, float] | None, window: str, below: float
+) -> dict[str, Any]:
+    if activity is None:
+        return {"idle": None, "activity": None}
+    allocated = [(d.id, d.claim or "", d.node, d.model, d.profile) for d in devices if d.allocated]
+    idle, unknown = fa.idle_devices(allocated, activity, below)
+    return {
+        "idle": idle,
+        "activity": {
+            "window": window,
+            "idle_below_percent": below,
+            "devices_allocated": len(allocated),
+            "devices_measured": len(allocated) - unknown,
+            "devices_idle": len(idle),
+        },
     }
