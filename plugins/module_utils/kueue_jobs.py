@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_api
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kueue_queues as kq
 
 __all__ = ["PRIORITY_LABEL", "QUEUE_LABEL", "KueueJobError", "kueue_claim_template", "kueue_job"]
@@ -72,9 +73,10 @@ def kueue_claim_template(
     counts (``api_version`` ``resource.k8s.io/v1``: ``exactly``; v1beta1/v1beta2 shapes are
     not counted by Kueue, which reads ``resource.k8s.io/v1``)."""
     if api_version != "resource.k8s.io/v1":
+        first = dra_api.first_release_serving("ResourceClaimTemplate", ("v1",), by_default=True)
         raise KueueJobError(
             f"--kubernetes-version gives {api_version}; Kueue reads claims as "
-            "resource.k8s.io/v1 (Kubernetes 1.34 or newer)"
+            f"resource.k8s.io/v1 (Kubernetes {first} or newer)"
         )
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise KueueJobError(f"--count={count!r}: give 1 or more")

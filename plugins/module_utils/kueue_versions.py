@@ -23,7 +23,7 @@ Per release (``KueueRelease``):
   ``config/components/crd/bases``), the version the role writes;
 * ``resource_api``: the ``resource.k8s.io`` version Kueue reads ResourceClaimTemplates
   with (the import of ``pkg/dra/claims.go``); the cluster must serve it
-  (``min_kubernetes``: ``resource.k8s.io/v1`` is served from Kubernetes 1.34);
+  (``min_kubernetes``: the first release the DRA version model serves it in by default);
 * ``claim_rules``: what Kueue's device counting refuses in a ResourceClaimTemplate
   (``countDevicesPerClass`` in ``pkg/dra/claims.go``): only ``exactly`` requests with
   allocation mode ``ExactCount``, no CEL selectors, constraints, config, adminAccess or
@@ -40,6 +40,8 @@ make that older release installable.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_api
 
 __all__ = [
     "KUEUE_RELEASES",
@@ -79,9 +81,16 @@ class KueueRelease:
     mapping_keys: tuple[str, str]
     kueue_api: str
     resource_api: str
-    min_kubernetes: str
     claim_rules: tuple[str, ...]
     source: str
+
+    @property
+    def min_kubernetes(self) -> str:
+        """The oldest Kubernetes minor (``"1.34"``) whose kube-apiserver serves
+        ``resource_api`` by default (``dra_api.first_release_serving``)."""
+        return dra_api.first_release_serving(
+            "ResourceClaimTemplate", (self.resource_api.rpartition("/")[2],), by_default=True
+        )
 
     def gate(self, name: str) -> KueueGate:
         """The gate ``name``; raises KeyError when this release has none of that name."""
@@ -126,7 +135,6 @@ KUEUE_RELEASES: dict[str, KueueRelease] = {
         mapping_keys=("name", "deviceClassNames"),
         kueue_api="kueue.x-k8s.io/v1beta2",
         resource_api="resource.k8s.io/v1",
-        min_kubernetes="1.34",
         claim_rules=_CLAIM_RULES_0_17,
         source=(
             "sigs.k8s.io/kueue@v0.17.0: pkg/features/kube_features.go, "
