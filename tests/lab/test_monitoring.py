@@ -359,6 +359,19 @@ def test_idle_device_and_leaked_claim_fire(mon: tuple[Lab, Prom]) -> None:
             "node": node,
             "seconds": round(time.monotonic() - started, 1),
         }
+        # the report reads the same series from the same Prometheus: the device is idle
+        report_file = lab.tmp / "report-activity.json"
+        reported = subprocess.run(
+            [GPUFLEET, "report", "--kubeconfig", lab.kubeconfig, "--prometheus", prom.base,
+             "--idle-window", "1m", "--json", str(report_file)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert reported.returncode == 0, reported.stdout + reported.stderr
+        doc = json.loads(report_file.read_text())
+        idle = [i for i in doc["idle"] if i["claim"] == f"{ns}/train"]
+        assert [i["node"] for i in idle] == [node], doc["activity"]
+        assert idle[0]["percent"] < 5 and doc["activity"]["devices_measured"] >= 1
+        RESULTS["report_idle"] = {"activity": doc["activity"], "idle": idle}
         lab.exec(node, "gpusim", "set", "--gpu", "0", "--utilization", "90")
         busy = time.monotonic()
         wait_for(
