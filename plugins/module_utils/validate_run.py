@@ -21,6 +21,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_h
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_report import (
     FAIL,
+    WARN,
     Check,
     Report,
     finish,
@@ -120,8 +121,28 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
     audit, why = gate_audit(kube, gate_facts, options.get("gate_hosts") or [], version, options)
     timings["gates"] = time.monotonic() - t1
     t2 = time.monotonic()
-    with vk.gc_paused():  # tens of thousands of objects indexed, no cycles made
-        checks = vc.all_checks(listing, settings, audit, why, scheduler)
+    unreadable = _drop_unreadable(listing)
+    try:
+        with vk.gc_paused():  # tens of thousands of objects indexed, no cycles made
+            checks = vc.all_checks(listing, settings, audit, why, scheduler)
+    except (AttributeError, TypeError) as err:  # a field deeper in an object of odd type
+        raise vk.KubeError(
+            None,
+            f"the API server {kube.server} answered objects whose fields have other types "
+            f"than the API's ({err}); fix: check that it is the cluster's kube-apiserver",
+        ) from None
+    if unreadable:
+        checks.append(
+            Check(
+                "api.objects-unreadable",
+                "every listed item is an object with metadata",
+                WARN,
+                "items skipped (not an object, or metadata, spec or status of another type): "
+                + ", ".join(f"{n} {kind}" for kind, n in sorted(unreadable.items())),
+                fix=f"check that {kube.server} is the cluster's kube-apiserver and not a proxy "
+                "that rewrites its answers",
+            )
+        )
     if hosts:
         checks += vh.hosts_checks(hosts, options.get("min_driver_version") or vh.DEFAULT_MIN_DRIVER)
         _kubeadm_known_bad(checks, hosts)
@@ -185,3 +206,40 @@ def _kubeadm_known_bad(checks: list[Check], hosts: Sequence[Mapping[str, Any]]) 
     if target.problems:
         target.fix = "; ".join(dict.fromkeys(fixes))
         finish(target, target.summary)
+
+
+#: The object lists of a Listing the checks read.
+_LISTED_KINDS = ("nodes", "pods", "slices", "claims", "classes", "daemonsets", "events")
+
+
+def _readable(item: Any) -> bool:
+    """An object whose envelope has the API's types: ``metadata``, ``spec`` and
+    ``status`` objects when present, ``metadata.name``/``namespace`` strings, its
+    ``labels``/``annotations`` objects."""
+    if not isinstance(item, Mapping):
+        return False
+    meta = item.get("metadata", {})
+    if not isinstance(meta, Mapping):
+        return False
+    if any(not isinstance(item.get(k, {}), Mapping) for k in ("spec", "status")):
+        return False
+    if any(not isinstance(meta.get(k, ""), str) for k in ("name", "namespace")):
+        return False
+    return all(isinstance(meta.get(k) or {}, Mapping) for k in ("labels", "annotations"))
+
+
+def _drop_unreadable(listing: Any) -> dict[str, int]:
+    """Drop from ``listing``'s object lists the items that are not ``_readable`` (an API
+    server answers none such; a proxy might), so that no check meets them; returns kind
+    -> items dropped (kinds with none left out)."""
+    dropped: dict[str, int] = {}
+    for kind in _LISTED_KINDS:
+        objects = getattr(listing, kind)
+        if isinstance(objects, vk.PagedList):
+            kept: Any = objects.filtered(_readable)
+        else:
+            kept = [item for item in objects if _readable(item)]
+        if len(kept) != len(objects):
+            dropped[kind] = len(objects) - len(kept)
+            setattr(listing, kind, kept)
+    return dropped
