@@ -218,12 +218,12 @@ def _readable(item: Any) -> bool:
     ``labels``/``annotations`` objects."""
     if not isinstance(item, Mapping):
         return False
-    meta = item.get("metadata", {})
+    meta = item.get("metadata") or {}
     if not isinstance(meta, Mapping):
         return False
-    if any(not isinstance(item.get(k, {}), Mapping) for k in ("spec", "status")):
+    if any(not isinstance(item.get(k) or {}, Mapping) for k in ("spec", "status")):
         return False
-    if any(not isinstance(meta.get(k, ""), str) for k in ("name", "namespace")):
+    if any(not isinstance(meta.get(k) or "", str) for k in ("name", "namespace")):
         return False
     return all(isinstance(meta.get(k) or {}, Mapping) for k in ("labels", "annotations"))
 
