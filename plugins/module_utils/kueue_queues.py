@@ -289,11 +289,13 @@ def parse_teams(raw: Any) -> list[Team]:
 def _cluster_queue(team: Team, flavor: str, api: str) -> dict[str, Any]:
     resources = []
     for q in team.quotas:
-        entry: dict[str, Any] = {"name": q.resource, "nominalQuota": q.nominal}
+        # Quantities as strings, as the API server stores them: an integer is stored as
+        # the string on create, so a re-apply of an integer changes the ClusterQueue.
+        entry: dict[str, Any] = {"name": q.resource, "nominalQuota": str(q.nominal)}
         if q.borrowing_limit is not None:
-            entry["borrowingLimit"] = q.borrowing_limit
+            entry["borrowingLimit"] = str(q.borrowing_limit)
         if q.lending_limit is not None:
-            entry["lendingLimit"] = q.lending_limit
+            entry["lendingLimit"] = str(q.lending_limit)
         resources.append(entry)
     spec: dict[str, Any] = {
         "namespaceSelector": {

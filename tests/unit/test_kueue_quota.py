@@ -55,9 +55,9 @@ def test_teams_become_cluster_queues_local_queues_and_a_cohort() -> None:
                     "resources": [
                         {
                             "name": "mig.nvidia.com",
-                            "nominalQuota": 2,
-                            "borrowingLimit": 2,
-                            "lendingLimit": 2,
+                            "nominalQuota": "2",
+                            "borrowingLimit": "2",
+                            "lendingLimit": "2",
                         }
                     ],
                 }
