@@ -187,7 +187,7 @@ def main() -> None:
     if not packages or bad:
         module.fail_json(
             msg=f"packages={p['packages']!r}: every package needs a name and an exact version "
-            "without spaces (kubeadm: 1.37.2-1.1)"
+            "without spaces, as apt-cache madison prints it (kubeadm: <version>-<revision>)"
         )
     result: dict = {"changed": False, "source_changed": False}
     line = p["source_line"].strip()
