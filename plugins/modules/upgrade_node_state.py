@@ -11,9 +11,9 @@ module: upgrade_node_state
 short_description: Read a Node's cordon state and the devices its ResourceSlices publish
 version_added: "0.1.0"
 description:
-  - Runs on the control host before a node is drained (the C(upgrade) role): one GET of
-    the Node and one list of the ResourceSlices of O(driver) on it (field selector
-    C(spec.nodeName) and C(spec.driver); the most stable C(resource.k8s.io) version the
+  - Runs on the control host before a node is drained (the C(upgrade) role). It sends one
+    GET of the Node and one list of the ResourceSlices of O(driver) on it (field selector
+    C(spec.nodeName) and C(spec.driver), in the most stable C(resource.k8s.io) version the
     server serves, v1 first). The upgrade uncordons the node afterwards unless it was
     cordoned before, and waits for as many devices as it published before.
   - An API server that does not answer (it may be restarting after the control-plane
