@@ -19,28 +19,19 @@ description:
   - An API server that does not answer (it may be restarting after the control-plane
     step), or a Node not yet found, is asked again every O(interval) seconds until
     O(timeout); then the module fails naming the server and the cause.
-  - Changes nothing.
+  - With O(record), the node's entry in the upgrade report is written first (state
+    C(in-progress) as a rule), in the same run, as module C(upgrade_report) writes it.
+  - Changes nothing in the cluster.
 author:
   - gpufleet maintainers
 extends_documentation_fragment:
   - gpufleet.cluster.kube_auth
+  - gpufleet.cluster.upgrade_node
 options:
-  node:
-    description: The Node's name.
-    type: str
-    required: true
   driver:
     description: DRA driver whose ResourceSlices are read; empty - none are read.
     type: str
     default: ""
-  timeout:
-    description: Seconds to keep asking an API server that fails to answer.
-    type: int
-    default: 60
-  interval:
-    description: Seconds between two attempts.
-    type: float
-    default: 5
 attributes:
   check_mode:
     support: full
@@ -55,6 +46,12 @@ EXAMPLES = r"""
     kubeconfig: /etc/kubernetes/admin.conf
     node: gpu-1
     driver: gpu.nvidia.com
+    record:
+      path: /var/log/gpufleet/upgrade-report.json
+      target: 1.37.2
+      host: gpu-1
+      state: in-progress
+      phase: prepare
 """
 
 RETURN = r"""
@@ -76,50 +73,9 @@ attempts:
   type: int
 """
 
-import time
-import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_api, upgrade_record
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
-
-
-def node_state(
-    get: Callable[[str], Any],
-    list_items: Callable[[str, Sequence[tuple[str, Any]]], list[Any]],
-    node: str,
-    driver: str,
-    versions: Sequence[str] = vk.RESOURCE_VERSIONS,
-) -> dict[str, Any]:
-    """``{unschedulable, devices, slices}`` of ``node``, from ``get(path)`` (the Node) and
-    ``list_items(path, query)`` (ResourceSlices, the first of ``versions`` the server
-    serves: a 404 tries the next). Raises KubeError as the callables do; a 404 on every
-    version reads as no slices (resource.k8s.io not served)."""
-    obj = get(f"/api/v1/nodes/{urllib.parse.quote(node, safe='')}")
-    spec = obj.get("spec") if isinstance(obj, Mapping) else None
-    out = {
-        "unschedulable": bool(spec.get("unschedulable")) if isinstance(spec, Mapping) else False,
-        "devices": 0,
-        "slices": 0,
-    }
-    if not driver:
-        return out
-    query = [("fieldSelector", f"spec.nodeName={node},spec.driver={driver}")]
-    for version in versions:
-        try:
-            items = list_items(f"/apis/resource.k8s.io/{version}/resourceslices", query)
-        except vk.KubeError as err:
-            if err.status == 404:
-                continue
-            raise
-        for item in items:
-            s = item.get("spec") if isinstance(item, Mapping) else None
-            devices = s.get("devices") if isinstance(s, Mapping) else None
-            out["devices"] += len(devices) if isinstance(devices, list) else 0
-        out["slices"] = len(items)
-        break
-    return out
 
 
 def main() -> None:
@@ -130,36 +86,40 @@ def main() -> None:
             driver=dict(type="str", default=""),
             timeout=dict(type="int", default=60),
             interval=dict(type="float", default=5),
+            record=upgrade_record.record_argspec(),
         ),
         supports_check_mode=True,
     )
     p = module.params
+    if p["record"] and not module.check_mode:
+        try:
+            upgrade_record.write(p["record"]["path"], [p["record"]])
+        except OSError as err:
+            module.fail_json(msg=f"cannot write the upgrade report {p['record']['path']}: {err}")
     try:
         kube = vk.Kube(p["kubeconfig"], p["context"])
     except vk.KubeError as err:
         module.fail_json(msg=str(err), attempts=0)
-    deadline = time.monotonic() + max(p["timeout"], 0)
-    attempts = 0
-    while True:
-        attempts += 1
-        try:
-            state = node_state(
+    try:
+        state, attempts = upgrade_api.retrying(
+            lambda: upgrade_api.node_state(
                 kube.get,
                 lambda path, query: kube.list(path, query=query),
                 p["node"],
                 p["driver"],
-            )
-            module.exit_json(changed=False, attempts=attempts, **state)
-        except vk.KubeError as err:
-            # no answer, a server error or the Node not (yet) there: ask again
-            retry = err.status is None or err.status >= 500 or err.status == 404
-            if not retry or time.monotonic() + p["interval"] > deadline:
-                module.fail_json(
-                    msg=f"reading Node {p['node']} and its ResourceSlices from "
-                    f"{kube.server}: {err} (after {attempts} attempt(s))",
-                    attempts=attempts,
-                )
-        time.sleep(p["interval"])
+            ),
+            p["timeout"],
+            p["interval"],
+        )
+    except vk.KubeError as err:
+        attempts = getattr(err, "attempts", 1)
+        module.fail_json(
+            msg=f"reading Node {p['node']} and its ResourceSlices from "
+            f"{kube.server}: {err} (after {attempts} attempt(s))",
+            attempts=attempts,
+        )
+    # the report is the run's own bookkeeping, not a change to the node or the cluster
+    module.exit_json(changed=False, attempts=attempts, **state)
 
 
 if __name__ == "__main__":

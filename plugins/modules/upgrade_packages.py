@@ -27,6 +27,11 @@ description:
     with that file as the only source - an air-gapped node cannot reach its
     distribution's mirrors, and C(apt-get update) fails as a whole when one source fails).
   - A version lower than the installed one is refused by apt (no C(--allow-downgrades)).
+  - With O(command), that command runs next in the same module run, once the packages are
+    in place (C(kubeadm upgrade node) right after its kubeadm, as the kubeadm upgrade guide
+    orders a worker's steps); it runs on every run (not in check mode), and its failure
+    fails the module with RV(failed_step) C(command). Bound it with C(timeout) in the
+    command itself.
 author:
   - gpufleet maintainers
 options:
@@ -53,6 +58,19 @@ options:
     description: Where the source file is backed up before it is rewritten.
     type: path
     default: /var/backups/gpufleet
+  command:
+    description: Command (argv, no shell) run after the packages; empty - none.
+    type: list
+    elements: str
+    default: []
+  command_stdin:
+    description: What O(command) reads on its standard input.
+    type: str
+    default: ""
+  command_name:
+    description: How messages name O(command).
+    type: str
+    default: the command
 attributes:
   check_mode:
     support: full
@@ -68,6 +86,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+failed_step:
+  description: On failure, C(packages) (the source file or apt) or C(command).
+  returned: failure
+  type: str
+command_s:
+  description: Seconds O(command) took.
+  returned: when O(command) ran
+  type: float
 installed:
   description: Each package's installed version and dpkg status before the run
     (C(hi) installed and held, C(ii) installed); a package not installed is absent.
@@ -89,6 +115,7 @@ backup_file:
 """
 
 import subprocess
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
@@ -176,6 +203,9 @@ def main() -> None:
             source_list=dict(type="path", default="/etc/apt/sources.list.d/kubernetes.list"),
             refresh=dict(type="bool", default=True),
             backup_dir=dict(type="path", default="/var/backups/gpufleet"),
+            command=dict(type="list", elements="str", default=[]),
+            command_stdin=dict(type="str", default=""),
+            command_name=dict(type="str", default="the command"),
         ),
         supports_check_mode=True,
     )
@@ -219,12 +249,11 @@ def main() -> None:
     installed = parse_installed(query.stdout)
     names = todo(packages, installed)
     result.update(installed=installed, todo=names)
-    if not names:
-        module.exit_json(**result)
-    result["changed"] = True
+    if names:
+        result["changed"] = True
     if module.check_mode:
         module.exit_json(**result)
-    for argv in commands(packages, names, p["source_list"], p["refresh"]):
+    for argv in commands(packages, names, p["source_list"], p["refresh"]) if names else []:
         rc, out, err = module.run_command(
             argv, environ_update={"DEBIAN_FRONTEND": "noninteractive"}
         )
@@ -235,6 +264,21 @@ def main() -> None:
                 rc=rc,
                 stdout=out,
                 stderr=err,
+                failed_step="packages",
+                **result,
+            )
+    if p["command"]:
+        start = time.monotonic()
+        rc, out, err = module.run_command(
+            p["command"], data=p["command_stdin"] or None, binary_data=True
+        )
+        result.update(changed=True, command_s=round(time.monotonic() - start, 1))
+        result.update(rc=rc, stdout=out, stderr=err)
+        if rc != 0:
+            module.fail_json(
+                msg=f"{p['command_name']} exited {rc}"
+                + (" (timed out)" if rc in (124, 137) else ""),
+                failed_step="command",
                 **result,
             )
     module.exit_json(**result)

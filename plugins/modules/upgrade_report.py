@@ -104,52 +104,11 @@ entry:
   type: dict
 """
 
-import datetime
-import fcntl
-import json
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_record
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade_record import merge, now
 
-
-def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def merge(report: dict, params: dict, stamp: str) -> dict:
-    """Merge the node entry described by ``params`` into ``report``; return the entry."""
-    if report.get("target") != params["target"]:
-        report["previous_target"] = report.get("target")
-        report["target"] = params["target"]
-    nodes = report.setdefault("nodes", {})
-    entry = nodes.setdefault(params["host"], {})
-    # a node starting again (in-progress) starts its timings afresh
-    timings = {} if params["state"] == "in-progress" else dict(entry.get("timings_s") or {})
-    timings.update({k: round(float(v), 1) for k, v in (params["timings"] or {}).items()})
-    entry.update(
-        {
-            "node": params["node"] or entry.get("node") or params["host"],
-            "state": params["state"],
-            "phase": params["phase"],
-            "version": params["target"]
-            if params["state"] in ("upgraded", "skipped")
-            else entry.get("version"),
-            "cause": params["cause"] if params["state"] == "failed" else "",
-            "timings_s": timings,
-            "updated": stamp,
-        }
-    )
-    if params["cordoned"] is not None:
-        entry["cordoned"] = params["cordoned"]
-    if params.get("cordoned_by_upgrade") is not None:
-        entry["cordoned_by_upgrade"] = params["cordoned_by_upgrade"]
-    entry.setdefault("cordoned_by_upgrade", False)
-    report.setdefault("events", []).append(
-        {"time": stamp, "host": params["host"], "state": params["state"], "phase": params["phase"]}
-    )
-    report["updated"] = stamp
-    return entry
+__all__ = ["merge", "now"]
 
 
 def main() -> None:
@@ -160,9 +119,7 @@ def main() -> None:
             host=dict(type="str"),
             node=dict(type="str", default=""),
             hosts=dict(type="list", elements="dict"),
-            state=dict(
-                type="str", required=True, choices=["upgraded", "skipped", "in-progress", "failed"]
-            ),
+            state=dict(type="str", required=True, choices=list(upgrade_record.STATES)),
             phase=dict(type="str", default=""),
             cause=dict(type="str", default=""),
             cordoned=dict(type="bool"),
@@ -181,27 +138,10 @@ def main() -> None:
             {**p, "host": str(h["host"]), "node": str(h.get("name") or h.get("node") or "")}
             for h in p["hosts"]
         ]
-    path = p["path"]
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    with open(path + ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        report = {}
-        if os.path.exists(path):
-            try:
-                with open(path) as fh:
-                    report = json.load(fh)
-            except ValueError:
-                report = {}
-        stamp = now()
-        entry: dict = {}
-        for record in records:
-            entry = merge(report, record, stamp)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".upgrade-report-")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(report, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, path)
+    try:
+        entry = upgrade_record.write(p["path"], records)
+    except OSError as err:
+        module.fail_json(msg=f"cannot write the upgrade report {p['path']}: {err}")
     module.exit_json(changed=True, entry=entry)
 
 

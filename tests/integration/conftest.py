@@ -71,6 +71,20 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
         cp.stop()
 
 
+@pytest.fixture(scope="module")
+def apiserver() -> Iterator[ControlPlane]:
+    """etcd and kube-apiserver of the default release and nothing else (no controller
+    writes Nodes: the API server's request counters and the objects are the test's and
+    the code's under test), shared by one test module."""
+    require_binaries(DEFAULT_VERSION)
+    cp = ControlPlane(DEFAULT_VERSION, with_controllers=False)
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
 StartControlPlane = Callable[..., ControlPlane]
 
 

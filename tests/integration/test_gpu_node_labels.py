@@ -135,19 +135,6 @@ def node_state(cp: ControlPlane) -> dict[str, tuple[str | None, bool]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def apiserver() -> Any:
-    from tests.integration.conftest import require_binaries
-
-    require_binaries(DEFAULT_VERSION)
-    cp = ControlPlane(DEFAULT_VERSION, with_controllers=False)
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
-
-
 def _create(api: Any, manifest: Mapping[str, Any]) -> None:
     from kubernetes import client
 

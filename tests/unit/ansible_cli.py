@@ -12,9 +12,12 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-def ansible(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+def ansible(
+    *args: str, timeout: int = 300, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``args[0]`` is the program (``ansible-playbook``, ``ansible-inventory``), the rest its
-    arguments; returns the finished process (never raises on a non-zero exit)."""
+    arguments; ``env_extra`` is added to its environment. Returns the finished process
+    (never raises on a non-zero exit)."""
     env = {
         "PATH": f"{BIN}:/usr/bin:/bin",
         "HOME": str(Path.home()),
@@ -22,6 +25,7 @@ def ansible(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_SSH_ARGS": "-o ConnectTimeout=2",
+        **(env_extra or {}),
     }
     return subprocess.run(
         [str(BIN / args[0]), *args[1:]],

@@ -46,3 +46,12 @@ def test_bad_input_is_refused() -> None:
         host_model.HostCost(1, 1, 1).per_host(0, 4)
     with pytest.raises(ValueError, match="hosts=0"):
         host_model.per_host_cost(1.0, 1.0, 0)
+
+
+@pytest.mark.unit
+def test_hosts_on_the_control_hosts_cores_add_their_cpu_to_the_cpu_limit() -> None:
+    m = host_model.fit(t0=1.0, t1=16.0, cpu_per_host=7.0, host_cpu_per_host=5.0)
+    assert m.per_host(10, 2) == 3.5  # a fleet: the hosts' CPU is their own
+    assert m.per_host(10, 2, shared=True) == 6.0  # (7 + 5) / 2
+    assert m.run_s(40, 10, 2, shared=True) == 1.0 + 40 * 6.0
+    assert m.forks_to_saturate(2) == 5 and m.forks_to_saturate(2, shared=True) == 3

@@ -66,6 +66,25 @@ def test_preflight_passes_on_the_sample_without_reaching_a_host() -> None:
     assert re.search(r"h200-03\s+: ok=2 ", recap)
 
 
+def test_every_play_runs_in_lockstep_whatever_the_default_strategy() -> None:
+    """Plays read what a run_once task set for every host, run in serial batches and stop
+    on any error; under strategy free (an ansible.cfg or AWX default) hosts would run
+    ahead of those results. Every play says strategy linear, and preflight passes on the
+    sample with ANSIBLE_STRATEGY=free."""
+    loose = []
+    for book in sorted((ROOT / "playbooks").glob("*.yml")):
+        for play in yaml.safe_load(book.read_text()):
+            if "hosts" in play and play.get("strategy") != "linear":
+                loose.append(f"{book.name}: {play.get('name')}")
+    assert loose == []
+    out = _ansible(
+        "ansible-playbook", "-i", str(SAMPLE), "playbooks/preflight.yml",
+        env_extra={"ANSIBLE_STRATEGY": "free"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "with the free strategy" not in out.stdout + out.stderr
+
+
 def test_preflight_fails_once_naming_each_broken_variable(tmp_path: Path) -> None:
     broken = tmp_path / "sample"
     shutil.copytree(SAMPLE, broken)
