@@ -87,6 +87,12 @@ def write(path: str, records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                 report = {}
         if not isinstance(report, dict):
             report = {}
+        # a hand-edited or foreign file: parts of the wrong type start afresh
+        for key, kind in (("nodes", dict), ("events", list)):
+            if not isinstance(report.get(key, kind()), kind):
+                report[key] = kind()
+        for host in [h for h, e in report.get("nodes", {}).items() if not isinstance(e, dict)]:
+            report["nodes"][host] = {}
         stamp = now()
         entry: dict[str, Any] = {}
         for record in records:

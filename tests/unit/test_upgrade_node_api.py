@@ -99,6 +99,10 @@ def test_report_write_merges_entries_and_replaces_a_file_that_is_not_a_report(
     assert (entry["state"], entry["version"], entry["cordoned"]) == ("upgraded", "1.37.2", False)
     assert entry["timings_s"] == {"x_s": 1.0, "node_total_s": 12.3}
     assert [e["state"] for e in report["events"]] == ["in-progress", "upgraded"]
+    path.write_text('{"nodes": {"gpu-1": 7}, "events": "x"}')  # parts of the wrong type
+    ur.write(str(path), [{**base, "state": "in-progress"}])
+    report = json.loads(path.read_text())
+    assert report["nodes"]["gpu-1"]["state"] == "in-progress" and len(report["events"]) == 1
     path.write_text("[1, 2]")  # JSON, not a report: started afresh
     ur.write(str(path), [{**base, "state": "failed", "cause": "drain"}])
     report = json.loads(path.read_text())
