@@ -14,6 +14,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_record
 from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
 
 T = TypeVar("T")
@@ -61,6 +62,25 @@ def node_state(
         out["slices"] = len(items)
         break
     return out
+
+
+def node_module_argspec(**more: Any) -> dict[str, Any]:
+    """The argument spec of the upgrade's control-host node modules, as the doc fragments
+    ``kube_auth`` and ``upgrade_node`` document it (``kubeconfig``, ``context``, ``node``,
+    ``timeout``, ``interval``, ``record``), plus ``more``; a new copy per call."""
+    return {
+        **vk.kube_auth_argspec(),
+        "node": {"type": "str", "required": True},
+        "timeout": {"type": "int", "default": 60},
+        "interval": {"type": "float", "default": 5},
+        "record": upgrade_record.record_argspec(),
+        **more,
+    }
+
+
+def kube_node_state(kube: vk.Kube, node: str, driver: str) -> dict[str, Any]:
+    """``node_state`` over one ``Kube`` connection (its GET and paged list)."""
+    return node_state(kube.get, lambda path, query: kube.list(path, query=query), node, driver)
 
 
 def retrying(

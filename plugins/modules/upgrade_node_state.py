@@ -80,14 +80,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_k
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec=dict(
-            **vk.kube_auth_argspec(),
-            node=dict(type="str", required=True),
-            driver=dict(type="str", default=""),
-            timeout=dict(type="int", default=60),
-            interval=dict(type="float", default=5),
-            record=upgrade_record.record_argspec(),
-        ),
+        argument_spec=upgrade_api.node_module_argspec(driver=dict(type="str", default="")),
         supports_check_mode=True,
     )
     p = module.params
@@ -102,12 +95,7 @@ def main() -> None:
         module.fail_json(msg=str(err), attempts=0)
     try:
         state, attempts = upgrade_api.retrying(
-            lambda: upgrade_api.node_state(
-                kube.get,
-                lambda path, query: kube.list(path, query=query),
-                p["node"],
-                p["driver"],
-            ),
+            lambda: upgrade_api.kube_node_state(kube, p["node"], p["driver"]),
             p["timeout"],
             p["interval"],
         )

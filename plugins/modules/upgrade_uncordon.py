@@ -109,18 +109,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_k
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec=dict(
-            **vk.kube_auth_argspec(),
-            node=dict(type="str", required=True),
+        argument_spec=upgrade_api.node_module_argspec(
             uncordon=dict(type="bool", default=True),
             driver=dict(type="str", default=""),
             devices=dict(type="int", default=0),
             devices_timeout=dict(type="int", default=300),
             devices_since=dict(type="float"),
             poll=dict(type="float", default=1),
-            timeout=dict(type="int", default=60),
-            interval=dict(type="float", default=5),
-            record=upgrade_record.record_argspec(),
         ),
         supports_check_mode=False,
     )
@@ -136,9 +131,7 @@ def main() -> None:
     if kube is not None and p["driver"] and p["devices"] > 0:
         try:
             seen, _ = upgrade_api.wait_devices(
-                lambda: upgrade_api.node_state(
-                    kube.get, lambda path, q: kube.list(path, query=q), p["node"], p["driver"]
-                ),
+                lambda: upgrade_api.kube_node_state(kube, p["node"], p["driver"]),
                 p["devices"],
                 p["devices_timeout"],
                 p["poll"],
