@@ -215,7 +215,9 @@ def render(progress: RunProgress, final: bool = False) -> Group:
 
 @dataclass
 class RunResult:
-    """Outcome of :func:`run_playbook`: the exit status, the model and the artifact dir."""
+    """Outcome of :func:`run_playbook`: the exit status, the model and this run's artifact
+    directory (``<artifact_root>/<ident>``: ``stdout``, ``job_events/``; the root itself when
+    ansible-runner gave no ident)."""
 
     status: int
     progress: RunProgress
@@ -353,7 +355,8 @@ def run_playbook(
             f"ansible log: {Path(artifacts) / str(ident) / 'stdout'}", markup=False, highlight=False
         )
     shutil.rmtree(private, ignore_errors=True)
-    return RunResult(status, progress, Path(artifacts), rc)
+    run_dir = Path(artifacts) / str(ident) if ident else Path(artifacts)
+    return RunResult(status, progress, run_dir, rc)
 
 
 #: The groups each playbook of the collection runs on (fixed host patterns only): an

@@ -211,3 +211,7 @@ def test_mig_role_carves_and_republishes(mig_lab: dict[str, Any]) -> None:
     print(f"second apply: {time.monotonic() - t0:.1f} s")
     assert second.status == 0
     assert second.progress.recap()[node]["changed"] == 0, second.progress.recap()
+    # the plan play found nothing to carve: the carve play matched no host, without a warning
+    stdout = (second.artifact_dir / "stdout").read_text()
+    assert "skipping: no hosts matched" in stdout, stdout[-3000:]
+    assert "[WARNING]" not in stdout, stdout[-3000:]
