@@ -101,6 +101,16 @@ def mig_device_names(lab: dict[str, Any]) -> list[str]:
     )
 
 
+def ran(result: Any, task: str) -> bool:
+    """Whether ``task`` ran (ok or changed) on some host of a :func:`gpufleet.runner.run_playbook`
+    result, read from its job events."""
+    for path in (result.artifact_dir / "job_events").glob("*.json"):
+        event = json.loads(path.read_text())
+        if event.get("event") == "runner_on_ok" and event["event_data"].get("task") == task:
+            return True
+    return False
+
+
 def run_apply(lab: dict[str, Any], *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
     argv = [
         str(GPUFLEET), "mig", "apply", "-i", str(REPO / "inventory" / "lab"),
@@ -215,3 +225,33 @@ def test_mig_role_carves_and_republishes(mig_lab: dict[str, Any]) -> None:
     stdout = (second.artifact_dir / "stdout").read_text()
     assert "skipping: no hosts matched" in stdout, stdout[-3000:]
     assert "[WARNING]" not in stdout, stdout[-3000:]
+    # the node has the boot-time apply's code of this run: one stat, no copy
+    assert ran(second, "MIG | The code's SHA-256 the node has")
+    assert not ran(second, "MIG | Code of the boot-time apply")
+
+    # A copy cut short (a code file and the stamp gone): the next run copies the code again.
+    code = "/usr/local/lib/gpufleet-mig/ansible_collections/gpufleet/cluster/plugins/module_utils"
+    subprocess.run(
+        ["podman", "exec", node, "rm", f"{code}/mig_tables.py", f"{code}/CODE_SHA256"],
+        check=True,
+    )
+    third = runner.run_playbook(
+        "mig",
+        [str(REPO / "inventory" / "lab")],
+        extravars={
+            "mig_layout": {"1g.18gb": 7},
+            "mig_kubeconfig": lab["kubeconfig"],
+            "mig_dra_plugin_namespace": SIM_NAMESPACE,
+            "mig_dra_plugin_selector": SIM_SELECTOR,
+        },
+        limit=node,
+    )
+    assert third.status == 0
+    assert ran(third, "MIG | Code of the boot-time apply")
+    script = f"test -s {code}/mig_tables.py && cat {code}/CODE_SHA256"
+    check = subprocess.run(
+        ["podman", "exec", node, "sh", "-c", script],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0 and len(check.stdout.strip()) == 64, check

@@ -1,6 +1,7 @@
 """The boot-time MIG apply (roles/mig/tasks/persist.yml) copies mig_apply.py and the
-module_utils it imports onto the node: the list must hold every file of the import
-closure, or python3 -m ...mig_apply stops with an ImportError on the node."""
+module_utils it imports onto the node (mig__code_files, roles/mig/vars/main.yml): the list
+must hold every file of the import closure, or python3 -m ...mig_apply stops with an
+ImportError on the node."""
 
 from __future__ import annotations
 
@@ -41,8 +42,10 @@ def closure(name: str) -> set[str]:
 
 def copied() -> set[str]:
     tasks = yaml.safe_load((ROOT / "roles/mig/tasks/persist.yml").read_text())
-    (task,) = [t for t in tasks if t["name"] == "MIG | Code of the boot-time apply"]
-    return set(task["loop"])
+    (block,) = [t for t in tasks if t["name"] == "MIG | Copy the boot-time apply's code"]
+    (task,) = [t for t in block["block"] if t["name"] == "MIG | Code of the boot-time apply"]
+    assert task["loop"] == "{{ mig__code_files }}"
+    return set(yaml.safe_load((ROOT / "roles/mig/vars/main.yml").read_text())["mig__code_files"])
 
 
 def test_the_boot_time_apply_gets_every_file_it_imports() -> None:
