@@ -111,6 +111,23 @@ def ran(result: Any, task: str) -> bool:
     return False
 
 
+def apply_again(lab: dict[str, Any]) -> Any:
+    """The same 1g.18gb x 7 layout on the lab's node, by :func:`gpufleet.runner.run_playbook`."""
+    from gpufleet import runner
+
+    return runner.run_playbook(
+        "mig",
+        [str(REPO / "inventory" / "lab")],
+        extravars={
+            "mig_layout": {"1g.18gb": 7},
+            "mig_kubeconfig": lab["kubeconfig"],
+            "mig_dra_plugin_namespace": SIM_NAMESPACE,
+            "mig_dra_plugin_selector": SIM_SELECTOR,
+        },
+        limit=lab["node"],
+    )
+
+
 def run_apply(lab: dict[str, Any], *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
     argv = [
         str(GPUFLEET), "mig", "apply", "-i", str(REPO / "inventory" / "lab"),
@@ -204,20 +221,8 @@ def test_mig_role_carves_and_republishes(mig_lab: dict[str, Any]) -> None:
         )  # fmt: skip
 
     # Second run, same layout: nothing changes on the node.
-    from gpufleet import runner
-
     t0 = time.monotonic()
-    second = runner.run_playbook(
-        "mig",
-        [str(REPO / "inventory" / "lab")],
-        extravars={
-            "mig_layout": {"1g.18gb": 7},
-            "mig_kubeconfig": lab["kubeconfig"],
-            "mig_dra_plugin_namespace": SIM_NAMESPACE,
-            "mig_dra_plugin_selector": SIM_SELECTOR,
-        },
-        limit=node,
-    )
+    second = apply_again(lab)
     print(f"second apply: {time.monotonic() - t0:.1f} s")
     assert second.status == 0
     assert second.progress.recap()[node]["changed"] == 0, second.progress.recap()
@@ -235,17 +240,7 @@ def test_mig_role_carves_and_republishes(mig_lab: dict[str, Any]) -> None:
         ["podman", "exec", node, "rm", f"{code}/mig_tables.py", f"{code}/CODE_SHA256"],
         check=True,
     )
-    third = runner.run_playbook(
-        "mig",
-        [str(REPO / "inventory" / "lab")],
-        extravars={
-            "mig_layout": {"1g.18gb": 7},
-            "mig_kubeconfig": lab["kubeconfig"],
-            "mig_dra_plugin_namespace": SIM_NAMESPACE,
-            "mig_dra_plugin_selector": SIM_SELECTOR,
-        },
-        limit=node,
-    )
+    third = apply_again(lab)
     assert third.status == 0
     assert ran(third, "MIG | Code of the boot-time apply")
     script = f"test -s {code}/mig_tables.py && cat {code}/CODE_SHA256"
