@@ -414,7 +414,7 @@ def _check_inventory_text(source: Path) -> None:
     binary, not UTF-8 or larger than ``INVENTORY_MAX_BYTES``: Ansible's ini plugin would
     read its bytes as host names. Executable files are inventory scripts and not read."""
     from ansible.inventory.manager import IGNORED  # the names Ansible skips in a directory
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 
     files: list[Path] = []
     pending = [source]

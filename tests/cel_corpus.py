@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_cel, dra_cel
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mp
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import verdicts as dra_cel
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import cel as claim_cel
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import templates as ct
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mp
 
 from gpufleet.lab import celcheck, release_pins
 
@@ -119,7 +120,7 @@ def run_release(release: celcheck.CelRelease, *, functions: bool = False) -> dic
 
 
 def compare(release: str, verdicts: Mapping[str, Any]) -> tuple[list[str], dict[str, int]]:
-    """The disagreements of ``dra_cel`` with ``verdicts`` of ``release`` (one line each:
+    """The disagreements of ``cel.verdicts`` with ``verdicts`` of ``release`` (one line each:
     expression, device, Kubernetes' answer, Python's) and counts: ``judged``,
     ``cannot_judge`` (expressions), ``cases`` (judged expression x device)."""
     features = celcheck.features_for(release)

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 
 #: An Ansible variable name (ansible.utils.vars.isidentifier: a Python identifier).
 _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -4,24 +4,24 @@
 [--count N] [--name NAME] [--namespace NS] [--kubernetes-version V] [--output yaml|json]``
 prints one ResourceClaimTemplate (KIND: mig-slice, gpu-with-memory, shared-gpu,
 gpu-pair-same-product) in the resource.k8s.io version the DRA version model says the
-release serves (``plugins/module_utils/claim_templates.py``). When that version is off by
+release serves (``plugins/module_utils/claims/templates.py``). When that version is off by
 default (1.32, 1.33) the ``--runtime-config`` entry kube-apiserver needs goes to stderr.
 
 With ``--kueue-queue LOCALQUEUE`` (mig-slice only) it prints the template in the form
 Kueue counts (no CEL selector: ``mig.nvidia.com``, or the profile's DeviceClass with
 ``--profile``) and a suspended Job in that LocalQueue whose pod claims through it
-(``plugins/module_utils/kueue_jobs.py``).
+(``plugins/module_utils/kueue/jobs.py``).
 
 ``gpufleet claims check FILE [--kubernetes-version V] [--driver-version V] [--strict]
 [--json]`` checks every DeviceClass, ResourceClaimTemplate and ResourceClaim in a YAML/JSON
 file (``-``: stdin; ``kind: List`` flattened) and prints one line per problem with the shape
-to write instead (``plugins/module_utils/claim_check.py``). A Pod (or the pod template of a
+to write instead (``plugins/module_utils/claims/check.py``). A Pod (or the pod template of a
 workload) that uses resource claims is checked against the templates and claims of the
-same file (``plugins/module_utils/claim_refs.py``); any other document is listed as not
+same file (``plugins/module_utils/claims/refs.py``); any other document is listed as not
 checked. CEL selectors get Kubernetes' verdict: from the
 release's own CEL environment when its ``gpufleet-celcheck`` is cached
 (``python -m gpufleet.lab.celcheck build``), else from the Python environment
-(``dra_cel``), which says ``cannot-judge`` (neither a pass nor a fail) where it cannot
+(``cel.verdicts``), which says ``cannot-judge`` (neither a pass nor a fail) where it cannot
 judge offline.
 
 Exit codes: 0 success (check: no error; with ``--strict`` no warning either); 1 check found
@@ -39,16 +39,16 @@ from typing import Any
 
 import click
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_api as capi
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_check as cchk
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_driver as cdrv
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_metadata as cm
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_problems as cprob
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_refs as crefs
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kueue_jobs as kj
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import api as capi
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import check as cchk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import metadata as cm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import problems as cprob
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import refs as crefs
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import templates as ct
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import classes as cdrv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import jobs as kj
 
 from gpufleet.lab import celcheck as kcel
 
@@ -60,8 +60,8 @@ def _version(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     if value is None:
         return None
     try:
-        dv.parse_version(value, name="--kubernetes-version")
-    except dv.VersionParseError as exc:
+        dra_core.parse_version(value, name="--kubernetes-version")
+    except dra_core.VersionParseError as exc:
         raise click.BadParameter(str(exc)) from None
     return value
 
@@ -218,7 +218,7 @@ def template(
     try:
         choice = capi.api_choice_for(version)
         obj = ct.build(kind, params, kubernetes_version=version)
-    except (ct.ClaimTemplateError, dv.VersionModelError) as exc:
+    except (cm.ClaimTemplateError, dra_core.VersionModelError) as exc:
         raise click.UsageError(_option_names(str(exc))) from None
     if choice.runtime_config:
         click.echo(
@@ -252,7 +252,7 @@ def _kueue_template(
     image: str,
     output: str,
 ) -> None:
-    """Print the Kueue-counted template and its Job (``kueue_jobs``); exit 2 on bad input."""
+    """Print the Kueue-counted template and its Job (``kueue.jobs``); exit 2 on bad input."""
     _check_profile(profile)
     version = kubernetes_version or capi.default_kubernetes_version()
     try:
@@ -274,7 +274,7 @@ def _kueue_template(
             image=image,
             priority_class=priority_class,
         )
-    except (kj.KueueJobError, dv.VersionModelError, cm.ClaimTemplateError) as exc:
+    except (kj.KueueJobError, dra_core.VersionModelError, cm.ClaimTemplateError) as exc:
         raise click.UsageError(str(exc)) from None
     if profile:
         click.echo(
@@ -362,7 +362,7 @@ def obj_strategy(obj: dict[str, Any]) -> str:
 def load_documents(path: str) -> list[Any]:
     """Every YAML/JSON document of ``path`` (``-``: stdin); a ``kind: List`` is flattened.
 
-    At most ``input_guard.MAX_TEXT_BYTES`` are read. Raises click.BadParameter (exit 2)
+    At most ``common.limits.MAX_TEXT_BYTES`` are read. Raises click.BadParameter (exit 2)
     naming the file when it is unreadable, a directory, larger, binary, not UTF-8, not
     YAML, nested too deep, or a List whose ``items`` is not a list.
     """

@@ -3,7 +3,7 @@
 ``gpufleet claims gc [--apply] [--namespace NS] [--kubeconfig PATH] [--json]`` lists the
 claims and pods once, finds claims that hold devices for pods that are gone (as
 kube-controller-manager's resource claim controller would clean them up, see
-``plugins/module_utils/validate_claims.py``) and, with ``--apply``, releases them: drops
+``plugins/module_utils/claims/usage.py``) and, with ``--apply``, releases them: drops
 the dead ``status.reservedFor`` entries, clears ``status.allocation``, removes the
 ``resource.kubernetes.io/delete-protection`` finalizer and deletes generated claims whose
 pod is gone. Without ``--apply`` it only prints the plan. A claim that a live pod reserves
@@ -32,10 +32,13 @@ import sys
 from typing import Any
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_metadata as cm
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_claims as vcl
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import metadata as cm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
+    listing as cluster_listing,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -63,7 +66,7 @@ def _name(value: str, hint: str, subdomain: bool) -> str:
 
 def _resource_version(kube: vk.Kube) -> str:
     try:
-        _, rv = vk.resource_version(kube)
+        _, rv = cluster_listing.resource_version(kube)
     except vk.KubeError as err:
         what = escape(err.message if err.status is None else f"{err.status}: {err.message}")
         Console(stderr=True).print(f"[red]error:[/red] cannot read {kube.server}: {what}")
@@ -71,7 +74,7 @@ def _resource_version(kube: vk.Kube) -> str:
     if not rv:
         Console(stderr=True).print(
             "[red]error:[/red] the cluster serves no resource.k8s.io version this command reads "
-            f"({', '.join(vk.RESOURCE_VERSIONS)}); DRA is not enabled"
+            f"({', '.join(cluster_listing.RESOURCE_VERSIONS)}); DRA is not enabled"
         )
         sys.exit(2)
     return rv
@@ -83,10 +86,10 @@ def cluster_release(kube: vk.Kube) -> tuple[str | None, str]:
     are then judged for the default pinned release)."""
     try:
         git = (kube.get("/version") or {}).get("gitVersion")
-        return str(dv.parse_version(git, "gitVersion")), "GET /version"
+        return str(dra_core.parse_version(git, "gitVersion")), "GET /version"
     except vk.KubeError as err:
         return None, f"GET /version failed: {err.message}"
-    except (dv.VersionParseError, AttributeError) as err:
+    except (dra_core.VersionParseError, AttributeError) as err:
         return None, f"GET /version gave no release: {err}"
 
 
@@ -122,7 +125,7 @@ def gc(
             claim_list = kube.paged(
                 f"/apis/resource.k8s.io/{rv}{prefix}/resourceclaims", trim=vk.strip_managed_fields
             )
-            pods = kube.paged(f"/api/v1{prefix}/pods", trim=vk.trim_pod)
+            pods = kube.paged(f"/api/v1{prefix}/pods", trim=cluster_listing.trim_pod)
     except vk.KubeError as err:
         Console(stderr=True).print(
             f"[red]error:[/red] cannot list claims and pods: {escape(str(err))}"

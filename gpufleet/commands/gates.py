@@ -20,8 +20,17 @@ import sys
 from typing import Any
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import features as dra_features
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import gates as dra_gates
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import settings as dra_settings
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import (
+    transition as dra_transition,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import flags as kfl
 from rich.console import Console
 from rich.table import Table
 
@@ -33,8 +42,8 @@ def _version(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     if value is None:
         return None
     try:
-        dv.parse_version(value, name=f"--{param.name.split('_')[0]}")
-    except dv.VersionParseError as exc:
+        dra_core.parse_version(value, name=f"--{param.name.split('_')[0]}")
+    except dra_core.VersionParseError as exc:
         raise click.BadParameter(str(exc)) from None
     return value
 
@@ -57,8 +66,8 @@ def _gates(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
             )
         key = name.strip()
         try:
-            dv.require_known_gate(key)
-        except dv.VersionModelError as exc:
+            dra_gates.require_known_gate(key)
+        except dra_core.VersionModelError as exc:
             raise click.BadParameter(f"{exc.reason} {exc.fix}") from None
         if out.get(key, value) != value:
             raise click.BadParameter(
@@ -81,7 +90,10 @@ def gates() -> None:
     required=True,
     metavar="VERSION",
     callback=_version,
-    help=f"Target Kubernetes version, e.g. {dv.example_release()} or v{dv.example_release()}.",
+    help=(
+        f"Target Kubernetes version, e.g. {dra_core.example_release()} "
+        f"or v{dra_core.example_release()}."
+    ),
 )
 @click.option(
     "--from",
@@ -95,9 +107,9 @@ def gates() -> None:
     "--feature",
     "features",
     multiple=True,
-    type=click.Choice(dv.ALL_FEATURES),
+    type=click.Choice(dra_features.ALL_FEATURES),
     metavar="NAME",
-    help="A DRA feature to enable (repeat): " + ", ".join(dv.ALL_FEATURES) + ".",
+    help="A DRA feature to enable (repeat): " + ", ".join(dra_features.ALL_FEATURES) + ".",
 )
 @click.option(
     "--gate",
@@ -118,15 +130,17 @@ def plan(
     """Print per component the feature gates and runtime-config DRA needs at --to."""
     try:
         if from_version is not None:
-            transition = dv.plan_transition(from_version, to_version, features, gate_wishes)
+            transition = dra_transition.plan_transition(
+                from_version, to_version, features, gate_wishes
+            )
             target = transition.target
         else:
             transition = None
-            target = dv.plan_components(to_version, features, gate_wishes)
-    except dv.VersionParseError as exc:
+            target = dra_plan.plan_components(to_version, features, gate_wishes)
+    except dra_core.VersionParseError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
-    except dv.VersionModelError as exc:  # a well-formed request the plan's checks refuse
+    except dra_core.VersionModelError as exc:  # a well-formed request the plan's checks refuse
         asked = f"--to {to_version}" + (f" --from {from_version}" if from_version else "")
         click.echo(f"Error: {asked}: {exc.reason}", err=True)
         if exc.fix:
@@ -138,11 +152,13 @@ def plan(
     render(target, transition, Console(width=max(120, Console().width), soft_wrap=False))
 
 
-def plan_document(target: dv.ComponentPlan, transition: dv.TransitionPlan | None) -> dict[str, Any]:
+def plan_document(
+    target: dra_settings.ComponentPlan, transition: dra_transition.TransitionPlan | None
+) -> dict[str, Any]:
     """The ``--json`` document: ``{"to": plan, "from": plan|null, "transition": ...|null,
     "release": what the target release registers (dra_versions.release_document)}``."""
     return {
-        "release": dv.release_document(target.version),
+        "release": dra_api.release_document(target.version),
         "to": target.to_dict(),
         "from": transition.source.to_dict() if transition else None,
         "transition": transition.to_dict() if transition else None,
@@ -154,7 +170,9 @@ def _cell(entries: list[str]) -> str:
 
 
 def render(
-    target: dv.ComponentPlan, transition: dv.TransitionPlan | None, console: Console
+    target: dra_settings.ComponentPlan,
+    transition: dra_transition.TransitionPlan | None,
+    console: Console,
 ) -> None:
     """Tables for humans: the target plan, then the changes from --from."""
     v = target.version
@@ -167,44 +185,44 @@ def render(
     table.add_column("component", no_wrap=True)
     table.add_column("feature-gates", no_wrap=True)
     table.add_column("runtime-config", no_wrap=True)
-    for c in dv.COMPONENTS:
+    for c in dra_core.COMPONENTS:
         settings = target.components[c]
         gates = [
             f"{k}={str(settings.feature_gates[k]).lower()}" for k in sorted(settings.feature_gates)
         ]
-        rc = sorted(settings.runtime_config) if c == dv.APISERVER else []
-        table.add_row(c, _cell(gates), _cell(rc) if c == dv.APISERVER else "")
+        rc = sorted(settings.runtime_config) if c == dra_core.APISERVER else []
+        table.add_row(c, _cell(gates), _cell(rc) if c == dra_core.APISERVER else "")
     console.print(table)
     if target.features:
         console.print("features: " + ", ".join(target.features))
     for gate, why in sorted(target.omitted.items()):
         console.print(f"not set: {gate} ({why})")
-    forbidden = target.components[dv.APISERVER].forbidden_gates
+    forbidden = target.components[dra_core.APISERVER].forbidden_gates
     removed = [
         g
         for g in sorted(forbidden)
-        if dv.gate_state(g, v).status == "removed"
-        or (dv.gate_state(g, v).locked and dv.GATES[g].dra)
+        if dra_gates.gate_state(g, v).status == "removed"
+        or (dra_gates.gate_state(g, v).locked and dra_gates.GATES[g].dra)
     ]
     for g in removed:
-        st = dv.gate_state(g, v)
+        st = dra_gates.gate_state(g, v)
         what = (
             "must be absent" if st.status == "removed" else f"must not be {not st.default}".lower()
         )
         console.print(f"{what} on every component: {g} ({forbidden[g].reason})")
-    absent = target.components[dv.APISERVER].runtime_config_absent
+    absent = target.components[dra_core.APISERVER].runtime_config_absent
     if absent:
         console.print("must be absent from --runtime-config: " + ", ".join(sorted(absent)))
     if transition is not None:
         _render_transition(transition, console)
     for warning in transition.warnings if transition is not None else target.warnings:
         console.print(f"warning: {warning}")
-    verdict = dv.supported_for_provision(v)
+    verdict = dra_skew.supported_for_provision(v)
     if not verdict.ok:
         console.print(f"provision: not supported ({verdict.reason})")
 
 
-def _render_transition(t: dv.TransitionPlan, console: Console) -> None:
+def _render_transition(t: dra_transition.TransitionPlan, console: Console) -> None:
     console.print(f"Changes from {t.source.version} to {t.target.version}")
     for sc in t.state_changes:
         console.print(f"gate {sc.gate}: {sc.before} -> {sc.after}: {sc.consequence}")
@@ -230,7 +248,7 @@ def _render_transition(t: dv.TransitionPlan, console: Console) -> None:
             if r.action == "drop"
             else "add runtime-config"
         )
-        table.add_row(dv.APISERVER, change, r.entry, r.reason)
+        table.add_row(dra_core.APISERVER, change, r.entry, r.reason)
     if table.row_count:
         console.print(table)
     else:
@@ -320,7 +338,7 @@ def render_audit(audit_doc: dict[str, Any], console: Console) -> None:
 
     summary = audit_doc.get("summary") or {}
     counts = audit_doc.get("counts") or {}
-    components = summary.get("components") or list(dv.COMPONENTS)
+    components = summary.get("components") or list(dra_core.COMPONENTS)
     cells = summary.get("cells") or {}
     console.print(
         f"DRA gate audit against Kubernetes {audit_doc.get('version')}: "

@@ -2,8 +2,8 @@
 
 ``gpufleet mig plan (--gpu-model MODEL | --lgip FILE [--lgipp FILE]) --layout
 JSON_OR_@FILE [--config-name NAME] [--gpus N] [--json]`` answers offline from the MIG profile data
-(``plugins/module_utils/mig_profiles.py``) and the planner
-(``plugins/module_utils/mig_planner.py``, configs read by ``mig_config.py``): the
+(``plugins/module_utils/mig/profiles.py``) and the planner
+(``plugins/module_utils/mig/planner.py``, configs read by ``mig_config.py``): the
 GPU-instance placements (profile, GI profile ID, start:size in memory slices) for each
 GPU, or why the layout does not fit and what would.
 
@@ -11,7 +11,7 @@ GPU, or why the layout does not fit and what would.
 (the output of ``nvidia-smi mig -lgip`` and ``-lgipp``) instead of a built-in table: for a
 GPU the tables lack (``--gpu-model`` is then only the name shown), or to check a table.
 Facts of a built-in table that no cited source states are listed with the plan
-(``derived``; see ``mig_tables``).
+(``derived``; see ``mig.tables``).
 
 ``--layout`` is a JSON object of profile -> count (``'{"1g.18gb": 7}'``), or a file
 (``@path`` or a path): a JSON/YAML layout object, or a mig-parted config
@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_config as mcfg
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_placement as mpla
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mpl
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mpr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import config as mcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import placement as mpla
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import planner as mpl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mpr
 from rich.console import Console
 from rich.table import Table
 
@@ -155,7 +155,7 @@ def _resolve_model(
 
 def _read_layout_source(value: str) -> tuple[str, Any]:
     """Return (what, data): a JSON layout given inline, or the parsed content of a file
-    (at most ``input_guard.MAX_TEXT_BYTES``, UTF-8, nested at most ``MAX_DEPTH`` levels)."""
+    (at most ``common.limits.MAX_TEXT_BYTES``, UTF-8, nested at most ``MAX_DEPTH`` levels)."""
     text = value.strip()
     if text.startswith("@") or not text.startswith("{"):
         path = Path(text[1:] if text.startswith("@") else text)

@@ -5,7 +5,7 @@ the claims that wait.
 N] [--allow-disturb]`` lists Nodes, Pods, ResourceSlices and ResourceClaims once (the
 listing of ``gpufleet report``) and prints, per GPU to re-carve, its node, index, current
 and proposed layout, the pending claims it would serve and the running claims it would
-disturb (with their pods). The decisions are ``plugins/module_utils/mig_advisor.py``.
+disturb (with their pods). The decisions are ``plugins/module_utils/report/mig_advice.py``.
 ``--json`` writes the proposal that ``mig apply --proposal`` takes.
 
 Exit codes: 0 the proposal was written (also when there is nothing to propose: a line
@@ -17,7 +17,7 @@ START/END] [--allow-disturb] [--check]`` lists the cluster again and refuses (ex
 proposal whose current layouts no longer match it, or (exit 2) one that would disturb
 running claims unless the proposal was made with ``--allow-disturb`` and the operator
 passes ``--allow-disturb`` again; outside the maintenance window it refuses (exit 1).
-Then each node's changed GPUs get role ``mig`` variables (``mig_advisor.host_vars``)
+Then each node's changed GPUs get role ``mig`` variables (``report.mig_advice.host_vars``)
 and ``playbooks/mig.yml`` runs on those nodes only.
 """
 
@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_report as fr
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_advisor as ma
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import mig_advice as ma
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -42,7 +42,7 @@ from rich.table import Table
 from gpufleet.commands.report import read_cluster
 from gpufleet.commands.validate import check_outputs, write_json
 
-#: Role ``mig`` variables a proposal sets per host (``mig_advisor.host_vars``).
+#: Role ``mig`` variables a proposal sets per host (``report.mig_advice.host_vars``).
 ROLE_VARS = ("mig_enabled", "mig_devices", "mig_layout", "mig_config", "mig_config_name",
              "mig_config_file")  # fmt: skip
 #: Extra variable that carries the per-host variables into the play.

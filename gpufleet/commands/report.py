@@ -4,14 +4,14 @@
 FILE|-] [--markdown FILE] [--html FILE] [--metrics FILE] [--serve HOST:PORT] [--prometheus
 URL [--idle-window 1h] [--idle-below 5]]`` lists
 Nodes, Pods, ResourceSlices and ResourceClaims once each (paged, every request with a timeout:
-``validate_kube.list_cluster``) and prints per node pool, GPU model and MIG profile the
+``kube.client.list_cluster``) and prints per node pool, GPU model and MIG profile the
 devices and GPU memory published, allocated, free and stranded, the fragmentation, the
 pending claims and why, the claims allocated with no running consumer and, with
-``--prometheus``, the allocated devices idle over the window (``fleet_activity``). The figures
-and their definitions are ``plugins/module_utils/fleet_report.py`` (docs/report.md).
+``--prometheus``, the allocated devices idle over the window (``report.activity``). The figures
+and their definitions are ``plugins/module_utils/report/fleet.py`` (docs/report.md).
 
 ``--metrics FILE`` writes the leaked and pending claims and the devices of every GPU node
-as Prometheus metrics (``fleet_metrics``); ``--serve HOST:PORT`` lists the cluster again for
+as Prometheus metrics (``report.metrics``); ``--serve HOST:PORT`` lists the cluster again for
 every scrape of ``http://HOST:PORT/metrics`` and serves them until interrupted
 (``report_serve``, docs/monitoring.md).
 
@@ -28,10 +28,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_activity as fa
-from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_metrics as fm
-from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_report as fr
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
+    listing as cluster_listing,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import activity as fa
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import metrics as fm
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -52,18 +55,19 @@ def _fail(message: str) -> NoReturn:
 
 
 def read_cluster(kubeconfig: str | None, context: str | None) -> tuple[vk.Kube, Any]:
-    """The listing of ``KINDS`` (``validate_listing.Listing``); exits 2 with one line when
+    """The listing of ``KINDS`` (``cluster.listing.Listing``); exits 2 with one line when
     the kubeconfig cannot be loaded, the API server does not answer, resource.k8s.io is
     not served or a kind cannot be listed."""
     try:
         kube = vk.Kube(kubeconfig, context)
-        listing = vk.list_cluster(kube, kinds=KINDS)
+        listing = cluster_listing.list_cluster(kube, kinds=KINDS)
     except vk.KubeError as err:
         _fail(err.message if err.status is None else f"{err.status}: {err.message}")
     if not listing.resource_version:
         _fail(
             f"the cluster {kube.server} serves no resource.k8s.io version this command reads "
-            f"({', '.join(vk.RESOURCE_VERSIONS)}); fix: enable DRA (gpufleet gates plan)"
+            f"({', '.join(cluster_listing.RESOURCE_VERSIONS)}); "
+            "fix: enable DRA (gpufleet gates plan)"
         )
     failed = {k: v for k, v in listing.errors.items() if k in KINDS}
     if failed:

@@ -1,4 +1,4 @@
-"""The utilization report (``fleet_report.build_report`` plus ``meta``) as Markdown and as
+"""The utilization report (``report.fleet.build_report`` plus ``meta``) as Markdown and as
 a self-contained HTML page: inline CSS and inline SVG bar charts, no script and no
 external request, so it can be mailed or attached to a CI run as it is."""
 

@@ -1,5 +1,5 @@
 """``gpufleet report --serve HOST:PORT``: the report's object state as Prometheus metrics,
-listed again for every scrape of ``/metrics`` (``fleet_metrics.render``), for the
+listed again for every scrape of ``/metrics`` (``report.metrics.render``), for the
 monitoring role's rules on leaked and pending claims and GPU nodes without devices.
 
 A listing that fails answers 503 with the error on one line and
@@ -13,9 +13,12 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_metrics as fm
-from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_report as fr
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
+    listing as cluster_listing,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import metrics as fm
 
 #: The kinds one scrape lists (those of the report).
 KINDS = ("nodes", "pods", "resourceslices", "resourceclaims")
@@ -37,7 +40,7 @@ def scrape(kubeconfig: str | None, context: str | None, pool_label: str) -> tupl
     """(HTTP status, exposition text) of one listing of the cluster."""
     try:
         kube = vk.Kube(kubeconfig, context)
-        listing = vk.list_cluster(kube, kinds=KINDS)
+        listing = cluster_listing.list_cluster(kube, kinds=KINDS)
     except vk.KubeError as err:
         return 503, f"# {err.message.splitlines()[0]}\ngpufleet_report_up 0\n"
     failed = {k: v for k, v in listing.errors.items() if k in KINDS}

@@ -1,7 +1,7 @@
 """The validation report on the terminal, and read back from the file the validate
 playbook writes: one reader and one renderer for ``gpufleet validate``, ``gpufleet up``
 and ``gpufleet upgrade``. The report is the model of
-``plugins/module_utils/validate_report.py`` (``Report.to_dict()``); its file renderers
+``plugins/module_utils/validate/report.py`` (``Report.to_dict()``); its file renderers
 (JUnit, Markdown, plain text) live there too.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -43,7 +43,7 @@ def usable_report(doc: Any) -> bool:
 
 def read_report(path: Path, since: float | None = None) -> dict[str, Any] | None:
     """The report at ``path``, or None when the file is missing, older than ``since``
-    (epoch seconds: written by an earlier run), unreadable (``input_guard``'s limits) or
+    (epoch seconds: written by an earlier run), unreadable (``common.limits``'s limits) or
     not a report (:func:`usable_report`)."""
     try:
         if since is not None and path.stat().st_mtime < since:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 from rich.console import Console
 
 from gpufleet.commands import report_view

@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils import messages as msg
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import messages as msg
 from rich.console import Console
 
 from gpufleet.commands._options import extra_vars_flag
@@ -482,7 +482,7 @@ def run_validate(
     ``refuse_warnings`` (the validation before an upgrade, unless the warnings are
     accepted explicitly: ``--accept-warnings``, ``upgrade_accept_warnings``) a check that
     warned counts as failed too."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 
     from gpufleet.commands import report_view
     from gpufleet.commands import up as up_cmd

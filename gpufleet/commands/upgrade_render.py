@@ -2,7 +2,7 @@
 waves and the DRA setting changes), the entries that block the upgrade, and the timings
 of a step's run from the upgrade report. Rendering only: the plan is the dict that module
 ``gpufleet.cluster.upgrade_plan`` returns (``UpgradePlan.to_dict()`` of
-``plugins/module_utils/upgrade_plan.py``: ``{target, up_to_date, path, batch_size,
+``plugins/module_utils/upgrade/plan.py``: ``{target, up_to_date, path, batch_size,
 min_gpu_available_percent, nodes, steps, warnings, blocking}``), the timings come from
 the upgrade report."""
 

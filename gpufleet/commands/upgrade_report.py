@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_cluster as uc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import cluster as uc
 
 __all__ = ["PhaseTracker", "own_report", "read_report", "unfinished_hosts"]
 
 
 def read_report(path: Path) -> dict[str, Any]:
-    """The upgrade report at ``path`` (module_utils ``upgrade_cluster.read_report``), or {}
+    """The upgrade report at ``path`` (module_utils ``upgrade.cluster.read_report``), or {}
     when it is missing or not JSON."""
     return uc.read_report(str(path))
 

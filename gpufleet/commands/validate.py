@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 from rich.console import Console
 
 from gpufleet import runner

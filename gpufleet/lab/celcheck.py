@@ -257,7 +257,7 @@ def run(
 def features_for(version: str) -> dict[str, bool]:
     """The DRA CEL features of ``version`` with its default feature gates
     (DRAConsumableCapacity, DRAListTypeAttributes), from the version model."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_gates
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import gates as dra_gates
 
     def on(gate: str) -> bool:
         try:
@@ -274,12 +274,12 @@ def features_for(version: str) -> dict[str, bool]:
 def judge_for(
     expressions: Sequence[str], kubernetes_version: str | None = None
 ) -> tuple[Callable[[str], Any], str]:
-    """A CEL judge for ``claim_cel.check_cel`` and what it is: the verdicts of Kubernetes'
+    """A CEL judge for ``claims.cel.check_cel`` and what it is: the verdicts of Kubernetes'
     own DRA CEL environment when the celcheck binary of a listed release of the same minor
     as ``kubernetes_version`` (default: the default pinned release) is cached, run once on
-    ``expressions``; otherwise (or when it fails) the Python environment ``dra_cel`` with
+    ``expressions``; otherwise (or when it fails) the Python environment ``cel.verdicts`` with
     that release's default DRA features. Never raises."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import verdicts as dra_cel
 
     try:
         version = kubernetes_version or release_pins.load_releases().default

@@ -171,7 +171,7 @@ def upgrade_report_paths() -> tuple[Path, Path]:
 def load_state() -> dict[str, Any] | None:
     """The lab's state file (None when the lab does not exist). Raises LabError naming
     the file when it is not the JSON object ``up`` writes (spec, nodes)."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 
     path = state_path()
     if not path.exists():
@@ -578,7 +578,7 @@ def _kubernetes_nodes() -> dict[str, dict[str, Any]]:
     if not kubeconfig_path().is_file():
         return {}
     try:
-        from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
         from kubernetes import client
 
         api = client.CoreV1Api(vk.api_client(str(kubeconfig_path())))

@@ -1,6 +1,6 @@
 """Read the DRA facts of a Kueue release from its module source (``sigs.k8s.io/kueue``).
 
-The Kueue version table (``plugins/module_utils/kueue_versions.py``) is written from
+The Kueue version table (``plugins/module_utils/kueue/versions.py``) is written from
 these facts and checked against them by the unit tests whenever the module is in the Go
 module cache. Every function takes the module directory (``go mod download -json
 sigs.k8s.io/kueue@vX`` prints it as ``Dir``) and reads files only:

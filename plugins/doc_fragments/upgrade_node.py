@@ -3,7 +3,7 @@
 """The options the upgrade's control-host node modules share (``upgrade_node_state``,
 ``upgrade_uncordon``): the Node, how long an API server that does not answer is asked
 again, and ``record``, the node's entry in the upgrade report written in the same module
-run (plugins/module_utils/upgrade_record.py)."""
+run (plugins/module_utils/upgrade/record.py)."""
 
 from __future__ import annotations
 

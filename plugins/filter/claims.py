@@ -43,11 +43,14 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_api as capi
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_check as cchk
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_problems as cprob
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import api as capi
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import check as cchk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
+    metadata as claims_metadata,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import problems as cprob
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import templates as ct
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 
 
 def claim_templates(items, kubernetes_version):
@@ -73,7 +76,7 @@ def claim_templates(items, kubernetes_version):
         params = {k: v for k, v in item.items() if k != "kind" and v is not None}
         try:
             obj = ct.build(item["kind"], params, kubernetes_version=str(kubernetes_version))
-        except (ct.ClaimTemplateError, dv.VersionModelError) as exc:
+        except (claims_metadata.ClaimTemplateError, dra_core.VersionModelError) as exc:
             raise AnsibleFilterError(f"{where}: {exc}") from exc
         errors = [p for p in cchk.check_claim_spec(obj) if p.severity == cprob.ERROR]
         if errors:
@@ -87,7 +90,7 @@ def claim_api_version(kubernetes_version):
     --runtime-config entry it needs (empty when on by default): {api_version, runtime_config}."""
     try:
         choice = capi.api_choice_for(str(kubernetes_version))
-    except (ct.ClaimTemplateError, dv.VersionModelError) as exc:
+    except (claims_metadata.ClaimTemplateError, dra_core.VersionModelError) as exc:
         raise AnsibleFilterError(f"claim_templates_kubernetes_version: {exc}") from exc
     return {"api_version": choice.api_version, "runtime_config": choice.runtime_config or ""}
 

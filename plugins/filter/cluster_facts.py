@@ -43,8 +43,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import cluster_facts as cf
-from ansible_collections.gpufleet.cluster.plugins.module_utils.input_guard import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import facts as cf
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import (
     plain_value as _plain,
 )
 

@@ -45,14 +45,15 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
 
 # module option names of each component, as the modules of this collection take them
 MODULE_KEYS = {
-    dv.APISERVER: "apiserver",
-    dv.CONTROLLER_MANAGER: "controller_manager",
-    dv.SCHEDULER: "scheduler",
-    dv.KUBELET: "kubelet",
+    dra_core.APISERVER: "apiserver",
+    dra_core.CONTROLLER_MANAGER: "controller_manager",
+    dra_core.SCHEDULER: "scheduler",
+    dra_core.KUBELET: "kubelet",
 }
 
 
@@ -71,8 +72,8 @@ def dra_component_settings(version, features=None, gates=None):
             "e.g. {DRAPrioritizedList: true}"
         )
     try:
-        plan = dv.plan_components(str(version), features or (), gates or {})
-    except dv.VersionModelError as exc:
+        plan = dra_plan.plan_components(str(version), features or (), gates or {})
+    except dra_core.VersionModelError as exc:
         raise AnsibleFilterError(str(exc)) from exc
     out = {}
     for component, key in MODULE_KEYS.items():
@@ -81,7 +82,7 @@ def dra_component_settings(version, features=None, gates=None):
             "feature_gates": dict(sorted(settings.feature_gates.items())),
             "absent_feature_gates": sorted(settings.forbidden_gates),
         }
-        if component == dv.APISERVER:
+        if component == dra_core.APISERVER:
             entry["runtime_config"] = dict(
                 item.split("=", 1) for item in sorted(settings.runtime_config)
             )

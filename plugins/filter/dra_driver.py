@@ -10,7 +10,7 @@ description:
   - Chooses the chart (C(nvidia-dra-driver-gpu) up to 25.12 from NGC, C(dra-driver-nvidia-gpu)
     from 0.4 at C(oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu), or a
     local chart) and builds its values from the role's variables, with the collection's
-    module_utils C(dra_driver_values).
+    module_utils C(dra_driver.values).
   - Fails naming the variable, the value and the fix for a refused input (Kubernetes release
     below the chart's kubeVersion or the documented minimum, a known-bad release, mutually
     exclusive driver feature gates, a gate the chart release predates, C(nvidiaCtkPath), the
@@ -21,7 +21,7 @@ description:
     from C(gpu_operator) and C(nvidia_driver_root), for the validate role).
 options:
   _input:
-    description: The inputs, as documented for C(dra_driver_values.plan).
+    description: The inputs, as documented for C(dra_driver.values.plan).
     type: dict
     required: true
 """
@@ -43,10 +43,10 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_chart as ddc
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_health as ddh
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_nodes as ddn
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import health as ddh
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import nodes as ddn
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import values as ddv
 
 
 def _fail(exc):

@@ -16,7 +16,7 @@ description:
 options:
   _input:
     description: Bootstrap settings, the keys of C(BootstrapSpec) in
-      C(plugins/module_utils/kubeadm_bootstrap.py) (version, control_plane_endpoint,
+      C(plugins/module_utils/kubeadm/bootstrap.py) (version, control_plane_endpoint,
       advertise_address, pod_subnet, ...).
     type: dict
     required: true
@@ -39,8 +39,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm_bootstrap as kb
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import bootstrap as kb
 
 
 def _spec(settings):
@@ -60,7 +60,7 @@ def _spec(settings):
 def kubeadm_init_documents(settings, node_name):
     try:
         return kb.init_documents(_spec(settings), node_name)
-    except (kb.BootstrapConfigError, dv.VersionModelError) as e:
+    except (kb.BootstrapConfigError, dra_core.VersionModelError) as e:
         raise AnsibleFilterError(str(e)) from e
 
 
@@ -74,7 +74,7 @@ def kubeadm_join_documents(settings, node_name, join, control_plane=False, certi
             control_plane=control_plane,
             certificate_key=certificate_key,
         )
-    except (kb.BootstrapConfigError, dv.VersionModelError, KeyError) as e:
+    except (kb.BootstrapConfigError, dra_core.VersionModelError, KeyError) as e:
         raise AnsibleFilterError(f"kubeadm join configuration: {e}") from e
 
 

@@ -9,7 +9,7 @@ version_added: 0.3.0
 description:
   - Reads Kueue's release manifests (multi-document YAML text), sets the controller image,
     Kueue's DRA feature gate for the version (the Kueue version table,
-    C(plugins/module_utils/kueue_versions.py)) and the device-class mappings, and builds
+    C(plugins/module_utils/kueue/versions.py)) and the device-class mappings, and builds
     the per-profile DeviceClasses, ResourceFlavor, Cohorts, ClusterQueues, LocalQueues and
     WorkloadPriorityClasses from the kueue role's variables.
   - The companion filter C(kueue_quota_findings) judges C(kueue_teams) against the devices
@@ -43,9 +43,9 @@ _value:
 
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kueue_install as ki
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kueue_queues as kq
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kueue_versions as kv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import install as ki
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import versions as kv
 
 
 def kueue_plan(manifests, settings):

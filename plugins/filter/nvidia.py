@@ -43,8 +43,8 @@ _value:
 import dataclasses
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_config as cc
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nvidia_driver_plan as nd
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import driver as nd
 
 #: Every refusal starts with this, so that a role can show the reason alone.
 REFUSED = "refused: "

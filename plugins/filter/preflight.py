@@ -67,11 +67,14 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight as pf
-from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight_specs as ps
-from ansible_collections.gpufleet.cluster.plugins.module_utils.input_guard import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import (
     plain_value as _plain,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
+    problem as preflight_problem,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import rules as pf
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import specs as ps
 
 
 def preflight_check(hosts, removed=None, known_variables=None, roles_dir=None, roles=None):
@@ -93,9 +96,9 @@ def preflight_check(hosts, removed=None, known_variables=None, roles_dir=None, r
         role_specs=specs,
     )
     return {
-        "ok": not any(p.severity == pf.ERROR for p in problems),
-        "errors": [p.to_dict() for p in problems if p.severity == pf.ERROR],
-        "warnings": [p.to_dict() for p in problems if p.severity == pf.WARNING],
+        "ok": not any(p.severity == preflight_problem.ERROR for p in problems),
+        "errors": [p.to_dict() for p in problems if p.severity == preflight_problem.ERROR],
+        "warnings": [p.to_dict() for p in problems if p.severity == preflight_problem.WARNING],
         "report": pf.format_report(problems, data),
     }
 

@@ -156,9 +156,14 @@ import re
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_merge as cm
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.files import (
+    backup_and_write,
+    file_diff,
+    write_atomic,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd_merge as cm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.containerd import (
     ConfigError,
     choose_writer,
     cri_plugin,
@@ -168,11 +173,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config
     loads,
     parse_containerd_version,
     plan_dropin,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
-    backup_and_write,
-    file_diff,
-    write_atomic,
 )
 
 

@@ -168,21 +168,13 @@ version:
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpufleet.cluster.plugins.module_utils import (
-    dra_versions as dv,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils import (
-    gate_audit as ga,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_facts as gf
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_report as gr
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_terms as gt
-from ansible_collections.gpufleet.cluster.plugins.module_utils import (
-    kube_config_edit as kce,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils import (
-    validate_kube as vk,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import audit as ga
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import facts as gf
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import report as gr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import terms as gt
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manifests as kce
 
 try:
     from kubernetes import client as k8s_client
@@ -281,8 +273,8 @@ def main() -> None:
             module.fail_json(msg=_unreachable(api_client, err) + "; or give version")
         version_source = "kube-apiserver /version"
     try:
-        dv.parse_version(version, "version")
-    except dv.VersionParseError as err:
+        dra_core.parse_version(version, "version")
+    except dra_core.VersionParseError as err:
         module.fail_json(msg=str(err))
     configmaps = None
     if params["configmaps"]:
@@ -307,7 +299,7 @@ def main() -> None:
             expected_hosts=params["hosts"],
             components=params["components"],
         )
-    except dv.VersionModelError as err:
+    except dra_core.VersionModelError as err:
         module.fail_json(msg=f"the DRA version model refuses the request at {version}: {err}")
     except gt.GateAuditError as err:
         module.fail_json(msg=str(err))

@@ -212,15 +212,13 @@ import urllib.error
 import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_facts as gf
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_metrics as gm
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_terms as gt
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils import (
-    kube_config_edit as kce,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import facts as gf
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import metrics as gm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import terms as gt
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubelet_config as kcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manifests as kce
 
 if kce.HAS_YAML:
     import yaml

@@ -48,7 +48,7 @@ options:
         C(gpu) (the M(gpufleet.cluster.gpu_facts) result), C(commands) (the looped command
         results: toolkit, containerd_version, containerd, packages, holds, kubeadm_version),
         C(cdi) (slurp results), C(gates), C(scheduler), C(mig_layout)."
-      - See C(plugins/module_utils/validate_hosts.py). Empty, the host checks are left out.
+      - See C(plugins/module_utils/validate/hosts.py). Empty, the host checks are left out.
     type: list
     elements: dict
     default: []
@@ -140,7 +140,7 @@ options:
     type: list
     elements: str
   smoke_templates:
-    description: Templates to try, as for C(claim_templates.build) (C(kind) plus its parameters).
+    description: Templates to try, as for C(claims.templates.build) (C(kind) plus its parameters).
     type: list
     elements: dict
     default: []
@@ -221,9 +221,9 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_report as vr
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_run
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import run as validate_run
 
 
 def write_file(module: AnsibleModule, option: str, path: str, text: str) -> None:

@@ -53,7 +53,7 @@ options:
     description:
       - On hosts with a MIG-capable GPU and nvidia-smi, also read the GPU-instance
         profiles and placements the GPU reports (C(nvidia-smi mig -lgip) and C(-lgipp),
-        read-only, MIG on or off) into each GPU's C(mig_profiles). Preflight then judges
+        read-only, MIG on or off) into each GPU's C(mig.profiles). Preflight then judges
         a MIG layout against them, also for a GPU model the built-in tables lack.
     type: bool
     default: true
@@ -140,7 +140,7 @@ ansible_facts:
           C(Disabled) or null (GPU without MIG). C(placement_start)/C(placement_size) are
           memory slices. C(nvlink_peers) lists the other GPUs reached over NVLink with
           their link count; C(nvlink_active_links) is null on single-GPU hosts.
-        - C(mig_profiles) (MIG-capable GPUs, with O(mig_profiles)) lists the GPU-instance
+        - C(mig.profiles) (MIG-capable GPUs, with O(mig_profiles)) lists the GPU-instance
           profiles the GPU reports, one mapping each with C(name), C(profile_id),
           C(slices), C(memory_mib) (MiB), C(multiprocessors), C(copy_engines),
           C(decoders), C(encoders), C(jpeg_engines), C(ofa_engines), C(max_instances)
@@ -200,8 +200,8 @@ warnings:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_info as ginfo
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_query
+from ansible_collections.gpufleet.cluster.plugins.module_utils.host import gpu_facts as gpu_query
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import gpu as ginfo
 
 #: Where drivers put nvidia-smi besides PATH (distribution packages, the .run installer,
 #: NVIDIA's CUDA containers).

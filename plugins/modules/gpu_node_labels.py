@@ -161,8 +161,7 @@ import threading
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
-from ansible_collections.gpufleet.cluster.plugins.module_utils.node_labels import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.node_labels import (
     PATCH_WORKERS,
     NodeLabelError,
     apply_patches,
@@ -170,7 +169,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.node_labels impor
     normalize_taints,
     plan_labels,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validate_kube import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client import (
     Kube,
     KubeError,
 )
@@ -190,7 +190,7 @@ NODES = "/api/v1/nodes"
 
 class NodeApi:
     """The three requests this module makes, counted (patches and gets come from
-    several threads), as raw JSON through ``validate_kube.Kube``."""
+    several threads), as raw JSON through ``kube.client.Kube``."""
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube

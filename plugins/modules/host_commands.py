@@ -65,7 +65,9 @@ results:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import host_command_run
+from ansible_collections.gpufleet.cluster.plugins.module_utils.host import (
+    commands as host_command_run,
+)
 
 
 def main() -> None:

@@ -121,7 +121,7 @@ attributes:
     details: One diff per ConfigMap key that changes.
 notes:
   - Which gates and runtime-config entries a Kubernetes release needs comes from the
-    collection's DRA version model (module_utils C(dra_versions)); this module only writes
+    collection's DRA version model (module_utils C(dra)); this module only writes
     what it is given.
 seealso:
   - module: gpufleet.cluster.static_pod_flags
@@ -195,10 +195,16 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm_configmaps as kcm
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
-from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import file_diff
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.files import file_diff
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.flags import (
+    ConfigEditError,
+    FlagEdit,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kubelet_config import (
+    edit_kubelet_configuration,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.manifests import (
     APISERVER,
     CONTROLLER_MANAGER,
     HAS_YAML,
@@ -206,13 +212,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit 
     YAML_IMPORT_ERROR,
     edit_cluster_configuration,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
-    ConfigEditError,
-    FlagEdit,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kubelet_config import (
-    edit_kubelet_configuration,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import configmaps as kcm
 
 try:
     import kubernetes  # noqa: F401  (the client validate_kube builds)

@@ -130,26 +130,26 @@ import os
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.files import (
     backup_and_write,
     file_diff,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
-    HAS_YAML,
-    YAML_IMPORT_ERROR,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.flags import (
     ConfigEditError,
     FlagEdit,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kubelet_config import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kubelet_config import (
     DEFAULT_KUBELET_CONFIG,
     edit_kubelet_configuration,
     kubelet_argv_from_systemd,
     kubelet_config_path_from_cmdline,
     kubelet_flag_values,
     parse_systemd_service,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.manifests import (
+    HAS_YAML,
+    YAML_IMPORT_ERROR,
 )
 
 

@@ -79,13 +79,13 @@ missing:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cdi_spec import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.cdi import (
     devices_of,
     missing_gpus,
     missing_message,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_driver_plan import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.driver import (
     parse_smi_list,
 )
 

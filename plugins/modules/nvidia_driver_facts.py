@@ -103,7 +103,7 @@ smi_error:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia_driver_plan import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.driver import (
     PciGpu,
     is_gpu,
     parse_proc_version,

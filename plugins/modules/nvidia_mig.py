@@ -182,7 +182,7 @@ mig_devices:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_apply
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import apply as mig_apply
 
 
 def main() -> None:

@@ -70,7 +70,7 @@ results:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import path_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.host import paths as path_facts
 
 
 def main() -> None:

@@ -160,21 +160,21 @@ import posixpath
 import re
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.files import (
     backup_and_write,
     file_diff,
     refuse_static_pod_backup_dir,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.flags import (
+    ConfigEditError,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.manifests import (
     HAS_YAML,
     SCHEDULER,
     YAML_IMPORT_ERROR,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
-    ConfigEditError,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.scheduler_config import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.scheduler_config import (
     enable_dynamic_resources,
 )
 

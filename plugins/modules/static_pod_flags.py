@@ -89,7 +89,7 @@ attributes:
     support: full
 notes:
   - Which gates and runtime-config entries a Kubernetes release needs comes from the
-    collection's DRA version model (module_utils C(dra_versions)); this module only writes
+    collection's DRA version model (module_utils C(dra)); this module only writes
     what it is given.
 seealso:
   - module: gpufleet.cluster.kubeadm_config_gates
@@ -169,20 +169,20 @@ backup_file:
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.files import (
     backup_and_write,
     file_diff,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.flags import (
+    ConfigEditError,
+    FlagEdit,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.manifests import (
     COMPONENTS,
     HAS_YAML,
     YAML_IMPORT_ERROR,
     edit_static_pod_manifest,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
-    ConfigEditError,
-    FlagEdit,
 )
 
 

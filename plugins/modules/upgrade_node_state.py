@@ -74,8 +74,13 @@ attempts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_api, upgrade_record
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import (
+    node_api as upgrade_api,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import (
+    record as upgrade_record,
+)
 
 
 def main() -> None:

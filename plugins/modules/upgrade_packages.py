@@ -118,7 +118,7 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.file_write import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.files import (
     backup_and_write,
     file_diff,
 )

@@ -113,7 +113,7 @@ options:
     description:
       - A cluster snapshot (JSON, as O(save_snapshot) writes it, with C(schema), C(hosts),
         C(nodes), C(pods), C(resourceslices), C(kubeadm_versions),
-        C(cluster_configuration), C(kubelet_configuration), C(gate_facts),
+        C(cluster_configuration), C(kubelet_configuration), C(gate_audit.facts),
         C(cluster_uid)) to plan from. O(kubeadm_versions) and O(host_facts) are then
         ignored, and O(hosts) is used only when the snapshot has none.
     type: path
@@ -281,10 +281,11 @@ IMPORT_ERROR = next(
     None,
 )
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
-from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_cluster as uc
-from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_plan as up
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import cluster as uc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import input as upgrade_input
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import plan as up
 
 #: How messages name the module's inputs by default: the upgrade role's variables.
 ROLE_NAMES = {
@@ -309,9 +310,9 @@ ARGUMENT_SPEC = dict(
     min_gpu_available_percent=dict(type="str", default="0"),
     features=dict(type="list", elements="str", default=[]),
     gates=dict(type="dict", default={}),
-    package_revision=dict(type="str", default=up.DEFAULT_PACKAGE_REVISION),
-    repo_url=dict(type="str", default=up.DEFAULT_REPO_URL),
-    gpu_driver=dict(type="str", default=up.DEFAULT_GPU_DRIVER),
+    package_revision=dict(type="str", default=upgrade_input.DEFAULT_PACKAGE_REVISION),
+    repo_url=dict(type="str", default=upgrade_input.DEFAULT_REPO_URL),
+    gpu_driver=dict(type="str", default=upgrade_input.DEFAULT_GPU_DRIVER),
     ignore_preflight_errors=dict(type="list", elements="str", default=[]),
     report_path=dict(type="path"),
     host_facts=dict(type="list", elements="dict", default=[]),
@@ -332,7 +333,7 @@ def fail(module: AnsibleModule, reason: str, fix: str) -> None:
 def judge(p: dict, names: dict) -> None:
     """Everything that needs neither the cluster nor a host (module_utils judge_input, the
     snapshot files). Raises VersionModelError or SnapshotError."""
-    up.judge_input(
+    upgrade_input.judge_input(
         p["target"],
         via=p["via"],
         batch_size=p["batch_size"],
@@ -460,7 +461,7 @@ def main() -> None:
             report = {}
         left_cordoned = uc.resume_hosts(report, [p["target"]])
         plan = plan_state(p, data, left_cordoned, names)
-    except (dv.VersionModelError, uc.SnapshotError) as exc:
+    except (dra_core.VersionModelError, uc.SnapshotError) as exc:
         fail(module, exc.reason, exc.fix)
     doc = plan.to_dict()
     if p["plan_file"]:

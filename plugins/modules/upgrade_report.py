@@ -105,8 +105,10 @@ entry:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_record
-from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade_record import merge, now
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import (
+    record as upgrade_record,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.record import merge, now
 
 __all__ = ["merge", "now"]
 

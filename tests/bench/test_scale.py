@@ -76,7 +76,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_cluster as vc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
 
 from gpufleet.lab import gpusim_plugin
 from tests.bench import cluster

@@ -1,6 +1,6 @@
 """What the test harness's control plane is made of, as data: releases, free loopback
 ports, the directory layout, the kubeadm configuration it renders (its config API from
-the version model, ``dra_api.kubeadm_config_api``), every component's flags as kubeadm's
+the version model, ``dra.api.kubeadm_config_api``), every component's flags as kubeadm's
 static pod manifests set them, and KWOK's node manifests and stage files.
 
 Pure functions but for ``pick_free_ports`` (binds loopback sockets) and
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
 
 #: Names of the components this module starts, in start order.
 ETCD = "etcd"
@@ -87,10 +88,9 @@ def normalize_version(version: str) -> str:
 
 def kubeadm_config_api(kubeadm_version: str) -> str:
     """The kubeadm config API group-version a kubeadm release writes: the version model's
-    preferred one (``dra_api.kubeadm_config_api``; v1beta4 from 1.31, v1beta3 before)."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+    preferred one (``dra.api.kubeadm_config_api``; v1beta4 from 1.31, v1beta3 before)."""
 
-    return dv.kubeadm_config_api(normalize_version(kubeadm_version).lstrip("v")).preferred
+    return dra_api.kubeadm_config_api(normalize_version(kubeadm_version).lstrip("v")).preferred
 
 
 # --------------------------------------------------------------------------- ports

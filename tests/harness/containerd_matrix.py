@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_config as cc
-from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_merge as cm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd_merge as cm
 
 RUNTIME = "nvidia"
 RUNTIME_BINARY = "/usr/bin/nvidia-container-runtime"

@@ -647,7 +647,7 @@ class ControlPlane:
     # -- clients
 
     def _new_api_client(self, kubeconfig: Path) -> Any:
-        from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 
         # the product's own client: kubeconfig checked, no retried read, a pool of 32
         return vk.api_client(str(kubeconfig), connections=32)

@@ -7,7 +7,7 @@ For every release under ``celcheck`` in gpufleet/lab/releases.yaml whose
 (``tests/cel_corpus.py``: ``tests/data/cel_corpus.yaml`` and every selector the project's
 builders write) and every device of ``tests/data/cel_devices.yaml``, and compare:
 
-* the compile verdict, the result and the runtime error kind of ``dra_cel`` on every case
+* the compile verdict, the result and the runtime error kind of ``cel.verdicts`` on every case
   it judges (it says ``cannot_judge`` for the rest): no disagreement;
 * the verdicts recorded in ``tests/data/cel_verdicts.json`` (the unit tests' expectations):
   the same as the release gives now;
@@ -25,7 +25,7 @@ import collections
 import json
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_cel_env as env
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import cel_env as env
 
 from gpufleet.lab import celcheck
 from tests import cel_corpus

@@ -18,12 +18,14 @@ import urllib.request
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_api as capi
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_cel as ccel
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_check as cchk
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_problems as cprob
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import api as capi
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import cel as ccel
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import check as cchk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import problems as cprob
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import templates as ct
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import settings as dra_settings
 from rich.console import Console
 
 from gpufleet import runner
@@ -96,9 +98,9 @@ def builders(kubernetes_version: str | None = None, **extra: Any) -> dict[str, d
 def _beta_control_plane(start_control_plane: Any) -> ControlPlane:
     choice = capi.api_choice_for(BETA_VERSION)
     assert choice.runtime_config, f"{BETA_VERSION} should need runtime-config for {choice}"
-    plan = dv.plan_components(BETA_VERSION)
-    apiserver = plan.components[dv.APISERVER]
-    gates = dv.feature_gates_string(apiserver.feature_gates)
+    plan = dra_plan.plan_components(BETA_VERSION)
+    apiserver = plan.components[dra_core.APISERVER]
+    gates = dra_settings.feature_gates_string(apiserver.feature_gates)
     runtime_config = ",".join(sorted(apiserver.runtime_config))
     assert choice.runtime_config in runtime_config.split(",")
     return start_control_plane(

@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_config as cc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
 from ansible_collections.gpufleet.cluster.plugins.modules import containerd_runtime_config
 
 from gpufleet.lab import binaries, release_pins

@@ -2,7 +2,7 @@
 NVIDIA DRA driver's values shape (``tests/unit/data/charts/nvidia-dra-driver-gpu-shape``, a
 fixture of this project that consumes the same keys and refuses the same inputs).
 
-Each case builds values with ``dra_driver_values.plan`` (the role's own code path) and checks
+Each case builds values with ``dra_driver.values.plan`` (the role's own code path) and checks
 what the chart renders from them; the refusal cases check that the plan refuses exactly the
 values the chart fails on. Needs the helm binary of the lab cache (built from its Go module).
 """
@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_chart as ddc
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_nodes as ddn
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import merge as common_merge
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import nodes as ddn
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import values as ddv
 
 from gpufleet.lab import binaries
 
@@ -165,7 +166,7 @@ def test_beta_api_cluster_gets_no_extended_resource_name(helm: Path, tmp_path: P
 def test_chart_and_plan_refuse_the_same_values(
     helm: Path, tmp_path: Path, bad: dict[str, Any], chart_error: str, variable: str
 ) -> None:
-    values = ddv.deep_merge(plan().values, bad)
+    values = common_merge.deep_merge(plan().values, bad)
     out = template(helm, tmp_path, values)
     assert out.returncode != 0 and chart_error in out.stderr
     with pytest.raises(ddc.DraDriverError) as info:

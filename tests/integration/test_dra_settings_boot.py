@@ -32,15 +32,16 @@ from ansible_collections.gpufleet.cluster.plugins.filter.dra import (
     MODULE_KEYS,
     dra_component_settings,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_config_edit import (
-    edit_static_pod_manifest,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_flags import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.flags import (
     FlagEdit,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kubelet_config import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kubelet_config import (
     edit_kubelet_configuration,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.manifests import (
+    edit_static_pod_manifest,
 )
 
 from gpufleet.lab import binaries
@@ -82,12 +83,12 @@ FEATURES = {
 EXPECTED_SERVED = {"1.33.13": {"v1beta1", "v1beta2"}, "1.37.2": {"v1"}}
 
 #: Control-plane components whose static pod manifests the role edits.
-STATIC_POD_COMPONENTS = (dv.APISERVER, dv.CONTROLLER_MANAGER, dv.SCHEDULER)
+STATIC_POD_COMPONENTS = (dra_core.APISERVER, dra_core.CONTROLLER_MANAGER, dra_core.SCHEDULER)
 
 #: Gate faults a cluster carried over from older releases may hold, per release: the removed
 #: DRAControlPlaneController (1.26-1.31) and, where the model says it is locked, turning
 #: DynamicResourceAllocation off.
-FAULT_GATES = (("DRAControlPlaneController", True), (dv.DRA_GATE, False))
+FAULT_GATES = (("DRAControlPlaneController", True), (dra_core.DRA_GATE, False))
 
 #: Seconds the kubelet gets before it is stopped; it fails on its own sooner, when it
 #: finds no container runtime at the socket it is given.
@@ -146,7 +147,7 @@ def quoted_kubernetes_message(reason: str) -> str:
 def predicted_refusal(version: str, component: str, gate: str, value: bool) -> str | None:
     """The message the version model predicts ``component`` at ``version`` stops with for
     ``gate=value``; ``None`` when the model allows that entry."""
-    forbidden = dv.plan_components(version, (), {}).components[component].forbidden_gates
+    forbidden = dra_plan.plan_components(version, (), {}).components[component].forbidden_gates
     entry = forbidden.get(gate)
     if entry is None or value not in entry.values:
         return None
@@ -216,7 +217,7 @@ def apply_role(version: str) -> Planned:
             name: single_flag(command, name, f"{component} manifest")
             for name in ("feature-gates", "runtime-config")
         }
-    kubelet_entry = settings[MODULE_KEYS[dv.KUBELET]]
+    kubelet_entry = settings[MODULE_KEYS[dra_core.KUBELET]]
     kubelet_edit = FlagEdit.from_params(
         {
             "feature_gates": kubelet_entry["feature_gates"],
@@ -400,7 +401,9 @@ def test_planned_kubelet_config_passes_kubelet_validation(
     assert run.created_host_paths == [], run.created_host_paths
 
 
-@pytest.mark.parametrize(("version", "component", "gate", "value"), fault_cases((dv.KUBELET,)))
+@pytest.mark.parametrize(
+    ("version", "component", "gate", "value"), fault_cases((dra_core.KUBELET,))
+)
 def test_kubelet_refuses_a_gate_the_model_forbids(
     version: str, component: str, gate: str, value: bool, tmp_path: Path
 ) -> None:
@@ -422,7 +425,7 @@ def test_kubelet_refuses_a_gate_the_model_forbids(
 
 @pytest.mark.parametrize(
     ("version", "component", "gate", "value"),
-    fault_cases((dv.CONTROLLER_MANAGER, dv.SCHEDULER)),
+    fault_cases((dra_core.CONTROLLER_MANAGER, dra_core.SCHEDULER)),
 )
 def test_controller_refuses_a_gate_the_model_forbids(
     version: str, component: str, gate: str, value: bool, tmp_path: Path
@@ -439,7 +442,7 @@ def test_controller_refuses_a_gate_the_model_forbids(
     # kubeadm's flags for this component, on paths and ports of a harness layout; the
     # component must stop at the gate, before it reads any of those files.
     defaults = (
-        controller_manager_flags if component == dv.CONTROLLER_MANAGER else scheduler_flags
+        controller_manager_flags if component == dra_core.CONTROLLER_MANAGER else scheduler_flags
     )(Layout(tmp_path), Ports.pick())
     flags = merge_flags(defaults, {"feature-gates": f"{gates},{bad}" if gates else bad})
     argv = [str(binaries.binary_path(component, version)), *render_flags(flags)]

@@ -25,10 +25,13 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_audit as ga
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_facts as gf
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate_report as gr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import gates as dra_gates
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import settings as dra_settings
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import audit as ga
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import facts as gf
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import report as gr
 from kubernetes import client as k8s_client
 from rich.console import Console
 
@@ -50,22 +53,22 @@ CANDIDATE_FEATURES = ("partitionable-devices", "consumable-capacity", "resource-
 DRIFT_GATE = "DRAPartitionableDevices"
 
 
-def model_plan(version: str) -> dv.ComponentPlan:
+def model_plan(version: str) -> dra_settings.ComponentPlan:
     features = []
     for name in CANDIDATE_FEATURES:
         try:
-            dv.plan_components(version, [*features, name])
-        except dv.VersionModelError:
+            dra_plan.plan_components(version, [*features, name])
+        except dra_core.VersionModelError:
             continue
         features.append(name)
-    plan = dv.plan_components(version, features)
+    plan = dra_plan.plan_components(version, features)
     if not plan.components["kube-apiserver"].feature_gates:
         pytest.fail(f"the version model plans no kube-apiserver gate at {version}: nothing to read")
     return plan
 
 
 def harness_flags(
-    plan: dv.ComponentPlan, override: dict[str, bool] | None = None
+    plan: dra_settings.ComponentPlan, override: dict[str, bool] | None = None
 ) -> dict[str, dict[str, str]]:
     """extra_args for ControlPlane: the plan's gates and runtime-config (plus ``override``
     on kube-apiserver)."""
@@ -75,7 +78,7 @@ def harness_flags(
         if c == "kube-apiserver":
             gates.update(override or {})
         if gates:
-            extra.setdefault(c, {})["feature-gates"] = dv.feature_gates_string(gates)
+            extra.setdefault(c, {})["feature-gates"] = dra_settings.feature_gates_string(gates)
     if plan.runtime_config:
         extra.setdefault("kube-apiserver", {})["runtime-config"] = plan.runtime_config_flag
     return extra
@@ -155,7 +158,7 @@ def test_facts_read_the_running_control_plane(
     assert api.metrics.url == f"https://127.0.0.1:{cp.ports.apiserver}/metrics"
     for gate, value in plan.components["kube-apiserver"].feature_gates.items():
         assert api.metrics.features[gate].enabled is value, gate
-        assert api.metrics.features[gate].model_stage == dv.gate_state(gate, VERSION).stage
+        assert api.metrics.features[gate].model_stage == dra_gates.gate_state(gate, VERSION).stage
     assert api.metrics.features["DynamicResourceAllocation"].enabled
     assert api.metrics.lines[0].startswith("# HELP kubernetes_feature_enabled")
     for c in ("kube-controller-manager", "kube-scheduler"):

@@ -4,7 +4,7 @@ NVIDIA DRA driver chart release it stands in for, with real ``helm template``.
 NVIDIA's chart creates ``vfio.gpu.nvidia.com`` from 25.12.0 on (its
 ``templates/deviceclass-vfio-gpu.yaml`` exists in nvidia-dra-driver-gpu 25.12.0 and in
 dra-driver-nvidia-gpu 0.4.0, not in 25.3.x or 25.8.x). The release comes from the
-``dra_driver`` role's own values (``dra_driver_values.plan`` with the stand-in chart).
+``dra_driver`` role's own values (``dra_driver.values.plan`` with the stand-in chart).
 Needs the helm binary of the lab cache (built from its Go module).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_driver_values as ddv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import values as ddv
 
 from gpufleet.lab import binaries
 

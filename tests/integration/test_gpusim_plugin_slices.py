@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dra_versions as dv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import settings as dra_settings
 
 from gpufleet.lab import gpusim_plugin
 from gpufleet.lab.gpusim import admin
@@ -327,8 +329,8 @@ def test_slices_follow_the_simulated_mig_layout(
 def test_beta_api_server_gets_v1beta2_slices(
     start_control_plane: Callable[..., ControlPlane], start_plugin: StartPlugin, tmp_path: Path
 ) -> None:
-    plan = dv.plan_components(BETA_VERSION)
-    apiserver = plan.components[dv.APISERVER]
+    plan = dra_plan.plan_components(BETA_VERSION)
+    apiserver = plan.components[dra_core.APISERVER]
     runtime_config = ",".join(sorted(apiserver.runtime_config))
     assert "resource.k8s.io/v1beta2=true" in runtime_config.split(","), runtime_config
     cp = start_control_plane(
@@ -337,7 +339,7 @@ def test_beta_api_server_gets_v1beta2_slices(
         extra_args={
             "kube-apiserver": {
                 "runtime-config": runtime_config,
-                "feature-gates": dv.feature_gates_string(apiserver.feature_gates),
+                "feature-gates": dra_settings.feature_gates_string(apiserver.feature_gates),
             }
         },
     )

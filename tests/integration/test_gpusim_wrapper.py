@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from gpufleet.lab.gpusim import admin, install
-from tests.unit.test_gpusim import DATA, h200_capture
+from tests.unit.lab.test_gpusim import DATA, h200_capture
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.modules import (
     dra_gate_audit,
     dra_validate,

@@ -1,4 +1,4 @@
-"""The kubeadm ConfigMap reader (``kubeadm_configmaps``) against a real kube-apiserver:
+"""The kubeadm ConfigMap reader (``kubeadm.configmaps``) against a real kube-apiserver:
 the ConfigMaps are made here, the reader's answers are checked against what was made."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm_configmaps as kcm
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import configmaps as kcm
 
 from tests.harness.controlplane import ControlPlane
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manifests as kce
 
 from gpufleet.lab import binaries, release_pins
 

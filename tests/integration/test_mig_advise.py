@@ -24,7 +24,7 @@ from gpufleet.cli import main
 from gpufleet.lab import gpusim_plugin
 from tests.integration.conftest import StartControlPlane
 from tests.integration.test_validate_claims import CONTROLLERS, apply, claim_spec, wait_for
-from tests.unit.test_mig_advisor import MIG_CEL, mig, rslice, whole
+from tests.unit.report.test_mig_advice import MIG_CEL, mig, rslice, whole
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_activity as fa
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import activity as fa
 from click.testing import CliRunner
 
 from gpufleet.cli import main

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_cluster as vc
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_listing as vli
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as vli
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
 from click.testing import CliRunner
 
 from gpufleet.cli import main
@@ -198,7 +198,7 @@ def test_leak_detected_then_released_by_gc(cluster: Any) -> None:
     # validate: one listing, the leak found with the right id
     kube = vk.Kube(str(cp.kubeconfig))
     start = time.monotonic()
-    listing = vk.list_cluster(kube)
+    listing = vli.list_cluster(kube)
     elapsed = time.monotonic() - start
     checks = {c.id: c for c in vc.claims_checks(listing, vli.Settings(now=time.time()))}
     leaked = checks["claims.leaked"]
@@ -232,7 +232,7 @@ def test_leak_detected_then_released_by_gc(cluster: Any) -> None:
     wait_for(
         "the generated claim deleted", lambda: get_claim(cp, gen["metadata"]["name"]) is None, 30
     )
-    listing = vk.list_cluster(vk.Kube(str(cp.kubeconfig)))
+    listing = vli.list_cluster(vk.Kube(str(cp.kubeconfig)))
     assert {c.id: c for c in vc.claims_checks(listing, vli.Settings(now=time.time()))}[
         "claims.leaked"
     ].status == "pass"
@@ -310,7 +310,7 @@ def test_explain_names_the_failing_selector_of_a_pending_claim(cluster: Any) -> 
     assert code == 1
     assert "profile is 1g.18gb, wanted 1g.10gb" in " ".join(text.split())
     # and the pending check of validate explains it too, once past the threshold
-    listing = vk.list_cluster(vk.Kube(str(cp.kubeconfig)))
+    listing = vli.list_cluster(vk.Kube(str(cp.kubeconfig)))
     checks = {
         c.id: c
         for c in vc.claims_checks(listing, vli.Settings(now=time.time(), pending_threshold_s=0))
@@ -346,7 +346,7 @@ def test_a_claim_that_failed_at_prepare_is_reported_with_the_kubelets_text(clust
     }
     apply(cp, [event])
     kube = vk.Kube(str(cp.kubeconfig))
-    listing = vk.list_cluster(kube)
+    listing = vli.list_cluster(kube)
     check = vc.prepare_failed_check(listing)
     assert check.status == "fail", check
     (problem,) = [p for p in check.problems if f"pod {NS}/prep:" in p.message]

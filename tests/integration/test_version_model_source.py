@@ -11,7 +11,7 @@ from 1.33) is checked against the dump too. Each test fails listing every differ
 
 A release whose dump is not cached is skipped with the command that builds it; the model's
 agreement with every committed release is checked without any build in
-``tests/unit/test_release_facts.py``.
+``tests/unit/dra/test_release_data.py``.
 """
 
 from __future__ import annotations

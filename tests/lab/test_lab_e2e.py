@@ -9,7 +9,9 @@ import re
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
+    templates as claim_templates,
+)
 
 from .conftest import Lab
 

@@ -1,4 +1,4 @@
-"""Cluster snapshots for the upgrade tests, in the shape ``upgrade_cluster.read_cluster``
+"""Cluster snapshots for the upgrade tests, in the shape ``upgrade.cluster.read_cluster``
 returns and ``upgrade_plan`` reads (``snapshot``/``upgrade_snapshot``, schema 1).
 
 ``node``/``apiserver_pod``/``resource_slice`` build one API object each; ``snapshot``

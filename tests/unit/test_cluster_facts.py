@@ -14,7 +14,7 @@ from ansible_collections.gpufleet.cluster.plugins.filter.cluster_facts import (
     cluster_facts_check,
     cluster_facts_effective,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils import cluster_facts as cf
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import facts as cf
 
 from tests.unit.ansible_cli import ansible
 

@@ -1,4 +1,4 @@
-"""MIG profiles NVIDIA's DRA driver cannot serve: the rule (``mig_profiles``), and the
+"""MIG profiles NVIDIA's DRA driver cannot serve: the rule (``mig.profiles``), and the
 planner, preflight and the ``mig`` role's module asking it on nodes that run the driver.
 
 The rule's fact: NVIDIA's DRA kubelet plugin exits at start on a compute instance narrower
@@ -11,12 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_apply as ma
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mp
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mprof
-from ansible_collections.gpufleet.cluster.plugins.module_utils import preflight as pf
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import apply as ma
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import config as mig_config
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import planner as mp
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mprof
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
+    problem as preflight_problem,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import rules as pf
 
-from tests.unit.test_mig_apply import Sim, apply
+from tests.ansible.test_mig_apply import Sim, apply
 
 H200 = mprof.model("NVIDIA H200")
 GPU_HOST = ["k8s_cluster", "kube_node", "gpu_nodes", "gpu_h200"]
@@ -65,7 +69,7 @@ def test_planner_names_the_variable_the_profile_and_why() -> None:
 
 @pytest.mark.unit
 def test_check_config_gives_the_dra_driver_reason_on_dra_nodes() -> None:
-    config = mp.load_mig_config(
+    config = mig_config.load_mig_config(
         {"version": "v1", "mig-configs": {"narrow": [
             {"devices": "all", "mig-enabled": True, "mig-devices": {"1c.3g.71gb": 2}}
         ]}}
@@ -86,7 +90,7 @@ def test_check_config_gives_the_dra_driver_reason_on_dra_nodes() -> None:
 # --- preflight -----------------------------------------------------------------------------
 
 
-def _preflight(variables: dict, groups: list[str]) -> dict[str, pf.Problem]:
+def _preflight(variables: dict, groups: list[str]) -> dict[str, preflight_problem.Problem]:
     problems = pf.check_host("gpu-1", groups, {"kubeadm_kubernetes_version": "1.37.2", **variables})
     return {p.rule: p for p in problems}
 

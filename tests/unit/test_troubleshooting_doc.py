@@ -11,10 +11,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = [
-    *sorted((REPO / "plugins" / "module_utils").glob("validate_*.py")),
-    *sorted((REPO / "plugins" / "module_utils").glob("gate_*.py")),
-]
+SOURCES = sorted((REPO / "plugins" / "module_utils").rglob("*.py"))
 ID = re.compile(r'["`]((?:versions|gates|api|nodes|hosts|claims|kueue|smoke)\.[a-z0-9-]+)["`]')
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_cluster as uc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import cluster as uc
 from click.testing import CliRunner
 
 from gpufleet.cli import main

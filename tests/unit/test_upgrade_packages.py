@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.modules import upgrade_packages as up
 
-from tests.unit.test_config_gate_modules import play
+from tests.ansible.test_config_gate_modules import play
 
 DPKG = "kubeadm 1.36.3-1.1 hi \nkubelet 1.37.2-1.1 ii \nkubectl 1.37.2-1.1 hi \ncri-tools  un \n"
 
@@ -131,7 +131,7 @@ def test_bad_input_is_refused_before_anything_runs(
 def _server(objects: dict[str, object]):
     """get/list over ``objects`` (path -> object, or KubeError to raise), recording each
     request."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 
     asked: list[str] = []
 
@@ -147,7 +147,7 @@ def _server(objects: dict[str, object]):
 
 @pytest.mark.unit
 def test_node_state_reads_cordon_and_devices_of_the_driver() -> None:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_api as ns
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import node_api as ns
 
     get, lst, asked = _server(
         {
@@ -168,7 +168,7 @@ def test_node_state_reads_cordon_and_devices_of_the_driver() -> None:
 
 @pytest.mark.unit
 def test_node_state_falls_back_to_older_resource_versions_and_skips_slices_without_driver() -> None:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_api as ns
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import node_api as ns
 
     get, lst, asked = _server(
         {
@@ -188,8 +188,8 @@ def test_node_state_falls_back_to_older_resource_versions_and_skips_slices_witho
 
 @pytest.mark.unit
 def test_node_state_raises_for_a_missing_node_so_the_module_asks_again() -> None:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_api as ns
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import node_api as ns
 
     get, lst, _ = _server({})
     with pytest.raises(vk.KubeError) as err:

@@ -59,7 +59,7 @@ NON_MIG_MODELS = {
 
 def simulated_models() -> tuple[str, ...]:
     """The GPU models ``gpusim init --model`` simulates: every model of the MIG tables
-    (``mig_profiles.MODELS``, built from ``mig_tables``) and the non-MIG ones."""
+    (``mig.profiles.MODELS``, built from ``mig.tables``) and the non-MIG ones."""
     non_mig = {m.name for m in NON_MIG_MODELS.values()}
     return tuple(sorted(mig.mig_profiles.MODELS)) + tuple(sorted(non_mig))
 

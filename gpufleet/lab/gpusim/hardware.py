@@ -25,10 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-try:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles
-except ImportError:  # on a lab node: the installer copies mig_profiles.py beside the package
-    import mig_profiles  # type: ignore[no-redef]
+# on a lab node the installer copies the module under the same package path (install.py)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mig_profiles
 
 READINGS_ENV = "GPUFLEET_GPUSIM_READINGS"
 
@@ -42,7 +40,7 @@ class Board:
     product briefs (A100 SXM4 400 W, A30 165 W, H100 SXM5 700 W, HGX B200 1000 W), BAR1
     sizes and reserved memory approximate: the simulator prints them only so the layout
     matches. B200 and GH200: the PCI device ID is the MIG table's
-    (``mig_tables.GPUS``, through ``mig_profiles``); subsystem ID, VBIOS and part numbers
+    (``mig.tables.GPUS``, through ``mig.profiles``); subsystem ID, VBIOS and part numbers
     are placeholders, GH200's power limit (900 W) approximate (its module is configurable
     from 450 W to 1000 W, NVIDIA GH200 product brief).
     """

@@ -5,8 +5,8 @@ Layout on a node (``LIB_DIR`` = ``/usr/local/lib/gpufleet-gpusim``)::
     LIB_DIR/gpufleet/__init__.py              (empty package marker)
     LIB_DIR/gpufleet/lab/__init__.py          (empty package marker)
     LIB_DIR/gpufleet/lab/gpusim/*.py, templates/*
-    LIB_DIR/mig_profiles.py                   (plugins/module_utils/mig_profiles.py)
-    LIB_DIR/mig_tables.py                     (plugins/module_utils/mig_tables.py)
+    LIB_DIR/ansible_collections/gpufleet/cluster/plugins/module_utils/mig/{profiles,tables}.py
+                                              (the collection's MIG tables, same package path)
     /usr/bin/nvidia-smi                       (wrapper: the nvidia-smi simulator)
     /usr/local/bin/gpusim                     (wrapper: the admin entry)
 
@@ -24,15 +24,17 @@ GPUSIM = PurePosixPath("/usr/local/bin/gpusim")
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parents[2]
-MIG_PROFILES = REPO_ROOT / "plugins" / "module_utils" / "mig_profiles.py"
-MIG_TABLES = REPO_ROOT / "plugins" / "module_utils" / "mig_tables.py"
+MIG_PROFILES = REPO_ROOT / "plugins" / "module_utils" / "mig" / "profiles.py"
+MIG_TABLES = REPO_ROOT / "plugins" / "module_utils" / "mig" / "tables.py"
+# where the collection's modules land under LIB_DIR: the import path they have everywhere
+COLLECTION_MODULE_UTILS = PurePosixPath("ansible_collections/gpufleet/cluster/plugins/module_utils")
 
 _MARKER = '"""Package marker written by the GPU simulator installer."""\n'
 
 
 def package_files() -> list[Path]:
     """Source files to copy (absolute paths): the package's modules and templates,
-    ``mig_profiles.py`` and the tables it reads, ``mig_tables.py``. Raises
+    ``mig/profiles.py`` and the tables it reads, ``mig/tables.py``. Raises
     ``FileNotFoundError`` when either is missing."""
     files = sorted(PACKAGE_DIR.glob("*.py")) + sorted((PACKAGE_DIR / "templates").glob("*"))
     for lib in (MIG_PROFILES, MIG_TABLES):
@@ -49,7 +51,7 @@ def file_map(lib_dir: PurePosixPath = LIB_DIR) -> dict[PurePosixPath, Path | str
     }
     for src in package_files():
         if src in (MIG_PROFILES, MIG_TABLES):
-            out[lib_dir / src.name] = src
+            out[lib_dir / COLLECTION_MODULE_UTILS / "mig" / src.name] = src
         else:
             rel = src.relative_to(PACKAGE_DIR)
             out[lib_dir / "gpufleet" / "lab" / "gpusim" / PurePosixPath(*rel.parts)] = src
@@ -76,7 +78,7 @@ def wrapper_scripts(lib_dir: PurePosixPath | str = LIB_DIR) -> dict[PurePosixPat
 
 
 def install(dest_root: Path, lib_dir: PurePosixPath = LIB_DIR) -> list[Path]:
-    """Write the package, ``mig_profiles.py`` and both wrappers under ``dest_root``
+    """Write the package, ``mig.profiles.py`` and both wrappers under ``dest_root``
     (``/`` on a node, a temporary directory in tests). Returns the files written."""
     written: list[Path] = []
     items: dict[PurePosixPath, Path | str] = dict(file_map(lib_dir))

@@ -1,7 +1,7 @@
 """MIG rules of the GPU simulator: profiles, placements, GI/CI creation and removal.
 
 Pure functions over ``state.Gpu``; the profile tables come from the collection's
-``mig_profiles`` module (on a lab node the installer copies that file next to this
+``mig.profiles`` module (on a lab node the installer copies that file next to this
 package, hence the fallback import).
 
 Facts the rules follow (NVIDIA MIG user guide, "Concepts" and "Getting started"):
@@ -22,13 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# on a lab node the installer copies the module under the same package path (install.py)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mig_profiles
+
 from gpufleet.lab.gpusim import hardware
 from gpufleet.lab.gpusim.state import ComputeInstance, Gpu, GpuInstance
-
-try:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles
-except ImportError:  # on a lab node: the installer copies mig_profiles.py beside the package
-    import mig_profiles  # type: ignore[no-redef]
 
 GIProfile = mig_profiles.GIProfile
 GpuModel = mig_profiles.GpuModel

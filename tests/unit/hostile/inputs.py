@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from click.testing import CliRunner, Result
 
 from gpufleet.cli import main

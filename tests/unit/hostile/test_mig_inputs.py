@@ -1,6 +1,6 @@
 """``gpufleet mig plan``/``mig apply`` with a ``--layout`` that is neither JSON nor a file
 the system can look up (a name longer than a path may be, a NUL byte), for the newest
-GPU models of ``mig_tables``: exit 2 naming ``--layout``, nothing run (the tripwires of
+GPU models of ``mig.tables``: exit 2 naming ``--layout``, nothing run (the tripwires of
 ``conftest``). ``mig apply`` reads a bare word as a mig-configs entry name: one that no
 such name can be is refused too, and so is a JSON layout that names a profile twice."""
 

@@ -12,21 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_check as cchk
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_problems as cprob
-from ansible_collections.gpufleet.cluster.plugins.module_utils import claim_templates as ct
-from ansible_collections.gpufleet.cluster.plugins.module_utils import containerd_config as cc
-from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_config_edit as kce
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_flags as kfl
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kubelet_config as kcfg
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_apply
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_config as mcfg
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_planner as mpl
-from ansible_collections.gpufleet.cluster.plugins.module_utils import node_labels as nl
-from ansible_collections.gpufleet.cluster.plugins.module_utils import scheduler_config as schc
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_hosts as vh
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import check as cchk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
+    metadata as claims_metadata,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import problems as cprob
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import templates as ct
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_labels as nl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import flags as kfl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubelet_config as kcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manifests as kce
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import scheduler_config as schc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import apply as mig_apply
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import config as mcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import planner as mpl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import hosts as vh
 from ansible_collections.gpufleet.cluster.plugins.modules import (
     containerd_runtime_config,
     kubelet_config_gates,
@@ -192,7 +195,7 @@ def test_parse_layout_bounds_counts_and_names_the_option(layout: Any) -> None:
 
 
 def test_planning_a_huge_count_is_refused_at_once() -> None:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import mig_profiles as mpr
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mpr
 
     with pytest.raises(ValueError, match=r"1g\.18gb allows at most 7 instances per GPU"):
         mpl.plan(mpr.model("h200"), {"1g.18gb": 10**9})
@@ -243,7 +246,7 @@ BUILD_CASES: dict[str, tuple[dict[str, Any], str]] = {
 @pytest.mark.parametrize("case", BUILD_CASES)
 def test_claim_template_builders_refuse_naming_the_parameter(case: str) -> None:
     params, name = BUILD_CASES[case]
-    with pytest.raises(ct.ClaimTemplateError, match=re.escape(name)):
+    with pytest.raises(claims_metadata.ClaimTemplateError, match=re.escape(name)):
         ct.build(params["kind"], {k: v for k, v in params.items() if k != "kind"})
 
 
@@ -394,7 +397,7 @@ def test_check_claim_spec_reports_a_sharing_strategy_that_is_not_a_name(strategy
     "params", [None, 1, [], "profile=1g.18gb"], ids=["none", "int", "list", "str"]
 )
 def test_build_refuses_parameters_that_are_not_a_mapping(params: Any) -> None:
-    with pytest.raises(ct.ClaimTemplateError, match="mig-slice parameters"):
+    with pytest.raises(claims_metadata.ClaimTemplateError, match="mig-slice parameters"):
         ct.build("mig-slice", params)
 
 
@@ -406,6 +409,6 @@ def test_build_refuses_parameters_that_are_not_a_mapping(params: Any) -> None:
 def test_one_boolean_rule_for_variables_is_ansibles(value: object, expected: object) -> None:
     """preflight and the DRA driver values read a variable's boolean as Ansible does
     (convert_bool: BOOLEANS_TRUE / BOOLEANS_FALSE)."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import input_guard as ig
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 
     assert ig.variable_bool(value) is expected

@@ -1,4 +1,4 @@
-"""``fleet_report.build_report`` on objects of another shape than the API's: each such
+"""``report.fleet.build_report`` on objects of another shape than the API's: each such
 object is skipped and counted in ``cluster.objects_skipped``, the well-formed ones are
 still counted, and nothing raises."""
 
@@ -9,10 +9,10 @@ import json
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import fleet_report as fr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
 
 from gpufleet.commands import report_pages as rp
-from tests.unit.test_fleet_report import CLAIMS, NODES, PODS, SLICES, claim, device, rslice
+from tests.unit.report.test_fleet import CLAIMS, NODES, PODS, SLICES, claim, device, rslice
 
 pytestmark = pytest.mark.unit
 

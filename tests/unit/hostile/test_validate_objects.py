@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_kube as vk
-from ansible_collections.gpufleet.cluster.plugins.module_utils import validate_run as vr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import run as vr
 
 from tests.integration.test_hostile_input_servers import write_kubeconfig
 from tests.unit.hostile.api_server import answers, listing, serve

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Read-only check of ``gpu_query.collect_host`` on a real GPU host; prints JSON.
+"""Read-only check of ``host.gpu_facts.collect_host`` on a real GPU host; prints JSON.
 
 Runs both backends: nvidia-smi (the real program, through a runner that refuses every
-command line except the read-only ones ``gpu_query`` issues) and NVML when ``pynvml``
+command line except the read-only ones ``host.gpu_facts`` issues) and NVML when ``pynvml``
 imports (``$GPUFLEET_NVML_PATH`` may name a directory or wheel to import it from). Never
 changes MIG mode, creates or destroys instances, or resets a GPU.
 

@@ -1,0 +1,441 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The cluster listed once: what the cluster-side checks and the report read (``Listing``:
+Nodes, kube-apiserver pods, DRA plugin pods, DeviceClasses, ResourceSlices, claims, the
+kubelet's FailedPrepareDynamicResources Events...), the
+settings (``Settings``), the cluster's version (``cluster_version``), and Kubernetes label
+selectors (``parse_label_selector``, ``label_selector_matches``), and ``list_cluster``,
+which lists it.
+
+``list_cluster`` lists resource.k8s.io kinds in the most stable version the cluster serves
+(v1, v1beta2, v1beta1: the version model's ``OBJECT_RESOURCE_VERSIONS``) and trims every
+page as it arrives (``TRIMS``) down to what the checks read, stored compressed
+(``kube/client.PagedList``), so that the listing of a large fleet fits in memory: 1,000
+GPU nodes with 10,500 pods, 16,000 devices and 10,000 claims are about 70 MB of JSON and
+took 460 MiB as whole objects, about 110 MiB trimmed; as compressed pages a few MiB.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.api import (
+    OBJECT_RESOURCE_VERSIONS,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client import (
+    PAGE_SIZE,
+    Kube,
+    KubeError,
+    PagedList,
+    gc_paused,
+    strip_managed_fields,
+)
+
+__all__ = [
+    "Listing",
+    "Settings",
+    "label_selector_matches",
+    "parse_label_selector",
+]
+
+
+MIB = 2**20
+
+#: Reason of the kubelet's Event on a Pod whose ResourceClaims the node's DRA driver could
+#: not prepare (``pkg/kubelet/events/event.go``); ``Listing.events`` holds these only.
+PREPARE_FAILED_REASON = "FailedPrepareDynamicResources"
+
+
+#: What a ``Listing`` holds per kind: a list of objects, or a
+#: ``kube/client.PagedList`` (sized, re-iterable, decoded one page at a time). Checks
+#: walk it with ``for`` and ``len`` and keep what they need, never the whole list.
+Objects = Any
+
+
+@dataclass
+class Listing:
+    """What was read from the API, each kind once: ``version`` (``/version``),
+    ``resource_group`` (``/apis/resource.k8s.io``), ``resource_version`` (the group
+    version the resource.k8s.io kinds were listed in), the object lists (``Objects``: a
+    list or a ``PagedList``; ``events``: only those with reason
+    FailedPrepareDynamicResources), ``errors`` (kind -> error text for a list that
+    failed), ``requests`` (API requests made) and ``sources`` (kind -> the request that
+    read it)."""
+
+    version: Mapping[str, Any] | None = None
+    resource_group: Mapping[str, Any] | None = None
+    resource_version: str | None = None
+    nodes: Objects = field(default_factory=list)
+    pods: Objects = field(default_factory=list)
+    slices: Objects = field(default_factory=list)
+    claims: Objects = field(default_factory=list)
+    classes: Objects = field(default_factory=list)
+    daemonsets: Objects = field(default_factory=list)
+    events: Objects = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    requests: int = 0
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def src(self, kind: str) -> str:
+        return self.sources.get(kind, kind)
+
+
+@dataclass
+class Settings:
+    """What the checks are judged against.
+
+    ``gpu_nodes``: Kubernetes node names of the inventory's GPU nodes; ``gpu_labels``:
+    labels every GPU node must have; ``driver``: the DRA driver name; ``plugin_namespace``
+    (empty: any) and ``plugin_selector`` (a label selector such as
+    ``app.kubernetes.io/component=kubelet-plugin``) find the driver's kubelet plugin pods;
+    ``device_classes``: DeviceClasses that must exist; ``pending_threshold_s``: seconds a
+    claim may stay unallocated; ``version``: Kubernetes version judged against (empty:
+    ``/version``); ``features``/``gates``: what the version model was asked for;
+    ``gpu_facts``: node -> ``gpu_facts`` module facts (``gpufleet_gpus``,
+    ``gpufleet_gpu_driver_version``); ``mig_layout``: node -> wanted ``{profile: count}``
+    per MIG-enabled GPU (a mapping of GPU index -> layout, or one layout for all);
+    ``now``: seconds since the epoch.
+    """
+
+    gpu_nodes: list[str] = field(default_factory=list)
+    gpu_labels: dict[str, str] = field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
+    driver: str = "gpu.nvidia.com"
+    plugin_namespace: str = ""
+    plugin_selector: str = "app.kubernetes.io/component=kubelet-plugin"
+    device_classes: list[str] = field(default_factory=lambda: ["gpu.nvidia.com", "mig.nvidia.com"])
+    pending_threshold_s: float = 300.0
+    version: str = ""
+    features: list[str] = field(default_factory=list)
+    gates: dict[str, Any] = field(default_factory=dict)
+    gpu_facts: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    mig_layout: dict[str, Any] = field(default_factory=dict)
+    now: float = 0.0
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def cluster_version(listing: Listing, settings: Settings) -> str | None:
+    """The version judged against: ``settings.version``, else ``/version``."""
+    if settings.version:
+        return settings.version
+    return (listing.version or {}).get("gitVersion")
+
+
+# ------------------------------------------------------------------ label selectors
+
+_SEL_RE = re.compile(
+    r"^\s*(!?)([A-Za-z0-9./_-]+)\s*(?:(==|=|!=)\s*([A-Za-z0-9._-]*)|\s+(in|notin)\s*\(([^)]*)\))?\s*$"
+)
+
+
+def parse_label_selector(text: str) -> list[tuple[str, str, list[str]]]:
+    """A label selector string (``a=b,c!=d,e in (x,y),!f,g``) as ``(key, op, values)``
+    with op ``=``, ``!=``, ``in``, ``notin``, ``exists``, ``!exists``. Raises ValueError
+    naming the term for one it cannot read."""
+    out: list[tuple[str, str, list[str]]] = []
+    depth = 0
+    term = ""
+    terms = []
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            terms.append(term)
+            term = ""
+        else:
+            term += ch
+    terms.append(term)
+    for t in terms:
+        if not t.strip():
+            continue
+        m = _SEL_RE.match(t)
+        if not m:
+            raise ValueError(
+                f"label selector term {t.strip()!r} is not key=value, key!=value, "
+                "key in (a,b), key notin (a,b), key or !key"
+            )
+        neg, k, op, val, setop, setvals = m.groups()
+        if op:
+            out.append((k, "!=" if op == "!=" else "=", [val or ""]))
+        elif setop:
+            out.append((k, setop, [v.strip() for v in setvals.split(",") if v.strip()]))
+        else:
+            out.append((k, "!exists" if neg else "exists", []))
+    return out
+
+
+def label_selector_matches(
+    selector: Sequence[tuple[str, str, list[str]]], labels: Mapping[str, str]
+) -> bool:
+    for k, op, vals in selector:
+        has = k in labels
+        v = labels.get(k)
+        if (
+            (op == "=" and v != vals[0])
+            or (op == "!=" and has and v == vals[0])
+            or (op == "in" and v not in vals)
+            or (op == "notin" and has and v in vals)
+            or (op == "exists" and not has)
+            or (op == "!exists" and has)
+        ):
+            return False
+    return True
+
+
+#: resource.k8s.io versions tried for listing, most stable first (the version model's).
+#: resource.k8s.io versions tried for listing, most stable first (the version model's).
+RESOURCE_VERSIONS = OBJECT_RESOURCE_VERSIONS
+
+
+def _pick(obj: Any, keys: Sequence[str]) -> dict[str, Any]:
+    return {k: obj[k] for k in keys if k in obj} if isinstance(obj, Mapping) else {}
+
+
+#: The pod fields the checks read (``validate.cluster``: apiserver versions, plugin pods;
+#: ``claims.usage``: pods by name, their claims, done or not, scheduler messages).
+POD_FIELDS = {
+    "metadata": ("name", "namespace", "uid", "labels", "deletionTimestamp"),
+    "spec": ("nodeName", "resourceClaims"),
+    "status": ("phase", "resourceClaimStatuses"),
+}
+
+
+#: The one pod condition a check reads (the scheduler's message on a pod that waits for
+#: its claims), and its fields.
+POD_CONDITION = ("PodScheduled", ("type", "status", "reason", "message"))
+
+
+def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """A pod with ``POD_FIELDS`` only, its containers' ``name`` and ``image``, its
+    container statuses' ``name`` and ``ready`` and its ``POD_CONDITION``; volumes,
+    tolerations, env, probes, the other conditions and the rest are dropped."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    out_spec = _pick(spec, POD_FIELDS["spec"])
+    out_spec["containers"] = [_pick(c, ("name", "image")) for c in spec.get("containers") or []]
+    out_status = _pick(status, POD_FIELDS["status"])
+    if "conditions" in status:
+        kind, fields = POD_CONDITION
+        out_status["conditions"] = [
+            _pick(c, fields)
+            for c in status.get("conditions") or []
+            if isinstance(c, Mapping) and c.get("type") == kind
+        ]
+    if "containerStatuses" in status:
+        out_status["containerStatuses"] = [
+            _pick(c, ("name", "ready")) for c in status.get("containerStatuses") or []
+        ]
+    return {
+        "metadata": _pick(pod.get("metadata"), POD_FIELDS["metadata"]),
+        "spec": out_spec,
+        "status": out_status,
+    }
+
+
+def trim_node(node: dict[str, Any]) -> dict[str, Any]:
+    """A node without managedFields and ``status.images`` (the kubelet lists up to 50
+    images with all their names; no check reads them)."""
+    strip_managed_fields(node)
+    status = node.get("status")
+    if isinstance(status, dict):
+        status.pop("images", None)
+    return node
+
+
+class _Shared:
+    """One object per distinct attribute or capacity value (``{"string": "NVIDIA
+    H200"}``): the devices of a fleet repeat a few dozen values thousands of times. The
+    shared values are never modified (the checks only read devices)."""
+
+    def __init__(self) -> None:
+        self.values: dict[Any, Any] = {}
+
+    def __call__(self, value: Any) -> Any:
+        if not isinstance(value, dict) or len(value) != 1:
+            return value
+        ((k, v),) = value.items()
+        if isinstance(v, dict | list):
+            return value
+        return self.values.setdefault((k, v), value)
+
+
+def trim_slices() -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A trim for ResourceSlices: managedFields dropped, equal attribute and capacity
+    values of all devices shared (one object per distinct value)."""
+    shared = _Shared()
+
+    def trim(rslice: dict[str, Any]) -> dict[str, Any]:
+        strip_managed_fields(rslice)
+        for device in (rslice.get("spec") or {}).get("devices") or []:
+            body = device.get("basic") if isinstance(device.get("basic"), dict) else device
+            for member in ("attributes", "capacity"):
+                values = body.get(member)
+                if isinstance(values, dict):
+                    for name, value in values.items():
+                        values[name] = shared(value)
+        return rslice
+
+    return trim
+
+
+#: The Event fields ``claims.prepare-failed`` reads (core/v1 Event, ``staging/src/k8s.io/api/
+#: core/v1/types.go``).
+EVENT_FIELDS = (
+    "reason",
+    "message",
+    "type",
+    "involvedObject",
+    "source",
+    "reportingComponent",
+    "reportingInstance",
+    "count",
+    "series",
+    "firstTimestamp",
+    "lastTimestamp",
+    "eventTime",
+)
+
+
+def trim_event(event: dict[str, Any]) -> dict[str, Any]:
+    """An Event with ``EVENT_FIELDS`` and its name and namespace only."""
+    out = _pick(event, EVENT_FIELDS)
+    out["metadata"] = _pick(event.get("metadata"), ("name", "namespace", "creationTimestamp"))
+    return out
+
+
+#: Kind -> a factory of the trim applied to each listed item (see ``Kube.list``).
+TRIMS: dict[str, Callable[[], Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "nodes": lambda: trim_node,
+    "pods": lambda: trim_pod,
+    "resourceslices": trim_slices,
+    "resourceclaims": lambda: strip_managed_fields,
+    "deviceclasses": lambda: strip_managed_fields,
+    "daemonsets": lambda: strip_managed_fields,
+    "events": lambda: trim_event,
+}
+
+
+def resource_version(kube: Kube) -> tuple[Mapping[str, Any] | None, str | None]:
+    """``/apis/resource.k8s.io`` (None when the group is not served) and the version to
+    list in: the most stable one served of ``RESOURCE_VERSIONS``."""
+    try:
+        group = kube.get("/apis/resource.k8s.io")
+    except KubeError as err:
+        if err.status == 404:
+            return None, None
+        raise
+    versions = group.get("versions")
+    served = [
+        v.get("version")
+        for v in (versions if isinstance(versions, list) else [])
+        if isinstance(v, Mapping)
+    ]
+    for v in RESOURCE_VERSIONS:
+        if v in served:
+            return group, v
+    return group, None
+
+
+#: Items per page at most, for the kinds whose objects are large, whatever
+#: ``page_size`` says: a ResourceSlice of 16 H200 devices (4 GPUs carved into 3 MIG
+#: devices, 4 whole) is about 12.7 KB of JSON and decodes to about 31 KB of Python
+#: objects, so a page of 500 keeps a page in flight near 15 MB; a KWOK or kubelet Node
+#: is 4 to 10 KB.
+PAGE_LIMITS = {"resourceslices": 500, "nodes": 1000}
+
+
+#: Kinds listed at once: the API server encodes one list while this process decodes
+#: another; more threads hold more pages in memory without being faster on a few cores.
+LIST_THREADS = 3
+
+
+#: Listing attribute of each kind whose name differs.
+_ATTRS = {"resourceslices": "slices", "resourceclaims": "claims", "deviceclasses": "classes"}
+
+
+def list_cluster(
+    kube: Kube,
+    plugin_namespace: str = "",
+    page_size: int = PAGE_SIZE,
+    kinds: Sequence[str] = (
+        "nodes",
+        "pods",
+        "resourceslices",
+        "resourceclaims",
+        "deviceclasses",
+        "daemonsets",
+        "events",
+    ),
+) -> Listing:
+    """List each kind once (paged by ``page_size``, at most ``PAGE_LIMITS`` for the kinds
+    named there, each page trimmed by ``TRIMS`` and
+    stored as a ``PagedList``; the kinds concurrently) into a Listing; a kind that fails
+    is recorded in ``errors`` and left empty. ``/version`` and ``/apis/resource.k8s.io``
+    are read first; Events only with the reason
+    ``cluster.listing.PREPARE_FAILED_REASON``. Raises KubeError only when the API server
+    does not answer ``/version``."""
+    # Events are selected by reason on the server, so that their list stays small
+    queries = {"events": (("fieldSelector", f"reason={PREPARE_FAILED_REASON}"),)}
+    listing = Listing()
+    listing.version = kube.get("/version")
+    listing.sources["version"] = "GET /version"
+    try:
+        listing.resource_group, listing.resource_version = resource_version(kube)
+    except KubeError as err:
+        listing.errors["resource.k8s.io"] = str(err)
+    rv = listing.resource_version
+    paths = {
+        "nodes": "/api/v1/nodes",
+        "pods": "/api/v1/pods",
+        "events": "/api/v1/events",
+        "daemonsets": f"/apis/apps/v1/namespaces/{plugin_namespace}/daemonsets"
+        if plugin_namespace
+        else "/apis/apps/v1/daemonsets",
+    }
+    if rv:
+        for kind in ("resourceslices", "resourceclaims", "deviceclasses"):
+            paths[kind] = f"/apis/resource.k8s.io/{rv}/{kind}"
+    wanted = []
+    for kind in kinds:
+        if kind not in paths:
+            listing.errors[kind] = "resource.k8s.io is not served"
+            continue
+        query = "".join(f"?{k}={v}" for k, v in queries.get(kind, ()))
+        listing.sources[kind] = f"GET {paths[kind]}{query}"
+        wanted.append(kind)
+
+    def read(kind: str) -> PagedList | KubeError:
+        try:
+            return kube.paged(
+                paths[kind],
+                min(page_size, PAGE_LIMITS.get(kind, page_size)),
+                query=queries.get(kind, ()),
+                trim=TRIMS[kind](),
+            )
+        except KubeError as err:
+            return err
+
+    # the kinds are listed side by side: the API server encodes one list while this
+    # process decodes another
+    with (
+        gc_paused(),
+        ThreadPoolExecutor(max_workers=max(1, min(LIST_THREADS, len(wanted)))) as pool,
+    ):
+        results = list(pool.map(read, wanted))
+    for kind, result in zip(wanted, results, strict=True):
+        if isinstance(result, KubeError):
+            listing.errors[kind] = str(result)
+        else:
+            setattr(listing, _ATTRS.get(kind, kind), result)
+    listing.requests = kube.requests
+    return listing

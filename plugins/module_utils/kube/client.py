@@ -1,0 +1,697 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The Kubernetes API client: raw JSON requests to the API server with the ``kubernetes``
+client's configuration and authentication, one deadline per request, requests counted,
+lists paged and decoded one item at a time.
+
+Objects stay plain JSON dicts (no model classes), so listing thousands of pods costs one
+``json.loads`` per page, independent of the client release. A paged list is stored
+compressed (``PagedList``) and walked again page by page; what is listed and how each
+kind is trimmed is ``cluster/listing.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import json
+import marshal
+import re
+import threading
+import urllib.parse
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "Kube",
+    "KubeError",
+    "PagedList",
+    "decode_list",
+    "gc_paused",
+    "kube_auth_argspec",
+    "strip_managed_fields",
+]
+
+
+#: Seconds to connect to the API server, and to wait for the next bytes of an answer.
+#: A read that times out is not retried (urllib3 would retry a GET three times), so a
+#: server that accepts connections and never answers ends a request after 15 s.
+CONNECT_TIMEOUT = 5
+READ_TIMEOUT = 15
+#: Items per list request, unless told otherwise (``validate_page_size``): measured on
+#: 100,000 ResourceClaims and 95,000 pods, pages of 5,000 put about 100 MiB in flight
+#: (the answer's bytes, its text and the decoded items), pages of 2,000 about 50 MiB,
+#: pages of 1,000 no less time; 2,000 is 50 requests for 100,000 claims.
+PAGE_SIZE = 2000
+#: Pages one list may take (``Kube.pages``); a server whose ``continue`` tokens never
+#: end is stopped there.
+MAX_PAGES = 10_000
+#: Seconds a kubeconfig's exec credential plugin (``users[].user.exec``) may run: the
+#: client waits for it without a limit, so a plugin that hangs (on a cloud endpoint that
+#: does not answer) would hang every command. A minute leaves room for a plugin that
+#: asks for an interactive login.
+EXEC_TIMEOUT = 60
+
+
+class KubeError(Exception):
+    """A request failed: ``status`` (HTTP status or None when the server was not reached)
+    and the server's message."""
+
+    def __init__(self, status: int | None, message: str) -> None:
+        super().__init__(f"{status or 'no answer'}: {message}")
+        self.status = status
+        self.message = message
+
+
+class Kube:
+    """One API server connection from a kubeconfig (``None``: ``KUBECONFIG`` or
+    ``~/.kube/config``; in a pod, the in-cluster configuration). ``connections``: HTTP
+    connections kept for requests sent from several threads at once (default: the
+    client's, five per CPU). Raises KubeError when the kubeconfig cannot be loaded or the
+    ``kubernetes`` package is missing.
+
+    Requests go through the client's ``ApiClient`` only, never its generated API classes
+    (``CoreV1Api`` alone takes about a second of CPU to import, and each of its calls
+    validates its arguments with pydantic)."""
+
+    def __init__(
+        self,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        connections: int | None = None,
+        timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
+    ) -> None:
+        self.client = api_client(kubeconfig, context, connections)
+        self._counters(timeout)
+
+    def _counters(self, timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> None:
+        self.requests = 0
+        self.log: list[str] = []
+        self._lock = threading.Lock()
+        self.timeout = timeout
+
+    @classmethod
+    def from_client(
+        cls, api_client: Any, timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)
+    ) -> Kube:
+        """A Kube over an existing ``kubernetes.client.ApiClient``."""
+        kube = cls.__new__(cls)
+        kube.client = api_client
+        kube._counters(timeout)
+        return kube
+
+    @property
+    def server(self) -> str:
+        """The API server's URL (``clusters[].cluster.server`` of the kubeconfig) as it
+        may be printed: credentials in it are hidden (``shown_url``)."""
+        return shown_url(
+            str(getattr(getattr(self.client, "configuration", None), "host", "") or "?")
+        )
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, Any]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        raw: bool = False,
+        decode: Callable[[bytes | str], Any] | None = None,
+    ) -> Any:
+        """One request; returns the decoded JSON body (``decode(body)`` when given).
+        Raises KubeError for a status outside 2xx (with the server's message) or a
+        connection failure."""
+        with self._lock:  # list_cluster reads several kinds at once
+            self.requests += 1
+            self.log.append(
+                f"{method} {path}" + (f"?{urllib.parse.urlencode(list(query))}" if query else "")
+            )
+        headers = {"Accept": "*/*" if raw else "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        try:
+            if hasattr(self.client, "param_serialize"):  # kubernetes >= 31 (OpenAPI generator 7)
+                params = self.client.param_serialize(
+                    method=method,
+                    resource_path=path,
+                    query_params=list(query),
+                    header_params=headers,
+                    body=body,
+                    auth_settings=["BearerToken"],
+                )
+                resp = self.client.call_api(*params, _request_timeout=self.timeout)
+                status = resp.status
+                data = resp.read() if callable(getattr(resp, "read", None)) else resp.data
+                if data is None:
+                    data = getattr(resp, "data", b"")
+            else:  # pragma: no cover - older client releases
+                resp = self.client.call_api(
+                    path,
+                    method,
+                    query_params=list(query),
+                    header_params=headers,
+                    body=body,
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _return_http_data_only=True,
+                    _request_timeout=self.timeout,
+                )
+                status, data = resp.status, resp.data
+        except Exception as err:
+            status = getattr(err, "status", None)
+            if status is None:
+                raise KubeError(None, unreachable(self.server, err, self.timeout)) from None
+            message = getattr(err, "body", None) or getattr(err, "reason", None) or str(err)
+            raise KubeError(status, _message(message)) from None
+        if not 200 <= int(status) < 300:
+            raise KubeError(int(status), _message(data))
+        if raw:
+            return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")
+        try:
+            if decode is not None:
+                return decode(data or b"{}")
+            return json.loads(data) if data else {}
+        except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError
+            raise KubeError(None, self.not_json(method, path, err)) from None
+
+    def not_json(self, method: str, path: str, why: Any) -> str:
+        """What to say when the answer to ``method path`` is not the JSON object the
+        Kubernetes API serves there."""
+        return (
+            f"the API server {self.server} answered {method} {path} with something that is "
+            f"not the Kubernetes API's JSON ({' '.join(str(why).split())[:120]}); fix: check "
+            f"that {self.server} is the cluster's kube-apiserver (curl -k "
+            f"{self.server}/version), or give the cluster's kubeconfig"
+        )
+
+    def request_text(self, path: str) -> str:
+        """GET ``path`` and return the body as text (pod logs)."""
+        return self.request("GET", path, raw=True)
+
+    def get(self, path: str, query: Sequence[tuple[str, Any]] = ()) -> Any:
+        """GET ``path``: the decoded JSON object (a mapping); KubeError for anything
+        else."""
+        out = self.request("GET", path, query)
+        if not isinstance(out, Mapping):
+            raise KubeError(None, self.not_json("GET", path, f"a {type(out).__name__}"))
+        return out
+
+    def pages(
+        self,
+        path: str,
+        page_size: int = PAGE_SIZE,
+        query: Sequence[tuple[str, Any]] = (),
+        trim: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> Iterator[list[Any]]:
+        """The items of a list path, one page at a time: ``page_size`` per request
+        (``limit``/``continue``), each item passed through ``trim`` as it is decoded, so
+        that only the page being read is ever held whole. Yields each page's trimmed
+        items (a list). Raises KubeError for a failed request, a ``continue`` token that
+        repeats or is not a string, or more than ``MAX_PAGES`` pages."""
+        token = None
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            q = [*query, ("limit", page_size)] + ([("continue", token)] if token else [])
+            items: list[Any] = []
+            page = self.request("GET", path, q, decode=functools.partial(_decode, items, trim))
+            meta = page.get("metadata")
+            token = meta.get("continue") if isinstance(meta, Mapping) else None
+            yield items
+            if not token:
+                return
+            if not isinstance(token, str) or token in seen:
+                raise KubeError(
+                    None,
+                    self.not_json(
+                        "GET",
+                        path,
+                        f"metadata.continue {str(token)[:40]!r} repeats or is not a string",
+                    ),
+                )
+            seen.add(token)
+        raise KubeError(
+            None,
+            f"the API server {self.server} answered GET {path} with more than {MAX_PAGES} "
+            f"pages of {page_size}; fix: check that {self.server} is the cluster's "
+            "kube-apiserver, or list in fewer, larger pages",
+        )
+
+    def list(
+        self,
+        path: str,
+        page_size: int = PAGE_SIZE,
+        query: Sequence[tuple[str, Any]] = (),
+        trim: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every item of a list path as one list (:meth:`pages` joined)."""
+        return [item for page in self.pages(path, page_size, query, trim) for item in page]
+
+    def paged(
+        self,
+        path: str,
+        page_size: int = PAGE_SIZE,
+        query: Sequence[tuple[str, Any]] = (),
+        trim: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> PagedList:
+        """Every item of a list path as a :class:`PagedList` (each page stored
+        compressed as it arrives)."""
+        out = PagedList()
+        for page in self.pages(path, page_size, query, trim):
+            out.add_page(page)
+        return out
+
+
+class PagedList:
+    """The items of one list kept as their pages, each page serialized (``marshal``,
+    which reads back faster than JSON; kept in memory only, never written) and
+    zlib-compressed as it arrives; iterating decodes one page at a time, so a check that
+    walks the list holds one page of objects, not all of them.
+
+    A trimmed page of 5,000 pods is about 6 MB as Python objects and 0.1 MB stored
+    (the items of a list repeat the same keys and values). Items must be JSON values
+    (what ``decode_list`` produced). Supports ``len``, iteration (each pass decodes
+    anew: items are fresh objects, changes to them are not kept), ``bool``, equality
+    with a list and indexing (which decodes the page holding the item)."""
+
+    __slots__ = ("_len", "_pages", "_sizes")
+
+    def __init__(self, items: Iterable[Any] = (), page_size: int = 1000) -> None:
+        self._pages: list[bytes] = []
+        self._sizes: list[int] = []
+        self._len = 0
+        page: list[Any] = []
+        for item in items:
+            page.append(item)
+            if len(page) >= page_size:
+                self.add_page(page)
+                page = []
+        self.add_page(page)
+
+    def add_page(self, items: Sequence[Any]) -> None:
+        if not items:
+            return
+        self._pages.append(zlib.compress(marshal.dumps(list(items)), 1))
+        self._sizes.append(len(items))
+        self._len += len(items)
+
+    def filtered(self, keep: Callable[[Any], bool]) -> PagedList:
+        """A PagedList of the items ``keep`` accepts, page by page; a page whose items
+        are all kept is shared, not stored again."""
+        out = PagedList()
+        for blob, size in zip(self._pages, self._sizes, strict=True):
+            page = marshal.loads(zlib.decompress(blob))
+            kept = [item for item in page if keep(item)]
+            if len(kept) == size:
+                out._pages.append(blob)
+                out._sizes.append(size)
+                out._len += size
+            else:
+                out.add_page(kept)
+        return out
+
+    def iter_pages(self) -> Iterator[list[Any]]:
+        """Each stored page, decoded."""
+        for blob in self._pages:
+            yield marshal.loads(zlib.decompress(blob))
+
+    def __iter__(self) -> Iterator[Any]:
+        for page in self.iter_pages():
+            yield from page
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __bool__(self) -> bool:
+        return self._len > 0
+
+    def __getitem__(self, index: int) -> Any:
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("PagedList index out of range")
+        for blob, size in zip(self._pages, self._sizes, strict=True):
+            if index < size:
+                return marshal.loads(zlib.decompress(blob))[index]
+            index -= size
+        raise IndexError("PagedList index out of range")  # pragma: no cover
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PagedList | list | tuple):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of the compressed pages."""
+        return sum(len(b) for b in self._pages)
+
+
+#: ``_request_timeout`` of every call made with the client's generated API classes.
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT, READ_TIMEOUT)
+
+
+def kube_auth_argspec() -> dict[str, dict[str, str]]:
+    """The argument spec of the options every module that reads the API shares
+    (``kubeconfig``, ``context``; doc fragment ``gpufleet.cluster.kube_auth``), a new copy
+    per call."""
+    return {"kubeconfig": {"type": "path"}, "context": {"type": "str"}}
+
+
+def api_client(
+    kubeconfig: str | None = None, context: str | None = None, connections: int | None = None
+) -> Any:
+    """A ``kubernetes.client.ApiClient``: the kubeconfig checked first
+    (:func:`check_kubeconfig`), exec credential plugins bounded, no retry of a read that
+    timed out, a pool of at least ``connections`` HTTP connections. Pass
+    ``_request_timeout=REQUEST_TIMEOUT`` to every call made with the generated API classes.
+    Raises KubeError naming the kubeconfig (or the missing package) and the fix."""
+    try:
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+    except ImportError as err:
+        raise KubeError(
+            None, "the Python package 'kubernetes' is missing; fix: pip install kubernetes"
+        ) from err
+    check_kubeconfig(kubeconfig)
+    bound_exec_plugins()
+    try:
+        configuration = k8s_client.Configuration()
+        k8s_config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=configuration
+        )
+        configuration.retries = no_read_retries()
+        if connections:
+            configuration.connection_pool_maxsize = max(
+                configuration.connection_pool_maxsize or 0, connections
+            )
+        return k8s_client.ApiClient(configuration)
+    except Exception as err:  # ConfigException, OSError, yaml errors
+        where = kubeconfig or "KUBECONFIG or ~/.kube/config"
+        raise KubeError(
+            None,
+            f"cannot load the kubeconfig {where}: {err}; fix: give the cluster's admin "
+            "kubeconfig (the command's --kubeconfig FILE or KUBECONFIG; in a playbook, the "
+            "role's kubeconfig variable)",
+        ) from None
+
+
+def bound_exec_plugins() -> None:
+    """Make the ``kubernetes`` client end an exec credential plugin that runs longer than
+    ``EXEC_TIMEOUT`` seconds (its ``ExecProvider`` calls ``communicate()`` with no
+    timeout): the plugin is killed and the client logs an error naming the command and
+    the fix (then the request goes out without its credentials and the server refuses
+    it). Idempotent."""
+    import subprocess
+    import types
+
+    from kubernetes.config import exec_provider
+
+    if getattr(exec_provider, "_gpufleet_bounded", False):
+        return
+
+    class BoundedPopen(subprocess.Popen):  # type: ignore[type-arg]
+        def communicate(self, input: Any = None, timeout: float | None = None) -> Any:
+            try:
+                return super().communicate(input, EXEC_TIMEOUT if timeout is None else timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                super().communicate()
+                command = self.args[0] if isinstance(self.args, list | tuple) else self.args
+                raise exec_provider.ConfigException(
+                    f"exec: the kubeconfig's credential plugin {command!r} did not finish "
+                    f"within {EXEC_TIMEOUT} s; fix: run it by hand (it may wait for a login "
+                    "or for its identity provider), or give a kubeconfig with a token or a "
+                    "client certificate"
+                ) from None
+
+    exec_provider.subprocess = types.SimpleNamespace(  # type: ignore[assignment]
+        Popen=BoundedPopen, PIPE=subprocess.PIPE
+    )
+    exec_provider._gpufleet_bounded = True  # type: ignore[attr-defined]
+
+
+def no_read_retries() -> Any:
+    """urllib3 retries for the client: connection failures twice, never a read that timed
+    out or a status (``Configuration.retries``; None keeps urllib3's three of each)."""
+    import urllib3
+
+    return urllib3.util.Retry(total=2, connect=2, read=0, status=0, redirect=0, other=0)
+
+
+def shown_url(url: str) -> str:
+    """``url`` with what may be a credential replaced by ``***``: the user and password
+    (``https://user:token@host``) and the query (``?token=...``); the scheme, host, port
+    and path stay, so the message still names the server."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        netloc = parts.netloc
+    except ValueError:
+        return "***" if "@" in url or "?" in url else url
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = "***" if parts.query else ""
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def unreachable(server: str, err: BaseException, timeout: tuple[float, float]) -> str:
+    """What to say when the API server at ``server`` gave no HTTP answer (``err``): a
+    timeout (connect or read, ``timeout`` seconds) or a refused or failed connection, and
+    the fix."""
+    reason = getattr(err, "reason", None) or err  # MaxRetryError wraps the last error
+    text = " ".join(str(reason).split())
+    kind = type(reason).__name__
+    said = re.search(r"(read|connect) timeout=([0-9.]+)", text)  # urllib3's own figure
+    if kind == "ConnectTimeoutError" or (said and said.group(1) == "connect"):
+        what = f"did not accept a connection within {float(said[2]) if said else timeout[0]:g} s"
+    elif "Timeout" in kind or "timed out" in text.lower():
+        seconds = float(said[2]) if said else timeout[1]
+        handshake = server.startswith("https") and seconds == timeout[0] != timeout[1]
+        what = f"accepted the connection but sent no answer within {seconds:g} s" + (
+            " (not even the TLS handshake)" if handshake else ""
+        )
+    else:
+        what = f"cannot be reached ({text[:200]})"
+    return (
+        f"the API server {server} {what}; fix: check that kube-apiserver runs and answers "
+        f"there (curl -k {server}/version), or give a kubeconfig whose server is the cluster's"
+    )
+
+
+def check_kubeconfig(kubeconfig: str | None) -> None:
+    """Refuse (KubeError) a kubeconfig file that is a directory, binary, not UTF-8, larger
+    than 4 MiB, not YAML or not a mapping, naming the file; ``kubeconfig`` None checks
+    ``KUBECONFIG``'s files (the client merges them) or ``~/.kube/config`` if they exist."""
+    import os
+
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+
+    if kubeconfig:
+        paths = [kubeconfig]
+    else:
+        env = os.environ.get("KUBECONFIG", "")
+        paths = [p for p in env.split(os.pathsep) if p] or [os.path.expanduser("~/.kube/config")]
+        paths = [p for p in paths if os.path.exists(p)]
+    for path in paths:
+        what = f"the kubeconfig {path}"
+        try:
+            data = ig.load_yaml(ig.read_text(os.path.expanduser(path), what) or "", what)
+        except ig.InputError as err:
+            raise KubeError(None, f"{err}; or pass --kubeconfig") from None
+        if not isinstance(data, Mapping):
+            raise KubeError(
+                None,
+                f"{what} holds a {type(data).__name__}, not a kubeconfig (a mapping with "
+                "clusters, users, contexts); fix: pass --kubeconfig with the cluster's file",
+            )
+        problem = _kubeconfig_fields(data, os.path.dirname(os.path.expanduser(path)))
+        if problem:
+            raise KubeError(None, f"{what}: {problem}")
+
+
+#: The files a kubeconfig entry names, by section (``clusters[].cluster``,
+#: ``users[].user``); the client reads them with a plain open().
+_KUBECONFIG_FILES = {
+    "clusters": ("cluster", ("certificate-authority",)),
+    "users": ("user", ("client-certificate", "client-key", "tokenFile")),
+}
+
+
+def _server_url(server: Any) -> bool:
+    """Whether a kubeconfig's ``server`` is an ``http``/``https`` URL with a host (what
+    the client connects to; anything else fails later with a less clear error)."""
+    if not isinstance(server, str):
+        return False
+    try:
+        parts = urllib.parse.urlsplit(server)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a bad port or bracketed host
+        return False
+
+
+def _kubeconfig_fields(data: Mapping[str, Any], base: str) -> str | None:
+    """What is wrong with the entries of a parsed kubeconfig that the ``kubernetes`` client
+    would trip over (a traceback's text, or a hang on a named pipe), else None: an entry
+    of clusters, users or contexts that is not a mapping, a server that is not an http or
+    https URL with a host,
+    a file it names that is a directory, a named pipe or a device."""
+    import os
+    import stat
+
+    for section, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+        entries = data.get(section)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            return f"{section} is a {type(entries).__name__}; fix: write {section} as a list"
+        for i, entry in enumerate(entries):
+            body = entry.get(inner) if isinstance(entry, Mapping) else None
+            if not isinstance(entry, Mapping) or not isinstance(body, Mapping | None):
+                return (
+                    f"{section}[{i}] is not a mapping with name and {inner} (a mapping); "
+                    f"fix: write it as - {{name: NAME, {inner}: {{...}}}}"
+                )
+            server = (body or {}).get("server")
+            if section == "clusters" and server is not None and not _server_url(server):
+                shown = shown_url(server) if isinstance(server, str) else server
+                return (
+                    f"{section}[{i}].cluster.server={shown!r} is not an http:// or https:// "
+                    "URL with a host; fix: write the API server's URL, e.g. server: "
+                    "https://10.0.0.1:6443"
+                )
+            for key in _KUBECONFIG_FILES.get(section, ("", ()))[1]:
+                value = (body or {}).get(key)
+                if not isinstance(value, str) or not value:
+                    continue
+                file = os.path.join(base, os.path.expanduser(value))
+                try:
+                    mode = os.stat(file).st_mode
+                except OSError:
+                    continue  # missing: the client names it
+                if not stat.S_ISREG(mode):
+                    return (
+                        f"{section}[{i}].{inner}.{key}={value!r} is not a regular file (a "
+                        "directory, named pipe or device); fix: point it at the file itself"
+                    )
+    return None
+
+
+def _message(data: Any) -> str:
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    try:
+        doc = json.loads(data) if isinstance(data, str) else data
+        if isinstance(doc, Mapping) and doc.get("message"):
+            return str(doc["message"])
+    except (ValueError, TypeError):
+        pass
+    return str(data)[:300]
+
+
+# ------------------------------------------------------------------ decoding a list
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the block.
+
+    Decoding a fleet's lists creates millions of dicts; every full collection meanwhile
+    walks all of them again, which more than doubled the time of listing and checking
+    1,000 nodes. Decoded JSON holds no reference cycles, so pausing frees nothing later
+    than it would have been freed. Not reentrant across threads: pause around the
+    threads, not within them.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _trimmed(item: Any, trim: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Any:
+    """``trim(item)``; an item that is not an object, or whose fields have other types
+    than the API's, is kept as it came, for its reader to skip (``report.fleet``)."""
+    if trim is None or not isinstance(item, dict):
+        return item
+    try:
+        return trim(item)
+    except (AttributeError, TypeError, ValueError):
+        return item
+
+
+def _decode(
+    items: list[Any], trim: Callable[[dict[str, Any]], Any] | None, data: bytes | str
+) -> dict[str, Any]:
+    return decode_list(data, items.append, trim)
+
+
+def decode_list(
+    data: bytes | str,
+    add: Callable[[Any], Any],
+    trim: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Decode a list response (``{"kind": ..., "metadata": ..., "items": [...]}``) one
+    item at a time: each item goes through ``trim`` to ``add`` as soon as it is decoded,
+    so the untrimmed items of a page never exist all at once. Returns the other members
+    (``kind``, ``apiVersion``, ``metadata``). Raises ValueError for a body that is not a
+    JSON object (``json.JSONDecodeError`` names the position)."""
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    decoder = json.JSONDecoder()
+    out: dict[str, Any] = {}
+    pos = _WS.match(text, 0).end()
+    if text[pos : pos + 1] != "{":
+        raise ValueError(f"a list response must be a JSON object, got {text[:40]!r}")
+    pos = _WS.match(text, pos + 1).end()
+    if text[pos : pos + 1] == "}":
+        return out
+    while True:
+        key, pos = decoder.raw_decode(text, pos)
+        pos = _WS.match(text, pos).end()
+        if text[pos : pos + 1] != ":":
+            raise ValueError(f"expected ':' at {pos} of a list response")
+        pos = _WS.match(text, pos + 1).end()
+        if key == "items" and text[pos : pos + 1] == "[":
+            pos = _WS.match(text, pos + 1).end()
+            if text[pos : pos + 1] == "]":
+                pos += 1
+            else:
+                while True:
+                    item, pos = decoder.raw_decode(text, pos)
+                    add(_trimmed(item, trim))
+                    pos = _WS.match(text, pos).end()
+                    sep = text[pos : pos + 1]
+                    pos = _WS.match(text, pos + 1).end()
+                    if sep == "]":
+                        break
+                    if sep != ",":
+                        raise ValueError(f"expected ',' or ']' at {pos} of a list response")
+        else:
+            out[key], pos = decoder.raw_decode(text, pos)
+        pos = _WS.match(text, pos).end()
+        sep = text[pos : pos + 1]
+        pos = _WS.match(text, pos + 1).end()
+        if sep == "}":
+            return out
+        if sep != ",":
+            raise ValueError(f"expected ',' or '}}' at {pos} of a list response")
+
+
+# ------------------------------------------------------------------ trimming
+
+
+def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without ``metadata.managedFields`` (server-side apply bookkeeping, which no
+    check reads and which makes up to half of a pod's bytes; client-go's informers drop it
+    the same way, ``cache.TransformStripManagedFields``)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj

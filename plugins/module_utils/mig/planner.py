@@ -1,0 +1,589 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Placement-aware MIG planning: a layout placed on a GPU model, and a whole mig-parted
+config checked against one.
+
+Standard library only (Ansible ships ``module_utils`` to managed hosts).
+
+* ``parse_layout`` reads a layout (MIG profile -> count).
+* ``plan`` places every wanted GPU instance on a ``GpuModel`` under its placement rules
+  (``nvidia-smi mig -lgipp``: allowed starts and size in memory slices), the per-profile
+  instance limit (``-lgip`` ``Total``) and the media-extension budget (see below), or
+  raises ``LayoutDoesNotFit`` saying what cannot be placed, which slices collide with
+  which placed instances, and what would fit instead. The search is exhaustive (largest
+  profiles first, memoised dead ends, identical instances in increasing start order), so
+  it finds a plan whenever one exists.
+* ``check_config`` validates a whole config against one GPU model.
+* ``check_dra_driver`` refuses MIG profiles that NVIDIA's DRA driver cannot serve, on
+  nodes that run it (the rule is ``mig.profiles.dra_driver_refusal``).
+
+The mig-parted config format lives in ``mig_config`` (``load_mig_config``,
+``select_layout``), the placement records and the GI diff in ``mig.placement``
+(``Placement``, ``Plan``, ``LayoutDoesNotFit``, ``GpuInstance``, ``diff``).
+
+Media-extension budget: ``+me`` profiles hold the GPU's optical-flow accelerator (OFA).
+The OFA count of the instances on one GPU may not exceed the full-GPU profile's (e.g.
+``7g.141gb``: 1); this allows one ``+me`` instance per GPU across all ``+me`` profiles
+(A30 has two: ``1g.6gb+me`` and ``2g.12gb+me``). Source: the ``OFA`` column of
+``nvidia-smi mig -lgip`` (only ``+me`` and full-GPU profiles have one) and the NVIDIA MIG
+user guide, "Supported MIG Profiles" (every ``+me`` profile has one instance at most).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.config import (
+    CI_FORM_RE,
+    MAX_COUNT,
+    MigConfig,
+    MigConfigError,
+    load_mig_config,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.placement import (
+    Collision,
+    GpuInstance,
+    LayoutDoesNotFit,
+    Placement,
+    Plan,
+    as_gpu_instance,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.profiles import (
+    GIProfile,
+    GpuModel,
+    UnknownProfile,
+    dra_driver_refusal,
+    normalize_profile_name,
+)
+
+# MigConfig, MigConfigError, load_mig_config (mig_config) and LayoutDoesNotFit
+# (mig_placement) are named here too: preflight reads them from here.
+
+__all__ = [
+    "DraDriverCannotServe",
+    "LayoutDoesNotFit",
+    "MigConfig",
+    "MigConfigError",
+    "Problem",
+    "check_config",
+    "check_dra_driver",
+    "load_mig_config",
+    "parse_layout",
+    "plan",
+]
+
+
+# Engines that the +me profiles take; their sum is bounded by the full-GPU profile. Every
+# MIG GPU here has one OFA, held by the full-GPU profile or by one +me instance.
+_BUDGET_ENGINES = ("ofa_engines",)
+
+
+# --- layout input -----------------------------------------------------------------------
+
+
+def parse_layout(
+    data: Any, *, name: str = "layout", max_count: int | None = MAX_COUNT
+) -> dict[str, int]:
+    """Check a wanted layout ``{profile: count}`` (a mapping, or its JSON text).
+
+    Returns a new dict with normalised profile names (``MIG 1g.18gb`` -> ``1g.18gb``) and
+    the counts of repeated names added. Raises ``ValueError`` naming ``name``, the value
+    and the fix for a non-object, a non-string key or a count that is not an integer >= 0
+    (and at most ``max_count``; ``None``: no upper bound, as ``plan`` takes them: it
+    refuses a count above the profile's instance limit from the count alone).
+    """
+    if isinstance(data, str):
+        try:
+            data = ig.load_json(data, f"{name} {data[:60]!r}", '{"1g.18gb": 7}')
+        except ig.InputError as exc:
+            raise ValueError(str(exc)) from None
+    if not isinstance(data, Mapping):
+        raise ValueError(
+            f"{name} must be an object of MIG profile -> count, got {data!r}; "
+            'write e.g. {"1g.18gb": 7}'
+        )
+    out: dict[str, int] = {}
+    for key, count in data.items():
+        if not isinstance(key, str) or not key.strip():
+            raise ValueError(f"{name} has key {key!r}; keys are MIG profile names such as 1g.18gb")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(
+                f"{name}[{key!r}] is {str(count)[:40]}; the count must be an integer >= 0, "
+                f'e.g. {{"{key}": 1}}'
+            )
+        if max_count is not None and count > max_count:
+            raise ValueError(
+                f"{name}[{key!r}] is {str(count)[:40]}; the count must be an integer >= 0 and "
+                f'at most {max_count} (no GPU holds more MIG instances), e.g. {{"{key}": 1}}'
+            )
+        norm = normalize_profile_name(key)
+        out[norm] = out.get(norm, 0) + count
+    return out
+
+
+class DraDriverCannotServe(ValueError):
+    """A MIG profile that NVIDIA's DRA driver cannot serve, on a node that runs it.
+
+    ``profile`` is the profile as given, ``reason`` and ``fix`` the text of
+    ``mig.profiles.dra_driver_refusal``; the message names ``name`` (the variable).
+    """
+
+    def __init__(self, name: str, profile: str, reason: str, fix: str) -> None:
+        self.name = name
+        self.profile = profile
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"{name}[{profile!r}]: {reason}; fix: {fix}")
+
+
+def check_dra_driver(profiles: Iterable[str], *, name: str = "layout") -> None:
+    """Raise ``DraDriverCannotServe`` for the first of ``profiles`` (layout keys, zero
+    counts included) that NVIDIA's DRA driver cannot serve (``1c.3g.71gb``); ask it only
+    for nodes that run the DRA driver."""
+    for profile in profiles:
+        refusal = dra_driver_refusal(profile)
+        if refusal is not None:
+            raise DraDriverCannotServe(name, profile, *refusal)
+
+
+# --- planning ---------------------------------------------------------------------------
+
+
+def _budgets(model: GpuModel) -> dict[str, int]:
+    full = [p for p in model.profiles if p.slices == model.total_slices]
+    if not full:
+        return {}
+    return {e: max(getattr(p, e) for p in full) for e in _BUDGET_ENGINES}
+
+
+def _usage(profiles: Iterable[GIProfile]) -> tuple[int, ...]:
+    totals = [0] * len(_BUDGET_ENGINES)
+    for p in profiles:
+        for i, e in enumerate(_BUDGET_ENGINES):
+            totals[i] += getattr(p, e)
+    return tuple(totals)
+
+
+def _order_key(p: GIProfile) -> tuple:
+    return (-p.slices, -p.compute_slices, len(p.placements), p.name)
+
+
+def _bits(p: GIProfile, start: int) -> int:
+    return ((1 << p.slices) - 1) << start
+
+
+def _resolve(model: GpuModel, wanted: Mapping[str, int]) -> list[tuple[GIProfile, int]]:
+    """(profile, count) for the non-zero counts; every name is looked up, a zero count's
+    too (a profile the GPU lacks is refused whatever its count: ``UnknownProfile``)."""
+    out = []
+    for name, count in wanted.items():
+        prof = model.profile(name)
+        if count:
+            out.append((prof, count))
+    return out
+
+
+def _over_counts(
+    model: GpuModel, pairs: list[tuple[GIProfile, int]]
+) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]], int]:
+    """What the counts alone refuse, without expanding them into instances.
+
+    Returns (profile -> (asked, max instances) for counts above ``-lgip``'s ``Total``;
+    engine -> (asked, available) over the media-extension budget; memory slices asked).
+    Time and memory grow with the number of profiles, not with the counts.
+    """
+    over = {p.name: (n, p.max_instances) for p, n in pairs if n > p.max_instances}
+    budget = _budgets(model)
+    asked = {e: sum(getattr(p, e) * n for p, n in pairs) for e in _BUDGET_ENGINES}
+    over_engine = {e: (asked[e], budget[e]) for e in budget if asked[e] > budget[e]}
+    return over, over_engine, sum(p.slices * n for p, n in pairs)
+
+
+def _expand(pairs: Iterable[tuple[GIProfile, int]]) -> list[GIProfile]:
+    items: list[GIProfile] = []
+    for p, n in pairs:
+        items.extend([p] * n)
+    items.sort(key=_order_key)
+    return items
+
+
+def _solve(
+    model: GpuModel,
+    items: list[GIProfile],
+    fixed_mask: int = 0,
+    fixed_usage: tuple[int, ...] | None = None,
+) -> list[int] | None:
+    """Starts for ``items`` (sorted by ``_order_key``) or None: exhaustive DFS."""
+    total = model.total_slices
+    budget = _budgets(model)
+    limits = tuple(budget.get(e, 1 << 30) for e in _BUDGET_ENGINES)
+    usage0 = fixed_usage or (0,) * len(_BUDGET_ENGINES)
+    n = len(items)
+    suffix = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + items[i].slices
+    full = (1 << total) - 1
+    starts: list[int] = [0] * n
+    dead: set[tuple] = set()
+
+    def rec(i: int, mask: int, usage: tuple[int, ...], lo: int) -> bool:
+        if i == n:
+            return True
+        if suffix[i] > total - bin(mask & full).count("1"):
+            return False
+        key = (i, mask, usage, lo)
+        if key in dead:
+            return False
+        p = items[i]
+        pu = _usage([p])
+        nu = tuple(a + b for a, b in zip(usage, pu, strict=True))
+        if any(a > b for a, b in zip(nu, limits, strict=True)):
+            dead.add(key)
+            return False
+        same_next = i + 1 < n and items[i + 1] is p
+        for s in p.placements:
+            if s < lo or s + p.slices > total:
+                continue
+            b = _bits(p, s)
+            if mask & b:
+                continue
+            starts[i] = s
+            if rec(i + 1, mask | b, nu, s + 1 if same_next else 0):
+                return True
+        dead.add(key)
+        return False
+
+    return list(starts) if rec(0, fixed_mask, usage0, 0) else None
+
+
+def _best_partial(model: GpuModel, items: list[GIProfile]) -> list[tuple[GIProfile, int]]:
+    """The largest subset of ``items`` that fits (most slices, then most instances)."""
+    total = model.total_slices
+    budget = _budgets(model)
+    limits = tuple(budget.get(e, 1 << 30) for e in _BUDGET_ENGINES)
+    n = len(items)
+    memo: dict[tuple, tuple[tuple[int, int], tuple[tuple[int, int], ...]]] = {}
+
+    def rec(i: int, mask: int, usage: tuple[int, ...], lo: int, used: tuple) -> tuple:
+        if i == n:
+            return (0, 0), ()
+        key = (i, mask, usage, lo, used)
+        if key in memo:
+            return memo[key]
+        p = items[i]
+        same_next = i + 1 < n and items[i + 1] is p
+        # skip this instance (and keep the increasing-start rule for the rest of its kind)
+        best = rec(i + 1, mask, usage, lo if same_next else 0, used)
+        placed_of_kind = dict(used).get(p.name, 0)
+        if placed_of_kind < p.max_instances:
+            nu = tuple(a + b for a, b in zip(usage, _usage([p]), strict=True))
+            if all(a <= b for a, b in zip(nu, limits, strict=True)):
+                nused = tuple(sorted({**dict(used), p.name: placed_of_kind + 1}.items()))
+                for s in p.placements:
+                    if s < lo or s + p.slices > total or mask & _bits(p, s):
+                        continue
+                    (sl, cnt), rest = rec(
+                        i + 1, mask | _bits(p, s), nu, s + 1 if same_next else 0, nused
+                    )
+                    cand = ((sl + p.slices, cnt + 1), ((i, s), *rest))
+                    if cand[0] > best[0]:
+                        best = cand
+        memo[key] = best
+        return best
+
+    _score, chosen = rec(0, 0, (0,) * len(_BUDGET_ENGINES), 0, ())
+    return [(items[i], s) for i, s in chosen]
+
+
+def _fits(model: GpuModel, wanted: Mapping[str, int]) -> bool:
+    pairs = _resolve(model, wanted)
+    over, over_engine, requested = _over_counts(model, pairs)
+    if over or over_engine or requested > model.total_slices:
+        return False
+    return _solve(model, _expand(pairs)) is not None
+
+
+def _to_plan(model: GpuModel, chosen: Iterable[tuple[GIProfile, int]]) -> Plan:
+    placements = sorted(
+        (Placement(p.name, p.profile_id, s, p.slices) for p, s in chosen),
+        key=lambda x: (x.start, x.size),
+    )
+    return Plan(model.name, model.total_slices, tuple(placements))
+
+
+def plan(
+    model: GpuModel,
+    wanted: Mapping[str, int],
+    current: Iterable[Any] | None = None,
+) -> Plan:
+    """Place every wanted GPU instance on ``model``.
+
+    ``wanted`` maps profile names (or IDs) to counts. ``current`` (optional) lists the GPU
+    instances the GPU has (``GpuInstance``, or dicts as ``diff`` accepts): placements that
+    keep as many of them as possible are preferred, so that ``diff`` destroys the least.
+    Returns a ``Plan`` (placements sorted by start). Raises ``UnknownProfile`` for a
+    profile the model lacks (also with count 0), ``ValueError`` for a count that is not an
+    integer >= 0, ``LayoutDoesNotFit`` when no placement exists. A count above the
+    profile's instance limit, a media-extension budget overrun or more memory slices than
+    the GPU has are refused from the counts, in time and memory bounded by the GPU's size
+    whatever the counts.
+    """
+    wanted = parse_layout(dict(wanted), name="wanted", max_count=None)
+    pairs = _resolve(model, wanted)
+    over, over_engine, requested = _over_counts(model, pairs)
+    # Expanded into instances only when the counts alone do not refuse the layout.
+    if not over and not over_engine and requested <= model.total_slices:
+        items = _expand(pairs)
+        existing = [as_gpu_instance(c) for c in (current or [])]
+        kept_plan = _plan_keeping(model, pairs, existing) if existing else None
+        if kept_plan is not None:
+            return kept_plan
+        starts = _solve(model, items)
+        if starts is not None:
+            return _to_plan(model, zip(items, starts, strict=True))
+    raise _explain(model, wanted, pairs, (over, over_engine, requested))
+
+
+def _plan_keeping(
+    model: GpuModel, pairs: list[tuple[GIProfile, int]], existing: list[GpuInstance]
+) -> Plan | None:
+    by_id = {p.profile_id: p for p, _ in pairs}
+    want = {p.profile_id: n for p, n in pairs}
+    cands = [
+        (by_id[e.profile_id], e.start)
+        for e in existing
+        if e.profile_id in by_id
+        and e.start in by_id[e.profile_id].placements
+        and e.size == by_id[e.profile_id].slices
+    ]
+    if len(cands) > 12:  # keep the search small; fall back to a fresh plan
+        return None
+    for k in range(len(cands), 0, -1):
+        for subset in itertools.combinations(cands, k):
+            mask = 0
+            ok = True
+            kept: dict[int, int] = {}
+            for p, s in subset:
+                b = _bits(p, s)
+                if mask & b:
+                    ok = False
+                    break
+                mask |= b
+                kept[p.profile_id] = kept.get(p.profile_id, 0) + 1
+            if not ok or any(kept[i] > want[i] for i in kept):
+                continue
+            rest = _expand((p, n - kept.get(p.profile_id, 0)) for p, n in pairs)
+            starts = _solve(model, rest, mask, _usage(p for p, _ in subset))
+            if starts is not None:
+                return _to_plan(model, [*subset, *zip(rest, starts, strict=True)])
+    return None
+
+
+def _explain(
+    model: GpuModel,
+    wanted: dict[str, int],
+    pairs: list[tuple[GIProfile, int]],
+    refused: tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]], int],
+) -> LayoutDoesNotFit:
+    over, over_engine, requested = refused
+    # Search for the best partial plan with counts capped at what could ever be placed.
+    capped = [
+        (p, min(n, p.max_instances, len(p.placements), model.total_slices // p.slices))
+        for p, n in pairs
+    ]
+    partial = _best_partial(model, _expand(capped))
+    placed = _to_plan(model, partial)
+    placed_counts = placed.counts
+    unplaceable = {
+        p.name: n - placed_counts.get(p.name, 0)
+        for p, n in pairs
+        if n > placed_counts.get(p.name, 0)
+    }
+    collisions = []
+    for p, _n in pairs:
+        if p.name not in unplaceable:
+            continue
+        for s in p.placements:
+            slots = tuple(p.slots(s))
+            occ = tuple(q for q in placed.placements if set(q.slots) & set(slots))
+            collisions.append(Collision(p.name, s, slots, occ))
+    max_counts: dict[str, int] = {}
+    for p, n in pairs:
+        name = p.name
+        if name not in unplaceable:
+            continue
+        for k in range(min(n - 1, p.max_instances), -1, -1):
+            trial = {q.name: (k if q is p else m) for q, m in pairs}
+            if _fits(model, trial):
+                max_counts[name] = k
+                break
+    suggestion = _suggest(model, placed_counts, pairs, unplaceable)
+    return LayoutDoesNotFit(
+        gpu_model=model.name,
+        wanted={k: v for k, v in wanted.items() if v},
+        unplaceable=unplaceable,
+        placed=placed,
+        collisions=tuple(collisions),
+        over_max_instances=over,
+        over_engine_budget=over_engine,
+        slices_requested=requested,
+        slices_available=model.total_slices,
+        max_counts=max_counts,
+        suggestion=suggestion,
+    )
+
+
+def _suggest(
+    model: GpuModel,
+    placed_counts: dict[str, int],
+    pairs: list[tuple[GIProfile, int]],
+    unplaceable: dict[str, int],
+) -> dict[str, int] | None:
+    """Start from what was placed; for each dropped instance add the biggest profile that
+    is no bigger than it (compute slices, then memory) and still fits."""
+    layout = dict(placed_counts)
+    by_name = {p.name: p for p, _ in pairs}
+    for name, missing in unplaceable.items():
+        dropped = by_name[name]
+        options = sorted(
+            (
+                q
+                for q in model.profiles
+                if q.compute_slices <= dropped.compute_slices
+                and q.memory_mib <= dropped.memory_mib
+                and (not q.media_extensions or dropped.media_extensions)
+            ),
+            key=lambda q: (-q.compute_slices, -q.memory_mib, q.media_extensions),
+        )
+        for _ in range(min(missing, model.total_slices)):
+            for q in options:
+                trial = {**layout, q.name: layout.get(q.name, 0) + 1}
+                if _fits(model, trial):
+                    layout = trial
+                    break
+    layout = {k: v for k, v in layout.items() if v}
+    return layout or None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding of ``check_config``: ``severity`` is ``error`` or ``warning``."""
+
+    config: str
+    entry: int | None
+    key: str
+    severity: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config,
+            "entry": self.entry,
+            "key": self.key,
+            "severity": self.severity,
+            "message": self.message,
+        }
+
+
+def check_config(config: MigConfig, model: GpuModel, *, dra_driver: bool = False) -> list[Problem]:
+    """Check every config of ``config`` against ``model``; return the problems found.
+
+    ``dra_driver``: the GPUs' node runs NVIDIA's DRA driver; a compute-instance profile
+    it cannot serve (``check_dra_driver``) is then refused with that reason.
+
+    Entries whose ``device-filter`` excludes the model's PCI device IDs are skipped (they
+    target other GPUs); a config with no entry for the model is a warning. Errors: a
+    profile the model lacks (whatever its count, 0 included), a compute-instance profile
+    (``1c.3g.20gb``; the planner places GPU instances), a layout that does not fit (with
+    the planner's reason).
+    Warning: ``mig-enabled: true`` with no MIG devices (MIG mode on with zero instances
+    leaves the GPU unusable for whole-GPU and static-MIG consumers alike).
+    """
+    problems: list[Problem] = []
+    ids = {d.lower() for d in model.pci_device_ids}
+    for name, entries in config.configs.items():
+        applied = 0
+        for i, entry in enumerate(entries):
+            if entry.device_filter and ids and not ({d.lower() for d in entry.device_filter} & ids):
+                continue
+            if entry.device_filter and not ids:
+                problems.append(
+                    Problem(
+                        name,
+                        i,
+                        f"mig-configs.{name}[{i}].device-filter",
+                        "warning",
+                        f"{model.name} has no known PCI device ID; cannot tell whether this "
+                        "entry applies",
+                    )
+                )
+                continue
+            applied += 1
+            if not entry.mig_enabled:
+                continue
+            bad = False
+            for prof in entry.mig_devices:  # a count of 0 names a profile too
+                key = f"mig-configs.{name}[{i}].mig-devices.{prof}"
+                ci = CI_FORM_RE.match(prof)
+                refusal = dra_driver_refusal(prof) if dra_driver else None
+                if refusal is not None:
+                    problems.append(
+                        Problem(name, i, key, "error", f"{refusal[0]}. Fix: {refusal[1]}")
+                    )
+                    bad = True
+                    continue
+                if ci:
+                    problems.append(
+                        Problem(
+                            name,
+                            i,
+                            key,
+                            "error",
+                            f"{prof} is a compute-instance profile; gpufleet plans GPU "
+                            f"instances: use the GPU-instance profile {ci.group(2)}",
+                        )
+                    )
+                    bad = True
+                    continue
+                try:
+                    model.profile(prof)
+                except UnknownProfile as exc:
+                    problems.append(Problem(name, i, key, "error", str(exc)))
+                    bad = True
+            if bad:
+                continue
+            wanted = {k: v for k, v in entry.mig_devices.items() if v}
+            if not wanted:
+                problems.append(
+                    Problem(
+                        name,
+                        i,
+                        f"mig-configs.{name}[{i}].mig-devices",
+                        "warning",
+                        "MIG mode on with no MIG devices: nothing can use the GPU until "
+                        "instances are created; list the profiles to create",
+                    )
+                )
+                continue
+            try:
+                plan(model, wanted)
+            except LayoutDoesNotFit as exc:
+                problems.append(
+                    Problem(name, i, f"mig-configs.{name}[{i}].mig-devices", "error", exc.reason)
+                )
+        if applied == 0:
+            problems.append(
+                Problem(
+                    name,
+                    None,
+                    f"mig-configs.{name}",
+                    "warning",
+                    f"no entry applies to {model.name} (device-filter excludes "
+                    f"{', '.join(model.pci_device_ids) or 'its unknown device ID'})",
+                )
+            )
+    return problems

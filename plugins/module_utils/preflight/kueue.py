@@ -1,0 +1,115 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Preflight rule on Kueue quotas (``site_kueue: true``): the teams' quotas against the
+devices the inventory's MIG layouts publish (``kueue.checks.check_quotas``).
+
+Inventory-wide: the ``kueue_*`` variables are read from the first host (sorted) that turns
+Kueue on; the fleet is every host of the GPU group (``gpu_node_labels_group``), each with
+its GPUs (gathered GPU facts when preflight gathers them, else ``kueue_node_gpu_count``)
+and its layout (``mig_layout`` on the GPUs of ``mig_devices``, or ``mig_config_name`` of
+its mig-parted config; a layout that does not read is left to the MIG rule and its host
+counted as whole GPUs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import checks as kc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import config as mcfg
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import planner as mp
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mprof
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import problem as pp
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.problem import (
+    ERROR,
+    WARNING,
+    Problem,
+    as_bool,
+    text_of,
+)
+
+_SEVERITY = {kc.ERROR: ERROR, kc.WARNING: WARNING}
+
+
+def _bool(settings: Mapping[str, Any], name: str) -> bool:
+    """The boolean ``name``; a value that is not one counts as false (the rule that reads
+    that variable reports it)."""
+    try:
+        return as_bool(settings, name)
+    except pp.BadValue:
+        return False
+
+
+def _device_ids(settings: Mapping[str, Any]) -> tuple[str | None, ...]:
+    """The PCI device IDs a mig-parted ``device-filter`` may name for the host's
+    ``gpu_model`` (``mig.profiles``); (None,) when the model is not set or not known."""
+    try:
+        return mprof.model(text_of(settings, "gpu_model")).pci_device_ids or (None,)
+    except (mprof.UnknownGpuModel, ValueError):
+        return (None,)
+
+
+def _layouts(settings: Mapping[str, Any], gpu_count: int, text: str) -> dict[int, dict]:
+    if "mig_enabled" in settings and not _bool(settings, "mig_enabled"):
+        return {}
+    layout = settings.get("mig_layout") or {}
+    indices = list(range(gpu_count))
+    try:
+        if layout:
+            wanted = mp.parse_layout(layout, name="mig_layout")
+            devices = settings.get("mig_devices", "all")
+            chosen = indices if devices in ("all", None, "") else [int(d) for d in devices]
+            return {i: dict(wanted) for i in chosen if i in indices}
+        name = text_of(settings, "mig_config_name")
+        config = settings.get("mig_config") or text
+        if name and config:
+            parsed = mcfg.load_mig_config(config)
+    except (ValueError, TypeError):
+        return {}
+    if not (name and config):
+        return {}
+    for device_id in _device_ids(settings):  # the entries whose device-filter the GPU matches
+        try:
+            return mcfg.select_layout(parsed, name, indices, device_id)
+        except (ValueError, TypeError):
+            continue
+    return {}
+
+
+def kueue_problems(hosts: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
+    """Findings of the Kueue quota rule over the inventory (``hosts`` as
+    ``preflight.check_inventory`` takes them); [] when no host sets ``site_kueue``."""
+    settings_of = {h: pp.settings_for(dict((hosts[h] or {}).get("variables") or {})) for h in hosts}
+    on = [h for h in sorted(hosts) if _bool(settings_of[h], "site_kueue")]
+    if not on:
+        return []
+    cluster = settings_of[on[0]]
+    try:
+        teams = kq.parse_teams(cluster.get("kueue_teams") or [])
+        profiles = list(cluster.get("kueue_profile_classes") or [])
+        for p in profiles:
+            kq.profile_device_class(p)
+    except kq.KueueInputError as exc:
+        return [pp.problem("kueue-input", ERROR, exc.variable, exc.value, exc.problem, exc.fix)]
+    per_host = []
+    for host in sorted(hosts):
+        data = hosts[host] or {}
+        s = settings_of[host]
+        group = text_of(s, "gpu_node_labels_group") or "gpu_nodes"
+        if group not in (data.get("groups") or []):
+            continue
+        gathered = data.get("gpus") or []
+        try:
+            count = len(gathered) or int(s.get("kueue_node_gpu_count", 8))
+        except (TypeError, ValueError):
+            count = 8
+        layouts = _layouts(s, count, str(data.get("mig_config_file_text") or ""))
+        per_host.append(kc.host_devices(count, layouts))
+    fleet = kc.fleet_devices(per_host)
+    classes = list(cluster.get("kueue_device_classes") or [kq.GPU_CLASS, kq.MIG_CLASS])
+    out = []
+    for severity, variable, value, message, fix in kc.check_quotas(teams, fleet, classes, profiles):
+        out.append(pp.problem("kueue-quota", _SEVERITY[severity], variable, value, message, fix))
+    return out

@@ -1,0 +1,771 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Utilization of a DRA GPU fleet: devices published, allocated and free, GPU memory
+stranded, claims pending and why, claims allocated for nobody, and fragmentation.
+
+Pure functions over listed objects (JSON dicts as the API returns them: ResourceSlices,
+ResourceClaims, Pods, Nodes, listed once by ``kube.client.list_cluster``); no I/O.
+
+Facts and their sources:
+
+- A device is one entry of ``spec.devices`` of the newest generation of each pool
+  (``claims.usage.published_devices``); only devices of ``driver`` (default
+  ``gpu.nvidia.com``) are counted. Its GPU model is the ``productName`` attribute, its
+  MIG profile the ``profile`` attribute (``1g.18gb``; a device without one is a whole
+  GPU, profile ``gpu``), its memory the capacity ``memory`` (a Kubernetes quantity,
+  counted in bytes), as NVIDIA's DRA driver publishes them.
+- A device is allocated when a claim's ``status.allocation.devices.results`` names its
+  ``driver/pool/device`` (``claims.usage.allocated_devices``); free otherwise.
+- A claim is pending when it has no ``status.allocation`` and is not being deleted.
+- A claim is leaked when it holds an allocation that no live pod uses: reserved for
+  nobody, or only for pods that are gone, replaced or done; generated for a pod that is
+  gone or done (``claims.usage.find_leaks``, modelled on kube-controller-manager's
+  resource claim controller).
+
+Definitions (docs/report.md repeats them):
+
+- Shape of a request: the DeviceClass (``gpu.nvidia.com``: a whole GPU,
+  ``mig.nvidia.com``: a MIG device) plus equality tests on ``profile`` and
+  ``productName`` joined by ``&&`` in its CEL selectors. Any other class or selector
+  term makes the shape ``unknown``.
+- Stranded memory of a (GPU model, MIG profile): the memory of its free devices when no
+  pending claim of known shape asks for a device of that model and profile. With no
+  pending claim it equals the free memory (capacity nobody waits for); pending claims of
+  unknown shape do not count as asking, so with such claims it is an upper bound
+  (``pending_unknown`` says how many).
+- Fragmentation of a set of devices: per node, ``1 - largest free device memory /
+  free memory``; over several nodes the mean weighted by free memory, which is
+  ``1 - sum(largest free device memory) / sum(free memory)``. A device is the unit the
+  scheduler hands out, so the largest free device bounds the largest single device a
+  claim can still get on that node; weighting by free memory keeps a node with a crumb
+  free from counting as much as a node with half its GPUs free. 0: every node's free
+  memory is one device; near 1: free memory is scattered in small devices. None when
+  nothing is free.
+
+Objects of another shape than the API's (a field of another type: ``spec.devices`` not a
+list, a device not a mapping, a claim name not a string) are skipped, not read, and
+counted per kind in ``cluster.objects_skipped`` (``readable_objects``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cel.evaluate import (
+    CelError,
+    parse_quantity,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
+    GPU_CLASS,
+    MIG_CLASS,
+    NVIDIA_DRIVER,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import activity as fa
+
+__all__ = [
+    "ALL_ALLOCATED",
+    "DEFAULT_POOL_LABEL",
+    "FREE_DEVICES",
+    "NO_DEVICE",
+    "OBJECT_SHAPES",
+    "UNKNOWN",
+    "Device",
+    "Inventory",
+    "Shape",
+    "build_report",
+    "fragmentation",
+    "readable_objects",
+    "request_shapes",
+]
+
+#: Node label that names the node pool by default: the GPU product label of NVIDIA's
+#: GPU feature discovery (``nvidia.com/gpu.product``).
+DEFAULT_POOL_LABEL = "nvidia.com/gpu.product"
+#: Pool of a node without the pool label, or of a device published for no single node.
+NO_POOL = "(none)"
+#: Profile of a whole GPU (a device without a ``profile`` attribute).
+WHOLE_GPU = "gpu"
+#: ``type`` of a MIG device (NVIDIA's driver: ``gpu``, ``mig``, ``vfio``).
+MIG = "mig"
+UNKNOWN_MODEL = "(unknown)"
+
+#: Why a request waits, worst first: a claim takes the worst of its requests, a request
+#: the best of its alternatives (``firstAvailable``).
+NO_DEVICE = "no-device-published"
+ALL_ALLOCATED = "all-allocated"
+UNKNOWN = "unknown"
+FREE_DEVICES = "free-devices"
+_ORDER = (NO_DEVICE, ALL_ALLOCATED, UNKNOWN, FREE_DEVICES)
+_REASON_TEXT = {
+    NO_DEVICE: "no device of that shape is published",
+    ALL_ALLOCATED: "every device of that shape is allocated",
+    UNKNOWN: "its shape cannot be read (another DeviceClass, or a selector beyond "
+    "profile/productName equality)",
+    FREE_DEVICES: "free devices of that shape exist: the claim waits for a pod to be "
+    "scheduled, or for a constraint the report does not read",
+}
+
+#: One equality test on a device attribute in a CEL selector:
+#: ``device.attributes['gpu.nvidia.com'].profile == '1g.18gb'`` (also ``["..."]``
+#: indexing, double quotes and the operands swapped).
+_ATTR = (
+    r"device\.attributes\[\s*['\"](?P<domain>[^'\"]+)['\"]\s*\]"
+    r"(?:\.(?P<dot>[A-Za-z][A-Za-z0-9_]*)|\[\s*['\"](?P<idx>[A-Za-z][A-Za-z0-9_]*)['\"]\s*\])"
+)
+_LIT = r"(?P<q>['\"])(?P<value>[^'\"\\]*)(?P=q)"
+_EQ_LEFT = re.compile(rf"^\(?\s*{_ATTR}\s*==\s*{_LIT}\s*\)?$")
+_EQ_RIGHT = re.compile(rf"^\(?\s*{_LIT}\s*==\s*{_ATTR}\s*\)?$")
+_DRIVER_EQ = re.compile(r"^\(?\s*device\.driver\s*==\s*(['\"])([^'\"]+)\1\s*\)?$")
+#: Attributes a shape reads.
+_SHAPE_ATTRS = {"profile", "productName"}
+
+
+_STR, _INT, _MAP, _LIST = (str,), (int,), (Mapping,), (list,)
+_META = (
+    ("metadata", _MAP),
+    ("metadata.name", _STR),
+    ("metadata.namespace", _STR),
+    ("metadata.uid", _STR),
+    ("metadata.labels", _MAP),
+    ("metadata.annotations", _MAP),
+    ("metadata.ownerReferences", _LIST),
+    ("metadata.ownerReferences.*", _MAP),
+    ("metadata.ownerReferences.*.name", _STR),
+    ("metadata.ownerReferences.*.uid", _STR),
+    ("spec", _MAP),
+    ("status", _MAP),
+)
+_REQUEST = (
+    ("name", _STR),
+    ("deviceClassName", _STR),
+    ("allocationMode", _STR),
+    ("count", _INT),
+    ("selectors", _LIST),
+    ("selectors.*", _MAP),
+    ("selectors.*.cel", _MAP),
+    ("selectors.*.cel.expression", _STR),
+)
+#: Kind -> (dotted path, accepted types) of every field the report reads; ``*`` is each
+#: item of a list. A field that is absent or null passes; one of another type makes the
+#: object unreadable (field names and types: the resource.k8s.io and core/v1 API).
+OBJECT_SHAPES: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
+    "resourceslices": (
+        *_META,
+        ("spec.driver", _STR),
+        ("spec.nodeName", _STR),
+        ("spec.pool", _MAP),
+        ("spec.pool.name", _STR),
+        ("spec.pool.generation", _INT),
+        ("spec.devices", _LIST),
+        ("spec.devices.*", _MAP),
+        ("spec.devices.*.name", _STR),
+        ("spec.devices.*.attributes", _MAP),
+        ("spec.devices.*.capacity", _MAP),
+        ("spec.devices.*.basic", _MAP),
+        ("spec.devices.*.basic.attributes", _MAP),
+        ("spec.devices.*.basic.capacity", _MAP),
+    ),
+    "resourceclaims": (
+        *_META,
+        ("spec.devices", _MAP),
+        ("spec.devices.requests", _LIST),
+        ("spec.devices.requests.*", _MAP),
+        *((f"spec.devices.requests.*.{p}", t) for p, t in _REQUEST),
+        ("spec.devices.requests.*.exactly", _MAP),
+        *((f"spec.devices.requests.*.exactly.{p}", t) for p, t in _REQUEST),
+        ("spec.devices.requests.*.firstAvailable", _LIST),
+        ("spec.devices.requests.*.firstAvailable.*", _MAP),
+        *((f"spec.devices.requests.*.firstAvailable.*.{p}", t) for p, t in _REQUEST),
+        ("status.allocation", _MAP),
+        ("status.allocation.devices", _MAP),
+        ("status.allocation.devices.results", _LIST),
+        ("status.allocation.devices.results.*", _MAP),
+        *((f"status.allocation.devices.results.*.{p}", _STR) for p in ("driver", "pool", "device")),
+        ("status.reservedFor", _LIST),
+        ("status.reservedFor.*", _MAP),
+        *((f"status.reservedFor.*.{p}", _STR) for p in ("name", "uid", "resource", "apiGroup")),
+    ),
+    "pods": (
+        *_META,
+        ("spec.nodeName", _STR),
+        ("spec.resourceClaims", _LIST),
+        ("spec.resourceClaims.*", _MAP),
+        ("spec.resourceClaims.*.resourceClaimName", _STR),
+        ("status.phase", _STR),
+        ("status.resourceClaimStatuses", _LIST),
+        ("status.resourceClaimStatuses.*", _MAP),
+        ("status.resourceClaimStatuses.*.resourceClaimName", _STR),
+    ),
+    "nodes": _META,
+}
+
+
+#: Accepted types -> the concrete types JSON parsing gives, checked first.
+_EXACT: dict[tuple[type, ...], tuple[type, ...]] = {_STR: (str,), _INT: (int,), _MAP: (dict,),
+                                                    _LIST: (list,)}  # fmt: skip
+
+
+def _shape_error(value: Any, path: Sequence[str], types: tuple[type, ...]) -> bool:
+    """Whether a value at ``path`` below ``value`` is present and not of ``types``
+    (``bool`` is not an ``int``)."""
+    if not path:
+        if value is None or type(value) in _EXACT.get(types, ()):
+            return False  # the common case, without the slower ABC check
+        ok = isinstance(value, types) and not (types == _INT and isinstance(value, bool))
+        return not ok
+    if isinstance(value, list) and path[0] == "*":
+        last = len(path) == 1  # a list item itself: null is not an item
+        return any((last and item is None) or _shape_error(item, path[1:], types) for item in value)
+    if type(value) is dict or isinstance(value, Mapping):
+        return _shape_error(value.get(path[0]), path[1:], types)
+    return False  # the parent's own check reports it
+
+
+@dataclass
+class _Field:
+    """The paths of ``OBJECT_SHAPES`` of one kind as a tree: the types the value here must
+    have (None: no path ends here) and the fields below, so that an object is walked once
+    (``_shape_error`` walks it once per path; both give the same verdict)."""
+
+    types: tuple[type, ...] | None = None
+    below: dict[str, _Field] = field(default_factory=dict)
+
+    @classmethod
+    def tree(cls, kind: str) -> _Field:
+        root = cls()
+        for path, types in OBJECT_SHAPES[kind]:
+            node = root
+            for name in path.split("."):
+                node = node.below.setdefault(name, cls())
+            node.types = types
+        return root
+
+    def error(self, value: Any) -> bool:
+        """Whether a field at or below ``value`` is present and of another type."""
+        if value is None:
+            return False
+        t = self.types
+        if (
+            t is not None
+            and type(value) not in _EXACT.get(t, ())
+            and (not isinstance(value, t) or (t == _INT and isinstance(value, bool)))
+        ):
+            return True
+        is_map = type(value) is dict or isinstance(value, Mapping)
+        for name, sub in self.below.items():
+            if name != "*":
+                if is_map and sub.error(value.get(name)):
+                    return True
+            elif isinstance(value, list) and any(
+                (item is None and sub.types is not None) or sub.error(item) for item in value
+            ):
+                return True
+        return False
+
+
+def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[str, Any]], int]:
+    """The objects of ``kind`` (a key of ``OBJECT_SHAPES``) whose fields the report reads
+    have the API's types, and how many were skipped (not a mapping, or a field of
+    another type). A ``kube.client.PagedList`` is read and kept page by page (a
+    ``PagedList`` of the readable ones), anything else as a list."""
+    tree = _Field.tree(kind)
+
+    def readable(obj: Any) -> bool:
+        return isinstance(obj, Mapping) and not tree.error(obj)
+
+    if isinstance(objects, vk.PagedList):  # kept page by page, as listed
+        kept = objects.filtered(readable)
+        return kept, len(objects) - len(kept)  # type: ignore[return-value]
+    objects = list(objects)
+    keep = [obj for obj in objects if readable(obj)]
+    return keep, len(objects) - len(keep)
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One published device of the reported driver: ``id`` (``driver/pool/device``),
+    ``node`` (``spec.nodeName``, or ``(all nodes)``/``(node selector)``), node ``pool``,
+    ``model`` (productName), ``profile`` (MIG profile, ``gpu`` for a whole GPU, else the
+    ``type`` attribute, e.g. ``vfio``), ``memory`` (bytes, 0 when not published),
+    ``claim`` (``namespace/name`` of the claim it is allocated to, or None when free),
+    ``kind`` (``gpu``, ``mig`` or the ``type`` attribute)."""
+
+    id: str
+    node: str
+    pool: str
+    model: str
+    profile: str
+    memory: int
+    claim: str | None = None
+    kind: str = WHOLE_GPU
+
+    @property
+    def allocated(self) -> bool:
+        return self.claim is not None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The devices a request asks for: ``kind`` (``gpu`` or ``mig``, as ``Device.kind``),
+    ``profile`` and ``model`` (None: any), ``count`` (devices wanted, ``All`` counts as
+    1), or ``kind`` None when the shape cannot be read (``why`` says what was not read)."""
+
+    kind: str | None
+    profile: str | None = None
+    model: str | None = None
+    count: int = 1
+    why: str = ""
+
+    def fits(self, model: str, profile: str, kind: str) -> bool:
+        """Whether a device of GPU ``model``, MIG ``profile`` and ``kind`` (``Device``)
+        has this shape; never for an unknown shape."""
+        if self.kind is None or kind != self.kind:
+            return False
+        if self.profile is not None and profile != self.profile:
+            return False
+        return self.model is None or model == self.model
+
+    def matches(self, device: Device) -> bool:
+        return self.fits(device.model, device.profile, device.kind)
+
+    def label(self) -> str:
+        if self.kind is None:
+            return f"unknown ({self.why})"
+        what = self.profile or ("any MIG profile" if self.kind == MIG else WHOLE_GPU)
+        return f"{self.count} x {what}" + (f" of {self.model}" if self.model else "")
+
+
+# ------------------------------------------------------------------ devices
+
+
+def _value(device: Mapping[str, Any], field_name: str, name: str) -> Any:
+    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    values = body.get(field_name) or {}
+    v = values.get(name)
+    if v is None:
+        v = values.get(f"{NVIDIA_DRIVER}/{name}")
+    if isinstance(v, Mapping):
+        return v.get("value") if field_name == "capacity" else next(iter(v.values()), None)
+    return v
+
+
+def memory_bytes(value: Any) -> int:
+    """Bytes of a capacity quantity (``143771Mi``); 0 when absent or not a quantity."""
+    if value is None:
+        return 0
+    try:
+        return int(parse_quantity(value))
+    except (CelError, ValueError, TypeError, OverflowError):
+        return 0
+
+
+def node_pools(nodes: Iterable[Mapping[str, Any]], pool_label: str) -> dict[str, str]:
+    """Node name -> the value of its ``pool_label`` label (``NO_POOL`` without it, or
+    for every node when ``pool_label`` is empty)."""
+    out = {}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        out[str(meta.get("name", ""))] = (
+            str(labels.get(pool_label, NO_POOL)) if pool_label else NO_POOL
+        )
+    return out
+
+
+def devices_of(
+    slices: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+    pools: Mapping[str, str],
+    driver: str = NVIDIA_DRIVER,
+) -> list[Device]:
+    """Every published device of ``driver`` with its node pool (``pools``: node ->
+    pool, :func:`node_pools`) and the claim it is allocated to."""
+    owner: dict[str, str] = {}
+    for claim in claims:
+        for dev in vcl.allocated_devices(claim):
+            owner[dev] = vcl.key(claim)
+    out = []
+    for pub in vcl.iter_published_devices(slices):
+        if pub.driver != driver:
+            continue
+        profile = _value(pub.device, "attributes", "profile")
+        kind = str(_value(pub.device, "attributes", "type") or (MIG if profile else WHOLE_GPU))
+        out.append(
+            Device(
+                id=pub.id,
+                node=pub.node,
+                pool=pools.get(pub.node, NO_POOL),
+                model=str(_value(pub.device, "attributes", "productName") or UNKNOWN_MODEL),
+                profile=str(profile) if profile else kind,
+                memory=memory_bytes(_value(pub.device, "capacity", "memory")),
+                claim=owner.get(pub.id),
+                kind=kind,
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------ request shapes
+
+
+def _split_and(expression: str) -> list[str] | None:
+    """The terms of ``a && b && c`` at the top level, or None when the expression has
+    ``||``, ``!`` (other than ``!=``) or a ternary, which a shape does not read."""
+    if "||" in expression or "?" in expression or re.search(r"!(?!=)", expression):
+        return None
+    return [t.strip() for t in expression.split("&&")]
+
+
+def _selector_shape(expressions: Sequence[str], driver: str) -> tuple[dict[str, str], str]:
+    """The ``profile``/``productName`` equalities of CEL selectors, and what could not be
+    read ('' when everything was)."""
+    wanted: dict[str, str] = {}
+    for expression in expressions:
+        terms = _split_and(expression)
+        if terms is None:
+            return wanted, f"selector {expression!r}"
+        for term in terms:
+            d = _DRIVER_EQ.match(term)
+            if d and d.group(2) == driver:
+                continue
+            m = _EQ_LEFT.match(term) or _EQ_RIGHT.match(term)
+            name = (m.group("dot") or m.group("idx")) if m else None
+            if not m or m.group("domain") != driver or name not in _SHAPE_ATTRS:
+                return wanted, f"selector term {term!r}"
+            if wanted.get(name, m.group("value")) != m.group("value"):
+                return wanted, f"selector {expression!r} wants two values of {name}"
+            wanted[name] = m.group("value")
+    return wanted, ""
+
+
+def request_shapes(claim: Mapping[str, Any], driver: str = NVIDIA_DRIVER) -> list[list[Shape]]:
+    """Per request of ``spec.devices.requests`` the shapes that may satisfy it (one, or
+    one per ``firstAvailable`` subrequest), in v1/v1beta2 (``exactly``) or v1beta1 form."""
+    out = []
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        shapes = []
+        for alt in vcl._alternatives(request):
+            cls = alt.get("deviceClassName")
+            mode = alt.get("allocationMode") or "ExactCount"
+            count = (alt.get("count") or 1) if mode == "ExactCount" else 1
+            if cls not in (GPU_CLASS, MIG_CLASS):
+                shapes.append(Shape(None, count=count, why=f"DeviceClass {cls}"))
+                continue
+            wanted, unread = _selector_shape(vcl._selectors(alt), driver)
+            if unread:
+                shapes.append(Shape(None, count=count, why=unread))
+                continue
+            kind = WHOLE_GPU if cls == GPU_CLASS else MIG
+            profile = wanted.get("profile")
+            if kind == WHOLE_GPU and profile not in (None, WHOLE_GPU):
+                shapes.append(Shape(kind, profile=profile, count=count))  # matches nothing
+                continue
+            shapes.append(
+                Shape(
+                    kind,
+                    profile=profile if kind == MIG else None,
+                    model=wanted.get("productName"),
+                    count=count,
+                )
+            )
+        out.append(shapes)
+    return out
+
+
+class Inventory:
+    """Devices published and free per (GPU model, MIG profile), and per shape (counted
+    once per distinct shape: a fleet has thousands of claims of a few shapes)."""
+
+    def __init__(self, devices: Iterable[Device]) -> None:
+        self.by_key: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+        for d in devices:
+            counts = self.by_key[(d.model, d.profile, d.kind)]
+            counts[0] += 1
+            counts[1] += not d.allocated
+        self._cache: dict[Shape, tuple[int, int]] = {}
+
+    def count(self, shape: Shape) -> tuple[int, int]:
+        """Devices of ``shape`` published and free."""
+        if shape not in self._cache:
+            fit = [c for k, c in self.by_key.items() if shape.fits(*k)]
+            self._cache[shape] = (sum(c[0] for c in fit), sum(c[1] for c in fit))
+        return self._cache[shape]
+
+    def judge(self, shapes: Sequence[Shape]) -> str:
+        """Why one request is not satisfied: the best verdict over its alternatives."""
+        verdicts = []
+        for shape in shapes:
+            if shape.kind is None:
+                verdicts.append(UNKNOWN)
+                continue
+            published, free = self.count(shape)
+            verdicts.append(
+                NO_DEVICE
+                if published < shape.count
+                else ALL_ALLOCATED
+                if free < shape.count
+                else FREE_DEVICES
+            )
+        return max(verdicts, key=_ORDER.index) if verdicts else UNKNOWN
+
+    def stranded(self, wanted: Iterable[Shape]) -> set[tuple[str, str]]:
+        """The (model, profile) pairs with free devices that no shape of ``wanted`` (the
+        shapes of pending claims; unknown ones fit nothing) fits."""
+        wanted = set(wanted)
+        return {
+            (m, p)
+            for (m, p, k), (_, free) in self.by_key.items()
+            if free and not any(s.fits(m, p, k) for s in wanted)
+        }
+
+
+# ------------------------------------------------------------------ figures
+
+
+@dataclass
+class Totals:
+    """Devices and GPU memory (bytes) of a group: published, allocated, free, stranded."""
+
+    devices_published: int = 0
+    devices_allocated: int = 0
+    devices_free: int = 0
+    memory_published: int = 0
+    memory_allocated: int = 0
+    memory_free: int = 0
+    memory_stranded: int = 0
+
+    def add(self, device: Device, stranded: bool) -> None:
+        self.devices_published += 1
+        self.memory_published += device.memory
+        if device.allocated:
+            self.devices_allocated += 1
+            self.memory_allocated += device.memory
+        else:
+            self.devices_free += 1
+            self.memory_free += device.memory
+            if stranded:
+                self.memory_stranded += device.memory
+
+    def to_dict(self) -> dict[str, int]:
+        return {k: int(v) for k, v in self.__dict__.items()}
+
+
+def fragmentation(devices: Iterable[Device]) -> float | None:
+    """``1 - sum over nodes of the largest free device memory / sum of free memory``
+    (the per-node ``1 - largest/free`` weighted by free memory), in [0, 1]; None when no
+    memory is free."""
+    free: dict[str, int] = defaultdict(int)
+    largest: dict[str, int] = defaultdict(int)
+    for d in devices:
+        if not d.allocated and d.memory > 0:
+            free[d.node] += d.memory
+            largest[d.node] = max(largest[d.node], d.memory)
+    total = sum(free.values())
+    if not total:
+        return None
+    return round(1 - sum(largest.values()) / total, 4)
+
+
+@dataclass
+class Pending:
+    """A pending claim: ``claim`` (namespace/name), ``reason`` (one of ``NO_DEVICE``,
+    ``ALL_ALLOCATED``, ``UNKNOWN``, ``FREE_DEVICES``), ``requests`` (per request its name,
+    shapes and verdict), ``users`` (live pods that reference it)."""
+
+    claim: str
+    reason: str
+    requests: list[dict[str, Any]]
+    users: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "claim": self.claim,
+            "reason": self.reason,
+            "message": _REASON_TEXT[self.reason],
+            "users": list(self.users),
+            "requests": list(self.requests),
+        }
+
+
+def pending_claims(
+    claims: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    devices: Sequence[Device],
+    driver: str = NVIDIA_DRIVER,
+) -> tuple[list[Pending], list[list[Shape]]]:
+    """Every pending claim with its verdict, and the shapes of each (for
+    ``Inventory.stranded``)."""
+    index = vcl.PodIndex(pods)
+    inventory = Inventory(devices)
+    out, shapes_of = [], []
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        if (claim.get("status") or {}).get("allocation") or meta.get("deletionTimestamp"):
+            continue
+        per_request = request_shapes(claim, driver)
+        reqs, verdicts = [], []
+        names = [
+            r.get("name", "")
+            for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+        ]
+        for name, shapes in zip(names, per_request, strict=True):
+            verdict = inventory.judge(shapes)
+            verdicts.append(verdict)
+            reqs.append({"request": name, "shapes": [s.label() for s in shapes], "reason": verdict})
+        users = [
+            vcl.key(p)
+            for p in index.users.get((meta.get("namespace", ""), meta.get("name", "")), [])
+        ]
+        out.append(
+            Pending(
+                vcl.key(claim),
+                min(verdicts, key=_ORDER.index) if verdicts else UNKNOWN,
+                reqs,
+                users,
+            )
+        )
+        shapes_of.append([s for shapes in per_request for s in shapes])
+    return out, shapes_of
+
+
+def leaked_claims(
+    claims: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    devices: Sequence[Device],
+) -> list[dict[str, Any]]:
+    """Allocated claims that no live pod uses (``claims.usage.find_leaks`` kinds
+    ``dead-reservation``, ``orphaned``, ``owner-done``, ``unreserved``), each with the
+    devices it holds and their memory (bytes, devices of the reported driver only)."""
+    memory = {d.id: d.memory for d in devices}
+    out = []
+    for leak in vcl.find_leaks(claims, pods):
+        if not leak.allocated or leak.live or leak.users:
+            continue
+        out.append(
+            {
+                "claim": leak.claim,
+                "kind": leak.kind,
+                "reason": leak.reason,
+                "devices": list(leak.devices),
+                "memory": sum(memory.get(d, 0) for d in leak.devices),
+            }
+        )
+    return out
+
+
+def _group(
+    devices: Sequence[Device], key: Any, stranded: set[tuple[str, str]], frag: bool
+) -> list[dict[str, Any]]:
+    groups: dict[Any, list[Device]] = defaultdict(list)
+    for d in devices:
+        groups[key(d)].append(d)
+    out = []
+    for k in sorted(groups):
+        totals = Totals()
+        for d in groups[k]:
+            totals.add(d, (d.model, d.profile) in stranded)
+        row = dict(zip(key.names, k if isinstance(k, tuple) else (k,), strict=True))
+        row.update(totals.to_dict())
+        if frag:
+            row["fragmentation"] = fragmentation(groups[k])
+        out.append(row)
+    return out
+
+
+class _Key:
+    def __init__(self, *names: str) -> None:
+        self.names = names
+
+    def __call__(self, d: Device) -> Any:
+        values = tuple(getattr(d, n) for n in self.names)
+        return values if len(values) > 1 else values[0]
+
+
+def build_report(
+    slices: Sequence[Mapping[str, Any]],
+    claims: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    nodes: Sequence[Mapping[str, Any]],
+    pool_label: str = DEFAULT_POOL_LABEL,
+    driver: str = NVIDIA_DRIVER,
+    activity: Mapping[str, float] | None = None,
+    activity_window: str = fa.DEFAULT_WINDOW,
+    idle_below: float = fa.DEFAULT_IDLE_PERCENT,
+) -> dict[str, Any]:
+    """The utilization report as a JSON-ready dict: ``cluster`` (totals, fragmentation,
+    pending and leaked counts), ``pools``, ``models``, ``profiles`` (per model and
+    profile) and ``rows`` (per pool, model and profile) with ``Totals``; ``nodes`` (per
+    node its free memory, largest free device and fragmentation); ``pending`` and
+    ``leaked`` claims; ``cluster.objects_skipped``: per kind the objects not read
+    (``readable_objects``). Memory figures are bytes. With ``activity`` (percent per
+    device id over ``activity_window``, ``report.activity.fetch``): ``idle``, the allocated
+    devices below ``idle_below`` percent, and ``activity``; both None without it."""
+    skipped = {}
+    slices, skipped["resourceslices"] = readable_objects("resourceslices", slices)
+    claims, skipped["resourceclaims"] = readable_objects("resourceclaims", claims)
+    pods, skipped["pods"] = readable_objects("pods", pods)
+    nodes, skipped["nodes"] = readable_objects("nodes", nodes)
+    pools = node_pools(nodes, pool_label)
+    devices = devices_of(slices, claims, pools, driver)
+    pending, shapes = pending_claims(claims, pods, devices, driver)
+    stranded = Inventory(devices).stranded(s for group in shapes for s in group)
+    leaked = leaked_claims(claims, pods, devices)
+    totals = Totals()
+    for d in devices:
+        totals.add(d, (d.model, d.profile) in stranded)
+    by_reason = {r: sum(1 for p in pending if p.reason == r) for r in _ORDER}
+    largest: dict[str, int] = defaultdict(int)
+    for d in devices:
+        if not d.allocated:
+            largest[d.node] = max(largest[d.node], d.memory)
+    node_rows = _group(devices, _Key("node", "pool"), stranded, True)
+    for row in node_rows:
+        row["largest_free"] = largest[row["node"]]
+    return {
+        "cluster": {
+            **totals.to_dict(),
+            "fragmentation": fragmentation(devices),
+            "claims_pending": len(pending),
+            "pending_by_reason": by_reason,
+            "pending_unknown": by_reason[UNKNOWN],
+            "claims_leaked": len(leaked),
+            "memory_leaked": sum(item["memory"] for item in leaked),
+            "nodes": len(nodes),
+            "objects_skipped": {k: n for k, n in skipped.items() if n},
+        },
+        "pools": _group(devices, _Key("pool"), stranded, True),
+        "models": _group(devices, _Key("model"), stranded, True),
+        "profiles": _group(devices, _Key("model", "profile"), stranded, False),
+        "rows": _group(devices, _Key("pool", "model", "profile"), stranded, False),
+        "nodes": node_rows,
+        "pending": [p.to_dict() for p in pending],
+        "leaked": leaked,
+        "pool_label": pool_label,
+        "driver": driver,
+        **_activity(devices, activity, activity_window, idle_below),
+    }
+
+
+def _activity(
+    devices: Sequence[Device], activity: Mapping[str, float] | None, window: str, below: float
+) -> dict[str, Any]:
+    if activity is None:
+        return {"idle": None, "activity": None}
+    allocated = [(d.id, d.claim or "", d.node, d.model, d.profile) for d in devices if d.allocated]
+    idle, unknown = fa.idle_devices(allocated, activity, below)
+    return {
+        "idle": idle,
+        "activity": {
+            "window": window,
+            "idle_below_percent": below,
+            "devices_allocated": len(allocated),
+            "devices_measured": len(allocated) - unknown,
+            "devices_idle": len(idle),
+        },
+    }

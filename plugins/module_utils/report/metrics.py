@@ -1,0 +1,140 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The utilization report (``report.fleet.build_report``) as Prometheus metrics, for the
+alerting rules that need object state no Kubernetes component exports per object: claims
+allocated for nobody, claims pending, GPU nodes that publish no device.
+
+``render(report, nodes)`` returns the text exposition format (version 0.0.4, the format
+Prometheus scrapes from ``/metrics`` and node_exporter's textfile collector reads):
+
+- ``gpufleet_dra_claim_leaked{namespace, claim, kind}`` 1 per leaked claim (the report's
+  ``leaked``; ``kind`` as ``claims.usage.find_leaks`` names it);
+- ``gpufleet_dra_claim_pending{namespace, claim, reason}`` 1 per pending claim (the
+  report's ``pending``; ``reason`` its first reason);
+- ``gpufleet_gpu_node_resourceslice_devices{node}`` devices of the reported driver that
+  ResourceSlices publish on each GPU node (a node labeled ``nvidia.com/gpu.present=true``,
+  ``node_labels.DEFAULT_LABELS``), 0 for a GPU node with none;
+- ``gpufleet_dra_devices{state}`` published devices, ``allocated`` and ``free``;
+- ``gpufleet_dra_claims_leaked``, ``gpufleet_dra_claims_pending`` the counts.
+
+The rules that read them are in roles/monitoring (docs/monitoring.md). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.node_labels import (
+    DEFAULT_LABELS,
+)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _escape(value: str) -> str:
+    """A label value as the exposition format writes it (backslash, quote, newline)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _series(name: str, labels: Mapping[str, str], value: float | int) -> str:
+    inner = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
+    return f"{name}{{{inner}}} {value}" if inner else f"{name} {value}"
+
+
+def _split(claim: str) -> tuple[str, str]:
+    namespace, _, name = claim.partition("/")
+    return (namespace, name) if name else ("", namespace)
+
+
+def gpu_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Names of the nodes that carry every label of ``node_labels.DEFAULT_LABELS``."""
+    out = []
+    for node in nodes:
+        meta = node.get("metadata") if isinstance(node, Mapping) else None
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+            continue
+        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+        if all(labels.get(k) == v for k, v in DEFAULT_LABELS.items()):
+            out.append(meta["name"])
+    return sorted(out)
+
+
+def render(report: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> str:
+    """The metrics of ``report`` (``report.fleet.build_report``) and the GPU nodes among
+    ``nodes`` (Node objects as the API returns them), as exposition text."""
+    lines: list[str] = []
+
+    def family(name: str, kind: str, doc: str, samples: list[str]) -> None:
+        lines.extend([f"# HELP {name} {doc}", f"# TYPE {name} {kind}", *samples])
+
+    family(
+        "gpufleet_dra_claim_leaked",
+        "gauge",
+        "1 for each ResourceClaim allocated that no live pod uses.",
+        [
+            _series(
+                "gpufleet_dra_claim_leaked",
+                {
+                    "namespace": _split(item["claim"])[0],
+                    "claim": _split(item["claim"])[1],
+                    "kind": item.get("kind", ""),
+                },
+                1,
+            )
+            for item in report.get("leaked") or []
+        ],
+    )
+    family(
+        "gpufleet_dra_claim_pending",
+        "gauge",
+        "1 for each ResourceClaim without an allocation.",
+        [
+            _series(
+                "gpufleet_dra_claim_pending",
+                {
+                    "namespace": _split(item["claim"])[0],
+                    "claim": _split(item["claim"])[1],
+                    "reason": item.get("reason", ""),
+                },
+                1,
+            )
+            for item in report.get("pending") or []
+        ],
+    )
+    published: dict[str, int] = {}
+    for row in report.get("nodes") or []:
+        published[row["node"]] = published.get(row["node"], 0) + int(row["devices_published"])
+    family(
+        "gpufleet_gpu_node_resourceslice_devices",
+        "gauge",
+        "Devices of the driver that ResourceSlices publish on each GPU node.",
+        [
+            _series("gpufleet_gpu_node_resourceslice_devices", {"node": n}, published.get(n, 0))
+            for n in gpu_nodes(nodes)
+        ],
+    )
+    cluster = report.get("cluster") or {}
+    allocated, free = cluster.get("devices_allocated", 0), cluster.get("devices_free", 0)
+    family(
+        "gpufleet_dra_devices",
+        "gauge",
+        "Published devices of the driver by state (allocated, free).",
+        [
+            _series("gpufleet_dra_devices", {"state": "allocated"}, allocated),
+            _series("gpufleet_dra_devices", {"state": "free"}, free),
+        ],
+    )
+    family(
+        "gpufleet_dra_claims_leaked",
+        "gauge",
+        "ResourceClaims allocated that no live pod uses.",
+        [_series("gpufleet_dra_claims_leaked", {}, cluster.get("claims_leaked", 0))],
+    )
+    family(
+        "gpufleet_dra_claims_pending",
+        "gauge",
+        "ResourceClaims without an allocation.",
+        [_series("gpufleet_dra_claims_pending", {}, cluster.get("claims_pending", 0))],
+    )
+    return "\n".join(lines) + "\n"

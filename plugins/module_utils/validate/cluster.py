@@ -1,0 +1,300 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Cluster-side validation checks: versions, gates, API, nodes and claims, as pure
+functions over objects listed once (``Listing``) and the gate audit's result.
+
+Every function returns ``validate.report.Check`` objects with a stable id:
+
+=================================  ===================================================
+id                                 what it checks
+=================================  ===================================================
+``versions.apiserver-skew``        kube-apiservers within one minor of each other
+``versions.kubelet-skew``          no kubelet newer than any kube-apiserver, none more
+                                   than 3 minors older (``dra.check_skew``,
+                                   ``kubelet_upgrade_allowed``)
+``versions.gpu-kubelet-lockstep``  the kubelets of the GPU nodes run one version
+``versions.known-bad``             no component runs a release the model marks bad
+``gates.component-drift``          running processes = files = kubeadm ConfigMaps, and
+                                   every host the same (gate audit)
+``gates.model``                    every component as the DRA version model requires
+``gates.coverage``                 every host and component could be read
+``api.resource-versions``          the resource.k8s.io versions the model expects are
+                                   served (``served_api_versions``, runtime-config plan)
+``api.deviceclasses``              the DeviceClasses wanted exist
+``api.scheduler-dynamicresources`` the scheduler profile runs DynamicResources
+``nodes.gpu-labels``               every GPU node has the GPU labels
+``nodes.plugin-running``           the DRA kubelet plugin pod runs on every GPU node
+``nodes.resourceslices``           each GPU node publishes ResourceSlices whose devices
+                                   match its GPUs (facts) and the wanted MIG layout
+``nodes.orphan-slices``            no ResourceSlice of a node without its plugin pod
+``claims.leaked``                  no claim holds devices for pods that are gone
+``claims.pending``                 no claim pending longer than the threshold
+``claims.prepare-failed``          no kubelet Event FailedPrepareDynamicResources: a
+                                   node's DRA driver failed to prepare a pod's claims
+=================================  ===================================================
+
+Sources: Node ``status.nodeInfo.kubeletVersion``; kube-apiserver static pods
+(``component=kube-apiserver`` in kube-system, image tag) and ``/version``; the gate audit
+(``gate_audit.audit``); ``/apis/resource.k8s.io``; ResourceSlices ``spec.nodeName``,
+``spec.driver``, ``spec.pool.generation`` and devices (``staging/src/k8s.io/api/resource/
+v1/types.go``); Events of reason ``FailedPrepareDynamicResources`` on Pods, which the
+kubelet records when the node's DRA driver fails NodePrepareResources (``source.host``
+or ``reportingInstance``: the node; ``message``: "Failed to prepare dynamic resources:
+...").
+
+The checks by area, one module each: ``validate.versions``, ``validate.gates``,
+``validate.api``, ``validate.nodes``; what they read in ``cluster.listing`` (``Listing``,
+``Settings``, label selectors). This module runs them all (``all_checks``) and holds the
+claims checks over the listed objects (``claims_checks``, rules in ``claims.usage``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
+    PREPARE_FAILED_REASON,
+    Listing,
+    Settings,
+    cluster_version,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.api import (
+    api_checks,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.gates import (
+    gates_checks,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.nodes import (
+    nodes_checks,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
+    FAIL,
+    WARN,
+    Check,
+    Evidence,
+    finish,
+    skipped,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.versions import (
+    versions_checks,
+)
+
+# Listing, Settings and cluster_version live in validate_listing; validate_run and
+# validate_smoke read them from here, with all_checks.
+__all__ = [
+    "Listing",
+    "Settings",
+    "all_checks",
+    "claims_checks",
+    "cluster_version",
+    "prepare_failed_check",
+]
+
+#: Pods ``claims.prepare-failed`` names one by one; the rest are counted.
+MAX_PREPARE_FINDINGS = 20
+#: Claims ``claims.leaked`` names one by one (and keeps in ``data.leaks``); the rest are
+#: counted (``data.leaks_total``), so that the report of a fleet with thousands of leaks
+#: stays a few hundred KB.
+MAX_CLAIM_FINDINGS = 200
+#: Characters of the kubelet's message kept in a finding.
+MAX_MESSAGE = 600
+#: The plugin's text when the CDI spec of a claim has no device node: its driver root has a
+#: dev/ directory without the NVIDIA device nodes.
+EMPTY_EDITS = "empty device edits"
+
+
+# ------------------------------------------------------------------ claims
+
+
+def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
+    out = []
+    ev = [
+        Evidence(listing.src("resourceclaims"), f"{len(listing.claims)} claim(s)"),
+        Evidence(listing.src("pods"), f"{len(listing.pods)} pod(s)"),
+    ]
+    if "resourceclaims" in listing.errors or "pods" in listing.errors:
+        why = listing.errors.get("resourceclaims") or listing.errors.get("pods")
+        return [
+            skipped(
+                "claims.leaked",
+                "no leaked ResourceClaims",
+                f"claims or pods could not be listed: {why}",
+            ),
+            skipped(
+                "claims.pending",
+                "no ResourceClaim pending too long",
+                f"claims or pods could not be listed: {why}",
+            ),
+            prepare_failed_check(listing),
+        ]
+    c = Check("claims.leaked", "no leaked ResourceClaims", evidence=list(ev))
+    index = vcl.PodIndex(listing.pods)  # one walk over the pods for both checks
+    leaks = vcl.find_leaks(listing.claims, index)
+    # fails first, then warnings, so that the named ones are the worst
+    leaks.sort(key=lambda x: x.status != "fail")
+    for leak in leaks[:MAX_CLAIM_FINDINGS]:
+        c.problem(leak.claim, leak.status, f"[{leak.kind}] {leak.reason}")
+    more = leaks[MAX_CLAIM_FINDINGS:]
+    if more:
+        worst = "fail" if any(x.status == "fail" for x in more) else "warn"
+        c.problem(
+            None,
+            worst,
+            f"{len(more)} more leaked claim(s), not listed here "
+            "(gpufleet claims gc lists every one)",
+        )
+    c.data["leaks"] = [x.to_dict() for x in leaks[:MAX_CLAIM_FINDINGS]]
+    c.data["leaks_total"] = len(leaks)
+    c.fix = (
+        "release them: gpufleet claims gc --apply (dry run without --apply); then find out why "
+        "kube-controller-manager's resource claim controller did not"
+    )
+    out.append(finish(c, f"{len(listing.claims)} claim(s), none leaked"))
+    c = Check(
+        "claims.pending",
+        f"no ResourceClaim unallocated for more than {int(settings.pending_threshold_s)}s",
+        evidence=list(ev),
+    )
+    pend = vcl.find_pending(
+        listing.claims,
+        index,
+        listing.slices,
+        listing.classes,
+        listing.nodes,
+        settings.now,
+        settings.pending_threshold_s,
+    )
+    for p in pend:
+        c.problem(p.claim, p.status, p.reason)
+    c.data["pending"] = [p.to_dict() for p in pend]
+    c.fix = (
+        "gpufleet claims explain NAMESPACE/CLAIM shows per node and device which selector fails; "
+        "fix the selector, the DeviceClass or the MIG layout"
+    )
+    out.append(finish(c, "no claim pending longer than the threshold"))
+    out.append(prepare_failed_check(listing))
+    return out
+
+
+def _event_time(event: Mapping[str, Any]) -> str:
+    """When the Event was last seen (RFC 3339 text, which sorts by time)."""
+    series = event.get("series") or {}
+    return str(
+        series.get("lastObservedTime")
+        or event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
+
+
+def _event_count(event: Mapping[str, Any]) -> int:
+    try:
+        return int((event.get("series") or {}).get("count") or event.get("count") or 1)
+    except (TypeError, ValueError):
+        return 1
+
+
+def prepare_failed_check(listing: Listing) -> Check:
+    """``claims.prepare-failed``: one finding per Pod with a kubelet Event
+    ``FailedPrepareDynamicResources`` (its newest message), newest first, at most
+    ``MAX_PREPARE_FINDINGS`` named and the rest counted. ``fail`` while the pod exists and
+    has not started; ``warn`` when it has since run or is gone (the Event is history)."""
+    title = "no pod's ResourceClaims failed to be prepared on its node"
+    if "events" in listing.errors:
+        return skipped(
+            "claims.prepare-failed",
+            title,
+            f"Events could not be listed: {listing.errors['events']}",
+        )
+    events = [
+        e
+        for e in listing.events
+        if e.get("reason") == PREPARE_FAILED_REASON
+        and (e.get("involvedObject") or {}).get("kind", "Pod") == "Pod"
+    ]
+    c = Check(
+        "claims.prepare-failed",
+        title,
+        evidence=[
+            Evidence(listing.src("events"), f"{len(events)} Event(s) {PREPARE_FAILED_REASON}")
+        ],
+    )
+    per_pod: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for e in sorted(events, key=_event_time, reverse=True):
+        obj = e.get("involvedObject") or {}
+        key = (str(obj.get("namespace") or ""), str(obj.get("name") or "?"))
+        per_pod.setdefault(key, []).append(e)
+    named = set(list(per_pod)[:MAX_PREPARE_FINDINGS])
+    pods = {}  # only the pods a finding names: the pod list is walked, not held
+    for p in listing.pods:
+        meta = p.get("metadata") or {}
+        if (meta.get("namespace"), meta.get("name")) in named:
+            pods[(meta.get("namespace"), meta.get("name"))] = p
+    empty_edits = False
+    for (ns, name), evs in list(per_pod.items())[:MAX_PREPARE_FINDINGS]:
+        newest = evs[0]
+        pod = pods.get((ns, name))
+        node = (
+            (newest.get("source") or {}).get("host")
+            or newest.get("reportingInstance")
+            or ((pod or {}).get("spec") or {}).get("nodeName")
+            or None
+        )
+        message = " ".join(str(newest.get("message") or "").split())
+        empty_edits = empty_edits or EMPTY_EDITS in message
+        phase = ((pod or {}).get("status") or {}).get("phase")
+        if pod is None and listing.pods:
+            status, now = WARN, "; the pod is gone"
+        elif phase in ("Running", "Succeeded"):
+            status, now = WARN, f"; the pod has since started ({phase})"
+        else:
+            status, now = FAIL, ""
+        count = sum(_event_count(e) for e in evs)
+        c.problem(
+            node,
+            status,
+            f"pod {ns}/{name}: {message[:MAX_MESSAGE]}"
+            + ("..." if len(message) > MAX_MESSAGE else "")
+            + f" ({count} time(s), last {_event_time(newest) or '?'}{now})",
+        )
+    more = len(per_pod) - MAX_PREPARE_FINDINGS
+    if more > 0:
+        c.problem(
+            None, FAIL, f"{more} more pod(s) with {PREPARE_FAILED_REASON} Events, not listed here"
+        )
+    c.data["pods"] = len(per_pod)
+    fixes = []
+    if empty_edits:
+        fixes.append(
+            "'empty device edits': the DRA driver's driver root has a dev/ directory without the "
+            "NVIDIA device nodes (nvidia[0-9]*, nvidiactl, nvidia-uvm), so the CDI spec of the "
+            "claim has none; the check hosts.driver-root names the node and the directory"
+        )
+    fixes.append(
+        "kubectl describe pod NAMESPACE/POD and the log of the DRA kubelet plugin pod on the "
+        "node named; the kubelet retries the prepare, so a fixed driver (its kubelet plugin pod "
+        "restarted after a change of its driver root) lets the pod start"
+    )
+    c.fix = "; ".join(fixes)
+    return finish(c, f"no {PREPARE_FAILED_REASON} Event on any pod")
+
+
+def all_checks(
+    listing: Listing,
+    settings: Settings,
+    audit: Mapping[str, Any] | None = None,
+    audit_reason: str = "",
+    scheduler: Sequence[Mapping[str, Any]] | None = None,
+) -> list[Check]:
+    """Every cluster-side check (versions, gates, api, nodes, claims)."""
+    return [
+        *versions_checks(listing, settings),
+        *gates_checks(audit, audit_reason),
+        *api_checks(listing, settings, scheduler, audit),
+        *nodes_checks(listing, settings),
+        *claims_checks(listing, settings),
+    ]

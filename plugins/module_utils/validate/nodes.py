@@ -1,0 +1,437 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Validation checks of the GPU nodes: ``nodes.gpu-labels``, ``nodes.plugin-running`` (the
+DRA kubelet plugin pod on every GPU node), ``nodes.resourceslices`` (devices published that
+match the node's GPUs and the wanted MIG layout: ``expected_devices``) and
+``nodes.orphan-slices``. Source of the ResourceSlice fields: ``spec.nodeName``,
+``spec.driver``, ``spec.pool.generation`` and devices
+(``staging/src/k8s.io/api/resource/v1/types.go``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
+    MIB,
+    Listing,
+    Settings,
+    label_selector_matches,
+    labels_of,
+    name_of,
+    parse_label_selector,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
+    FAIL,
+    Check,
+    Evidence,
+    finish,
+    skipped,
+)
+
+__all__ = [
+    "nodes_checks",
+]
+
+
+# ------------------------------------------------------------------ nodes
+
+
+def _gpu_nodes(listing: Listing, settings: Settings) -> tuple[list[str], list[str]]:
+    """(GPU nodes of the inventory that have a Node object, those that do not)."""
+    names = {name_of(n) for n in listing.nodes}
+    return [n for n in settings.gpu_nodes if n in names], [
+        n for n in settings.gpu_nodes if n not in names
+    ]
+
+
+def plugin_pods(listing: Listing, settings: Settings) -> dict[str, list[Mapping[str, Any]]]:
+    """Node -> the driver's kubelet plugin pods on it (``plugin_namespace``,
+    ``plugin_selector``)."""
+    sel = parse_label_selector(settings.plugin_selector)
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in listing.pods:
+        meta = pod.get("metadata") or {}
+        if settings.plugin_namespace and meta.get("namespace") != settings.plugin_namespace:
+            continue
+        if not label_selector_matches(sel, labels_of(pod)):
+            continue
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            out.setdefault(node, []).append(pod)
+    return out
+
+
+def _pod_running(pod: Mapping[str, Any]) -> bool:
+    st = pod.get("status") or {}
+    if st.get("phase") != "Running" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return all(cs.get("ready") for cs in st.get("containerStatuses") or []) and bool(
+        st.get("containerStatuses")
+    )
+
+
+def nodes_checks(listing: Listing, settings: Settings) -> list[Check]:
+    plugins = plugin_pods(listing, settings)  # one walk over the pods for both checks
+    return [
+        _labels_check(listing, settings),
+        _plugin_check(listing, settings, plugins),
+        _slices_check(listing, settings),
+        _orphans_check(listing, settings, plugins),
+    ]
+
+
+def _labels_check(listing: Listing, settings: Settings) -> Check:
+    present, missing = _gpu_nodes(listing, settings)
+    want = ", ".join(f"{k}={v}" for k, v in sorted(settings.gpu_labels.items()))
+    c = Check(
+        "nodes.gpu-labels",
+        "every GPU node carries the GPU labels",
+        evidence=[
+            Evidence(
+                f"{listing.src('nodes')} metadata.labels",
+                f"{len(listing.nodes)} node(s); wanted on {len(settings.gpu_nodes)} GPU node(s): "
+                f"{want}",
+            )
+        ],
+    )
+    if not settings.gpu_nodes:
+        return skipped(c.id, c.title, "the inventory group gpu_nodes is empty", c.evidence)
+    gpu_nodes = set(settings.gpu_nodes)
+    labels_by_name = {name_of(n): labels_of(n) for n in listing.nodes if name_of(n) in gpu_nodes}
+    for node in missing:
+        c.problem(
+            node,
+            FAIL,
+            "no Node object of this name: the host has not joined (or kubernetes_node_name is "
+            "wrong)",
+        )
+    for node in present:
+        labels = labels_by_name[node]
+        wrong = [
+            f"{k}={labels[k]!r}" if k in labels else f"{k} absent"
+            for k, v in sorted(settings.gpu_labels.items())
+            if labels.get(k) != v
+        ]
+        if wrong:
+            c.problem(
+                node,
+                FAIL,
+                f"labels: {', '.join(wrong)} (wanted {want}); the kubelet plugin DaemonSet's node "
+                "affinity needs them",
+            )
+    c.fix = "label the GPU nodes: gpufleet up -i INVENTORY (role gpu_node_labels), or that play "
+    c.fix += "alone: ansible-playbook -i INVENTORY gpufleet.cluster.gpu_node_labels"
+    return finish(c, f"{len(present)} GPU node(s) carry {want}")
+
+
+def _plugin_check(
+    listing: Listing, settings: Settings, pods: Mapping[str, list[Mapping[str, Any]]]
+) -> Check:
+    present, _ = _gpu_nodes(listing, settings)
+    where = (
+        f"namespace {settings.plugin_namespace}" if settings.plugin_namespace else "all namespaces"
+    )
+    ds_names = []
+    sel = parse_label_selector(settings.plugin_selector)
+    for ds in listing.daemonsets:
+        tmpl = ((ds.get("spec") or {}).get("template") or {}).get("metadata") or {}
+        if label_selector_matches(sel, tmpl.get("labels") or {}) and (
+            not settings.plugin_namespace
+            or (ds.get("metadata") or {}).get("namespace") == settings.plugin_namespace
+        ):
+            st = ds.get("status") or {}
+            ds_names.append(
+                f"{(ds.get('metadata') or {}).get('namespace')}/{name_of(ds)} "
+                f"desired={st.get('desiredNumberScheduled', 0)} ready={st.get('numberReady', 0)}"
+            )
+    c = Check(
+        "nodes.plugin-running",
+        f"the {settings.driver} kubelet plugin runs on every GPU node",
+        evidence=[
+            Evidence(
+                f"{listing.src('pods')} ({where}, selector {settings.plugin_selector})",
+                f"plugin pods on {', '.join(sorted(pods)) or 'no node'}",
+            ),
+            Evidence(
+                listing.src("daemonsets"),
+                "; ".join(ds_names) or "no DaemonSet whose pods match the selector",
+            ),
+        ],
+    )
+    if not present:
+        return skipped(c.id, c.title, "no GPU node of the inventory has a Node object", c.evidence)
+    for node in present:
+        mine = pods.get(node, [])
+        if not mine:
+            c.problem(
+                node,
+                FAIL,
+                f"no kubelet plugin pod ({settings.plugin_selector}, {where}) is scheduled here: "
+                "its claims cannot be prepared",
+            )
+        elif not any(_pod_running(p) for p in mine):
+            states = ", ".join(f"{name_of(p)} {(p.get('status') or {}).get('phase')}" for p in mine)
+            c.problem(node, FAIL, f"kubelet plugin pod not Running and ready: {states}")
+    c.fix = (
+        "check the DaemonSet's nodeSelector/affinity against the node labels and the pod's "
+        "events (kubectl -n <namespace> describe pod -l " + settings.plugin_selector + ")"
+    )
+    return finish(c, f"plugin pod Running on all {len(present)} GPU node(s)")
+
+
+def attr_value(device: Mapping[str, Any], name: str) -> Any:
+    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    v = (body.get("attributes") or {}).get(name)
+    if isinstance(v, Mapping) and v:
+        return next(iter(v.values()))
+    return None
+
+
+def _capacity(device: Mapping[str, Any], name: str) -> Any:
+    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    v = (body.get("capacity") or {}).get(name)
+    return v.get("value") if isinstance(v, Mapping) else v
+
+
+def _semver(version: str | None) -> str | None:
+    if not version:
+        return None
+    parts = [str(int(p)) for p in re.findall(r"\d+", version)[:3]]
+    while len(parts) < 3:
+        parts.append("0")
+    return ".".join(parts)
+
+
+def _wanted_layout(raw: Any, index: int) -> dict[str, int] | None:
+    if not raw:
+        return None
+    if isinstance(raw, Mapping) and all(str(k).isdigit() for k in raw):
+        layout = raw.get(index, raw.get(str(index)))
+        return (
+            {str(k): int(v) for k, v in (layout or {}).items() if int(v)}
+            if layout is not None
+            else None
+        )
+    return {str(k): int(v) for k, v in raw.items() if int(v)}
+
+
+def expected_devices(facts: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the NVIDIA DRA driver publishes for a host's ``gpu_facts``: per GPU without
+    MIG one ``gpu`` device (uuid, productName, memory bytes, driverVersion), per MIG
+    device one ``mig`` device (uuid, parentUUID, profile, memory)."""
+    out = []
+    driver = _semver(facts.get("gpufleet_gpu_driver_version"))
+    for g in facts.get("gpufleet_gpus") or []:
+        if g.get("mig_mode_current") == "Enabled":
+            for m in g.get("mig_devices") or []:
+                out.append(
+                    {
+                        "type": "mig",
+                        "uuid": m.get("uuid"),
+                        "parentUUID": g.get("uuid"),
+                        "gpu": g.get("index"),
+                        "profile": m.get("profile"),
+                        "productName": g.get("name"),
+                        "driverVersion": driver,
+                        "memory": m.get("memory_mib"),
+                    }
+                )
+        else:
+            out.append(
+                {
+                    "type": "gpu",
+                    "uuid": g.get("uuid"),
+                    "gpu": g.get("index"),
+                    "productName": g.get("name"),
+                    "driverVersion": driver,
+                    "memory": g.get("memory_mib"),
+                }
+            )
+    return out
+
+
+def _slices_check(listing: Listing, settings: Settings) -> Check:
+    present, _ = _gpu_nodes(listing, settings)
+    # one pass over the slices: devices counted per node, kept only for the nodes
+    # whose GPU facts they are compared with
+    compare = {n for n in present if (settings.gpu_facts.get(n) or {}).get("gpufleet_gpus")}
+    count: dict[str, int] = {}
+    kept: dict[str, list[Mapping[str, Any]]] = {}
+    latest = 0
+    for s in vcl.iter_latest_slices(listing.slices):
+        spec = s.get("spec") or {}
+        if spec.get("driver") != settings.driver:
+            continue
+        latest += 1
+        node = spec.get("nodeName")
+        if node:
+            devs = spec.get("devices") or []
+            count[node] = count.get(node, 0) + len(devs)
+            if node in compare:
+                kept.setdefault(node, []).extend(devs)
+    c = Check(
+        "nodes.resourceslices",
+        "each GPU node publishes ResourceSlices that match its GPUs",
+        evidence=[
+            Evidence(
+                listing.src("resourceslices"),
+                f"{len(listing.slices)} slice(s), {latest} of driver {settings.driver} "
+                f"(newest generation) on {len(count)} node(s)",
+            ),
+        ],
+    )
+    if "resourceslices" in listing.errors:
+        return skipped(
+            c.id, c.title, f"ResourceSlices could not be listed: {listing.errors['resourceslices']}"
+        )
+    if not present:
+        return skipped(c.id, c.title, "no GPU node of the inventory has a Node object", c.evidence)
+    compared = 0
+    for node in present:
+        devices = kept.get(node, [])
+        if not count.get(node):
+            c.problem(
+                node,
+                FAIL,
+                f"no ResourceSlice of driver {settings.driver} with devices: the scheduler cannot "
+                "allocate a GPU here",
+            )
+            continue
+        facts = settings.gpu_facts.get(node)
+        if not facts or not facts.get("gpufleet_gpus"):
+            continue
+        compared += 1
+        by_uuid = {attr_value(d, "uuid"): d for d in devices}
+        want = expected_devices(facts)
+        for e in want:
+            d = by_uuid.pop(e["uuid"], None)
+            label = (
+                f"GPU {e['gpu']}"
+                + (f" MIG {e['profile']}" if e["type"] == "mig" else "")
+                + f" {e['uuid']}"
+            )
+            if d is None:
+                c.problem(node, FAIL, f"{label} is not published (nvidia-smi shows it)")
+                continue
+            diffs = []
+            for attr in ("type", "productName", "driverVersion", "profile", "parentUUID"):
+                if attr in e and e[attr] is not None and str(attr_value(d, attr)) != str(e[attr]):
+                    diffs.append(f"{attr} is {attr_value(d, attr)}, the host says {e[attr]}")
+            cap = _capacity(d, "memory")
+            if e.get("memory") and cap is not None:
+                try:
+                    mib = vcel.parse_quantity(cap) / MIB
+                except vcel.CelError:
+                    mib = None
+                if mib is not None and mib != e["memory"]:
+                    diffs.append(f"memory is {cap}, the host says {e['memory']}Mi")
+            if diffs:
+                c.problem(node, FAIL, f"{label} ({d.get('name')}): " + "; ".join(diffs))
+        for uuid, d in by_uuid.items():
+            c.problem(
+                node,
+                FAIL,
+                f"device {d.get('name')} ({uuid}) is published but the host has no such GPU or MIG "
+                "device",
+            )
+        # wanted MIG layout
+        raw = settings.mig_layout.get(node)
+        for g in facts.get("gpufleet_gpus") or []:
+            layout = _wanted_layout(raw, int(g.get("index", 0)))
+            if layout is None:
+                continue
+            have = Counter(
+                attr_value(d, "profile")
+                for d in devices
+                if attr_value(d, "parentUUID") == g.get("uuid")
+            )
+            have.pop(None, None)
+            if dict(have) != layout:
+                c.problem(
+                    node,
+                    FAIL,
+                    f"GPU {g.get('index')}: published MIG devices "
+                    f"{dict(sorted(have.items())) or 'none'}, wanted layout "
+                    f"{dict(sorted(layout.items())) or 'MIG off'}",
+                )
+    c.evidence.append(
+        Evidence(
+            "gpu_facts (gpufleet_gpus) per GPU node",
+            f"compared on {compared} of {len(present)} node(s)",
+        )
+    )
+    c.fix = (
+        "restart the kubelet plugin on the node so it republishes (kubectl delete pod of the "
+        "plugin there); check the driver and MIG state with nvidia-smi"
+    )
+    return finish(
+        c,
+        f"{len(present)} GPU node(s) publish devices"
+        + (f" matching the GPU facts on {compared}" if compared else ""),
+    )
+
+
+def _orphans_check(
+    listing: Listing, settings: Settings, pods: Mapping[str, list[Mapping[str, Any]]]
+) -> Check:
+    node_names = {name_of(n) for n in listing.nodes}
+    c = Check(
+        "nodes.orphan-slices",
+        "no ResourceSlice left by a driver without its plugin pod",
+        evidence=[
+            Evidence(listing.src("resourceslices"), f"{len(listing.slices)} slice(s)"),
+            Evidence(
+                listing.src("pods"),
+                f"plugin pods of {settings.driver} on {', '.join(sorted(pods)) or 'no node'}",
+            ),
+        ],
+    )
+    if "resourceslices" in listing.errors:
+        return skipped(
+            c.id, c.title, f"ResourceSlices could not be listed: {listing.errors['resourceslices']}"
+        )
+    seen: set[tuple[str, str]] = set()
+    other_drivers: set[str] = set()
+    for s in listing.slices:
+        spec = s.get("spec") or {}
+        node, driver = spec.get("nodeName"), spec.get("driver", "")
+        if not node:
+            continue
+        if (node, driver) in seen:
+            continue
+        if node not in node_names:
+            seen.add((node, driver))
+            c.problem(
+                node,
+                FAIL,
+                f"ResourceSlice(s) of driver {driver} name node {node}, which no longer exists",
+            )
+        elif driver == settings.driver and not any(_pod_running(p) for p in pods.get(node, [])):
+            seen.add((node, driver))
+            c.problem(
+                node,
+                FAIL,
+                f"ResourceSlice {name_of(s)} of driver {driver} is published but no plugin pod "
+                "runs here: the scheduler may allocate devices the node cannot prepare",
+            )
+        elif driver != settings.driver:
+            other_drivers.add(driver)
+    if other_drivers:
+        c.evidence.append(
+            Evidence(
+                "not judged",
+                f"slices of other drivers ({', '.join(sorted(other_drivers))}): their plugin pods "
+                "are not known to this check",
+            )
+        )
+    c.fix = (
+        "start the plugin on that node again, or delete the slices it left: kubectl delete "
+        "resourceslices --field-selector spec.nodeName=<node>,spec.driver=" + settings.driver
+    )
+    return finish(c, "every node slice has its node and plugin pod")

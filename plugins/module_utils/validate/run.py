@@ -1,0 +1,259 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""One validation run on the control host: list the cluster once, audit the gates, judge
+the hosts' facts, optionally run the smoke test, and build the report.
+
+``run(kube, options)`` is what the module ``dra_validate`` calls; ``options`` is the
+module's parameters (see its documentation). The result is ``Report.to_dict()`` with
+``meta`` holding the Kubernetes version, the API requests made and the timings in seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
+    listing as cluster_listing,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import audit as ga
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import (
+    facts as gate_audit_facts,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import (
+    terms as gate_audit_terms,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import hosts as vh
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
+    FAIL,
+    WARN,
+    Check,
+    Report,
+    finish,
+)
+
+__all__ = ["run", "settings_from"]
+
+
+def _given(value: Any, default: Any) -> Any:
+    """``value`` unless it is None (0 is a value: a threshold of 0 seconds)."""
+    return default if value is None else value
+
+
+def settings_from(
+    options: Mapping[str, Any], hosts: Sequence[Mapping[str, Any]]
+) -> cluster_listing.Settings:
+    """Settings from the module options; GPU facts and MIG layouts come per host."""
+    gpu_facts: dict[str, Mapping[str, Any]] = {}
+    layouts: dict[str, Any] = {}
+    for h in hosts:
+        node = str(h.get("node") or h.get("host"))
+        g = h.get("gpu")
+        if isinstance(g, Mapping) and not g.get("failed") and not g.get("skipped"):
+            gpu_facts[node] = g.get("ansible_facts") or g
+        if h.get("mig_layout"):
+            layouts[node] = h["mig_layout"]
+    return cluster_listing.Settings(
+        gpu_nodes=list(options.get("gpu_nodes") or []),
+        gpu_labels=dict(options.get("gpu_labels") or {"nvidia.com/gpu.present": "true"}),
+        driver=options.get("driver") or "gpu.nvidia.com",
+        plugin_namespace=options.get("plugin_namespace") or "",
+        plugin_selector=options.get("plugin_selector")
+        or "app.kubernetes.io/component=kubelet-plugin",
+        device_classes=list(options.get("device_classes") or []),
+        pending_threshold_s=float(_given(options.get("pending_threshold"), 300)),
+        version=options.get("kubernetes_version") or "",
+        features=list(options.get("features") or []),
+        gates=dict(options.get("gates") or {}),
+        gpu_facts=gpu_facts,
+        mig_layout=layouts,
+        now=time.time(),
+    )
+
+
+def gate_audit(
+    kube: vk.Kube, facts: Any, expected: Sequence[str], version: str, options: Mapping[str, Any]
+) -> tuple[dict[str, Any] | None, str]:
+    """The gate audit of ``facts`` (``dra_gate_audit_facts`` results), or None and why."""
+    if not facts:
+        return None, "no host gave gate facts (dra_gate_audit_facts)"
+    try:
+        if isinstance(facts, Mapping):
+            hosts = {
+                str(h): gate_audit_facts.HostFacts.from_dict(f, str(h)) for h, f in facts.items()
+            }
+        else:
+            hosts = {}
+            for item in facts:
+                hf = gate_audit_facts.HostFacts.from_dict(item)
+                hosts[hf.host] = hf
+        cms = gate_audit_facts.ConfigMapFacts.read(kube, version)
+        result = ga.audit(
+            hosts,
+            version,
+            features=options.get("features") or [],
+            gates=options.get("gates") or {},
+            configmaps=cms,
+            expected_hosts=expected,
+        )
+    except (gate_audit_terms.GateAuditError, dra_core.VersionModelError, vk.KubeError) as err:
+        return None, f"the gate audit could not run: {err}"
+    return result.to_dict(), ""
+
+
+def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole validation; raises KubeError when the API server cannot be read at all
+    (``/version``), which the caller reports as "could not run"."""
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    hosts = [vh.normalize_host(h) for h in options.get("hosts") or []]
+    gate_facts = options.get("gate_facts")
+    if gate_facts is None:
+        gate_facts = [
+            (h.get("gates") or {}).get("facts")
+            for h in hosts
+            if isinstance(h.get("gates"), Mapping) and (h.get("gates") or {}).get("facts")
+        ]
+    scheduler = list(options.get("scheduler") or [])
+    if not scheduler:
+        for h in hosts:
+            s = h.get("scheduler")
+            if isinstance(s, Mapping) and s and not s.get("skipped"):
+                scheduler.append({**s, "host": h.get("host")})
+    listing = cluster_listing.list_cluster(
+        kube, options.get("plugin_namespace") or "", int(options.get("page_size") or vk.PAGE_SIZE)
+    )
+    timings["list"] = time.monotonic() - t0
+    settings = settings_from(options, hosts)
+    version = cluster_listing.cluster_version(listing, settings) or ""
+    t1 = time.monotonic()
+    audit, why = gate_audit(kube, gate_facts, options.get("gate_hosts") or [], version, options)
+    timings["gates"] = time.monotonic() - t1
+    t2 = time.monotonic()
+    unreadable = _drop_unreadable(listing)
+    try:
+        with vk.gc_paused():  # tens of thousands of objects indexed, no cycles made
+            checks = vc.all_checks(listing, settings, audit, why, scheduler)
+    except (AttributeError, TypeError) as err:  # a field deeper in an object of odd type
+        raise vk.KubeError(
+            None,
+            f"the API server {kube.server} answered objects whose fields have other types "
+            f"than the API's ({err}); fix: check that it is the cluster's kube-apiserver",
+        ) from None
+    if unreadable:
+        checks.append(
+            Check(
+                "api.objects-unreadable",
+                "every listed item is an object with metadata",
+                WARN,
+                "items skipped (not an object, or metadata, spec or status of another type): "
+                + ", ".join(f"{n} {kind}" for kind, n in sorted(unreadable.items())),
+                fix=f"check that {kube.server} is the cluster's kube-apiserver and not a proxy "
+                "that rewrites its answers",
+            )
+        )
+    if hosts:
+        checks += vh.hosts_checks(hosts, options.get("min_driver_version") or vh.DEFAULT_MIN_DRIVER)
+        _kubeadm_known_bad(checks, hosts)
+    for kind, err in sorted(listing.errors.items()):
+        checks.append(
+            Check(
+                f"api.list-{kind}",
+                f"{kind} could be listed",
+                FAIL,
+                f"listing {kind} failed: {err}",
+                fix="give the validating user list rights on it (ClusterRole view covers most; "
+                "resource.k8s.io needs its own rule)",
+            )
+        )
+    timings["checks"] = time.monotonic() - t2
+    if options.get("kueue"):
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import kueue as vq
+
+        t_kueue = time.monotonic()
+        kueue_options = dict(options["kueue"])
+        checks += vq.kueue_checks(vq.list_kueue(kube, kueue_options, listing), kueue_options)
+        timings["kueue"] = time.monotonic() - t_kueue
+    if options.get("smoke"):
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import smoke as vs
+
+        t3 = time.monotonic()
+        checks += vs.run_smoke(kube, listing, settings, options)
+        timings["smoke"] = time.monotonic() - t3
+    timings["total"] = time.monotonic() - t0
+    meta = {
+        "kubernetes_version": version,
+        "resource_api": listing.resource_version,
+        "api_requests": kube.requests,
+        "api_request_log": list(kube.log),
+        "objects": {
+            "nodes": len(listing.nodes),
+            "pods": len(listing.pods),
+            "resourceslices": len(listing.slices),
+            "resourceclaims": len(listing.claims),
+            "deviceclasses": len(listing.classes),
+            "daemonsets": len(listing.daemonsets),
+            "events": len(listing.events),
+        },
+        "timings_s": {k: round(v, 3) for k, v in timings.items()},
+        "duration_s": round(timings["total"], 3),
+        "smoke": bool(options.get("smoke")),
+    }
+    return Report(checks, meta).to_dict()
+
+
+def _kubeadm_known_bad(checks: list[Check], hosts: Sequence[Mapping[str, Any]]) -> None:
+    """Add kubeadm releases the version model marks bad to ``versions.known-bad``."""
+    target = next((c for c in checks if c.id == "versions.known-bad"), None)
+    if target is None:
+        return
+    fixes = [target.fix] if target.fix else []
+    for host, v in sorted(vh.kubeadm_versions(hosts).items()):
+        for b in dra_skew.known_bad_releases(v):
+            target.problem(host, FAIL, f"kubeadm {b.version}: {b.problem} [{b.source}]")
+            fixes.append(b.advice)
+    if target.problems:
+        target.fix = "; ".join(dict.fromkeys(fixes))
+        finish(target, target.summary)
+
+
+#: The object lists of a Listing the checks read.
+_LISTED_KINDS = ("nodes", "pods", "slices", "claims", "classes", "daemonsets", "events")
+
+
+def _readable(item: Any) -> bool:
+    """An object whose envelope has the API's types: ``metadata``, ``spec`` and
+    ``status`` objects when present, ``metadata.name``/``namespace`` strings, its
+    ``labels``/``annotations`` objects."""
+    if not isinstance(item, Mapping):
+        return False
+    meta = item.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        return False
+    if any(not isinstance(item.get(k) or {}, Mapping) for k in ("spec", "status")):
+        return False
+    if any(not isinstance(meta.get(k) or "", str) for k in ("name", "namespace")):
+        return False
+    return all(isinstance(meta.get(k) or {}, Mapping) for k in ("labels", "annotations"))
+
+
+def _drop_unreadable(listing: Any) -> dict[str, int]:
+    """Drop from ``listing``'s object lists the items that are not ``_readable`` (an API
+    server answers none such; a proxy might), so that no check meets them; returns kind
+    -> items dropped (kinds with none left out)."""
+    dropped: dict[str, int] = {}
+    for kind in _LISTED_KINDS:
+        objects = getattr(listing, kind)
+        if isinstance(objects, vk.PagedList):
+            kept: Any = objects.filtered(_readable)
+        else:
+            kept = [item for item in objects if _readable(item)]
+        if len(kept) != len(objects):
+            dropped[kind] = len(objects) - len(kept)
+            setattr(listing, kind, kept)
+    return dropped

@@ -1,0 +1,224 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Validation checks of the versions that run: ``versions.apiserver-skew``,
+``versions.kubelet-skew`` (``dra.check_skew``, ``kubelet_upgrade_allowed``),
+``versions.gpu-kubelet-lockstep``, ``versions.known-bad`` and the container runtime of the
+GPU nodes. Sources: Node ``status.nodeInfo``; kube-apiserver static pods
+(``component=kube-apiserver`` in kube-system, image tag) and ``/version``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
+    Listing,
+    Settings,
+    labels_of,
+    name_of,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
+    FAIL,
+    Check,
+    Evidence,
+    finish,
+    skipped,
+)
+
+__all__ = [
+    "versions_checks",
+]
+
+
+# ------------------------------------------------------------------ versions
+
+_TAG_RE = re.compile(r":(v?\d+\.\d+\.\d+[^@]*)(?:@.*)?$")
+
+
+def apiserver_versions(listing: Listing) -> tuple[dict[str, str], str]:
+    """kube-apiserver versions by where they run, and the source: the image tags of the
+    kube-apiserver static pods (kube-system, label ``component=kube-apiserver``), else the
+    one ``/version`` answered."""
+    out: dict[str, str] = {}
+    for pod in listing.pods:
+        meta = pod.get("metadata") or {}
+        if (
+            meta.get("namespace") != "kube-system"
+            or labels_of(pod).get("component") != "kube-apiserver"
+        ):
+            continue
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            m = _TAG_RE.search(str(c.get("image", "")))
+            if c.get("name") == "kube-apiserver" and m:
+                try:
+                    v = dra_core.parse_version(m.group(1))
+                except dra_core.VersionParseError:
+                    continue
+                out[(pod.get("spec") or {}).get("nodeName") or meta.get("name", "")] = str(v)
+    if out:
+        return out, f"image tags of the kube-apiserver pods ({listing.src('pods')})"
+    git = (listing.version or {}).get("gitVersion")
+    if git:
+        return {
+            "(the apiserver answering /version)": str(dra_core.parse_version(git))
+        }, "GET /version"
+    return {}, "none"
+
+
+def _norm(version: str) -> str:
+    """``v1.37.2`` -> ``1.37.2`` (unparseable text is kept as it is)."""
+    try:
+        return str(dra_core.parse_version(version))
+    except dra_core.VersionParseError:
+        return version
+
+
+def versions_checks(listing: Listing, settings: Settings) -> list[Check]:
+    apis, api_source = apiserver_versions(listing)
+    kubelets = {
+        name_of(n): str((n.get("status") or {}).get("nodeInfo", {}).get("kubeletVersion", ""))
+        for n in listing.nodes
+    }
+    kubelets = {k: _norm(v) for k, v in kubelets.items() if v}
+    ev_api = Evidence(api_source, ", ".join(f"{h}={v}" for h, v in sorted(apis.items())) or "none")
+    ev_kl = Evidence(
+        f"{listing.src('nodes')} status.nodeInfo.kubeletVersion",
+        ", ".join(f"{h}={v}" for h, v in sorted(kubelets.items())) or "none",
+    )
+    out: list[Check] = []
+    if not apis:
+        reason = "no kube-apiserver version could be read (/version and kube-system pods)"
+        return [
+            skipped("versions.apiserver-skew", "kube-apiservers within one minor", reason),
+            skipped("versions.kubelet-skew", "kubelets within the skew policy", reason),
+            _lockstep(kubelets, settings, ev_kl),
+            _known_bad(apis, kubelets, ev_api, ev_kl),
+        ]
+    c = Check("versions.apiserver-skew", "kube-apiservers within one minor", evidence=[ev_api])
+    for v in dra_skew.check_skew({dra_core.APISERVER: list(apis.values())}):
+        c.problem(None, FAIL, f"kube-apiserver {v.version} and {v.apiserver}: {v.reason}")
+    c.fix = "finish the control-plane upgrade: every kube-apiserver on one minor (gpufleet upgrade)"
+    out.append(
+        finish(c, f"{len(apis)} kube-apiserver(s) on {', '.join(sorted(set(apis.values())))}")
+    )
+
+    c = Check("versions.kubelet-skew", "kubelets within the skew policy", evidence=[ev_api, ev_kl])
+    by_version: dict[str, list[str]] = {}
+    for node, v in kubelets.items():
+        by_version.setdefault(v, []).append(node)
+    for v, nodes in sorted(by_version.items()):
+        problems = []
+        try:
+            problems += [
+                x.reason
+                for x in dra_skew.check_skew(
+                    {dra_core.APISERVER: list(apis.values()), dra_core.KUBELET: [v]}
+                )
+            ]
+            dra_skew.kubelet_upgrade_allowed(v, list(apis.values()))
+        except dra_core.VersionModelError as err:
+            problems.append(str(err))
+        for p in dict.fromkeys(problems):
+            c.problem(", ".join(sorted(nodes)), FAIL, f"kubelet {v}: {p}")
+    c.fix = (
+        "upgrade the control plane before the kubelets and keep kubelets at most 3 minors "
+        "behind: gpufleet upgrade -i INVENTORY"
+    )
+    out.append(finish(c, f"{len(kubelets)} kubelet(s) within the skew policy of kube-apiserver"))
+    out.append(_lockstep(kubelets, settings, ev_kl))
+    out.append(_known_bad(apis, kubelets, ev_api, ev_kl))
+    out.append(_container_runtime(listing, kubelets))
+    return out
+
+
+def _container_runtime(listing: Listing, kubelets: Mapping[str, str]) -> Check:
+    """Each node's container runtime (status.nodeInfo.containerRuntimeVersion) fit for its
+    kubelet (``dra.container_runtime_problem``: containerd 2.0+ for 1.38)."""
+    runtimes = {
+        name_of(n): str(
+            (n.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
+        )
+        for n in listing.nodes
+    }
+    c = Check(
+        "versions.container-runtime",
+        "container runtime fit for each kubelet",
+        evidence=[
+            Evidence(
+                f"{listing.src('nodes')} status.nodeInfo.containerRuntimeVersion",
+                ", ".join(f"{n}={r}" for n, r in sorted(runtimes.items()) if r) or "none",
+            )
+        ],
+    )
+    for node, kubelet in sorted(kubelets.items()):
+        problem = dra_skew.container_runtime_problem(runtimes.get(node, ""), kubelet)
+        if problem:
+            c.problem(node, FAIL, problem)
+    floors = "; ".join(
+        f"to {need[0]}.{need[1]} or later before their kubelets move to 1.{minor}"
+        for minor, need in sorted(dra_skew.MIN_CONTAINERD_FOR_KUBELET.items())
+    )
+    c.fix = (
+        f"upgrade containerd on the nodes named {floors} "
+        "(nvidia_container_toolkit_containerd_version names the version the toolkit is "
+        "wired for)"
+    )
+    return finish(c, f"{len(kubelets)} node(s) with a runtime fit for their kubelet")
+
+
+def _lockstep(kubelets: Mapping[str, str], settings: Settings, ev: Evidence) -> Check:
+    c = Check(
+        "versions.gpu-kubelet-lockstep", "kubelets of the GPU nodes on one version", evidence=[ev]
+    )
+    gpu = {n: kubelets[n] for n in settings.gpu_nodes if n in kubelets}
+    if not gpu:
+        return skipped(c.id, c.title, "no GPU node of the inventory has a Node object", [ev])
+    counts = Counter(gpu.values())
+    if len(counts) > 1:
+        # the version most GPU nodes run; on a tie the newest (an upgrade's laggards named)
+        ref = max(counts, key=lambda v: (counts[v], _version_order(v)))
+        for node, v in sorted(gpu.items()):
+            if v != ref:
+                c.problem(
+                    node,
+                    FAIL,
+                    f"kubelet {v} while {counts[ref]} of {len(gpu)} GPU nodes run {ref}: DRA "
+                    "kubelet plugins and ResourceSlices are upgraded in lockstep",
+                )
+        c.fix = "finish the kubelet upgrade of the GPU nodes (gpufleet upgrade -i INVENTORY)"
+    return finish(c, f"{len(gpu)} GPU node kubelet(s) on {', '.join(sorted(counts))}")
+
+
+def _version_order(v: str) -> tuple[int, int, int]:
+    try:
+        k = dra_core.parse_version(v)
+    except dra_core.VersionModelError:
+        return (-1, -1, -1)
+    return (k.major, k.minor, k.patch or 0)
+
+
+def _known_bad(apis: Mapping[str, str], kubelets: Mapping[str, str], *ev: Evidence) -> Check:
+    c = Check("versions.known-bad", "no release the version model marks bad", evidence=list(ev))
+    seen: dict[str, list[str]] = {}
+    for where, v in [
+        *(("kube-apiserver " + h, v) for h, v in apis.items()),
+        *(("kubelet " + h, v) for h, v in kubelets.items()),
+    ]:
+        seen.setdefault(v, []).append(where)
+    fixes = []
+    for v, where in sorted(seen.items()):
+        try:
+            bad = dra_skew.known_bad_releases(v)
+        except dra_core.VersionParseError:
+            continue
+        for b in bad:
+            c.problem(
+                ", ".join(where), FAIL, f"{b.version} ({b.component}): {b.problem} [{b.source}]"
+            )
+            fixes.append(b.advice)
+    c.fix = "; ".join(dict.fromkeys(fixes)) or None
+    return finish(c, f"none of {len(seen)} version(s) is a known-bad release")

@@ -1,0 +1,495 @@
+"""ResourceClaimTemplate builders, the shape checker and ``gpufleet claims``."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.filter.claims import (
+    claim_api_version,
+    claim_templates,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import api as capi
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import cel as ccel
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import check as cchk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
+    metadata as claims_metadata,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import problems as cprob
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import templates as ct
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
+from click.testing import CliRunner
+
+from gpufleet.cli import main
+
+pytestmark = pytest.mark.unit
+
+MEMORY_CEL = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"
+
+
+def devices(obj: dict) -> dict:
+    return obj["spec"]["spec"]["devices"]
+
+
+def errors(obj: dict, version: str | None = None) -> list[cprob.Problem]:
+    return [p for p in cchk.check_claim_spec(obj, version) if p.severity == cprob.ERROR]
+
+
+# ---------------------------------------------------------------- api version
+
+
+@pytest.mark.parametrize(
+    ("release", "api_version", "runtime_config"),
+    [
+        ("1.37.2", "resource.k8s.io/v1", None),
+        ("1.34.0", "resource.k8s.io/v1", None),
+        ("1.33.13", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta2=true"),
+        ("1.32.5", "resource.k8s.io/v1beta1", "resource.k8s.io/v1beta1=true"),
+    ],
+)
+def test_api_version_follows_the_version_model(
+    release: str, api_version: str, runtime_config: str | None
+) -> None:
+    choice = capi.api_choice_for(release)
+    assert (choice.api_version, choice.runtime_config) == (api_version, runtime_config)
+    served = {s.group_version: s for s in dra_api.served_api_versions(release)}
+    assert api_version in served
+    assert served[api_version].enabled_by_default is (runtime_config is None)
+
+
+def test_api_version_refuses_releases_without_structured_parameters() -> None:
+    with pytest.raises(
+        claims_metadata.ClaimTemplateError, match=r"1\.31.*resource.k8s.io/v1alpha3"
+    ):
+        capi.api_version_for("1.31.0")
+
+
+# ---------------------------------------------------------------- builders
+
+
+def test_mig_slice_v1() -> None:
+    obj = ct.mig_slice("1g.18gb", namespace="ml", labels={"team": "a"})
+    assert obj["apiVersion"] == capi.api_version_for(capi.default_kubernetes_version())
+    assert obj["kind"] == "ResourceClaimTemplate"
+    assert obj["metadata"] == {"name": "mig-1g-18gb", "namespace": "ml", "labels": {"team": "a"}}
+    (req,) = devices(obj)["requests"]
+    assert req["exactly"]["deviceClassName"] == "mig.nvidia.com"
+    assert req["exactly"]["selectors"] == [
+        {"cel": {"expression": "device.attributes['gpu.nvidia.com'].profile == '1g.18gb'"}}
+    ]
+    assert cchk.check_claim_spec(obj) == []
+
+
+def test_mig_slice_v1beta1_puts_the_class_on_the_request() -> None:
+    obj = ct.mig_slice("1g.18gb", kubernetes_version="1.32.5")
+    (req,) = devices(obj)["requests"]
+    assert obj["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert "exactly" not in req
+    assert req["deviceClassName"] == "mig.nvidia.com"
+    assert cchk.check_claim_spec(obj) == []
+
+
+def test_gpu_with_memory_cel() -> None:
+    obj = ct.gpu_with_memory(40)
+    assert devices(obj)["requests"][0]["exactly"]["selectors"][0]["cel"]["expression"] == (
+        MEMORY_CEL
+    )
+    assert obj["metadata"]["name"] == "gpu-40gi"
+    assert ccel.cel_memory_at_least(40.5).endswith("quantity('41472Mi')) >= 0")
+
+
+@pytest.mark.parametrize("bad", [0, -1, "forty", True, float("nan")])
+def test_gpu_with_memory_refuses_bad_sizes(bad: object) -> None:
+    with pytest.raises(claims_metadata.ClaimTemplateError, match="min_gib="):
+        ct.gpu_with_memory(bad)  # type: ignore[arg-type]
+
+
+def test_shared_gpu_time_slicing_config() -> None:
+    obj = ct.shared_gpu("TimeSlicing", interval="Long")
+    (config,) = devices(obj)["config"]
+    assert config == {
+        "requests": ["gpu"],
+        "opaque": {
+            "driver": "gpu.nvidia.com",
+            "parameters": {
+                "apiVersion": "resource.nvidia.com/v1beta1",
+                "kind": "GpuConfig",
+                "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}},
+            },
+        },
+    }
+    assert errors(obj) == []
+
+
+def test_shared_gpu_mps_config() -> None:
+    obj = ct.shared_gpu("MPS", mps_active_thread_percentage=50, mps_pinned_memory_limit="10Gi")
+    sharing = devices(obj)["config"][0]["opaque"]["parameters"]["sharing"]
+    assert sharing == {
+        "strategy": "MPS",
+        "mpsConfig": {
+            "defaultActiveThreadPercentage": 50,
+            "defaultPinnedDeviceMemoryLimit": "10Gi",
+        },
+    }
+    warnings = [p for p in cchk.check_claim_spec(obj) if p.severity == cprob.WARNING]
+    assert any("MPSSupport" in p.message for p in warnings)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"strategy": "Exclusive"}, "strategy='Exclusive'"),
+        ({"strategy": "MPS", "interval": "Long"}, "interval='Long'"),
+        ({"strategy": "TimeSlicing", "interval": "Fast"}, "interval='Fast'"),
+        ({"strategy": "MPS", "mps_active_thread_percentage": 150}, "150"),
+        ({"strategy": "TimeSlicing", "mps_active_thread_percentage": 50}, "MPS settings"),
+    ],
+)
+def test_shared_gpu_refuses_bad_settings(kwargs: dict, named: str) -> None:
+    with pytest.raises(claims_metadata.ClaimTemplateError, match=named.replace("(", r"\(")):
+        ct.shared_gpu(**kwargs)
+
+
+def test_gpu_pair_same_product() -> None:
+    obj = ct.gpu_pair_same_product(count=4)
+    (req,) = devices(obj)["requests"]
+    assert req["exactly"]["count"] == 4
+    assert devices(obj)["constraints"] == [
+        {"requests": ["gpus"], "matchAttribute": "gpu.nvidia.com/productName"}
+    ]
+    with pytest.raises(claims_metadata.ClaimTemplateError, match="count=1"):
+        ct.gpu_pair_same_product(count=1)
+
+
+def test_builders_refuse_bad_names() -> None:
+    with pytest.raises(claims_metadata.ClaimTemplateError, match="name='GPU_one'"):
+        ct.mig_slice("1g.18gb", name="GPU_one")
+    with pytest.raises(claims_metadata.ClaimTemplateError, match="profile='18gb'"):
+        ct.mig_slice("18gb")
+
+
+def test_build_refuses_unknown_keys_and_kinds() -> None:
+    with pytest.raises(claims_metadata.ClaimTemplateError, match="profile is not"):
+        ct.build("gpu-with-memory", {"min_memory_gib": 40, "profile": "1g.18gb"})
+    with pytest.raises(claims_metadata.ClaimTemplateError, match="kind='gpu'"):
+        ct.build("gpu", {})
+    with pytest.raises(claims_metadata.ClaimTemplateError, match="needs profile"):
+        ct.build("mig-slice", {})
+
+
+@pytest.mark.parametrize("release", ["1.32.5", "1.33.13", "1.37.2"])
+def test_every_builder_passes_the_checker(release: str) -> None:
+    for obj in (
+        ct.mig_slice("1g.18gb", kubernetes_version=release),
+        ct.gpu_with_memory(80, kubernetes_version=release),
+        ct.shared_gpu("TimeSlicing", kubernetes_version=release),
+        ct.shared_gpu("MPS", kubernetes_version=release),
+        ct.gpu_pair_same_product(kubernetes_version=release),
+    ):
+        assert errors(obj, release) == [], obj
+
+
+# ---------------------------------------------------------------- checker: wrong shapes
+
+
+def _base() -> dict:
+    return ct.gpu_with_memory(40, kubernetes_version="1.37.2")
+
+
+def _exact(obj: dict) -> dict:
+    return devices(obj)["requests"][0]["exactly"]
+
+
+def test_attributes_map_is_refused_with_the_cel() -> None:
+    obj = _base()
+    _exact(obj).pop("selectors")
+    _exact(obj)["attributes"] = {"memoryGB": ">=40"}
+    (problem,) = errors(obj)
+    assert problem.path == "spec.spec.devices.requests[0].exactly.attributes"
+    assert f'use selectors: [{{cel: {{expression: "{MEMORY_CEL}"}}}}]' in problem.message
+
+
+def test_attributes_map_with_product_name_gives_attribute_cel() -> None:
+    obj = _base()
+    _exact(obj)["attributes"] = {"productName": "NVIDIA H200", "memory": "80Gi"}
+    (problem,) = errors(obj)
+    assert (
+        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200' && "
+        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0"
+    ) in problem.message
+
+
+@pytest.mark.parametrize("key", ["matchExpression", "matchExpressions"])
+def test_match_expression_constraint_is_refused(key: str) -> None:
+    obj = ct.gpu_pair_same_product()
+    devices(obj)["constraints"] = [
+        {"requests": ["gpus"], key: [{"key": "productName", "operator": "In", "values": ["A"]}]}
+    ]
+    problems = errors(obj)
+    messages = " ".join(p.message for p in problems)
+    assert any(p.path.endswith(key) for p in problems)
+    assert "matchAttribute: gpu.nvidia.com/productName" in messages
+    assert "device.attributes['gpu.nvidia.com'].productName == 'A'" in messages
+
+
+def test_match_attribute_must_be_qualified() -> None:
+    obj = ct.gpu_pair_same_product()
+    devices(obj)["constraints"][0]["matchAttribute"] = "productName"
+    (problem,) = errors(obj)
+    assert "write matchAttribute: gpu.nvidia.com/productName" in problem.message
+
+
+def test_device_class_on_a_v1_request_is_refused() -> None:
+    obj = _base()
+    req = devices(obj)["requests"][0]
+    req.update(req.pop("exactly"))
+    problems = errors(obj)
+    assert len(problems) == 1
+    assert "wrong level for resource.k8s.io/v1" in problems[0].message
+    assert "exactly: {deviceClassName: gpu.nvidia.com" in problems[0].message
+
+
+def test_exactly_on_a_v1beta1_request_is_refused() -> None:
+    obj = _base()
+    obj["apiVersion"] = "resource.k8s.io/v1beta1"
+    problems = errors(obj)
+    assert any("v1beta1 has no exactly" in p.message for p in problems)
+
+
+@pytest.mark.parametrize(
+    "selectors",
+    [
+        [{"matchLabels": {"gpu.nvidia.com/memory": "40Gi"}}],
+        [{"expression": MEMORY_CEL}],
+        [MEMORY_CEL],
+        MEMORY_CEL,
+        [{"cel": MEMORY_CEL}],
+        {"memory": ">=40"},
+    ],
+)
+def test_selector_that_is_not_cel_is_refused_with_the_cel(selectors: object) -> None:
+    obj = _base()
+    _exact(obj)["selectors"] = selectors
+    problems = errors(obj)
+    assert len(problems) == 1, problems
+    assert MEMORY_CEL in problems[0].message
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("device.capacity['gpu.nvidia.com'].memory.compareTo(", "does not parse"),
+        ("memoryGB >= 40", "undeclared variable 'memoryGB'"),
+        ("device.memory > 3", "`device` has no field 'memory'"),
+        (
+            "device.capacity['gpu.nvidia.com'].memory >= quantity('40Gi')",
+            "compareTo(quantity('40Gi')) >= 0",
+        ),
+        (
+            "40 < device.capacity['gpu.nvidia.com'].memory",
+            "compareTo(quantity('40Gi')) > 0",
+        ),
+    ],
+)
+def test_cel_that_kubernetes_refuses_is_an_error(expression: str, expected: str) -> None:
+    obj = _base()
+    _exact(obj)["selectors"] = [{"cel": {"expression": expression}}]
+    problems = errors(obj)
+    assert problems, expression
+    assert expected in problems[0].message
+    assert problems[0].path.endswith("selectors[0].cel.expression")
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("device.attributes['gpu.nvidia.com'].index == 0", "no longer published"),
+        ("device.attributes['gpu.nvidia.com'].memory == 1", "is a capacity"),
+        ("device.attributes['gpu.nvidia.com'].model == 'x'", "publishes no attribute 'model'"),
+    ],
+)
+def test_cel_that_never_matches_is_a_warning(expression: str, expected: str) -> None:
+    problems = cchk.check_claim_spec(_with_selector(expression))
+    assert [p.severity for p in problems] == [cprob.WARNING]
+    assert expected in problems[0].message
+
+
+def test_a_domain_lookup_without_its_index_is_refused_with_the_fix() -> None:
+    # Kubernetes 1.36.3 and 1.37.2: "found no matching overload for '_==_' applied to
+    # '(map(string, any), string)'" (tests/data/cel_verdicts.json)
+    problems = cchk.check_claim_spec(_with_selector("device.attributes.productName == 'x'"))
+    assert [p.severity for p in problems] == [cprob.ERROR, cprob.WARNING]
+    assert "Kubernetes refuses" in problems[0].message
+    assert "grouped by domain" in problems[1].message
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        MEMORY_CEL,
+        "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('^.*h200.*$')",
+        "device.capacity['gpu.nvidia.com'].multiprocessors.isGreaterThan(quantity('10'))",
+        "device.attributes['gpu.nvidia.com'].exists(k, k == 'profile')",
+        "device.driver == 'gpu.nvidia.com' && has(device.attributes['gpu.nvidia.com'].profile)",
+        "device.attributes['resource.kubernetes.io'].pciBusID == '0000:3b:00.0'",
+    ],
+)
+def test_valid_cel_passes(expression: str) -> None:
+    assert cchk.check_claim_spec(_with_selector(expression)) == []
+
+
+def _with_selector(expression: str) -> dict:
+    obj = _base()
+    _exact(obj)["selectors"] = [{"cel": {"expression": expression}}]
+    return obj
+
+
+def test_device_plugin_resource_name_is_not_a_class() -> None:
+    obj = _base()
+    _exact(obj)["deviceClassName"] = "nvidia.com/gpu"
+    (problem,) = errors(obj)
+    assert "extended resource name" in problem.message
+
+
+def test_config_checks_gpu_config_fields() -> None:
+    obj = ct.shared_gpu("TimeSlicing")
+    params = devices(obj)["config"][0]["opaque"]["parameters"]
+    params["sharing"]["strategy"] = "Exclusive"
+    params["replicas"] = 4
+    messages = [p.message for p in errors(obj)]
+    assert any("'Exclusive' is not one of TimeSlicing, MPS" in m for m in messages)
+    assert any("unknown field 'replicas' in GpuConfig" in m for m in messages)
+
+
+def test_config_request_names_must_exist() -> None:
+    obj = ct.shared_gpu("TimeSlicing")
+    devices(obj)["config"][0]["requests"] = ["gpu0"]
+    (problem,) = errors(obj)
+    assert "request 'gpu0' is not a request of this claim" in problem.message
+
+
+def test_version_not_served_is_an_error() -> None:
+    obj = ct.mig_slice("1g.18gb", api_version="resource.k8s.io/v1")
+    (problem,) = errors(obj, "1.33.13")
+    assert "use resource.k8s.io/v1beta2" in problem.message
+    beta = ct.mig_slice("1g.18gb", kubernetes_version="1.33.13")
+    (warning,) = cchk.check_claim_spec(beta, "1.33.13")
+    assert "--runtime-config=resource.k8s.io/v1beta2=true" in warning.message
+
+
+def test_template_without_the_inner_spec_is_refused() -> None:
+    obj = _base()
+    obj["spec"] = obj["spec"]["spec"]
+    (problem,) = errors(obj)
+    assert "spec: {spec: {devices: ...}}" in problem.message
+
+
+def test_resource_claim_is_checked_too() -> None:
+    obj = _base()
+    claim = {
+        "apiVersion": obj["apiVersion"],
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c"},
+        "spec": copy.deepcopy(obj["spec"]["spec"]),
+    }
+    assert cchk.check_claim_spec(claim) == []
+    claim["spec"]["devices"]["requests"][0]["exactly"]["attributes"] = {"memoryGB": ">=40"}
+    assert errors(claim)
+
+
+# ---------------------------------------------------------------- filter
+
+
+def test_filter_builds_items() -> None:
+    objs = claim_templates(
+        [
+            {"kind": "mig-slice", "profile": "1g.18gb", "namespace": "ml"},
+            {"kind": "gpu-pair-same-product", "count": 2, "name": "pair"},
+        ],
+        "1.33.13",
+    )
+    assert [o["apiVersion"] for o in objs] == ["resource.k8s.io/v1beta2"] * 2
+    assert objs[1]["metadata"]["name"] == "pair"
+    assert claim_api_version("1.33.13") == {
+        "api_version": "resource.k8s.io/v1beta2",
+        "runtime_config": "resource.k8s.io/v1beta2=true",
+    }
+
+
+def test_filter_names_the_bad_item() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"claim_templates_items\[1\].*profile='big'"):
+        claim_templates(
+            [
+                {"kind": "gpu-with-memory", "min_memory_gib": 40},
+                {"kind": "mig-slice", "profile": "big"},
+            ],
+            "1.37.2",
+        )
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def cli(*args: str, input: str | None = None):
+    return CliRunner().invoke(main, ["claims", *args], input=input)
+
+
+def test_cli_template_yaml_for_beta_release() -> None:
+    result = cli("template", "mig-slice", "--profile", "1g.18gb", "--kubernetes-version", "1.33.13")
+    assert result.exit_code == 0, result.output
+    obj = yaml.safe_load(result.stdout)
+    assert obj["apiVersion"] == "resource.k8s.io/v1beta2"
+    assert "--runtime-config=resource.k8s.io/v1beta2=true" in result.stderr
+
+
+def test_cli_template_json() -> None:
+    result = cli("template", "gpu-with-memory", "--min-memory-gib", "40", "-o", "json")
+    assert result.exit_code == 0, result.output
+    obj = json.loads(result.stdout)
+    assert _exact(obj)["selectors"][0]["cel"]["expression"] == MEMORY_CEL
+
+
+def test_cli_template_refuses_options_of_another_kind() -> None:
+    result = cli("template", "gpu-with-memory", "--profile", "1g.18gb")
+    assert result.exit_code == 2
+    assert "--profile does not apply to gpu-with-memory" in result.output
+
+
+def test_cli_check_pass_fail_and_bad_input(tmp_path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump_all([ct.mig_slice("1g.18gb"), ct.gpu_with_memory(40)]))
+    result = cli("check", str(good))
+    assert result.exit_code == 0, result.output
+    assert "2 object(s), 0 error(s)" in result.stdout
+
+    obj = _base()
+    _exact(obj).pop("selectors")
+    _exact(obj)["attributes"] = {"memoryGB": ">=40"}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(obj))
+    result = cli("check", str(bad), "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["errors"] == 1
+    assert MEMORY_CEL in report["objects"][0]["problems"][0]["message"]
+
+    result = cli("check", "-", input=yaml.safe_dump(obj))
+    assert result.exit_code == 1
+
+    assert cli("check", str(tmp_path / "absent.yaml")).exit_code == 2
+    notyaml = tmp_path / "x.yaml"
+    notyaml.write_text("a: [1,\n")
+    assert cli("check", str(notyaml)).exit_code == 2
+    other = tmp_path / "pod.yaml"
+    other.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
+    assert cli("check", str(other)).exit_code == 2
+
+
+def test_cli_check_strict_fails_on_warnings(tmp_path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(ct.shared_gpu("MPS")))
+    assert cli("check", str(path)).exit_code == 0
+    assert cli("check", str(path), "--strict").exit_code == 1

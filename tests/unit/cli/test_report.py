@@ -1,0 +1,102 @@
+"""``gpufleet report``: its pages (Markdown, self-contained HTML) rendered from the figures
+of ``report.fleet``, and its exit 2 with one line when the cluster cannot be read."""
+
+from __future__ import annotations
+
+import re
+import socket
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
+from click.testing import CliRunner
+
+from gpufleet.cli import main
+from gpufleet.commands import report_pages as rp
+from tests.integration.test_hostile_input_servers import (
+    assert_names_server,
+    timed,
+    write_kubeconfig,
+)
+from tests.unit.report.test_fleet import CLAIMS, NODES, PODS, SLICES
+
+pytestmark = pytest.mark.unit
+
+META = {
+    "server": "https://10.0.0.1:6443",
+    "kubernetes_version": "v1.37.2",
+    "resource_version": "v1",
+    "api_requests": 6,
+    "generated_at": "2026-12-03T09:00:00Z",
+}
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict:
+    report = fr.build_report(SLICES, CLAIMS, PODS, NODES)
+    report["meta"] = META
+    return report
+
+
+def test_html_is_self_contained_and_shows_each_profile(doc: dict) -> None:
+    page = rp.render_html(doc)
+    # nothing fetched: no script, no linked file, no remote stylesheet or image
+    assert not re.search(r"<script|<link|<img|<iframe|\bsrc=|\bhref=|@import|url\(", page)
+    # the only URL is the SVG namespace name, which is not fetched
+    assert set(re.findall(r"https?://[^\s\"'<,]+", page)) == {
+        "http://www.w3.org/2000/svg",
+        META["server"],
+    }
+    charts = re.findall(r"<svg.*?</svg>", page, re.S)
+    assert len(charts) == 2
+    for chart in charts:  # well-formed SVG: a browser draws it as it is
+        assert ET.fromstring(chart).tag == "{http://www.w3.org/2000/svg}svg"
+    # one bar label per (model, profile): allocated / free of published
+    assert "0 allocated, 3 free of 3" in page  # H200 1g.18gb
+    assert "2 allocated, 0 free of 2" in page  # H200 whole GPUs
+    assert '<th class="t">model</th>' in page  # text columns: headers aligned left too
+    assert "28.8%" in page  # the hand-computed fragmentation 36/125
+    assert "ml/wants-b200" in page and "no-device-published" in page
+
+
+def test_html_escapes_names(doc: dict) -> None:
+    evil = dict(doc, pool_label="<b>x</b>")
+    assert "<b>x</b>" not in rp.render_html(evil)
+
+
+def test_markdown_lists_rows_pending_and_leaked(doc: dict) -> None:
+    text = rp.render_markdown(doc)
+    assert "| NVIDIA-H200 | NVIDIA H200 | 1g.18gb | 3 | 0 | 3 | 54.0 | 0.0 | 54.0 | 54.0 |" in text
+    assert "- fragmentation: 28.8%" in text
+    assert "`ml/wants-h200`: all-allocated" in text
+    assert "`ml/a100` (unreserved, 80.0 GiB)" in text
+
+
+def test_a_closed_port_ends_with_exit_2_and_one_line(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = f"http://127.0.0.1:{port}"
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server)
+    argv = ["report", "--kubeconfig", str(kubeconfig), "--json", str(tmp_path / "r.json")]
+    result, elapsed = timed(CliRunner().invoke, main, argv, env={"COLUMNS": "2000"})
+    assert_names_server(result, server, elapsed)
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_kubeconfig_that_is_not_yaml_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("clusters: [unclosed\n")
+    result = CliRunner().invoke(main, ["report", "--kubeconfig", str(bad)])
+    assert result.exit_code == 2, result.output
+    assert str(bad) in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_an_output_in_a_missing_directory_is_refused_before_reading(tmp_path: Path) -> None:
+    target = tmp_path / "nope" / "r.html"
+    result = CliRunner().invoke(main, ["report", "--html", str(target)])
+    assert result.exit_code == 2, result.output
+    assert "does not exist" in result.output

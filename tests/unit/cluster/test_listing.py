@@ -1,0 +1,188 @@
+"""Decoding and trimming of listed objects (module_utils validate_kube)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as vli
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
+
+from tests.unit.validate_objects import (
+    GPU_CLASS,
+    MIG_CLASS,
+    claim,
+    gpu_device,
+    mig_device,
+    mig_request,
+    node,
+    pod,
+    resource_slice,
+)
+
+pytestmark = pytest.mark.unit
+
+PLUGIN = {"app.kubernetes.io/component": "kubelet-plugin"}
+
+
+# ------------------------------------------------------------------ decode_list
+
+
+def decoded(text: str, trim: Any = None) -> tuple[dict, list]:
+    items: list = []
+    rest = vk.decode_list(text.encode(), items.append, trim)
+    return rest, items
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_list_decodes_as_json_loads_does(indent: int | None) -> None:
+    doc = {
+        "kind": "PodList",
+        "apiVersion": "v1",
+        "items": [
+            {"metadata": {"name": "a],[b", "labels": {"x": "}{"}}, "spec": {"l": [[1, 2], []]}},
+            {"metadata": {"name": "c\u00e9"}, "status": {"phase": "Running"}},
+        ],
+        "metadata": {"resourceVersion": "7", "continue": "tok"},
+    }
+    rest, items = decoded(json.dumps(doc, indent=indent))
+    assert items == doc["items"]
+    assert rest == {k: v for k, v in doc.items() if k != "items"}
+
+
+def test_each_item_goes_through_the_trim() -> None:
+    text = json.dumps({"items": [{"n": 1}, {"n": 2}], "metadata": {}})
+    _, items = decoded(text, trim=lambda i: {"m": i["n"] * 10})
+    assert items == [{"m": 10}, {"m": 20}]
+
+
+@pytest.mark.parametrize("text", ['{"items": [], "metadata": {}}', '{"metadata": {}}', "{}"])
+def test_empty_lists(text: str) -> None:
+    _, items = decoded(text)
+    assert items == []
+
+
+@pytest.mark.parametrize("text", ["[]", '{"items": [{"a": 1} {"b": 2}]}', '{"items": [1'])
+def test_a_body_that_is_not_a_list_object_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        decoded(text)
+
+
+# ------------------------------------------------------------------ trims
+
+
+def as_listed(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with what the API adds and no check reads: managedFields, a service
+    account volume, default tolerations, container details."""
+    out = copy.deepcopy(obj)
+    out["metadata"]["managedFields"] = [
+        {"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}
+    ]
+    out["metadata"].setdefault("annotations", {})["kubectl.kubernetes.io/last-applied"] = "{}"
+    if "containers" in out.get("spec", {}):
+        out["spec"]["volumes"] = [{"name": "kube-api-access", "projected": {"sources": []}}]
+        out["spec"]["tolerations"] = [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}
+        ]
+        for c in out["spec"]["containers"]:
+            c.update(resources={}, volumeMounts=[{"name": "kube-api-access"}], env=[])
+        for cs in out["status"].get("containerStatuses") or []:
+            cs.update(name="c", restartCount=0, state={"running": {}}, image="x")
+        out["status"].update(podIP="10.0.0.9", qosClass="BestEffort")
+    if out.get("status", {}).get("nodeInfo"):
+        out["status"]["images"] = [{"names": ["registry.example/cuda:12"], "sizeBytes": 1}]
+    return out
+
+
+def fleet() -> tuple[vli.Listing, vli.Settings]:
+    """Two GPU nodes: gpu-1 healthy, gpu-2 with a plugin pod not ready; a leaked claim, a
+    generated claim of a gone pod, a claim in use and a pending claim a pod waits for."""
+    nodes = [node("gpu-1", {"nvidia.com/gpu.present": "true"}), node("gpu-2")]
+    pods = [
+        pod("plugin-a", "driver", node_name="gpu-1", labels=PLUGIN),
+        pod("plugin-b", "driver", node_name="gpu-2", labels=PLUGIN, ready=False),
+        pod("api", "kube-system", node_name="cp", labels={"component": "kube-apiserver"}),
+        pod("train", uid="u-train", node_name="gpu-1", claims=["in-use"]),
+        pod("waits", claims=["pending"], scheduled_message="0/2 nodes: cannot allocate"),
+    ]
+    pods[2]["spec"]["containers"] = [
+        {"name": "kube-apiserver", "image": "registry.k8s.io/kube-apiserver:v1.37.2"}
+    ]
+    slices = [
+        resource_slice("gpu-1", [gpu_device(0, "GPU-0"), mig_device(1, "GPU-1", "MIG-1")]),
+        resource_slice("gpu-2", [gpu_device(0, "GPU-2")]),
+    ]
+    claims = [
+        claim("in-use", allocated=[("gpu-1", "gpu-0")], reserved_for=[("train", "u-train")]),
+        claim("leaked", allocated=[("gpu-2", "gpu-0")], reserved_for=[("gone", "u-gone")]),
+        claim("gen-x1", allocated=[("gpu-1", "gpu-1-mig-1g18gb-19-0")], owner_pod=("job", "u-j")),
+        claim("pending", requests=[mig_request("1g.10gb")]),
+    ]
+    listing = vli.Listing(
+        version={"gitVersion": "v1.37.2"},
+        resource_group={"versions": [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]},
+        resource_version="v1",
+        nodes=nodes,
+        pods=pods,
+        slices=slices,
+        claims=claims,
+        classes=[GPU_CLASS, MIG_CLASS],
+    )
+    settings = vli.Settings(gpu_nodes=["gpu-1", "gpu-2"], now=1.9e9, pending_threshold_s=60)
+    return listing, settings
+
+
+def trimmed(listing: vli.Listing) -> vli.Listing:
+    out = copy.copy(listing)
+    for attr, kind in (
+        ("nodes", "nodes"),
+        ("pods", "pods"),
+        ("slices", "resourceslices"),
+        ("claims", "resourceclaims"),
+        ("classes", "deviceclasses"),
+    ):
+        trim = vli.TRIMS[kind]()
+        setattr(out, attr, [trim(as_listed(o)) for o in getattr(listing, attr)])
+    return out
+
+
+def test_the_checks_judge_trimmed_objects_as_whole_ones() -> None:
+    listing, settings = fleet()
+    whole = [c.to_dict() for c in vc.all_checks(listing, settings)]
+    slim = [c.to_dict() for c in vc.all_checks(trimmed(listing), settings)]
+    assert slim == whole
+    by_id = {c["id"]: c for c in whole}
+    # the fleet exercises what the trimmed fields feed
+    assert by_id["nodes.plugin-running"]["status"] == "fail"
+    assert {p["subject"] for p in by_id["claims.leaked"]["problems"]} == {
+        "default/leaked",
+        "default/gen-x1",
+    }
+    assert by_id["claims.pending"]["status"] == "fail"
+    assert [p["subject"] for p in by_id["claims.pending"]["problems"]] == ["default/pending"]
+    assert by_id["versions.apiserver-skew"]["status"] == "pass"
+
+
+def test_trims_drop_what_no_check_reads() -> None:
+    listing, _ = fleet()
+    slim = trimmed(listing)
+    assert all("managedFields" not in o["metadata"] for o in slim.pods + slim.claims)
+    assert "volumes" not in slim.pods[0]["spec"] and "tolerations" not in slim.pods[0]["spec"]
+    assert slim.pods[0]["spec"]["containers"] == [{"name": "plugin", "image": "x"}]
+    assert "images" not in slim.nodes[0]["status"]
+    # claims keep everything else: claims gc writes them back
+    assert slim.claims[2]["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"]
+
+
+def test_equal_device_values_are_shared_between_devices() -> None:
+    trim = vli.TRIMS["resourceslices"]()
+    a = trim(as_listed(resource_slice("gpu-1", [gpu_device(0, "GPU-0")])))
+    b = trim(as_listed(resource_slice("gpu-2", [gpu_device(0, "GPU-2")])))
+    da, db = a["spec"]["devices"][0], b["spec"]["devices"][0]
+    assert da["attributes"]["productName"] is db["attributes"]["productName"]
+    assert da["capacity"]["memory"] is db["capacity"]["memory"]
+    assert da["attributes"]["uuid"] == {"string": "GPU-0"}
+    assert db["attributes"]["uuid"] == {"string": "GPU-2"}

@@ -1,0 +1,224 @@
+"""Listing page by page (module_utils validate_kube ``Kube.pages``, ``PagedList``) and the
+judges that walk the pages: validate's checks, ``claims gc``'s plan, the report, the
+node labels' trim. Each judge must reach the same verdict on a ``PagedList`` as on a
+plain list, without keeping the whole list."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
+    listing as cluster_listing,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
+from ansible_collections.gpufleet.cluster.plugins.modules import gpu_node_labels
+
+from tests.integration.test_hostile_input_servers import write_kubeconfig
+from tests.unit.cluster.test_listing import as_listed, fleet
+from tests.unit.hostile.api_server import serve
+from tests.unit.validate_objects import claim, gpu_device, pod, resource_slice
+
+pytestmark = pytest.mark.unit
+
+
+def paged(items: list[Any], size: int = 1) -> vk.PagedList:
+    return vk.PagedList(items, page_size=size)
+
+
+# ------------------------------------------------------------------ Kube.pages
+
+
+def three_pages(query: str) -> tuple[int, bytes]:
+    """Pods in pages of two: no token, then ``t1``, then ``t2`` (the last page)."""
+    q = parse_qs(query)
+    assert q["limit"] == ["2"], q
+    token = (q.get("continue") or [""])[0]
+    start = {"": 0, "t1": 2, "t2": 4}[token]
+    items = [as_listed(pod(f"p{i}", uid=f"u{i}")) for i in range(start, min(start + 2, 5))]
+    nxt = {"": "t1", "t1": "t2", "t2": ""}[token]
+    body = {"kind": "PodList", "metadata": {"continue": nxt} if nxt else {}, "items": items}
+    return 200, json.dumps(body).encode()
+
+
+def test_pages_follow_continue_one_request_a_page(tmp_path: Path) -> None:
+    with serve({"/api/v1/pods": three_pages}) as (url, seen):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
+        pages = list(kube.pages("/api/v1/pods", 2, trim=cluster_listing.trim_pod))
+        assert [len(p) for p in pages] == [2, 2, 1]
+        assert kube.requests == 3 and len(seen) == 3
+        assert all("managedFields" not in p["metadata"] for page in pages for p in page)
+        stored = kube.paged("/api/v1/pods", 2, trim=cluster_listing.trim_pod)
+    assert isinstance(stored, vk.PagedList)
+    assert [p["metadata"]["name"] for p in stored] == [f"p{i}" for i in range(5)]
+    assert stored == [p for page in pages for p in page]
+    assert kube.requests == 6
+
+
+def test_a_continue_token_that_repeats_ends_the_listing(tmp_path: Path) -> None:
+    def forever(query: str) -> tuple[int, bytes]:
+        body = {"kind": "PodList", "metadata": {"continue": "same"}, "items": []}
+        return 200, json.dumps(body).encode()
+
+    with serve({"/api/v1/pods": forever}) as (url, _):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
+        with pytest.raises(vk.KubeError, match="repeats"):
+            list(kube.pages("/api/v1/pods", 10))
+        assert kube.requests == 2
+
+
+# ------------------------------------------------------------------ PagedList
+
+
+def test_a_paged_list_gives_back_what_was_stored() -> None:
+    items = [{"metadata": {"name": f"n{i}", "labels": {"a": "b"}}} for i in range(7)]
+    p = paged(items, 3)
+    assert len(p) == 7 and bool(p) and not vk.PagedList()
+    assert list(p) == items and list(p) == items  # walked twice
+    assert p[0] == items[0] and p[4] == items[4] and p[-1] == items[6]
+    with pytest.raises(IndexError):
+        p[7]
+    assert p == items and p != items[:6]
+    assert [len(page) for page in p.iter_pages()] == [3, 3, 1]
+
+
+def test_a_filtered_paged_list_shares_the_pages_it_keeps_whole() -> None:
+    p = paged([{"n": i} for i in range(6)], 3)
+    odd = p.filtered(lambda item: item["n"] != 4)
+    assert list(odd) == [{"n": i} for i in (0, 1, 2, 3, 5)] and len(odd) == 5
+    assert [len(page) for page in odd.iter_pages()] == [3, 2]
+    assert odd._pages[0] is p._pages[0] and odd._pages[1] is not p._pages[1]
+
+
+def test_a_paged_list_stores_repeated_objects_compressed() -> None:
+    listing, _ = fleet()
+    slices = [copy.deepcopy(listing.slices[0]) for _ in range(500)]
+    stored = paged(slices, 500)
+    assert stored.stored_bytes * 20 < len(json.dumps(slices))
+
+
+# ------------------------------------------------------------------ the judges
+
+
+def paged_listing(listing: Any) -> Any:
+    out = copy.copy(listing)
+    for attr in ("nodes", "pods", "slices", "claims", "classes", "daemonsets", "events"):
+        setattr(out, attr, paged(getattr(listing, attr)))
+    return out
+
+
+def test_the_checks_judge_a_paged_listing_as_a_listed_one() -> None:
+    listing, settings = fleet()
+    whole = [c.to_dict() for c in vc.all_checks(listing, settings)]
+    pages = [c.to_dict() for c in vc.all_checks(paged_listing(listing), settings)]
+    assert pages == whole
+    by_id = {c["id"]: c for c in pages}
+    assert {p["subject"] for p in by_id["claims.leaked"]["problems"]} == {
+        "default/leaked",
+        "default/gen-x1",
+    }
+    assert [p["subject"] for p in by_id["claims.pending"]["problems"]] == ["default/pending"]
+
+
+def test_claims_gc_plans_the_same_on_pages() -> None:
+    listing, _ = fleet()
+    want = [a.to_dict() for a in vcl.plan_gc(listing.claims, listing.pods)]
+    got = [a.to_dict() for a in vcl.plan_gc(paged(listing.claims), paged(listing.pods))]
+    assert got == want
+    assert {a["claim"] for a in got if a["action"] != "skip"} == {
+        "default/leaked",
+        "default/gen-x1",
+    }
+
+
+def test_the_report_is_the_same_on_pages() -> None:
+    listing, _ = fleet()
+    kinds = (listing.slices, listing.claims, listing.pods, listing.nodes)
+    want = fr.build_report(*kinds)
+    got = fr.build_report(*(paged(k) for k in kinds))
+    assert got == want
+    assert got["cluster"]["devices_published"] == 3
+    assert got["cluster"]["claims_leaked"] == 2
+
+
+def test_unreadable_objects_are_skipped_page_by_page() -> None:
+    listing, _ = fleet()
+    pods = paged([*listing.pods, "not an object", {"metadata": {"name": 7}}], 2)
+    kept, skipped = fr.readable_objects("pods", pods)
+    assert isinstance(kept, vk.PagedList)
+    assert skipped == 2 and list(kept) == listing.pods
+
+
+def test_the_pod_index_keeps_the_fields_the_judges_read() -> None:
+    waits = pod("waits", claims=["pending"], scheduled_message="0/2 nodes: cannot allocate")
+    train = pod("train", uid="u-train", node_name="gpu-1", claims=["in-use"])
+    index = vcl.PodIndex(paged([as_listed(waits), as_listed(train)]))
+    got = index.get("default", "train")
+    assert got is not None
+    assert got["metadata"] == {"name": "train", "namespace": "default", "uid": "u-train"}
+    assert got["spec"] == {"nodeName": "gpu-1"} and got["status"]["phase"] == "Running"
+    (user,) = index.users[("default", "pending")]
+    assert vcl.key(user) == "default/waits"
+    (cond,) = user["status"]["conditions"]
+    assert cond["message"] == "0/2 nodes: cannot allocate"
+    assert index.get("default", "gone") is None and len(index) == 2
+
+
+def test_latest_slices_walk_pages_twice_and_keep_the_newest_generation() -> None:
+    old = resource_slice("gpu-1", [gpu_device(0, "GPU-old")])
+    new = copy.deepcopy(resource_slice("gpu-1", [gpu_device(0, "GPU-new")]))
+    new["spec"]["pool"]["generation"] = int(old["spec"]["pool"].get("generation") or 0) + 1
+    other = resource_slice("gpu-2", [gpu_device(0, "GPU-2")])
+    got = list(vcl.iter_latest_slices(paged([old, new, other])))
+    assert got == [new, other]
+    assert list(vcl.iter_latest_slices(iter([old, new, other]))) == [new, other]
+
+
+def test_node_labels_keep_only_what_the_plan_reads() -> None:
+    listing, _ = fleet()
+    node = as_listed(listing.nodes[0])
+    node["metadata"]["resourceVersion"] = "42"
+    node["spec"] = {"taints": [{"key": "gpu", "effect": "NoSchedule"}], "podCIDR": "10.0.0.0/24"}
+    got = gpu_node_labels.trim_node_labels(node)
+    assert got == {
+        "metadata": {
+            "name": "gpu-1",
+            "labels": {"nvidia.com/gpu.present": "true"},
+            "resourceVersion": "42",
+        },
+        "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]},
+    }
+
+
+def test_a_trimmed_pod_keeps_only_the_scheduler_condition() -> None:
+    waits = as_listed(pod("waits", claims=["pending"], scheduled_message="0/2 nodes: no GPU"))
+    waits["status"]["conditions"][0]["lastTransitionTime"] = "2026-12-01T00:00:00Z"
+    waits["status"]["conditions"].append({"type": "Ready", "status": "False"})
+    assert cluster_listing.trim_pod(waits)["status"]["conditions"] == [
+        {"type": "PodScheduled", "status": "False", "message": "0/2 nodes: no GPU"}
+    ]
+
+
+def test_leaked_claims_past_the_bound_are_counted_not_listed() -> None:
+    listing, settings = fleet()
+    extra = vc.MAX_CLAIM_FINDINGS + 5
+    leaked = [
+        claim(f"gone-{i}", allocated=[("gpu-2", "gpu-0")], reserved_for=[("gone", f"u{i}")])
+        for i in range(extra)
+    ]
+    listing.claims = paged([*listing.claims, *leaked], 50)
+    (check,) = [c for c in vc.all_checks(listing, settings) if c.id == "claims.leaked"]
+    # the fixture's two leaks and the extra ones
+    assert check.data["leaks_total"] == extra + 2
+    assert len(check.data["leaks"]) == vc.MAX_CLAIM_FINDINGS
+    assert len(check.problems) == vc.MAX_CLAIM_FINDINGS + 1
+    last = check.problems[-1].to_dict()
+    assert last["subject"] is None and last["message"].startswith("7 more leaked claim(s)")
+    assert check.status == "fail"

@@ -1,0 +1,136 @@
+"""Lab planning, images and inventory without starting anything."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from gpufleet.lab import cluster, images
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_plan_nodes_names_and_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFLEET_LAB_NAME", "lab-x")
+    monkeypatch.setenv("GPUFLEET_LAB_SUBNET", "10.89.70.0/24")
+    nodes = cluster.plan_nodes(cluster.LabSpec("1.37.2", workers=3))
+    assert [(n.name, n.role, n.ip) for n in nodes] == [
+        ("lab-x-control-plane", "control-plane", "10.89.70.10"),
+        ("lab-x-gpu-1", "gpu-worker", "10.89.70.11"),
+        ("lab-x-gpu-2", "gpu-worker", "10.89.70.12"),
+        ("lab-x-gpu-3", "gpu-worker", "10.89.70.13"),
+    ]
+    assert all(n.gpu_model == "NVIDIA H200" for n in nodes[1:])
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        (cluster.LabSpec("1.29.0"), "--kubernetes-version '1.29.0' is not pinned"),
+        (cluster.LabSpec("", workers=0), "--workers 0"),
+        (cluster.LabSpec("", gpu_model="NVIDIA T4"), "--gpu-model 'NVIDIA T4' is not simulated"),
+        (cluster.LabSpec("", gpus_per_node=9), "--gpus-per-node 9"),
+        (cluster.LabSpec("", gpu_model="b" * 10_000), "(10000 characters) is not simulated"),
+        (cluster.LabSpec("9" * 10_000), "(10000 characters) is not pinned"),
+    ],
+)
+def test_bad_lab_options_are_refused_naming_the_option(spec: cluster.LabSpec, words: str) -> None:
+    with pytest.raises(cluster.LabError) as e:
+        spec.validated()
+    assert words in str(e.value)
+    assert len(str(e.value)) < 2_000
+
+
+@pytest.mark.parametrize("model", ["NVIDIA B200", "NVIDIA GH200 144G HBM3e", "NVIDIA L4"])
+def test_every_model_the_gpu_simulator_knows_is_a_lab_model(model: str) -> None:
+    from gpufleet.lab.gpusim import admin
+
+    assert cluster.LabSpec("", gpu_model=model).validated().gpu_model == model
+    # and the simulator really builds it
+    assert admin.build_state(model, 1, "n").gpus[0].name == model
+
+
+def test_default_release_is_filled_in() -> None:
+    from gpufleet.lab import release_pins
+
+    assert (
+        cluster.LabSpec("").validated().kubernetes_version == release_pins.load_releases().default
+    )
+
+
+@pytest.mark.parametrize("name", ["Lab", "lab_x", "-lab", "x" * 40])
+def test_lab_name_must_fit_node_names(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setenv("GPUFLEET_LAB_NAME", name)
+    with pytest.raises(cluster.LabError, match="GPUFLEET_LAB_NAME"):
+        cluster.lab_name()
+
+
+def test_lab_subnet_must_be_a_24_or_larger(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFLEET_LAB_SUBNET", "10.89.70.0/28")
+    with pytest.raises(cluster.LabError, match="/24"):
+        cluster.lab_subnet()
+
+
+def test_image_archive_is_what_ctr_import_reads(tmp_path: Path) -> None:
+    binary = tmp_path / "tool"
+    binary.write_bytes(b"\x7fELF fake static binary")
+    spec = images.ImageSpec(
+        ref="registry.example/tool:v1",
+        files=(images.ImageFile(path="usr/local/bin/tool", source=binary),),
+        entrypoint=("/usr/local/bin/tool",),
+    )
+    out = images.build_archive(spec, tmp_path / "tool.tar")
+    with tarfile.open(out) as archive:
+        manifest = json.loads(archive.extractfile("manifest.json").read())
+        (entry,) = manifest
+        assert entry["RepoTags"] == ["registry.example/tool:v1"]
+        config = json.loads(archive.extractfile(entry["Config"]).read())
+        layer_bytes = archive.extractfile(entry["Layers"][0]).read()
+    assert config["rootfs"]["diff_ids"] == ["sha256:" + hashlib.sha256(layer_bytes).hexdigest()]
+    assert config["config"]["Entrypoint"] == ["/usr/local/bin/tool"]
+    with tarfile.open(fileobj=__import__("io").BytesIO(layer_bytes)) as layer:
+        member = layer.getmember("usr/local/bin/tool")
+        assert member.mode == 0o755
+        assert layer.extractfile(member).read() == binary.read_bytes()
+        assert layer.getmember("usr/local/bin").isdir()
+    # the digest (and so the cached name) changes with the content
+    binary.write_bytes(b"\x7fELF another build")
+    assert images.ImageSpec(ref=spec.ref, files=spec.files, entrypoint=spec.entrypoint).digest()
+
+
+def test_missing_binary_is_named(tmp_path: Path) -> None:
+    spec = images.ImageSpec(
+        ref="x/y:1", files=(images.ImageFile(path="bin/y", source=tmp_path / "absent"),)
+    )
+    with pytest.raises(FileNotFoundError, match="lab/build-binaries"):
+        images.build_archive(spec, tmp_path / "y.tar")
+
+
+def test_gpu_nodes_get_nvidias_cdi_hook(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The simulator's kubelet plugin, like NVIDIA's, does not start without the hook.
+    monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path / "cache"))
+    hook = tmp_path / "bin" / "nvidia-cdi-hook"
+    files = cluster.simulator_files(hook)
+    hooks = [f for f in files if f["dest"] == "/usr/bin/nvidia-cdi-hook"]
+    assert hooks == [{"src": str(hook), "dest": "/usr/bin/nvidia-cdi-hook", "mode": "0755"}]
+    assert any(f["dest"].endswith("/nvidia-smi") for f in files), files
+    assert all(f["dest"] != "/usr/bin/nvidia-cdi-hook" for f in cluster.simulator_files())
+
+
+def test_lab_binaries_include_the_cdi_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[list[str], str | None]] = []
+
+    def ensure(names: list[str], version: str | None, *, log: object) -> dict[str, Path]:
+        calls.append((list(names), version))
+        return {n: Path("/cache") / n for n in names}
+
+    monkeypatch.setattr(cluster.binaries, "ensure", ensure)
+    bins = cluster.ensure_binaries(cluster.LabSpec().validated().kubernetes_version, print)
+    assert (["nvidia-cdi-hook"], None) in calls
+    assert bins["nvidia-cdi-hook"] == Path("/cache/nvidia-cdi-hook")

@@ -1,0 +1,41 @@
+"""The MIG apply refuses to carve with a GI profile ID or placement that no source gives
+(a built-in table's derived field) when the GPU did not answer -lgip/-lgipp."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import apply as ma
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mp
+
+pytestmark = pytest.mark.unit
+
+
+def _gpu(name: str) -> ma.GpuState:
+    return ma.GpuState(0, "GPU-0", name, None, 0, True, "Enabled", "Enabled")
+
+
+def test_derived_ids_are_refused_naming_the_profiles_and_the_fix() -> None:
+    req = ma.Request(layout={"3g.90gb": 2})
+    target = ma.Target(True, {"3g.90gb": 2})
+    with pytest.raises(ma.MigApplyError) as exc:
+        ma.plan_gpu(_gpu("NVIDIA B200"), target, mp.model("b200"), req)
+    assert "3g.90gb" in str(exc.value) and "derived, not sourced" in str(exc.value)
+    assert "nvidia-smi mig -lgip" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "layout"),
+    [("NVIDIA B300", {"1g.34gb": 7}), ("NVIDIA GB300", {"7g.278gb": 1})],
+)
+def test_b300_and_gb300_tables_never_carve_without_the_node_answer(
+    name: str, layout: dict[str, int]
+) -> None:
+    with pytest.raises(ma.MigApplyError) as exc:
+        ma.plan_gpu(_gpu(name), ma.Target(True, layout), mp.model(name), ma.Request(layout=layout))
+    assert f"{next(iter(layout))} in the built-in table are derived" in str(exc.value)
+
+
+def test_a_sourced_table_still_plans() -> None:
+    req = ma.Request(layout={"1g.18gb": 7})
+    out = ma.plan_gpu(_gpu("NVIDIA H200"), ma.Target(True, {"1g.18gb": 7}), mp.model("h200"), req)
+    assert [p.start for p in out.plan.placements] == list(range(7))

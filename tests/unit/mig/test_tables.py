@@ -1,0 +1,170 @@
+"""The built-in MIG tables: every model says where its facts come from, same-layout
+variants share one table, PCI device IDs find their model, unsourced facts are flagged."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import placement as mig_placement
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import planner as pl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mp
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import tables as mt
+
+pytestmark = pytest.mark.unit
+
+# Every MIG-capable data-center GPU the issue names, by NVML name.
+WANTED = [
+    "NVIDIA B200", "NVIDIA GB200", "NVIDIA B300", "NVIDIA GB300",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA GH200 96GB HBM3",
+    "NVIDIA GH200 144G HBM3e", "NVIDIA H20", "NVIDIA H100 94GB", "NVIDIA H100 96GB",
+    "NVIDIA H200 NVL", "NVIDIA H800", "NVIDIA H800 PCIe", "NVIDIA H800 NVL",
+    "NVIDIA A800 40GB PCIe", "NVIDIA A800-SXM4-80GB", "NVIDIA A800 80GB PCIe",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", WANTED)
+def test_every_named_gpu_has_a_model_with_source_and_note(name: str) -> None:
+    m = mp.model(name)
+    assert m.name == name and m.source and m.note
+    assert m.architecture in {"Ampere", "Hopper", "Blackwell"}
+
+
+@pytest.mark.parametrize(
+    ("variant", "same_as"),
+    [
+        ("NVIDIA H200 NVL", "NVIDIA H200"),
+        ("NVIDIA H800", "NVIDIA H100 80GB HBM3"),
+        ("NVIDIA H800 PCIe", "NVIDIA H100 80GB HBM3"),
+        ("NVIDIA H800 NVL", "NVIDIA H100 NVL"),
+        ("NVIDIA H100 94GB", "NVIDIA H100 NVL"),
+        ("NVIDIA A800-SXM4-80GB", "NVIDIA A100-SXM4-80GB"),
+        ("NVIDIA A800 80GB PCIe", "NVIDIA A100-SXM4-80GB"),
+        ("NVIDIA A800 40GB PCIe", "NVIDIA A100-PCIE-40GB"),
+        ("NVIDIA H20", "NVIDIA GH200 96GB HBM3"),
+    ],
+)
+def test_same_layout_variants_are_named_as_such(variant: str, same_as: str) -> None:
+    v, base = mp.model(variant), mp.model(same_as)
+    assert v.layout == base.layout and v.profiles == base.profiles
+    assert f"same layout as {same_as}" in v.note
+
+
+def test_pci_device_ids_are_unique_and_find_their_model() -> None:
+    ids = [d.lower() for m in mp.MODELS.values() for d in m.pci_device_ids]
+    assert len(ids) == len(set(ids))
+    assert mp.model_by_device_id("0x233b10de").name == "NVIDIA H200 NVL"
+    assert mp.model_by_device_id("0x290110DE").name == "NVIDIA B200"
+    assert mp.model_by_device_id("0x232410DE").name == "NVIDIA H800"
+    assert mp.model_by_device_id("0xDEADBEEF") is None
+
+
+def test_a_model_without_a_device_id_says_so() -> None:
+    for m in mp.MODELS.values():
+        if not m.pci_device_ids:
+            assert "PCI device ID" in m.note, m.name
+
+
+def test_unsourced_memory_is_flagged_derived() -> None:
+    for key, layout in mt.LAYOUTS.items():
+        for row in layout["rows"]:
+            if row[3] is None:
+                prof = next(
+                    p
+                    for m in mp.MODELS.values()
+                    if m.layout == key
+                    for p in m.profiles
+                    if p.name == row[0]
+                )
+                assert "gib" in prof.derived, (key, row[0])
+
+
+def test_b200_table_as_the_guide_and_the_capture_give_it() -> None:
+    b200 = mp.model("b200")
+    assert [(p.name, p.max_instances, p.slices) for p in b200.profiles] == [
+        ("1g.23gb", 7, 1), ("1g.23gb+me", 1, 1), ("1g.45gb", 4, 2), ("2g.45gb", 3, 2),
+        ("3g.90gb", 2, 4), ("4g.90gb", 1, 4), ("7g.180gb", 1, 8),
+    ]  # fmt: skip
+    one = b200.profile("1g.23gb")
+    assert (one.profile_id, one.memory_mib, one.multiprocessors, one.derived) == (
+        19,
+        22528,
+        18,
+        ("placements",),
+    )
+    assert "id" in b200.profile("7g.180gb").derived
+    plan = pl.plan(b200, {"1g.23gb": 2, "2g.45gb": 1, "3g.90gb": 1})
+    assert [(p.profile, p.start) for p in plan.placements] == [
+        ("2g.45gb", 0), ("1g.23gb", 2), ("1g.23gb", 3), ("3g.90gb", 4)
+    ]  # fmt: skip
+
+
+def test_rtx_pro_6000_has_four_slices_and_one_media_extension() -> None:
+    rtx = mp.model("rtx-pro-6000")
+    assert rtx.total_slices == 4 and rtx.compute_capability == "12.0"
+    pl.plan(rtx, {"1g.24gb": 4})
+    with pytest.raises(mig_placement.LayoutDoesNotFit) as exc:
+        pl.plan(rtx, {"1g.24gb+me": 1, "1g.24gb+me.all": 1})
+    assert exc.value.causes == ("media-extension-budget",)
+
+
+@pytest.mark.parametrize(
+    ("name", "device_id", "shapes"),
+    [
+        (
+            "NVIDIA B300",
+            "0x318210DE",
+            [("1g.34gb", 7, 1), ("1g.34gb+me", 1, 1), ("1g.67gb", 4, 2), ("2g.67gb", 3, 2),
+             ("3g.135gb", 2, 4), ("4g.135gb", 1, 4), ("7g.269gb", 1, 8)],
+        ),
+        (
+            "NVIDIA GB300",
+            "0x31C210DE",
+            [("1g.35gb", 7, 1), ("1g.35gb+me", 1, 1), ("1g.70gb", 4, 2), ("2g.70gb", 3, 2),
+             ("3g.139gb", 2, 4), ("4g.139gb", 1, 4), ("7g.278gb", 1, 8)],
+        ),
+    ],
+)  # fmt: skip
+def test_b300_and_gb300_names_and_counts_from_mig_parted_the_rest_derived(
+    name: str, device_id: str, shapes: list
+) -> None:
+    m = mp.model(name)
+    assert mp.model_by_device_id(device_id.lower()) is m
+    assert [(p.name, p.max_instances, p.slices) for p in m.profiles] == shapes
+    assert "mig-parted" in m.source and "derived" in m.source
+    for p in m.profiles:
+        # no NVIDIA source gives an ID, a placement, GiB, SMs or engines of these GPUs
+        assert set(p.derived) == {"id", "gib", "sm", "engines", "placements"}, p.name
+
+
+def test_gb200_table_has_the_production_board_names() -> None:
+    gb200 = mp.model("gb200")
+    assert mp.model_by_device_id("0x294110DE") is gb200
+    assert [p.name for p in gb200.profiles] == [
+        "1g.23gb", "1g.23gb+me", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb",
+    ]  # fmt: skip
+    one = gb200.profile("1g.23gb")
+    assert (one.profile_id, one.memory_mib, one.multiprocessors) == (19, 22528, 18)
+    assert "id" in gb200.profile("3g.93gb").derived
+    assert "1g.24gb" in gb200.source  # the earlier boards' names, planned from -lgip
+
+
+def test_pg506_has_the_mig_parted_names_and_derived_ampere_geometry() -> None:
+    pg = mp.model_by_device_id("0x20b610de")
+    assert pg is not None and pg.name == "NVIDIA PG506-96GB" and pg.architecture == "Ampere"
+    assert [(p.name, p.max_instances) for p in pg.profiles] == [
+        ("1g.12gb", 7), ("2g.24gb", 3), ("3g.48gb", 2), ("4g.48gb", 1), ("7g.96gb", 1),
+    ]  # fmt: skip
+    assert all({"id", "placements"} <= set(p.derived) for p in pg.profiles)
+    pl.plan(pg, {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1})
+
+
+def test_gb300_1g35gb_is_not_h200_1g35gb() -> None:
+    gb300, h200 = mp.model("gb300"), mp.model("h200")
+    assert (gb300.profile("1g.35gb").slices, gb300.profile("1g.35gb").max_instances) == (1, 7)
+    assert (h200.profile("1g.35gb").slices, h200.profile("1g.35gb").max_instances) == (2, 4)
+    assert len(pl.plan(gb300, {"1g.35gb": 7}).placements) == 7
+    with pytest.raises(mig_placement.LayoutDoesNotFit):
+        pl.plan(h200, {"1g.35gb": 7})
+
+
+def test_every_model_has_a_profile_table() -> None:
+    assert [n for n, m in mp.MODELS.items() if not m.profiles] == []

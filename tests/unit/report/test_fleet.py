@@ -1,0 +1,335 @@
+"""The utilization report's figures (``plugins/module_utils/report/fleet.py``) on a small
+fleet whose every figure is computed by hand below: two H200 nodes of one pool (whole
+GPUs and MIG devices), an A100 node without the pool label, claims allocated, leaked and
+pending for each reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
+
+pytestmark = pytest.mark.unit
+
+GI = 2**30
+DRIVER = "gpu.nvidia.com"
+POOL_LABEL = "nvidia.com/gpu.product"
+
+
+def device(name: str, model: str, memory: str, profile: str | None = None) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        "type": {"string": "mig" if profile else "gpu"},
+        "productName": {"string": model},
+    }
+    if profile:
+        attrs["profile"] = {"string": profile}
+    return {"name": name, "attributes": attrs, "capacity": {"memory": {"value": memory}}}
+
+
+def rslice(node: str, devices: list[dict[str, Any]], driver: str = DRIVER) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{node}-{driver}"},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def node(name: str, product: str | None) -> dict[str, Any]:
+    labels = {POOL_LABEL: product} if product else {}
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def claim(
+    name: str,
+    cls: str = "gpu.nvidia.com",
+    selector: str | None = None,
+    allocated: list[tuple[str, str]] | None = None,
+    reserved: list[str] | None = None,
+) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": cls}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    status: dict[str, Any] = {}
+    if allocated:
+        status["allocation"] = {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "driver": DRIVER, "pool": pool, "device": dev}
+                    for pool, dev in allocated
+                ]
+            }
+        }
+        status["reservedFor"] = [
+            {"resource": "pods", "name": p, "uid": f"uid-{p}"} for p in reserved or []
+        ]
+    return {
+        "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+        "status": status,
+    }
+
+
+def pod(name: str, claim_name: str, phase: str = "Running") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}"},
+        "spec": {
+            "nodeName": "a",
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+H200, A100 = "NVIDIA H200", "NVIDIA A100-SXM4-80GB"
+SLICES = [
+    rslice(
+        "a",
+        [
+            device("gpu-0", H200, "140Gi"),
+            device("gpu-1", H200, "140Gi"),
+            device("mig-0", H200, "18Gi", "1g.18gb"),
+            device("mig-1", H200, "18Gi", "1g.18gb"),
+            device("mig-2", H200, "71Gi", "3g.71gb"),
+        ],
+    ),
+    rslice(
+        "b", [device("mig-3", H200, "18Gi", "1g.18gb"), device("mig-4", H200, "71Gi", "3g.71gb")]
+    ),
+    rslice("c", [device("gpu-0", A100, "80Gi")]),
+    rslice("a", [{"name": "nic-0", "attributes": {}}], driver="rdma.example.com"),
+]
+NODES = [node("a", "NVIDIA-H200"), node("b", "NVIDIA-H200"), node("c", None)]
+PROFILE = "device.attributes['gpu.nvidia.com'].profile == '{}'"
+PRODUCT = "device.attributes['gpu.nvidia.com'].productName == '{}'"
+CLAIMS = [
+    # allocated and used by a running pod
+    claim("train", allocated=[("a", "gpu-0")], reserved=["trainer"]),
+    # allocated, reserved for a pod that is gone: leaked
+    claim("leaked", allocated=[("a", "gpu-1")], reserved=["gone"]),
+    # allocated, reserved for a pod that finished: leaked
+    claim("infer", MIG := "mig.nvidia.com", allocated=[("a", "mig-2")], reserved=["batch"]),
+    # allocated, reserved for nobody and used by no pod: leaked
+    claim("a100", allocated=[("c", "gpu-0")]),
+    # pending: no B200 is published
+    claim("wants-b200", selector=PRODUCT.format("NVIDIA B200")),
+    # pending: both H200 whole GPUs are allocated
+    claim("wants-h200", selector=PRODUCT.format(H200)),
+    # pending: a 3g.71gb is free (on b)
+    claim("wants-71", MIG, selector=PROFILE.format("3g.71gb")),
+    # pending: a selector on memory, which a shape does not read
+    claim(
+        "wants-memory",
+        MIG,
+        selector="device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('20Gi')) >= 0",
+    ),
+]
+PODS = [
+    pod("trainer", "train"),
+    pod("batch", "infer", phase="Succeeded"),
+    pod("waiter", "wants-h200", phase="Pending"),
+]
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    return fr.build_report(SLICES, CLAIMS, PODS, NODES)
+
+
+def test_cluster_totals(report: dict[str, Any]) -> None:
+    c = report["cluster"]
+    # 8 devices of gpu.nvidia.com (the rdma device is not counted); 4 allocated
+    assert (c["devices_published"], c["devices_allocated"], c["devices_free"]) == (8, 4, 4)
+    # 2x140 + 3x18 + 2x71 + 80 = 556 GiB; allocated 140+140+71+80 = 431; free 18+18+18+71
+    assert c["memory_published"] == 556 * GI
+    assert c["memory_allocated"] == 431 * GI
+    assert c["memory_free"] == 125 * GI
+    # stranded: the three free 1g.18gb (no pending claim asks for one); the free 3g.71gb
+    # is asked for by wants-71; wants-memory's shape is unknown and does not count
+    assert c["memory_stranded"] == 54 * GI
+    assert c["pending_unknown"] == 1
+
+
+def test_fragmentation_hand_computed(report: dict[str, Any]) -> None:
+    # node a: free 18+18 = 36 GiB, largest 18 -> 0.5; node b: free 18+71 = 89, largest 71
+    # -> 18/89; node c: nothing free. Weighted by free memory: (0.5*36 + 18/89*89) / 125
+    # = 36/125 = 1 - (18+71)/(36+89)
+    assert report["cluster"]["fragmentation"] == pytest.approx(36 / 125, abs=1e-4)
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["a"]["fragmentation"] == 0.5
+    assert nodes["b"]["fragmentation"] == pytest.approx(18 / 89, abs=1e-4)
+    assert nodes["c"]["fragmentation"] is None
+    assert (nodes["b"]["largest_free"], nodes["b"]["memory_free"]) == (71 * GI, 89 * GI)
+
+
+def test_fragmentation_zero_when_free_memory_is_one_device_per_node() -> None:
+    devices = [
+        fr.Device("d/a/0", "a", "p", "m", "gpu", 80 * GI),
+        fr.Device("d/b/0", "b", "p", "m", "gpu", 80 * GI),
+        fr.Device("d/b/1", "b", "p", "m", "gpu", 80 * GI, claim="ns/x"),
+    ]
+    assert fr.fragmentation(devices) == 0.0
+    assert fr.fragmentation(devices[2:]) is None
+
+
+def test_per_pool_model_and_profile(report: dict[str, Any]) -> None:
+    pools = {p["pool"]: p for p in report["pools"]}
+    assert set(pools) == {"NVIDIA-H200", "(none)"}
+    assert (pools["NVIDIA-H200"]["devices_published"], pools["(none)"]["devices_published"]) == (
+        7,
+        1,
+    )
+    assert pools["(none)"]["fragmentation"] is None
+    profiles = {(p["model"], p["profile"]): p for p in report["profiles"]}
+    assert set(profiles) == {(H200, "gpu"), (H200, "1g.18gb"), (H200, "3g.71gb"), (A100, "gpu")}
+    small = profiles[(H200, "1g.18gb")]
+    assert (small["devices_published"], small["devices_allocated"], small["devices_free"]) == (
+        3,
+        0,
+        3,
+    )
+    assert small["memory_stranded"] == small["memory_free"] == 54 * GI
+    mid = profiles[(H200, "3g.71gb")]
+    assert (mid["devices_allocated"], mid["devices_free"], mid["memory_stranded"]) == (1, 1, 0)
+    assert profiles[(H200, "gpu")]["memory_allocated"] == 280 * GI
+    rows = {(r["pool"], r["model"], r["profile"]) for r in report["rows"]}
+    assert ("(none)", A100, "gpu") in rows and ("NVIDIA-H200", H200, "1g.18gb") in rows
+
+
+def test_pending_claims_and_why(report: dict[str, Any]) -> None:
+    pending = {p["claim"]: p for p in report["pending"]}
+    assert {k: v["reason"] for k, v in pending.items()} == {
+        "ml/wants-b200": fr.NO_DEVICE,
+        "ml/wants-h200": fr.ALL_ALLOCATED,
+        "ml/wants-71": fr.FREE_DEVICES,
+        "ml/wants-memory": fr.UNKNOWN,
+    }
+    assert pending["ml/wants-h200"]["users"] == ["ml/waiter"]
+    assert pending["ml/wants-b200"]["requests"][0]["shapes"] == ["1 x gpu of NVIDIA B200"]
+    assert "compareTo" in pending["ml/wants-memory"]["requests"][0]["shapes"][0]
+    assert report["cluster"]["pending_by_reason"] == {
+        fr.NO_DEVICE: 1,
+        fr.ALL_ALLOCATED: 1,
+        fr.UNKNOWN: 1,
+        fr.FREE_DEVICES: 1,
+    }
+
+
+def test_leaked_claims_hold_memory(report: dict[str, Any]) -> None:
+    leaked = {item["claim"]: item for item in report["leaked"]}
+    assert {k: v["kind"] for k, v in leaked.items()} == {
+        "ml/leaked": "dead-reservation",
+        "ml/infer": "dead-reservation",
+        "ml/a100": "unreserved",
+    }
+    assert "no longer exists" in leaked["ml/leaked"]["reason"]
+    assert "is done (phase Succeeded)" in leaked["ml/infer"]["reason"]
+    assert leaked["ml/a100"]["devices"] == ["gpu.nvidia.com/c/gpu-0"]
+    assert report["cluster"]["memory_leaked"] == (140 + 71 + 80) * GI
+
+
+def test_no_pool_label_puts_every_node_in_one_pool() -> None:
+    report = fr.build_report(SLICES, CLAIMS, PODS, NODES, pool_label="")
+    assert [p["pool"] for p in report["pools"]] == ["(none)"]
+
+
+def test_no_pending_claim_strands_every_free_device() -> None:
+    claims = [c for c in CLAIMS if (c.get("status") or {}).get("allocation")]
+    c = fr.build_report(SLICES, claims, PODS, NODES)["cluster"]
+    assert c["claims_pending"] == 0 and c["memory_stranded"] == c["memory_free"] == 125 * GI
+
+
+@pytest.mark.parametrize(
+    ("cls", "expression", "label"),
+    [
+        (
+            "mig.nvidia.com",
+            'device.attributes["gpu.nvidia.com"]["profile"] == "1g.18gb"',
+            "1 x 1g.18gb",
+        ),
+        (
+            "mig.nvidia.com",
+            "device.driver == 'gpu.nvidia.com' && '2g.35gb' == "
+            "device.attributes['gpu.nvidia.com'].profile && "
+            "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'",
+            "1 x 2g.35gb of NVIDIA H200",
+        ),
+        ("mig.nvidia.com", None, "1 x any MIG profile"),
+        ("gpu.nvidia.com", None, "1 x gpu"),
+    ],
+)
+def test_shapes_read_from_selectors(cls: str, expression: str | None, label: str) -> None:
+    ((shape,),) = fr.request_shapes(claim("x", cls, expression))
+    assert shape.label() == label
+
+
+@pytest.mark.parametrize(
+    ("cls", "expression", "why"),
+    [
+        ("mig.nvidia.com", PROFILE.format("1g.18gb") + " || true", "selector"),
+        ("mig.nvidia.com", "device.attributes['example.com'].profile == 'x'", "selector term"),
+        ("mig.nvidia.com", PROFILE.format("a") + " && " + PROFILE.format("b"), "two values"),
+        ("vfio.gpu.nvidia.com", None, "DeviceClass vfio.gpu.nvidia.com"),
+    ],
+)
+def test_shapes_beyond_equality_are_unknown(cls: str, expression: str | None, why: str) -> None:
+    ((shape,),) = fr.request_shapes(claim("x", cls, expression))
+    assert shape.kind is None and why in shape.why
+
+
+def test_first_available_and_v1beta1_requests() -> None:
+    beta = {
+        "metadata": {"name": "b", "namespace": "ml"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "r", "deviceClassName": "gpu.nvidia.com", "count": 2},
+                    {
+                        "name": "f",
+                        "firstAvailable": [
+                            {"name": "big", "deviceClassName": "gpu.nvidia.com"},
+                            {
+                                "name": "small",
+                                "deviceClassName": "mig.nvidia.com",
+                                "selectors": [{"cel": {"expression": PROFILE.format("1g.18gb")}}],
+                            },
+                        ],
+                    },
+                ]
+            }
+        },
+    }
+    shapes = fr.request_shapes(beta)
+    assert [[s.label() for s in alts] for alts in shapes] == [
+        ["2 x gpu"],
+        ["1 x gpu", "1 x 1g.18gb"],
+    ]
+    report = fr.build_report(SLICES, [*CLAIMS, beta], PODS, NODES)
+    (item,) = [p for p in report["pending"] if p["claim"] == "ml/b"]
+    # 2 whole GPUs: 3 published, 0 free -> all allocated; "f": its 1g.18gb fits
+    assert [r["reason"] for r in item["requests"]] == [fr.ALL_ALLOCATED, fr.FREE_DEVICES]
+    assert item["reason"] == fr.ALL_ALLOCATED
+
+
+def test_memory_quantities() -> None:
+    assert fr.memory_bytes("143771Mi") == 143771 * 2**20
+    assert fr.memory_bytes("80G") == 80 * 10**9
+    assert fr.memory_bytes(None) == fr.memory_bytes("lots") == 0
+
+
+def test_a_vfio_device_is_its_own_profile_and_fits_no_gpu_or_mig_claim() -> None:
+    vfio = device("vfio-0", H200, "140Gi")
+    vfio["attributes"]["type"] = {"string": "vfio"}
+    slices = [rslice("v", [vfio])]
+    claims = [claim("whole", selector=PRODUCT.format(H200)), claim("slice", "mig.nvidia.com")]
+    report = fr.build_report(slices, claims, [], [node("v", "NVIDIA-H200")])
+    assert [(p["profile"], p["devices_free"]) for p in report["profiles"]] == [("vfio", 1)]
+    assert {p["claim"]: p["reason"] for p in report["pending"]} == {
+        "ml/whole": fr.NO_DEVICE,
+        "ml/slice": fr.NO_DEVICE,
+    }
+    assert report["cluster"]["memory_stranded"] == 140 * GI

@@ -1,0 +1,94 @@
+"""The report's object state as Prometheus metrics (``plugins/module_utils/report/metrics.py``)
+on a small fleet built from API-shaped objects: a GPU node with two published devices (one
+allocated to a running pod, one leaked), a GPU node that publishes nothing, a CPU node, and a
+claim that no device can satisfy. Every figure is derived by hand from those objects."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import metrics as fm
+
+from tests.unit.report.test_fleet import DRIVER, claim, device, pod, rslice
+
+pytestmark = pytest.mark.unit
+
+
+def gpu_node(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.present": "true"}}}
+
+
+def fleet() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    nodes = [gpu_node("w1"), gpu_node("w2"), {"metadata": {"name": "cpu-1", "labels": {}}}]
+    slices = [
+        rslice(
+            "w1", [device("gpu-0", "NVIDIA H200", "141Gi"), device("gpu-1", "NVIDIA H200", "141Gi")]
+        )
+    ]
+    claims = [
+        claim("train", allocated=[("w1", "gpu-0")], reserved=["trainer"]),
+        claim("old", allocated=[("w1", "gpu-1")], reserved=["gone"]),
+        claim("huge", selector='device.attributes["gpu.nvidia.com"].productName == "NVIDIA B300"'),
+    ]
+    pods = [pod("trainer", "train"), pod("waiter", "huge", phase="Pending")]
+    report = fr.build_report(slices, claims, pods, nodes, driver=DRIVER)
+    return report, nodes
+
+
+def samples(text: str) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            out[series] = float(value)
+    return out
+
+
+def test_leaked_pending_and_node_devices_are_series() -> None:
+    report, nodes = fleet()
+    got = samples(fm.render(report, nodes))
+    assert got['gpufleet_dra_claim_leaked{namespace="ml",claim="old",kind="dead-reservation"}'] == 1
+    assert [s for s in got if s.startswith("gpufleet_dra_claim_leaked{")] == [
+        'gpufleet_dra_claim_leaked{namespace="ml",claim="old",kind="dead-reservation"}'
+    ]
+    pending = [s for s in got if s.startswith("gpufleet_dra_claim_pending{")]
+    assert len(pending) == 1 and 'claim="huge"' in pending[0]
+    assert got['gpufleet_gpu_node_resourceslice_devices{node="w1"}'] == 2
+    # a GPU node with no ResourceSlice is 0, a node without the GPU label is absent
+    assert got['gpufleet_gpu_node_resourceslice_devices{node="w2"}'] == 0
+    assert not any('node="cpu-1"' in s for s in got)
+    assert got['gpufleet_dra_devices{state="allocated"}'] == 2
+    assert got['gpufleet_dra_devices{state="free"}'] == 0
+    assert got["gpufleet_dra_claims_leaked"] == 1
+    assert got["gpufleet_dra_claims_pending"] == 1
+
+
+def test_every_family_has_help_and_type_once() -> None:
+    report, nodes = fleet()
+    text = fm.render(report, nodes)
+    types = re.findall(r"^# TYPE (\S+) gauge$", text, re.M)
+    assert len(types) == len(set(types)) == 6
+    for name in types:
+        assert f"# HELP {name} " in text
+
+
+def test_label_values_are_escaped() -> None:
+    report = {"leaked": [{"claim": 'ns/we"ird\\name', "kind": "a\nb"}], "nodes": [], "cluster": {}}
+    text = fm.render(report, [])
+    assert 'claim="we\\"ird\\\\name",kind="a\\nb"' in text
+
+
+def test_serve_address_is_checked() -> None:
+    import click
+
+    from gpufleet.commands import report_serve as rs
+
+    assert rs.parse_address(":9477") == ("0.0.0.0", 9477)
+    assert rs.parse_address("10.89.73.1:9477") == ("10.89.73.1", 9477)
+    for bad in ("9477", "host:", "host:99999", "host:port"):
+        with pytest.raises(click.BadParameter) as err:
+            rs.parse_address(bad)
+        assert repr(bad) in err.value.message and "--serve" in str(err.value.param_hint)

@@ -1,0 +1,156 @@
+"""The upgrade's control-host API steps (plugins/module_utils/upgrade/node_api.py) and the
+report writer (plugins/module_utils/upgrade/record.py): the uncordon's requests, the
+bounded retry, and the report file written under its lock. The modules that use them run
+against a real kube-apiserver in tests/integration/test_upgrade_node_modules.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import node_api as ua
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import record as ur
+
+pytestmark = pytest.mark.unit
+
+
+def _api(node: dict[str, Any]) -> tuple[Any, list[tuple[str, str, Any]]]:
+    sent: list[tuple[str, str, Any]] = []
+
+    def request(method: str, path: str, body: Any = None, content_type: str = "") -> Any:
+        sent.append((method, path, body))
+        if method == "PATCH":
+            assert content_type == ua.MERGE_PATCH
+            node["spec"].pop("unschedulable", None)
+        return node
+
+    return request, sent
+
+
+def test_uncordon_patches_only_a_cordoned_node_and_quotes_its_name() -> None:
+    node = {"spec": {"unschedulable": True}}
+    request, sent = _api(node)
+    assert ua.uncordon(request, "gpu/1") is True
+    assert sent == [
+        ("GET", "/api/v1/nodes/gpu%2F1", None),
+        ("PATCH", "/api/v1/nodes/gpu%2F1", {"spec": {"unschedulable": None}}),
+    ]
+    sent.clear()
+    assert ua.uncordon(request, "gpu/1") is False
+    assert [s[0] for s in sent] == ["GET"]
+
+
+def test_retrying_asks_again_for_no_answer_and_server_errors_within_the_timeout() -> None:
+    t = [0.0]
+    answers: list[Any] = [vk.KubeError(None, "refused"), vk.KubeError(503, "starting"), "ok"]
+
+    def call() -> Any:
+        got = answers.pop(0)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def sleep(s: float) -> None:
+        t[0] += s
+
+    assert ua.retrying(call, 60, 5, sleep=sleep, clock=lambda: t[0]) == ("ok", 3)
+    assert t[0] == 10
+
+
+def test_retrying_stops_at_the_timeout_and_at_once_for_a_refusal() -> None:
+    t = [0.0]
+    calls = [0]
+
+    def down() -> Any:
+        calls[0] += 1
+        raise vk.KubeError(None, "no answer")
+
+    def sleep(s: float) -> None:
+        t[0] += s
+
+    with pytest.raises(vk.KubeError) as err:
+        ua.retrying(down, 12, 5, sleep=sleep, clock=lambda: t[0])
+    assert calls[0] == 3 and err.value.attempts == 3  # t = 0, 5, 10; 15 is past 12
+
+    def forbidden() -> Any:
+        raise vk.KubeError(403, "nodes is forbidden")
+
+    with pytest.raises(vk.KubeError) as err:
+        ua.retrying(forbidden, 60, 5, sleep=sleep, clock=lambda: t[0])
+    assert err.value.attempts == 1 and err.value.status == 403
+
+
+def test_report_write_merges_entries_and_replaces_a_file_that_is_not_a_report(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sub" / "report.json"
+    base = {"target": "1.37.2", "host": "gpu-1", "node": "n1", "phase": "prepare"}
+    ur.write(str(path), [{**base, "state": "in-progress", "timings": {"x_s": 1}}])
+    entry = ur.write(
+        str(path),
+        [{**base, "state": "upgraded", "phase": "done", "cordoned": False,
+          "timings": {"node_total_s": 12.345}}],
+    )  # fmt: skip
+    report = json.loads(path.read_text())
+    assert report["nodes"]["gpu-1"] == entry
+    assert (entry["state"], entry["version"], entry["cordoned"]) == ("upgraded", "1.37.2", False)
+    assert entry["timings_s"] == {"x_s": 1.0, "node_total_s": 12.3}
+    assert [e["state"] for e in report["events"]] == ["in-progress", "upgraded"]
+    path.write_text('{"nodes": {"gpu-1": 7}, "events": "x"}')  # parts of the wrong type
+    ur.write(str(path), [{**base, "state": "in-progress"}])
+    report = json.loads(path.read_text())
+    assert report["nodes"]["gpu-1"]["state"] == "in-progress" and len(report["events"]) == 1
+    path.write_text("[1, 2]")  # JSON, not a report: started afresh
+    ur.write(str(path), [{**base, "state": "failed", "cause": "drain"}])
+    report = json.loads(path.read_text())
+    assert list(report["nodes"]) == ["gpu-1"] and report["nodes"]["gpu-1"]["cause"] == "drain"
+
+
+def test_report_write_measures_the_node_total_up_to_the_write(tmp_path: Path) -> None:
+    import time
+
+    path = tmp_path / "report.json"
+    record = {"target": "1.37.2", "host": "gpu-1", "state": "upgraded", "phase": "done",
+              "timings": {"drain_s": 3.0}, "started": time.time() - 12.0}  # fmt: skip
+    entry = ur.write(str(path), [record])
+    assert entry["timings_s"]["drain_s"] == 3.0
+    assert 12.0 <= entry["timings_s"]["node_total_s"] < 14.0
+    assert "started" not in entry
+
+
+def test_wait_devices_until_the_slices_publish_as_many_as_before() -> None:
+    t = [0.0]
+    counts: list[Any] = [vk.KubeError(None, "no answer"), 4, 7, 8]
+
+    def state() -> dict[str, Any]:
+        got = counts.pop(0)
+        if isinstance(got, Exception):
+            raise got
+        return {"devices": got}
+
+    def sleep(s: float) -> None:
+        t[0] += s
+
+    assert ua.wait_devices(state, 8, 30, 1, sleep=sleep, clock=lambda: t[0]) == (8, 4)
+    assert t[0] == 3
+
+
+def test_wait_devices_names_the_count_at_the_deadline_and_stops_on_a_refusal() -> None:
+    t = [0.0]
+
+    def sleep(s: float) -> None:
+        t[0] += s
+
+    with pytest.raises(ua.DevicesNotBack) as err:
+        ua.wait_devices(lambda: {"devices": 2}, 8, 3, 1, sleep=sleep, clock=lambda: t[0])
+    assert err.value.devices == 2
+    assert str(err.value) == "2 device(s) published, fewer than the 8 before the upgrade, after 3s"
+
+    def forbidden() -> dict[str, Any]:
+        raise vk.KubeError(403, "resourceslices is forbidden")
+
+    with pytest.raises(vk.KubeError):
+        ua.wait_devices(forbidden, 8, 30, 1, sleep=sleep, clock=lambda: t[0])
