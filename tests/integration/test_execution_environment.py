@@ -63,7 +63,7 @@ def third_party_imports() -> set[str]:
                 names.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.split(".")[0])
-    local = {p.stem for p in (REPO / "plugins" / "module_utils").glob("*.py")}
+    local = {p.stem for p in (REPO / "plugins" / "module_utils").rglob("*.py")}
     return {
         n
         for n in names

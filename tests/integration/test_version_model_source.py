@@ -3,7 +3,7 @@
 For every release under ``release_facts`` in ``gpufleet/lab/releases.yaml`` whose
 ``gpufleet-featuredump`` binary is cached (``scripts/setup`` builds those marked
 ``ci: true``; ``python -m gpufleet.lab.release_facts build`` builds the rest), run it and
-compare its normalised output with the committed ``plugins/module_utils/k8s_release_v1_*.py``:
+compare its normalised output with the committed ``plugins/module_utils/dra/releases/v1_*.py``:
 every gate (versioned specs, dependencies, the components that register it), every
 resource.k8s.io version and the kubeadm configuration API. The release's own reference
 list of feature gates (``test/compatibility_lifecycle/reference/versioned_feature_list.yaml``,

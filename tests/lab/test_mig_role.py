@@ -239,13 +239,13 @@ def test_mig_role_carves_and_republishes(mig_lab: dict[str, Any]) -> None:
     # A copy cut short (a code file and the stamp gone): the next run copies the code again.
     code = "/usr/local/lib/gpufleet-mig/ansible_collections/gpufleet/cluster/plugins/module_utils"
     subprocess.run(
-        ["podman", "exec", node, "rm", f"{code}/mig_tables.py", f"{code}/CODE_SHA256"],
+        ["podman", "exec", node, "rm", f"{code}/mig/tables.py", f"{code}/CODE_SHA256"],
         check=True,
     )
     third = apply_again(lab)
     assert third.status == 0
     assert ran(third, "MIG | Code of the boot-time apply")
-    script = f"test -s {code}/mig_tables.py && cat {code}/CODE_SHA256"
+    script = f"test -s {code}/mig/tables.py && cat {code}/CODE_SHA256"
     check = subprocess.run(
         ["podman", "exec", node, "sh", "-c", script],
         capture_output=True,

@@ -223,9 +223,8 @@ def lab(lab) -> Iterator[Lab]:
     print("\nvalidate timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in TIMINGS.items()))
 
 
-#: Every check ``gpufleet validate`` reports without ``--smoke`` (plugins/module_utils:
-#: validate_versions, validate_gates, validate_api, validate_nodes, validate_hosts,
-#: validate_claims).
+#: Every check ``gpufleet validate`` reports without ``--smoke`` (plugins/module_utils/
+#: validate/: versions, gates, api, nodes, hosts; the claims checks read claims/).
 CLEAN_LAB_CHECKS = {
     "versions.apiserver-skew",
     "versions.kubelet-skew",

@@ -61,10 +61,10 @@ func simulatedH200(t *testing.T) *state.State {
 	path := filepath.Join(t.TempDir(), "state.json")
 	cmd := exec.Command(python, "-m", "gpufleet.lab.gpusim", "admin", "--state", path,
 		"init", "--model", "NVIDIA H200", "--count", "1", "--node-name", "h200-sim")
-	// On a lab node the installer puts mig_profiles.py beside the package; here the
-	// collection's module_utils directory plays that part.
+	// On a lab node the installer puts the collection's MIG modules under their package
+	// path; here the repository's .collections directory (a link to it) plays that part.
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+root+string(os.PathListSeparator)+
-		filepath.Join(root, "plugins", "module_utils"))
+		filepath.Join(root, ".collections"))
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gpusim init: %v\n%s", err, out)
