@@ -215,10 +215,25 @@ def known_bad_releases(version: VersionLike) -> tuple[KnownBadRelease, ...]:
     return tuple(k for k in KNOWN_BAD_RELEASES if k.version == key)
 
 
-#: Lowest containerd for a kubelet of a minor: 1.38 drops the kubelet's fallback for
-#: runtimes without the CRI RuntimeConfig call, which containerd 1.7 lacks (plan on
-#: containerd 2.0 or later for 1.38 kubelets; shared/reference/updates-2026-12.md).
+#: Lowest containerd gpufleet accepts for a kubelet of a minor. Stricter than upstream:
+#: the kubelet of 1.38.0-beta.0 still runs on a runtime without the CRI RuntimeConfig
+#: call (containerd 1.7), falling back to the cgroup driver of its own configuration and
+#: counting ``kubelet_cri_losing_support{version="1.38.0"}`` (``cmd/kubelet/app/
+#: server.go``), and kubeadm's preflight only warns (``cmd/kubeadm/app/preflight/
+#: checks.go``: "will be removed in 1.38"). gpufleet refuses it because containerd 1.7
+#: is out of support since September 2026 (containerd's RELEASES.md) and the fallback is
+#: marked for removal: a node left on it breaks at the release that removes it.
+#: ``tests/integration/test_version_model_source.py`` checks the fallback and the warning
+#: in each cached release's source, so this text changes when upstream does.
 MIN_CONTAINERD_FOR_KUBELET: dict[int, tuple[int, int]] = {38: (2, 0)}
+#: Where the upstream artifact states what ``MIN_CONTAINERD_FOR_KUBELET`` is stricter than.
+CONTAINERD_RULE_SOURCE = (
+    "upstream only warns: the kubelet falls back to the cgroup driver of its own "
+    'configuration and counts kubelet_cri_losing_support{version="1.38.0"} '
+    "(cmd/kubelet/app/server.go), kubeadm's preflight warns (cmd/kubeadm/app/preflight/"
+    "checks.go); gpufleet refuses because containerd 1.7 is out of support since "
+    "September 2026 (containerd RELEASES.md) and the fallback is marked for removal"
+)
 
 
 def container_runtime_problem(runtime_version: str, kubelet_version: VersionLike) -> str | None:
@@ -242,9 +257,9 @@ def container_runtime_problem(runtime_version: str, kubelet_version: VersionLike
     if need is None or have >= need:
         return None
     return (
-        f"the kubelet of {_mv(v.minor)} needs containerd {need[0]}.{need[1]} or later (it no "
-        f"longer falls back for runtimes without the CRI RuntimeConfig call), this node runs "
-        f"containerd {text}"
+        f"gpufleet runs the kubelet of {_mv(v.minor)} on containerd {need[0]}.{need[1]} or "
+        f"later, this node runs containerd {text}, which lacks the CRI RuntimeConfig call "
+        f"({CONTAINERD_RULE_SOURCE})"
     )
 
 
