@@ -9,12 +9,8 @@ kube-apiserver; here its reading of the answers."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.modules import upgrade_packages as up
-
-from tests.ansible.test_config_gate_modules import play
 
 DPKG = "kubeadm 1.36.3-1.1 hi \nkubelet 1.37.2-1.1 ii \nkubectl 1.37.2-1.1 hi \ncri-tools  un \n"
 
@@ -63,66 +59,6 @@ def test_commands_refresh_one_source_then_unhold_install_hold() -> None:
     assert "--allow-change-held-packages" in cmds[2]
     no_refresh = up.commands(pkgs, ["kubelet"], "/x.list", False)
     assert no_refresh[0][:2] == ["apt-mark", "unhold"]
-
-
-@pytest.mark.ansible
-def test_check_mode_names_what_it_would_do_and_touches_nothing(tmp_path: Path) -> None:
-    source = tmp_path / "kubernetes.list"
-    source.write_text("deb https://pkgs.k8s.io/core:/stable:/v1.36/deb/ /\n")
-    line = "deb https://pkgs.k8s.io/core:/stable:/v1.37/deb/ /"
-    (res,) = play(
-        tmp_path,
-        "packages-check",
-        [
-            {
-                "gpufleet.cluster.upgrade_packages": {
-                    "packages": {"gpufleet-no-such-package": "1.0-1"},
-                    "source_line": line,
-                    "source_list": str(source),
-                    "backup_dir": str(tmp_path / "backups"),
-                }
-            }
-        ],
-        check=True,
-    )
-    assert not res["_failed"], res
-    assert res["changed"] and res["source_changed"]
-    assert res["todo"] == ["gpufleet-no-such-package"]
-    assert res["installed"] == {}
-    assert res["diff"]["after"] == line + "\n"
-    assert source.read_text().startswith("deb https://pkgs.k8s.io/core:/stable:/v1.36/")
-    assert not (tmp_path / "backups").exists()
-
-
-@pytest.mark.ansible
-@pytest.mark.parametrize(
-    "packages, source_line, says",
-    [
-        ({"kubeadm": ""}, "", "exact version"),
-        ({"kubeadm": "1.37.2 -1.1"}, "", "without spaces"),
-        ({"kubeadm": "1.37.2-1.1"}, "deb a /\ndeb b /", "more than one line"),
-    ],
-    ids=["no-version", "space", "two-lines"],
-)
-def test_bad_input_is_refused_before_anything_runs(
-    tmp_path: Path, packages: dict, source_line: str, says: str
-) -> None:
-    source = tmp_path / "kubernetes.list"
-    (res,) = play(
-        tmp_path,
-        "packages-bad",
-        [
-            {
-                "gpufleet.cluster.upgrade_packages": {
-                    "packages": packages,
-                    "source_line": source_line,
-                    "source_list": str(source),
-                }
-            }
-        ],
-    )
-    assert res["_failed"] and says in res["msg"], res
-    assert not source.exists()
 
 
 # upgrade_node_state: the Node's cordon and its devices, read in one module run

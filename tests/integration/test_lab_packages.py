@@ -12,8 +12,8 @@ import pytest
 
 from gpufleet.lab import packages as pk
 
-# The tests that build or read packages run dpkg-deb and dpkg-scanpackages: integration;
-# the others are pure Python: unit.
+# The tests that build or read packages run dpkg-deb and dpkg-scanpackages; the pure ones
+# are tests/unit/lab/test_packages.py.
 needs_dpkg = pytest.mark.skipif(
     shutil.which("dpkg-deb") is None, reason="dpkg-deb is not installed (package dpkg)"
 )
@@ -36,30 +36,6 @@ def fake_bins(tmp_path):
         return out
 
     return make
-
-
-@pytest.mark.unit
-def test_deb_version_is_the_pkgs_k8s_io_form():
-    assert pk.deb_version("1.37.2") == "1.37.2-1.1"
-    assert pk.deb_version("v1.36.3", "2.1") == "1.36.3-2.1"
-    with pytest.raises(pk.PackageError, match=r"MAJOR\.MINOR\.PATCH"):
-        pk.deb_version("1.37")
-    with pytest.raises(pk.PackageError, match="revision"):
-        pk.deb_version("1.37.2", "")
-
-
-@pytest.mark.unit
-def test_repo_dir_mirrors_the_pkgs_k8s_io_path(tmp_path):
-    assert pk.repo_dir(tmp_path, "1.37") == tmp_path / "core:" / "stable:" / "v1.37" / "deb"
-    assert pk.sources_line("file:/var/lib/gpufleet/pkgs/v1.37/") == (
-        "deb [trusted=yes] file:/var/lib/gpufleet/pkgs/v1.37/ /"
-    )
-
-
-@pytest.mark.unit
-def test_missing_binary_names_the_release(tmp_path):
-    with pytest.raises(pk.PackageError, match=r"kubeadm 1\.37\.2 is not built"):
-        pk.package_specs("1.37.2", {"kubelet": tmp_path / "x"})
 
 
 @pytest.mark.integration
