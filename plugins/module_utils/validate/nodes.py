@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
     MIB,
     Listing,
@@ -264,7 +264,7 @@ def _slices_check(listing: Listing, settings: Settings) -> Check:
     count: dict[str, int] = {}
     kept: dict[str, list[Mapping[str, Any]]] = {}
     latest = 0
-    for s in vcl.iter_latest_slices(listing.slices):
+    for s in cslices.iter_latest_slices(listing.slices):
         spec = s.get("spec") or {}
         if spec.get("driver") != settings.driver:
             continue
