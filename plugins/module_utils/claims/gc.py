@@ -2,9 +2,9 @@
 # Apache License 2.0 (see LICENSE)
 """The updates that release leaked ResourceClaims (``claims gc``).
 
-``plan_gc`` turns the leaks of ``claims.leaks`` into the updates kube-controller-manager's
-resource claim controller would make, never for a claim that a live pod reserves or
-references. Pure: the caller writes the updates.
+``plan_gc`` turns the leaks of ``claims.leaks.find_leaks`` into the updates
+kube-controller-manager's resource claim controller would make, never for a claim that a
+live pod reserves or references. Pure: the caller writes the updates.
 """
 
 from __future__ import annotations

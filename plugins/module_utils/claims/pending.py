@@ -1,7 +1,7 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
 """ResourceClaims that stay pending: not allocated for longer than a threshold, each
-explained by ``claims.explain`` when a pod waits for it.
+explained by ``claims.explain.explain_claim`` when a pod waits for it.
 
 Pure functions over listed objects (JSON dicts as the API returns them); no I/O.
 """

@@ -45,8 +45,8 @@ or ``reportingInstance``: the node; ``message``: "Failed to prepare dynamic reso
 The checks by area, one module each: ``validate.versions``, ``validate.gates``,
 ``validate.api``, ``validate.nodes``; what they read in ``cluster.listing`` (``Listing``,
 ``Settings``, label selectors). This module runs them all (``all_checks``) and holds the
-claims checks over the listed objects (``claims_checks``, rules in ``claims.leaks`` and
-``claims.pending``).
+claims checks over the listed objects (``claims_checks``, rules in ``claims.leaks.find_leaks`` and
+``claims.pending.find_pending``).
 """
 
 from __future__ import annotations
