@@ -3,7 +3,7 @@
 ``gpufleet claims gc [--apply] [--namespace NS] [--kubeconfig PATH] [--json]`` lists the
 claims and pods once, finds claims that hold devices for pods that are gone (as
 kube-controller-manager's resource claim controller would clean them up, see
-``plugins/module_utils/claims/usage.py``) and, with ``--apply``, releases them: drops
+``plugins/module_utils/claims/leaks.py``) and, with ``--apply``, releases them: drops
 the dead ``status.reservedFor`` entries, clears ``status.allocation``, removes the
 ``resource.kubernetes.io/delete-protection`` finalizer and deletes generated claims whose
 pod is gone. Without ``--apply`` it only prints the plan. A claim that a live pod reserves
@@ -32,8 +32,12 @@ import sys
 from typing import Any
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import gc as cgc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import leaks as cleaks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import metadata as cm
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     listing as cluster_listing,
 )
@@ -132,9 +136,9 @@ def gc(
         )
         sys.exit(2)
     with vk.gc_paused():
-        plan = vcl.plan_gc(claim_list, pods)
+        plan = cgc.plan_gc(claim_list, pods)
     acted = {a.claim for a in plan if a.action != "skip"} if apply_ else set()
-    by_key = {vcl.key(c): c for c in claim_list if vcl.key(c) in acted}
+    by_key = {cpods.key(c): c for c in claim_list if cpods.key(c) in acted}
     results: list[dict[str, Any]] = []
     failed = 0
     for action in plan:
@@ -182,7 +186,7 @@ def gc(
     sys.exit(1 if failed else 0)
 
 
-def _apply(kube: vk.Kube, rv: str, claim: dict[str, Any], action: vcl.GcAction) -> None:
+def _apply(kube: vk.Kube, rv: str, claim: dict[str, Any], action: cgc.GcAction) -> None:
     meta = claim["metadata"]
     base = (
         f"/apis/resource.k8s.io/{rv}/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}"
@@ -192,7 +196,7 @@ def _apply(kube: vk.Kube, rv: str, claim: dict[str, Any], action: vcl.GcAction) 
         body = {**claim, "status": action.status_patch}
         current = kube.request("PUT", base + "/status", body=body)
     if action.remove_finalizer:
-        fins = [f for f in current["metadata"].get("finalizers") or [] if f != vcl.FINALIZER]
+        fins = [f for f in current["metadata"].get("finalizers") or [] if f != cleaks.FINALIZER]
         current = kube.request(
             "PUT", base, body={**current, "metadata": {**current["metadata"], "finalizers": fins}}
         )
@@ -250,11 +254,11 @@ def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json
         sys.exit(2)
     release, release_source = cluster_release(kube)
     judge, judged_by = kcel.judge_for(_expressions([claim, *classes]), release)
-    result = vcl.explain_claim(claim, classes, slices, claim_list, nodes, pods, judge=judge)
+    result = cexplain.explain_claim(claim, classes, slices, claim_list, nodes, pods, judge=judge)
     result["kubernetesVersion"] = release
     result["kubernetesVersionSource"] = release_source
     result["celJudgedBy"] = judged_by
-    allocated = vcl.allocated_devices(claim)
+    allocated = cslices.allocated_devices(claim)
     result["allocated"] = allocated
     result["api_requests"] = kube.requests
     if as_json:

@@ -310,49 +310,67 @@ def restore(module: AnsibleModule, path: str, text: str | None) -> None:
     write_atomic(module, path, text)
 
 
+def _containerd_version(module: AnsibleModule, binary: str | None, result: dict) -> str:
+    """The ``containerd_version`` option, else what ``containerd --version`` prints. Fails
+    the module when neither is there."""
+    version = module.params["containerd_version"]
+    if version:
+        return version
+    if not binary:
+        module.fail_json(
+            msg="containerd_version is empty and containerd is not on PATH; fix: install "
+            "containerd first or pass containerd_version",
+            **result,
+        )
+    rc, out, err = module.run_command([binary, "--version"])
+    if rc != 0:
+        module.fail_json(msg=f"containerd --version failed: {err or out}", **result)
+    return out
+
+
+def _other_files(main_text: str | None, main_path: str, dropin_path: str) -> dict[str, str]:
+    """path -> text of the files already imported by the main file and of those the
+    drop-in's glob will import once it is added (the drop-in itself left out). Raises
+    ``InputError`` for a file that cannot be read."""
+    others = {}
+    candidates = imported_files(main_text, main_path)
+    candidates += sorted(glob.glob(dropin_glob(dropin_path)))
+    for path in candidates:
+        if os.path.normpath(path) == os.path.normpath(dropin_path) or not os.path.isfile(path):
+            continue
+        others[path] = read(path, "imported file") or ""
+    return others
+
+
+#: The module's options (DOCUMENTATION describes each).
+ARGUMENT_SPEC = dict(
+    config=dict(type="path", default="/etc/containerd/config.toml"),
+    dropin=dict(type="path", default="/etc/containerd/conf.d/99-nvidia.toml"),
+    containerd_version=dict(type="str", default=""),
+    runtime_name=dict(type="str", default="nvidia"),
+    runtime_binary=dict(type="path", default="/usr/bin/nvidia-container-runtime"),
+    set_as_default=dict(type="bool", default=False),
+    enable_cdi=dict(type="bool", default=True),
+    cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
+    backup=dict(type="bool", default=True),
+    writer=dict(type="str", default="auto", choices=["auto", "nvidia-ctk", "gpufleet"]),
+    nvidia_ctk=dict(type="str", default="nvidia-ctk"),
+)
+
+
 def main() -> None:
     module = AnsibleModule(
-        argument_spec=dict(
-            config=dict(type="path", default="/etc/containerd/config.toml"),
-            dropin=dict(type="path", default="/etc/containerd/conf.d/99-nvidia.toml"),
-            containerd_version=dict(type="str", default=""),
-            runtime_name=dict(type="str", default="nvidia"),
-            runtime_binary=dict(type="path", default="/usr/bin/nvidia-container-runtime"),
-            set_as_default=dict(type="bool", default=False),
-            enable_cdi=dict(type="bool", default=True),
-            cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
-            backup=dict(type="bool", default=True),
-            writer=dict(type="str", default="auto", choices=["auto", "nvidia-ctk", "gpufleet"]),
-            nvidia_ctk=dict(type="str", default="nvidia-ctk"),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     p = module.params
     result: dict = {"changed": False, "changes": []}
-    version = p["containerd_version"]
     binary = module.get_bin_path("containerd")
-    if not version:
-        if not binary:
-            module.fail_json(
-                msg="containerd_version is empty and containerd is not on PATH; fix: install "
-                "containerd first or pass containerd_version",
-                **result,
-            )
-        rc, out, err = module.run_command([binary, "--version"])
-        if rc != 0:
-            module.fail_json(msg=f"containerd --version failed: {err or out}", **result)
-        version = out
+    version = _containerd_version(module, binary, result)
     main_path, dropin_path = p["config"], p["dropin"]
     try:
         main_text = read(main_path)
-        others = {}
-        # files already imported, and those the drop-in's glob will import once it is added
-        candidates = imported_files(main_text, main_path)
-        candidates += sorted(glob.glob(dropin_glob(dropin_path)))
-        for path in candidates:
-            if os.path.normpath(path) == os.path.normpath(dropin_path) or not os.path.isfile(path):
-                continue
-            others[path] = read(path, "imported file") or ""
+        others = _other_files(main_text, main_path, dropin_path)
     except ig.InputError as err:
         module.fail_json(msg=str(err), **result)
     before = config_dump(module, binary, main_path) if binary and main_text is not None else None

@@ -216,24 +216,28 @@ def _unreachable(api_client, err: BaseException) -> str:
     return vk.unreachable(server, err, vk.REQUEST_TIMEOUT)
 
 
+#: The module's options (DOCUMENTATION describes each).
+ARGUMENT_SPEC = dict(
+    facts=dict(type="raw", required=True),
+    hosts=dict(type="list", elements="str", default=[]),
+    version=dict(type="str"),
+    features=dict(type="list", elements="str", default=[]),
+    gates=dict(type="dict", default={}),
+    components=dict(
+        type="list",
+        elements="str",
+        choices=list(gt.COMPONENTS),
+        default=list(gt.COMPONENTS),
+    ),
+    configmaps=dict(type="bool", default=True),
+    **vk.kube_auth_argspec(),
+    fail_on_drift=dict(type="bool", default=True),
+)
+
+
 def main() -> None:
     module = AnsibleModule(
-        argument_spec=dict(
-            facts=dict(type="raw", required=True),
-            hosts=dict(type="list", elements="str", default=[]),
-            version=dict(type="str"),
-            features=dict(type="list", elements="str", default=[]),
-            gates=dict(type="dict", default={}),
-            components=dict(
-                type="list",
-                elements="str",
-                choices=list(gt.COMPONENTS),
-                default=list(gt.COMPONENTS),
-            ),
-            configmaps=dict(type="bool", default=True),
-            **vk.kube_auth_argspec(),
-            fail_on_drift=dict(type="bool", default=True),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     params = module.params

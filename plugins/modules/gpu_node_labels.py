@@ -241,30 +241,34 @@ def _ignore(data: bytes | str) -> None:
     return None
 
 
+#: The module's options (DOCUMENTATION describes each).
+ARGUMENT_SPEC = dict(
+    **vk.kube_auth_argspec(),
+    nodes=dict(type="list", elements="str", required=True),
+    labels=dict(type="dict", default={"nvidia.com/gpu.present": "true"}),
+    taints=dict(
+        type="list",
+        elements="dict",
+        default=[],
+        options=dict(
+            key=dict(type="str", required=True, no_log=False),
+            value=dict(type="str"),
+            effect=dict(
+                type="str",
+                required=True,
+                choices=["NoSchedule", "PreferNoSchedule", "NoExecute"],
+            ),
+        ),
+    ),
+    remove_from_others=dict(type="bool", default=False),
+    missing=dict(type="str", choices=["fail", "warn"], default="fail"),
+    page_size=dict(type="int", default=500),
+)
+
+
 def main() -> None:
     module = AnsibleModule(
-        argument_spec=dict(
-            **vk.kube_auth_argspec(),
-            nodes=dict(type="list", elements="str", required=True),
-            labels=dict(type="dict", default={"nvidia.com/gpu.present": "true"}),
-            taints=dict(
-                type="list",
-                elements="dict",
-                default=[],
-                options=dict(
-                    key=dict(type="str", required=True, no_log=False),
-                    value=dict(type="str"),
-                    effect=dict(
-                        type="str",
-                        required=True,
-                        choices=["NoSchedule", "PreferNoSchedule", "NoExecute"],
-                    ),
-                ),
-            ),
-            remove_from_others=dict(type="bool", default=False),
-            missing=dict(type="str", choices=["fail", "warn"], default="fail"),
-            page_size=dict(type="int", default=500),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     if not HAS_KUBERNETES:

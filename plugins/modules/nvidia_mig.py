@@ -183,6 +183,9 @@ mig_devices:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import apply as mig_apply
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import clients as mcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import gpu_state as mgs
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import request as mrq
 
 
 def main() -> None:
@@ -197,7 +200,7 @@ def main() -> None:
                 "type": "list",
                 "elements": "str",
                 "default": [],
-                "choices": list(mig_apply.CLIENT_KINDS),
+                "choices": list(mcl.CLIENT_KINDS),
             },
             "allow_gpu_reset": {"type": "bool", "default": True},
             "allow_reboot": {"type": "bool", "default": False},
@@ -226,7 +229,7 @@ def main() -> None:
             msg="nvidia-smi not found on PATH; fix: install the NVIDIA driver (role "
             "gpufleet.cluster.nvidia_driver) or set nvidia_smi_path"
         )
-    req = mig_apply.Request(
+    req = mrq.Request(
         layout=p["layout"],
         config=p["config"],
         config_name=p["config_name"],
@@ -247,7 +250,7 @@ def main() -> None:
 
     try:
         res = mig_apply.apply(req, run, check_mode=module.check_mode)
-    except mig_apply.MigApplyError as exc:
+    except mgs.MigApplyError as exc:
         module.fail_json(msg=str(exc), gpus=exc.results)
     except ValueError as exc:
         module.fail_json(msg=str(exc))

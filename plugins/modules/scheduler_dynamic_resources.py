@@ -303,15 +303,47 @@ def _read(module: AnsibleModule, path: str, what: str, fix: str, result: dict) -
         module.fail_json(msg=str(err), **result)
 
 
+def _config_of(module: AnsibleModule, manifest_text: str, what: str, result: dict) -> tuple:
+    """``(static pod, --config path in the container, its host path)`` of the
+    kube-scheduler manifest ``manifest_text``; the host path is the ``config`` option when
+    given. Exits the module unchanged when the scheduler has no ``--config`` flag; fails
+    it for a manifest that is no YAML mapping or a path it cannot map to the host."""
+    params = module.params
+    try:
+        pod = yaml.safe_load(manifest_text)
+        if not isinstance(pod, dict):
+            raise ConfigEditError(f"{what} is not a YAML mapping; fix: pass the manifest file")
+        container_path = config_flag(pod, what)
+        if container_path is None:
+            if params["config"]:
+                module.warn(
+                    f"config={params['config']} ignored: {SCHEDULER} has no --config flag in "
+                    f"{params['manifest']}, so it reads no configuration file"
+                )
+            result["message"] = (
+                f"{SCHEDULER} has no --config flag; the default profile runs DynamicResources "
+                "whenever the DynamicResourceAllocation feature gate is on"
+            )
+            module.exit_json(**result)
+        path = params["config"] or host_path(pod, container_path, what)
+    except (ConfigEditError, yaml.YAMLError) as err:
+        module.fail_json(msg=str(err), **result)
+    return pod, container_path, path
+
+
+#: The module's options (DOCUMENTATION describes each).
+ARGUMENT_SPEC = dict(
+    manifest=dict(type="path", default="/etc/kubernetes/manifests/kube-scheduler.yaml"),
+    config=dict(type="path"),
+    restart=dict(type="bool", default=True),
+    backup=dict(type="bool", default=True),
+    backup_dir=dict(type="path", default="/etc/kubernetes/tmp"),
+)
+
+
 def main() -> None:
     module = AnsibleModule(
-        argument_spec=dict(
-            manifest=dict(type="path", default="/etc/kubernetes/manifests/kube-scheduler.yaml"),
-            config=dict(type="path"),
-            restart=dict(type="bool", default=True),
-            backup=dict(type="bool", default=True),
-            backup_dir=dict(type="path", default="/etc/kubernetes/tmp"),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     if not HAS_YAML:
@@ -334,25 +366,7 @@ def main() -> None:
         result,
     )
     what = f"manifest={manifest}"
-    try:
-        pod = yaml.safe_load(manifest_text)
-        if not isinstance(pod, dict):
-            raise ConfigEditError(f"{what} is not a YAML mapping; fix: pass the manifest file")
-        container_path = config_flag(pod, what)
-        if container_path is None:
-            if params["config"]:
-                module.warn(
-                    f"config={params['config']} ignored: {SCHEDULER} has no --config flag in "
-                    f"{manifest}, so it reads no configuration file"
-                )
-            result["message"] = (
-                f"{SCHEDULER} has no --config flag; the default profile runs DynamicResources "
-                "whenever the DynamicResourceAllocation feature gate is on"
-            )
-            module.exit_json(**result)
-        path = params["config"] or host_path(pod, container_path, what)
-    except (ConfigEditError, yaml.YAMLError) as err:
-        module.fail_json(msg=str(err), **result)
+    pod, container_path, path = _config_of(module, manifest_text, what, result)
     result.update(custom_config=True, container_path=container_path, path=path)
     before = _read(
         module,

@@ -285,6 +285,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core a
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import cluster as uc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import input as upgrade_input
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import kubeadm_config as ukc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import nodes as un
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import plan as up
 
 #: How messages name the module's inputs by default: the upgrade role's variables.
@@ -401,7 +403,7 @@ def read_state(module: AnsibleModule, names: dict) -> dict:
 
 def plan_state(p: dict, data: dict, resume: list, names: dict) -> up.UpgradePlan:
     """The plan of ``data`` (read_state's shape). Raises VersionModelError."""
-    nodes = up.nodes_from_objects(
+    nodes = un.nodes_from_objects(
         data["hosts"],
         data.get("nodes") or [],
         data.get("pods") or [],
@@ -417,7 +419,7 @@ def plan_state(p: dict, data: dict, resume: list, names: dict) -> up.UpgradePlan
         via=p["via"],
         features=p["features"],
         gates=p["gates"],
-        current_settings=up.settings_from_configmaps(
+        current_settings=ukc.settings_from_configmaps(
             data.get("cluster_configuration"), data.get("kubelet_configuration")
         ),
         package_revision=p["package_revision"],

@@ -17,6 +17,9 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import apply as ma
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import clients as mcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import gpu_state as mgs
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import request as mrq
 
 pytestmark = pytest.mark.ansible
 
@@ -64,8 +67,8 @@ class Sim:
             for gi in self.gpus()[gpu]["gpu_instances"]
         )
 
-    def request(self, **kw: Any) -> ma.Request:
-        return ma.Request(nvidia_smi=str(self.smi), **kw)
+    def request(self, **kw: Any) -> mrq.Request:
+        return mrq.Request(nvidia_smi=str(self.smi), **kw)
 
 
 def runner(argv: list[str]) -> tuple[int, str, str]:
@@ -141,7 +144,7 @@ def test_process_holding_the_gpu_refuses_before_any_change(tmp_path: Path) -> No
     sim = Sim(tmp_path)
     sim.admin("hold", "--gpu", "0", "--pid", "4242", "--name", "python3", "--mib", "1024")
     before = sim.state.read_bytes()
-    with pytest.raises(ma.MigApplyError) as err:
+    with pytest.raises(mgs.MigApplyError) as err:
         apply(sim, layout=SEVEN)
     msg = str(err.value)
     assert "process python3 (pid 4242)" in msg and "allow_reboot" in msg
@@ -167,7 +170,7 @@ def test_instances_destroyed_while_a_process_runs_are_refused(tmp_path: Path) ->
     sim = Sim(tmp_path)
     apply(sim, layout=SEVEN)
     sim.admin("hold", "--gpu", "0", "--pid", "777", "--name", "trainer", "--mib", "10")
-    with pytest.raises(ma.MigApplyError, match=r"process trainer \(pid 777\)"):
+    with pytest.raises(mgs.MigApplyError, match=r"process trainer \(pid 777\)"):
         apply(sim, layout={"7g.141gb": 1})
     assert len(sim.placements()) == 7
 
@@ -175,7 +178,7 @@ def test_instances_destroyed_while_a_process_runs_are_refused(tmp_path: Path) ->
 def test_layout_that_does_not_fit_fails_before_any_change(tmp_path: Path) -> None:
     sim = Sim(tmp_path)
     before = sim.state.read_bytes()
-    with pytest.raises(ma.MigApplyError) as err:
+    with pytest.raises(mgs.MigApplyError) as err:
         apply(sim, layout={"1g.18gb": 7, "3g.71gb": 1})
     assert "does not fit on NVIDIA H200" in str(err.value)
     assert sim.state.read_bytes() == before
@@ -183,7 +186,7 @@ def test_layout_that_does_not_fit_fails_before_any_change(tmp_path: Path) -> Non
 
 def test_unknown_profile_names_the_valid_ones(tmp_path: Path) -> None:
     sim = Sim(tmp_path)
-    with pytest.raises(ma.MigApplyError, match=r"1g\.10gb.*valid profiles: 1g\.18gb"):
+    with pytest.raises(mgs.MigApplyError, match=r"1g\.10gb.*valid profiles: 1g\.18gb"):
         apply(sim, layout={"1g.10gb": 7})
 
 
@@ -193,17 +196,17 @@ def test_non_mig_gpu_is_reported_disabled_not_failed(tmp_path: Path) -> None:
     assert res.changed is False
     assert res.gpus[0]["mig_capable"] is False
     assert res.gpus[0]["before"]["mig_mode_current"] == "N/A"
-    with pytest.raises(ma.MigApplyError, match=r"does not support MIG.*devices"):
+    with pytest.raises(mgs.MigApplyError, match=r"does not support MIG.*devices"):
         apply(sim, layout=SEVEN)
 
 
 def test_mig_on_with_zero_instances_is_refused(tmp_path: Path) -> None:
     sim = Sim(tmp_path)
     before = sim.state.read_bytes()
-    with pytest.raises(ma.MigApplyError, match=r"zero GPU instances.*mig_enabled=false"):
+    with pytest.raises(mgs.MigApplyError, match=r"zero GPU instances.*mig_enabled=false"):
         apply(sim, layout={})
     config = {"version": "v1", "mig-configs": {"empty": [{"devices": "all", "mig-enabled": True}]}}
-    with pytest.raises(ma.MigApplyError, match=r"zero GPU instances"):
+    with pytest.raises(mgs.MigApplyError, match=r"zero GPU instances"):
         apply(sim, config=config, config_name="empty")
     assert sim.state.read_bytes() == before
 
@@ -244,7 +247,7 @@ def test_mig_parted_config_per_gpu_index(tmp_path: Path) -> None:
     gpus = sim.gpus()
     assert [g["mig_mode_current"] for g in gpus] == ["Enabled", "Disabled"]
     assert sim.placements(0) == [("1g.35gb", s, 2) for s in (0, 2, 4, 6)]
-    with pytest.raises(ma.MigApplyError, match="choose one of: mixed, other"):
+    with pytest.raises(mgs.MigApplyError, match="choose one of: mixed, other"):
         apply(sim, config=config, config_name="nope")
 
 
@@ -254,9 +257,9 @@ def test_nvidia_drm_loaded_is_a_client_named_with_its_variable(tmp_path: Path) -
     def with_drm(path: str) -> str:
         return no_modules(path) + "nvidia_drm 131072 0 - Live 0x0\n"
 
-    with pytest.raises(ma.MigApplyError) as err:
+    with pytest.raises(mgs.MigApplyError) as err:
         ma.apply(
-            ma.Request(layout=SEVEN, nvidia_smi=str(sim.smi), var_prefix="mig_"),
+            mrq.Request(layout=SEVEN, nvidia_smi=str(sim.smi), var_prefix="mig_"),
             runner,
             read_file=with_drm,
         )
@@ -274,12 +277,12 @@ def test_nvidia_drm_loaded_is_a_client_named_with_its_variable(tmp_path: Path) -
     ],
 )
 def test_container_clients_are_recognised(container: str, pod: str, kind: str | None) -> None:
-    assert ma.classify_container(container, pod) == kind
+    assert mcl.classify_container(container, pod) == kind
 
 
 def test_unknown_client_kind_is_refused() -> None:
-    with pytest.raises(ma.MigApplyError, match=r"unknown client kind 'dcgm'.*nvidia-dcgm"):
-        ma.check_request(ma.Request(layout=SEVEN, allow_stop=("dcgm",)))
+    with pytest.raises(mgs.MigApplyError, match=r"unknown client kind 'dcgm'.*nvidia-dcgm"):
+        mrq.check_request(mrq.Request(layout=SEVEN, allow_stop=("dcgm",)))
 
 
 def test_module_runs_through_ansible(tmp_path: Path) -> None:

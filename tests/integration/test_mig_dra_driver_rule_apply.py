@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import apply as ma
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import gpu_state as mgs
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mprof
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
     problem as preflight_problem,
@@ -46,7 +47,7 @@ def _preflight(variables: dict, groups: list[str]) -> dict[str, preflight_proble
 def test_apply_refuses_before_any_change_on_a_dra_node(tmp_path: Path) -> None:
     sim = Sim(tmp_path)
     before = sim.state.read_bytes()
-    with pytest.raises(ma.MigApplyError) as exc:
+    with pytest.raises(mgs.MigApplyError) as exc:
         apply(sim, layout=NARROW, dra_driver=True, var_prefix="mig_")
     text = str(exc.value)
     assert text.startswith("mig_layout['1c.3g.71gb']: MIG profile 1c.3g.71gb is a compute")
@@ -60,7 +61,7 @@ def test_apply_refuses_a_config_entry_on_a_dra_node(tmp_path: Path) -> None:
     config = {"version": "v1", "mig-configs": {"narrow": [
         {"devices": "all", "mig-enabled": True, "mig-devices": {"1c.3g.71gb": 2}}
     ]}}  # fmt: skip
-    with pytest.raises(ma.MigApplyError, match=r"config 'narrow' GPU 0 mig-devices\['1c"):
+    with pytest.raises(mgs.MigApplyError, match=r"config 'narrow' GPU 0 mig-devices\['1c"):
         apply(sim, config=config, config_name="narrow", dra_driver=True)
 
 

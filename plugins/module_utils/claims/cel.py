@@ -359,11 +359,10 @@ def check_cel(expression: Any, judge: Judge | None = None) -> list[tuple[str, st
     return found
 
 
-def _lint(tree: Any) -> list[tuple[str, str]]:
-    """The linter's findings on a parse tree: errors that explain a refusal, warnings."""
+def _macro_variables(tree: Any) -> set[str]:
+    """The variables a macro binds in the parse tree (``x`` of ``.exists(x, ...)``)."""
     from lark import Tree
 
-    found: list[tuple[str, str]] = []
     bound: set[str] = set()
     for node in tree.iter_subtrees():
         if node.data == "member_dot_arg" and len(node.children) >= 3:
@@ -373,6 +372,40 @@ def _lint(tree: Any) -> list[tuple[str, str]]:
                 chain = _chain(args.children[0])
                 if chain and len(chain) == 1:
                     bound.add(chain[0])
+    return bound
+
+
+def _quantity_on_the_right(tree: Any) -> list[tuple[str, str]]:
+    """Errors for a capacity Quantity on the right of an order operator
+    (``40 <= device.capacity[...].memory``)."""
+    from lark import Tree
+
+    out: list[tuple[str, str]] = []
+    # The right operand is the second child of the parent relation: `40 <= device.capacity..`
+    for node in tree.iter_subtrees():
+        if node.data == "relation" and len(node.children) == 2:
+            op_node, right = node.children
+            if isinstance(op_node, Tree) and op_node.data in _ORDER_OPS:
+                chain = _chain(right)
+                if chain and len(chain) >= 4 and chain[:2] == ["device", "capacity"]:
+                    op = _ORDER_OPS[op_node.data]
+                    key = _literal_key(chain[2]) or NVIDIA_DRIVER
+                    out.append(
+                        (
+                            ERROR,
+                            f"capacity {'.'.join(chain[3:])} is a Quantity: `{op}` does not "
+                            "apply to it (Kubernetes: no matching overload); compare with "
+                            f"device.capacity['{key}'].{'.'.join(chain[3:])}"
+                            f".compareTo(quantity('40Gi')) {_COMPARE_OPS[_FLIP[op]]}",
+                        )
+                    )
+    return out
+
+
+def _lint(tree: Any) -> list[tuple[str, str]]:
+    """The linter's findings on a parse tree: errors that explain a refusal, warnings."""
+    found: list[tuple[str, str]] = []
+    bound = _macro_variables(tree)
     seen: set[str] = set()
     for node in tree.iter_subtrees_topdown():
         if node.data == "ident":
@@ -444,24 +477,7 @@ def _lint(tree: Any) -> list[tuple[str, str]]:
                             f".compareTo(quantity('40Gi')) {_COMPARE_OPS[op]}",
                         )
                     )
-    # The right operand is the second child of the parent relation: `40 <= device.capacity..`
-    for node in tree.iter_subtrees():
-        if node.data == "relation" and len(node.children) == 2:
-            op_node, right = node.children
-            if isinstance(op_node, Tree) and op_node.data in _ORDER_OPS:
-                chain = _chain(right)
-                if chain and len(chain) >= 4 and chain[:2] == ["device", "capacity"]:
-                    op = _ORDER_OPS[op_node.data]
-                    key = _literal_key(chain[2]) or NVIDIA_DRIVER
-                    found.append(
-                        (
-                            ERROR,
-                            f"capacity {'.'.join(chain[3:])} is a Quantity: `{op}` does not "
-                            "apply to it (Kubernetes: no matching overload); compare with "
-                            f"device.capacity['{key}'].{'.'.join(chain[3:])}"
-                            f".compareTo(quantity('40Gi')) {_COMPARE_OPS[_FLIP[op]]}",
-                        )
-                    )
+    found.extend(_quantity_on_the_right(tree))
     return found
 
 

@@ -202,7 +202,7 @@ def _pick(obj: Any, keys: Sequence[str]) -> dict[str, Any]:
 
 
 #: The pod fields the checks read (``validate.cluster``: apiserver versions, plugin pods;
-#: ``claims.usage``: pods by name, their claims, done or not, scheduler messages).
+#: ``claims.pods.PodIndex``: pods by name, their claims, done or not, scheduler messages).
 POD_FIELDS = {
     "metadata": ("name", "namespace", "uid", "labels", "deletionTimestamp"),
     "spec": ("nodeName", "resourceClaims"),

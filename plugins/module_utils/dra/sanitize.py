@@ -26,6 +26,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.core import (
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.gates import (
     GATES,
+    GateState,
     gate_state,
     is_known_gate,
     registered_by,
@@ -111,6 +112,97 @@ class SanitizeReport:
         }
 
 
+def _advice(st: GateState, entry: str, val: bool) -> list[Finding]:
+    """Advice on a gate kept as set: a locked gate (no effect, fatal once removed), a GA
+    gate on by default set to true."""
+    if st.locked:
+        return [
+            Finding(
+                "feature-gate",
+                entry,
+                False,
+                "advise-remove",
+                "{}: it has no effect{}".format(
+                    st.describe(),
+                    f" and stops the component once removed in {_mv(st.removed_in)}"
+                    if st.removed_in
+                    else "",
+                ),
+            )
+        ]
+    if st.stage == GA and st.default and val:
+        return [
+            Finding(
+                "feature-gate",
+                entry,
+                False,
+                "advise-remove",
+                f"{st.describe()}: {_GA_RISK}",
+            )
+        ]
+    return []
+
+
+def _dependency_findings(
+    effective: dict[str, bool], states: Mapping[str, GateState], kept: dict[str, bool], minor: int
+) -> list[Finding]:
+    """Fatal: an enabled gate whose declared dependency is disabled (1.35+), charged to the
+    gates set here (popped from ``kept``); then the dependencies outside the DRA gates."""
+    findings: list[Finding] = []
+    for name in sorted(effective):
+        if not effective[name] or not states[name].known:
+            continue
+        off = [d for d in GATES[name].depends_on if not effective.get(d, False)]
+        if not off or not (name in kept or any(d in kept for d in off)):
+            continue
+        reason = (
+            f"{name} is enabled but depends on disabled {', '.join(off)}: Kubernetes "
+            f"{_mv(minor)} refuses to start"
+        )
+        for culprit in [d for d in off if d in kept] or [name]:
+            entry = _fmt(culprit, kept.pop(culprit))
+            findings.append(Finding("feature-gate", entry, True, "remove", reason))
+    findings.extend(_other_dependency_findings(kept, minor))
+    return findings
+
+
+def _judge_runtime_config(
+    existing_runtime_config: str | Sequence[str], minor: int, findings: list[Finding]
+) -> list[str]:
+    """Judge ``--runtime-config`` entries at ``minor``: findings go to ``findings``; returns
+    the entries kept (``group/version=value``)."""
+    kept_rc: list[str] = []
+    served = _served(minor)
+    needed = set(_CORE_RUNTIME_CONFIG.get(minor, ()))
+    for key, val in parse_runtime_config(existing_runtime_config):
+        entry = f"{key}={val}"
+        parts = key.split("/")
+        if parts[0] != RESOURCE_GROUP or len(parts) < 2:
+            problem = runtime_config_problem(key, minor)
+            if problem:
+                findings.append(Finding("runtime-config", entry, True, "remove", problem))
+            else:
+                kept_rc.append(entry)
+            continue
+        ver = parts[1]
+        if ver not in served:
+            findings.append(
+                Finding("runtime-config", entry, True, "remove", _unserved_reason(minor, ver))
+            )
+            continue
+        kept_rc.append(entry)
+        if served[ver][0] or ver in needed or val.lower() == "false" or minor < 34:
+            continue
+        reason = (
+            f"not needed for DRA on {_mv(minor)} (resource.k8s.io/v1 is served and on by default)"
+        )
+        removal = API_LIFECYCLE_REMOVED.get(ver)
+        if removal:
+            reason += f"; {RESOURCE_GROUP}/{ver} is scheduled for removal in {_mv(removal)}"
+        findings.append(Finding("runtime-config", entry, False, "advise-remove", reason))
+    return kept_rc
+
+
 def sanitize(
     existing_gates: Mapping[str, bool | str],
     existing_runtime_config: str | Sequence[str],
@@ -186,75 +278,10 @@ def sanitize(
         kept[name] = val
         if name in GATES:
             effective[name] = val
-        if st.locked:
-            findings.append(
-                Finding(
-                    "feature-gate",
-                    entry,
-                    False,
-                    "advise-remove",
-                    "{}: it has no effect{}".format(
-                        st.describe(),
-                        f" and stops the component once removed in {_mv(st.removed_in)}"
-                        if st.removed_in
-                        else "",
-                    ),
-                )
-            )
-        elif st.stage == GA and st.default and val:
-            findings.append(
-                Finding(
-                    "feature-gate",
-                    entry,
-                    False,
-                    "advise-remove",
-                    f"{st.describe()}: {_GA_RISK}",
-                )
-            )
+        findings.extend(_advice(st, entry, val))
     if minor >= DEPENDENCIES_DECLARED_SINCE:
-        for name in sorted(effective):
-            if not effective[name] or not states[name].known:
-                continue
-            off = [d for d in GATES[name].depends_on if not effective.get(d, False)]
-            if not off or not (name in kept or any(d in kept for d in off)):
-                continue
-            reason = (
-                f"{name} is enabled but depends on disabled {', '.join(off)}: Kubernetes "
-                f"{_mv(minor)} refuses to start"
-            )
-            for culprit in [d for d in off if d in kept] or [name]:
-                entry = _fmt(culprit, kept.pop(culprit))
-                findings.append(Finding("feature-gate", entry, True, "remove", reason))
-        findings.extend(_other_dependency_findings(kept, minor))
-    kept_rc: list[str] = []
-    served = _served(minor)
-    needed = set(_CORE_RUNTIME_CONFIG.get(minor, ()))
-    for key, val in parse_runtime_config(existing_runtime_config):
-        entry = f"{key}={val}"
-        parts = key.split("/")
-        if parts[0] != RESOURCE_GROUP or len(parts) < 2:
-            problem = runtime_config_problem(key, minor)
-            if problem:
-                findings.append(Finding("runtime-config", entry, True, "remove", problem))
-            else:
-                kept_rc.append(entry)
-            continue
-        ver = parts[1]
-        if ver not in served:
-            findings.append(
-                Finding("runtime-config", entry, True, "remove", _unserved_reason(minor, ver))
-            )
-            continue
-        kept_rc.append(entry)
-        if served[ver][0] or ver in needed or val.lower() == "false" or minor < 34:
-            continue
-        reason = (
-            f"not needed for DRA on {_mv(minor)} (resource.k8s.io/v1 is served and on by default)"
-        )
-        removal = API_LIFECYCLE_REMOVED.get(ver)
-        if removal:
-            reason += f"; {RESOURCE_GROUP}/{ver} is scheduled for removal in {_mv(removal)}"
-        findings.append(Finding("runtime-config", entry, False, "advise-remove", reason))
+        findings.extend(_dependency_findings(effective, states, kept, minor))
+    kept_rc = _judge_runtime_config(existing_runtime_config, minor, findings)
     return SanitizeReport(v, findings, kept, kept_rc)
 
 

@@ -121,6 +121,75 @@ __all__ = [
 # ------------------------------------------------------------------ audit
 
 
+def _missing_facts(hosts: Mapping[str, HostFacts], expected_hosts: Iterable[str]) -> list[Finding]:
+    """``gates.facts-missing``: no host read at all, or an expected host without facts."""
+    findings: list[Finding] = []
+    if not hosts and not set(expected_hosts):
+        findings.append(
+            Finding(
+                "gates.facts-missing",
+                FAIL,
+                None,
+                None,
+                None,
+                None,
+                {},
+                "no host was read, so nothing was audited: the inventory has no host in the "
+                "groups kube_control_plane and kube_node, or none gave facts",
+                "put the cluster's nodes into the inventory groups kube_control_plane and "
+                "kube_node and run the audit again",
+            )
+        )
+    for host in sorted(set(expected_hosts) - set(hosts)):
+        findings.append(
+            Finding(
+                "gates.facts-missing",
+                FAIL,
+                host,
+                None,
+                None,
+                None,
+                {},
+                f"no facts from {host}: it was unreachable or the facts task failed there, so "
+                "its components are not audited",
+                f"make {host} reachable (the run's recap names the error) and run the audit "
+                "again, or remove it from the inventory",
+            )
+        )
+    return findings
+
+
+def _components_not_found(
+    hosts: Mapping[str, HostFacts], components: Sequence[str]
+) -> list[Finding]:
+    """``gates.component-not-found``: a component that runs on none of the hosts read and
+    has its manifest or configuration file on none."""
+    findings: list[Finding] = []
+    for c in components:
+        seen = any(
+            c in hf.components
+            and (hf.components[c].running or hf.components[c].file_flags is not None)
+            for hf in hosts.values()
+        )
+        if hosts and not seen:
+            findings.append(
+                Finding(
+                    "gates.component-not-found",
+                    WARN,
+                    None,
+                    c,
+                    None,
+                    None,
+                    {},
+                    f"{c} runs on none of the {len(hosts)} hosts read and none has its "
+                    "manifest or configuration file: nothing was audited for it",
+                    "check the inventory groups (kube_control_plane, kube_node), "
+                    "dra_gate_audit_manifest_dir and dra_gate_audit_kubelet_config",
+                )
+            )
+    return findings
+
+
 def audit(
     hosts: Mapping[str, HostFacts],
     version: dra_core.VersionLike,
@@ -169,38 +238,7 @@ def audit(
             if (f.component == KUBELET and KUBELET in components)
             or (f.component != KUBELET and control_plane)
         ]
-    if not hosts and not set(expected_hosts):
-        findings.append(
-            Finding(
-                "gates.facts-missing",
-                FAIL,
-                None,
-                None,
-                None,
-                None,
-                {},
-                "no host was read, so nothing was audited: the inventory has no host in the "
-                "groups kube_control_plane and kube_node, or none gave facts",
-                "put the cluster's nodes into the inventory groups kube_control_plane and "
-                "kube_node and run the audit again",
-            )
-        )
-    for host in sorted(set(expected_hosts) - set(hosts)):
-        findings.append(
-            Finding(
-                "gates.facts-missing",
-                FAIL,
-                host,
-                None,
-                None,
-                None,
-                {},
-                f"no facts from {host}: it was unreachable or the facts task failed there, so "
-                "its components are not audited",
-                f"make {host} reachable (the run's recap names the error) and run the audit "
-                "again, or remove it from the inventory",
-            )
-        )
+    findings += _missing_facts(hosts, expected_hosts)
     for host, hf in sorted(hosts.items()):
         for c in components:
             cf = hf.components.get(c)
@@ -212,28 +250,7 @@ def audit(
     for c in components:
         if c in cm_flags:
             findings += model_checks(None, c, {CONFIGMAP: cm_flags[c]}, plan, v, {}, {})
-    for c in components:
-        seen = any(
-            c in hf.components
-            and (hf.components[c].running or hf.components[c].file_flags is not None)
-            for hf in hosts.values()
-        )
-        if hosts and not seen:
-            findings.append(
-                Finding(
-                    "gates.component-not-found",
-                    WARN,
-                    None,
-                    c,
-                    None,
-                    None,
-                    {},
-                    f"{c} runs on none of the {len(hosts)} hosts read and none has its "
-                    "manifest or configuration file: nothing was audited for it",
-                    "check the inventory groups (kube_control_plane, kube_node), "
-                    "dra_gate_audit_manifest_dir and dra_gate_audit_kubelet_config",
-                )
-            )
+    findings += _components_not_found(hosts, components)
     findings = dedupe(findings)
     findings.sort(key=Finding.sort_key)
     return AuditResult(

@@ -116,6 +116,35 @@ def _failed(argv: list[str], rc: int, out: str, err: str) -> GpuQueryError:
     return GpuQueryError(f"{' '.join(argv)} exited {rc}: {text}")
 
 
+def _read_nvlink(run_command: RunCommand, smi: str, host: HostGpus, warnings: list[str]) -> None:
+    """NVLink peers (``nvidia-smi topo -m``) and active links (``nvidia-smi nvlink -s``) of
+    each GPU of ``host``, set on its records; a command that fails leaves a warning."""
+    by_index = {g.index: g for g in host.gpus}
+    rc, out, err = _run(run_command, [smi, "topo", "-m"])
+    if rc == 0:
+        for me, peers in parse_topo_matrix(out).items():
+            if me not in by_index:
+                continue
+            by_index[me].nvlink_peers = [
+                NvLinkPeer(
+                    index=p,
+                    uuid=by_index[p].uuid if p in by_index else None,
+                    pci_bus_id=by_index[p].pci_bus_id if p in by_index else None,
+                    links=n,
+                )
+                for p, n in peers
+            ]
+    else:
+        warnings.append(f"NVLink peers not read: {_failed([smi, 'topo', '-m'], rc, out, err)}")
+    rc, out, err = _run(run_command, [smi, "nvlink", "-s"])
+    if rc == 0:
+        for idx, links in parse_nvlink_status(out).items():
+            if idx in by_index:
+                by_index[idx].nvlink_active_links = sum(1 for s in links.values() if s is not None)
+    else:
+        warnings.append(f"NVLink links not read: {_failed([smi, 'nvlink', '-s'], rc, out, err)}")
+
+
 def collect_nvidia_smi(run_command: RunCommand, nvidia_smi: str = "nvidia-smi") -> HostGpus:
     """Query every GPU with the nvidia-smi commands listed in the module docstring.
 
@@ -191,34 +220,7 @@ def collect_nvidia_smi(run_command: RunCommand, nvidia_smi: str = "nvidia-smi") 
             gpu.mig_devices = assemble_mig_devices(gpu, listed.get(gpu.uuid), lgi, lci)
 
     if len(host.gpus) > 1:
-        by_index = {g.index: g for g in host.gpus}
-        rc, out, err = _run(run_command, [smi, "topo", "-m"])
-        if rc == 0:
-            for me, peers in parse_topo_matrix(out).items():
-                if me not in by_index:
-                    continue
-                by_index[me].nvlink_peers = [
-                    NvLinkPeer(
-                        index=p,
-                        uuid=by_index[p].uuid if p in by_index else None,
-                        pci_bus_id=by_index[p].pci_bus_id if p in by_index else None,
-                        links=n,
-                    )
-                    for p, n in peers
-                ]
-        else:
-            warnings.append(f"NVLink peers not read: {_failed([smi, 'topo', '-m'], rc, out, err)}")
-        rc, out, err = _run(run_command, [smi, "nvlink", "-s"])
-        if rc == 0:
-            for idx, links in parse_nvlink_status(out).items():
-                if idx in by_index:
-                    by_index[idx].nvlink_active_links = sum(
-                        1 for s in links.values() if s is not None
-                    )
-        else:
-            warnings.append(
-                f"NVLink links not read: {_failed([smi, 'nvlink', '-s'], rc, out, err)}"
-            )
+        _read_nvlink(run_command, smi, host, warnings)
     return host
 
 

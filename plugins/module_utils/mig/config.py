@@ -212,6 +212,8 @@ def _load_text(text: str | bytes) -> Any:
 
 
 def _entry(where: str, raw: Any) -> MigConfigEntry:
+    """One entry of a mig-parted config at ``where`` (its path in the file, for messages).
+    Raises ``MigConfigError`` naming the key, the value, the rule and the fix."""
     if not isinstance(raw, Mapping):
         raise MigConfigError(
             where,
@@ -231,10 +233,38 @@ def _entry(where: str, raw: Any) -> MigConfigEntry:
             "required key missing",
             "write 'devices: all' or 'devices: [0, 1]'",
         )
-    devices_raw = raw["devices"]
-    devices: str | tuple[int, ...]
+    devices = _entry_devices(where, raw["devices"])
+    if "mig-enabled" not in raw:
+        raise MigConfigError(
+            f"{where}.mig-enabled",
+            None,
+            "required key missing",
+            "write 'mig-enabled: true' or false",
+        )
+    enabled = raw["mig-enabled"]
+    if not isinstance(enabled, bool):
+        raise MigConfigError(
+            f"{where}.mig-enabled",
+            enabled,
+            "must be a boolean",
+            "write 'mig-enabled: true' or false",
+        )
+    mig_devices = _entry_mig_devices(where, raw.get("mig-devices", {}))
+    if not enabled and any(mig_devices.values()):
+        raise MigConfigError(
+            f"{where}.mig-devices",
+            mig_devices,
+            "MIG devices cannot exist with mig-enabled: false",
+            "set mig-enabled: true or remove mig-devices",
+        )
+    filt = _entry_device_filter(where, raw.get("device-filter"))
+    return MigConfigEntry(devices, enabled, mig_devices, filt)
+
+
+def _entry_devices(where: str, devices_raw: Any) -> str | tuple[int, ...]:
+    """``devices`` of an entry: ``all`` or distinct GPU indices >= 0."""
     if devices_raw == "all":
-        devices = "all"
+        return "all"
     elif isinstance(devices_raw, list) and devices_raw:
         bad = [d for d in devices_raw if isinstance(d, bool) or not isinstance(d, int) or d < 0]
         if bad:
@@ -252,7 +282,7 @@ def _entry(where: str, raw: Any) -> MigConfigEntry:
                 f"GPU index {dups[0]} is listed twice",
                 "list it once",
             )
-        devices = tuple(devices_raw)
+        return tuple(devices_raw)
     else:
         raise MigConfigError(
             f"{where}.devices",
@@ -260,22 +290,11 @@ def _entry(where: str, raw: Any) -> MigConfigEntry:
             "must be 'all' or a non-empty list of GPU indices",
             "write 'devices: all' or 'devices: [0, 1]'",
         )
-    if "mig-enabled" not in raw:
-        raise MigConfigError(
-            f"{where}.mig-enabled",
-            None,
-            "required key missing",
-            "write 'mig-enabled: true' or false",
-        )
-    enabled = raw["mig-enabled"]
-    if not isinstance(enabled, bool):
-        raise MigConfigError(
-            f"{where}.mig-enabled",
-            enabled,
-            "must be a boolean",
-            "write 'mig-enabled: true' or false",
-        )
-    mig_devices_raw = raw.get("mig-devices", {})
+
+
+def _entry_mig_devices(where: str, mig_devices_raw: Any) -> dict[str, int]:
+    """``mig-devices`` of an entry: MIG profile -> count (0 to ``MAX_COUNT``); None is
+    empty."""
     if mig_devices_raw is None:
         mig_devices_raw = {}
     if not isinstance(mig_devices_raw, Mapping):
@@ -304,14 +323,11 @@ def _entry(where: str, raw: Any) -> MigConfigEntry:
                 f"write '{prof}: 1'",
             )
         mig_devices[prof.strip()] = count
-    if not enabled and any(mig_devices.values()):
-        raise MigConfigError(
-            f"{where}.mig-devices",
-            mig_devices,
-            "MIG devices cannot exist with mig-enabled: false",
-            "set mig-enabled: true or remove mig-devices",
-        )
-    filt_raw = raw.get("device-filter")
+    return mig_devices
+
+
+def _entry_device_filter(where: str, filt_raw: Any) -> tuple[str, ...]:
+    """``device-filter`` of an entry: PCI device IDs (``0x233510DE``); () when absent."""
     filt: tuple[str, ...] = ()
     if filt_raw is not None:
         items = [filt_raw] if isinstance(filt_raw, str) else filt_raw
@@ -331,7 +347,7 @@ def _entry(where: str, raw: Any) -> MigConfigEntry:
                     "write it as nvidia-smi -q prints 'Device Id', e.g. 0x233510DE",
                 )
         filt = tuple(items)
-    return MigConfigEntry(devices, enabled, mig_devices, filt)
+    return filt
 
 
 def _check_overlap(where: str, entries: tuple[MigConfigEntry, ...]) -> None:

@@ -482,6 +482,79 @@ def file_version(data: dict) -> int:
     return version
 
 
+def _main_file(
+    main_text: str | None,
+    main_path: str,
+    dropin_path: str,
+    release: tuple[int, ...],
+    notes: list[str],
+) -> tuple[dict, int, str | None]:
+    """``(parsed main file, its version, its new text or None when unchanged)``: a file
+    with the version ``release`` defaults to and the imports line when there is none, else
+    the file with the drop-in's glob added to ``imports`` when they do not cover it. Notes
+    what changes on ``notes``. Raises ConfigError for a version 1 file, or a version
+    ``release`` cannot read."""
+    if main_text is None:
+        version = 2 if release[0] < 2 else 3
+        main = {"version": version}
+        new_main: str | None = (
+            f"version = {version}\nimports = [{json.dumps(dropin_glob(dropin_path))}]\n"
+        )
+        notes.append(f"{main_path} absent: created with version {version} and imports only")
+    else:
+        main = loads(main_text, main_path)
+        version = file_version(main)
+        if version == 1:
+            raise ConfigError(
+                f"{main_path} is a version 1 configuration (no 'version' key), which takes no "
+                "drop-ins; fix: migrate it with 'containerd config migrate' and set version = 2 "
+                "(containerd 1.x) or 3 (containerd 2.x)"
+            )
+        if release[0] < 2 and version > 2:
+            raise ConfigError(
+                f"{main_path} is version {version} but containerd {_fmt(release)} reads version 2 "
+                "at most; fix: write a version 2 configuration for containerd 1.x"
+            )
+        new_main = None
+        if not import_covers(main.get("imports", []), main_path, dropin_path):
+            new_main = with_import(main_text, dropin_glob(dropin_path))
+            notes.append(f"{main_path}: imports gains {dropin_glob(dropin_path)}")
+    return main, version, new_main
+
+
+def _refuse_mixed_versions(
+    other_dropins: dict[str, str], version: int, main_path: str, plugin: str
+) -> None:
+    """Raises ConfigError for an imported file whose version is not the main file's
+    (containerd refuses to start with mixed versions)."""
+    for path, text in sorted(other_dropins.items()):
+        other = file_version(loads(text, path))
+        if other != version:
+            raise ConfigError(
+                f"{path} is a version {other} drop-in but {main_path} is version {version}; "
+                'containerd refuses to start with mixed versions ("unsupported containerd '
+                f'configuration version"); fix: rewrite {path} for version {version} (plugin '
+                f"{plugin!r}) or remove it, then run again"
+            )
+
+
+def _runtime_entry(have: dict, in_effect: dict, runtime_name: str, runtime_binary: str) -> dict:
+    """The runtime's entry of the drop-in: runc's entry with the runtime's own settings over
+    it (``have``: the runtimes of the files), ``BinaryName`` the runtime binary and
+    ``SystemdCgroup`` as runc's in effect (``in_effect``, else the files')."""
+    # the runtime starts as runc's entry with its own settings over it, as nvidia-ctk does;
+    # SystemdCgroup is always runc's in effect (it must match the kubelet's cgroup driver)
+    runc = have.get("runc", {"runtime_type": RUNC_V2})
+    base = deep_merge(runc, have.get(runtime_name, {}))
+    base["runtime_type"] = RUNC_V2
+    options = base.setdefault("options", {})
+    options["BinaryName"] = runtime_binary
+    runc_options = (in_effect.get("runc") or runc).get("options", {})
+    if "SystemdCgroup" in runc_options:
+        options["SystemdCgroup"] = runc_options["SystemdCgroup"]
+    return base
+
+
 def plan_dropin(
     *,
     main_text: str | None,
@@ -510,41 +583,9 @@ def plan_dropin(
     """
     release = parse_containerd_version(containerd_version)
     notes: list[str] = []
-    if main_text is None:
-        version = 2 if release[0] < 2 else 3
-        main = {"version": version}
-        new_main: str | None = (
-            f"version = {version}\nimports = [{json.dumps(dropin_glob(dropin_path))}]\n"
-        )
-        notes.append(f"{main_path} absent: created with version {version} and imports only")
-    else:
-        main = loads(main_text, main_path)
-        version = file_version(main)
-        if version == 1:
-            raise ConfigError(
-                f"{main_path} is a version 1 configuration (no 'version' key), which takes no "
-                "drop-ins; fix: migrate it with 'containerd config migrate' and set version = 2 "
-                "(containerd 1.x) or 3 (containerd 2.x)"
-            )
-        if release[0] < 2 and version > 2:
-            raise ConfigError(
-                f"{main_path} is version {version} but containerd {_fmt(release)} reads version 2 "
-                "at most; fix: write a version 2 configuration for containerd 1.x"
-            )
-        new_main = None
-        if not import_covers(main.get("imports", []), main_path, dropin_path):
-            new_main = with_import(main_text, dropin_glob(dropin_path))
-            notes.append(f"{main_path}: imports gains {dropin_glob(dropin_path)}")
+    main, version, new_main = _main_file(main_text, main_path, dropin_path, release, notes)
     plugin = cri_plugin(version)
-    for path, text in sorted(other_dropins.items()):
-        other = file_version(loads(text, path))
-        if other != version:
-            raise ConfigError(
-                f"{path} is a version {other} drop-in but {main_path} is version {version}; "
-                'containerd refuses to start with mixed versions ("unsupported containerd '
-                f'configuration version"); fix: rewrite {path} for version {version} (plugin '
-                f"{plugin!r}) or remove it, then run again"
-            )
+    _refuse_mixed_versions(other_dropins, version, main_path, plugin)
     if enable_cdi and release < CDI_MIN:
         raise ConfigError(
             f"containerd {_fmt(release)} has no CDI support (added in {_fmt(CDI_MIN)}); fix: "
@@ -574,17 +615,7 @@ def plan_dropin(
     if copied and in_effect:
         # a runtimes table replaces the default one (runc) as well: carry all in effect
         runtimes.update(copy.deepcopy(in_effect))
-    # the runtime starts as runc's entry with its own settings over it, as nvidia-ctk does;
-    # SystemdCgroup is always runc's in effect (it must match the kubelet's cgroup driver)
-    runc = have.get("runc", {"runtime_type": RUNC_V2})
-    base = deep_merge(runc, have.get(runtime_name, {}))
-    base["runtime_type"] = RUNC_V2
-    options = base.setdefault("options", {})
-    options["BinaryName"] = runtime_binary
-    runc_options = (in_effect.get("runc") or runc).get("options", {})
-    if "SystemdCgroup" in runc_options:
-        options["SystemdCgroup"] = runc_options["SystemdCgroup"]
-    runtimes[runtime_name] = base
+    runtimes[runtime_name] = _runtime_entry(have, in_effect, runtime_name, runtime_binary)
     if copied:  # the same text whichever runtimes the dump listed first
         section["containerd"]["runtimes"] = dict(sorted(runtimes.items()))
     if set_as_default:

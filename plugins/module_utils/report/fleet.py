@@ -9,17 +9,17 @@ ResourceClaims, Pods, Nodes, listed once by ``kube.client.list_cluster``); no I/
 Facts and their sources:
 
 - A device is one entry of ``spec.devices`` of the newest generation of each pool
-  (``claims.usage.published_devices``); only devices of ``driver`` (default
+  (``claims.slices.published_devices``); only devices of ``driver`` (default
   ``gpu.nvidia.com``) are counted. Its GPU model is the ``productName`` attribute, its
   MIG profile the ``profile`` attribute (``1g.18gb``; a device without one is a whole
   GPU, profile ``gpu``), its memory the capacity ``memory`` (a Kubernetes quantity,
   counted in bytes), as NVIDIA's DRA driver publishes them.
 - A device is allocated when a claim's ``status.allocation.devices.results`` names its
-  ``driver/pool/device`` (``claims.usage.allocated_devices``); free otherwise.
+  ``driver/pool/device`` (``claims.slices.allocated_devices``); free otherwise.
 - A claim is pending when it has no ``status.allocation`` and is not being deleted.
 - A claim is leaked when it holds an allocation that no live pod uses: reserved for
   nobody, or only for pods that are gone, replaced or done; generated for a pod that is
-  gone or done (``claims.usage.find_leaks``, modelled on kube-controller-manager's
+  gone or done (``claims.leaks.find_leaks``, modelled on kube-controller-manager's
   resource claim controller).
 
 Definitions (docs/report.md repeats them):
@@ -59,7 +59,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cel.evaluate impo
     CelError,
     parse_quantity,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import leaks as cleaks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
     GPU_CLASS,
     MIG_CLASS,
@@ -388,10 +391,10 @@ def devices_of(
     pool, :func:`node_pools`) and the claim it is allocated to."""
     owner: dict[str, str] = {}
     for claim in claims:
-        for dev in vcl.allocated_devices(claim):
-            owner[dev] = vcl.key(claim)
+        for dev in cslices.allocated_devices(claim):
+            owner[dev] = cpods.key(claim)
     out = []
-    for pub in vcl.iter_published_devices(slices):
+    for pub in cslices.iter_published_devices(slices):
         if pub.driver != driver:
             continue
         profile = _value(pub.device, "attributes", "profile")
@@ -450,14 +453,14 @@ def request_shapes(claim: Mapping[str, Any], driver: str = NVIDIA_DRIVER) -> lis
     out = []
     for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
         shapes = []
-        for alt in vcl._alternatives(request):
+        for alt in cexplain.request_alternatives(request):
             cls = alt.get("deviceClassName")
             mode = alt.get("allocationMode") or "ExactCount"
             count = (alt.get("count") or 1) if mode == "ExactCount" else 1
             if cls not in (GPU_CLASS, MIG_CLASS):
                 shapes.append(Shape(None, count=count, why=f"DeviceClass {cls}"))
                 continue
-            wanted, unread = _selector_shape(vcl._selectors(alt), driver)
+            wanted, unread = _selector_shape(cexplain.cel_selectors(alt), driver)
             if unread:
                 shapes.append(Shape(None, count=count, why=unread))
                 continue
@@ -601,7 +604,7 @@ def pending_claims(
 ) -> tuple[list[Pending], list[list[Shape]]]:
     """Every pending claim with its verdict, and the shapes of each (for
     ``Inventory.stranded``)."""
-    index = vcl.PodIndex(pods)
+    index = cpods.PodIndex(pods)
     inventory = Inventory(devices)
     out, shapes_of = [], []
     for claim in claims:
@@ -619,12 +622,12 @@ def pending_claims(
             verdicts.append(verdict)
             reqs.append({"request": name, "shapes": [s.label() for s in shapes], "reason": verdict})
         users = [
-            vcl.key(p)
+            cpods.key(p)
             for p in index.users.get((meta.get("namespace", ""), meta.get("name", "")), [])
         ]
         out.append(
             Pending(
-                vcl.key(claim),
+                cpods.key(claim),
                 min(verdicts, key=_ORDER.index) if verdicts else UNKNOWN,
                 reqs,
                 users,
@@ -639,12 +642,12 @@ def leaked_claims(
     pods: Sequence[Mapping[str, Any]],
     devices: Sequence[Device],
 ) -> list[dict[str, Any]]:
-    """Allocated claims that no live pod uses (``claims.usage.find_leaks`` kinds
+    """Allocated claims that no live pod uses (``claims.leaks.find_leaks`` kinds
     ``dead-reservation``, ``orphaned``, ``owner-done``, ``unreserved``), each with the
     devices it holds and their memory (bytes, devices of the reported driver only)."""
     memory = {d.id: d.memory for d in devices}
     out = []
-    for leak in vcl.find_leaks(claims, pods):
+    for leak in cleaks.find_leaks(claims, pods):
         if not leak.allocated or leak.live or leak.users:
             continue
         out.append(

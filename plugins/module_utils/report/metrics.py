@@ -8,7 +8,7 @@ allocated for nobody, claims pending, GPU nodes that publish no device.
 Prometheus scrapes from ``/metrics`` and node_exporter's textfile collector reads):
 
 - ``gpufleet_dra_claim_leaked{namespace, claim, kind}`` 1 per leaked claim (the report's
-  ``leaked``; ``kind`` as ``claims.usage.find_leaks`` names it);
+  ``leaked``; ``kind`` as ``claims.leaks.find_leaks`` names it);
 - ``gpufleet_dra_claim_pending{namespace, claim, reason}`` 1 per pending claim (the
   report's ``pending``; ``reason`` its first reason);
 - ``gpufleet_gpu_node_resourceslice_devices{node}`` devices of the reported driver that

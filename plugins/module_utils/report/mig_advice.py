@@ -45,7 +45,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
     NVIDIA_DRIVER,
 )
@@ -245,13 +246,13 @@ def gpus_of(
     a device name of another form, no placement)."""
     owner: dict[str, str] = {}
     for claim in claims:
-        for dev in vcl.allocated_devices(claim):
-            owner[dev] = vcl.key(claim)
+        for dev in cslices.allocated_devices(claim):
+            owner[dev] = cpods.key(claim)
     whole: dict[tuple[str, str], Gpu] = {}
     parts: dict[tuple[str, str], dict[str, Any]] = {}
     skipped: list[dict[str, Any]] = []
     bad: set[tuple[str, str]] = set()
-    for pub in vcl.published_devices(slices):
+    for pub in cslices.published_devices(slices):
         if pub.driver != driver:
             continue
         kind = _attr(pub.device, "type")
@@ -314,7 +315,7 @@ def demands_of(
 ) -> tuple[list[Demand], list[dict[str, Any]]]:
     """Pending claims (``report.fleet.pending_claims``) a MIG layout can serve
     (``Demand``, by claim name) and the others (claim, why)."""
-    raw = {vcl.key(c): c for c in claims}
+    raw = {cpods.key(c): c for c in claims}
     out, others = [], []
     for p in sorted(pending, key=lambda p: p.claim):
         wanted: Counter[str] = Counter()
@@ -595,7 +596,7 @@ def _reservers(claims: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
     for c in claims:
         ns = (c.get("metadata") or {}).get("namespace", "")
         refs = (c.get("status") or {}).get("reservedFor") or []
-        out[vcl.key(c)] = [f"{ns}/{r.get('name')}" for r in refs if r.get("resource") == "pods"]
+        out[cpods.key(c)] = [f"{ns}/{r.get('name')}" for r in refs if r.get("resource") == "pods"]
     return out
 
 

@@ -3,11 +3,11 @@
 """The rolling-upgrade planner: from what a cluster runs to the steps that bring it to a
 target Kubernetes release, one minor at a time, in lockstep.
 
-Pure: no I/O. ``nodes_from_objects`` turns what the API returns (one list of Nodes, one
-list of kube-system Pods, one list of ResourceSlices) plus the kubeadm version read on
-each host into ``NodeState`` records; ``build_plan`` turns those into an ``UpgradePlan``
-(``to_dict`` gives the JSON document of ``gpufleet upgrade --plan --json`` and of the
-``upgrade_plan`` module).
+Pure: no I/O. ``build_plan`` turns the nodes as found (``upgrade.nodes.NodeState``) into
+an ``UpgradePlan`` (``to_dict`` gives the JSON document of ``gpufleet upgrade --plan
+--json`` and of the ``upgrade_plan`` module); the nodes of each step go in waves and
+batches (``upgrade.waves``), the control plane's ``kubeadm upgrade apply`` with an
+UpgradeConfiguration from 1.31 (``upgrade.kubeadm_config``).
 
 Rules and their sources:
 
@@ -24,11 +24,6 @@ Rules and their sources:
 * Packages: pkgs.k8s.io has one repository per minor
   (``https://pkgs.k8s.io/core:/stable:/v1.37/deb/``) and versions ``1.37.2-1.1``
   (``docs/tasks/administer-cluster/kubeadm/change-package-repository.md``).
-* kubeadm reads an ``UpgradeConfiguration`` (``kubeadm upgrade apply --config``) from
-  ``kubeadm.k8s.io/v1beta4``, i.e. from 1.31
-  (``cmd/kubeadm/app/apis/kubeadm/v1beta4/types.go``; ``--config`` mixes only with
-  ``--yes``, ``--ignore-preflight-errors``, ``--dry-run`` and ``--skip-*``:
-  ``cmd/kubeadm/app/apis/kubeadm/validation/validation.go`` ``isAllowedFlag``).
 * DRA settings per step come from the version model (``dra.plan_transition``:
   the difference between the component settings of the two releases) and, for what the
   cluster holds today, ``dra.sanitize`` (entries the target refuses to start
@@ -36,18 +31,13 @@ Rules and their sources:
   gates, in a kubeadm ConfigMap or, with ``host_facts``, in a host's file or process)
   blocks the step (``upgrade.blocking``, ``Step.blocking``, ``UpgradePlan.blocking``).
 
-Batches: ``batch_size`` is a number of nodes or a percentage of the workers to upgrade
-(rounded down, at least 1, as Ansible's ``serial``). A batch is also cut short so that
-the GPU devices left schedulable (nodes neither in the batch nor cordoned before) stay at
-or above ``min_gpu_available_percent`` of all GPU devices of the cluster. A node that
-alone would break the floor makes the plan refuse.
+Batches and the GPU floor (``batch_size``, ``min_gpu_available_percent``): see
+``upgrade.waves``.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,284 +51,34 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import (
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import blocking as ub
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.input import (
-    DEFAULT_GPU_DRIVER,
     DEFAULT_PACKAGE_REVISION,
     DEFAULT_REPO_URL,
     INPUT_NAMES,
-    UPGRADE_MAX_MINOR,
     UPGRADE_MIN_MINOR,
     UpgradePlanError,
     _target,
-    judge_input,
     package_version,
     parse_batch_size,
     parse_min_gpu_percent,
-    parse_release,
-    parse_target,
     parse_via,
     repo_url,
 )
-
-__all__ = [
-    "DEFAULT_GPU_DRIVER",
-    "DEFAULT_PACKAGE_REVISION",
-    "DEFAULT_REPO_URL",
-    "INPUT_NAMES",
-    "UPGRADE_MAX_MINOR",
-    "UPGRADE_MIN_MINOR",
-    "NodeState",
-    "NodeStep",
-    "Step",
-    "UpgradePlan",
-    "UpgradePlanError",
-    "Wave",
-    "build_plan",
-    "judge_input",
-    "nodes_from_objects",
-    "package_version",
-    "parse_batch_size",
-    "parse_min_gpu_percent",
-    "parse_release",
-    "parse_target",
-    "parse_via",
-    "repo_url",
-    "upgrade_configuration",
-]
-
-#: kubeadm takes an UpgradeConfiguration from this minor (kubeadm.k8s.io/v1beta4).
-UPGRADE_CONFIGURATION_SINCE = 31
-
-FIRST_CONTROL_PLANE = "first-control-plane"
-CONTROL_PLANE = "control-plane"
-WORKER = "worker"
-RESUME_REASON = "at the target, left cordoned by an earlier run: resumed"
-
-
-# --------------------------------------------------------------------------------------
-# Inputs
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NodeState:
-    """One node as the cluster and its host report it.
-
-    ``host``: inventory name; ``name``: Kubernetes node name; versions are plain
-    (``"1.36.3"``) or None when unknown (``apiserver`` is None on workers);
-    ``gpu_devices``: devices of the GPU driver published for the node (ResourceSlices);
-    ``unschedulable``: cordoned before the upgrade starts.
-    """
-
-    host: str
-    name: str
-    control_plane: bool
-    kubelet: str | None = None
-    apiserver: str | None = None
-    kubeadm: str | None = None
-    gpu_devices: int = 0
-    unschedulable: bool = False
-    ready: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "name": self.name,
-            "control_plane": self.control_plane,
-            "kubelet": self.kubelet,
-            "apiserver": self.apiserver,
-            "kubeadm": self.kubeadm,
-            "gpu_devices": self.gpu_devices,
-            "unschedulable": self.unschedulable,
-            "ready": self.ready,
-        }
-
-
-_TAG_RE = re.compile(r":v?(\d+\.\d+\.\d+[0-9A-Za-z.\-+]*)$")
-
-
-def _plain(version: str | None) -> str | None:
-    if not version:
-        return None
-    v = dra_core.parse_version(str(version))
-    return str(v)
-
-
-def _image_version(image: str) -> str | None:
-    match = _TAG_RE.search(image or "")
-    return match.group(1) if match else None
-
-
-def _count_devices(slices: Iterable[Mapping[str, Any]], driver: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for s in slices:
-        spec = s.get("spec") or {}
-        node = spec.get("nodeName")
-        if not node or spec.get("driver") != driver:
-            continue
-        out[node] = out.get(node, 0) + len(spec.get("devices") or [])
-    return out
-
-
-def nodes_from_objects(
-    hosts: Sequence[Mapping[str, Any]],
-    nodes: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
-    slices: Iterable[Mapping[str, Any]] = (),
-    kubeadm_versions: Mapping[str, str | None] | None = None,
-    gpu_driver: str = DEFAULT_GPU_DRIVER,
-) -> list[NodeState]:
-    """Build NodeState records in inventory order.
-
-    ``hosts``: ``[{host, name, control_plane}]`` from the inventory (``name`` is the
-    Kubernetes node name, host var ``kubernetes_node_name``); ``nodes``: Node objects as
-    dicts (``status.nodeInfo.kubeletVersion``, ``spec.unschedulable``, the Ready
-    condition); ``pods``: kube-system Pods (the ``kube-apiserver`` static pods, label
-    ``component=kube-apiserver``: version from the image tag, node from
-    ``spec.nodeName``); ``slices``: ResourceSlices (devices of ``gpu_driver`` per
-    ``spec.nodeName``); ``kubeadm_versions``: host -> ``kubeadm version -o short`` output.
-
-    Raises UpgradePlanError when an inventory host has no Node object.
-    """
-    by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
-    apiservers: dict[str, str] = {}
-    for p in pods:
-        meta = p.get("metadata") or {}
-        if (meta.get("labels") or {}).get("component") != "kube-apiserver":
-            continue
-        node = (p.get("spec") or {}).get("nodeName")
-        containers = (p.get("spec") or {}).get("containers") or []
-        image = next(
-            (c.get("image", "") for c in containers if c.get("name") == "kube-apiserver"),
-            containers[0].get("image", "") if containers else "",
-        )
-        version = _image_version(image)
-        if node and version:
-            apiservers[node] = version
-    devices = _count_devices(slices, gpu_driver)
-    kubeadm_versions = kubeadm_versions or {}
-    out: list[NodeState] = []
-    for h in hosts:
-        name = h["name"]
-        node = by_name.get(name)
-        if node is None:
-            raise UpgradePlanError(
-                f"inventory host {h['host']!r} names Kubernetes node {name!r}, which the "
-                "cluster does not have.",
-                "set kubernetes_node_name of the host to its node name (kubectl get nodes) "
-                "or remove the host from the inventory.",
-            )
-        status = node.get("status") or {}
-        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-        out.append(
-            NodeState(
-                host=h["host"],
-                name=name,
-                control_plane=bool(h.get("control_plane")),
-                kubelet=_plain((status.get("nodeInfo") or {}).get("kubeletVersion")),
-                apiserver=_plain(apiservers.get(name)),
-                kubeadm=_plain(kubeadm_versions.get(h["host"])),
-                gpu_devices=devices.get(name, 0),
-                unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
-                ready=conditions.get("Ready") == "True",
-            )
-        )
-    return out
-
-
-def upgrade_configuration(
-    version: str,
-    *,
-    ignore_preflight_errors: Sequence[str] = (),
-    image_pull_policy: str = "",
-    etcd_upgrade: bool = True,
-    certificate_renewal: bool = True,
-) -> dict[str, Any] | None:
-    """The ``kubeadm.k8s.io/v1beta4`` UpgradeConfiguration for ``kubeadm upgrade apply`` and
-    ``kubeadm upgrade node --config`` at ``version``, or None before 1.31 (flags only).
-    Field names from ``cmd/kubeadm/app/apis/kubeadm/v1beta4/types.go``."""
-    v = dra_core.parse_version(version)
-    if v.minor < UPGRADE_CONFIGURATION_SINCE:
-        return None
-    common: dict[str, Any] = {
-        "certificateRenewal": certificate_renewal,
-        "etcdUpgrade": etcd_upgrade,
-    }
-    if ignore_preflight_errors:
-        common["ignorePreflightErrors"] = list(ignore_preflight_errors)
-    if image_pull_policy:
-        common["imagePullPolicy"] = image_pull_policy
-    return {
-        "apiVersion": "kubeadm.k8s.io/v1beta4",
-        "kind": "UpgradeConfiguration",
-        "apply": {"kubernetesVersion": f"v{v}", **common},
-        "node": dict(common),
-        "plan": {
-            "kubernetesVersion": f"v{v}",
-            "etcdUpgrade": etcd_upgrade,
-            **(
-                {"ignorePreflightErrors": list(ignore_preflight_errors)}
-                if ignore_preflight_errors
-                else {}
-            ),
-        },
-    }
-
-
-# --------------------------------------------------------------------------------------
-# Output
-# --------------------------------------------------------------------------------------
-
-
-@dataclass
-class NodeStep:
-    """What one node does in a step: ``role`` (first-control-plane, control-plane, worker),
-    ``wave`` index, ``actions`` in order, or ``skip`` with the reason. ``resume``: the node
-    already runs the step's release but an earlier run of this step drained it and left it
-    cordoned (``reason`` says so); its kubelet part runs again and it is uncordoned."""
-
-    host: str
-    name: str
-    role: str
-    wave: int
-    actions: list[str]
-    skip: bool = False
-    reason: str = ""
-    gpu_devices: int = 0
-    resume: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "name": self.name,
-            "role": self.role,
-            "wave": self.wave,
-            "actions": list(self.actions),
-            "skip": self.skip,
-            "reason": self.reason,
-            "gpu_devices": self.gpu_devices,
-            "resume": self.resume,
-        }
-
-
-@dataclass
-class Wave:
-    """Nodes upgraded together; ``gpu_available_percent``: GPU devices left schedulable
-    while they are drained (100.0 when the cluster has none)."""
-
-    index: int
-    kind: str
-    hosts: list[str]
-    gpu_devices_drained: int
-    gpu_available_percent: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "kind": self.kind,
-            "hosts": list(self.hosts),
-            "gpu_devices_drained": self.gpu_devices_drained,
-            "gpu_available_percent": self.gpu_available_percent,
-        }
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.kubeadm_config import (
+    apply_command,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.nodes import (
+    NodeState,
+    needs,
+    versions_of,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.waves import (
+    GpuBudget,
+    NodeStep,
+    Wave,
+    control_plane_waves,
+    gpu_budget,
+    worker_waves,
+)
 
 
 @dataclass
@@ -422,15 +162,6 @@ class UpgradePlan:
 # --------------------------------------------------------------------------------------
 
 
-def _versions_of(node: NodeState) -> list[tuple[str, dra_core.KubeVersion]]:
-    out = []
-    for component in ("kubelet", "apiserver", "kubeadm"):
-        raw = getattr(node, component)
-        if raw:
-            out.append((component, dra_core.parse_version(raw, f"{node.host} {component} version")))
-    return out
-
-
 def _path(
     low: dra_core.KubeVersion, target: dra_core.KubeVersion, via: Mapping[int, dra_core.KubeVersion]
 ) -> list[dra_core.KubeVersion]:
@@ -481,43 +212,6 @@ def _sanitize_all(
             "runtime_config": list(report.runtime_config),
         }
     return reports, kept
-
-
-def _batches(
-    workers: list[NodeState],
-    batch_size: int,
-    total_gpu: int,
-    cordoned_gpu: int,
-    required_gpu: int,
-    floor: float,
-    floor_name: str = "upgrade_min_gpu_available_percent",
-) -> list[list[NodeState]]:
-    allowance = total_gpu - required_gpu - cordoned_gpu
-    batches: list[list[NodeState]] = []
-    current: list[NodeState] = []
-    used = 0
-    for n in workers:
-        cost = 0 if n.unschedulable else n.gpu_devices
-        if total_gpu and cost > allowance:
-            raise UpgradePlanError(
-                f"{floor_name}={floor:g}: draining {n.name} alone "
-                f"({n.gpu_devices} GPU devices) leaves {total_gpu - cordoned_gpu - cost} of "
-                f"{total_gpu} schedulable, below the floor of {required_gpu}.",
-                f"lower {floor_name}, or uncordon nodes cordoned by hand "
-                "so that more GPU capacity stays schedulable.",
-            )
-        if current and (len(current) >= batch_size or used + cost > allowance):
-            batches.append(current)
-            current, used = [], 0
-        current.append(n)
-        used += cost
-    if current:
-        batches.append(current)
-    return batches
-
-
-def _needs(node: NodeState, version: dra_core.KubeVersion) -> bool:
-    return any(v < version for _, v in _versions_of(node))
 
 
 def build_plan(
@@ -586,7 +280,7 @@ def build_plan(
     ctx = _StepContext(
         target=tv,
         batch_size=size,
-        budget=_gpu_budget(nodes, floor, names["min_gpu_available_percent"]),
+        budget=gpu_budget(nodes, floor, names["min_gpu_available_percent"]),
         features=list(features),
         gates=dict(gates or {}),
         package_revision=package_revision,
@@ -619,7 +313,7 @@ def _lowest_version(
     warnings: list[str] = []
     versions: list[dra_core.KubeVersion] = []
     for n in nodes:
-        for component, v in _versions_of(n):
+        for component, v in versions_of(n):
             versions.append(v)
             if v > target:
                 raise UpgradePlanError(
@@ -680,36 +374,12 @@ def _check_range(
 
 
 @dataclass(frozen=True)
-class _GpuBudget:
-    """GPU devices of the cluster (``total``), those cordoned before the upgrade, and the
-    floor: ``required`` devices stay schedulable (``floor`` percent, named ``name``)."""
-
-    total: int
-    cordoned: int
-    required: int
-    floor: float
-    name: str
-
-    def available(self, drained: int) -> float:
-        """Percent of the GPU devices schedulable while ``drained`` more are drained."""
-        if not self.total:
-            return 100.0
-        return round(100.0 * (self.total - self.cordoned - drained) / self.total, 1)
-
-
-def _gpu_budget(nodes: Sequence[NodeState], floor: float, name: str) -> _GpuBudget:
-    total = sum(n.gpu_devices for n in nodes)
-    cordoned = sum(n.gpu_devices for n in nodes if n.unschedulable)
-    return _GpuBudget(total, cordoned, math.ceil(total * floor / 100), floor, name)
-
-
-@dataclass(frozen=True)
 class _StepContext:
     """What every step of one plan shares (build_plan's judged inputs)."""
 
     target: dra_core.KubeVersion
     batch_size: int
-    budget: _GpuBudget
+    budget: GpuBudget
     features: list[str]
     gates: dict[str, bool]
     package_revision: str
@@ -740,18 +410,22 @@ def _plan_step(
     found += ub.host_blocking(ctx.facts, version, transition)
     blocking = ub.with_fixes(b for b in found if b.key() not in seen)
     seen.update(b.key() for b in blocking)
-    resumed = {h for h in ctx.resume if version == ctx.target and not _needs(state[h], version)}
+    resumed = {h for h in ctx.resume if version == ctx.target and not needs(state[h], version)}
     nodes = list(state.values())
-    cp_steps, waves, apply_host, warnings = _control_plane_waves(ctx, version, nodes, resumed)
-    w_steps, w_waves, serial = _worker_waves(ctx, version, nodes, resumed, len(waves))
-    uses_config, command = _apply_command(version, ctx.ignore_preflight_errors)
+    pkg = package_version(str(version), ctx.package_revision)
+    cp_steps, waves, apply_host, warnings = control_plane_waves(
+        version, nodes, resumed, ctx.budget, pkg
+    )
+    w_steps, w_waves, serial = worker_waves(
+        version, nodes, resumed, ctx.budget, ctx.batch_size, pkg, len(waves)
+    )
+    uses_config, command = apply_command(version, ctx.ignore_preflight_errors)
     api_from, api_to = dra_api.kubeadm_config_api(source), dra_api.kubeadm_config_api(version)
     warnings += [
         f"{bad.version} is a known-bad release ({bad.component}): {bad.problem}; {bad.advice}"
         for bad in dra_skew.known_bad_releases(version)
     ]
     warnings.extend(transition.warnings)
-    pkg = package_version(str(version), ctx.package_revision)
     step = Step(
         source=str(source),
         version=str(version),
@@ -796,144 +470,6 @@ def _settings_after(
     return out
 
 
-def _control_plane_waves(
-    ctx: _StepContext,
-    version: dra_core.KubeVersion,
-    nodes: Sequence[NodeState],
-    resumed: set[str],
-) -> tuple[list[NodeStep], list[Wave], str | None, list[str]]:
-    """The control-plane nodes of a step, one per wave in inventory order: the first that
-    needs it runs ``kubeadm upgrade apply`` (unless an apiserver already runs ``version``),
-    the others ``kubeadm upgrade node``; resumed ones only their kubelet part. Returns
-    ``(node steps, waves, apply host, warnings)``. Raises UpgradePlanError when draining
-    one breaks the GPU floor."""
-    budget = ctx.budget
-    cps = [n for n in nodes if n.control_plane]
-    apply_done = any(n.apiserver and dra_core.parse_version(n.apiserver) >= version for n in cps)
-    pkg = package_version(str(version), ctx.package_revision)
-    steps: list[NodeStep] = []
-    waves: list[Wave] = []
-    apply_host: str | None = None
-    for n in cps:
-        if not _needs(n, version) and n.host not in resumed:
-            steps.append(NodeStep(n.host, n.name, CONTROL_PLANE, -1, [], True, f"at {version}"))
-            continue
-        cost = 0 if n.unschedulable else n.gpu_devices
-        if budget.total and budget.cordoned + cost > budget.total - budget.required:
-            raise UpgradePlanError(
-                f"{budget.name}={budget.floor:g}: draining control-plane node "
-                f"{n.name} ({n.gpu_devices} GPU devices) breaks the floor of "
-                f"{budget.required} of {budget.total}.",
-                f"lower {budget.name}.",
-            )
-        if n.host in resumed:
-            role, upgrade = CONTROL_PLANE, ""
-        elif not apply_done and apply_host is None:
-            role, apply_host = FIRST_CONTROL_PLANE, n.host
-            upgrade = f"kubeadm upgrade apply v{version}"
-        else:
-            role, upgrade = CONTROL_PLANE, "kubeadm upgrade node"
-        actions = [
-            f"kubeadm {pkg}",
-            "sanitize kubeadm-config and manifests" if role == FIRST_CONTROL_PLANE else "",
-            upgrade,
-            "assert DRA settings" if upgrade else "",
-            "drain",
-            f"kubelet+kubectl {pkg}",
-            "restart kubelet, wait Ready",
-            "uncordon",
-        ]
-        index = len(waves)
-        steps.append(
-            NodeStep(
-                n.host,
-                n.name,
-                role,
-                index,
-                [a for a in actions if a],
-                reason=RESUME_REASON if n.host in resumed else "",
-                gpu_devices=n.gpu_devices,
-                resume=n.host in resumed,
-            )
-        )
-        waves.append(Wave(index, role, [n.host], cost, budget.available(cost)))
-    warnings = []
-    if not apply_done and apply_host is None and any(_needs(n, version) for n in cps):
-        warnings.append("no control-plane node needs kubeadm upgrade apply")
-    return steps, waves, apply_host, warnings
-
-
-#: What a worker goes through in a step (``{pkg}``: the packages' version).
-WORKER_ACTIONS = (
-    "kubeadm {pkg}",
-    "drain",
-    "kubeadm upgrade node",
-    "kubelet+kubectl {pkg}",
-    "assert kubelet DRA gates",
-    "restart kubelet, wait Ready",
-    "DRA plugin Ready, ResourceSlices republished",
-    "uncordon",
-)
-
-
-def _worker_waves(
-    ctx: _StepContext,
-    version: dra_core.KubeVersion,
-    nodes: Sequence[NodeState],
-    resumed: set[str],
-    first_wave: int,
-) -> tuple[list[NodeStep], list[Wave], list[int]]:
-    """The workers of a step: those at ``version`` skipped, the others (and the resumed)
-    in batches (``_batches``: batch size and GPU floor), waves numbered from
-    ``first_wave``. Returns ``(node steps, waves, serial)``, serial the batch sizes."""
-    workers = [n for n in nodes if not n.control_plane]
-    pending = [n for n in workers if _needs(n, version) or n.host in resumed]
-    steps = [
-        NodeStep(n.host, n.name, WORKER, -1, [], True, f"at {version}")
-        for n in workers
-        if n not in pending
-    ]
-    pkg = package_version(str(version), ctx.package_revision)
-    actions = [a.format(pkg=pkg) for a in WORKER_ACTIONS]
-    b = ctx.budget
-    waves: list[Wave] = []
-    serial: list[int] = []
-    batches = _batches(pending, ctx.batch_size, b.total, b.cordoned, b.required, b.floor, b.name)
-    for index, batch in enumerate(batches, first_wave):
-        drained = sum(0 if n.unschedulable else n.gpu_devices for n in batch)
-        waves.append(Wave(index, WORKER, [n.host for n in batch], drained, b.available(drained)))
-        serial.append(len(batch))
-        steps += [
-            NodeStep(
-                n.host,
-                n.name,
-                WORKER,
-                index,
-                list(actions),
-                reason=RESUME_REASON if n.host in resumed else "",
-                gpu_devices=n.gpu_devices,
-                resume=n.host in resumed,
-            )
-            for n in batch
-        ]
-    return steps, waves, serial
-
-
-def _apply_command(
-    version: dra_core.KubeVersion, ignore_preflight_errors: Sequence[str]
-) -> tuple[bool, list[str]]:
-    """``(UpgradeConfiguration used, kubeadm upgrade apply argv)`` for ``version``: with a
-    configuration file from 1.UPGRADE_CONFIGURATION_SINCE on, else with flags."""
-    cfg = upgrade_configuration(str(version), ignore_preflight_errors=ignore_preflight_errors)
-    if cfg is not None:
-        return True, ["kubeadm", "upgrade", "apply", f"v{version}", "--config",
-                      "/etc/kubernetes/gpufleet/upgrade-configuration.yaml", "--yes"]  # fmt: skip
-    command = ["kubeadm", "upgrade", "apply", f"v{version}", "--yes"]
-    if ignore_preflight_errors:
-        command.append("--ignore-preflight-errors=" + ",".join(ignore_preflight_errors))
-    return False, command
-
-
 def _after_step(
     state: Mapping[str, NodeState], version: dra_core.KubeVersion
 ) -> dict[str, NodeState]:
@@ -954,40 +490,3 @@ def _after_step(
         )
         for h, n in state.items()
     }
-
-
-def settings_from_configmaps(
-    cluster_configuration: Mapping[str, Any] | None, kubelet_configuration: Mapping[str, Any] | None
-) -> dict[str, dict[str, Any]]:
-    """Feature gates and runtime-config per component as the kubeadm ConfigMaps hold them:
-    ``ClusterConfiguration`` (``apiServer``/``controllerManager``/``scheduler``
-    ``extraArgs``, a map in v1beta3, a list of ``{name, value}`` in v1beta4) and
-    ``KubeletConfiguration`` (``featureGates``). Returns the ``current_settings`` shape of
-    ``build_plan``. Malformed gate values raise VersionParseError."""
-    out: dict[str, dict[str, Any]] = {}
-    cc = cluster_configuration or {}
-    for key, component in (
-        ("apiServer", dra_core.APISERVER),
-        ("controllerManager", dra_core.CONTROLLER_MANAGER),
-        ("scheduler", dra_core.SCHEDULER),
-    ):
-        args = (cc.get(key) or {}).get("extraArgs") or {}
-        pairs: list[tuple[str, str]]
-        if isinstance(args, Mapping):
-            pairs = [(str(k), str(v)) for k, v in args.items()]
-        else:
-            pairs = [(str(a.get("name")), str(a.get("value", ""))) for a in args]
-        gates: dict[str, bool] = {}
-        rc: list[str] = []
-        for name, value in pairs:
-            if name == "feature-gates":
-                gates.update(dra_settings.parse_feature_gates(value))
-            elif name == "runtime-config":
-                rc.extend(f"{k}={v}" for k, v in dra_settings.parse_runtime_config(value))
-        out[component] = {"feature_gates": gates, "runtime_config": rc}
-    kc = kubelet_configuration or {}
-    out[dra_core.KUBELET] = {
-        "feature_gates": {str(k): bool(v) for k, v in (kc.get("featureGates") or {}).items()},
-        "runtime_config": [],
-    }
-    return out

@@ -45,7 +45,8 @@ or ``reportingInstance``: the node; ``message``: "Failed to prepare dynamic reso
 The checks by area, one module each: ``validate.versions``, ``validate.gates``,
 ``validate.api``, ``validate.nodes``; what they read in ``cluster.listing`` (``Listing``,
 ``Settings``, label selectors). This module runs them all (``all_checks``) and holds the
-claims checks over the listed objects (``claims_checks``, rules in ``claims.usage``).
+claims checks over the listed objects (``claims_checks``, rules in ``claims.leaks.find_leaks`` and
+``claims.pending.find_pending``).
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import leaks as cleaks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pending as cpending
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
     PREPARE_FAILED_REASON,
     Listing,
@@ -130,8 +133,8 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
             prepare_failed_check(listing),
         ]
     c = Check("claims.leaked", "no leaked ResourceClaims", evidence=list(ev))
-    index = vcl.PodIndex(listing.pods)  # one walk over the pods for both checks
-    leaks = vcl.find_leaks(listing.claims, index)
+    index = cpods.PodIndex(listing.pods)  # one walk over the pods for both checks
+    leaks = cleaks.find_leaks(listing.claims, index)
     # fails first, then warnings, so that the named ones are the worst
     leaks.sort(key=lambda x: x.status != "fail")
     for leak in leaks[:MAX_CLAIM_FINDINGS]:
@@ -157,7 +160,7 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
         f"no ResourceClaim unallocated for more than {int(settings.pending_threshold_s)}s",
         evidence=list(ev),
     )
-    pend = vcl.find_pending(
+    pend = cpending.find_pending(
         listing.claims,
         index,
         listing.slices,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
     MIB,
     Listing,
@@ -256,6 +256,76 @@ def expected_devices(facts: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _compare_devices(
+    c: Check, node: str, devices: list[Mapping[str, Any]], facts: Mapping[str, Any]
+) -> None:
+    """A problem on ``c`` for each GPU or MIG device of the host's GPU facts that ``node``
+    does not publish or publishes with other attributes (type, product, driver version,
+    MIG profile, parent, memory in MiB), and for each published device the host lacks."""
+    by_uuid = {attr_value(d, "uuid"): d for d in devices}
+    want = expected_devices(facts)
+    for e in want:
+        d = by_uuid.pop(e["uuid"], None)
+        label = (
+            f"GPU {e['gpu']}"
+            + (f" MIG {e['profile']}" if e["type"] == "mig" else "")
+            + f" {e['uuid']}"
+        )
+        if d is None:
+            c.problem(node, FAIL, f"{label} is not published (nvidia-smi shows it)")
+            continue
+        diffs = []
+        for attr in ("type", "productName", "driverVersion", "profile", "parentUUID"):
+            if attr in e and e[attr] is not None and str(attr_value(d, attr)) != str(e[attr]):
+                diffs.append(f"{attr} is {attr_value(d, attr)}, the host says {e[attr]}")
+        cap = _capacity(d, "memory")
+        if e.get("memory") and cap is not None:
+            try:
+                mib = vcel.parse_quantity(cap) / MIB
+            except vcel.CelError:
+                mib = None
+            if mib is not None and mib != e["memory"]:
+                diffs.append(f"memory is {cap}, the host says {e['memory']}Mi")
+        if diffs:
+            c.problem(node, FAIL, f"{label} ({d.get('name')}): " + "; ".join(diffs))
+    for uuid, d in by_uuid.items():
+        c.problem(
+            node,
+            FAIL,
+            f"device {d.get('name')} ({uuid}) is published but the host has no such GPU or MIG "
+            "device",
+        )
+
+
+def _compare_mig_layout(
+    c: Check,
+    node: str,
+    devices: list[Mapping[str, Any]],
+    facts: Mapping[str, Any],
+    raw: Any,
+) -> None:
+    """A problem on ``c`` for each GPU of ``node`` whose published MIG devices (profile ->
+    count) differ from the wanted layout ``raw`` (``mig_layout`` of the node)."""
+    for g in facts.get("gpufleet_gpus") or []:
+        layout = _wanted_layout(raw, int(g.get("index", 0)))
+        if layout is None:
+            continue
+        have = Counter(
+            attr_value(d, "profile")
+            for d in devices
+            if attr_value(d, "parentUUID") == g.get("uuid")
+        )
+        have.pop(None, None)
+        if dict(have) != layout:
+            c.problem(
+                node,
+                FAIL,
+                f"GPU {g.get('index')}: published MIG devices "
+                f"{dict(sorted(have.items())) or 'none'}, wanted layout "
+                f"{dict(sorted(layout.items())) or 'MIG off'}",
+            )
+
+
 def _slices_check(listing: Listing, settings: Settings) -> Check:
     present, _ = _gpu_nodes(listing, settings)
     # one pass over the slices: devices counted per node, kept only for the nodes
@@ -264,7 +334,7 @@ def _slices_check(listing: Listing, settings: Settings) -> Check:
     count: dict[str, int] = {}
     kept: dict[str, list[Mapping[str, Any]]] = {}
     latest = 0
-    for s in vcl.iter_latest_slices(listing.slices):
+    for s in cslices.iter_latest_slices(listing.slices):
         spec = s.get("spec") or {}
         if spec.get("driver") != settings.driver:
             continue
@@ -307,59 +377,8 @@ def _slices_check(listing: Listing, settings: Settings) -> Check:
         if not facts or not facts.get("gpufleet_gpus"):
             continue
         compared += 1
-        by_uuid = {attr_value(d, "uuid"): d for d in devices}
-        want = expected_devices(facts)
-        for e in want:
-            d = by_uuid.pop(e["uuid"], None)
-            label = (
-                f"GPU {e['gpu']}"
-                + (f" MIG {e['profile']}" if e["type"] == "mig" else "")
-                + f" {e['uuid']}"
-            )
-            if d is None:
-                c.problem(node, FAIL, f"{label} is not published (nvidia-smi shows it)")
-                continue
-            diffs = []
-            for attr in ("type", "productName", "driverVersion", "profile", "parentUUID"):
-                if attr in e and e[attr] is not None and str(attr_value(d, attr)) != str(e[attr]):
-                    diffs.append(f"{attr} is {attr_value(d, attr)}, the host says {e[attr]}")
-            cap = _capacity(d, "memory")
-            if e.get("memory") and cap is not None:
-                try:
-                    mib = vcel.parse_quantity(cap) / MIB
-                except vcel.CelError:
-                    mib = None
-                if mib is not None and mib != e["memory"]:
-                    diffs.append(f"memory is {cap}, the host says {e['memory']}Mi")
-            if diffs:
-                c.problem(node, FAIL, f"{label} ({d.get('name')}): " + "; ".join(diffs))
-        for uuid, d in by_uuid.items():
-            c.problem(
-                node,
-                FAIL,
-                f"device {d.get('name')} ({uuid}) is published but the host has no such GPU or MIG "
-                "device",
-            )
-        # wanted MIG layout
-        raw = settings.mig_layout.get(node)
-        for g in facts.get("gpufleet_gpus") or []:
-            layout = _wanted_layout(raw, int(g.get("index", 0)))
-            if layout is None:
-                continue
-            have = Counter(
-                attr_value(d, "profile")
-                for d in devices
-                if attr_value(d, "parentUUID") == g.get("uuid")
-            )
-            have.pop(None, None)
-            if dict(have) != layout:
-                c.problem(
-                    node,
-                    FAIL,
-                    f"GPU {g.get('index')}: published MIG devices "
-                    f"{dict(sorted(have.items())) or 'none'}, wanted layout "
-                    f"{dict(sorted(layout.items())) or 'MIG off'}",
-                )
+        _compare_devices(c, node, devices, facts)
+        _compare_mig_layout(c, node, devices, facts, settings.mig_layout.get(node))
     c.evidence.append(
         Evidence(
             "gpu_facts (gpufleet_gpus) per GPU node",

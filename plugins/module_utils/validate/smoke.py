@@ -25,8 +25,8 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
     metadata as claims_metadata,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import templates as ct
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
     Listing,
     Settings,
@@ -285,7 +285,7 @@ def _note_claims(
         if not owner or owner.get("uid") != uid:
             continue
         seen["claim"] = cl["metadata"]["name"]
-        devs = vcl.allocated_devices(cl)
+        devs = cslices.allocated_devices(cl)
         if devs:
             seen["allocated"] = devs
         if any(r.get("uid") == uid for r in (cl.get("status") or {}).get("reservedFor") or []):

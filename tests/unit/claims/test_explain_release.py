@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 
 from gpufleet.commands import claims_gc
@@ -41,7 +41,7 @@ def test_explain_judges_a_selector_for_the_release_given(release: str, verdict: 
     c = _claim()
     slices = [resource_slice("gpu-1", [gpu_device(0, "GPU-a")])]
     judge, judged_by = kcel.judge_for([EXPRESSION], release)
-    ex = vcl.explain_claim(c, [GPU_CLASS], slices, [c], [node("gpu-1")], judge=judge)
+    ex = cexplain.explain_claim(c, [GPU_CLASS], slices, [c], [node("gpu-1")], judge=judge)
     assert ex["verdict"] == verdict, ex["summary"]
     assert release in judged_by
     if verdict == "cel-error":

@@ -12,7 +12,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import gc as cgc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     listing as cluster_listing,
 )
@@ -129,8 +131,8 @@ def test_the_checks_judge_a_paged_listing_as_a_listed_one() -> None:
 
 def test_claims_gc_plans_the_same_on_pages() -> None:
     listing, _ = fleet()
-    want = [a.to_dict() for a in vcl.plan_gc(listing.claims, listing.pods)]
-    got = [a.to_dict() for a in vcl.plan_gc(paged(listing.claims), paged(listing.pods))]
+    want = [a.to_dict() for a in cgc.plan_gc(listing.claims, listing.pods)]
+    got = [a.to_dict() for a in cgc.plan_gc(paged(listing.claims), paged(listing.pods))]
     assert got == want
     assert {a["claim"] for a in got if a["action"] != "skip"} == {
         "default/leaked",
@@ -159,13 +161,13 @@ def test_unreadable_objects_are_skipped_page_by_page() -> None:
 def test_the_pod_index_keeps_the_fields_the_judges_read() -> None:
     waits = pod("waits", claims=["pending"], scheduled_message="0/2 nodes: cannot allocate")
     train = pod("train", uid="u-train", node_name="gpu-1", claims=["in-use"])
-    index = vcl.PodIndex(paged([as_listed(waits), as_listed(train)]))
+    index = cpods.PodIndex(paged([as_listed(waits), as_listed(train)]))
     got = index.get("default", "train")
     assert got is not None
     assert got["metadata"] == {"name": "train", "namespace": "default", "uid": "u-train"}
     assert got["spec"] == {"nodeName": "gpu-1"} and got["status"]["phase"] == "Running"
     (user,) = index.users[("default", "pending")]
-    assert vcl.key(user) == "default/waits"
+    assert cpods.key(user) == "default/waits"
     (cond,) = user["status"]["conditions"]
     assert cond["message"] == "0/2 nodes: cannot allocate"
     assert index.get("default", "gone") is None and len(index) == 2
@@ -176,9 +178,9 @@ def test_latest_slices_walk_pages_twice_and_keep_the_newest_generation() -> None
     new = copy.deepcopy(resource_slice("gpu-1", [gpu_device(0, "GPU-new")]))
     new["spec"]["pool"]["generation"] = int(old["spec"]["pool"].get("generation") or 0) + 1
     other = resource_slice("gpu-2", [gpu_device(0, "GPU-2")])
-    got = list(vcl.iter_latest_slices(paged([old, new, other])))
+    got = list(cslices.iter_latest_slices(paged([old, new, other])))
     assert got == [new, other]
-    assert list(vcl.iter_latest_slices(iter([old, new, other]))) == [new, other]
+    assert list(cslices.iter_latest_slices(iter([old, new, other]))) == [new, other]
 
 
 def test_node_labels_keep_only_what_the_plan_reads() -> None:

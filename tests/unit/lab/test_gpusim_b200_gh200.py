@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import apply as ma
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import gpu_state as mgs
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mprof
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import smi as smip
 
@@ -80,7 +80,7 @@ def test_q_xml_names_the_model_and_its_table_device_id(
     gpu = host.gpus[0]
     assert (gpu.name, gpu.architecture, gpu.memory_mib) == (model, architecture, table.memory_mib)
     # the nvidia_mig module's reader of the device ID, and its model lookup by it
-    assert ma._device_ids(xml) == [table.pci_device_ids[0]]
+    assert mgs.device_ids(xml) == [table.pci_device_ids[0]]
     assert mprof.model_by_device_id(table.pci_device_ids[0]) == table
     assert f"<addressing_mode>{addressing}</addressing_mode>" in xml
     assert f"Addressing Mode                                    : {addressing}" in smi(path, "-q")

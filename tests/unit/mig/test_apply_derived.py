@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import apply as ma
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import gpu_state as mgs
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mp
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import request as mrq
 
 pytestmark = pytest.mark.unit
 
 
-def _gpu(name: str) -> ma.GpuState:
-    return ma.GpuState(0, "GPU-0", name, None, 0, True, "Enabled", "Enabled")
+def _gpu(name: str) -> mgs.GpuState:
+    return mgs.GpuState(0, "GPU-0", name, None, 0, True, "Enabled", "Enabled")
 
 
 def test_derived_ids_are_refused_naming_the_profiles_and_the_fix() -> None:
-    req = ma.Request(layout={"3g.90gb": 2})
-    target = ma.Target(True, {"3g.90gb": 2})
-    with pytest.raises(ma.MigApplyError) as exc:
+    req = mrq.Request(layout={"3g.90gb": 2})
+    target = mrq.Target(True, {"3g.90gb": 2})
+    with pytest.raises(mgs.MigApplyError) as exc:
         ma.plan_gpu(_gpu("NVIDIA B200"), target, mp.model("b200"), req)
     assert "3g.90gb" in str(exc.value) and "derived, not sourced" in str(exc.value)
     assert "nvidia-smi mig -lgip" in str(exc.value)
@@ -30,12 +32,14 @@ def test_derived_ids_are_refused_naming_the_profiles_and_the_fix() -> None:
 def test_b300_and_gb300_tables_never_carve_without_the_node_answer(
     name: str, layout: dict[str, int]
 ) -> None:
-    with pytest.raises(ma.MigApplyError) as exc:
-        ma.plan_gpu(_gpu(name), ma.Target(True, layout), mp.model(name), ma.Request(layout=layout))
+    with pytest.raises(mgs.MigApplyError) as exc:
+        ma.plan_gpu(
+            _gpu(name), mrq.Target(True, layout), mp.model(name), mrq.Request(layout=layout)
+        )
     assert f"{next(iter(layout))} in the built-in table are derived" in str(exc.value)
 
 
 def test_a_sourced_table_still_plans() -> None:
-    req = ma.Request(layout={"1g.18gb": 7})
-    out = ma.plan_gpu(_gpu("NVIDIA H200"), ma.Target(True, {"1g.18gb": 7}), mp.model("h200"), req)
+    req = mrq.Request(layout={"1g.18gb": 7})
+    out = ma.plan_gpu(_gpu("NVIDIA H200"), mrq.Target(True, {"1g.18gb": 7}), mp.model("h200"), req)
     assert [p.start for p in out.plan.placements] == list(range(7))

@@ -128,6 +128,3 @@ def test_preflight_config_on_a_dra_node_carries_the_reason() -> None:
     p = problems["mig-layout-fit"]
     assert "NVIDIA's DRA kubelet plugin" in p.message
     assert p.fix == "use the GPU-instance profile 3g.71gb (one compute instance spanning it)"
-
-
-# --- the module's logic on the GPU simulator ------------------------------------------------

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import kubeadm_config as ukc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import nodes as un
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import plan as up
 
 pytestmark = pytest.mark.unit
@@ -25,9 +27,9 @@ APISERVER_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
 
 def nodes(version="1.37.2"):
     return [
-        up.NodeState("cp-1", "cp-1", True, version, version, version),
-        up.NodeState("gpu-1", "gpu-1", False, version, None, version, 8),
-        up.NodeState("gpu-2", "gpu-2", False, version, None, version, 8),
+        un.NodeState("cp-1", "cp-1", True, version, version, version),
+        un.NodeState("gpu-1", "gpu-1", False, version, None, version, 8),
+        un.NodeState("gpu-2", "gpu-2", False, version, None, version, 8),
     ]
 
 
@@ -152,7 +154,7 @@ def test_the_kubelet_configmap_blocks_and_each_fix_names_the_other_places():
 
 
 def test_a_kubeadm_config_gate_names_the_section_and_the_component():
-    current = up.settings_from_configmaps(
+    current = ukc.settings_from_configmaps(
         {"scheduler": {"extraArgs": [{"name": "feature-gates", "value": "CSIMigration=true"}]}},
         None,
     )

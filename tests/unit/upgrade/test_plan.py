@@ -1,13 +1,15 @@
-"""The rolling-upgrade planner (plugins/module_utils/upgrade/plan.py)."""
+"""The rolling-upgrade planner (plugins/module_utils/upgrade/plan.py): the path, the
+steps, their waves and batches, the DRA settings per step."""
 
 from __future__ import annotations
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import input as upgrade_input
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import kubeadm_config as ukc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import nodes as un
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import plan as up
-
-from tests.unit.cluster_snapshot import node as api_node
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import waves as uw
 
 pytestmark = pytest.mark.unit
 
@@ -15,7 +17,7 @@ pytestmark = pytest.mark.unit
 def node(host, cp=False, kubelet="1.36.3", apiserver=None, kubeadm="1.36.3", gpus=0, **kw):
     if cp and apiserver is None:
         apiserver = kubelet
-    return up.NodeState(host, host, cp, kubelet, apiserver, kubeadm, gpus, **kw)
+    return un.NodeState(host, host, cp, kubelet, apiserver, kubeadm, gpus, **kw)
 
 
 def fleet(workers=4, gpus=8, version="1.36.3"):
@@ -122,7 +124,7 @@ def test_node_left_cordoned_at_the_target_is_resumed_not_skipped():
     by_host = {n.host: n for n in step.nodes}
     assert by_host["cp1"].skip and by_host["w1"].skip and not by_host["w1"].resume
     assert by_host["w2"].resume and not by_host["w2"].skip
-    assert by_host["w2"].reason == up.RESUME_REASON
+    assert by_host["w2"].reason == uw.RESUME_REASON
     assert "uncordon" in by_host["w2"].actions
     assert step.apply_host is None
     assert not any("kubeadm upgrade apply" in w for w in step.warnings)
@@ -146,7 +148,7 @@ def test_control_plane_left_cordoned_is_resumed_without_kubeadm_upgrade():
     nodes = [node("cp1", True, "1.37.2", kubeadm="1.37.2", unschedulable=True)]
     step = up.build_plan("1.37.2", nodes, resume_hosts=["cp1"]).steps[0]
     (cp,) = step.nodes
-    assert cp.resume and cp.role == up.CONTROL_PLANE and step.apply_host is None
+    assert cp.resume and cp.role == uw.CONTROL_PLANE and step.apply_host is None
     assert not any(a.startswith("kubeadm upgrade") for a in cp.actions)
 
 
@@ -158,7 +160,7 @@ def test_second_control_plane_runs_upgrade_node_once_apply_is_done():
     ]
     step = up.build_plan("1.37.2", nodes).steps[0]
     cp2 = next(n for n in step.nodes if n.host == "cp2")
-    assert cp2.role == up.CONTROL_PLANE
+    assert cp2.role == uw.CONTROL_PLANE
     assert "kubeadm upgrade node" in cp2.actions
     assert step.apply_host is None
 
@@ -235,7 +237,7 @@ def test_no_gpus_means_no_floor():
 def test_removed_gate_and_unserved_api_found_in_the_configmap_are_marked_for_removal():
     # Field cases: a gate the target removed (kubernetes#100988 kind) and a runtime-config
     # entry for a group/version the target does not serve (kubernetes#56800 kind).
-    current = up.settings_from_configmaps(
+    current = ukc.settings_from_configmaps(
         {
             "apiServer": {
                 "extraArgs": [
@@ -261,14 +263,6 @@ def test_removed_gate_and_unserved_api_found_in_the_configmap_are_marked_for_rem
     kubelet = step.sanitize["kubelet"]["remove"]
     assert [f["entry"] for f in kubelet] == ["DynamicResourceAllocation=false"]
     assert "locked" in kubelet[0]["reason"]
-
-
-def test_v1beta3_extra_args_map_is_read_too():
-    current = up.settings_from_configmaps(
-        {"scheduler": {"extraArgs": {"feature-gates": "DynamicResourceAllocation=true"}}}, None
-    )
-    assert current["kube-scheduler"]["feature_gates"] == {"DynamicResourceAllocation": True}
-    assert current["kubelet"]["feature_gates"] == {}
 
 
 def test_beta_gates_dropped_on_the_step_to_ga():
@@ -299,19 +293,6 @@ def test_second_step_judges_what_the_first_step_left():
     ]
 
 
-def test_upgrade_configuration_document():
-    doc = up.upgrade_configuration(
-        "1.37.2", ignore_preflight_errors=["Swap"], image_pull_policy="Never"
-    )
-    assert doc["apiVersion"] == "kubeadm.k8s.io/v1beta4"
-    assert doc["kind"] == "UpgradeConfiguration"
-    assert doc["apply"]["kubernetesVersion"] == "v1.37.2"
-    assert doc["apply"]["imagePullPolicy"] == "Never"
-    assert doc["node"]["ignorePreflightErrors"] == ["Swap"]
-    assert "kubernetesVersion" not in doc["node"]
-    assert up.upgrade_configuration("1.30.14") is None
-
-
 def test_repo_url_template_needs_the_minor():
     assert upgrade_input.repo_url("1.37.2", "file:/var/lib/gpufleet/pkgs/v{minor}/") == (
         "file:/var/lib/gpufleet/pkgs/v1.37/"
@@ -320,46 +301,12 @@ def test_repo_url_template_needs_the_minor():
         upgrade_input.repo_url("1.37.2", "https://mirror/kubernetes/")
 
 
-# ------------------------------------------------------------------ reading the API
-
-
-def test_nodes_from_objects_reads_versions_devices_and_cordon():
-    hosts = [
-        {"host": "cp", "name": "lab-cp", "control_plane": True},
-        {"host": "gpu1", "name": "lab-gpu-1", "control_plane": False},
-    ]
-    nodes = [api_node("lab-cp", "1.36.3"), api_node("lab-gpu-1", "1.36.3", True, "False")]
-    pods = [
-        {
-            "metadata": {"labels": {"component": "kube-apiserver"}},
-            "spec": {
-                "nodeName": "lab-cp",
-                "containers": [
-                    {"name": "kube-apiserver", "image": "registry.k8s.io/kube-apiserver:v1.36.3"}
-                ],
-            },
-        }
-    ]
-    slices = [
-        {"spec": {"driver": "gpu.nvidia.com", "nodeName": "lab-gpu-1", "devices": [{}, {}]}},
-        {"spec": {"driver": "other.example.com", "nodeName": "lab-gpu-1", "devices": [{}]}},
-        {"spec": {"driver": "gpu.nvidia.com", "nodeName": "lab-gpu-1", "devices": [{}]}},
-    ]
-    states = up.nodes_from_objects(hosts, nodes, pods, slices, {"cp": "v1.36.3", "gpu1": None})
-    assert states[0] == up.NodeState("cp", "lab-cp", True, "1.36.3", "1.36.3", "1.36.3", 0)
-    assert states[1].gpu_devices == 3
-    assert states[1].unschedulable and not states[1].ready
-    assert states[1].kubeadm is None and states[1].apiserver is None
-
-
-def test_host_without_a_node_object_is_refused():
-    with pytest.raises(upgrade_input.UpgradePlanError, match="kubernetes_node_name"):
-        up.nodes_from_objects([{"host": "x", "name": "x", "control_plane": True}], [], [])
+# ------------------------------------------------------------------ refusals of the API's view
 
 
 def test_control_plane_without_apiserver_version_is_refused():
     with pytest.raises(upgrade_input.UpgradePlanError, match="no kube-apiserver version"):
-        up.build_plan("1.37.2", [up.NodeState("cp", "cp", True, "1.36.3", None, "1.36.3")])
+        up.build_plan("1.37.2", [un.NodeState("cp", "cp", True, "1.36.3", None, "1.36.3")])
 
 
 def test_current_skew_violation_is_reported():

@@ -1,0 +1,506 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Why a ResourceClaim matches no device.
+
+``explain_claim`` evaluates the DeviceClass and request selectors of a claim (with the
+Kubernetes CEL environment of ``cel.evaluate``) against every published device and says,
+per request and node, how many devices match and why the others do not, e.g. ``0 of 14
+devices match: profile is 1g.18gb, wanted 1g.10gb (14)``.
+
+Pure functions over listed objects (JSON dicts as the API returns them: ResourceClaims,
+Pods, ResourceSlices, DeviceClasses, Nodes); no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import verdicts as dra_cel
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.pods import (
+    PodIndex,
+    key,
+    metadata,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.slices import (
+    Published,
+    allocated_devices,
+    published_devices,
+)
+
+
+def request_alternatives(request: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The device requests a claim request may be satisfied by: ``exactly`` (v1,
+    v1beta2), the fields on the request itself (v1beta1) or each ``firstAvailable``
+    subrequest. Each: name, deviceClassName, selectors, allocationMode, count."""
+    name = request.get("name", "")
+    if isinstance(request.get("firstAvailable"), list):
+        return [
+            {**sub, "name": f"{name}/{sub.get('name', '')}"} for sub in request["firstAvailable"]
+        ]
+    body = request.get("exactly") if isinstance(request.get("exactly"), Mapping) else request
+    return [{**body, "name": name}]
+
+
+def cel_selectors(obj: Mapping[str, Any]) -> list[str]:
+    """The CEL expressions of ``obj``'s ``selectors`` (a DeviceClass spec or a device
+    request), in order; selectors without ``cel`` are left out."""
+    return [
+        str((s.get("cel") or {}).get("expression", ""))
+        for s in obj.get("selectors") or []
+        if isinstance(s, Mapping) and s.get("cel")
+    ]
+
+
+def _node_ready(node: Mapping[str, Any]) -> bool:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") == "True"
+    return False
+
+
+def _attr(device: Mapping[str, Any], driver: str, qualified: str) -> Any:
+    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    domain, _, ident = qualified.partition("/")
+    for name, value in (body.get("attributes") or {}).items():
+        d, sep, i = str(name).partition("/")
+        d, i = (d, i) if sep else (driver, name)
+        if d == domain and i == ident:
+            return next(iter(value.values()), None) if isinstance(value, Mapping) else value
+    return None
+
+
+def _top(counter: Counter, n: int = 3) -> str:
+    items = counter.most_common()
+    text = "; ".join(f"{r} ({c})" for r, c in items[:n])
+    if len(items) > n:
+        text += f"; {len(items) - n} more reasons"
+    return text
+
+
+class Unjudged(str):
+    """Why a selector cannot be judged offline (``cel.verdicts.CANNOT_JUDGE``)."""
+
+
+class _Compiled:
+    """Selectors compiled once per explanation: a Selector, the reason Kubernetes refuses
+    the expression (str), or why it cannot be judged offline (Unjudged), by ``judge``
+    (expression -> ``cel.verdicts.Verdict``; default: ``cel.verdicts.judge``, the newest
+    environment)."""
+
+    def __init__(self, judge: Callable[[str], Any] | None = None) -> None:
+        self.cache: dict[str, vcel.Selector | str] = {}
+        self.judge = judge or dra_cel.judge
+
+    def get(self, expression: str) -> vcel.Selector | str:
+        if expression not in self.cache:
+            verdict = self.judge(expression)
+            if verdict.verdict == dra_cel.CANNOT_JUDGE:
+                self.cache[expression] = Unjudged(verdict.message)
+            elif verdict.verdict != dra_cel.OK:
+                self.cache[expression] = verdict.message
+            else:
+                try:
+                    self.cache[expression] = vcel.Selector(expression)
+                except vcel.CelError as err:
+                    # the judge accepts it (Kubernetes' own environment may): not a
+                    # compile error, but nothing cel-python can evaluate offline
+                    self.cache[expression] = Unjudged(f"cannot be evaluated offline: {err}")
+        return self.cache[expression]
+
+
+#: Verdicts of a request, most telling first: the claim's verdict is the first of them
+#: that any request has, unless one request would fit (``firstAvailable``).
+_VERDICT_ORDER = [
+    "class-missing",
+    "cel-error",
+    "cannot-judge",
+    "no-device",
+    "in-use",
+    "constraint",
+    "would-fit",
+]
+
+
+def explain_claim(
+    claim: Mapping[str, Any],
+    device_classes: Sequence[Mapping[str, Any]],
+    slices: Sequence[Mapping[str, Any]],
+    claims: Sequence[Mapping[str, Any]],
+    nodes: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]] | PodIndex = (),
+    judge: Callable[[str], Any] | None = None,
+) -> dict[str, Any]:
+    """Why ``claim`` is (or would be) not allocated.
+
+    ``judge`` gives the compile verdict (``cel.verdicts.Verdict``) on each selector: the one of
+    the cluster's release (``gpufleet.lab.celcheck.judge_for``); default ``cel.verdicts.judge``,
+    the newest environment. Devices are evaluated by ``cel.evaluate`` either way.
+
+    For each request (and each ``firstAvailable`` alternative) every published device is
+    checked in the scheduler's order: its DeviceClass's selectors, then the request's
+    selectors, then whether another claim already has it allocated. Returns::
+
+        {"claim": "ns/name", "summary": "...", "verdict": one of no-device, in-use,
+         class-missing, cel-error, cannot-judge (a selector the Python CEL
+         environment cannot judge offline), constraint, would-fit,
+         "requests": [{"request", "device_class", "count", "mode", "total", "matching",
+                       "free", "reasons": [[reason, devices]], "errors": [...],
+                       "selectors": [{"selector", "expression", "rejects"}],
+                       "nodes": [{"node", "ready", "total", "matching", "free", "fits",
+                                  "reasons": [[reason, devices]]}], "summary"}],
+         "constraints": [...], "pods": [{"pod", "scheduler"}]}
+
+    ``reasons`` name the first failing ``&&`` term and the device's value, e.g.
+    ``profile is 1g.18gb, wanted 1g.10gb``; ``selectors`` name each selector that rejects a
+    device (``request selector #0``, ``class mig.nvidia.com selector #0``), its expression
+    and how many devices it is the first to reject. A CEL runtime error (an attribute a device
+    lacks) is listed in ``errors``: kube-scheduler then fails the whole claim.
+    """
+    m = metadata(claim)
+    classes = {metadata(c).get("name"): c for c in device_classes}
+    devices = published_devices(slices)
+    in_use = _in_use(claim, claims)
+    node_ready = {metadata(n).get("name"): _node_ready(n) for n in nodes}
+    compiled = _Compiled(judge)
+    requests_out: list[dict[str, Any]] = []
+    verdicts: list[str] = []
+    candidates: dict[str, dict[str, list[Published]]] = {}
+    spec_devices = (claim.get("spec") or {}).get("devices") or {}
+    for request in spec_devices.get("requests") or []:
+        for alt in request_alternatives(request):
+            out, free_by_node, verdict = _explain_alternative(
+                alt, classes, devices, in_use, node_ready, compiled
+            )
+            candidates[alt["name"]] = free_by_node
+            requests_out.append(out)
+            verdicts.append(verdict)
+    constraints_out = _explain_constraints(
+        spec_devices.get("constraints") or [], requests_out, candidates
+    )
+    pods_out = _waiting_pods(claim, pods)
+    verdict, summary = _claim_verdict(requests_out, verdicts, constraints_out)
+    for p in pods_out:
+        if p["scheduler"] and verdict == "would-fit":
+            summary += f"; scheduler says for {p['pod']}: {p['scheduler']}"
+    return {
+        "claim": f"{m.get('namespace', '')}/{m.get('name', '')}",
+        "summary": summary,
+        "verdict": verdict,
+        "requests": requests_out,
+        "constraints": constraints_out,
+        "pods": pods_out,
+    }
+
+
+def _in_use(claim: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """``driver/pool/device`` -> ``namespace/name`` of the other claim (not ``claim``)
+    that has it allocated."""
+    in_use: dict[str, str] = {}
+    for other in claims:
+        if metadata(other).get("uid") == metadata(claim).get("uid"):
+            continue
+        for d in allocated_devices(other):
+            in_use[d] = key(other)
+    return in_use
+
+
+def _waiting_pods(
+    claim: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] | PodIndex
+) -> list[dict[str, str]]:
+    """The live pods that use ``claim``: ``{"pod": "ns/name", "scheduler": message}``,
+    the message of a PodScheduled condition that is not True (``""`` when none)."""
+    m = metadata(claim)
+    out = []
+    index = pods if isinstance(pods, PodIndex) else PodIndex(pods)
+    for pod in index.users.get((m.get("namespace", ""), m.get("name", "")), []):
+        msg = ""
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") != "True":
+                msg = cond.get("message") or cond.get("reason") or ""
+        out.append({"pod": key(pod), "scheduler": msg})
+    return out
+
+
+def _claim_verdict(
+    requests_out: Sequence[Mapping[str, Any]],
+    verdicts: list[str],
+    constraints_out: Sequence[Mapping[str, Any]],
+) -> tuple[str, str]:
+    """``(verdict, summary)`` of the claim from those of its requests and constraints."""
+    if not requests_out:
+        return "no-request", "the claim has no device requests"
+    if any(c["fits"] is False for c in constraints_out) and all(v == "would-fit" for v in verdicts):
+        verdicts = ["constraint"]
+    # firstAvailable: one satisfiable alternative is enough per request
+    if "would-fit" not in verdicts:
+        verdict = min(verdicts, key=_VERDICT_ORDER.index)
+    else:
+        verdict = "would-fit"
+    if any(c["fits"] is False for c in constraints_out):
+        verdict = "constraint" if verdict == "would-fit" else verdict
+    parts = [r["summary"] for r in requests_out]
+    parts += [c["summary"] for c in constraints_out if c["fits"] is False]
+    return verdict, "; ".join(parts)
+
+
+class _Tally:
+    """How the devices of one request alternative fare: reasons a device is not free,
+    CEL errors, selectors that cannot be judged, rejections per selector, per node
+    counts and the free matching devices of each node."""
+
+    def __init__(self) -> None:
+        self.reasons: Counter = Counter()
+        self.errors: Counter = Counter()
+        self.unjudged: Counter = Counter()
+        self.rejected: Counter = Counter()
+        self.per_node: dict[str, dict[str, Any]] = {}
+        self.free_by_node: dict[str, list[Published]] = {}
+        self.matching = 0
+        self.free = 0
+
+
+def _selector_stages(
+    class_name: str, cls: Mapping[str, Any], alt: Mapping[str, Any]
+) -> list[tuple[str, str]]:
+    """``(stage, expression)`` of each selector in the scheduler's order: the
+    DeviceClass's, then the request's."""
+    stages = [
+        (f"class {class_name} selector #{i}", e)
+        for i, e in enumerate(cel_selectors(cls.get("spec") or {}))
+    ]
+    stages += [(f"request selector #{i}", e) for i, e in enumerate(cel_selectors(alt))]
+    return stages
+
+
+def _rejection(
+    dev: Published,
+    stages: Sequence[tuple[str, str]],
+    compiled: _Compiled,
+    class_name: str,
+    tally: _Tally,
+) -> str | None:
+    """Why the selectors reject ``dev`` (the first failing stage), or None when all
+    match; counts CEL errors, unjudged selectors and rejections in ``tally``."""
+    try:
+        act = vcel.device_activation(dev.driver, dev.device)
+    except vcel.CelError as err:
+        return f"device not usable by CEL: {err}"
+    for stage, expr in stages:
+        sel = compiled.get(expr)
+        if isinstance(sel, Unjudged):
+            why = f"{stage}: {sel}"
+            tally.unjudged[why] += 1
+            return why
+        if isinstance(sel, str):
+            why = f"{stage} does not compile: {sel}"
+            tally.errors[why] += 1
+            return why
+        res = sel.evaluate(act)
+        if res.error:
+            why = f"{stage}: CEL runtime error: {res.error}"
+            tally.errors[why] += 1
+            return why
+        if not res.matched:
+            tally.rejected[stage] += 1
+            prefix = f"class {class_name}: " if stage.startswith("class") else ""
+            return prefix + (res.reason or f"{stage} is false")
+    return None
+
+
+def _tally_devices(
+    devices: Sequence[Published],
+    stages: Sequence[tuple[str, str]],
+    compiled: _Compiled,
+    class_name: str,
+    in_use: Mapping[str, str],
+) -> _Tally:
+    """Every published device judged against the selectors, then against the other
+    claims' allocations."""
+    tally = _Tally()
+    for dev in devices:
+        n = tally.per_node.setdefault(
+            dev.node, {"total": 0, "matching": 0, "free": 0, "reasons": Counter()}
+        )
+        n["total"] += 1
+        why = _rejection(dev, stages, compiled, class_name, tally)
+        if why is None:
+            n["matching"] += 1
+            tally.matching += 1
+            holder = in_use.get(dev.id)
+            if holder is not None:
+                why = f"allocated to claim {holder}"
+            else:
+                n["free"] += 1
+                tally.free += 1
+                tally.free_by_node.setdefault(dev.node, []).append(dev)
+                continue
+        tally.reasons[why] += 1
+        n["reasons"][why] += 1
+    return tally
+
+
+def _nodes_out(
+    tally: _Tally, mode: str, need: int, node_ready: Mapping[str, bool]
+) -> list[dict[str, Any]]:
+    """Per node: devices, matching and free ones, whether the request fits there."""
+    nodes_out = []
+    for node, n in sorted(tally.per_node.items()):
+        fits = (
+            n["free"] >= need
+            if mode == "ExactCount"
+            else n["matching"] > 0 and n["free"] == n["matching"]
+        )
+        nodes_out.append(
+            {
+                "node": node,
+                "ready": node_ready.get(node, node.startswith("(")),
+                "total": n["total"],
+                "matching": n["matching"],
+                "free": n["free"],
+                "fits": fits,
+                "reasons": [[r, c] for r, c in n["reasons"].most_common()],
+            }
+        )
+    return nodes_out
+
+
+def _explain_alternative(
+    alt: Mapping[str, Any],
+    classes: Mapping[str, Mapping[str, Any]],
+    devices: Sequence[Published],
+    in_use: Mapping[str, str],
+    node_ready: Mapping[str, bool],
+    compiled: _Compiled,
+) -> tuple[dict[str, Any], dict[str, list[Published]], str]:
+    """One request alternative explained: ``(request entry of explain_claim, free
+    matching devices by node, verdict)``."""
+    class_name = alt.get("deviceClassName", "")
+    mode = alt.get("allocationMode") or "ExactCount"
+    count = int(alt.get("count") or 1) if mode == "ExactCount" else 0
+    base = {
+        "request": alt.get("name", ""),
+        "device_class": class_name,
+        "count": count,
+        "mode": mode,
+        "total": len(devices),
+        "matching": 0,
+        "free": 0,
+        "reasons": [],
+        "errors": [],
+        "selectors": [],
+        "nodes": [],
+    }
+    cls = classes.get(class_name)
+    if cls is None:
+        base["summary"] = (
+            f"request {alt.get('name')}: DeviceClass {class_name!r} does not exist "
+            f"(classes: {', '.join(sorted(classes)) or 'none'})"
+        )
+        return base, {}, "class-missing"
+    stages = _selector_stages(class_name, cls, alt)
+    tally = _tally_devices(devices, stages, compiled, class_name, in_use)
+    need = max(count, 1)
+    base["matching"] = tally.matching
+    base["free"] = tally.free
+    base["reasons"] = [[r, c] for r, c in tally.reasons.most_common()]
+    base["errors"] = [[r, c] for r, c in tally.errors.most_common()]
+    base["selectors"] = [
+        {"selector": stage, "expression": expr, "rejects": tally.rejected[stage]}
+        for stage, expr in stages
+        if tally.rejected[stage]
+    ]
+    base["nodes"] = _nodes_out(tally, mode, need, node_ready)
+    label = (
+        f"request {alt.get('name')} ({class_name}, "
+        f"{mode}{'' if mode != 'ExactCount' else f' {count}'})"
+    )
+    verdict, base["summary"] = _alternative_verdict(label, base, len(devices), tally, need)
+    return base, tally.free_by_node, verdict
+
+
+def _alternative_verdict(
+    label: str, base: Mapping[str, Any], total: int, tally: _Tally, need: int
+) -> tuple[str, str]:
+    """``(verdict, summary)`` of one request alternative over ``total`` published
+    devices, ``need`` of them wanted on one node."""
+    nodes_out = base["nodes"]
+    fitting = [x["node"] for x in nodes_out if x["fits"] and x["ready"]]
+    if tally.errors:
+        return "cel-error", (
+            f"{label}: CEL runtime error, kube-scheduler fails the whole claim: "
+            f"{_top(tally.errors)}"
+        )
+    if tally.unjudged:
+        return "cannot-judge", (
+            f"{label}: a selector cannot be judged offline: {_top(tally.unjudged)}"
+        )
+    if base["matching"] == 0:
+        summary = (
+            f"{label}: 0 of {total} devices match: "
+            f"{_top(tally.reasons) or 'no device is published'}"
+        )
+        if base["selectors"]:
+            summary += "; rejected by " + ", ".join(
+                f"{s['selector']} {s['expression']!r} ({s['rejects']})" for s in base["selectors"]
+            )
+        return "no-device", summary
+    if not fitting and base["free"] < base["matching"] and base["free"] < need:
+        taken = Counter({r: c for r, c in tally.reasons.items() if r.startswith("allocated to")})
+        return "in-use", (
+            f"{label}: {base['matching']} of {total} devices match but only "
+            f"{base['free']} free (need {need} on one node): " + _top(taken)
+        )
+    if not fitting:
+        best = max(nodes_out, key=lambda x: x["free"])
+        return "no-device", (
+            f"{label}: {base['matching']} of {total} devices match, but no Ready node "
+            f"has {need} free (most: {best['free']} on {best['node']})"
+        )
+    return "would-fit", (
+        f"{label}: {base['free']} of {total} devices match and are free; fits on "
+        f"{', '.join(fitting[:5])}{' ...' if len(fitting) > 5 else ''}"
+    )
+
+
+def _explain_constraints(
+    constraints: Sequence[Mapping[str, Any]],
+    requests_out: Sequence[Mapping[str, Any]],
+    candidates: Mapping[str, Mapping[str, list[Published]]],
+) -> list[dict[str, Any]]:
+    """``matchAttribute`` constraints: is there a node where each constrained request has
+    its count of free matching devices that all share one value of the attribute?"""
+    out = []
+    counts = {r["request"]: max(int(r["count"]), 1) for r in requests_out}
+    for c in constraints:
+        attr = c.get("matchAttribute")
+        if not attr:
+            out.append({"constraint": dict(c), "fits": None, "summary": "not evaluated"})
+            continue
+        names = c.get("requests") or list(counts)
+        names = [n for n in names if n in candidates]
+        nodes = set.intersection(*(set(candidates[n]) for n in names)) if names else set()
+        ok_nodes = []
+        seen_values: Counter = Counter()
+        for node in sorted(nodes):
+            values_ok = None
+            per_req = []
+            for n in names:
+                vals = Counter(str(_attr(d.device, d.driver, attr)) for d in candidates[n][node])
+                seen_values.update(vals)
+                per_req.append({v for v, k in vals.items() if k >= counts[n] and v != "None"})
+            values_ok = set.intersection(*per_req) if per_req else set()
+            if values_ok:
+                ok_nodes.append(node)
+        fits = bool(ok_nodes)
+        summary = (
+            f"constraint matchAttribute {attr}: satisfied on {', '.join(ok_nodes[:5])}"
+            if fits
+            else f"constraint matchAttribute {attr} over {', '.join(names)}: no node has enough "
+            f"free matching devices that share one value (values seen: "
+            f"{', '.join(f'{v} ({k})' for v, k in seen_values.most_common(4)) or 'none'})"
+        )
+        out.append({"constraint": dict(c), "fits": fits, "summary": summary})
+    return out

@@ -1,0 +1,116 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""ResourceClaims that stay pending: not allocated for longer than a threshold, each
+explained by ``claims.explain.explain_claim`` when a pod waits for it.
+
+Pure functions over listed objects (JSON dicts as the API returns them); no I/O.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.explain import explain_claim
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.pods import (
+    PodIndex,
+    key,
+    metadata,
+)
+
+
+def parse_time(text: str | None) -> float | None:
+    """RFC 3339 time of the API (``2026-01-01T10:00:00Z``) -> seconds since the epoch."""
+    if not text:
+        return None
+    try:
+        return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+@dataclass
+class PendingClaim:
+    """A claim not allocated for longer than the threshold: ``age_s`` seconds, the pods
+    waiting for it (``users``), ``status`` (``fail`` when a pod waits, else ``warn``),
+    ``reason`` and ``explain`` (``explain_claim``'s result, when a pod waits)."""
+
+    claim: str
+    age_s: float
+    users: list[str]
+    status: str
+    reason: str
+    explain: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "claim": self.claim,
+            "age_s": round(self.age_s, 1),
+            "users": list(self.users),
+            "status": self.status,
+            "reason": self.reason,
+            "explain": self.explain,
+        }
+
+
+def find_pending(
+    claims: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]] | PodIndex,
+    slices: Sequence[Mapping[str, Any]],
+    device_classes: Sequence[Mapping[str, Any]],
+    nodes: Sequence[Mapping[str, Any]],
+    now: float,
+    threshold_s: float,
+) -> list[PendingClaim]:
+    """Claims without allocation created more than ``threshold_s`` seconds before ``now``
+    (seconds since the epoch), each explained. ``pods`` may be a ``PodIndex``."""
+    index = pods if isinstance(pods, PodIndex) else PodIndex(pods)
+    out: list[PendingClaim] = []
+    for claim in claims:
+        if (claim.get("status") or {}).get("allocation"):
+            continue
+        if metadata(claim).get("deletionTimestamp"):
+            continue
+        created = parse_time(metadata(claim).get("creationTimestamp"))
+        age = now - created if created is not None else 0.0
+        if age < threshold_s:
+            continue
+        m = metadata(claim)
+        ns, name = m.get("namespace", ""), m.get("name", "")
+        users = index.users.get((ns, name), [])
+        if not users:
+            out.append(
+                PendingClaim(
+                    f"{ns}/{name}",
+                    age,
+                    [],
+                    "warn",
+                    f"not allocated for {_duration(age)}: no pod uses it (DRA allocates a claim "
+                    "when the scheduler places a pod that references it)",
+                )
+            )
+            continue
+        ex = explain_claim(claim, device_classes, slices, claims, nodes, index)
+        out.append(
+            PendingClaim(
+                f"{ns}/{name}",
+                age,
+                [key(p) for p in users],
+                "fail",
+                f"not allocated for {_duration(age)} while pod(s) "
+                f"{', '.join(key(p) for p in users)} wait: {ex['summary']}",
+                ex,
+            )
+        )
+    return out

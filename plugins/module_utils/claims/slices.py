@@ -1,0 +1,84 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The devices ResourceSlices publish and the devices claims hold.
+
+Pure functions over listed objects (JSON dicts as the API returns them: ResourceSlices,
+ResourceClaims); no I/O. A device is named ``driver/pool/device``, as allocation results
+name it (``status.allocation.devices.results``); only the newest generation of a pool
+counts, as in the scheduler (``pool.generation``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+def allocated_devices(claim: Mapping[str, Any]) -> list[str]:
+    """``driver/pool/device`` of every allocation result of a claim."""
+    alloc = (claim.get("status") or {}).get("allocation") or {}
+    return [
+        f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}"
+        for r in (alloc.get("devices") or {}).get("results") or []
+    ]
+
+
+def iter_latest_slices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """ResourceSlices of the newest generation of each ``(driver, pool)``: the scheduler
+    ignores older generations (``pool.generation``). ``slices`` is walked twice when it
+    can be (a list or a ``PagedList``), so that no list of all slices is held."""
+    if isinstance(slices, Iterator):
+        slices = list(slices)
+    newest: dict[tuple[str, str], int] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        pool = spec.get("pool") or {}
+        k = (spec.get("driver", ""), pool.get("name", ""))
+        newest[k] = max(newest.get(k, 0), int(pool.get("generation") or 0))
+    for s in slices:
+        spec = s.get("spec") or {}
+        pool = spec.get("pool") or {}
+        if int(pool.get("generation") or 0) == newest.get(
+            (spec.get("driver", ""), pool.get("name", "")), 0
+        ):
+            yield s
+
+
+def latest_slices(slices: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """:func:`iter_latest_slices` as a list."""
+    return list(iter_latest_slices(slices))
+
+
+@dataclass(frozen=True)
+class Published:
+    """One published device: ``driver``, ``pool``, ``name``, ``node`` (``spec.nodeName``,
+    or ``(all nodes)``/``(node selector)``) and the device object."""
+
+    driver: str
+    pool: str
+    name: str
+    node: str
+    device: Mapping[str, Any]
+
+    @property
+    def id(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.name}"
+
+
+def iter_published_devices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Published]:
+    """Every device of the newest generation of every pool, one slice at a time."""
+    for s in iter_latest_slices(slices):
+        spec = s.get("spec") or {}
+        node = spec.get("nodeName") or (
+            "(all nodes)" if spec.get("allNodes") else "(node selector)"
+        )
+        pool = (spec.get("pool") or {}).get("name", "")
+        for d in spec.get("devices") or []:
+            yield Published(spec.get("driver", ""), pool, d.get("name", ""), node, d)
+
+
+def published_devices(slices: Iterable[Mapping[str, Any]]) -> list[Published]:
+    """Every device of the newest generation of every pool (:func:`iter_published_devices`
+    as a list)."""
+    return list(iter_published_devices(slices))

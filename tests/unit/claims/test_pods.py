@@ -1,0 +1,44 @@
+"""The pod index: which live pods use a claim, done pods, and the small pods it keeps."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
+
+from tests.unit.validate_objects import pod
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_claim_is_used_only_by_live_pods() -> None:
+    running = pod("trainer", claims=["train"])
+    finished = pod("eval", phase="Succeeded", claims=["train"])
+    index = cpods.PodIndex([running, finished])
+    assert len(index) == 2
+    assert [cpods.key(p) for p in index.users[("default", "train")]] == ["default/trainer"]
+    assert ("default", "missing") not in index.users
+
+
+def test_a_pod_deleted_before_it_was_scheduled_is_done() -> None:
+    deleted = pod("w", phase="Pending")
+    deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert cpods.pod_done(deleted)
+    deleted["spec"]["nodeName"] = "gpu-1"
+    assert not cpods.pod_done(deleted)
+
+
+def test_the_index_keeps_the_fields_the_checks_read() -> None:
+    index = cpods.PodIndex([pod("w", phase="Pending", node_name="gpu-1", scheduled_message="no")])
+    assert index.get("default", "w") == {
+        "metadata": {"name": "w", "namespace": "default", "uid": "uid-w"},
+        "spec": {"nodeName": "gpu-1"},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "message": "no"}],
+        },
+    }
+    assert index.get("default", "other") is None
+
+
+def test_key_of_a_cluster_scoped_object_is_its_name() -> None:
+    assert cpods.key({"metadata": {"name": "gpu.nvidia.com"}}) == "gpu.nvidia.com"
