@@ -35,11 +35,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.problems i
     WARNING,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import cel_env as dra_cel_env
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
+    NVIDIA_DRIVER,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
     ATTRIBUTE_KEYS,
     CAPACITY_KEYS,
     MEMORY_SLICE_RE,
-    NVIDIA_DRIVER,
     PROFILE_RE,
     REMOVED_ATTRIBUTE_KEYS,
 )

@@ -47,15 +47,17 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.problems i
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     CHART_DEVICE_CLASSES,
+    GPU_CLASS,
+    MIG_CLASS,
+    NVIDIA_DRIVER,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
     CONFIG_CLASS,
     CONFIG_KINDS,
     DRIVER_GATE_FOR_STRATEGY,
-    GPU_CLASS,
     GPU_CONFIG_API_VERSION,
-    MIG_CLASS,
-    NVIDIA_DRIVER,
     SHARING_STRATEGIES,
     STRICT_CONFIG_CLASS_FROM,
     TIME_SLICE_INTERVALS,
@@ -582,8 +584,8 @@ def _check_config(out: _Collector, path: str, config: Any, names: list[str]) -> 
                 hint = ""
                 if key in ("parameters", "sharing", "driver"):
                     hint = (
-                        "; the driver's parameters go under opaque: {driver: gpu.nvidia.com, "
-                        "parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, "
+                        f"; the driver's parameters go under opaque: {{driver: {NVIDIA_DRIVER}, "
+                        f"parameters: {{apiVersion: {GPU_CONFIG_API_VERSION}, kind: GpuConfig, "
                         "sharing: ...}}"
                     )
                 out.error(

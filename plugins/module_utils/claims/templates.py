@@ -49,11 +49,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.cel import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.metadata import (
     ClaimTemplateError,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     GPU_CLASS,
-    GPU_CONFIG_API_VERSION,
     MIG_CLASS,
     NVIDIA_DRIVER,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
+    GPU_CONFIG_API_VERSION,
     SHARING_STRATEGIES,
     TIME_SLICE_INTERVALS,
 )

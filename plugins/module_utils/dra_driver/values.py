@@ -62,6 +62,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
     COMPUTE_DOMAIN_DEVICE_CLASSES,
     DOCUMENTED_KUBERNETES_MIN,
     DOCUMENTED_MIN,
+    GPU_CLASS,
     GPU_DEVICE_CLASSES,
     GPU_TOLERATION,
     HOST_DRIVER_ROOT,
@@ -423,7 +424,7 @@ def _resource_api(
         if not ext.default:
             warnings.append(
                 "the chart sets extendedResourceName: nvidia.com/gpu on DeviceClass "
-                f"gpu.nvidia.com (resource.k8s.io/v1), but DRAExtendedResource is "
+                f"{GPU_CLASS} (resource.k8s.io/v1), but DRAExtendedResource is "
                 f"{ext.describe()} in {kv.minor_version}: pods asking for nvidia.com/gpu are "
                 "served by DRA only with that gate on kube-apiserver, kube-scheduler, "
                 "kube-controller-manager and the kubelet (dra_feature_gates_features: "
@@ -518,8 +519,8 @@ def _check_values(values: Mapping[str, Any], namespace: str, name_override: bool
         raise DraDriverError(
             "dra_driver_extra_values.resources.gpus.enabled",
             gpus.get("enabled"),
-            "without the GPU kubelet plugin there is no DeviceClass gpu.nvidia.com and no GPU "
-            "ResourceSlice, and claims fail with 'device class gpu.nvidia.com does not exist'",
+            f"without the GPU kubelet plugin there is no DeviceClass {GPU_CLASS} and no GPU "
+            f"ResourceSlice, and claims fail with 'device class {GPU_CLASS} does not exist'",
             "drop the override (the role sets resources.gpus.enabled: true)",
         )
     if values.get("gpuResourcesEnabledOverride") is not True:

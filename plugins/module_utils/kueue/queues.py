@@ -27,11 +27,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
+    MIG_CLASS,
+    NVIDIA_DRIVER,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import versions as kv
 
 __all__ = [
-    "GPU_CLASS",
-    "MIG_CLASS",
     "KueueInputError",
     "Quota",
     "Team",
@@ -42,8 +44,6 @@ __all__ = [
     "queue_objects",
 ]
 
-GPU_CLASS = "gpu.nvidia.com"
-MIG_CLASS = "mig.nvidia.com"
 #: Suffix of the per-profile DeviceClasses this collection creates.
 PROFILE_CLASS_SUFFIX = ".gpufleet.io"
 #: Label on every object the kueue role creates (what it may prune or list).
@@ -109,8 +109,8 @@ def profile_device_class_object(profile: str, resource_api: str) -> dict[str, An
     the MIG class's selector (``type == 'mig'``, as the NVIDIA driver's
     ``mig.nvidia.com``) and the driver's ``profile`` attribute."""
     expression = (
-        f"device.driver == '{GPU_CLASS}' && device.attributes['{GPU_CLASS}'].type == 'mig' "
-        f"&& device.attributes['{GPU_CLASS}'].profile == '{profile}'"
+        f"device.driver == '{NVIDIA_DRIVER}' && device.attributes['{NVIDIA_DRIVER}'].type == "
+        f"'mig' && device.attributes['{NVIDIA_DRIVER}'].profile == '{profile}'"
     )
     return {
         "apiVersion": resource_api,
@@ -173,7 +173,7 @@ def _quotas(where: str, raw: Any) -> tuple[Quota, ...]:
             where,
             raw,
             "is not a map of resource -> quota",
-            "write e.g. {mig.nvidia.com: {nominal: 4, borrowing_limit: 2}}",
+            f"write e.g. {{{MIG_CLASS}: {{nominal: 4, borrowing_limit: 2}}}}",
         )
     out = []
     for resource in sorted(raw):

@@ -60,7 +60,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cel.evaluate impo
     parse_quantity,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     GPU_CLASS,
     MIG_CLASS,
     NVIDIA_DRIVER,

@@ -18,6 +18,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import NVIDIA_DRIVER
 
 #: Releases an upgrade may start from and go to (design: any consecutive pair from 1.31 to
 #: 1.37). 1.38 is a projection in the version model, not a release to upgrade to.
@@ -25,7 +26,8 @@ UPGRADE_MIN_MINOR = 31
 UPGRADE_MAX_MINOR = dra_core.PROVISION_MAX_MINOR
 DEFAULT_PACKAGE_REVISION = "1.1"
 DEFAULT_REPO_URL = "https://pkgs.k8s.io/core:/stable:/v{minor}/deb/"
-DEFAULT_GPU_DRIVER = "gpu.nvidia.com"
+#: The DRA driver whose devices the upgrade counts when no ``gpu_driver`` is given.
+DEFAULT_GPU_DRIVER = NVIDIA_DRIVER
 #: How ``build_plan``'s messages name its inputs by default.
 INPUT_NAMES = {
     "target": "--to",
