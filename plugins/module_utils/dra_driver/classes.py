@@ -106,7 +106,3 @@ CAPACITY_KEYS = frozenset(
 
 
 MEMORY_SLICE_RE = re.compile(r"^memorySlice\d+$")
-
-
-#: MIG profile names as nvidia-smi prints them: 1g.18gb, 1g.10gb+me, 1c.3g.20gb.
-PROFILE_RE = re.compile(r"^(\d+c\.)?\d+g\.\d+gb(\+me|\+gfx|-me|\+me\.all)?$")

@@ -32,6 +32,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
     NVIDIA_DRIVER,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import versions as kv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.profiles import parse_profile
 
 __all__ = [
     "KueueInputError",
@@ -56,7 +57,6 @@ RECLAIM_POLICIES = ("Never", "LowerPriority", "Any")
 WITHIN_CQ_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 BORROW_POLICIES = ("Never", "LowerPriority")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_PROFILE = re.compile(r"^[0-9]+g\.[0-9]+gb(\+me|\+gfx|-me|\+me\.all)?$")
 
 
 class KueueInputError(ValueError):
@@ -93,8 +93,9 @@ class Team:
 
 def profile_device_class(profile: str) -> str:
     """``1g.18gb`` -> ``mig-1g.18gb.gpufleet.io``; raises KueueInputError for a name that is
-    not a MIG profile as nvidia-smi prints it."""
-    if not isinstance(profile, str) or not _PROFILE.match(profile):
+    a GPU-instance profile as nvidia-smi prints it (``mig.profiles.parse_profile``)."""
+    parsed = parse_profile(profile)
+    if parsed is None or parsed.ci_slices is not None:
         raise KueueInputError(
             "kueue_profile_classes",
             profile,
