@@ -20,12 +20,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.api import
     CONSTRAINT_FIELDS,
     DEVICES_FIELDS,
     EXACT_FIELDS,
-    EXACTLY_VERSIONS,
     QUALIFIED_RE,
     REQUEST_V1,
     REQUEST_V1BETA1,
     RESOURCE_GROUP,
-    SHAPED_VERSIONS,
     SUBREQUEST_FIELDS,
     api_version_for,
 )
@@ -112,11 +110,11 @@ def check_claim_spec(
     api_version = obj.get("apiVersion")
     kind = obj.get("kind")
     group, _, version = str(api_version or "").partition("/")
-    if group != RESOURCE_GROUP or version not in SHAPED_VERSIONS:
+    if group != RESOURCE_GROUP or version not in dra_api.OBJECT_RESOURCE_VERSIONS:
         out.error(
             "apiVersion",
             f"apiVersion {api_version!r} is not one this checker knows; use "
-            + " or ".join(f"{RESOURCE_GROUP}/{v}" for v in SHAPED_VERSIONS)
+            + " or ".join(f"{RESOURCE_GROUP}/{v}" for v in dra_api.OBJECT_RESOURCE_VERSIONS)
             + " (gpufleet claims template --kubernetes-version <release> picks it)",
         )
         version = "v1"
@@ -215,7 +213,7 @@ def _check_requests(out: _Collector, path: str, requests: Any, version: str) -> 
             out.error(f"{rpath}.name", f"request name {name!r} is used twice")
         else:
             names.append(name)
-        if version in EXACTLY_VERSIONS:
+        if version in dra_api.EXACTLY_REQUEST_VERSIONS:
             _check_request_v1(out, rpath, req, version)
         else:
             _check_request_v1beta1(out, rpath, req)
@@ -807,11 +805,11 @@ def check_device_class(
         out.error("", f"expected a DeviceClass mapping, got {type(obj).__name__}")
         return out.problems
     group, _, version = str(obj.get("apiVersion") or "").partition("/")
-    if group != RESOURCE_GROUP or version not in SHAPED_VERSIONS:
+    if group != RESOURCE_GROUP or version not in dra_api.OBJECT_RESOURCE_VERSIONS:
         out.error(
             "apiVersion",
             f"apiVersion {obj.get('apiVersion')!r} is not one this checker knows; use "
-            + " or ".join(f"{RESOURCE_GROUP}/{v}" for v in SHAPED_VERSIONS),
+            + " or ".join(f"{RESOURCE_GROUP}/{v}" for v in dra_api.OBJECT_RESOURCE_VERSIONS),
         )
     elif kubernetes_version:
         _check_served(out, version, kubernetes_version)

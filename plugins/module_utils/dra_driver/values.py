@@ -227,19 +227,25 @@ def _read_api_version(kv: dra_core.KubeVersion) -> str:
     for state in served:
         if state.enabled_by_default and "ResourceSlice" in state.kinds:
             return state.group_version
-    betas = [s for s in served if s.version.startswith("v1beta") and "ResourceSlice" in s.kinds]
+    betas = [
+        s
+        for s in served
+        if s.version in dra_api.BETA_RESOURCE_VERSIONS and "ResourceSlice" in s.kinds
+    ]
     if betas:
         return betas[0].group_version
+    first = dra_api.first_release_serving("ResourceSlice", dra_api.BETA_RESOURCE_VERSIONS)
     raise DraDriverError(
         "dra_driver_kubernetes_version",
         str(kv),
         "serves no resource.k8s.io version with ResourceSlices",
-        f"use Kubernetes {dra_api.first_release_serving('ResourceSlice', ('v1beta2', 'v1beta1'))}"
-        " or later",
+        f"use Kubernetes {first} or later",
     )
 
 
-_RESOURCE_API_CHOICES = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
+_RESOURCE_API_CHOICES = tuple(
+    f"{dra_core.RESOURCE_GROUP}/{v}" for v in dra_api.OBJECT_RESOURCE_VERSIONS
+)
 
 
 def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
