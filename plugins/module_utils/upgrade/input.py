@@ -17,12 +17,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import (
+    kubernetes_facts as dra_facts,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import NVIDIA_DRIVER
 
-#: Releases an upgrade may start from and go to (design: any consecutive pair from 1.31 to
-#: 1.37). 1.38 is a projection in the version model, not a release to upgrade to.
-UPGRADE_MIN_MINOR = 31
+#: Releases an upgrade may start from and go to: the version model's
+#: (``dra.kubernetes_facts.UPGRADE_MIN_MINOR``, ``dra.core.PROVISION_MAX_MINOR``).
+UPGRADE_MIN_MINOR = dra_facts.UPGRADE_MIN_MINOR
 UPGRADE_MAX_MINOR = dra_core.PROVISION_MAX_MINOR
 DEFAULT_PACKAGE_REVISION = "1.1"
 DEFAULT_REPO_URL = "https://pkgs.k8s.io/core:/stable:/v{minor}/deb/"
