@@ -76,6 +76,28 @@ DYNAMIC_MIG_KUBERNETES_MIN = (1, 34)
 CHART_MIN = ".".join(map(str, CHART_KUBE_VERSION_MIN))
 
 
+#: ``chart_kubernetes_minimum``: below the chart's ``kubeVersion`` (helm refuses the install).
+BELOW_CHART_KUBE_VERSION = "chart-kube-version"
+#: ``chart_kubernetes_minimum``: installable, but below the documented minimum.
+BELOW_DOCUMENTED_MINIMUM = "documented-minimum"
+
+
+def chart_kubernetes_minimum(release: tuple[int, ...]) -> str | None:
+    """Which of the chart's Kubernetes minimums ``release`` (``(1, 33)`` or ``(1, 34, 1)``;
+    a missing patch counts as 0) is below: ``BELOW_CHART_KUBE_VERSION`` (under Chart.yaml
+    ``kubeVersion``, ``CHART_KUBE_VERSION_MIN``), ``BELOW_DOCUMENTED_MINIMUM`` (under
+    docs/prerequisites.md, ``DOCUMENTED_KUBERNETES_MIN``), or None. The same for every
+    chart release from 25.3.2 on. The rule only: the caller decides what each means (the
+    dra_driver role refuses both unless told to accept the second; preflight reports an
+    error or a warning)."""
+    full = (*release, 0, 0, 0)[:3]
+    if full[:2] < CHART_KUBE_VERSION_MIN:
+        return BELOW_CHART_KUBE_VERSION
+    if full < DOCUMENTED_KUBERNETES_MIN:
+        return BELOW_DOCUMENTED_MINIMUM
+    return None
+
+
 #: The DRA driver name: ``spec.driver`` of the ResourceSlices the GPU kubelet plugin
 #: publishes, ``device.driver`` in CEL, the attribute and capacity domain of its devices
 #: (cmd/gpu-kubelet-plugin ``DriverName``).

@@ -57,10 +57,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core a
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
-    CHART_KUBE_VERSION_MIN,
+    BELOW_CHART_KUBE_VERSION,
+    BELOW_DOCUMENTED_MINIMUM,
     CHART_MIN,
     COMPUTE_DOMAIN_DEVICE_CLASSES,
-    DOCUMENTED_KUBERNETES_MIN,
     DOCUMENTED_MIN,
     GPU_CLASS,
     GPU_DEVICE_CLASSES,
@@ -74,6 +74,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
     ChartSource,
     ChartVersion,
     DraDriverError,
+    chart_kubernetes_minimum,
     chart_source,
     parse_chart_version,
     parse_release_chart,
@@ -153,6 +154,10 @@ class DraDriverPlan:
         }
 
 
+def _release(v: dra_core.KubeVersion) -> tuple[int, int, int]:
+    return v.major, v.minor, v.patch if v.patch is not None else 0
+
+
 def _kube_checks(
     kubernetes_version: str,
     kubelet_versions: Mapping[str, str],
@@ -171,7 +176,7 @@ def _kube_checks(
         except dra_core.VersionModelError as exc:
             raise DraDriverError(f"kubelet of node {node}", raw, exc.reason, exc.fix) from None
     for what, v in versions:
-        if (v.major, v.minor) < CHART_KUBE_VERSION_MIN:
+        if chart_kubernetes_minimum(_release(v)) == BELOW_CHART_KUBE_VERSION:
             raise DraDriverError(
                 what,
                 str(v),
@@ -197,8 +202,7 @@ def _kube_checks(
             f"(1.{dra_core.PROVISION_MIN_MINOR} to 1.{dra_core.PROVISION_MAX_MINOR})",
         )
     for what, v in versions:
-        patch = v.patch if v.patch is not None else 0
-        if (v.major, v.minor, patch) < DOCUMENTED_KUBERNETES_MIN:
+        if chart_kubernetes_minimum(_release(v)) == BELOW_DOCUMENTED_MINIMUM:
             text = (
                 f"below the NVIDIA DRA driver's documented minimum Kubernetes v{DOCUMENTED_MIN} "
                 "(docs/prerequisites.md)"

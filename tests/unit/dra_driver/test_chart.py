@@ -7,6 +7,7 @@ deviceclass-*.yaml`` and ``cmd/gpu-kubelet-plugin`` (``DriverName``)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -69,3 +70,37 @@ def test_the_gpu_simulator_chart_creates_classes_of_the_chart() -> None:
     for path in sorted(templates.glob("deviceclass-*.yaml")):
         names |= set(re.findall(r"^\s+name:\s*([\w.-]+)\s*$", path.read_text(), re.MULTILINE))
     assert set(ddc.GPU_DEVICE_CLASSES) <= names <= set(ddc.CHART_DEVICE_CLASSES)
+
+
+@pytest.mark.parametrize(
+    ("release", "below"),
+    [
+        ((1, 31), ddc.BELOW_CHART_KUBE_VERSION),
+        ((1, 31, 14), ddc.BELOW_CHART_KUBE_VERSION),
+        ((1, 32), ddc.BELOW_DOCUMENTED_MINIMUM),
+        ((1, 34), ddc.BELOW_DOCUMENTED_MINIMUM),
+        ((1, 34, 1), ddc.BELOW_DOCUMENTED_MINIMUM),
+        ((1, 34, 2), None),
+        ((1, 37, 2), None),
+    ],
+)
+def test_chart_kubernetes_minimum(release: tuple[int, ...], below: str | None) -> None:
+    """Chart.yaml ``kubeVersion: >=1.32.0-0``; docs/prerequisites.md: Kubernetes v1.34.2."""
+    assert ddc.chart_kubernetes_minimum(release) == below
+
+
+def test_the_chart_minimum_rule_is_compared_only_in_chart() -> None:
+    """The dra_driver role and preflight ask ``chart_kubernetes_minimum`` and pick the
+    severity themselves; no other module compares a release with the minimums."""
+    uses = []
+    for path in sorted((ROOT / "plugins").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if rel != OWNER and isinstance(node, ast.Compare):
+                names = {
+                    n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", "")
+                    for n in ast.walk(node)
+                }
+                if names & {"CHART_KUBE_VERSION_MIN", "DOCUMENTED_KUBERNETES_MIN"}:
+                    uses.append(f"{rel}:{node.lineno}")
+    assert uses == []
