@@ -38,11 +38,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
+    GPU_CLASS,
+    MIG_CLASS,
+    NVIDIA_DRIVER,
+)
+
 from gpufleet.lab import binaries
 
 __all__ = [
     "BINARY_NAME",
-    "DRIVER",
     "BuildError",
     "BuildInfo",
     "binary_path",
@@ -59,8 +64,6 @@ __all__ = [
 ]
 
 BINARY_NAME = "gpusim-kubelet-plugin"
-#: The DRA driver name the plugin publishes under (the NVIDIA driver's).
-DRIVER = "gpu.nvidia.com"
 #: Repository root when the package runs from a checkout.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Bump when the way the binary is built changes (flags), so that the digest changes.
@@ -233,14 +236,14 @@ def device_classes(api_version: str = "resource.k8s.io/v1") -> list[dict[str, An
                 "selectors": [
                     {
                         "cel": {
-                            "expression": f"device.driver == '{DRIVER}' && "
-                            f"device.attributes['{DRIVER}'].type == '{kind}'"
+                            "expression": f"device.driver == '{NVIDIA_DRIVER}' && "
+                            f"device.attributes['{NVIDIA_DRIVER}'].type == '{kind}'"
                         }
                     }
                 ]
             },
         }
-        for name, kind in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig"))
+        for name, kind in ((GPU_CLASS, "gpu"), (MIG_CLASS, "mig"))
     ]
 
 
@@ -262,7 +265,7 @@ def local_command(
         f"--node-name={node}",
         f"--state-file={state_file}",
         f"--kubeconfig={kubeconfig}",
-        f"--plugin-data-dir={root / 'plugins' / DRIVER}",
+        f"--plugin-data-dir={root / 'plugins' / NVIDIA_DRIVER}",
         f"--registrar-dir={root / 'registry'}",
         f"--cdi-root={root / 'cdi'}",
         f"--claims-dir={root / 'claims'}",

@@ -221,6 +221,10 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
+    GPU_DEVICE_CLASSES,
+    NVIDIA_DRIVER,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import run as validate_run
@@ -256,12 +260,10 @@ def main() -> None:
             features=dict(type="list", elements="str", default=[]),
             gates=dict(type="dict", default={}),
             gpu_labels=dict(type="dict", default={"nvidia.com/gpu.present": "true"}),
-            driver=dict(type="str", default="gpu.nvidia.com"),
+            driver=dict(type="str", default=NVIDIA_DRIVER),
             plugin_namespace=dict(type="str", default=""),
             plugin_selector=dict(type="str", default="app.kubernetes.io/component=kubelet-plugin"),
-            device_classes=dict(
-                type="list", elements="str", default=["gpu.nvidia.com", "mig.nvidia.com"]
-            ),
+            device_classes=dict(type="list", elements="str", default=list(GPU_DEVICE_CLASSES)),
             pending_threshold=dict(type="int", default=300),
             min_driver_version=dict(type="str", default="565.0.0"),
             page_size=dict(type="int", default=2000),

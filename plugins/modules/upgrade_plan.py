@@ -282,6 +282,7 @@ IMPORT_ERROR = next(
 )
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import NVIDIA_DRIVER
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import cluster as uc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import input as upgrade_input
@@ -314,7 +315,7 @@ ARGUMENT_SPEC = dict(
     gates=dict(type="dict", default={}),
     package_revision=dict(type="str", default=upgrade_input.DEFAULT_PACKAGE_REVISION),
     repo_url=dict(type="str", default=upgrade_input.DEFAULT_REPO_URL),
-    gpu_driver=dict(type="str", default=upgrade_input.DEFAULT_GPU_DRIVER),
+    gpu_driver=dict(type="str", default=NVIDIA_DRIVER),
     ignore_preflight_errors=dict(type="list", elements="str", default=[]),
     report_path=dict(type="path"),
     host_facts=dict(type="list", elements="dict", default=[]),

@@ -25,6 +25,9 @@ pytestmark = pytest.mark.ansible
 
 ANSIBLE = Path(sys.executable).parent / "ansible"
 REPO = Path(__file__).resolve().parents[2]
+#: The simulator runs this tree's package and collection (``.collections`` links the
+#: collection's name to the repository root), whatever else the interpreter has installed.
+PYTHONPATH = f"{REPO}:{REPO / '.collections'}"
 
 
 class Sim:
@@ -34,7 +37,7 @@ class Sim:
         self.state = tmp / "state.json"
         self.smi = tmp / "nvidia-smi"
         self.smi.write_text(
-            f"#!/bin/sh\nGPUFLEET_GPUSIM_STATE='{self.state}' PYTHONPATH='{REPO}' "
+            f"#!/bin/sh\nGPUFLEET_GPUSIM_STATE='{self.state}' PYTHONPATH='{PYTHONPATH}' "
             f"exec '{sys.executable}' -m gpufleet.lab.gpusim \"$@\"\n"
         )
         self.smi.chmod(0o755)
@@ -54,6 +57,7 @@ class Sim:
             capture_output=True,
             text=True,
             cwd=REPO,
+            env={**os.environ, "PYTHONPATH": PYTHONPATH},
         )
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
         return proc.stdout

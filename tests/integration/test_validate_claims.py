@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as vli
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
 from click.testing import CliRunner
@@ -200,7 +201,15 @@ def test_leak_detected_then_released_by_gc(cluster: Any) -> None:
     start = time.monotonic()
     listing = vli.list_cluster(kube)
     elapsed = time.monotonic() - start
-    checks = {c.id: c for c in vc.claims_checks(listing, vli.Settings(now=time.time()))}
+    checks = {
+        c.id: c
+        for c in vc.claims_checks(
+            listing,
+            vli.Settings(
+                driver=ddc.NVIDIA_DRIVER, device_classes=[*ddc.GPU_DEVICE_CLASSES], now=time.time()
+            ),
+        )
+    }
     leaked = checks["claims.leaked"]
     assert leaked.status == "fail"
     kinds = {p.subject: p.message for p in leaked.problems}
@@ -233,9 +242,15 @@ def test_leak_detected_then_released_by_gc(cluster: Any) -> None:
         "the generated claim deleted", lambda: get_claim(cp, gen["metadata"]["name"]) is None, 30
     )
     listing = vli.list_cluster(vk.Kube(str(cp.kubeconfig)))
-    assert {c.id: c for c in vc.claims_checks(listing, vli.Settings(now=time.time()))}[
-        "claims.leaked"
-    ].status == "pass"
+    assert {
+        c.id: c
+        for c in vc.claims_checks(
+            listing,
+            vli.Settings(
+                driver=ddc.NVIDIA_DRIVER, device_classes=[*ddc.GPU_DEVICE_CLASSES], now=time.time()
+            ),
+        )
+    }["claims.leaked"].status == "pass"
 
 
 def test_gc_never_releases_a_claim_of_a_live_pod(cluster: Any) -> None:
@@ -313,7 +328,15 @@ def test_explain_names_the_failing_selector_of_a_pending_claim(cluster: Any) -> 
     listing = vli.list_cluster(vk.Kube(str(cp.kubeconfig)))
     checks = {
         c.id: c
-        for c in vc.claims_checks(listing, vli.Settings(now=time.time(), pending_threshold_s=0))
+        for c in vc.claims_checks(
+            listing,
+            vli.Settings(
+                driver=ddc.NVIDIA_DRIVER,
+                device_classes=[*ddc.GPU_DEVICE_CLASSES],
+                now=time.time(),
+                pending_threshold_s=0,
+            ),
+        )
     }
     msgs = [p.message for p in checks["claims.pending"].problems if p.subject == f"{NS}/small"]
     assert msgs and "profile is 1g.18gb, wanted 1g.10gb (3)" in msgs[0]

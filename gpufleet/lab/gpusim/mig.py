@@ -142,13 +142,16 @@ def remaining_capacity(model: GpuModel, gpu: Gpu, profile: GIProfile) -> int:
 
 def ci_name(gi_profile: str, gi_compute_slices: int, ci_slices: int) -> str:
     """CI profile name: the GI's own for a full-size CI, else ``<n>c.<gi profile>``."""
-    if ci_slices == gi_compute_slices:
-        return gi_profile
-    return f"{ci_slices}c.{gi_profile}"
+    return mig_profiles.compute_instance_profile(gi_profile, gi_compute_slices, ci_slices)
 
 
-def _gi_compute_slices(gi: GpuInstance) -> int:
-    return int(gi.profile.split("g.", 1)[0])
+def gi_compute_slices(gi: GpuInstance) -> int:
+    """Compute slices of ``gi`` (the ``<g>g`` of its profile). Raises ValueError for a
+    profile that is not a MIG profile name."""
+    parsed = mig_profiles.parse_profile(gi.profile)
+    if parsed is None:
+        raise ValueError(f"GPU instance profile {gi.profile!r} is not a MIG profile name")
+    return parsed.gi_slices
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ def ci_placements(gi: GpuInstance) -> dict[int, CIPlacement]:
     """
     taken: set[int] = set()
     out: dict[int, CIPlacement] = {}
-    total = _gi_compute_slices(gi)
+    total = gi_compute_slices(gi)
     for ci in sorted(gi.compute_instances, key=lambda c: c.id):
         size = CI_SLICES_BY_PROFILE_ID.get(ci.profile_id, total)
         start = _ci_start(total, size, taken)
@@ -230,7 +233,7 @@ def create_ci(gpu: Gpu, gi: GpuInstance, ci_profile_id: int | None) -> ComputeIn
     unknown to NVML, ``MigError("Insufficient Resources")`` when the GI's compute slices
     are taken.
     """
-    total = _gi_compute_slices(gi)
+    total = gi_compute_slices(gi)
     if ci_profile_id is None:
         ci_profile_id = mig_profiles.ci_profile_id_for(total)
     size = CI_SLICES_BY_PROFILE_ID.get(ci_profile_id)

@@ -698,7 +698,7 @@ def render_lcip(rows: list[tuple[Gpu, mig.GpuInstance]]) -> str:
         "|" + "=" * 86 + "|",
     ]
     for gpu, gi in rows:
-        total = int(gi.profile.split("g.", 1)[0])
+        total = mig.gi_compute_slices(gi)
         used = sum(p.size for p in mig.ci_placements(gi).values())
         for pid, size in sorted(mig.CI_SLICES_BY_PROFILE_ID.items()):
             if size > total or (size == 3 and total == 4) or size == 6:

@@ -167,12 +167,6 @@ _GLOBALS: dict[str, list[tuple[tuple[str, ...], str]]] = {
     "size": [((_S,), INT)],
 }
 
-#: (global function, number of arguments) -> the first minor whose environment has that
-#: overload: the ``semver``/``isSemver`` overloads with ``normalize`` came with version 1 of
-#: Kubernetes' semver library in 1.34 (k8s.io/apiserver ``pkg/cel/environment/base.go``;
-#: 1.33.13 refuses them, ``tests/data/cel_verdicts.json``).
-_OVERLOAD_INTRODUCED = {("semver", 2): 34, ("isSemver", 2): 34}
-
 _MACROS = {"all", "exists", "exists_one", "filter", "map"}
 
 #: Identifiers the environment declares as type names (``type(x) == int``).
@@ -211,7 +205,7 @@ class _Checker:
             name: [
                 o
                 for o in overloads
-                if minor is None or minor >= _OVERLOAD_INTRODUCED.get((name, len(o[0])), 0)
+                if minor is None or minor >= env.OVERLOAD_INTRODUCED.get((name, len(o[0])), 0)
             ]
             for name, overloads in _GLOBALS.items()
         }

@@ -20,7 +20,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 
 __all__ = [
-    "SHAPED_VERSIONS",
     "ApiChoice",
     "api_choice_for",
     "api_version_for",
@@ -28,14 +27,6 @@ __all__ = [
 
 
 RESOURCE_GROUP = dra_core.RESOURCE_GROUP
-
-
-#: resource.k8s.io versions whose ResourceClaim shape this module writes and checks, most
-#: stable first.
-SHAPED_VERSIONS = ("v1", "v1beta2", "v1beta1")
-
-
-EXACTLY_VERSIONS = frozenset({"v1", "v1beta2"})
 
 
 QUALIFIED_RE = re.compile(
@@ -72,7 +63,9 @@ def default_kubernetes_version() -> str:
 def _first_shaped() -> str:
     """``"resource.k8s.io/v1beta1 (Kubernetes 1.32)"``: the oldest shaped version that
     serves ResourceClaimTemplates and its first release, per the version model."""
-    minor, version = dra_api.first_minor_serving("ResourceClaimTemplate", SHAPED_VERSIONS)
+    minor, version = dra_api.first_minor_serving(
+        "ResourceClaimTemplate", dra_api.OBJECT_RESOURCE_VERSIONS
+    )
     return f"{RESOURCE_GROUP}/{version} (Kubernetes 1.{minor})"
 
 
@@ -87,7 +80,10 @@ def api_choice_for(kubernetes_version: str) -> ApiChoice:
     """
     served = dra_api.served_api_versions(kubernetes_version)
     for state in served:
-        if state.version in SHAPED_VERSIONS and "ResourceClaimTemplate" in state.kinds:
+        if (
+            state.version in dra_api.OBJECT_RESOURCE_VERSIONS
+            and "ResourceClaimTemplate" in state.kinds
+        ):
             return ApiChoice(
                 state.group_version,
                 state.version,
@@ -111,10 +107,12 @@ def api_version_for(kubernetes_version: str) -> str:
 
 def split_api_version(api_version: str, name: str = "api_version") -> str:
     group, _, version = str(api_version).partition("/")
-    if group != RESOURCE_GROUP or version not in SHAPED_VERSIONS:
+    if group != RESOURCE_GROUP or version not in dra_api.OBJECT_RESOURCE_VERSIONS:
         raise ClaimTemplateError(
             f"{name}={api_version!r} is not a resource.k8s.io version this module writes.",
-            "give one of " + ", ".join(f"{RESOURCE_GROUP}/{v}" for v in SHAPED_VERSIONS) + ".",
+            "give one of "
+            + ", ".join(f"{RESOURCE_GROUP}/{v}" for v in dra_api.OBJECT_RESOURCE_VERSIONS)
+            + ".",
         )
     return version
 

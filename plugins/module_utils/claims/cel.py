@@ -35,14 +35,16 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.problems i
     WARNING,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import cel_env as dra_cel_env
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
+    NVIDIA_DRIVER,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
     ATTRIBUTE_KEYS,
     CAPACITY_KEYS,
     MEMORY_SLICE_RE,
-    NVIDIA_DRIVER,
-    PROFILE_RE,
     REMOVED_ATTRIBUTE_KEYS,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.profiles import parse_profile
 
 __all__ = [
     "cel_memory_at_least",
@@ -67,7 +69,7 @@ def cel_mig_profile(profile: str) -> str:
     Raises ClaimTemplateError when ``profile`` is not a MIG profile name as nvidia-smi prints
     it (``<n>g.<m>gb`` with an optional ``+me``/``+gfx``/``-me``/``+me.all`` suffix).
     """
-    if not isinstance(profile, str) or not PROFILE_RE.match(profile):
+    if not isinstance(profile, str) or parse_profile(profile) is None:
         raise ClaimTemplateError(
             f"profile={profile!r} is not a MIG profile name.",
             "give the name nvidia-smi mig -lgip prints, e.g. 1g.18gb (H200), 3g.40gb "

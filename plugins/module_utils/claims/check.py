@@ -20,12 +20,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.api import
     CONSTRAINT_FIELDS,
     DEVICES_FIELDS,
     EXACT_FIELDS,
-    EXACTLY_VERSIONS,
     QUALIFIED_RE,
     REQUEST_V1,
     REQUEST_V1BETA1,
     RESOURCE_GROUP,
-    SHAPED_VERSIONS,
     SUBREQUEST_FIELDS,
     api_version_for,
 )
@@ -47,15 +45,17 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.problems i
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     CHART_DEVICE_CLASSES,
+    GPU_CLASS,
+    MIG_CLASS,
+    NVIDIA_DRIVER,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
     CONFIG_CLASS,
     CONFIG_KINDS,
     DRIVER_GATE_FOR_STRATEGY,
-    GPU_CLASS,
     GPU_CONFIG_API_VERSION,
-    MIG_CLASS,
-    NVIDIA_DRIVER,
     SHARING_STRATEGIES,
     STRICT_CONFIG_CLASS_FROM,
     TIME_SLICE_INTERVALS,
@@ -110,11 +110,11 @@ def check_claim_spec(
     api_version = obj.get("apiVersion")
     kind = obj.get("kind")
     group, _, version = str(api_version or "").partition("/")
-    if group != RESOURCE_GROUP or version not in SHAPED_VERSIONS:
+    if group != RESOURCE_GROUP or version not in dra_api.OBJECT_RESOURCE_VERSIONS:
         out.error(
             "apiVersion",
             f"apiVersion {api_version!r} is not one this checker knows; use "
-            + " or ".join(f"{RESOURCE_GROUP}/{v}" for v in SHAPED_VERSIONS)
+            + " or ".join(f"{RESOURCE_GROUP}/{v}" for v in dra_api.OBJECT_RESOURCE_VERSIONS)
             + " (gpufleet claims template --kubernetes-version <release> picks it)",
         )
         version = "v1"
@@ -213,7 +213,7 @@ def _check_requests(out: _Collector, path: str, requests: Any, version: str) -> 
             out.error(f"{rpath}.name", f"request name {name!r} is used twice")
         else:
             names.append(name)
-        if version in EXACTLY_VERSIONS:
+        if version in dra_api.EXACTLY_REQUEST_VERSIONS:
             _check_request_v1(out, rpath, req, version)
         else:
             _check_request_v1beta1(out, rpath, req)
@@ -582,8 +582,8 @@ def _check_config(out: _Collector, path: str, config: Any, names: list[str]) -> 
                 hint = ""
                 if key in ("parameters", "sharing", "driver"):
                     hint = (
-                        "; the driver's parameters go under opaque: {driver: gpu.nvidia.com, "
-                        "parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, "
+                        f"; the driver's parameters go under opaque: {{driver: {NVIDIA_DRIVER}, "
+                        f"parameters: {{apiVersion: {GPU_CONFIG_API_VERSION}, kind: GpuConfig, "
                         "sharing: ...}}"
                     )
                 out.error(
@@ -805,11 +805,11 @@ def check_device_class(
         out.error("", f"expected a DeviceClass mapping, got {type(obj).__name__}")
         return out.problems
     group, _, version = str(obj.get("apiVersion") or "").partition("/")
-    if group != RESOURCE_GROUP or version not in SHAPED_VERSIONS:
+    if group != RESOURCE_GROUP or version not in dra_api.OBJECT_RESOURCE_VERSIONS:
         out.error(
             "apiVersion",
             f"apiVersion {obj.get('apiVersion')!r} is not one this checker knows; use "
-            + " or ".join(f"{RESOURCE_GROUP}/{v}" for v in SHAPED_VERSIONS),
+            + " or ".join(f"{RESOURCE_GROUP}/{v}" for v in dra_api.OBJECT_RESOURCE_VERSIONS),
         )
     elif kubernetes_version:
         _check_served(out, version, kubernetes_version)

@@ -32,7 +32,6 @@ MIG_COMPUTE_SLICES = (1, 2, 3, 4, 7)
 
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_PROFILE_PARTS_RE = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.(\d+)gb(\+me|\+gfx|-me|\+me\.all)?$")
 #: The top-level fields of a ResourceClaimTemplate and a ResourceClaim.
 TOP_LEVEL_FIELDS = {
     "ResourceClaimTemplate": ("apiVersion", "kind", "metadata", "spec"),
@@ -121,15 +120,15 @@ def mig_profile_note(profile: Any) -> str | None:
     prefix larger than its GPU instance."""
     known = known_mig_profiles()
     text = profile if isinstance(profile, str) else ""
-    parts = _PROFILE_PARTS_RE.match(text)
-    ci, gi, mem = (int(x) if x else 0 for x in parts.groups()[:3]) if parts else (0, 0, 0)
+    parts = mpr.parse_profile(text)
+    ci, gi, mem = (parts.ci_slices or 0, parts.gi_slices, parts.memory_gb) if parts else (0, 0, 0)
     if parts is None or gi not in MIG_COMPUTE_SLICES or not 1 <= mem <= MAX_MEMORY_GIB or ci > gi:
         raise ClaimTemplateError(
             f"profile={profile!r} is not a MIG profile any GPU has (<n>g.<m>gb with n one of "
             f"{', '.join(map(str, MIG_COMPUTE_SLICES))} and at most {MAX_MEMORY_GIB} GB).",
             f"give one nvidia-smi mig -lgip prints, e.g. {', '.join(known[:6])}.",
         )
-    gi_name = text.split(".", 1)[1] if ci else text
+    gi_name = parts.gi_profile
     if gi_name in known or gi_name.replace("+me.all", "+me") in known:
         return None
     return (

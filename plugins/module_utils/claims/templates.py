@@ -36,7 +36,6 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import metadata as cm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.api import (
-    EXACTLY_VERSIONS,
     RESOURCE_GROUP,
     resolve_api_version,
     split_api_version,
@@ -49,11 +48,14 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.cel import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.metadata import (
     ClaimTemplateError,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     GPU_CLASS,
-    GPU_CONFIG_API_VERSION,
     MIG_CLASS,
     NVIDIA_DRIVER,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
+    GPU_CONFIG_API_VERSION,
     SHARING_STRATEGIES,
     TIME_SLICE_INTERVALS,
 )
@@ -94,7 +96,7 @@ def _request(
     if count is not None:
         body["allocationMode"] = "ExactCount"
         body["count"] = count
-    if version in EXACTLY_VERSIONS:
+    if version in dra_api.EXACTLY_REQUEST_VERSIONS:
         return {"name": name, "exactly": body}
     return {"name": name, **body}
 

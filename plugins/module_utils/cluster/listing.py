@@ -89,10 +89,12 @@ class Settings:
     """What the checks are judged against.
 
     ``gpu_nodes``: Kubernetes node names of the inventory's GPU nodes; ``gpu_labels``:
-    labels every GPU node must have; ``driver``: the DRA driver name; ``plugin_namespace``
+    labels every GPU node must have; ``driver``: the DRA driver name (the caller's: the
+    ``dra_validate`` module's ``driver`` option); ``plugin_namespace``
     (empty: any) and ``plugin_selector`` (a label selector such as
     ``app.kubernetes.io/component=kubelet-plugin``) find the driver's kubelet plugin pods;
-    ``device_classes``: DeviceClasses that must exist; ``pending_threshold_s``: seconds a
+    ``device_classes``: DeviceClasses that must exist (the caller's, as ``driver``);
+    ``pending_threshold_s``: seconds a
     claim may stay unallocated; ``version``: Kubernetes version judged against (empty:
     ``/version``); ``features``/``gates``: what the version model was asked for;
     ``gpu_facts``: node -> ``gpu_facts`` module facts (``gpufleet_gpus``,
@@ -103,10 +105,10 @@ class Settings:
 
     gpu_nodes: list[str] = field(default_factory=list)
     gpu_labels: dict[str, str] = field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
-    driver: str = "gpu.nvidia.com"
+    driver: str = field(kw_only=True)
     plugin_namespace: str = ""
     plugin_selector: str = "app.kubernetes.io/component=kubelet-plugin"
-    device_classes: list[str] = field(default_factory=lambda: ["gpu.nvidia.com", "mig.nvidia.com"])
+    device_classes: list[str] = field(kw_only=True)
     pending_threshold_s: float = 300.0
     version: str = ""
     features: list[str] = field(default_factory=list)

@@ -205,6 +205,12 @@ INTRODUCED: dict[tuple[str, str], int] = {
     ("macro", "existsOne"): 34,
 }
 
+#: (global function, number of arguments) -> the first minor (of 1.x) whose environment has
+#: that overload: the ``semver``/``isSemver`` overloads with ``normalize`` came with
+#: version 1 of Kubernetes' semver library in 1.34 (k8s.io/apiserver
+#: ``pkg/cel/environment/base.go``; 1.33.13 refuses them, ``tests/data/cel_verdicts.json``).
+OVERLOAD_INTRODUCED: dict[tuple[str, int], int] = {("semver", 2): 34, ("isSemver", 2): 34}
+
 #: The minor of the oldest release whose environment ``tables`` knows.
 OLDEST_MINOR = 33
 

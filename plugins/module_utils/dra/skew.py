@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.api import (
+    BETA_RESOURCE_VERSIONS,
     first_minor_serving,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.core import (
@@ -283,7 +284,7 @@ def supported_for_provision(version: VersionLike) -> ProvisionVerdict:
     """
     v = parse_version(version)
     if v.minor < PROVISION_MIN_MINOR:
-        beta = first_minor_serving("ResourceSlice", ("v1beta2", "v1beta1"))
+        beta = first_minor_serving("ResourceSlice", BETA_RESOURCE_VERSIONS)
         arrives = f"{RESOURCE_GROUP}/{beta[1]} arrives in {_mv(beta[0])}" if beta else ""
         return ProvisionVerdict(
             False,

@@ -1,8 +1,10 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
 """The NVIDIA DRA driver Helm chart: its names, where it comes from and its versions
-(``parse_chart_version``, ``chart_source``, ``parse_release_chart``), the values' facts
-(driver roots, DeviceClasses, the chart's toleration), the Kubernetes minimums
+(``parse_chart_version``, ``chart_source``, ``parse_release_chart``), the driver's names
+(``NVIDIA_DRIVER``, the DeviceClasses the chart creates: ``GPU_CLASS``, ``MIG_CLASS``,
+``VFIO_DEVICE_CLASS``, ``COMPUTE_DOMAIN_DEVICE_CLASSES``; the one place they are written),
+the values' facts (driver roots, the chart's toleration), the Kubernetes minimums
 (``CHART_KUBE_VERSION_MIN``, ``DOCUMENTED_KUBERNETES_MIN``, ``DYNAMIC_MIG_KUBERNETES_MIN``)
 and ``DraDriverError``, whose text names the variable, the value and the fix.
 
@@ -22,8 +24,15 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common import lim
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import RefusedValue
 
 __all__ = [
+    "CHART_DEVICE_CLASSES",
     "CHART_KUBE_VERSION_MIN",
+    "COMPUTE_DOMAIN_DEVICE_CLASSES",
     "DOCUMENTED_KUBERNETES_MIN",
+    "GPU_CLASS",
+    "GPU_DEVICE_CLASSES",
+    "MIG_CLASS",
+    "NVIDIA_DRIVER",
+    "VFIO_DEVICE_CLASS",
     "ChartSource",
     "ChartVersion",
     "DraDriverError",
@@ -67,7 +76,32 @@ DYNAMIC_MIG_KUBERNETES_MIN = (1, 34)
 CHART_MIN = ".".join(map(str, CHART_KUBE_VERSION_MIN))
 
 
-DRIVER_NAME = "gpu.nvidia.com"
+#: ``chart_kubernetes_minimum``: below the chart's ``kubeVersion`` (helm refuses the install).
+BELOW_CHART_KUBE_VERSION = "chart-kube-version"
+#: ``chart_kubernetes_minimum``: installable, but below the documented minimum.
+BELOW_DOCUMENTED_MINIMUM = "documented-minimum"
+
+
+def chart_kubernetes_minimum(release: tuple[int, ...]) -> str | None:
+    """Which of the chart's Kubernetes minimums ``release`` (``(1, 33)`` or ``(1, 34, 1)``;
+    a missing patch counts as 0) is below: ``BELOW_CHART_KUBE_VERSION`` (under Chart.yaml
+    ``kubeVersion``, ``CHART_KUBE_VERSION_MIN``), ``BELOW_DOCUMENTED_MINIMUM`` (under
+    docs/prerequisites.md, ``DOCUMENTED_KUBERNETES_MIN``), or None. The same for every
+    chart release from 25.3.2 on. The rule only: the caller decides what each means (the
+    dra_driver role refuses both unless told to accept the second; preflight reports an
+    error or a warning)."""
+    full = (*release, 0, 0, 0)[:3]
+    if full[:2] < CHART_KUBE_VERSION_MIN:
+        return BELOW_CHART_KUBE_VERSION
+    if full < DOCUMENTED_KUBERNETES_MIN:
+        return BELOW_DOCUMENTED_MINIMUM
+    return None
+
+
+#: The DRA driver name: ``spec.driver`` of the ResourceSlices the GPU kubelet plugin
+#: publishes, ``device.driver`` in CEL, the attribute and capacity domain of its devices
+#: (cmd/gpu-kubelet-plugin ``DriverName``).
+NVIDIA_DRIVER = "gpu.nvidia.com"
 
 
 HOST_DRIVER_ROOT = "/"
@@ -79,7 +113,16 @@ OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
 NAME_OVERRIDE_FROM_LEGACY = LEGACY_CHART
 
 
-GPU_DEVICE_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com")
+#: The DeviceClass of whole GPUs (``type == 'gpu'`` devices; templates/deviceclass-gpu.yaml).
+GPU_CLASS = "gpu.nvidia.com"
+
+
+#: The DeviceClass of MIG devices (``type == 'mig'`` devices; templates/deviceclass-mig.yaml).
+MIG_CLASS = "mig.nvidia.com"
+
+
+#: The DeviceClasses the chart creates whenever GPUs are enabled, in every release.
+GPU_DEVICE_CLASSES = (GPU_CLASS, MIG_CLASS)
 
 
 #: The passthrough DeviceClass (``type == 'vfio'`` devices, usable with the
@@ -93,6 +136,10 @@ COMPUTE_DOMAIN_DEVICE_CLASSES = (
     "compute-domain-daemon.nvidia.com",
     "compute-domain-default-channel.nvidia.com",
 )
+
+
+#: Every DeviceClass the newest chart can create (templates/deviceclass-*.yaml).
+CHART_DEVICE_CLASSES = (*GPU_DEVICE_CLASSES, VFIO_DEVICE_CLASS, *COMPUTE_DOMAIN_DEVICE_CLASSES)
 
 
 #: The chart's own toleration (0.4 values.yaml); kept when tolerations are set.

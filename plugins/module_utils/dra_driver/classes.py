@@ -1,12 +1,12 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""The NVIDIA DRA driver as ResourceClaims see it: driver name, DeviceClasses (those the
-chart creates), the attribute and capacity keys its devices publish (and those it no longer
-publishes), the ``resource.nvidia.com/v1beta1`` opaque configuration kinds, sharing
-strategies and time-slice intervals, and the driver feature gate each strategy needs.
+"""The NVIDIA DRA driver as ResourceClaims see it: the attribute and capacity keys its
+devices publish (and those it no longer publishes), the ``resource.nvidia.com/v1beta1``
+opaque configuration kinds and the DeviceClass each is for, sharing strategies and
+time-slice intervals, and the driver feature gate each strategy needs. The driver name and
+its DeviceClasses are ``dra_driver.chart``'s.
 
-From kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0: ``deployments/helm/*/templates/
-deviceclass-*.yaml``, ``cmd/gpu-kubelet-plugin/deviceinfo.go``,
+From kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0: ``cmd/gpu-kubelet-plugin/deviceinfo.go``,
 ``api/nvidia.com/resource/v1beta1/{gpuconfig,sharing}.go``.
 """
 
@@ -14,37 +14,19 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
+    GPU_CLASS,
+    MIG_CLASS,
+)
+
 __all__ = [
     "CAPACITY_KEYS",
-    "CHART_DEVICE_CLASSES",
     "CONFIG_CLASS",
-    "GPU_CLASS",
     "GPU_CONFIG_API_VERSION",
-    "MIG_CLASS",
-    "NVIDIA_DRIVER",
     "SHARING_STRATEGIES",
     "STRICT_CONFIG_CLASS_FROM",
     "TIME_SLICE_INTERVALS",
 ]
-
-
-NVIDIA_DRIVER = "gpu.nvidia.com"
-
-
-GPU_CLASS = "gpu.nvidia.com"
-
-
-MIG_CLASS = "mig.nvidia.com"
-
-
-#: DeviceClasses the NVIDIA DRA driver chart creates (templates/deviceclass-*.yaml).
-CHART_DEVICE_CLASSES = (
-    GPU_CLASS,
-    MIG_CLASS,
-    "vfio.gpu.nvidia.com",
-    "compute-domain-daemon.nvidia.com",
-    "compute-domain-default-channel.nvidia.com",
-)
 
 
 #: The opaque-parameter API of the driver (api/nvidia.com/resource/v1beta1).
@@ -124,7 +106,3 @@ CAPACITY_KEYS = frozenset(
 
 
 MEMORY_SLICE_RE = re.compile(r"^memorySlice\d+$")
-
-
-#: MIG profile names as nvidia-smi prints them: 1g.18gb, 1g.10gb+me, 1c.3g.20gb.
-PROFILE_RE = re.compile(r"^(\d+c\.)?\d+g\.\d+gb(\+me|\+gfx|-me|\+me\.all)?$")

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
-    DRIVER_NAME,
+    NVIDIA_DRIVER,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.nodes import (
     node_name_of,
@@ -162,7 +162,7 @@ def slice_verdict(
     slices: Sequence[Mapping[str, Any]],
     expected: Mapping[str, int | None],
     *,
-    driver: str = DRIVER_NAME,
+    driver: str = NVIDIA_DRIVER,
     dynamic_mig: bool = False,
 ) -> dict[str, Any]:
     """Compare the ResourceSlices of ``driver`` (one list of every slice) with the devices

@@ -57,11 +57,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core a
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
-    CHART_KUBE_VERSION_MIN,
+    BELOW_CHART_KUBE_VERSION,
+    BELOW_DOCUMENTED_MINIMUM,
     CHART_MIN,
     COMPUTE_DOMAIN_DEVICE_CLASSES,
-    DOCUMENTED_KUBERNETES_MIN,
     DOCUMENTED_MIN,
+    GPU_CLASS,
     GPU_DEVICE_CLASSES,
     GPU_TOLERATION,
     HOST_DRIVER_ROOT,
@@ -73,6 +74,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
     ChartSource,
     ChartVersion,
     DraDriverError,
+    chart_kubernetes_minimum,
     chart_source,
     parse_chart_version,
     parse_release_chart,
@@ -152,6 +154,10 @@ class DraDriverPlan:
         }
 
 
+def _release(v: dra_core.KubeVersion) -> tuple[int, int, int]:
+    return v.major, v.minor, v.patch if v.patch is not None else 0
+
+
 def _kube_checks(
     kubernetes_version: str,
     kubelet_versions: Mapping[str, str],
@@ -170,7 +176,7 @@ def _kube_checks(
         except dra_core.VersionModelError as exc:
             raise DraDriverError(f"kubelet of node {node}", raw, exc.reason, exc.fix) from None
     for what, v in versions:
-        if (v.major, v.minor) < CHART_KUBE_VERSION_MIN:
+        if chart_kubernetes_minimum(_release(v)) == BELOW_CHART_KUBE_VERSION:
             raise DraDriverError(
                 what,
                 str(v),
@@ -196,8 +202,7 @@ def _kube_checks(
             f"(1.{dra_core.PROVISION_MIN_MINOR} to 1.{dra_core.PROVISION_MAX_MINOR})",
         )
     for what, v in versions:
-        patch = v.patch if v.patch is not None else 0
-        if (v.major, v.minor, patch) < DOCUMENTED_KUBERNETES_MIN:
+        if chart_kubernetes_minimum(_release(v)) == BELOW_DOCUMENTED_MINIMUM:
             text = (
                 f"below the NVIDIA DRA driver's documented minimum Kubernetes v{DOCUMENTED_MIN} "
                 "(docs/prerequisites.md)"
@@ -226,19 +231,25 @@ def _read_api_version(kv: dra_core.KubeVersion) -> str:
     for state in served:
         if state.enabled_by_default and "ResourceSlice" in state.kinds:
             return state.group_version
-    betas = [s for s in served if s.version.startswith("v1beta") and "ResourceSlice" in s.kinds]
+    betas = [
+        s
+        for s in served
+        if s.version in dra_api.BETA_RESOURCE_VERSIONS and "ResourceSlice" in s.kinds
+    ]
     if betas:
         return betas[0].group_version
+    first = dra_api.first_release_serving("ResourceSlice", dra_api.BETA_RESOURCE_VERSIONS)
     raise DraDriverError(
         "dra_driver_kubernetes_version",
         str(kv),
         "serves no resource.k8s.io version with ResourceSlices",
-        f"use Kubernetes {dra_api.first_release_serving('ResourceSlice', ('v1beta2', 'v1beta1'))}"
-        " or later",
+        f"use Kubernetes {first} or later",
     )
 
 
-_RESOURCE_API_CHOICES = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
+_RESOURCE_API_CHOICES = tuple(
+    f"{dra_core.RESOURCE_GROUP}/{v}" for v in dra_api.OBJECT_RESOURCE_VERSIONS
+)
 
 
 def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
@@ -423,7 +434,7 @@ def _resource_api(
         if not ext.default:
             warnings.append(
                 "the chart sets extendedResourceName: nvidia.com/gpu on DeviceClass "
-                f"gpu.nvidia.com (resource.k8s.io/v1), but DRAExtendedResource is "
+                f"{GPU_CLASS} (resource.k8s.io/v1), but DRAExtendedResource is "
                 f"{ext.describe()} in {kv.minor_version}: pods asking for nvidia.com/gpu are "
                 "served by DRA only with that gate on kube-apiserver, kube-scheduler, "
                 "kube-controller-manager and the kubelet (dra_feature_gates_features: "
@@ -518,8 +529,8 @@ def _check_values(values: Mapping[str, Any], namespace: str, name_override: bool
         raise DraDriverError(
             "dra_driver_extra_values.resources.gpus.enabled",
             gpus.get("enabled"),
-            "without the GPU kubelet plugin there is no DeviceClass gpu.nvidia.com and no GPU "
-            "ResourceSlice, and claims fail with 'device class gpu.nvidia.com does not exist'",
+            f"without the GPU kubelet plugin there is no DeviceClass {GPU_CLASS} and no GPU "
+            f"ResourceSlice, and claims fail with 'device class {GPU_CLASS} does not exist'",
             "drop the override (the role sets resources.gpus.enabled: true)",
         )
     if values.get("gpuResourcesEnabledOverride") is not True:

@@ -26,12 +26,14 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import settings as dra_settings
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.kubernetes_facts import (
+    FAIL_CGROUP_V1_SINCE,
+)
 
 KUBELET_CONFIG_API = "kubelet.config.k8s.io/v1beta1"
 _TOKEN_RE = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
 _HASH_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ENDPOINT_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
-FAIL_CGROUP_V1_SINCE = 31
 # kubeadm v1beta4 Timeouts fields (cmd/kubeadm/app/apis/kubeadm/v1beta4/types.go).
 TIMEOUT_KEYS = frozenset(
     {

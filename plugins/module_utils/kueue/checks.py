@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
 
 ERROR = "error"
@@ -59,9 +60,9 @@ class FleetDevices:
 
     def count(self, resource: str, profile_classes: Mapping[str, str]) -> int | None:
         """Devices of DeviceClass ``resource``; None for a class this model does not know."""
-        if resource == kq.GPU_CLASS:
+        if resource == ddc.GPU_CLASS:
             return self.whole
-        if resource == kq.MIG_CLASS:
+        if resource == ddc.MIG_CLASS:
             return self.mig
         if resource in profile_classes:
             return self.profiles.get(profile_classes[resource], 0)
@@ -153,8 +154,8 @@ def check_quotas(
                         q.nominal,
                         f"team {team.name}: the inventory's MIG layouts publish no device of "
                         f"{q.resource} on any of {fleet.hosts} GPU host(s)",
-                        "quota a class the layouts publish (whole GPUs: gpu.nvidia.com, MIG "
-                        "devices: mig.nvidia.com) or change the layouts",
+                        f"quota a class the layouts publish (whole GPUs: {ddc.GPU_CLASS}, MIG "
+                        f"devices: {ddc.MIG_CLASS}) or change the layouts",
                     )
                 )
                 continue
@@ -316,7 +317,7 @@ def published_counts(devices: Iterable[Any], profile_classes: Mapping[str, str])
     ``profile``)."""
     whole = sum(1 for d in devices if d.kind == "gpu")
     migs = Counter(d.profile for d in devices if d.kind == "mig")
-    out = {kq.GPU_CLASS: whole, kq.MIG_CLASS: sum(migs.values())}
+    out = {ddc.GPU_CLASS: whole, ddc.MIG_CLASS: sum(migs.values())}
     for cls, profile in profile_classes.items():
         out[cls] = migs.get(profile, 0)
     return out

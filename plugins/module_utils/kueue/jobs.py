@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
 
 __all__ = ["PRIORITY_LABEL", "QUEUE_LABEL", "KueueJobError", "kueue_claim_template", "kueue_job"]
@@ -49,7 +50,7 @@ def device_class_for(kind: str, profile: str | None) -> str:
     kind whose claims select devices with CEL."""
     if kind == "mig-slice":
         if not profile:
-            return kq.MIG_CLASS
+            return ddc.MIG_CLASS
         try:
             return kq.profile_device_class(profile)
         except kq.KueueInputError as exc:

@@ -27,11 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
+    MIG_CLASS,
+    NVIDIA_DRIVER,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import versions as kv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.profiles import parse_profile
 
 __all__ = [
-    "GPU_CLASS",
-    "MIG_CLASS",
     "KueueInputError",
     "Quota",
     "Team",
@@ -42,8 +45,6 @@ __all__ = [
     "queue_objects",
 ]
 
-GPU_CLASS = "gpu.nvidia.com"
-MIG_CLASS = "mig.nvidia.com"
 #: Suffix of the per-profile DeviceClasses this collection creates.
 PROFILE_CLASS_SUFFIX = ".gpufleet.io"
 #: Label on every object the kueue role creates (what it may prune or list).
@@ -56,7 +57,6 @@ RECLAIM_POLICIES = ("Never", "LowerPriority", "Any")
 WITHIN_CQ_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 BORROW_POLICIES = ("Never", "LowerPriority")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_PROFILE = re.compile(r"^[0-9]+g\.[0-9]+gb(\+me|\+gfx|-me|\+me\.all)?$")
 
 
 class KueueInputError(ValueError):
@@ -93,8 +93,9 @@ class Team:
 
 def profile_device_class(profile: str) -> str:
     """``1g.18gb`` -> ``mig-1g.18gb.gpufleet.io``; raises KueueInputError for a name that is
-    not a MIG profile as nvidia-smi prints it."""
-    if not isinstance(profile, str) or not _PROFILE.match(profile):
+    a GPU-instance profile as nvidia-smi prints it (``mig.profiles.parse_profile``)."""
+    parsed = parse_profile(profile)
+    if parsed is None or parsed.ci_slices is not None:
         raise KueueInputError(
             "kueue_profile_classes",
             profile,
@@ -109,8 +110,8 @@ def profile_device_class_object(profile: str, resource_api: str) -> dict[str, An
     the MIG class's selector (``type == 'mig'``, as the NVIDIA driver's
     ``mig.nvidia.com``) and the driver's ``profile`` attribute."""
     expression = (
-        f"device.driver == '{GPU_CLASS}' && device.attributes['{GPU_CLASS}'].type == 'mig' "
-        f"&& device.attributes['{GPU_CLASS}'].profile == '{profile}'"
+        f"device.driver == '{NVIDIA_DRIVER}' && device.attributes['{NVIDIA_DRIVER}'].type == "
+        f"'mig' && device.attributes['{NVIDIA_DRIVER}'].profile == '{profile}'"
     )
     return {
         "apiVersion": resource_api,
@@ -173,7 +174,7 @@ def _quotas(where: str, raw: Any) -> tuple[Quota, ...]:
             where,
             raw,
             "is not a map of resource -> quota",
-            "write e.g. {mig.nvidia.com: {nominal: 4, borrowing_limit: 2}}",
+            f"write e.g. {{{MIG_CLASS}: {{nominal: 4, borrowing_limit: 2}}}}",
         )
     out = []
     for resource in sorted(raw):

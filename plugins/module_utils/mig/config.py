@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.profiles import parse_profile
 
 __all__ = [
     "MigConfig",
@@ -62,14 +63,6 @@ _TOP_KEYS = ("version", "mig-configs")
 
 
 _ENTRY_KEYS = ("device-filter", "devices", "mig-enabled", "mig-devices")
-
-
-# mig-parted accepts GI profiles with +me, -me, +gfx, +me.all suffixes and the
-# compute-instance form "1c.3g.20gb" (api/spec/v1, pkg/types/mig_profile.go).
-_MIG_DEVICE_RE = re.compile(r"^(?:\d+c\.)?\d+g\.\d+gb(?:\+me|-me|\+gfx|\+me\.all)?$")
-
-
-CI_FORM_RE = re.compile(r"^(\d+)c\.(\d+g\.\d+gb.*)$")
 
 
 _DEVICE_ID_RE = re.compile(r"^0x[0-9A-Fa-f]{8}$")
@@ -307,7 +300,7 @@ def _entry_mig_devices(where: str, mig_devices_raw: Any) -> dict[str, int]:
     mig_devices: dict[str, int] = {}
     for prof, count in mig_devices_raw.items():
         key = f"{where}.mig-devices.{prof}"
-        if not isinstance(prof, str) or not _MIG_DEVICE_RE.match(prof.strip()):
+        if not isinstance(prof, str) or parse_profile(prof.strip()) is None:
             raise MigConfigError(
                 key,
                 prof,

@@ -38,7 +38,6 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.config import (
-    CI_FORM_RE,
     MAX_COUNT,
     MigConfig,
     MigConfigError,
@@ -58,6 +57,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.profiles impo
     UnknownProfile,
     dra_driver_refusal,
     normalize_profile_name,
+    parse_profile,
 )
 
 # MigConfig, MigConfigError, load_mig_config (mig_config) and LayoutDoesNotFit
@@ -528,7 +528,7 @@ def check_config(config: MigConfig, model: GpuModel, *, dra_driver: bool = False
             bad = False
             for prof in entry.mig_devices:  # a count of 0 names a profile too
                 key = f"mig-configs.{name}[{i}].mig-devices.{prof}"
-                ci = CI_FORM_RE.match(prof)
+                parsed = parse_profile(prof)
                 refusal = dra_driver_refusal(prof) if dra_driver else None
                 if refusal is not None:
                     problems.append(
@@ -536,7 +536,7 @@ def check_config(config: MigConfig, model: GpuModel, *, dra_driver: bool = False
                     )
                     bad = True
                     continue
-                if ci:
+                if parsed is not None and parsed.ci_slices is not None:
                     problems.append(
                         Problem(
                             name,
@@ -544,7 +544,7 @@ def check_config(config: MigConfig, model: GpuModel, *, dra_driver: bool = False
                             key,
                             "error",
                             f"{prof} is a compute-instance profile; gpufleet plans GPU "
-                            f"instances: use the GPU-instance profile {ci.group(2)}",
+                            f"instances: use the GPU-instance profile {parsed.gi_profile}",
                         )
                     )
                     bad = True

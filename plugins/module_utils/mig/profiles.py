@@ -39,12 +39,15 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import tables
 
 __all__ = [
     "MODELS",
+    "PROFILE_SUFFIXES",
     "GIProfile",
     "GpuModel",
     "LgipParseError",
+    "ProfileName",
     "UnknownGpuModel",
     "UnknownProfile",
     "ci_profile_id_for",
+    "compute_instance_profile",
     "compute_instance_slices",
     "dra_driver_refusal",
     "gib_to_mib",
@@ -55,6 +58,7 @@ __all__ = [
     "parse_lgi",
     "parse_lgip",
     "parse_lgipp",
+    "parse_profile",
 ]
 
 
@@ -73,7 +77,83 @@ class LgipParseError(ValueError):
 # NVML_COMPUTE_INSTANCE_PROFILE_<N>_SLICE values (nvml.h): CI slices -> CI profile ID.
 _CI_PROFILE_ID_BY_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
 
-_PROFILE_NAME_RE = re.compile(r"^(\d+)g\.(\d+)gb((?:[+-][a-z]+)(?:\.[a-z]+)?)?$")
+#: The suffixes a MIG profile name can carry, as nvidia-smi prints them (NVIDIA MIG user
+#: guide, "Supported MIG Profiles"; mig-parted ``pkg/types/mig_profile.go``): ``+me`` (the
+#: GPU instance holds the media extensions), ``-me`` (it has none), ``+gfx`` (graphics, RTX
+#: PRO 6000 Blackwell), ``+me.all`` (it holds all of the GPU's media engines).
+PROFILE_SUFFIXES = ("+me", "-me", "+gfx", "+me.all")
+
+_PROFILE_RE = re.compile(
+    r"^(?:(?P<ci>[1-9][0-9]*)c\.)?(?P<gi>[1-9][0-9]*)g\.(?P<gb>[1-9][0-9]*)gb"
+    r"(?P<suffix>"
+    + "|".join(re.escape(s) for s in sorted(PROFILE_SUFFIXES, key=len, reverse=True))
+    + r")?$"
+)
+
+
+@dataclass(frozen=True)
+class ProfileName:
+    """A MIG profile name split into its parts: ``1c.3g.40gb+me`` ->
+    ``ci_slices=1, gi_slices=3, memory_gb=40, suffix="+me"``.
+
+    ``ci_slices``: compute slices of a compute-instance profile (``<c>c.``), None for a
+    GPU-instance profile; ``gi_slices``: compute slices of the GPU instance (``<g>g``);
+    ``memory_gb``: the GPU instance's memory in GB as the name rounds it (``<m>gb``, not
+    MiB); ``suffix``: "" or one of ``PROFILE_SUFFIXES``."""
+
+    ci_slices: int | None
+    gi_slices: int
+    memory_gb: int
+    suffix: str = ""
+
+    @property
+    def gi_profile(self) -> str:
+        """The GPU-instance profile: ``3g.40gb+me`` for ``1c.3g.40gb+me``."""
+        return f"{self.gi_slices}g.{self.memory_gb}gb{self.suffix}"
+
+    @property
+    def name(self) -> str:
+        """The name as nvidia-smi prints it (what ``parse_profile`` read)."""
+        ci = f"{self.ci_slices}c." if self.ci_slices is not None else ""
+        return ci + self.gi_profile
+
+
+def parse_profile(name: str) -> ProfileName | None:
+    """Split a MIG profile name as ``nvidia-smi mig -lgip``/``-lcip`` print it and NVIDIA's
+    DRA driver publishes it (attribute ``profile``): ``<g>g.<m>gb`` (``1g.18gb``), with an
+    optional compute-instance prefix ``<c>c.`` (``1c.3g.40gb``) and suffix of
+    ``PROFILE_SUFFIXES`` (``1g.10gb+me``, ``1g.24gb+gfx``, ``1g.24gb+me.all``,
+    ``1g.24gb-me``). None for anything else: other case, a ``MIG `` prefix (callers that
+    take ``nvidia-smi``'s column use ``normalize_profile_name`` first), spaces, a zero or a
+    leading zero, another suffix. Syntax only: whether a GPU model has the profile is
+    ``GpuModel.profile``'s question. The one parser of the collection: no other module
+    matches or splits profile names."""
+    m = _PROFILE_RE.match(name) if isinstance(name, str) else None
+    if m is None:
+        return None
+    ci = m.group("ci")
+    return ProfileName(
+        int(ci) if ci else None, int(m.group("gi")), int(m.group("gb")), m.group("suffix") or ""
+    )
+
+
+def compute_instance_profile(gi_profile: str, gi_slices: int, ci_slices: int) -> str:
+    """The profile name of a compute instance of ``ci_slices`` compute slices in a GPU
+    instance of ``gi_profile`` (``gi_slices`` compute slices), as ``nvidia-smi mig -lci``
+    prints it: the GI profile itself for a full-size CI (``3g.40gb``), else
+    ``<c>c.<gi profile>`` (``1c.3g.40gb``)."""
+    if ci_slices == gi_slices:
+        return gi_profile
+    return f"{ci_slices}c.{gi_profile}"
+
+
+def _gi_slices(name: str) -> int:
+    """Compute slices of the GPU-instance profile ``name`` (``3g.71gb`` -> 3). Raises
+    LgipParseError for a name that is not one."""
+    parsed = parse_profile(name)
+    if parsed is None or parsed.ci_slices is not None:
+        raise LgipParseError(f"{name!r} is not a GPU-instance profile name")
+    return parsed.gi_slices
 
 
 def ci_profile_id_for(compute_slices: int) -> int:
@@ -88,9 +168,6 @@ def ci_profile_id_for(compute_slices: int) -> int:
         raise ValueError(f"no compute-instance profile spans {compute_slices} slices") from None
 
 
-_CI_FORM_RE = re.compile(r"^(\d+)c\.((\d+)g\.\d+gb.*)$")
-
-
 def compute_instance_slices(profile: str) -> tuple[int, int, str] | None:
     """``"1c.3g.71gb"`` -> ``(1, 3, "3g.71gb")``: compute slices of the compute instance,
     of its GPU instance, and the GI profile. None for a GPU-instance profile
@@ -98,10 +175,10 @@ def compute_instance_slices(profile: str) -> tuple[int, int, str] | None:
 
     Names as ``nvidia-smi mig -lci`` prints them (NVIDIA MIG user guide, "CI profiles").
     """
-    m = _CI_FORM_RE.match(normalize_profile_name(profile))
-    if m is None:
+    parsed = parse_profile(normalize_profile_name(profile))
+    if parsed is None or parsed.ci_slices is None:
         return None
-    return int(m.group(1)), int(m.group(3)), m.group(2)
+    return parsed.ci_slices, parsed.gi_slices, parsed.gi_profile
 
 
 def dra_driver_refusal(profile: str) -> tuple[str, str] | None:
@@ -180,7 +257,7 @@ class GIProfile:
     @property
     def compute_slices(self) -> int:
         """Compute slices (the ``Ng`` of the name): 1 for ``1g.35gb``, 7 for ``7g.141gb``."""
-        return int(self.name.split("g.", 1)[0])
+        return _gi_slices(self.name)
 
     @property
     def media_extensions(self) -> bool:
@@ -266,8 +343,10 @@ def _memory_mib(name: str, gib: float | None) -> int:
     """MiB of a table row: from ``-lgip``'s GiB, else the name's decimal GB (derived)."""
     if gib is not None:
         return gib_to_mib(gib)
-    gb = int(name.split("g.", 1)[1].split("gb", 1)[0])
-    return round(gb * 10**9 / 2**20 / 64) * 64
+    parsed = parse_profile(name)
+    if parsed is None:
+        raise LgipParseError(f"{name!r} is not a MIG profile name")
+    return round(parsed.memory_gb * 10**9 / 2**20 / 64) * 64
 
 
 def _profile(row: tuple) -> GIProfile:
@@ -285,7 +364,7 @@ def _profile(row: tuple) -> GIProfile:
         ofa_engines=ofa,
         max_instances=most,
         placements=tuple(starts),
-        ci_profile_id=ci_profile_id_for(int(name.split("g.", 1)[0])),
+        ci_profile_id=ci_profile_id_for(_gi_slices(name)),
         derived=tuple(derived) + (("gib",) if gib is None and "gib" not in derived else ()),
     )
 
@@ -555,7 +634,7 @@ def model_from_nvidia_smi(
                 ofa_engines=r["ofa_engines"],
                 max_instances=r["total"],
                 placements=starts,
-                ci_profile_id=ci_profile_id_for(int(r["name"].split("g.", 1)[0])),
+                ci_profile_id=ci_profile_id_for(_gi_slices(r["name"])),
             )
         )
     arch, cc = (builtin.architecture, builtin.compute_capability) if builtin else _arch_of(name)
@@ -665,7 +744,7 @@ def model_from_facts(name: str, memory_mib: int | None, profiles: list) -> GpuMo
                 ofa_engines=rec["ofa_engines"],
                 max_instances=rec["max_instances"],
                 placements=tuple(rec["placements"]),
-                ci_profile_id=ci_profile_id_for(int(pname.split("g.", 1)[0])),
+                ci_profile_id=ci_profile_id_for(_gi_slices(pname)),
             )
         )
     try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import checks as kc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import config as mcfg
@@ -108,7 +109,7 @@ def kueue_problems(hosts: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
         layouts = _layouts(s, count, str(data.get("mig_config_file_text") or ""))
         per_host.append(kc.host_devices(count, layouts))
     fleet = kc.fleet_devices(per_host)
-    classes = list(cluster.get("kueue_device_classes") or [kq.GPU_CLASS, kq.MIG_CLASS])
+    classes = list(cluster.get("kueue_device_classes") or [*ddc.GPU_DEVICE_CLASSES])
     out = []
     for severity, variable, value, message, fix in kc.check_quotas(teams, fleet, classes, profiles):
         out.append(pp.problem("kueue-quota", _SEVERITY[severity], variable, value, message, fix))

@@ -16,7 +16,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core a
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import sanitize as dra_sanitize
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm.bootstrap import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.kubernetes_facts import (
     FAIL_CGROUP_V1_SINCE,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import problem as pp

@@ -184,7 +184,8 @@ def rule_driver_chart(ctx: HostContext) -> None:
     label = f"chart {text}" if text else "the NVIDIA DRA driver chart"
     chart_min = vtext(ddc.CHART_KUBE_VERSION_MIN)
     documented = vtext(ddc.DOCUMENTED_KUBERNETES_MIN)
-    if ctx.release[:2] < ddc.CHART_KUBE_VERSION_MIN:
+    below = ddc.chart_kubernetes_minimum(ctx.release)
+    if below == ddc.BELOW_CHART_KUBE_VERSION:
         ctx.add(
             pp.problem(
                 "chart-kubernetes",
@@ -196,7 +197,7 @@ def rule_driver_chart(ctx: HostContext) -> None:
                 f"provision Kubernetes {documented} or newer",
             )
         )
-    elif ctx.release < ddc.DOCUMENTED_KUBERNETES_MIN:
+    elif below == ddc.BELOW_DOCUMENTED_MINIMUM:
         accepted = as_bool(ctx.settings, "dra_driver_accept_below_documented_minimum")
         dra = dra_gates.gate_state(dra_core.DRA_GATE, vtext(ctx.release)).describe()
         ctx.add(

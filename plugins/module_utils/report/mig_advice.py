@@ -47,7 +47,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.classes import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     NVIDIA_DRIVER,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import planner as mpl
@@ -85,7 +85,7 @@ CONFIG_NAME = "gpufleet-proposal"
 
 _WHOLE_NAME = re.compile(r"^gpu-(\d+)$")
 _MIG_NAME = re.compile(r"^gpu-(\d+)-mig-[0-9a-z+.-]+?-(\d+)-(\d+)$")
-_SLICE_KEY = re.compile(r"^(?:gpu\.nvidia\.com/)?memorySlice(\d+)$")
+_SLICE_KEY = re.compile(rf"^(?:{re.escape(NVIDIA_DRIVER)}/)?memorySlice(\d+)$")
 
 
 @dataclass(frozen=True)

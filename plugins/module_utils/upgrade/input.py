@@ -17,15 +17,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import (
+    kubernetes_facts as dra_facts,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
 
-#: Releases an upgrade may start from and go to (design: any consecutive pair from 1.31 to
-#: 1.37). 1.38 is a projection in the version model, not a release to upgrade to.
-UPGRADE_MIN_MINOR = 31
+#: The newest release an upgrade may go to: the version model's
+#: (``dra.core.PROVISION_MAX_MINOR``; the oldest to start from is
+#: ``dra.kubernetes_facts.UPGRADE_MIN_MINOR``).
 UPGRADE_MAX_MINOR = dra_core.PROVISION_MAX_MINOR
 DEFAULT_PACKAGE_REVISION = "1.1"
 DEFAULT_REPO_URL = "https://pkgs.k8s.io/core:/stable:/v{minor}/deb/"
-DEFAULT_GPU_DRIVER = "gpu.nvidia.com"
 #: How ``build_plan``'s messages name its inputs by default.
 INPUT_NAMES = {
     "target": "--to",
@@ -142,11 +144,12 @@ def parse_release(value: Any, name: str = "--to") -> dra_core.KubeVersion:
 
 def _target(version: Any, name: str = "--to") -> dra_core.KubeVersion:
     v = parse_release(version, name)
-    if not UPGRADE_MIN_MINOR < v.minor <= UPGRADE_MAX_MINOR:
+    if not dra_facts.UPGRADE_MIN_MINOR < v.minor <= UPGRADE_MAX_MINOR:
         raise UpgradePlanError(
             f"{name} {version!r} is outside the releases the version model covers for "
-            f"upgrades (1.{UPGRADE_MIN_MINOR + 1} to 1.{UPGRADE_MAX_MINOR}).",
-            f"give a release from 1.{UPGRADE_MIN_MINOR + 1}.0 to 1.{UPGRADE_MAX_MINOR}.x.",
+            f"upgrades (1.{dra_facts.UPGRADE_MIN_MINOR + 1} to 1.{UPGRADE_MAX_MINOR}).",
+            f"give a release from 1.{dra_facts.UPGRADE_MIN_MINOR + 1}.0 "
+            f"to 1.{UPGRADE_MAX_MINOR}.x.",
         )
     return v
 

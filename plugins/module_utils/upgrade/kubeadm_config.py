@@ -17,9 +17,9 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import settings as dra_settings
-
-#: kubeadm takes an UpgradeConfiguration from this minor (kubeadm.k8s.io/v1beta4).
-UPGRADE_CONFIGURATION_SINCE = 31
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.kubernetes_facts import (
+    UPGRADE_CONFIGURATION_SINCE,
+)
 
 
 def upgrade_configuration(

@@ -15,10 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
-from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.input import (
-    DEFAULT_GPU_DRIVER,
-    UpgradePlanError,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import NVIDIA_DRIVER
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.input import UpgradePlanError
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,7 @@ def nodes_from_objects(
     pods: Iterable[Mapping[str, Any]],
     slices: Iterable[Mapping[str, Any]] = (),
     kubeadm_versions: Mapping[str, str | None] | None = None,
-    gpu_driver: str = DEFAULT_GPU_DRIVER,
+    gpu_driver: str = NVIDIA_DRIVER,
 ) -> list[NodeState]:
     """Build NodeState records in inventory order.
 

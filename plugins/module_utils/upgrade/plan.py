@@ -49,12 +49,14 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew a
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import (
     transition as dra_transition,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.kubernetes_facts import (
+    UPGRADE_MIN_MINOR,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import blocking as ub
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.input import (
     DEFAULT_PACKAGE_REVISION,
     DEFAULT_REPO_URL,
     INPUT_NAMES,
-    UPGRADE_MIN_MINOR,
     UpgradePlanError,
     _target,
     package_version,

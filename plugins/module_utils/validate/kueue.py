@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import checks as kc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import versions as kv
@@ -83,7 +84,7 @@ def kueue_checks(data: kc.KueueListing, options: Mapping[str, Any]) -> list[Chec
     release = kv.kueue_release(str(options.get("version") or "0.17.0"))
     profiles: Sequence[str] = list(options.get("profiles") or [])
     profile_classes = {kq.profile_device_class(p): p for p in profiles}
-    expected = list(options.get("device_classes") or [kq.GPU_CLASS, kq.MIG_CLASS])
+    expected = list(options.get("device_classes") or [*ddc.GPU_DEVICE_CLASSES])
     expected += sorted(profile_classes)
     checks = []
 

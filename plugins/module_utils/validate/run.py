@@ -19,6 +19,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import NVIDIA_DRIVER
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import audit as ga
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import (
     facts as gate_audit_facts,
@@ -61,7 +62,7 @@ def settings_from(
     return cluster_listing.Settings(
         gpu_nodes=list(options.get("gpu_nodes") or []),
         gpu_labels=dict(options.get("gpu_labels") or {"nvidia.com/gpu.present": "true"}),
-        driver=options.get("driver") or "gpu.nvidia.com",
+        driver=options.get("driver") or NVIDIA_DRIVER,
         plugin_namespace=options.get("plugin_namespace") or "",
         plugin_selector=options.get("plugin_selector")
         or "app.kubernetes.io/component=kubelet-plugin",

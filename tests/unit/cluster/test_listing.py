@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as vli
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
 
@@ -131,7 +132,13 @@ def fleet() -> tuple[vli.Listing, vli.Settings]:
         claims=claims,
         classes=[GPU_CLASS, MIG_CLASS],
     )
-    settings = vli.Settings(gpu_nodes=["gpu-1", "gpu-2"], now=1.9e9, pending_threshold_s=60)
+    settings = vli.Settings(
+        driver=ddc.NVIDIA_DRIVER,
+        device_classes=[*ddc.GPU_DEVICE_CLASSES],
+        gpu_nodes=["gpu-1", "gpu-2"],
+        now=1.9e9,
+        pending_threshold_s=60,
+    )
     return listing, settings
 
 

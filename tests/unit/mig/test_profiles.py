@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mp
 
+from tests.unit.source_literals import written_outside
+
 pytestmark = pytest.mark.unit
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gpu"
@@ -284,3 +286,114 @@ def test_ci_profile_id_of_7g_is_4() -> None:
     # NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE = 2), a 7g GI's as 4.
     assert mp.model("a100-40gb").profile("3g.20gb").ci_profile_id == 2
     assert mp.model("h200").profile("7g.141gb").ci_profile_id == 4
+
+
+# --------------------------------------------------------------------------------------
+# MIG profile syntax: one parser, mig.profiles.parse_profile
+# --------------------------------------------------------------------------------------
+
+#: Spellings of the NVIDIA MIG user guide ("Supported MIG Profiles", "CI profiles") and of
+#: ``nvidia-smi mig -lgip``/``-lcip``: GPU-instance profiles, their ``+me``, ``-me``,
+#: ``+gfx`` and ``+me.all`` variants (A30, H100, RTX PRO 6000 Blackwell), and compute-
+#: instance profiles ``<c>c.<gi profile>``.
+ACCEPTED = {
+    "1g.5gb": mp.ProfileName(None, 1, 5, ""),
+    "1g.5gb+me": mp.ProfileName(None, 1, 5, "+me"),
+    "7g.40gb": mp.ProfileName(None, 7, 40, ""),
+    "1g.10gb+me": mp.ProfileName(None, 1, 10, "+me"),
+    "7g.141gb": mp.ProfileName(None, 7, 141, ""),
+    "1g.24gb+gfx": mp.ProfileName(None, 1, 24, "+gfx"),
+    "1g.24gb+me.all": mp.ProfileName(None, 1, 24, "+me.all"),
+    "1g.24gb-me": mp.ProfileName(None, 1, 24, "-me"),
+    "1c.3g.40gb": mp.ProfileName(1, 3, 40, ""),
+    "2c.7g.80gb": mp.ProfileName(2, 7, 80, ""),
+    "1c.2g.12gb+me": mp.ProfileName(1, 2, 12, "+me"),
+}
+
+#: Not a profile name as nvidia-smi prints it or the DRA driver publishes it.
+REFUSED = (
+    "",
+    "MIG 1g.18gb",  # nvidia-smi's column: normalize_profile_name first
+    "1G.18GB",
+    " 1g.18gb",
+    "1g.18gb ",
+    "1g.18",
+    "1g18gb",
+    "g.18gb",
+    "1g.gb",
+    "0g.5gb",
+    "01g.5gb",
+    "1g.0gb",
+    "1g.18gib",
+    "1g.18gb+",
+    "1g.18gb+xx",
+    "1g.18gb+me.some",
+    "1g.18gb.all",
+    "1g.18gb+gfx.all",
+    "1c.1c.3g.40gb",
+    "1c3g.40gb",
+    "c.3g.40gb",
+    "+me",
+)
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_parse_profile_splits_the_documented_spellings(name: str) -> None:
+    parsed = mp.parse_profile(name)
+    assert parsed == ACCEPTED[name]
+    assert parsed.name == name
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_parse_profile_refuses(name: str) -> None:
+    assert mp.parse_profile(name) is None
+
+
+def test_parse_profile_refuses_what_is_not_text() -> None:
+    assert mp.parse_profile(None) is None  # type: ignore[arg-type]
+    assert mp.parse_profile(18) is None  # type: ignore[arg-type]
+
+
+def test_the_gi_profile_of_a_compute_instance_profile() -> None:
+    assert mp.parse_profile("1c.3g.40gb+me").gi_profile == "3g.40gb+me"
+    assert mp.compute_instance_profile("3g.40gb", 3, 1) == "1c.3g.40gb"
+    assert mp.compute_instance_profile("3g.40gb", 3, 3) == "3g.40gb"
+
+
+def test_every_profile_of_the_tables_parses_as_a_gpu_instance_profile() -> None:
+    names = sorted({p.name for m in mp.MODELS.values() for p in m.profiles})
+    assert len(names) > 50
+    for name in names:
+        parsed = mp.parse_profile(name)
+        assert parsed is not None and parsed.ci_slices is None, name
+        assert parsed.name == name
+        assert parsed.suffix in ("", *mp.PROFILE_SUFFIXES)
+
+
+#: Profile syntax written outside ``mig/profiles.py``: a regular expression of a profile
+#: (``\d+g\.\d+gb``) or the pieces of splitting or composing a name (``"g."``, ``"c."``).
+PROFILE_SYNTAX = r"(?:\d|\]|\)|g)\\\.\S*gb|^(?:g\.|c\.)$"
+
+PROFILE_SYNTAX_OWNERS = {
+    "plugins/module_utils/mig/profiles.py",
+    # nvidia/ (layer 1) reads NVML below mig/: the CI name it composes from NVML's GI
+    # profile name and CI slice count is what nvidia-smi prints.
+    "plugins/module_utils/nvidia/nvml.py",
+}
+
+
+def test_profile_syntax_pattern_finds_the_old_spellings() -> None:
+    rx = re.compile(PROFILE_SYNTAX)
+    for old in (
+        r"^(\d+c\.)?\d+g\.\d+gb(\+me|\+gfx|-me|\+me\.all)?$",
+        r"^[0-9]+g\.[0-9]+gb(\+me)?$",
+        r"^(\d+)c\.((\d+)g\.\d+gb.*)$",
+        "g.",
+        "c.",
+    ):
+        assert rx.search(old), old
+    assert not rx.search("give e.g. 1g.18gb") and not rx.search("1c.3g.40gb")
+
+
+def test_profile_syntax_is_written_only_in_mig_profiles() -> None:
+    assert written_outside(PROFILE_SYNTAX, PROFILE_SYNTAX_OWNERS) == []

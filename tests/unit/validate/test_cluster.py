@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as vli
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import api as vapi
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import gates as vga
@@ -74,6 +75,8 @@ def healthy() -> tuple[vli.Listing, vli.Settings]:
         classes=[GPU_CLASS, MIG_CLASS],
     )
     settings = vli.Settings(
+        driver=ddc.NVIDIA_DRIVER,
+        device_classes=[*ddc.GPU_DEVICE_CLASSES],
         gpu_nodes=["gpu-1", "gpu-2"],
         gpu_facts={"gpu-1": facts(UUID1), "gpu-2": facts(UUID2)},
         now=1767225600.0,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as vli
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import (
@@ -134,7 +135,13 @@ def test_events_that_could_not_be_listed_skip_the_check() -> None:
 
 def test_claims_checks_include_it_even_when_claims_cannot_be_listed() -> None:
     listing = vli.Listing(events=[event("job-1")], errors={"resourceclaims": "404"})
-    by_id = {c.id: c for c in vc.claims_checks(listing, vli.Settings())}
+    by_id = {
+        c.id: c
+        for c in vc.claims_checks(
+            listing,
+            vli.Settings(driver=ddc.NVIDIA_DRIVER, device_classes=[*ddc.GPU_DEVICE_CLASSES]),
+        )
+    }
     assert by_id["claims.prepare-failed"].status == "fail"
     assert by_id["claims.pending"].status == "skip"
 

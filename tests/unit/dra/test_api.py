@@ -1,0 +1,79 @@
+"""``dra.api`` is the one owner of the ``resource.k8s.io`` version lists: the versions the
+collection reads and writes DRA objects in, the beta ones, and those whose requests hold
+``exactly``. No other module of ``plugins/`` or ``gpufleet/`` writes two of them out.
+
+Sources: the generated release data (``dra/releases``: the API lifecycle of each
+release), k8s.io/api ``resource/{v1,v1beta2,v1beta1}/types.go``."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
+
+from tests.unit.source_literals import ROOT, literals, product_files
+
+pytestmark = pytest.mark.unit
+
+OWNER = "plugins/module_utils/dra/api.py"
+#: A resource.k8s.io version, bare or with its group.
+VERSION = re.compile(r"^(?:resource\.k8s\.io/)?v1(?:alpha\d|beta\d)?$")
+#: Two versions listed in one text (``"v1, v1beta2 or v1beta1"``).
+LISTED_IN_TEXT = re.compile(r"\bv1(?:beta\d|alpha\d)?\b(?:,| or| and)\s+v1(?:beta|alpha)\d")
+
+
+def version_lists(tree: ast.AST) -> list[tuple[int, list[str]]]:
+    """(line, versions) of each tuple, list, set or dict-keys literal naming two or more."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            elts = node.elts
+        elif isinstance(node, ast.Dict):
+            elts = [k for k in node.keys if k is not None]
+        else:
+            continue
+        found = [
+            e.value
+            for e in elts
+            if isinstance(e, ast.Constant) and isinstance(e.value, str) and VERSION.match(e.value)
+        ]
+        if len(found) >= 2:
+            out.append((node.lineno, found))
+    return out
+
+
+def test_the_lists() -> None:
+    assert dra_api.OBJECT_RESOURCE_VERSIONS == ("v1", "v1beta2", "v1beta1")
+    assert dra_api.BETA_RESOURCE_VERSIONS == ("v1beta2", "v1beta1")
+    assert {"v1", "v1beta2"} == dra_api.EXACTLY_REQUEST_VERSIONS
+    assert set(dra_api.OBJECT_RESOURCE_VERSIONS) >= dra_api.EXACTLY_REQUEST_VERSIONS
+    assert set(dra_api.OBJECT_RESOURCE_VERSIONS) <= set(dra_api.ALL_RESOURCE_VERSIONS)
+
+
+def test_the_scan_finds_a_written_out_list() -> None:
+    tree = ast.parse('A = ("v1", "v1beta2")\nB = {"resource.k8s.io/v1beta1": 1, "v1alpha3": 2}')
+    assert version_lists(tree) == [
+        (1, ["v1", "v1beta2"]),
+        (2, ["resource.k8s.io/v1beta1", "v1alpha3"]),
+    ]
+    assert LISTED_IN_TEXT.search("picks resource.k8s.io v1, v1beta2 or v1beta1")
+    assert not LISTED_IN_TEXT.search("resource.k8s.io/v1 is served and on by default")
+
+
+def test_resource_versions_are_listed_only_in_dra_api() -> None:
+    lists = [
+        f"{rel}:{line}: {found}"
+        for p in product_files()
+        if (rel := p.relative_to(ROOT).as_posix()) != OWNER and "/dra/releases/" not in rel
+        for line, found in version_lists(ast.parse(p.read_text(encoding="utf-8")))
+    ]
+    texts = [
+        str(lit)
+        for lit in literals()
+        if lit.path != OWNER
+        and not lit.path.startswith("plugins/module_utils/dra/releases/")
+        and LISTED_IN_TEXT.search(lit.text)
+    ]
+    assert lists == [] and texts == []

@@ -1,0 +1,106 @@
+"""The NVIDIA DRA driver's names have one owner, ``dra_driver.chart``: the driver name
+``gpu.nvidia.com`` and the DeviceClasses the chart creates (``gpu.nvidia.com``,
+``mig.nvidia.com``, ``vfio.gpu.nvidia.com``, ``compute-domain-*.nvidia.com``).
+
+Sources: kubernetes-sigs/dra-driver-nvidia-gpu v0.4.0 ``deployments/helm/*/templates/
+deviceclass-*.yaml`` and ``cmd/gpu-kubelet-plugin`` (``DriverName``)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import classes as ddcl
+
+from tests.unit.source_literals import ROOT, written_outside
+
+pytestmark = pytest.mark.unit
+
+OWNER = "plugins/module_utils/dra_driver/chart.py"
+
+#: The driver name or a DeviceClass of the chart, also inside a regular expression
+#: (``gpu\.nvidia\.com``); not ``nvidia.com/gpu`` (a label, the device plugin's extended
+#: resource), ``resource.nvidia.com`` (the opaque-config API group) or web hosts.
+DRIVER_NAMES = r"(?<![\w.\\-])(?:gpu|mig|vfio\\?\.gpu|compute-domain-[a-z-]+)\\?\.nvidia\\?\.com"
+
+
+def test_the_names_match_the_pattern_the_next_test_greps_for() -> None:
+    rx = re.compile(DRIVER_NAMES)
+    for name in (ddc.NVIDIA_DRIVER, *ddc.CHART_DEVICE_CLASSES, r"gpu\.nvidia\.com/memorySlice"):
+        assert rx.search(name), name
+    for other in ("nvidia.com/gpu", "resource.nvidia.com/v1beta1", "https://docs.nvidia.com/x"):
+        assert not rx.search(other), other
+
+
+def test_driver_name_and_device_classes_are_written_only_in_chart() -> None:
+    assert written_outside(DRIVER_NAMES, {OWNER}) == []
+
+
+def test_the_chart_names() -> None:
+    assert ddc.NVIDIA_DRIVER == "gpu.nvidia.com"
+    assert ddc.GPU_DEVICE_CLASSES == ("gpu.nvidia.com", "mig.nvidia.com")
+    assert ddc.CHART_DEVICE_CLASSES == (
+        "gpu.nvidia.com",
+        "mig.nvidia.com",
+        "vfio.gpu.nvidia.com",
+        "compute-domain-daemon.nvidia.com",
+        "compute-domain-default-channel.nvidia.com",
+    )
+    assert set(ddcl.CONFIG_CLASS.values()) == set(ddc.GPU_DEVICE_CLASSES)
+
+
+def role_default(role: str, name: str) -> object:
+    doc = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())
+    return doc[name]
+
+
+def test_role_defaults_agree_with_the_chart() -> None:
+    assert role_default("kueue", "kueue_device_classes") == list(ddc.GPU_DEVICE_CLASSES)
+    assert role_default("mig", "mig_resourceslice_driver") == ddc.NVIDIA_DRIVER
+    assert role_default("monitoring", "monitoring_dra_driver_name") == ddc.NVIDIA_DRIVER
+
+
+def test_the_gpu_simulator_chart_creates_classes_of_the_chart() -> None:
+    templates = Path(ROOT / "lab" / "gpu-simulator" / "chart" / "templates")
+    names = set()
+    for path in sorted(templates.glob("deviceclass-*.yaml")):
+        names |= set(re.findall(r"^\s+name:\s*([\w.-]+)\s*$", path.read_text(), re.MULTILINE))
+    assert set(ddc.GPU_DEVICE_CLASSES) <= names <= set(ddc.CHART_DEVICE_CLASSES)
+
+
+@pytest.mark.parametrize(
+    ("release", "below"),
+    [
+        ((1, 31), ddc.BELOW_CHART_KUBE_VERSION),
+        ((1, 31, 14), ddc.BELOW_CHART_KUBE_VERSION),
+        ((1, 32), ddc.BELOW_DOCUMENTED_MINIMUM),
+        ((1, 34), ddc.BELOW_DOCUMENTED_MINIMUM),
+        ((1, 34, 1), ddc.BELOW_DOCUMENTED_MINIMUM),
+        ((1, 34, 2), None),
+        ((1, 37, 2), None),
+    ],
+)
+def test_chart_kubernetes_minimum(release: tuple[int, ...], below: str | None) -> None:
+    """Chart.yaml ``kubeVersion: >=1.32.0-0``; docs/prerequisites.md: Kubernetes v1.34.2."""
+    assert ddc.chart_kubernetes_minimum(release) == below
+
+
+def test_the_chart_minimum_rule_is_compared_only_in_chart() -> None:
+    """The dra_driver role and preflight ask ``chart_kubernetes_minimum`` and pick the
+    severity themselves; no other module compares a release with the minimums."""
+    uses = []
+    for path in sorted((ROOT / "plugins").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if rel != OWNER and isinstance(node, ast.Compare):
+                names = {
+                    n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", "")
+                    for n in ast.walk(node)
+                }
+                if names & {"CHART_KUBE_VERSION_MIN", "DOCUMENTED_KUBERNETES_MIN"}:
+                    uses.append(f"{rel}:{node.lineno}")
+    assert uses == []
