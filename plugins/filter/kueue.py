@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+
 DOCUMENTATION = r"""
 name: kueue_plan
 short_description: Kueue's manifests, per-profile DeviceClasses and quota objects to apply
@@ -41,7 +43,6 @@ _value:
   type: dict
 """
 
-import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import install as ki
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
@@ -50,16 +51,17 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import vers
 
 def kueue_plan(manifests, settings):
     try:
-        docs = [d for d in yaml.safe_load_all(str(manifests)) if d]
-    except yaml.YAMLError as exc:
-        raise AnsibleFilterError(f"kueue_manifests does not read as YAML: {exc}") from exc
+        docs = ig.load_yaml_documents(str(manifests), "kueue_manifests")
+    except ig.InputError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
     config = None
     for doc in docs:
         if doc.get("kind") == "ConfigMap" and doc["metadata"].get("name") == ki.MANAGER_CONFIG:
             try:
-                config = yaml.safe_load((doc.get("data") or {}).get(ki.CONFIG_KEY) or "")
-            except yaml.YAMLError as exc:
-                raise AnsibleFilterError(f"{ki.MANAGER_CONFIG} does not read: {exc}") from exc
+                text = str((doc.get("data") or {}).get(ki.CONFIG_KEY) or "")
+                config = ig.load_yaml(text, f"{ki.MANAGER_CONFIG} {ki.CONFIG_KEY}")
+            except ig.InputError as exc:
+                raise AnsibleFilterError(str(exc)) from exc
     try:
         return ki.plan(docs, dict(settings or {}), config)
     except (kv.KueueVersionError, kq.KueueInputError, ki.KueueManifestError) as exc:

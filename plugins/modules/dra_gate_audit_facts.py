@@ -221,7 +221,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubel
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manifests as kce
 
 if kce.HAS_YAML:
-    import yaml
+    pass
 
 DEFAULT_KUBELET_CONFIG = kcfg.DEFAULT_KUBELET_CONFIG
 #: Bytes of /metrics read at most (kube-apiserver serves a few MiB).
@@ -349,9 +349,9 @@ def kubelet_config_source(path: str) -> tuple[gf.FileSource, dict]:
     elif text is not None:
         try:
             source.flags = gf.FlagSet(kcfg.kubelet_feature_gates(text), {})
-            loaded = yaml.safe_load(text)
+            loaded = ig.load_yaml(text, path)
             data = loaded if isinstance(loaded, dict) else {}
-        except (kfl.ConfigEditError, yaml.YAMLError) as err:
+        except (kfl.ConfigEditError, ig.InputError) as err:
             source.error = str(err)
     return source, data
 

@@ -243,13 +243,13 @@ def host_path(pod: dict, container_path: str, what: str) -> str:
 def set_annotation(text: str, value: str, what: str) -> str:
     """Set ``metadata.annotations[ANNOTATION]`` of a pod manifest to ``value``, editing the
     text in place for kubeadm's block layout and re-dumping the document otherwise."""
-    expected = yaml.safe_load(text)
+    expected = ig.load_yaml(text, what)
     meta = expected.setdefault("metadata", {})
     if not isinstance(meta.get("annotations"), dict):
         meta["annotations"] = {}
     meta["annotations"][ANNOTATION] = value
     edited = _annotation_in_text(text, value)
-    if edited is not None and yaml.safe_load(edited) == expected:
+    if edited is not None and ig.load_yaml(edited, what) == expected:
         return edited
     return yaml.safe_dump(expected, sort_keys=False, default_flow_style=False)
 
@@ -310,7 +310,7 @@ def _config_of(module: AnsibleModule, manifest_text: str, what: str, result: dic
     it for a manifest that is no YAML mapping or a path it cannot map to the host."""
     params = module.params
     try:
-        pod = yaml.safe_load(manifest_text)
+        pod = ig.load_yaml(manifest_text, what)
         if not isinstance(pod, dict):
             raise ConfigEditError(f"{what} is not a YAML mapping; fix: pass the manifest file")
         container_path = config_flag(pod, what)
@@ -326,7 +326,7 @@ def _config_of(module: AnsibleModule, manifest_text: str, what: str, result: dic
             )
             module.exit_json(**result)
         path = params["config"] or host_path(pod, container_path, what)
-    except (ConfigEditError, yaml.YAMLError) as err:
+    except (ConfigEditError, ig.InputError) as err:
         module.fail_json(msg=str(err), **result)
     return pod, container_path, path
 

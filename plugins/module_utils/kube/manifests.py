@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.command_line import (
     CommandArg,
     command_flags,
@@ -155,11 +156,12 @@ def _dump(data: Any) -> str:
 
 
 def _load(text: str, what: str) -> Any:
+    """One YAML document of a host file, through the bounded loader (``common/limits``);
+    ConfigEditError naming ``what`` for text that is not YAML or nests too deep."""
     try:
-        return yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError, ValueError, AttributeError) as err:  # and bad scalars
-        why = "it nests too deep to parse" if isinstance(err, RecursionError) else err
-        raise ConfigEditError(f"{what} is not valid YAML: {why}") from None
+        return ig.load_yaml(text, what)
+    except ig.InputError as err:
+        raise ConfigEditError(str(err)) from None
 
 
 @dataclass

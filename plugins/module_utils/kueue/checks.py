@@ -30,12 +30,12 @@ Validate (:func:`validate_checks`) makes checks in the ``kueue`` area of the rep
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
 
@@ -216,9 +216,14 @@ def parse_config(text: Any) -> Mapping[str, Any] | None:
     an already parsed mapping; None when it does not read as JSON."""
     if isinstance(text, Mapping):
         return text
+    if not isinstance(text, str | bytes):
+        return None
     try:
-        out = json.loads(text)
-    except (TypeError, ValueError):
+        out = ig.load_json(
+            text if isinstance(text, str) else text.decode("utf-8", "replace"),
+            "the Kueue Configuration",
+        )
+    except ig.InputError:
         return None
     return out if isinstance(out, Mapping) else None
 

@@ -29,6 +29,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import versions as kv
 
 __all__ = [
@@ -151,8 +152,9 @@ def plan(
     config_map = _find([dict(d) for d in docs if d], "ConfigMap", MANAGER_CONFIG)
     if config is None:
         try:
-            config = json.loads((config_map.get("data") or {}).get(CONFIG_KEY) or "")
-        except ValueError:
+            text = (config_map.get("data") or {}).get(CONFIG_KEY) or ""
+            config = ig.load_json(str(text), f"ConfigMap {MANAGER_CONFIG} {CONFIG_KEY}")
+        except ig.InputError:
             config = None
     if not isinstance(config, Mapping):
         raise KueueManifestError(

@@ -13,10 +13,10 @@ NVIDIA/mig-parted#181).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.gpu_state import (
     MigApplyError,
     Process,
@@ -111,8 +111,10 @@ def _containers(run: RunCommand) -> list[Client]:
     if rc != 0:
         return []
     try:
-        data = json.loads(out)
-    except ValueError:
+        data = ig.load_json(out, "crictl ps -o json")
+    except ig.InputError:
+        return []
+    if not isinstance(data, dict):
         return []
     found = []
     for c in data.get("containers") or []:

@@ -18,13 +18,14 @@ instant query of Prometheus' HTTP API (``/api/v1/query``) and returns
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 
 #: Prometheus durations the window may take (one unit: 30m, 2h, 1d).
 _WINDOW = re.compile(r"[1-9][0-9]{0,5}[smhdw]")
@@ -132,8 +133,10 @@ def fetch(url: str, window: str, timeout_s: float = 30.0) -> dict[str, float]:
     if len(body) > MAX_ANSWER_BYTES:
         raise ActivityError(f"{shown} answered more than {MAX_ANSWER_BYTES} bytes")
     try:
-        doc = json.loads(body)
-    except ValueError:
+        doc = ig.load_json(
+            body.decode("utf-8", "replace") if isinstance(body, bytes) else body, shown
+        )
+    except ig.InputError:
         raise ActivityError(
             f"{shown} did not answer JSON; fix: give Prometheus' base URL"
         ) from None

@@ -22,10 +22,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     listing as cluster_listing,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import messages as msg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import Refused
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
@@ -105,9 +105,9 @@ def read_cluster(kubeconfig: str | None, context: str | None = None) -> dict[str
             out[dest] = None
             continue
         try:
-            out[dest] = yaml.safe_load(text or "") or {}
-        except yaml.YAMLError as err:
-            raise vk.KubeError(None, f"ConfigMap {where} is not YAML: {err}") from None
+            out[dest] = ig.load_yaml(text or "", f"ConfigMap {where}") or {}
+        except ig.InputError as err:
+            raise vk.KubeError(None, str(err)) from None
     try:  # the cluster's identity: the upgrade report of another cluster is not resumed
         out["cluster_uid"] = ask(
             "reading Namespace kube-system", core.read_namespace, "kube-system"
@@ -142,8 +142,6 @@ def load_snapshot(path: str, what: str | None = None) -> dict[str, Any]:
     each present one gets ``name`` = ``host`` when it has none. Reads at most
     :data:`SNAPSHOT_MAX_BYTES` (a named pipe or /dev/zero does not hang it). Raises
     SnapshotError naming ``what`` (default ``snapshot 'PATH'``)."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
-
     what = what or f"snapshot {path!r}"
     try:
         text = ig.read_text(path, what, limit=SNAPSHOT_MAX_BYTES) or ""
