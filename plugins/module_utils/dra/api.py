@@ -90,11 +90,6 @@ ALL_RESOURCE_VERSIONS = tuple(
     )
 )
 
-#: The resource.k8s.io versions the collection reads and writes DRA objects in, most
-#: stable first: the beta and GA ones of the model (the alpha shapes differ, and no
-#: release the roles provision serves DRA only as alpha).
-OBJECT_RESOURCE_VERSIONS = tuple(v for v in ALL_RESOURCE_VERSIONS if "alpha" not in v)
-
 
 @dataclass(frozen=True)
 class ApiVersionState:
