@@ -22,7 +22,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     listing as cluster_listing,
 )
@@ -30,6 +29,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common import mes
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import Refused
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import configmaps as kcm
+
+try:  # module upgrade_plan fails through missing_required_lib without it
+    import yaml
+except ImportError:
+    yaml = None  # type: ignore[assignment]
 
 #: Version of the snapshot document (``schema``).
 SNAPSHOT_SCHEMA = 1
