@@ -46,8 +46,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pro
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import refs as crefs
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import classes as cdrv
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import jobs as kj
 
@@ -126,7 +126,7 @@ def claims() -> None:
     callback=_version,
     metavar="VERSION",
     help="Release the template is for; picks resource.k8s.io "
-    f"{' or '.join(dra_api.OBJECT_RESOURCE_VERSIONS)} "
+    f"{' or '.join(resource_versions.OBJECT_RESOURCE_VERSIONS)} "
     "(default: the newest release the version model provisions).",
 )
 @click.option(

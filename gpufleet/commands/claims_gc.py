@@ -42,6 +42,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     listing as cluster_listing,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from rich.console import Console
 from rich.markup import escape
@@ -78,7 +79,7 @@ def _resource_version(kube: vk.Kube) -> str:
     if not rv:
         Console(stderr=True).print(
             "[red]error:[/red] the cluster serves no resource.k8s.io version this command reads "
-            f"({', '.join(cluster_listing.RESOURCE_VERSIONS)}); DRA is not enabled"
+            f"({', '.join(resource_versions.OBJECT_RESOURCE_VERSIONS)}); DRA is not enabled"
         )
         sys.exit(2)
     return rv

@@ -31,6 +31,7 @@ import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     listing as cluster_listing,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import activity as fa
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
@@ -66,7 +67,7 @@ def read_cluster(kubeconfig: str | None, context: str | None) -> tuple[vk.Kube, 
     if not listing.resource_version:
         _fail(
             f"the cluster {kube.server} serves no resource.k8s.io version this command reads "
-            f"({', '.join(cluster_listing.RESOURCE_VERSIONS)}); "
+            f"({', '.join(resource_versions.OBJECT_RESOURCE_VERSIONS)}); "
             "fix: enable DRA (gpufleet gates plan)"
         )
     failed = {k: v for k, v in listing.errors.items() if k in KINDS}

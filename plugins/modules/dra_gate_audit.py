@@ -283,7 +283,7 @@ def main() -> None:
     configmaps = None
     if params["configmaps"]:
         try:
-            configmaps = gf.ConfigMapFacts.read(vk.Kube.from_client(api_client), version)
+            configmaps = ga.read_configmap_facts(vk.Kube.from_client(api_client), version)
         except vk.KubeError as err:
             fix = (
                 "use a user that may read ConfigMaps in kube-system"

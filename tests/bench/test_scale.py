@@ -32,8 +32,10 @@ Then it measures, each project way against the per-node way, side by side:
 Each run is a child process; the figures are its wall time, the API requests it issued
 (kube-apiserver's ``apiserver_request_total`` before and after, with KWOK paused so
 that only the measured program talks to the API server) and the peak RSS of its process
-tree. Goals are printed as pass/miss; a wrong result (a leak not found, a node left
-unlabelled) fails the test.
+tree. Goals are printed as pass/miss with each figure; every missed goal is also a
+``GoalMissed`` warning (pytest's warnings summary at the end of the run) and is listed
+again when the results are written (``goals_missed`` in the JSON). A wrong result (a leak
+not found, a node left unlabelled) fails the test.
 
 Environment:
 
@@ -70,6 +72,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,7 +119,13 @@ GOAL_VALIDATE_S = 10.0 * SCALE
 GOAL_VALIDATE_REQUESTS = round(20 * SCALE)
 GOAL_VALIDATE_SPEEDUP = 20.0
 GOAL_LABEL_S = 5.0 * SCALE
+GOAL_REPORT_S = 10.0 * SCALE
 GOAL_RSS_MIB = 300.0
+
+
+class GoalMissed(UserWarning):
+    """A benchmark goal the measured run did not meet (the test still passes: the
+    figures of a shared machine vary; the miss is said, never only recorded)."""
 
 
 # --------------------------------------------------------------------------- reporting
@@ -330,9 +339,17 @@ def _write_results(b: Bench, machine: dict[str, Any]) -> None:
         "setup_s": {k: round(v, 1) for k, v in b.fleet.timings.items()},
         "shape_check": b.fleet.shape_check,
         "figures": [f.to_dict() for f in b.figures],
+        "goals_missed": missed(b.figures),
     }
     path.write_text(json.dumps(doc, indent=2) + "\n")
     b.out(f"figures written to {path}; load average now {' '.join(machine_end['loadavg'])}")
+    goals = sum(len(f.goals) for f in b.figures)
+    if doc["goals_missed"]:
+        b.out(f"GOALS MISSED: {len(doc['goals_missed'])} of {goals}")
+        for text in doc["goals_missed"]:
+            b.out(f"  MISS {text}")
+    else:
+        b.out(f"every goal met ({goals})")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -408,11 +425,18 @@ def rss_goal(project: Measured) -> tuple[str, bool]:
 
 
 def publish(b: Bench, fig: Figure, runs: list[Measured]) -> None:
-    """Keep ``fig`` for the JSON results, with the wall times of every project run, and
-    print it."""
+    """Keep ``fig`` for the JSON results, with the wall times of every project run, print
+    it, and warn (``GoalMissed``) of each goal it missed."""
     fig.project_walls = [r.wall_s for r in runs]
     b.figures.append(fig)
     show(b.out, fig)
+    for text in missed([fig]):
+        warnings.warn(GoalMissed(text), stacklevel=2)
+
+
+def missed(figs: list[Figure]) -> list[str]:
+    """``"<figure>: <goal>"`` for every goal of ``figs`` not met."""
+    return [f"{fig.what}: {text}" for fig in figs for text, ok in fig.goals if not ok]
 
 
 def median_run(runs: list[Measured]) -> Measured:
@@ -621,7 +645,8 @@ def test_find_leaked_claims(bench: Bench) -> None:
 def test_report_the_fleet(bench: Bench) -> None:
     """``gpufleet report`` over the whole fleet: every node, device and leaked claim
     counted. It has no per-node counterpart to compare with (a per-node way would read
-    the same lists); its figures stand alone."""
+    the same lists); its figures are judged against the report's goals alone (time,
+    requests, peak RSS, as ``test_report_and_advise``)."""
     b = bench
     runs = []
     for i in range(REPEAT):
@@ -649,7 +674,17 @@ def test_report_the_fleet(bench: Bench) -> None:
         f"report {len(b.fleet.nodes)} GPU nodes, {b.fleet.devices} devices, "
         f"{len(b.fleet.claims)} claims (gpufleet report)",
         project,
-        goals=[rss_goal(project)],
+        goals=[
+            goal(
+                f"report {project.wall_s:.2f}s <= {GOAL_REPORT_S:.0f}s",
+                project.wall_s <= GOAL_REPORT_S,
+            ),
+            goal(
+                f"report {project.requests.total} requests <= {GOAL_VALIDATE_REQUESTS}",
+                project.requests.total <= GOAL_VALIDATE_REQUESTS,
+            ),
+            rss_goal(project),
+        ],
     )
     publish(b, fig, runs)
 
@@ -658,7 +693,6 @@ def test_report_the_fleet(bench: Bench) -> None:
 #: profile no GPU of the fleet has (so every one needs a re-carved GPU).
 ADVISE_PENDING = 1000
 ADVISE_NAMESPACE = "waiting"
-GOAL_REPORT_S = 10.0
 
 
 def _pending_claims(n: int) -> dict[str, Any]:

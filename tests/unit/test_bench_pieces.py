@@ -1,17 +1,19 @@
 """The scale benchmark's pure parts, run in the normal test run: the fleet plan at
-10,000 nodes, the per-node way's extrapolation and the comparison of two fleet sizes."""
+10,000 nodes, the per-node way's extrapolation, the goals said when missed and the
+comparison of two fleet sizes."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from tests.bench import compare, fleet
 from tests.bench.cluster import Measured, Requests
-from tests.bench.test_scale import extrapolate
+from tests.bench.test_scale import Figure, GoalMissed, extrapolate, missed, publish
 
 pytestmark = pytest.mark.unit
 
@@ -83,3 +85,19 @@ def test_a_figure_names_its_command() -> None:
     assert compare.command("find the leaked claims among 100000 (y)") == (
         "find the leaked claims among"
     )
+
+
+def test_a_missed_goal_is_said_not_only_recorded() -> None:
+    run = measured(12.0, 9, 1.0, 310)
+    fig = Figure("report 1000 GPU nodes", run, goals=[("wall 12s <= 10s", False), ("ok", True)])
+    printed: list[str] = []
+    bench = SimpleNamespace(figures=[], out=printed.append)
+    with pytest.warns(GoalMissed) as warned:
+        publish(bench, fig, [run])  # type: ignore[arg-type]
+    assert [str(w.message) for w in warned] == ["report 1000 GPU nodes: wall 12s <= 10s"]
+    assert "  goal MISS: wall 12s <= 10s" in printed and "  goal PASS: ok" in printed
+    assert missed(bench.figures) == ["report 1000 GPU nodes: wall 12s <= 10s"]
+    assert fig.to_dict()["goals"] == [
+        {"goal": "wall 12s <= 10s", "met": False},
+        {"goal": "ok", "met": True},
+    ]

@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.metadata i
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
 
 __all__ = [
     "ApiChoice",
@@ -64,7 +65,7 @@ def _first_shaped() -> str:
     """``"resource.k8s.io/v1beta1 (Kubernetes 1.32)"``: the oldest shaped version that
     serves ResourceClaimTemplates and its first release, per the version model."""
     minor, version = dra_api.first_minor_serving(
-        "ResourceClaimTemplate", dra_api.OBJECT_RESOURCE_VERSIONS
+        "ResourceClaimTemplate", resource_versions.OBJECT_RESOURCE_VERSIONS
     )
     return f"{RESOURCE_GROUP}/{version} (Kubernetes 1.{minor})"
 
@@ -81,7 +82,7 @@ def api_choice_for(kubernetes_version: str) -> ApiChoice:
     served = dra_api.served_api_versions(kubernetes_version)
     for state in served:
         if (
-            state.version in dra_api.OBJECT_RESOURCE_VERSIONS
+            state.version in resource_versions.OBJECT_RESOURCE_VERSIONS
             and "ResourceClaimTemplate" in state.kinds
         ):
             return ApiChoice(
@@ -107,11 +108,11 @@ def api_version_for(kubernetes_version: str) -> str:
 
 def split_api_version(api_version: str, name: str = "api_version") -> str:
     group, _, version = str(api_version).partition("/")
-    if group != RESOURCE_GROUP or version not in dra_api.OBJECT_RESOURCE_VERSIONS:
+    if group != RESOURCE_GROUP or version not in resource_versions.OBJECT_RESOURCE_VERSIONS:
         raise ClaimTemplateError(
             f"{name}={api_version!r} is not a resource.k8s.io version this module writes.",
             "give one of "
-            + ", ".join(f"{RESOURCE_GROUP}/{v}" for v in dra_api.OBJECT_RESOURCE_VERSIONS)
+            + ", ".join(f"{RESOURCE_GROUP}/{v}" for v in resource_versions.OBJECT_RESOURCE_VERSIONS)
             + ".",
         )
     return version

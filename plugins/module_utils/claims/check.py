@@ -45,6 +45,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.problems i
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     CHART_DEVICE_CLASSES,
     GPU_CLASS,
@@ -110,11 +111,13 @@ def check_claim_spec(
     api_version = obj.get("apiVersion")
     kind = obj.get("kind")
     group, _, version = str(api_version or "").partition("/")
-    if group != RESOURCE_GROUP or version not in dra_api.OBJECT_RESOURCE_VERSIONS:
+    if group != RESOURCE_GROUP or version not in resource_versions.OBJECT_RESOURCE_VERSIONS:
         out.error(
             "apiVersion",
             f"apiVersion {api_version!r} is not one this checker knows; use "
-            + " or ".join(f"{RESOURCE_GROUP}/{v}" for v in dra_api.OBJECT_RESOURCE_VERSIONS)
+            + " or ".join(
+                f"{RESOURCE_GROUP}/{v}" for v in resource_versions.OBJECT_RESOURCE_VERSIONS
+            )
             + " (gpufleet claims template --kubernetes-version <release> picks it)",
         )
         version = "v1"
@@ -213,7 +216,7 @@ def _check_requests(out: _Collector, path: str, requests: Any, version: str) -> 
             out.error(f"{rpath}.name", f"request name {name!r} is used twice")
         else:
             names.append(name)
-        if version in dra_api.EXACTLY_REQUEST_VERSIONS:
+        if version in resource_versions.EXACTLY_REQUEST_VERSIONS:
             _check_request_v1(out, rpath, req, version)
         else:
             _check_request_v1beta1(out, rpath, req)
@@ -805,11 +808,13 @@ def check_device_class(
         out.error("", f"expected a DeviceClass mapping, got {type(obj).__name__}")
         return out.problems
     group, _, version = str(obj.get("apiVersion") or "").partition("/")
-    if group != RESOURCE_GROUP or version not in dra_api.OBJECT_RESOURCE_VERSIONS:
+    if group != RESOURCE_GROUP or version not in resource_versions.OBJECT_RESOURCE_VERSIONS:
         out.error(
             "apiVersion",
             f"apiVersion {obj.get('apiVersion')!r} is not one this checker knows; use "
-            + " or ".join(f"{RESOURCE_GROUP}/{v}" for v in dra_api.OBJECT_RESOURCE_VERSIONS),
+            + " or ".join(
+                f"{RESOURCE_GROUP}/{v}" for v in resource_versions.OBJECT_RESOURCE_VERSIONS
+            ),
         )
     elif kubernetes_version:
         _check_served(out, version, kubernetes_version)

@@ -48,7 +48,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.cel import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.metadata import (
     ClaimTemplateError,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     GPU_CLASS,
     MIG_CLASS,
@@ -96,7 +96,7 @@ def _request(
     if count is not None:
         body["allocationMode"] = "ExactCount"
         body["count"] = count
-    if version in dra_api.EXACTLY_REQUEST_VERSIONS:
+    if version in resource_versions.EXACTLY_REQUEST_VERSIONS:
         return {"name": name, "exactly": body}
     return {"name": name, **body}
 

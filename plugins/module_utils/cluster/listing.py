@@ -8,7 +8,7 @@ selectors (``parse_label_selector``, ``label_selector_matches``), and ``list_clu
 which lists it.
 
 ``list_cluster`` lists resource.k8s.io kinds in the most stable version the cluster serves
-(v1, v1beta2, v1beta1: the version model's ``OBJECT_RESOURCE_VERSIONS``) and trims every
+(v1, v1beta2, v1beta1: the version model's ``dra/resource_versions``) and trims every
 page as it arrives (``TRIMS``) down to what the checks read, stored compressed
 (``kube/client.PagedList``), so that the listing of a large fleet fits in memory: 1,000
 GPU nodes with 10,500 pods, 16,000 devices and 10,000 claims are about 70 MB of JSON and
@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.api import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     OBJECT_RESOURCE_VERSIONS,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client import (
@@ -194,11 +194,6 @@ def label_selector_matches(
     return True
 
 
-#: resource.k8s.io versions tried for listing, most stable first (the version model's).
-#: resource.k8s.io versions tried for listing, most stable first (the version model's).
-RESOURCE_VERSIONS = OBJECT_RESOURCE_VERSIONS
-
-
 def _pick(obj: Any, keys: Sequence[str]) -> dict[str, Any]:
     return {k: obj[k] for k in keys if k in obj} if isinstance(obj, Mapping) else {}
 
@@ -329,7 +324,7 @@ TRIMS: dict[str, Callable[[], Callable[[dict[str, Any]], dict[str, Any]]]] = {
 
 def resource_version(kube: Kube) -> tuple[Mapping[str, Any] | None, str | None]:
     """``/apis/resource.k8s.io`` (None when the group is not served) and the version to
-    list in: the most stable one served of ``RESOURCE_VERSIONS``."""
+    list in: the most stable one served of ``OBJECT_RESOURCE_VERSIONS``."""
     try:
         group = kube.get("/apis/resource.k8s.io")
     except KubeError as err:
@@ -342,7 +337,7 @@ def resource_version(kube: Kube) -> tuple[Mapping[str, Any] | None, str | None]:
         for v in (versions if isinstance(versions, list) else [])
         if isinstance(v, Mapping)
     ]
-    for v in RESOURCE_VERSIONS:
+    for v in OBJECT_RESOURCE_VERSIONS:
         if v in served:
             return group, v
     return group, None

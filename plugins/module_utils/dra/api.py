@@ -90,19 +90,6 @@ ALL_RESOURCE_VERSIONS = tuple(
     )
 )
 
-#: The resource.k8s.io versions the collection reads and writes DRA objects in, most
-#: stable first: the beta and GA ones of the model (the alpha shapes differ, and no
-#: release the roles provision serves DRA only as alpha).
-OBJECT_RESOURCE_VERSIONS = tuple(v for v in ALL_RESOURCE_VERSIONS if "alpha" not in v)
-
-#: The beta versions of ``OBJECT_RESOURCE_VERSIONS``, newest first (v1beta2, v1beta1).
-BETA_RESOURCE_VERSIONS = tuple(v for v in OBJECT_RESOURCE_VERSIONS if "beta" in v)
-
-#: The versions whose DeviceRequest puts a request's device fields under ``exactly``
-#: (beside ``firstAvailable``): v1beta2 (1.33) and v1; v1beta1 has them on the request
-#: itself (k8s.io/api ``resource/{v1,v1beta2,v1beta1}/types.go``, ``DeviceRequest``).
-EXACTLY_REQUEST_VERSIONS = frozenset({"v1", "v1beta2"})
-
 
 @dataclass(frozen=True)
 class ApiVersionState:

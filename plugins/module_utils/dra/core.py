@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Union
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import Refused
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import release_data as _releases
 
 # --------------------------------------------------------------------------------------
 # Range of the model
@@ -27,6 +26,11 @@ UNVERIFIED_MINORS = frozenset({26, 27, 28})
 #: Minors the provision roles accept (design: DRA with structured parameters).
 PROVISION_MIN_MINOR = 32
 PROVISION_MAX_MINOR = 38
+#: The release every message gives as its example: the newest generated release that is no
+#: pre-release (``dra/releases/``), written out so that the model's base imports no release
+#: table (the per-node readers ship this file); tests/unit/dra/test_release_messages.py
+#: holds it to the generated data.
+EXAMPLE_RELEASE = "1.37.2"
 
 APISERVER = "kube-apiserver"
 CONTROLLER_MANAGER = "kube-controller-manager"
@@ -100,9 +104,8 @@ VersionLike = Union[str, KubeVersion]  # noqa: UP007 (evaluated at run time on m
 
 
 def example_release() -> str:
-    """``"1.37.2"``: the release every message gives as its example (the newest generated
-    release that is no pre-release, ``dra.release_data.example_release``)."""
-    return _releases.example_release()
+    """``"1.37.2"``: the release every message gives as its example (``EXAMPLE_RELEASE``)."""
+    return EXAMPLE_RELEASE
 
 
 def _version_fix() -> str:

@@ -216,14 +216,6 @@ def newest_minor() -> int:
 
 
 @functools.cache
-def example_release() -> str:
-    """The newest generated release that is no pre-release, without the ``v``
-    (``"1.37.2"``): the one example of a release that messages give."""
-    final = [r for r in releases().values() if not r.prerelease]
-    return max(final, key=lambda r: r.minor).release.lstrip("v")
-
-
-@functools.cache
 def all_gate_names() -> frozenset:
     """Every gate name any generated release registers."""
     return frozenset(name for r in releases().values() for name in r.all_names())

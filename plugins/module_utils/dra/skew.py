@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.api import (
-    BETA_RESOURCE_VERSIONS,
     first_minor_serving,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.core import (
@@ -26,6 +25,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.core import (
     VersionModelError,
     _mv,
     parse_version,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
+    BETA_RESOURCE_VERSIONS,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.containerd import (
     ConfigError,
@@ -216,12 +218,12 @@ def known_bad_releases(version: VersionLike) -> tuple[KnownBadRelease, ...]:
     return tuple(k for k in KNOWN_BAD_RELEASES if k.version == key)
 
 
-#: Lowest containerd gpufleet accepts for a kubelet of a minor. Stricter than upstream:
+#: Lowest containerd the collection accepts for a kubelet of a minor. Stricter than upstream:
 #: the kubelet of 1.38.0-beta.0 still runs on a runtime without the CRI RuntimeConfig
 #: call (containerd 1.7), falling back to the cgroup driver of its own configuration and
 #: counting ``kubelet_cri_losing_support{version="1.38.0"}`` (``cmd/kubelet/app/
 #: server.go``), and kubeadm's preflight only warns (``cmd/kubeadm/app/preflight/
-#: checks.go``: "will be removed in 1.38"). gpufleet refuses it because containerd 1.7
+#: checks.go``: "will be removed in 1.38"). The collection refuses it because containerd 1.7
 #: is out of support since September 2026 (containerd's RELEASES.md) and the fallback is
 #: marked for removal: a node left on it breaks at the release that removes it.
 #: ``tests/integration/test_version_model_source.py`` checks the fallback and the warning
@@ -232,7 +234,7 @@ CONTAINERD_RULE_SOURCE = (
     "upstream only warns: the kubelet falls back to the cgroup driver of its own "
     'configuration and counts kubelet_cri_losing_support{version="1.38.0"} '
     "(cmd/kubelet/app/server.go), kubeadm's preflight warns (cmd/kubeadm/app/preflight/"
-    "checks.go); gpufleet refuses because containerd 1.7 is out of support since "
+    "checks.go); the collection refuses it because containerd 1.7 is out of support since "
     "September 2026 (containerd RELEASES.md) and the fallback is marked for removal"
 )
 
@@ -258,7 +260,7 @@ def container_runtime_problem(runtime_version: str, kubelet_version: VersionLike
     if need is None or have >= need:
         return None
     return (
-        f"gpufleet runs the kubelet of {_mv(v.minor)} on containerd {need[0]}.{need[1]} or "
+        f"the collection runs the kubelet of {_mv(v.minor)} on containerd {need[0]}.{need[1]} or "
         f"later, this node runs containerd {text}, which lacks the CRI RuntimeConfig call "
         f"({CONTAINERD_RULE_SOURCE})"
     )

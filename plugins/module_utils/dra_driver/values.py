@@ -55,6 +55,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common.merge impo
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import gates as dra_gates
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     BELOW_CHART_KUBE_VERSION,
@@ -234,11 +235,11 @@ def _read_api_version(kv: dra_core.KubeVersion) -> str:
     betas = [
         s
         for s in served
-        if s.version in dra_api.BETA_RESOURCE_VERSIONS and "ResourceSlice" in s.kinds
+        if s.version in resource_versions.BETA_RESOURCE_VERSIONS and "ResourceSlice" in s.kinds
     ]
     if betas:
         return betas[0].group_version
-    first = dra_api.first_release_serving("ResourceSlice", dra_api.BETA_RESOURCE_VERSIONS)
+    first = dra_api.first_release_serving("ResourceSlice", resource_versions.BETA_RESOURCE_VERSIONS)
     raise DraDriverError(
         "dra_driver_kubernetes_version",
         str(kv),
@@ -248,7 +249,7 @@ def _read_api_version(kv: dra_core.KubeVersion) -> str:
 
 
 _RESOURCE_API_CHOICES = tuple(
-    f"{dra_core.RESOURCE_GROUP}/{v}" for v in dra_api.OBJECT_RESOURCE_VERSIONS
+    f"{dra_core.RESOURCE_GROUP}/{v}" for v in resource_versions.OBJECT_RESOURCE_VERSIONS
 )
 
 

@@ -59,15 +59,17 @@ id                                 severity  meaning
 default at the target version, from the version model or from ``/metrics``); warn when
 only the spelling differs (one side sets the default explicitly, the other leaves it out).
 
-Pure: no I/O. The audit in parts, one job each: ``gate_audit.terms`` (components, kinds,
-sources, severities, ``GateAuditError``), ``gate_audit.facts`` (the node-side records and
-readers: ``split_cmdline``, ``argv_flags``, ``kubelet_process_flags``, ``metrics_url``),
+Pure: no I/O but ``read_configmap_facts`` (through the ``Kube`` it is given). The audit
+in parts, one job each: ``gate_audit.terms`` (components, kinds, sources, severities,
+``GateAuditError``), ``gate_audit.facts`` (the node-side records and readers:
+``split_cmdline``, ``argv_flags``, ``kubelet_process_flags``, ``metrics_url``),
 ``gate_audit.metrics`` (``/metrics``: ``parse_prometheus_text``, ``feature_readings``),
 ``gate_audit.checks`` (sources compared with each other), ``gate_audit.model_checks``
-(sources judged against the version model) and ``gate_audit.report`` (``Finding``, ``AuditResult``,
-``format_table``). The node-side parts are used by the module ``dra_gate_audit_facts`` on
-each node (standard library and PyYAML only), ``audit`` by the module ``dra_gate_audit``
-on the control host. Every record has ``to_dict`` (JSON types only) and ``from_dict``.
+(sources judged against the version model) and ``gate_audit.report`` (``Finding``,
+``AuditResult``, ``format_table``). The node-side parts are used by the module
+``dra_gate_audit_facts`` on each node (standard library and PyYAML only), ``audit`` and
+``read_configmap_facts`` by the module ``dra_gate_audit`` on the control host. Every record
+has ``to_dict`` (JSON types only) and ``from_dict``.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit.terms 
     WARN,
     GateAuditError,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import configmaps as kcm
 
 # ConfigMapFacts, HostFacts (gate_facts) and GateAuditError (gate_terms) are named here too:
 # the audit's inputs and error, for the callers that import them with ``audit``.
@@ -266,6 +269,17 @@ def audit(
             }
             for c in components
         },
+    )
+
+
+def read_configmap_facts(kube: Any, version: str) -> ConfigMapFacts:
+    """The kubeadm ConfigMaps ``kubeadm.configmaps.read_kubeadm_configmaps`` finds through
+    ``kube`` (a ``kube.client.Kube``) for a cluster at ``version``, as the audit's
+    ``configmaps``. Raises KubeError. Here, on the control host, so that the node-side
+    ``gate_audit.facts`` ships without the API client."""
+    found = kcm.read_kubeadm_configmaps(kube, version)
+    return ConfigMapFacts(
+        found.cluster_configuration, found.kubelet_configuration, found.kubelet_ref
     )
 
 

@@ -401,14 +401,3 @@ class ConfigMapFacts:
     cluster_configuration: str | None = None
     kubelet: str | None = None
     kubelet_name: str = KUBELET_CONFIGMAP
-
-    @classmethod
-    def read(cls, kube: Any, version: str) -> ConfigMapFacts:
-        """What ``kubeadm.configmaps.read_kubeadm_configmaps`` finds through ``kube`` (a
-        ``kube.client.Kube``) for a cluster at ``version``. Raises KubeError."""
-        from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import (
-            configmaps as kcm,
-        )
-
-        found = kcm.read_kubeadm_configmaps(kube, version)
-        return cls(found.cluster_configuration, found.kubelet_configuration, found.kubelet_ref)

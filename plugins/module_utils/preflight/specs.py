@@ -23,7 +23,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
+try:
+    import yaml
+
+    YAML_IMPORT_ERROR: str | None = None
+except ImportError as _err:  # PyYAML comes with ansible-core on the control host
+    yaml = None  # type: ignore[assignment]
+    YAML_IMPORT_ERROR = str(_err)
 
 __all__ = ["argument_spec_problems", "load_role_specs"]
 
@@ -31,7 +37,13 @@ __all__ = ["argument_spec_problems", "load_role_specs"]
 def load_role_specs(roles_dir: str | Path, roles: list[str]) -> dict[str, dict[str, Any]]:
     """``{role: options of its main entry point}`` for each role of ``roles`` under
     ``roles_dir`` that has ``meta/argument_specs.yml`` (a role without one is left out).
-    Raises ValueError naming a spec file that is not YAML or not a mapping."""
+    Raises ValueError naming a spec file that is not YAML or not a mapping, or PyYAML
+    missing."""
+    if yaml is None:
+        raise ValueError(
+            f"PyYAML is required to read the roles' argument specs ({YAML_IMPORT_ERROR}); "
+            "fix: pip install PyYAML where ansible-core runs"
+        )
     out: dict[str, dict[str, Any]] = {}
     for role in roles:
         path = Path(roles_dir) / role / "meta" / "argument_specs.yml"

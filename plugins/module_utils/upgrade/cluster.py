@@ -22,14 +22,17 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
-    listing as cluster_listing,
-)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import messages as msg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import Refused
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import configmaps as kcm
+
+try:  # module upgrade_plan fails through missing_required_lib without it
+    import yaml
+except ImportError:
+    yaml = None  # type: ignore[assignment]
 
 #: Version of the snapshot document (``schema``).
 SNAPSHOT_SCHEMA = 1
@@ -73,7 +76,7 @@ def read_cluster(kubeconfig: str | None, context: str | None = None) -> dict[str
     except ApiException as exc:
         raise vk.KubeError(exc.status, f"listing Nodes and Pods: {exc.reason}") from None
     out["resourceslices"] = []
-    for version in cluster_listing.RESOURCE_VERSIONS:
+    for version in resource_versions.OBJECT_RESOURCE_VERSIONS:
         try:
             out["resourceslices"] = ask(
                 "listing ResourceSlices",

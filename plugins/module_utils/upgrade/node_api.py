@@ -14,8 +14,8 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
-    listing as cluster_listing,
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
+    OBJECT_RESOURCE_VERSIONS,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import (
@@ -37,7 +37,7 @@ def node_state(
     list_items: Callable[[str, Sequence[tuple[str, Any]]], list[Any]],
     node: str,
     driver: str,
-    versions: Sequence[str] = cluster_listing.RESOURCE_VERSIONS,
+    versions: Sequence[str] = OBJECT_RESOURCE_VERSIONS,
 ) -> dict[str, Any]:
     """``{unschedulable, devices, slices}`` of ``node``, from ``get(path)`` (the Node) and
     ``list_items(path, query)`` (ResourceSlices, the first of ``versions`` the server

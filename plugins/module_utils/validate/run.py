@@ -93,7 +93,7 @@ def gate_audit(
             for item in facts:
                 hf = gate_audit_facts.HostFacts.from_dict(item)
                 hosts[hf.host] = hf
-        cms = gate_audit_facts.ConfigMapFacts.read(kube, version)
+        cms = ga.read_configmap_facts(kube, version)
         result = ga.audit(
             hosts,
             version,

@@ -27,6 +27,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import metrics as gm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import report as gr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import terms as gt
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import flags as kfl
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubelet_config as kcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manifests as kce
@@ -205,6 +206,37 @@ def keyed(result: gr.AuditResult, fid: str) -> dict[tuple, str]:
 
 
 # ------------------------------------------------------------------ node-side parsing
+
+
+def test_configmap_facts_are_read_through_the_api_and_fall_back_to_the_old_kubelet_name() -> None:
+    kubeadm = yaml.safe_load((fixture("dra") / "configmap-kubeadm-config.yaml").read_text())
+    kubelet_cm = yaml.safe_load((fixture("dra") / "configmap-kubelet-config.yaml").read_text())
+    base = "/api/v1/namespaces/kube-system/configmaps/"
+
+    class Kube:
+        def __init__(self, objects: dict[str, object]) -> None:
+            self.objects = objects
+
+        def get(self, path: str) -> object:
+            if path not in self.objects:
+                raise vk.KubeError(404, f"{path} not found")
+            return self.objects[path]
+
+    want = configmaps("dra")
+    got = ga.read_configmap_facts(
+        Kube({base + "kubeadm-config": kubeadm, base + "kubelet-config": kubelet_cm}), VERSION
+    )
+    assert got == gf.ConfigMapFacts(
+        want.cluster_configuration, want.kubelet, "kube-system/kubelet-config"
+    )
+    old = {**kubelet_cm, "metadata": {**kubelet_cm["metadata"], "name": "kubelet-config-1.37"}}
+    got = ga.read_configmap_facts(
+        Kube({base + "kubeadm-config": kubeadm, base + "kubelet-config-1.37": old}), VERSION
+    )
+    assert (got.kubelet, got.kubelet_name) == (want.kubelet, "kube-system/kubelet-config-1.37")
+    assert ga.read_configmap_facts(Kube({}), VERSION) == gf.ConfigMapFacts(
+        None, None, "kube-system/kubelet-config"
+    )
 
 
 def test_cmdline_round_trip_keeps_every_argument() -> None:

@@ -1,5 +1,12 @@
-"""Fixtures of the hostile-input tests: the hostile files on disk (``hostile``) and the
-tripwires that fail a test whose input reached ansible-runner, podman or the lab."""
+"""Hostile input for every ``gpufleet`` command (upgrade aside) and for the input parsing
+the modules share. A CLI case must be refused before anything runs (ansible-runner, podman
+and the API server are replaced by tripwires): exit 2, no traceback, and the message names
+the option, the variable or the file. A module_utils case must raise the module's own error
+(never RecursionError, UnicodeDecodeError, MemoryError, TypeError ...) naming its input.
+
+The fixtures of these tests: the hostile files on disk (``hostile``) and the tripwires that
+fail a test whose input reached ansible-runner, podman or the lab. (``__init__.py`` stays
+empty: ansible-test's ``empty-init``.)"""
 
 from __future__ import annotations
 

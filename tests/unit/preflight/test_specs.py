@@ -107,3 +107,10 @@ def test_a_spec_file_that_is_not_yaml_is_named(tmp_path: Path) -> None:
     (tmp_path / "r" / "meta" / "argument_specs.yml").write_text("argument_specs: [\n")
     with pytest.raises(ValueError, match=r"argument_specs\.yml cannot be read as YAML"):
         ps.load_role_specs(tmp_path, ["r"])
+
+
+def test_without_pyyaml_the_specs_are_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ps, "yaml", None)
+    monkeypatch.setattr(ps, "YAML_IMPORT_ERROR", "No module named 'yaml'")
+    with pytest.raises(ValueError, match=r"PyYAML is required .*No module named 'yaml'.*fix:"):
+        ps.load_role_specs(ROLES_DIR, ROLES)
