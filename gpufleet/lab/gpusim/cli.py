@@ -5,19 +5,29 @@ message has no capture the comment at its use says which source it follows. Exit
 follow the nvidia-smi manual page ("RETURN VALUE"), whose numbers are NVML's return
 codes: 2 invalid argument, 3 not supported, 6 not found, 9 no driver, 19 in use,
 23 insufficient resources, 255 other error (the captured ``--gpu-reset`` refusal).
-Everything goes to stdout, as nvidia-smi does (a captured unknown-field error had an
-empty stderr).
+Everything goes to stdout, as nvidia-smi does (its refusals in ``h200-single-cli/`` all
+left stderr empty); only what the simulator does not simulate is said on stderr, as the
+simulator's. Exit statuses of refusals as read on a real H200 (``h200-single-cli/``): an
+unknown option, a missing value 255; ``-i``/``-q`` with ``-L``, an unknown ``mig``,
+``topo`` or ``nvlink`` option, an unknown query field or format modifier 2.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.lab.gpusim import hardware, mig, render
-from gpufleet.lab.gpusim.state import Gpu, State, StateError, load, state_path, transaction
+from gpufleet.lab.gpusim.state import (
+    SIMULATOR,
+    Gpu,
+    State,
+    StateError,
+    load,
+    state_path,
+    transaction,
+)
 
 RC_INVALID = 2
 RC_NOT_SUPPORTED = 3
@@ -42,15 +52,63 @@ NO_DRIVER = (
 
 
 class UsageError(Exception):
-    """Bad command line; the message is what nvidia-smi prints."""
+    """Bad command line; ``str()`` is what nvidia-smi prints (stdout), ``rc`` its exit
+    status, ``err`` a line on stderr (only for what the simulator does not simulate)."""
+
+    def __init__(self, message: str, rc: int = RC_INVALID, err: str = "") -> None:
+        super().__init__(message)
+        self.rc = rc
+        self.err = err
+
+
+# Refusals of the real nvidia-smi 580.159.04, stdout and exit status as read on an H200
+# (tests/unit/data/gpu/h200-single-cli/, its README lists the command lines).
+def _not_recognized(token: str) -> UsageError:
+    # smi-unknown-long-option.txt, -short-option.txt, -word.txt, smi-format-alone.txt
+    return UsageError(
+        f"ERROR: Option {token} is not recognized. Please run 'nvidia-smi -h'.\n\n", RC_OTHER
+    )
+
+
+def _missing_value(token: str) -> UsageError:
+    # smi-i-missing-value.txt (captured for -i; the simulator says it for every option
+    # that takes a value)
+    return UsageError(
+        f"ERROR: Option {token} is missing its value. Please run 'nvidia-smi -h' for help.\n\n",
+        RC_OTHER,
+    )
+
+
+def _not_valid(token: str) -> UsageError:
+    # smi-i0-L-refused.txt, smi-L-i0-refused.txt, smi-id0-list-gpus-refused.txt,
+    # smi-L-q-refused.txt: the option as written (``--id=0`` with its value, ``-i`` without)
+    return UsageError(
+        f"ERROR: Option {token} is not valid for this command. Please run 'nvidia-smi -h' "
+        "for help.\n\n",
+        RC_INVALID,
+    )
+
+
+def _sub_not_recognized(token: str) -> UsageError:
+    # smi-mig-unknown-option.txt, smi-topo-unknown-option.txt, smi-nvlink-unknown-option.txt
+    return UsageError(f'Option "{token}" is not recognized.\n', RC_INVALID)
+
+
+def _not_simulated(words: str) -> UsageError:
+    """An option the real nvidia-smi has (its ``-h``) that the simulator does not answer:
+    said on stderr as the simulator's, exit 2 (no real message applies)."""
+    return UsageError("", RC_INVALID, f"{SIMULATOR}: 'nvidia-smi {words}' is not simulated\n")
 
 
 @dataclass
 class Args:
-    """Parsed nvidia-smi command line."""
+    """Parsed nvidia-smi command line. ``sub`` is the subcommand (``mig``, ``topo``,
+    ``nvlink``) or "" for the main command; ``tokens`` the options as written, in order
+    (for the refusals that name one)."""
 
-    mig_sub: bool = False
+    sub: str = ""
     flags: set[str] = field(default_factory=set)
+    tokens: list[tuple[str, str]] = field(default_factory=list)
     ids: str | None = None
     query_gpu: str | None = None
     query_apps: str | None = None
@@ -60,75 +118,129 @@ class Args:
     cci: str | None = None
     gi: str | None = None
     ci: str | None = None
+    p2p: str | None = None
+    link: str | None = None
+
+    @property
+    def mig_sub(self) -> bool:
+        return self.sub == "mig"
 
 
-_SHORT = {
-    "-L": "list",
-    "--list-gpus": "list",
-    "-q": "query",
-    "--query": "query",
-    "-x": "xml",
-    "--xml-format": "xml",
-    "-r": "reset",
-    "--gpu-reset": "reset",
-    "--version": "version",
-    "-h": "help",
-    "--help": "help",
-    "-lgip": "lgip",
-    "--list-gpu-instance-profiles": "lgip",
-    "-lgipp": "lgipp",
-    "--list-gpu-instance-possible-placements": "lgipp",
-    "-lgi": "lgi",
-    "--list-gpu-instances": "lgi",
-    "-lci": "lci",
-    "--list-compute-instances": "lci",
-    "-lcip": "lcip",
-    "--list-compute-instance-profiles": "lcip",
-    "-C": "default_ci",
-    "--default-compute-instance": "default_ci",
-    "-dgi": "dgi",
-    "--destroy-gpu-instance": "dgi",
-    "-dci": "dci",
-    "--destroy-compute-instance": "dci",
-}
+# Per command: flag options (name -> flag) and options with a value (name -> (Args
+# attribute, value optional)). Names and long forms from the real ``-h``, ``mig -h``,
+# ``topo -h`` and ``nvlink -h`` of 580.159.04.
+_FLAGS: dict[str, dict[str, str]] = {
+    "": {
+        "-L": "list", "--list-gpus": "list",
+        "-q": "query", "--query": "query",
+        "-x": "xml", "--xml-format": "xml",
+        "-r": "reset", "--gpu-reset": "reset",
+        "--version": "version",
+        "-h": "help", "--help": "help",
+    },
+    "mig": {
+        "-h": "help", "--help": "help",
+        "-lgip": "lgip", "--list-gpu-instance-profiles": "lgip",
+        "-lgipp": "lgipp", "--list-gpu-instance-possible-placements": "lgipp",
+        "-lgi": "lgi", "--list-gpu-instances": "lgi",
+        "-lci": "lci", "--list-compute-instances": "lci",
+        "-lcip": "lcip", "--list-compute-instance-profiles": "lcip",
+        "-C": "default_ci", "--default-compute-instance": "default_ci",
+        "-dgi": "dgi", "--destroy-gpu-instance": "dgi",
+        "-dci": "dci", "--destroy-compute-instance": "dci",
+    },
+    "topo": {"-h": "help", "--help": "help", "-m": "matrix", "--matrix": "matrix"},
+    "nvlink": {"-h": "help", "--help": "help", "-s": "status", "--status": "status"},
+}  # fmt: skip
+_VALUED: dict[str, dict[str, tuple[str, bool]]] = {
+    "": {
+        "-i": ("ids", False), "--id": ("ids", False),
+        "--query-gpu": ("query_gpu", False),
+        "--query-compute-apps": ("query_apps", False),
+        "--format": ("fmt", False),
+        "-mig": ("mig_mode", False), "--multi-instance-gpu": ("mig_mode", False),
+    },
+    "mig": {
+        "-i": ("ids", False), "--id": ("ids", False),
+        "-cgi": ("cgi", False), "--create-gpu-instance": ("cgi", False),
+        "-cci": ("cci", True), "--create-compute-instance": ("cci", True),
+        "-gi": ("gi", False), "--gpu-instance-id": ("gi", False),
+        "-ci": ("ci", False), "--compute-instance-id": ("ci", False),
+    },
+    "topo": {
+        "-i": ("ids", False), "--id": ("ids", False),
+        "-p2p": ("p2p", False), "--p2pstatus": ("p2p", False),
+    },
+    "nvlink": {
+        "-i": ("ids", False), "--id": ("ids", False),
+        "-l": ("link", False), "--link": ("link", False),
+    },
+}  # fmt: skip
 
-# option -> (Args attribute, value optional)
-_VALUED = {
-    "-i": ("ids", False),
-    "--id": ("ids", False),
-    "--query-gpu": ("query_gpu", False),
-    "--query-compute-apps": ("query_apps", False),
-    "--format": ("fmt", False),
-    "-mig": ("mig_mode", False),
-    "--multi-instance-gpu": ("mig_mode", False),
-    "-cgi": ("cgi", False),
-    "--create-gpu-instance": ("cgi", False),
-    "-cci": ("cci", True),
-    "--create-compute-instance": ("cci", True),
-    "-gi": ("gi", False),
-    "--gpu-instance-id": ("gi", False),
-    "-ci": ("ci", False),
-    "--compute-instance-id": ("ci", False),
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: Options the real nvidia-smi 580.159.04 lists in its ``-h`` (main command and the
+#: subcommands answered here) that the simulator does not answer.
+_REAL_ONLY: dict[str, frozenset[str]] = {
+    "": _words(
+        "-B --list-excluded-gpus -col --columns -f --filename -l --loop -lms --loop-ms "
+        "-u --unit --dtd -d --display --query-supported-clocks --query-accounted-apps "
+        "--query-retired-pages --query-remapped-rows -pm --persistence-mode -e --ecc-config "
+        "-p --reset-ecc-errors -c --compute-mode --gom -vm --virt-mode -lgc "
+        "--lock-gpu-clocks -m --mode -rgc --reset-gpu-clocks -lmc --lock-memory-clocks "
+        "-rmc --reset-memory-clocks -lmcd --lock-memory-clocks-deferred -rmcd "
+        "--reset-memory-clocks-deferred -ac --applications-clocks -rac "
+        "--reset-applications-clocks -pl --power-limit -sc --scope -cc --cuda-clocks "
+        "-am --accounting-mode -caa --clear-accounted-apps --auto-boost-default "
+        "--auto-boost-permission -gtt --gpu-target-temp -den --dram-encryption "
+        "--set-hostname --get-hostname -eow --error-on-warning -t --toggle-led --debug "
+        "dmon daemon replay pmon drain c2c clocks encodersessions fbcsessions vgpu "
+        "compute-policy boost-slider power-hint base-clocks conf-compute gpm pci "
+        "power-smoothing power-profiles prm"
+    ),
+    "mig": _words("-lcipp --list-compute-instance-possible-placements"),
+    "topo": _words(
+        "-mp --matrix_pci -c --cpu -n --nearest_gpus -p --gpu_path -C "
+        "--get-numa-id-of-nearby-cpu -M --get-numa-id-of-nearby-mem -gnid --gpu-numa-id "
+        "-nvme --matrix_nvme"
+    ),
+    "nvlink": _words(
+        "-c --capabilities -p --pcibusid -R --remotelinkinfo -sc --setcontrol -gc "
+        "--getcontrol -g --getcounters -r --resetcounters -e --errorcounters -ec "
+        "--crcerrorcounters -re --reseterrorcounters -gt --getthroughput -sLowPwrThres "
+        "--setLowPowerThreshold -gLowPwrInfo --getLowPowerInfo -sBwMode --setBandwidthMode "
+        "-gBwMode --getBandwidthMode -cBridge --checkBridge -sLWidth --setLinkWidth "
+        "-gLWidth --getLinkWidth -info --info"
+    ),
 }
 
 
 def parse(argv: list[str]) -> Args:
-    """Parse nvidia-smi argv (``-i 0``, ``--id=0``, ``--query-gpu=a,b``, ``mig -cgi 19``).
+    """Parse nvidia-smi argv (``-i 0``, ``--id=0``, ``--query-gpu=a,b``, ``mig -cgi 19``,
+    ``topo -m``, ``nvlink -s``).
 
-    Raises ``UsageError`` for an option nvidia-smi would not accept.
+    Raises ``UsageError`` with the real refusal: an unknown option (main command: exit
+    255; ``mig``/``topo``/``nvlink``: exit 2), a missing value (exit 255), ``-i`` or ``-q``
+    with ``-L`` (exit 2), ``--format`` without a query (exit 255, "not recognized"),
+    ``topo -i`` without ``-n``/``-p`` (exit 255).
     """
     args = Args()
     i = 0
-    if argv and argv[0] == "mig":
-        args.mig_sub = True
+    if argv and argv[0] in ("mig", "topo", "nvlink"):
+        args.sub = argv[0]
         i = 1
+    flags, valued = _FLAGS[args.sub], _VALUED[args.sub]
     while i < len(argv):
         tok = argv[i]
         name, eq, inline = tok.partition("=")
-        if tok in _SHORT:
-            args.flags.add(_SHORT[tok])
-        elif name in _VALUED:
-            attr, optional = _VALUED[name]
+        if tok in flags:
+            args.flags.add(flags[tok])
+            args.tokens.append((tok, flags[tok]))
+        elif name in valued:
+            attr, optional = valued[name]
             if eq:
                 value = inline
             elif i + 1 < len(argv) and not (
@@ -139,16 +251,42 @@ def parse(argv: list[str]) -> Args:
             elif optional:
                 value = ""
             else:
-                raise UsageError(
-                    f"ERROR: Option {tok} requires a value. Please run 'nvidia-smi -h'.\n"
-                )
+                raise _missing_value(tok)
             setattr(args, attr, value)
+            args.tokens.append((tok, attr))
+        elif name in _REAL_ONLY[args.sub]:
+            raise _not_simulated(" ".join(([args.sub] if args.sub else []) + [tok]))
+        elif args.sub:
+            raise _sub_not_recognized(tok)
         else:
-            raise UsageError(
-                f"ERROR: Option {tok} is not recognized. Please run 'nvidia-smi -h'.\n"
-            )
+            raise _not_recognized(tok)
         i += 1
+    _check_combination(args)
     return args
+
+
+def _check_combination(args: Args) -> None:
+    """The combinations the real nvidia-smi refuses (captured in h200-single-cli/)."""
+    if args.sub == "" and "list" in args.flags:
+        # -L takes no other option: the first one that is not -L is named.
+        other = next((tok for tok, kind in args.tokens if kind != "list"), None)
+        if other is not None:
+            raise _not_valid(other)
+    if (
+        args.sub == ""
+        and args.fmt is not None
+        and args.query_gpu is None
+        and (args.query_apps is None)
+    ):
+        # smi-format-alone.txt names "--format=csv"; "--format csv" (two words) is not
+        # captured: the simulator names the option as written, "--format".
+        raise _not_recognized(next(tok for tok, kind in args.tokens if kind == "fmt"))
+    if args.sub == "topo" and args.ids is not None:
+        # smi-topo-i0-refused.txt; -n and -p (which take -i) are not simulated
+        raise UsageError(
+            "The -i command line argument must be used in conjunction with -n or -p.\n\n",
+            RC_OTHER,
+        )
 
 
 def select(state: State, ids: str | None) -> list[Gpu]:
@@ -187,9 +325,10 @@ class Result:
 def _help() -> Result:
     return Result(
         "NVIDIA System Management Interface -- gpufleet GPU simulator\n\n"
-        "Supported: -L, -q [-x], --query-gpu=... --format=csv[,noheader][,nounits],\n"
-        "--query-compute-apps=..., -i ID, -mig 0|1, -r, --version, and\n"
-        "mig -lgip|-lgipp|-lgi|-lci|-lcip|-cgi ID[:START],... [-C]|-cci [IDS] -gi ID|-dci|-dgi\n"
+        "Supported: -L, -q [-x], --query-gpu=... [--format=csv[,noheader][,nounits]],\n"
+        "--query-compute-apps=..., -i ID, -mig 0|1, -r, --version,\n"
+        "mig -lgip|-lgipp|-lgi|-lci|-lcip|-cgi ID[:START],... [-C]|-cci [IDS] -gi ID|-dci|-dgi,\n"
+        "topo -m|-p2p n, nvlink -s [-i ID]\n"
     )
 
 
@@ -197,7 +336,8 @@ def _help() -> Result:
 
 
 def _readings(path: Path, state: State) -> hardware.Readings:
-    return hardware.load_readings(path, [(g.index, g.uuid) for g in state.gpus])
+    nvlink = hardware.nvlinked([g.name for g in state.gpus])
+    return hardware.load_readings(path, [(g.index, g.uuid) for g in state.gpus], nvlink)
 
 
 def _mig_list(args: Args, gpus: list[Gpu]) -> Result:
@@ -506,8 +646,11 @@ def run(argv: list[str], path: Path) -> Result:
     try:
         args = parse(argv)
     except UsageError as exc:
-        return Result(str(exc), RC_INVALID)
-    if "help" in args.flags:
+        return Result(str(exc), exc.rc, exc.err)
+    if "help" in args.flags or (args.sub and not args.tokens):
+        # No capture of the real help text is reproduced; the real command answers
+        # `mig`, `topo` and `nvlink` without an option with its usage text and exit 0
+        # (read on the H200 of h200-single-cli/). The simulator prints its own.
         return _help()
     try:
         if _mutating(args):
@@ -521,7 +664,7 @@ def run(argv: list[str], path: Path) -> Result:
     except StateError as exc:
         return Result(NO_DRIVER, RC_NO_DRIVER, err=f"GPU simulator: {exc}\n")
     except UsageError as exc:
-        return Result(str(exc), RC_INVALID)
+        return Result(str(exc), exc.rc, exc.err)
     except mig.MigError as exc:
         return Result(f"Unable to run the MIG operation: {exc.reason}\n", RC_NOT_SUPPORTED)
     try:
@@ -533,41 +676,60 @@ def run(argv: list[str], path: Path) -> Result:
     except render.QueryError as exc:
         return Result(str(exc), RC_INVALID)
     except UsageError as exc:
-        return Result(str(exc), RC_INVALID)
+        return Result(str(exc), exc.rc, exc.err)
     except mig.MigError as exc:
         return Result(f"Unable to run the MIG operation: {exc.reason}\n", RC_NOT_SUPPORTED)
 
 
 def _read_only(args: Args, state: State, gpus: list[Gpu], path: Path) -> Result:
-    handlers: dict[str, Callable[[], Result]] = {
-        "version": lambda: Result(render.render_version(state)),
-        "list": lambda: Result(render.render_list(gpus)),
-    }
+    if args.sub == "topo":
+        return _topo(args, state, path)
+    if args.sub == "nvlink":
+        return _nvlink(args, state, gpus)
     if args.mig_sub:
         if args.flags & {"lgip", "lgipp", "lgi", "lci", "lcip"}:
             return _mig_list(args, gpus)
-        raise UsageError(
-            "ERROR: Option mig requires an operation. Please run 'nvidia-smi mig -h'.\n"
-        )
+        # No capture of `mig -i 0` (an -i and no operation); the simulator names what
+        # it lacks rather than guess the real answer.
+        raise UsageError("", RC_INVALID, f"{SIMULATOR}: 'nvidia-smi mig' needs an operation\n")
     if args.query_gpu is not None or args.query_apps is not None:
-        if args.fmt is None:
-            raise render.QueryError(
-                "CSV format is required for --query-gpu and --query-compute-apps.\n"
-            )
+        # Without --format the real one prints CSV with header and units, exit 0
+        # (h200-single-cli/smi-query-no-format.txt).
+        fmt = "csv" if args.fmt is None else args.fmt
         if args.query_gpu is not None:
             fields = [f.strip() for f in args.query_gpu.split(",") if f.strip()]
-            return Result(render.render_query_gpu(state, gpus, fields, args.fmt))
+            return Result(render.render_query_gpu(state, gpus, fields, fmt))
         fields = [f.strip() for f in (args.query_apps or "").split(",") if f.strip()]
-        return Result(render.render_query_apps(gpus, fields, args.fmt))
-    for flag in ("version", "list"):
-        if flag in args.flags:
-            return handlers[flag]()
+        return Result(render.render_query_apps(gpus, fields, fmt))
+    if "version" in args.flags:
+        return Result(render.render_version(state))
+    if "list" in args.flags:
+        return Result(render.render_list(gpus))
     readings = _readings(path, state)
     if "query" in args.flags:
         if "xml" in args.flags:
             return Result(render.render_q_xml(state, gpus, readings))
         return Result(render.render_q(state, gpus, readings))
     return Result(render.render_table(state, gpus, readings))
+
+
+def _topo(args: Args, state: State, path: Path) -> Result:
+    """``topo -m`` and ``topo -p2p n`` over every GPU of the node (``topo`` refuses
+    ``-i`` without ``-n``/``-p``: ``parse``)."""
+    if "matrix" in args.flags and args.p2p is None:
+        return Result(render.render_topo_matrix(state, _readings(path, state)))
+    if args.p2p == "n" and "matrix" not in args.flags:
+        return Result(render.render_topo_p2p_nvlink(state))
+    # Other capabilities (r, w, a, p) and combinations have no capture.
+    words = " ".join(tok if kind != "p2p" else f"{tok} {args.p2p}" for tok, kind in args.tokens)
+    raise _not_simulated(f"topo {words}")
+
+
+def _nvlink(args: Args, state: State, gpus: list[Gpu]) -> Result:
+    """``nvlink -s [-i ID]``; ``-l`` and the other queries have no capture."""
+    if args.flags == {"status"} and args.link is None:
+        return Result(render.render_nvlink_status(state, gpus))
+    raise _not_simulated("nvlink " + " ".join(tok for tok, _ in args.tokens))
 
 
 def main(argv: list[str] | None = None) -> int:

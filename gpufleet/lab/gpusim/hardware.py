@@ -43,6 +43,12 @@ class Board:
     (``mig.tables.GPUS``, through ``mig.profiles``); subsystem ID, VBIOS and part numbers
     are placeholders, GH200's power limit (900 W) approximate (its module is configurable
     from 450 W to 1000 W, NVIDIA GH200 product brief).
+
+    ``nvlinks`` is the number of NVLinks per GPU and ``nvlink_gbps`` the speed of one, as
+    ``nvidia-smi nvlink -s`` prints it: H200 from the capture of two NVLinked H200s
+    (``h200-x2-nvlink/smi-nvlink-s.txt``, ``smi-topo.txt``: 18 links, NV18, 26.562 GB/s).
+    No other model has a capture, so the simulator gives them no NVLink (0) rather than
+    a guessed count.
     """
 
     device_id: str
@@ -54,6 +60,8 @@ class Board:
     power_min_w: float
     bar1_mib: int
     reserved_mib: int
+    nvlinks: int = 0
+    nvlink_gbps: str = ""
 
 
 BOARDS: dict[str, Board] = {
@@ -67,6 +75,8 @@ BOARDS: dict[str, Board] = {
         200.0,
         262144,
         616,
+        18,
+        "26.562",
     ),
     "NVIDIA H100 80GB HBM3": Board(
         "233010DE",
@@ -167,6 +177,34 @@ def board(name: str) -> Board:
     return BOARDS.get(name, GENERIC_BOARD)
 
 
+def nvlinked(names: list[str]) -> bool:
+    """Whether the simulated GPUs of one node (their model names, in index order) are
+    joined by NVLink: two GPUs or more, all of a model whose board has NVLinks.
+
+    As captured: two H200s of one host are NV18 to each other and their fabric state is
+    ``Completed``; a host with one H200 prints no NVLink (``nvlink -s`` prints nothing,
+    fabric ``N/A``: ``h200-single-cli/smi-nvlink-s.txt``, ``h200-single/smi-q.txt``).
+    """
+    return len(names) > 1 and all(board(n).nvlinks > 0 for n in names)
+
+
+def cpu_list(cpus: set[int] | None = None) -> str:
+    """CPU numbers as ``nvidia-smi topo -m`` prints its ``CPU Affinity`` column and sysfs
+    ``local_cpulist`` (ranges joined by commas: ``0-15``, ``0-3,8-11``). ``cpus`` defaults
+    to the CPUs this process may run on (``sched_getaffinity``): a simulated GPU is local
+    to every CPU of the node."""
+    found = sorted(os.sched_getaffinity(0) if cpus is None else cpus)
+    ranges: list[str] = []
+    i = 0
+    while i < len(found):
+        j = i
+        while j + 1 < len(found) and found[j + 1] == found[j] + 1:
+            j += 1
+        ranges.append(str(found[i]) if i == j else f"{found[i]}-{found[j]}")
+        i = j + 1
+    return ",".join(ranges)
+
+
 def addressing_mode(name: str) -> str:
     """Default ``addressing_mode`` of a GPU model name: ``"None"`` or ``"ATS"``.
 
@@ -211,12 +249,31 @@ def _hex_digest(*parts: object) -> str:
     return hashlib.sha256("/".join(str(p) for p in parts).encode()).hexdigest()
 
 
-def default_readings(index: int, uuid: str) -> dict[str, Any]:
+def default_readings(index: int, uuid: str, nvlink: bool = False) -> dict[str, Any]:
     """Sensor readings of an idle GPU; values from ``h200-single/smi-q.txt``.
 
     ``pdi`` (the GPU's platform data identifier) is derived from the UUID so that it is
-    stable per simulated GPU; ``board_id``/``module_id`` follow the GPU index.
+    stable per simulated GPU; ``board_id``/``module_id`` follow the GPU index. With
+    ``nvlink`` (the node's GPUs are NVLinked, :func:`nvlinked`) the fabric block is the
+    one of ``h200-x2-nvlink/smi-q.txt`` (``Completed``, ``Success``, clique 0, the zero
+    cluster UUID), else ``N/A`` as on the single H200. ``cpu_affinity`` and
+    ``numa_affinity`` are the ``topo -m`` columns: the node's CPUs and NUMA node 0.
     """
+    fabric = (
+        {
+            "fabric_state": "Completed",
+            "fabric_status": "Success",
+            "fabric_clique": "0",
+            "fabric_cluster": "00000000-0000-0000-0000-000000000000",
+        }
+        if nvlink
+        else {
+            "fabric_state": "N/A",
+            "fabric_status": "N/A",
+            "fabric_clique": "N/A",
+            "fabric_cluster": "N/A",
+        }
+    )
     return {
         "temp": 33,
         "tlimit": 54,
@@ -231,10 +288,9 @@ def default_readings(index: int, uuid: str) -> dict[str, Any]:
         "pdi": "0x" + _hex_digest("pdi", uuid)[:16],
         "board_id": hex(6 + index),
         "module_id": index + 1,
-        "fabric_state": "N/A",
-        "fabric_status": "N/A",
-        "fabric_clique": "N/A",
-        "fabric_cluster": "N/A",
+        **fabric,
+        "cpu_affinity": cpu_list(),
+        "numa_affinity": "0",
     }
 
 
@@ -255,8 +311,9 @@ class Readings:
         return self.gpus[index]
 
 
-def load_readings(state_file: Path, gpus: list[tuple[int, str]]) -> Readings:
-    """Defaults for ``gpus`` (``(index, uuid)`` pairs) overlaid with the readings file.
+def load_readings(state_file: Path, gpus: list[tuple[int, str]], nvlink: bool = False) -> Readings:
+    """Defaults for ``gpus`` (``(index, uuid)`` pairs; ``nvlink`` as for
+    :func:`default_readings`) overlaid with the readings file.
 
     The timestamp is the local time (``nvidia-smi`` format ``%a %b %d %H:%M:%S %Y``)
     unless the file pins it. A readings file that is not a JSON object is ignored:
@@ -273,7 +330,7 @@ def load_readings(state_file: Path, gpus: list[tuple[int, str]]) -> Readings:
     per_gpu = overrides.get("gpus") if isinstance(overrides.get("gpus"), list) else []
     out = []
     for index, uuid in gpus:
-        values = default_readings(index, uuid)
+        values = default_readings(index, uuid, nvlink)
         if index < len(per_gpu) and isinstance(per_gpu[index], dict):
             values.update(per_gpu[index])
         out.append(values)

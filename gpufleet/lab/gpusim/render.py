@@ -517,14 +517,17 @@ def _gpu_field(state: State, gpu: Gpu, field: str, units: bool) -> tuple[str, st
 def parse_format(fmt: str) -> tuple[bool, bool]:
     """``--format=csv[,noheader][,nounits]`` -> (header, units).
 
-    Raises ``QueryError`` with nvidia-smi's message for an unknown option.
+    Raises ``QueryError`` with nvidia-smi's message for an unknown modifier
+    (``h200-single-cli/smi-query-unknown-format.txt``: ``--format=bogus``, exit 2; the
+    simulator says it for any unknown one). Known modifiers without ``csv`` have no
+    capture: the simulator's message says that ``csv`` is mandatory, as the real ``-h``
+    does.
     """
     opts = [o.strip() for o in fmt.split(",") if o.strip()]
+    if any(opt not in ("csv", "noheader", "nounits") for opt in opts):
+        raise QueryError("Format modifier is not recognized.\n")
     if "csv" not in opts:
         raise QueryError("CSV format is required for --query-gpu and --query-compute-apps.\n")
-    for opt in opts:
-        if opt not in ("csv", "noheader", "nounits"):
-            raise QueryError(f"Option {opt} is not recognized. Please run 'nvidia-smi -h'.\n")
     return "noheader" not in opts, "nounits" not in opts
 
 
@@ -716,3 +719,98 @@ def render_lcip(rows: list[tuple[Gpu, mig.GpuInstance]]) -> str:
             out.append(f"|{'':69}{gi.copy_engines:>2}{gi.jpeg_engines:>6}{'':9}|")
             out.append(rule)
     return "\n".join(out) + "\n"
+
+
+# --- topo -m, topo -p2p n, nvlink -s ---------------------------------------------------
+
+_UNDERLINE, _RESET = "\x1b[4m", "\x1b[0m"
+
+_TOPO_LEGEND = (
+    "Legend:\n"
+    "\n"
+    "  X    = Self\n"
+    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes"
+    " (e.g., QPI/UPI)\n"
+    "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host"
+    " Bridges within a NUMA node\n"
+    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+    "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host"
+    " Bridge)\n"
+    "  PIX  = Connection traversing at most a single PCIe bridge\n"
+    "  NV#  = Connection traversing a bonded set of # NVLinks\n"
+)
+
+
+def _peer_cell(state: State, me: Gpu, peer: Gpu) -> str:
+    """One ``topo -m`` GPU-to-GPU cell. ``NV<n>`` between NVLinked GPUs, as captured
+    (``h200-x2-nvlink/smi-topo.txt``: NV18). GPUs without NVLink: no capture; the
+    simulator puts every GPU of a node behind the same PCIe host bridge
+    (``hardware.pcie_root``), which the legend names ``PHB``."""
+    if me is peer:
+        return " X "
+    if hardware.nvlinked([g.name for g in state.gpus]):
+        return f"NV{hardware.board(me.name).nvlinks}"
+    return "PHB"
+
+
+def render_topo_matrix(state: State, readings: Readings) -> str:
+    """``nvidia-smi topo -m``: tab-separated, header underlined with ANSI escapes, every
+    GPU of the node (``topo -m`` takes no ``-i``), then the legend; byte for byte the
+    layout of ``h200-single/smi-topo.txt`` and ``h200-x2-nvlink/smi-topo.txt``.
+
+    ``CPU Affinity`` and ``NUMA Affinity`` are the readings' ``cpu_affinity`` and
+    ``numa_affinity`` (the node's CPUs, NUMA node 0); ``GPU NUMA ID`` is ``N/A`` as on the
+    captured H200s (a NUMA ID of its own belongs to GPU memory onlined as a NUMA node,
+    Grace Hopper's).
+    """
+    gpus = state.gpus
+    head = [f"GPU{g.index}" for g in gpus] + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
+    lines = ["\t" + _UNDERLINE + "\t".join(head) + _RESET]
+    for me in gpus:
+        r = readings.gpu(me.index)
+        cells = [_peer_cell(state, me, peer) for peer in gpus]
+        cells += [str(r["cpu_affinity"]), str(r["numa_affinity"]), "", "N/A"]
+        lines.append(f"GPU{me.index}\t" + "\t".join(cells))
+    return "\n".join(lines) + "\n\n" + _TOPO_LEGEND
+
+
+_P2P_LEGEND = (
+    "Legend:\n"
+    "\n"
+    "  X    = Self\n"
+    "  OK   = Status Ok\n"
+    "  CNS  = Chipset not supported\n"
+    "  GNS  = GPU not supported\n"
+    "  TNS  = Topology not supported\n"
+    "  NS   = Not supported\n"
+    "  U    = Unknown\n"
+)
+
+
+def render_topo_p2p_nvlink(state: State) -> str:
+    """``nvidia-smi topo -p2p n`` (NVLink peer-to-peer status), the layout of
+    ``h200-x2-nvlink/smi-topo-p2p.txt`` and ``h200-single-cli/smi-topo-p2p.txt``: ``OK``
+    between NVLinked GPUs. Between GPUs without NVLink: no capture; ``NS`` (the legend's
+    "Not supported")."""
+    gpus = state.gpus
+    link = "OK" if hardware.nvlinked([g.name for g in gpus]) else "NS"
+    lines = [" \t" + _UNDERLINE + "".join(f"GPU{g.index}\t" for g in gpus) + _RESET]
+    for me in gpus:
+        cells = ["X" if peer is me else link for peer in gpus]
+        lines.append(f" GPU{me.index}\t" + "".join(c + "\t" for c in cells))
+    return "\n".join(lines) + "\n\n" + _P2P_LEGEND
+
+
+def render_nvlink_status(state: State, gpus: list[Gpu]) -> str:
+    """``nvidia-smi nvlink -s``: per selected GPU its ``-L`` line, then one tab-indented
+    ``Link N: <speed> GB/s`` line per NVLink (``h200-x2-nvlink/smi-nvlink-s.txt``);
+    nothing at all when the node's GPUs are not NVLinked (one H200:
+    ``h200-single-cli/smi-nvlink-s.txt``)."""
+    if not hardware.nvlinked([g.name for g in state.gpus]):
+        return ""
+    lines = []
+    for gpu in gpus:
+        b = hardware.board(gpu.name)
+        lines.append(f"GPU {gpu.index}: {gpu.name} (UUID: {gpu.uuid})")
+        lines += [f"\t Link {n}: {b.nvlink_gbps} GB/s" for n in range(b.nvlinks)]
+    return "".join(line + "\n" for line in lines)

@@ -37,6 +37,30 @@ DEFAULT_STATE_PATH = Path("/var/lib/gpufleet-gpu-simulator/state.json")
 MIG_MODES = ("Enabled", "Disabled")
 
 
+#: Beside the state file: the simulator's stand-in for ``/proc/driver/nvidia/version``
+#: (a container cannot create /proc entries). ``nvidia_driver_facts``' ``proc_version``
+#: (role variable ``nvidia_driver_proc_version``) reads it there.
+PROC_VERSION = Path("proc/driver/nvidia/version")
+
+
+def proc_version_path(state_file: Path) -> Path:
+    """``<state directory>/proc/driver/nvidia/version``."""
+    return state_file.parent / PROC_VERSION
+
+
+def proc_version_text(driver_version: str) -> str:
+    """What the simulator writes in place of ``/proc/driver/nvidia/version``: the two
+    lines of the real file (``tests/unit/data/gpu/h200-device/proc-driver-nvidia-version.txt``:
+    the open kernel module's ``NVRM version`` line, then ``GCC version``) with the
+    state's driver release, and the simulator named where the real file names the build
+    host and the compiler."""
+    return (
+        f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {driver_version}  "
+        f"Release Build  ({SIMULATOR})  \n"
+        f"GCC version:  none ({SIMULATOR}, no kernel module) \n"
+    )
+
+
 class StateError(ValueError):
     """The state file is missing, unreadable or not schema 1; the message names the fix."""
 
@@ -330,9 +354,14 @@ def load(path: Path) -> State:
 
 
 def save(state: State, path: Path) -> None:
-    """Write ``state`` atomically (temporary file in the same directory, fsync, rename)."""
+    """Write ``state`` atomically (temporary file in the same directory, fsync, rename),
+    then the driver version file beside it (:func:`proc_version_path`)."""
+    _write_atomic(path, json.dumps(state.to_dict(), indent=2) + "\n")
+    _write_atomic(proc_version_path(path), proc_version_text(state.driver_version))
+
+
+def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(state.to_dict(), indent=2) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

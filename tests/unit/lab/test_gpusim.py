@@ -591,7 +591,8 @@ def test_query_selected_fields_and_index_selection(tmp_path: Path) -> None:
     ).out  # fmt: skip
     g = st.gpus[1]
     assert out == f"1, {g.uuid}, {g.serial}, 00000000:00:07.0, 143771, 9.0\n"
-    missing = smi(path, "-i", "5", "-L")
+    # h200-single-cli/smi-i5-query-not-found.txt
+    missing = smi(path, "-i", "5", "--query-gpu=index", "--format=csv")
     assert (missing.out, missing.rc) == ("No devices were found\n", cli.RC_NOT_FOUND)
 
 
