@@ -4,7 +4,7 @@
 ``FEATURES``), each with the gates and API kinds it needs and the minor from which it is
 core DRA.
 
-Import the model through ``dra``, which re-exports every public name of its parts."""
+Importers import the part that defines what they use (no module re-exports another's names)."""
 
 from __future__ import annotations
 

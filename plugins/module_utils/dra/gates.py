@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE)
 """The DRA version model, part: feature gates: the DRA gate set and every gate's state per release.
 
-Import the model through ``dra``, which re-exports every public name of its parts."""
+Importers import the part that defines what they use (no module re-exports another's names)."""
 
 from __future__ import annotations
 

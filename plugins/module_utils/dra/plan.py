@@ -4,7 +4,7 @@
 feature-gates and runtime-config each component gets for the features and gates asked
 for, or why a wish is impossible) and the reasons a gate cannot be set.
 
-Import the model through ``dra``, which re-exports every public name of its parts."""
+Importers import the part that defines what they use (no module re-exports another's names)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
 (``parse_feature_gates``, ``feature_gates_string``, ``parse_runtime_config``), and the
 records of a plan (``ComponentSettings``, ``Forbidden``, ``ComponentPlan``).
 
-Import the model through ``dra``, which re-exports every public name of its parts."""
+Importers import the part that defines what they use (no module re-exports another's names)."""
 
 from __future__ import annotations
 

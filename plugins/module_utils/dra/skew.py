@@ -3,7 +3,7 @@
 """The DRA version model, part: version skew, known-bad releases, provision range,
 container runtime.
 
-Import the model through ``dra``, which re-exports every public name of its parts."""
+Importers import the part that defines what they use (no module re-exports another's names)."""
 
 from __future__ import annotations
 
