@@ -4,7 +4,8 @@ The scan reads the string literals of ``plugins/module_utils``, ``plugins/module
 CLI's commands that are neither docstrings nor module documentation, and fails on a release
 number written out (``1.32``, ``1.37.2``) outside the version model's own package
 (``plugins/module_utils/dra/``: the generated ``releases/v1_*`` data and the hand-kept
-parts, which hold the facts). The queries the messages ask are checked against ``served_api_versions``.
+parts, which hold the facts). The queries the messages ask are checked against
+``served_api_versions``.
 """
 
 from __future__ import annotations
