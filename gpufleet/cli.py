@@ -1,6 +1,6 @@
 """The ``gpufleet`` command: one entry point, one subcommand per capability.
 
-Exit codes follow one contract across subcommands: 0 success, 1 a check or a host
+Exit codes follow one contract across subcommands (gpufleet/exit.py): 0 success, 1 a check or a host
 failed, 2 the command could not run (bad input, missing prerequisite).
 """
 

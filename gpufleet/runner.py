@@ -28,11 +28,10 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with
+
 COLLECTION_PACKAGE = "ansible_collections.gpufleet.cluster"
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CANNOT_RUN = 2
 ARTIFACTS_KEPT = 20
 
 _COUNTERS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
@@ -585,4 +584,4 @@ def default_inventory() -> Path:
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use: python -m gpufleet.runner BOOK INV
-    sys.exit(run_playbook(sys.argv[1], sys.argv[2:] or [os.fspath(default_inventory())]).status)
+    exit_with(run_playbook(sys.argv[1], sys.argv[2:] or [os.fspath(default_inventory())]).status)

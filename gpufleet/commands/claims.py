@@ -50,6 +50,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core a
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import classes as cdrv
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import jobs as kj
 
+from gpufleet.exit import EXIT_CANNOT_RUN, exit_with, status_of
 from gpufleet.lab import celcheck as kcel
 
 CLAIM_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
@@ -445,7 +446,7 @@ def check(
             f"and no Pod that uses resource claims ({len(docs)} document(s) read)",
             err=True,
         )
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     judge, judged_by = kcel.judge_for(_expressions(objects), kubernetes_version)
     try:
         results = []
@@ -467,7 +468,7 @@ def check(
             results.append(_result(obj, problems))
     except RuntimeError as exc:  # the CEL parser is missing
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     errors = sum(1 for r in results for p in r["problems"] if p["severity"] == cprob.ERROR)
     warnings = sum(1 for r in results for p in r["problems"] if p["severity"] == cprob.WARNING)
     unjudged = sum(1 for r in results for p in r["problems"] if p["severity"] == cprob.UNJUDGED)
@@ -507,7 +508,7 @@ def check(
             + f" (CEL: {judged_by}): "
             + ("FAIL" if failed else "PASS")
         )
-    sys.exit(1 if failed else 0)
+    exit_with(status_of(bool(failed)))
 
 
 def _result(obj: dict[str, Any], problems: list[cprob.Problem]) -> dict[str, Any]:

@@ -28,7 +28,6 @@ Both commands register themselves on the ``claims`` group when this module is im
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
@@ -44,6 +43,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpufleet.commands.claims import _expressions, claims
+from gpufleet.exit import EXIT_CANNOT_RUN, exit_with, status_of
 from gpufleet.lab import celcheck as kcel
 
 
@@ -52,7 +52,7 @@ def _kube(kubeconfig: str | None, context: str | None) -> vk.Kube:
         return vk.Kube(kubeconfig, context)
     except vk.KubeError as err:
         Console(stderr=True).print(f"[red]error:[/red] {escape(err.message)}")
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
 
 
 def _name(value: str, hint: str, subdomain: bool) -> str:
@@ -70,13 +70,13 @@ def _resource_version(kube: vk.Kube) -> str:
     except vk.KubeError as err:
         what = escape(err.message if err.status is None else f"{err.status}: {err.message}")
         Console(stderr=True).print(f"[red]error:[/red] cannot read {kube.server}: {what}")
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     if not rv:
         Console(stderr=True).print(
             "[red]error:[/red] the cluster serves no resource.k8s.io version this command reads "
             f"({', '.join(cluster_listing.RESOURCE_VERSIONS)}); DRA is not enabled"
         )
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     return rv
 
 
@@ -130,7 +130,7 @@ def gc(
         Console(stderr=True).print(
             f"[red]error:[/red] cannot list claims and pods: {escape(str(err))}"
         )
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     with vk.gc_paused():
         plan = vcl.plan_gc(claim_list, pods)
     acted = {a.claim for a in plan if a.action != "skip"} if apply_ else set()
@@ -179,7 +179,7 @@ def gc(
         console.print(
             f"{len(claim_list)} claim(s), {len(pods)} pod(s) listed; {kube.requests} API requests"
         )
-    sys.exit(1 if failed else 0)
+    exit_with(status_of(bool(failed)))
 
 
 def _apply(kube: vk.Kube, rv: str, claim: dict[str, Any], action: vcl.GcAction) -> None:
@@ -236,7 +236,7 @@ def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json
         Console(stderr=True).print(
             f"[red]error:[/red] ResourceClaim {ns}/{name}: {escape(str(err))}"
         )
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     try:
         classes = kube.list(f"{base}/deviceclasses")
         slices = kube.list(f"{base}/resourceslices")
@@ -247,7 +247,7 @@ def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json
         Console(stderr=True).print(
             f"[red]error:[/red] cannot list what the explanation needs: {escape(str(err))}"
         )
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     release, release_source = cluster_release(kube)
     judge, judged_by = kcel.judge_for(_expressions([claim, *classes]), release)
     result = vcl.explain_claim(claim, classes, slices, claim_list, nodes, pods, judge=judge)
@@ -261,7 +261,7 @@ def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json
         click.echo(json.dumps(result, indent=2))
     else:
         render_explain(Console(), result)
-    sys.exit(0 if allocated or result["verdict"] == "would-fit" else 1)
+    exit_with(status_of(not (allocated or result["verdict"] == "would-fit")))
 
 
 def render_explain(console: Console, result: dict[str, Any]) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, exit_with, status_of
 from gpufleet.lab import cluster
 
 
@@ -42,7 +42,7 @@ def lab() -> None:
         cluster.lab_subnet()
     except cluster.LabError as e:
         Console(stderr=True).print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
 
 
 @lab.command("up")
@@ -70,13 +70,13 @@ def up(kubernetes_version: str, workers: int, gpu_model: str, gpus_per_node: int
         spec = spec.validated()
     except cluster.LabError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}")
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     try:
         state = cluster.up(spec, log=lambda m: console.print(f"[dim]{m}[/dim]"))
         st = cluster.wait_ready()
     except cluster.LabError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}")
-        sys.exit(1)
+        exit_with(EXIT_FAILED)
     Console().print(_table(st))
     console.print(
         "times: "
@@ -93,11 +93,11 @@ def down() -> None:
         left = cluster.down(log=lambda m: console.print(f"[dim]{m}[/dim]"))
     except cluster.LabError as e:
         console.print(f"[red]error:[/red] {escape(str(e))}")
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     rest = {k: v for k, v in left.items() if v}
     if rest:
         console.print(f"[red]left behind:[/red] {json.dumps(rest)}")
-        sys.exit(1)
+        exit_with(EXIT_FAILED)
     console.print("lab removed; nothing left behind")
 
 
@@ -109,11 +109,11 @@ def status(as_json: bool) -> None:
         st = cluster.status()
     except cluster.LabError as e:
         Console(stderr=True).print(f"[red]error:[/red] {escape(str(e))}")
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     if as_json:
         click.echo(json.dumps(st, indent=2))
     elif not st["exists"]:
         click.echo("no lab: run `gpufleet lab up`")
     else:
         Console().print(_table(st))
-    sys.exit(0 if st.get("ready") else 1)
+    exit_with(status_of(not st.get("ready")))

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.commands._options import extra_vars_flag
+from gpufleet.exit import EXIT_FAILED, EXIT_OK, exit_with, run_or_exit
 
 
 class _JsonErrorsCommand(click.Command):
@@ -434,7 +434,7 @@ def plan(
     for gpu, exc in failures.items():
         click.echo(f"GPU {gpu}: {exc.reason}", err=True)
     if failures:
-        sys.exit(1)
+        exit_with(EXIT_FAILED)
 
 
 def models_doc() -> list[dict[str, Any]]:
@@ -679,20 +679,19 @@ def apply_command(
             inventories, proposal, kubeconfig, context, maintenance_window, allow_disturb
         )
         if planned is None:
-            sys.exit(0)
+            exit_with(EXIT_OK)
         extravars, limit = planned
         click.echo(mig_advise.describe(extravars))
         extravars = {**extravars, **extra_vars}
-    try:
-        result = runner.run_playbook(
+    result = run_or_exit(
+        lambda: runner.run_playbook(
             APPLY_PLAYBOOK,
             list(inventories),
             extravars=extravars,
             limit=limit,
             check=check,
             diff=diff,
-        )
-    except runner.RunError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
-    sys.exit(result.status)
+        ),
+        runner.RunError,
+    )
+    exit_with(result.status)

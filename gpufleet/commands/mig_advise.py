@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from rich.table import Table
 
 from gpufleet.commands.report import read_cluster
 from gpufleet.commands.validate import check_outputs, write_json
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, exit_with
 
 #: Role ``mig`` variables a proposal sets per host (``report.mig_advice.host_vars``).
 ROLE_VARS = ("mig_enabled", "mig_devices", "mig_layout", "mig_config", "mig_config_name",
@@ -154,7 +154,7 @@ def advise(
             click.echo(
                 f"Error: cannot write {json_file}: {err}; fix: give a writable path", err=True
             )
-            sys.exit(2)
+            exit_with(EXIT_CANNOT_RUN)
 
 
 # ------------------------------------------------------------------ apply --proposal
@@ -225,7 +225,7 @@ def inventory_hosts(inventories: Sequence[str], nodes: Sequence[str]) -> dict[st
         runner.check_inventory(inventories, groups=("gpu_nodes",))
     except runner.RunError as exc:
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     loader = DataLoader()
     inv = InventoryManager(loader=loader, sources=[str(Path(i).resolve()) for i in inventories])
     variables = VariableManager(loader=loader, inventory=inv)
@@ -241,7 +241,7 @@ def inventory_hosts(inventories: Sequence[str], nodes: Sequence[str]) -> dict[st
             "(host name = node name, or set kubernetes_node_name)",
             err=True,
         )
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     return {n: names[n] for n in nodes}
 
 
@@ -267,7 +267,7 @@ def proposal_run(
                 f"{window}; run it within the window",
                 err=True,
             )
-            sys.exit(1)
+            exit_with(EXIT_FAILED)
     changes = doc["changes"]
     if not changes:
         click.echo("the proposal changes no GPU; nothing to apply")
@@ -285,7 +285,7 @@ def proposal_run(
             + "; fix: run gpufleet mig advise again and apply its new proposal",
             err=True,
         )
-        sys.exit(1)
+        exit_with(EXIT_FAILED)
     by_key = {(g.node, g.index): g for g in gpus}
     disturbed = {
         f"{c['node']} GPU {c['gpu']}": ma.disturbed_by(
@@ -303,7 +303,7 @@ def proposal_run(
             "with gpufleet mig advise --allow-disturb and pass --allow-disturb here too",
             err=True,
         )
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     per_node = ma.host_vars(changes)
     hosts = inventory_hosts(inventories, list(per_node))
     extravars: dict[str, Any] = {PROPOSAL_VAR: {hosts[n]: v for n, v in per_node.items()}}

@@ -23,7 +23,6 @@ cannot be written).
 from __future__ import annotations
 
 import datetime as _dt
-import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -42,6 +41,7 @@ from rich.table import Table
 from gpufleet.commands import report_pages as rp
 from gpufleet.commands import report_serve as rs
 from gpufleet.commands.validate import check_outputs, write_json
+from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
 
 #: The kinds the report reads; a failure to list any of them stops it (exit 2).
 KINDS = ("nodes", "pods", "resourceslices", "resourceclaims")
@@ -51,7 +51,7 @@ SHOWN = 15
 
 def _fail(message: str) -> NoReturn:
     Console(stderr=True).print(f"[red]error:[/red] {escape(message)}")
-    sys.exit(2)
+    exit_with(EXIT_CANNOT_RUN)
 
 
 def read_cluster(kubeconfig: str | None, context: str | None) -> tuple[vk.Kube, Any]:

@@ -13,7 +13,6 @@ malformed ``-e``, the collection not installed).
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,13 +23,10 @@ from rich.console import Console
 
 from gpufleet.commands import report_view
 from gpufleet.commands._options import extra_vars_flag
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with, run_or_exit
 
 SITE_PLAYBOOK = "site"
 REPORT_NAME = "validate-latest.json"
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CANNOT_RUN = 2
 
 
 def report_path() -> Path:
@@ -89,10 +85,10 @@ def up(
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         click.echo(f"Error: cannot create {path.parent}: {exc}", err=True)
-        sys.exit(EXIT_CANNOT_RUN)
+        exit_with(EXIT_CANNOT_RUN)
     started = time.time()
-    try:
-        result = runner.run_playbook(
+    result = run_or_exit(
+        lambda: runner.run_playbook(
             playbook,
             list(inventories),
             extravars=extra_vars,
@@ -101,10 +97,9 @@ def up(
             diff=diff,
             verbosity=verbose,
             console=console,
-        )
-    except runner.RunError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(EXIT_CANNOT_RUN)
+        ),
+        runner.RunError,
+    )
     status = result.status
     since = float(int(started))
     doc = report_view.read_report(path, since)
@@ -116,4 +111,4 @@ def up(
         status = max(status, EXIT_FAILED)
     elif status == EXIT_OK and not check:
         console.print(f"[dim]no validation report from this run at {path}[/dim]")
-    sys.exit(status)
+    exit_with(status)

@@ -80,13 +80,13 @@ from gpufleet.commands.upgrade_report import (
     read_report,
     unfinished_hosts,
 )
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with
 from gpufleet.lab import upgrade as lab
 
 # moved, still reached here
 __all__ = ["PhaseTracker", "own_report", "read_report", "render", "render_timings",
            "timing_rows", "unfinished_hosts", "upgrade"]  # fmt: skip
 
-EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 #: The role's default upgrade_report_path (roles/upgrade/defaults/main.yml).
 DEFAULT_REPORT = Path("~/.cache/gpufleet/upgrade-report.json")
 #: Names the planner's task has in ansible-runner events.
@@ -392,7 +392,7 @@ def upgrade(
             "then run without --json to upgrade.",
             err=True,
         )
-        sys.exit(EXIT_CANNOT_RUN)
+        exit_with(EXIT_CANNOT_RUN)
     try:
         lab_vars = lab.lab_vars(read_inventory(inventory))
         extravars = plan_vars(
@@ -405,7 +405,7 @@ def upgrade(
         click.echo(f"Error: {exc.reason}", err=True)
         if exc.fix:
             click.echo(f"Fix: {exc.fix}", err=True)
-        sys.exit(EXIT_CANNOT_RUN)
+        exit_with(EXIT_CANNOT_RUN)
     plan = run.plan or {}
     versions = [s["version"] for s in plan["steps"]]
     render_notes(run, lab.lab_release_warnings(versions, lab_vars))
@@ -417,7 +417,7 @@ def upgrade(
         if as_json:
             n = len(plan["blocking"])
             click.echo(f"blocked: {n} entr{'y' if n == 1 else 'ies'} (see 'blocking')", err=True)
-        sys.exit(EXIT_FAILED)
+        exit_with(EXIT_FAILED)
     if plan_only or plan["up_to_date"]:
         return
     console = Console()
@@ -434,11 +434,11 @@ def upgrade(
         )
     except Exception as exc:  # PackageError, an image that cannot be built: nothing ran
         console.print(f"[red]building the lab's packages and images failed: {exc}[/red]")
-        sys.exit(EXIT_CANNOT_RUN)
+        exit_with(EXIT_CANNOT_RUN)
     moved = own_report(report_file, (run.result or {}).get("cluster_uid"))
     if moved:
         console.print(moved)
-    sys.exit(
+    exit_with(
         run_steps(
             plan,
             list(inventory),

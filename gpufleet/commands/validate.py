@@ -31,6 +31,7 @@ from gpufleet.commands import (
     report_view,
 )
 from gpufleet.commands._options import extra_vars_flag
+from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
 
 MODULE_TASK = "Validate | Run the checks"
 
@@ -157,7 +158,7 @@ def validate(
             )
         except runner.RunError as e:
             err.print(f"[red]error:[/red] {e}")
-            sys.exit(runner.EXIT_CANNOT_RUN)
+            exit_with(EXIT_CANNOT_RUN)
         report = captured.get("report")
         if report is not None and not report_view.usable_report(report):
             report, captured["error"] = None, "the module returned a report of another shape"
@@ -175,9 +176,9 @@ def validate(
             or f"the playbook ended with status {result.status} before the checks ran"
         )
         err.print(f"[red]validation could not run:[/red] {why}")
-        sys.exit(runner.EXIT_CANNOT_RUN)
+        exit_with(EXIT_CANNOT_RUN)
     report = dict(report)
     report.setdefault("meta", {})["playbook_status"] = result.status
     report_view.render_report(out, report)
     write_outputs(report, json_file, junit, markdown)
-    sys.exit(vr.exit_code(report))
+    exit_with(vr.exit_code(report))
