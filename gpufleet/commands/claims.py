@@ -27,7 +27,7 @@ judge offline.
 Exit codes: 0 success (check: no error; with ``--strict`` no warning either); 1 check found
 problems; 2 bad input (unreadable file, not YAML, no DRA object in it, bad option).
 
-More subcommands join this group with ``claims.add_command(...)``.
+``claims gc`` and ``claims explain`` (commands/claims_gc.py) join this group in gpufleet/cli.py.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core a
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import classes as cdrv
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import jobs as kj
 
+from gpufleet.commands._cel import judge_for
 from gpufleet.exit import EXIT_CANNOT_RUN, exit_with, status_of
-from gpufleet.lab import celcheck as kcel
 
 CLAIM_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
 CHECKED_KINDS = ("DeviceClass", *CLAIM_KINDS)
@@ -447,7 +447,7 @@ def check(
             err=True,
         )
         exit_with(EXIT_CANNOT_RUN)
-    judge, judged_by = kcel.judge_for(_expressions(objects), kubernetes_version)
+    judge, judged_by = judge_for(objects, kubernetes_version)
     try:
         results = []
         for obj in objects:
@@ -527,18 +527,3 @@ def _ident(doc: Any) -> str:
         return f"a {type(doc).__name__} document"
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     return f"{doc.get('kind') or '-'} {meta.get('namespace') or '-'}/{meta.get('name') or '-'}"
-
-
-def _expressions(obj: Any) -> list[str]:
-    """Every ``cel.expression`` string inside ``obj``."""
-    out: list[str] = []
-    if isinstance(obj, dict):
-        cel = obj.get("cel")
-        if isinstance(cel, dict) and isinstance(cel.get("expression"), str):
-            out.append(cel["expression"])
-        for value in obj.values():
-            out.extend(_expressions(value))
-    elif isinstance(obj, list):
-        for value in obj:
-            out.extend(_expressions(value))
-    return out

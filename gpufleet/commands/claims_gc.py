@@ -22,7 +22,7 @@ Exit codes: gc: 0 nothing to do or everything applied, 1 an update failed, 2 can
 explain: 0 the claim is allocated or would fit, 1 it cannot be allocated as published
 now, 2 cannot run (no such claim, API unreachable).
 
-Both commands register themselves on the ``claims`` group when this module is imported.
+gpufleet/cli.py adds both to the ``claims`` group.
 """
 
 from __future__ import annotations
@@ -42,9 +42,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpufleet.commands.claims import _expressions, claims
+from gpufleet.commands._cel import judge_for
 from gpufleet.exit import EXIT_CANNOT_RUN, exit_with, status_of
-from gpufleet.lab import celcheck as kcel
 
 
 def _kube(kubeconfig: str | None, context: str | None) -> vk.Kube:
@@ -249,7 +248,7 @@ def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json
         )
         exit_with(EXIT_CANNOT_RUN)
     release, release_source = cluster_release(kube)
-    judge, judged_by = kcel.judge_for(_expressions([claim, *classes]), release)
+    judge, judged_by = judge_for([claim, *classes], release)
     result = vcl.explain_claim(claim, classes, slices, claim_list, nodes, pods, judge=judge)
     result["kubernetesVersion"] = release
     result["kubernetesVersionSource"] = release_source
@@ -302,7 +301,3 @@ def render_explain(console: Console, result: dict[str, Any]) -> None:
     for p in result["pods"]:
         if p["scheduler"]:
             console.print(f"pod {p['pod']}: scheduler says: {p['scheduler']}")
-
-
-claims.add_command(gc)
-claims.add_command(explain)

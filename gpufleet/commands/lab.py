@@ -10,7 +10,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, exit_with, status_of
-from gpufleet.lab import cluster
 
 
 def _default_release() -> str:
@@ -22,10 +21,24 @@ def _default_release() -> str:
         return f"unreadable: {err}"
 
 
+class _ReleaseOption(click.Option):
+    """``--kubernetes-version``, whose help names the default pinned release: read when the
+    help is shown, so that registering the command reads no releases file."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = (
+            "A release pinned in gpufleet/lab/releases.yaml (default: its default release, "
+            f"{_default_release()})."
+        )
+        return super().get_help_record(ctx)
+
+
 HEADERS = ["node", "role", "address", "container", "status", "kubelet", "GPU (simulator)"]
 
 
 def _table(st: dict) -> Table:
+    from gpufleet.lab import cluster
+
     table = Table(title=f"gpufleet lab (Kubernetes {st.get('kubernetes_version', '?')})")
     for h in HEADERS:
         table.add_column(h)
@@ -37,6 +50,8 @@ def _table(st: dict) -> Table:
 @click.group("lab")
 def lab() -> None:
     """The local lab: a real kubeadm cluster on podman nodes whose GPUs are simulated."""
+    from gpufleet.lab import cluster
+
     try:  # the environment that names the lab, judged before any command touches podman
         cluster.lab_name()
         cluster.lab_subnet()
@@ -48,9 +63,8 @@ def lab() -> None:
 @lab.command("up")
 @click.option(
     "--kubernetes-version",
+    cls=_ReleaseOption,
     default="",
-    help="A release pinned in gpufleet/lab/releases.yaml (default: its default release, "
-    f"{_default_release()}).",
 )
 @click.option("--workers", default=2, show_default=True, type=int, help="GPU worker nodes.")
 @click.option(
@@ -64,6 +78,8 @@ def up(kubernetes_version: str, workers: int, gpu_model: str, gpus_per_node: int
 
     Exit status: 0 the lab is up, 1 it could not be brought up, 2 bad options.
     """
+    from gpufleet.lab import cluster
+
     console = Console(stderr=True)
     spec = cluster.LabSpec(kubernetes_version, workers, gpu_model, gpus_per_node)
     try:
@@ -88,6 +104,8 @@ def up(kubernetes_version: str, workers: int, gpu_model: str, gpus_per_node: int
 @lab.command("down")
 def down() -> None:
     """Remove the lab: containers, volumes, network, state. Exit 1 if anything is left."""
+    from gpufleet.lab import cluster
+
     console = Console(stderr=True)
     try:
         left = cluster.down(log=lambda m: console.print(f"[dim]{m}[/dim]"))
@@ -105,6 +123,8 @@ def down() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status(as_json: bool) -> None:
     """Nodes, versions and readiness. Exit 0 when every node is Ready, 1 otherwise."""
+    from gpufleet.lab import cluster
+
     try:
         st = cluster.status()
     except cluster.LabError as e:

@@ -12,7 +12,6 @@ malformed ``-e``, the collection not installed).
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -23,16 +22,10 @@ from rich.console import Console
 
 from gpufleet.commands import report_view
 from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._output import report_path
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with, run_or_exit
 
 SITE_PLAYBOOK = "site"
-REPORT_NAME = "validate-latest.json"
-
-
-def report_path() -> Path:
-    """``$GPUFLEET_CACHE/reports/validate-latest.json`` (default cache ``~/.cache/gpufleet``)."""
-    cache = os.environ.get("GPUFLEET_CACHE") or str(Path.home() / ".cache" / "gpufleet")
-    return Path(cache) / "reports" / REPORT_NAME
 
 
 @click.command("up")

@@ -73,6 +73,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common import mes
 from rich.console import Console
 
 from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._output import report_path
 from gpufleet.commands.upgrade_render import render, render_timings, timing_rows
 from gpufleet.commands.upgrade_report import (
     PhaseTracker,
@@ -485,10 +486,9 @@ def run_validate(
     from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 
     from gpufleet.commands import report_view
-    from gpufleet.commands import up as up_cmd
     from gpufleet.runner import run_playbook
 
-    path = up_cmd.report_path().with_name(f"validate-upgrade-{when}.json")
+    path = report_path().with_name(f"validate-upgrade-{when}.json")
     path.parent.mkdir(parents=True, exist_ok=True)  # a fresh machine has no reports/ yet
     started = time.time()
     console.rule(f"validate {when} the upgrade")

@@ -13,8 +13,6 @@ inventory, the cluster could not be read, the playbook stopped before judging).
 
 from __future__ import annotations
 
-import json
-import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,23 +24,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import r
 from rich.console import Console
 
 from gpufleet import runner
-from gpufleet.commands import (
-    claims_gc,  # noqa: F401  (registers claims gc and claims explain)
-    report_view,
-)
+from gpufleet.commands import report_view
 from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._output import check_outputs, write_json
 from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
 
 MODULE_TASK = "Validate | Run the checks"
-
-
-def write_json(doc: Mapping[str, Any], target: str) -> None:
-    """Write ``doc`` as indented JSON to the file ``target`` (``-``: standard output)."""
-    text = json.dumps(doc, indent=2) + "\n"
-    if target == "-":
-        sys.stdout.write(text)
-    else:
-        Path(target).write_text(text)
 
 
 def write_outputs(
@@ -54,26 +41,6 @@ def write_outputs(
         Path(junit).write_text(vr.render_junit(report))
     if markdown:
         Path(markdown).write_text(vr.render_markdown(report))
-
-
-def check_outputs(paths: Mapping[str, str | None]) -> None:
-    """Refuse (click.BadParameter, exit 2) before anything runs an output path that is a
-    directory or whose directory does not exist (``-`` is standard output)."""
-    for option, value in paths.items():
-        if not value or value == "-":
-            continue
-        path = Path(value)
-        if path.is_dir():
-            raise click.BadParameter(
-                f"{value} is a directory; fix: give a file path, e.g. {path / 'report.out'}",
-                param_hint=f"'{option}'",
-            )
-        if not path.parent.is_dir():
-            raise click.BadParameter(
-                f"{value}: the directory {path.parent} does not exist; fix: create it first "
-                "(mkdir -p) or give a path in an existing directory",
-                param_hint=f"'{option}'",
-            )
 
 
 @click.command("validate")
