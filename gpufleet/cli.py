@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 import click
 
-from gpufleet import __version__
+from gpufleet import __version__, runner
 from gpufleet.commands import (
     claims,
     claims_gc,
@@ -49,6 +51,24 @@ main.add_command(validate.validate)
 main.add_command(report.report)
 main.add_command(upgrade.upgrade)
 main.add_command(up.up)
+
+
+def check_lab_inventory(playbook: str, inventories: Sequence[str]) -> None:
+    """Refuse (runner.RunError) a run on the lab's embedded inventory (``inventory/lab``)
+    while the lab is not up (``gpufleet.lab.cluster.check_running``), except the lab's own
+    playbook; any other inventory is not the lab's business (the lab is not imported)."""
+    lab_inventory = runner.default_inventory().resolve()
+    if playbook == "lab" or not any(Path(i).resolve() == lab_inventory for i in inventories):
+        return
+    from gpufleet.lab import cluster as lab_cluster
+
+    try:
+        lab_cluster.check_running()
+    except lab_cluster.LabError as err:
+        raise runner.RunError(str(err)) from None
+
+
+runner.INVENTORY_CHECKS.append(check_lab_inventory)
 
 
 #: Width of tables written to a file or a pipe (a CI log, ``| tee``): rich falls back to

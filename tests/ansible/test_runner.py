@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from gpufleet import runner
+from gpufleet import cli, runner  # cli adds the lab's inventory check to the runner
 from gpufleet.exit import EXIT_FAILED, EXIT_OK
 
 pytestmark = pytest.mark.ansible
@@ -103,9 +103,10 @@ def test_the_lab_inventory_is_refused_when_its_lab_does_not_exist(
         '"ip": "10.0.0.1"}]}'
     )
     with pytest.raises(runner.RunError, match="nope-control-plane is not running"):
-        runner.check_lab_inventory([str(runner.default_inventory())])
-    # another inventory is not the lab's business
-    runner.check_lab_inventory([str(DATA / "inventory.ini")])
+        cli.check_lab_inventory("validate", [str(runner.default_inventory())])
+    # another inventory is not the lab's business, nor the lab's own playbook
+    cli.check_lab_inventory("validate", [str(DATA / "inventory.ini")])
+    cli.check_lab_inventory("lab", [str(runner.default_inventory())])
 
 
 def test_collection_root_is_the_installed_collection() -> None:
