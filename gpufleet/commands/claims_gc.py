@@ -3,7 +3,8 @@
 ``gpufleet claims gc [--apply] [--namespace NS] [--kubeconfig PATH] [--json]`` lists the
 claims and pods once, finds claims that hold devices for pods that are gone (as
 kube-controller-manager's resource claim controller would clean them up, see
-``plugins/module_utils/claims/usage.py``) and, with ``--apply``, releases them: drops
+``plugins/module_utils/claims/usage.py``) and, with ``--apply``, releases them
+(``plugins/module_utils/claims/release.py``): drops
 the dead ``status.reservedFor`` entries, clears ``status.allocation``, removes the
 ``resource.kubernetes.io/delete-protection`` finalizer and deletes generated claims whose
 pod is gone. Without ``--apply`` it only prints the plan. A claim that a live pod reserves
@@ -32,6 +33,9 @@ from typing import Any
 
 import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import metadata as cm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
+    release as claim_release,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import usage as vcl
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     listing as cluster_listing,
@@ -140,7 +144,7 @@ def gc(
         entry = {**action.to_dict(), "applied": False, "error": None}
         if apply_ and action.action != "skip":
             try:
-                _apply(kube, rv, by_key[action.claim], action)
+                claim_release.release_claim(kube, rv, by_key[action.claim], action)
                 entry["applied"] = True
             except vk.KubeError as err:
                 failed += 1
@@ -179,35 +183,6 @@ def gc(
             f"{len(claim_list)} claim(s), {len(pods)} pod(s) listed; {kube.requests} API requests"
         )
     exit_with(status_of(bool(failed)))
-
-
-def _apply(kube: vk.Kube, rv: str, claim: dict[str, Any], action: vcl.GcAction) -> None:
-    meta = claim["metadata"]
-    base = (
-        f"/apis/resource.k8s.io/{rv}/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}"
-    )
-    current = claim
-    if action.status_patch is not None:
-        body = {**claim, "status": action.status_patch}
-        current = kube.request("PUT", base + "/status", body=body)
-    if action.remove_finalizer:
-        fins = [f for f in current["metadata"].get("finalizers") or [] if f != vcl.FINALIZER]
-        current = kube.request(
-            "PUT", base, body={**current, "metadata": {**current["metadata"], "finalizers": fins}}
-        )
-    if action.delete:
-        kube.request(
-            "DELETE",
-            base,
-            body={
-                "apiVersion": "v1",
-                "kind": "DeleteOptions",
-                "preconditions": {
-                    "uid": meta["uid"],
-                    "resourceVersion": current["metadata"]["resourceVersion"],
-                },
-            },
-        )
 
 
 @click.command("explain")
