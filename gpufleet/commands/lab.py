@@ -137,3 +137,40 @@ def status(as_json: bool) -> None:
     else:
         Console().print(_table(st))
     exit_with(status_of(not st.get("ready")))
+
+
+@lab.command("prepare-upgrade")
+@click.option("--to", "to_version", required=True, metavar="VERSION", help="Target release.")
+@click.option(
+    "--via",
+    multiple=True,
+    metavar="VERSION",
+    help="Release to pass through for a minor between the lab's and --to (repeat; default: "
+    "the one gpufleet/lab/releases.yaml pins).",
+)
+def prepare_upgrade(to_version: str, via: tuple[str, ...]) -> None:
+    """Build the package repository and control-plane images an upgrade of the lab to --to
+    needs (the lab is air-gapped) and record them in the lab's state, where inventory/lab
+    hands them to `gpufleet upgrade -i inventory/lab`. Exit 0 built, 2 it cannot (no lab,
+    a release not pinned, a build failed)."""
+    from gpufleet.lab import cluster, release_pins, upgrade
+
+    console = Console(stderr=True)
+    try:
+        state = cluster.load_state()
+        if state is None:
+            raise cluster.LabError(
+                f"lab {cluster.lab_name()!r} does not exist; fix: `gpufleet lab up`"
+            )
+        pinned = [r.version for r in release_pins.load_releases().releases]
+        values = upgrade.prepare_upgrade(
+            state.get("vars") or {}, to_version, via, pinned, lambda m: console.print(f"  {m}")
+        )
+        path = cluster.update_state_vars(values)
+    # LabError, PackageError and an image that cannot be built are RuntimeErrors;
+    # PrepareError and ReleaseFileError ValueErrors; a missing binary an OSError
+    except (RuntimeError, ValueError, OSError) as e:
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+        exit_with(EXIT_CANNOT_RUN)
+    releases = ", ".join(sorted(values["lab_upgrade_image_archives"]))
+    console.print(f"prepared {releases}: {values['lab_upgrade_repo_dir']} (recorded in {path})")

@@ -440,6 +440,21 @@ def write_state(state: LabState) -> Path:
     return path
 
 
+def update_state_vars(values: Mapping[str, Any]) -> Path:
+    """Merge ``values`` into the ``vars`` of the lab's state file (which inventory/lab
+    hands to every play) and return its path. Raises LabError when the lab does not
+    exist."""
+    data = load_state()
+    if data is None:
+        raise LabError(f"lab {lab_name()!r} does not exist; fix: `gpufleet lab up`")
+    data["vars"] = {**(data.get("vars") or {}), **values}
+    path = state_path()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
 def existing_spec() -> LabSpec | None:
     data = load_state()
     return LabSpec(**data["spec"]) if data else None
