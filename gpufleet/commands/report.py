@@ -35,11 +35,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpufleet.commands import report_pages as rp
 from gpufleet.commands import report_serve as rs
 from gpufleet.commands._cluster import read_cluster
 from gpufleet.commands._output import check_outputs, write_json
 from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
+from gpufleet.render import fleet_report as rp
 
 #: Pending and leaked claims printed on the terminal (all of them are in --json).
 SHOWN = 15

@@ -20,10 +20,10 @@ import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 from rich.console import Console
 
-from gpufleet.commands import report_view
 from gpufleet.commands._options import extra_vars_flag
 from gpufleet.commands._output import report_path
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with, run_or_exit
+from gpufleet.render import validation
 
 SITE_PLAYBOOK = "site"
 
@@ -95,9 +95,9 @@ def up(
     )
     status = result.status
     since = float(int(started))
-    doc = report_view.read_report(path, since)
+    doc = validation.read_report(path, since)
     if doc is not None:
-        report_view.render_report(console, doc, str(path))
+        validation.render_report(console, doc, str(path))
         status = max(status, vr.exit_code(doc))
     elif path.is_file() and path.stat().st_mtime >= since:
         console.print(f"[red]{path} (written by this run) is not a validation report[/red]")

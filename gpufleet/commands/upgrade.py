@@ -4,8 +4,8 @@ minor at a time, in lockstep.
 The plan is the upgrade role's: ``gpufleet upgrade -i INVENTORY --to VERSION --plan
 [--json]`` runs ``playbooks/upgrade.yml`` in check mode through the project's runner
 (ansible-runner) and renders the plan that module ``gpufleet.cluster.upgrade_plan``
-returns in that run (``UpgradePlan.to_dict()``, see ``upgrade_render``). The playbook
-judges the input first, on the control host, before any host is read (the role's
+returns in that run (``UpgradePlan.to_dict()``, gpufleet/render/upgrade_plan.py). The
+playbook judges the input first, on the control host, before any host is read (the role's
 argument specification, then module ``upgrade_plan`` with ``judge_only``: releases, batch
 size, GPU floor, DRA wishes, repository template, snapshot files); then reads ``kubeadm
 version`` and the DRA gate facts on every host and the cluster (Nodes, kube-apiserver
@@ -70,7 +70,6 @@ from rich.console import Console
 
 from gpufleet.commands._options import extra_vars_flag
 from gpufleet.commands._output import report_path
-from gpufleet.commands.upgrade_render import render, render_timings, timing_rows
 from gpufleet.commands.upgrade_report import (
     PhaseTracker,
     own_report,
@@ -78,6 +77,7 @@ from gpufleet.commands.upgrade_report import (
     unfinished_hosts,
 )
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with
+from gpufleet.render.upgrade_plan import render, render_timings, timing_rows
 
 #: Names the planner's task has in ansible-runner events.
 PLAN_ACTIONS = frozenset({"gpufleet.cluster.upgrade_plan", "upgrade_plan"})
@@ -402,7 +402,7 @@ def run_validate(
     warned counts as failed too."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 
-    from gpufleet.commands import report_view
+    from gpufleet.render import validation
     from gpufleet.runner import run_playbook
 
     path = report_path().with_name(f"validate-upgrade-{when}.json")
@@ -412,9 +412,9 @@ def run_validate(
     status = run_playbook(
         "validate", inventory, extravars={"validate_report_file": str(path)}, console=console
     ).status
-    doc = report_view.read_report(path, float(int(started)))
+    doc = validation.read_report(path, float(int(started)))
     if doc is not None:
-        report_view.render_report(console, doc, str(path))
+        validation.render_report(console, doc, str(path))
         status = max(status, EXIT_FAILED if vr.exit_code(doc) else EXIT_OK)
         warned = warned_checks(doc)
         if refuse_warnings and warned and not status:

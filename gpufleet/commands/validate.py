@@ -24,10 +24,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import r
 from rich.console import Console
 
 from gpufleet import runner
-from gpufleet.commands import report_view
 from gpufleet.commands._options import extra_vars_flag
 from gpufleet.commands._output import check_outputs, write_json
 from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
+from gpufleet.render import validation
 
 MODULE_TASK = "Validate | Run the checks"
 
@@ -127,11 +127,11 @@ def validate(
             err.print(f"[red]error:[/red] {e}")
             exit_with(EXIT_CANNOT_RUN)
         report = captured.get("report")
-        if report is not None and not report_view.usable_report(report):
+        if report is not None and not validation.usable_report(report):
             report, captured["error"] = None, "the module returned a report of another shape"
         report_file = Path(str(extravars["validate_report_file"]))
         if report is None and report_file.is_file():
-            report = report_view.read_report(report_file)
+            report = validation.read_report(report_file)
             if report is None and "error" not in captured:
                 captured["error"] = (
                     f"validate_report_file={report_file} is not a validation report; fix: "
@@ -146,6 +146,6 @@ def validate(
         exit_with(EXIT_CANNOT_RUN)
     report = dict(report)
     report.setdefault("meta", {})["playbook_status"] = result.status
-    report_view.render_report(out, report)
+    validation.render_report(out, report)
     write_outputs(report, json_file, junit, markdown)
     exit_with(vr.exit_code(report))

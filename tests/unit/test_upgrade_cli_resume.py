@@ -10,9 +10,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import cl
 from click.testing import CliRunner
 
 from gpufleet.cli import main
-from gpufleet.commands.upgrade_render import timing_rows
 from gpufleet.commands.upgrade_report import PhaseTracker, unfinished_hosts
 from gpufleet.lab import upgrade as lab
+from gpufleet.render.upgrade_plan import timing_rows
 from tests.unit.cluster_snapshot import node
 
 TARGET = "1.37.2"
