@@ -10,9 +10,11 @@ START/END] [--allow-disturb] [--check]`` lists the cluster again and refuses (ex
 proposal of ``gpufleet mig advise --json`` whose current layouts no longer match it, or
 (exit 2) one that would disturb running claims unless the proposal was made with
 ``--allow-disturb`` and the operator passes ``--allow-disturb`` again; outside the
-maintenance window it refuses (exit 1). Then each node's changed GPUs get role ``mig``
-variables (``report.mig_advice.host_vars``) and ``playbooks/mig.yml`` runs on those nodes
-only.
+maintenance window it refuses (exit 1). Then ``playbooks/mig.yml`` runs with the
+proposal as role ``mig``'s ``mig_proposal`` (node name -> the role's variables of its
+changed GPUs, ``report.mig_advice.host_vars``): the role finds each node's host (its
+``kubernetes_node_name``, else its name), carves those nodes only, and refuses (exit 2) a
+node no host of group ``gpu_nodes`` stands for.
 
 Exit codes: 0 every node succeeded (or the proposal changes nothing); 1 a node failed, the
 proposal is stale or it is outside the window; 2 it could not run.
@@ -23,7 +25,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +40,12 @@ from gpufleet.commands._cluster import check_kubeconfig, read_cluster
 from gpufleet.commands._options import LAYOUT_EXAMPLE, extra_vars_flag, path_exists, shown
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with, run_or_exit
 
-#: Role ``mig`` variables a proposal sets per host (``report.mig_advice.host_vars``).
-ROLE_VARS = ("mig_enabled", "mig_devices", "mig_layout", "mig_config", "mig_config_name",
-             "mig_config_file")  # fmt: skip
-#: Extra variable that carries the per-host variables into the play.
-PROPOSAL_VAR = "gpufleet_mig_proposal"
-
+#: Role ``mig`` variable that carries a proposal: node name -> the role's variables of its
+#: changed GPUs (``report.mig_advice.host_vars``); the role maps nodes to hosts.
+PROPOSAL_VAR = "mig_proposal"
+#: The task of role ``mig`` (tasks/proposal.yml) that refuses a proposal naming a node no
+#: host of the inventory stands for: input that cannot run (exit 2).
+PROPOSAL_REFUSED_TASK = "MIG | Proposal | Refuse nodes no host of the play stands for"
 
 APPLY_PLAYBOOK = "mig"
 
@@ -219,14 +221,11 @@ def apply_command(
                 "and --limit",
                 param_hint="'--proposal'",
             )
-        planned = proposal_run(
-            inventories, proposal, kubeconfig, context, maintenance_window, allow_disturb
-        )
+        planned = proposal_run(proposal, kubeconfig, context, maintenance_window, allow_disturb)
         if planned is None:
             exit_with(EXIT_OK)
-        extravars, limit = planned
-        click.echo(describe(extravars))
-        extravars = {**extravars, **extra_vars}
+        click.echo(describe(planned))
+        extravars = {**planned, **extra_vars}
     result = run_or_exit(
         lambda: runner.run_playbook(
             APPLY_PLAYBOOK,
@@ -238,6 +237,10 @@ def apply_command(
         ),
         runner.RunError,
     )
+    refused = [msg for _, task, msg in result.progress.failures if task == PROPOSAL_REFUSED_TASK]
+    if proposal is not None and refused:
+        click.echo(f"Error: --proposal {proposal}: {refused[0]}", err=True)
+        exit_with(EXIT_CANNOT_RUN)
     exit_with(result.status)
 
 
@@ -292,51 +295,17 @@ def parse_window(value: str) -> tuple[_dt.datetime, _dt.datetime]:
     return start, end
 
 
-def inventory_hosts(inventories: Sequence[str], nodes: Sequence[str]) -> dict[str, str]:
-    """Node name -> inventory host of group ``gpu_nodes`` (the host's
-    ``kubernetes_node_name``, else its name, as role ``mig`` names its node). Exits 2
-    naming the nodes no host stands for."""
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.vars.manager import VariableManager
-
-    from gpufleet import runner
-
-    try:
-        runner.check_inventory(inventories, groups=("gpu_nodes",))
-    except runner.RunError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        exit_with(EXIT_CANNOT_RUN)
-    loader = DataLoader()
-    inv = InventoryManager(loader=loader, sources=[str(Path(i).resolve()) for i in inventories])
-    variables = VariableManager(loader=loader, inventory=inv)
-    names: dict[str, str] = {}
-    for host in inv.groups["gpu_nodes"].get_hosts():
-        name = variables.get_vars(host=host).get("kubernetes_node_name") or host.name
-        names[host.name if "{{" in str(name) else str(name)] = host.name
-    missing = [n for n in nodes if n not in names]
-    if missing:
-        click.echo(
-            f"Error: --proposal names node(s) {', '.join(missing)} that no host of group "
-            f"gpu_nodes of -i {' '.join(inventories)} stands for; fix: add them to gpu_nodes "
-            "(host name = node name, or set kubernetes_node_name)",
-            err=True,
-        )
-        exit_with(EXIT_CANNOT_RUN)
-    return {n: names[n] for n in nodes}
-
-
 def proposal_run(
-    inventories: Sequence[str],
     proposal: str,
     kubeconfig: str | None,
     context: str | None,
     window: str | None,
     allow_disturb: bool,
     now: _dt.datetime | None = None,
-) -> tuple[dict[str, Any], str] | None:
-    """Check ``proposal`` against the cluster and return (extra variables, ``--limit``)
-    for ``playbooks/mig.yml``; None when it changes nothing. Exits 1 for a stale proposal
+) -> dict[str, Any] | None:
+    """Check ``proposal`` against the cluster and return the extra variables of
+    ``playbooks/mig.yml`` (``mig_proposal``: node name -> role variables; role ``mig``
+    runs on those nodes only); None when it changes nothing. Exits 1 for a stale proposal
     or outside the maintenance window, 2 for bad input or disturbance not confirmed."""
     doc = read_proposal(proposal)
     if window:
@@ -385,18 +354,13 @@ def proposal_run(
             err=True,
         )
         exit_with(EXIT_CANNOT_RUN)
-    per_node = ma.host_vars(changes)
-    hosts = inventory_hosts(inventories, list(per_node))
-    extravars: dict[str, Any] = {PROPOSAL_VAR: {hosts[n]: v for n, v in per_node.items()}}
-    for name in ROLE_VARS:
-        extravars[name] = f"{{{{ {PROPOSAL_VAR}[inventory_hostname].{name} }}}}"
-    return extravars, ",".join(hosts[n] for n in per_node)
+    return {PROPOSAL_VAR: ma.host_vars(changes)}
 
 
 def describe(extravars: Mapping[str, Any]) -> str:
-    """One line per host: the GPUs and layouts the run will carve."""
+    """One line per node: the GPUs and layouts the run will carve."""
     lines = []
-    for host, v in extravars[PROPOSAL_VAR].items():
+    for node, v in extravars[PROPOSAL_VAR].items():
         if v["mig_layout"]:
             what = json.dumps(v["mig_layout"], sort_keys=True)
         else:
@@ -405,5 +369,5 @@ def describe(extravars: Mapping[str, Any]) -> str:
                 f"GPU {e['devices'][0]}: {json.dumps(e['mig-devices'], sort_keys=True)}"
                 for e in entries
             )
-        lines.append(f"{host}: GPUs {v['mig_devices']} -> {what}")
+        lines.append(f"{node}: GPUs {v['mig_devices']} -> {what}")
     return "\n".join(lines)
