@@ -45,6 +45,16 @@ def test_commands_do_not_import_each_other_nor_register_commands() -> None:
 
 
 @pytest.mark.unit
+def test_no_command_file_imports_a_module_file() -> None:
+    # shared code is module_utils'; plugins/modules/*.py are Ansible's entry points
+    modules = "ansible_collections.gpufleet.cluster.plugins.modules"
+    files = sorted(COMMANDS.glob("*.py"))
+    assert len(files) > 10
+    for path in files:
+        assert not {m for m in _imports(path) if m.startswith(modules)}, path.name
+
+
+@pytest.mark.unit
 def test_cli_registers_every_command() -> None:
     from gpufleet import cli
 
