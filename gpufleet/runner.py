@@ -7,7 +7,9 @@ from the ``playbook_on_stats`` event.
 
 Exit status contract (used by every ``gpufleet`` subcommand that runs a playbook):
 0 when every host ended without failure and was reachable, 1 when a host failed or
-was unreachable, 2 when the run itself could not start (missing playbook, inventory).
+was unreachable, 2 when the run itself could not start (missing playbook, inventory);
+the codes are gpufleet/exit.py's. The runner knows no lab: checks of particular
+inventories (the lab's) are added to ``INVENTORY_CHECKS`` by gpufleet/cli.py.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,12 +29,16 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with
+
 COLLECTION_PACKAGE = "ansible_collections.gpufleet.cluster"
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CANNOT_RUN = 2
 ARTIFACTS_KEPT = 20
+
+#: Checks of the inventories before a run of a playbook (called with the playbook's name
+#: and the inventory paths; each raises RunError to refuse). gpufleet/cli.py adds the lab's:
+#: its embedded inventory is usable only while the lab is up.
+INVENTORY_CHECKS: list[Callable[[str, Sequence[str]], None]] = []
 
 _COUNTERS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
 
@@ -261,6 +266,34 @@ def run_playbook(
 
     book = playbook_path(playbook)
     inventories = [inventory] if isinstance(inventory, str) else list(inventory)
+    check_run_inventories(playbook, book, inventories, limit)
+    console = console or Console()
+    progress = RunProgress()
+    private = Path(tempfile.mkdtemp(prefix="gpufleet-run-"))
+    artifacts = artifact_root or _cache_dir() / "runs"
+    display = _Display(progress, console, on_event)
+    kwargs = _runner_kwargs(
+        book, inventories, private, artifacts, extravars=extravars, limit=limit, tags=tags,
+        check=check, diff=diff, verbosity=verbosity, event_handler=display.handle,
+    )  # fmt: skip
+    if console.is_terminal:
+        with Live(render(progress), console=console, refresh_per_second=4) as display.live:
+            result = ansible_runner.run(**kwargs)
+    else:
+        result = ansible_runner.run(**kwargs)
+    display.live = None
+    try:
+        return _finish(result, progress, console, Path(artifacts))
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def check_run_inventories(
+    playbook: str, book: Path, inventories: Sequence[str], limit: str | None
+) -> None:
+    """Refuse (RunError) before anything runs: an empty or missing inventory path, one an
+    ``INVENTORY_CHECKS`` entry refuses, or one :func:`check_inventory` refuses for the
+    groups ``book`` (a playbook of the collection) runs on and ``limit``."""
     for inv in inventories:
         if not str(inv).strip():
             raise RunError(
@@ -269,14 +302,61 @@ def run_playbook(
             )
         if not Path(inv).exists():
             raise RunError(f"inventory {inv!r} does not exist; fix: pass -i with an existing path")
-    if playbook != "lab":
-        check_lab_inventory(inventories)
+    for check in INVENTORY_CHECKS:
+        check(playbook, inventories)
     is_named = Path(playbook).suffix not in (".yml", ".yaml") or not Path(playbook).is_file()
     check_inventory(inventories, PLAYBOOK_GROUPS.get(book.stem, ()) if is_named else (), limit)
-    console = console or Console()
-    progress = RunProgress()
-    private = Path(tempfile.mkdtemp(prefix="gpufleet-run-"))
-    artifacts = artifact_root or _cache_dir() / "runs"
+
+
+class _Display:
+    """Feeds each ansible-runner event to the progress model and shows it: the live table
+    on a terminal; on a log or CI job one plain line per play and per failure; the
+    warnings of ``NOTICE_TASKS`` as they arrive."""
+
+    def __init__(
+        self,
+        progress: RunProgress,
+        console: Console,
+        on_event: Callable[[Mapping[str, Any]], None] | None,
+    ) -> None:
+        self.progress = progress
+        self.console = console
+        self.on_event = on_event
+        self.live: Live | None = None
+
+    def handle(self, event: Mapping[str, Any]) -> bool:
+        progress, console = self.progress, self.console
+        before = (progress.play, len(progress.failures), len(progress.notices))
+        progress.feed(event)
+        if self.on_event:
+            self.on_event(event)
+        for line in progress.notices[before[2] :]:
+            console.print(f"warning: {line}", markup=False, highlight=False, style="yellow")
+        if self.live is not None:
+            self.live.update(render(progress))
+        elif not console.is_terminal:
+            if progress.play != before[0]:
+                console.print(f"play: {progress.play}", markup=False, highlight=False)
+            for host, task, msg in progress.failures[before[1] :]:
+                console.print(f"failed: {host} | {task}: {msg}", markup=False, highlight=False)
+        return True
+
+
+def _runner_kwargs(
+    book: Path,
+    inventories: Sequence[str],
+    private: Path,
+    artifacts: Path,
+    *,
+    extravars: Mapping[str, Any] | None,
+    limit: str | None,
+    tags: str | None,
+    check: bool,
+    diff: bool,
+    verbosity: int,
+    event_handler: Callable[[Mapping[str, Any]], bool],
+) -> dict[str, Any]:
+    """The keyword arguments of ``ansible_runner.run`` for one run of ``book``."""
     cmdline = " ".join(
         [
             *(["--check"] if check else []),
@@ -284,24 +364,6 @@ def run_playbook(
             *(["--tags", tags] if tags else []),
         ]
     )
-
-    def handle(event: Mapping[str, Any]) -> bool:
-        before = (progress.play, len(progress.failures), len(progress.notices))
-        progress.feed(event)
-        if on_event:
-            on_event(event)
-        for line in progress.notices[before[2] :]:
-            console.print(f"warning: {line}", markup=False, highlight=False, style="yellow")
-        if live is not None:
-            live.update(render(progress))
-        elif not console.is_terminal:
-            # a log or CI job: one plain line per play and per failure, no live display
-            if progress.play != before[0]:
-                console.print(f"play: {progress.play}", markup=False, highlight=False)
-            for host, task, msg in progress.failures[before[1] :]:
-                console.print(f"failed: {host} | {task}: {msg}", markup=False, highlight=False)
-        return True
-
     # ansible-playbook of this Python's environment, even when its bin/ is not on PATH
     bin_dir = str(Path(sys.executable).parent)
     envvars = {
@@ -310,8 +372,7 @@ def run_playbook(
         "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "True",
         "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),
     }
-    live: Live | None = None
-    kwargs: dict[str, Any] = dict(
+    return dict(
         private_data_dir=str(private),
         artifact_dir=str(artifacts),
         playbook=str(book),
@@ -320,18 +381,18 @@ def run_playbook(
         limit=limit,
         verbosity=verbosity or None,
         quiet=True,
-        event_handler=handle,
+        event_handler=event_handler,
         envvars=envvars,
         cmdline=cmdline or None,
         project_dir=str(book.parent),
         rotate_artifacts=ARTIFACTS_KEPT,
     )
-    if console.is_terminal:
-        with Live(render(progress), console=console, refresh_per_second=4) as live:
-            result = ansible_runner.run(**kwargs)
-    else:
-        result = ansible_runner.run(**kwargs)
-    live = None
+
+
+def _finish(result: Any, progress: RunProgress, console: Console, artifacts: Path) -> RunResult:
+    """Print the recap, the warnings and the log's path of an ended run (``result``:
+    ansible-runner's Runner) and judge its status: 1 when a host failed or the run timed
+    out or was canceled, 2 when ansible-playbook exited before running any task."""
     console.print(render(progress, final=True))
     for line in progress.notices:
         console.print(f"warning: {line}", markup=False, highlight=False, style="yellow")
@@ -341,7 +402,7 @@ def run_playbook(
         status = EXIT_FAILED
     if progress.stats is None and not progress.hosts and rc not in (None, 0):
         stdout = (
-            _tail(Path(artifacts) / result.config.ident / "stdout", 20)
+            _tail(artifacts / result.config.ident / "stdout", 20)
             if hasattr(result, "config")
             else ""
         )
@@ -352,10 +413,9 @@ def run_playbook(
     ident = getattr(getattr(result, "config", None), "ident", None)
     if ident:
         console.print(
-            f"ansible log: {Path(artifacts) / str(ident) / 'stdout'}", markup=False, highlight=False
+            f"ansible log: {artifacts / str(ident) / 'stdout'}", markup=False, highlight=False
         )
-    shutil.rmtree(private, ignore_errors=True)
-    run_dir = Path(artifacts) / str(ident) if ident else Path(artifacts)
+    run_dir = artifacts / str(ident) if ident else artifacts
     return RunResult(status, progress, run_dir, rc)
 
 
@@ -530,44 +590,6 @@ def _check_limit(inv: Any, limit: str, members: dict[str, list], groups: Sequenc
         )
 
 
-def check_lab_inventory(inventories: Iterable[str]) -> None:
-    """Refuse to run against the embedded lab inventory (``inventory/lab``) when the lab it
-    names (``GPUFLEET_LAB_NAME``, default ``gpufleet-lab``) has not been brought up or its
-    control-plane node is not running: Ansible would only report that it cannot reach the
-    podman containers.
-
-    Raises:
-        RunError: naming the lab and the command that brings it up.
-    """
-    lab_inventory = default_inventory().resolve()
-    if not any(Path(i).resolve() == lab_inventory for i in inventories):
-        return
-    from gpufleet.lab import cluster
-
-    try:
-        state = cluster.load_state()
-        name = cluster.lab_name()
-    except cluster.LabError as err:
-        raise RunError(str(err)) from None
-    if state is None:
-        raise RunError(
-            f"lab {name!r} does not exist (no {cluster.state_path()}); fix: bring it up with "
-            "`gpufleet lab up`, or set GPUFLEET_LAB_NAME to the lab you mean"
-        )
-    nodes = [n["name"] for n in state.get("nodes") or [] if n.get("role") == "control-plane"]
-    proc = subprocess.run(
-        ["podman", "container", "inspect", "--format", "{{.State.Running}}", *nodes[:1]],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if nodes and (proc.returncode != 0 or proc.stdout.strip() != "true"):
-        raise RunError(
-            f"lab {name!r}: its control-plane node {nodes[0]} is not running; fix: "
-            "`gpufleet lab up` (it converges the lab), or `gpufleet lab down` and up again"
-        )
-
-
 def _cache_dir() -> Path:
     return Path(os.environ.get("GPUFLEET_CACHE") or Path.home() / ".cache" / "gpufleet")
 
@@ -585,4 +607,4 @@ def default_inventory() -> Path:
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use: python -m gpufleet.runner BOOK INV
-    sys.exit(run_playbook(sys.argv[1], sys.argv[2:] or [os.fspath(default_inventory())]).status)
+    exit_with(run_playbook(sys.argv[1], sys.argv[2:] or [os.fspath(default_inventory())]).status)

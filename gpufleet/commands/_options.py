@@ -1,8 +1,10 @@
-"""Options shared by the commands that run playbooks."""
+"""Options shared by the commands: ``-e`` extra variables, and what reading ``--layout``
+needs (``mig plan``, ``mig apply``)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import click
@@ -87,3 +89,21 @@ def extra_vars_flag(
         callback=extra_vars_option,
         help=help_text,
     )
+
+
+#: A MIG layout as ``--layout`` takes it (profile -> count).
+LAYOUT_EXAMPLE = '{"1g.18gb": 7}'
+
+
+def path_exists(path: Path) -> bool:
+    """``path.exists()``, False for a name the system cannot look up (too long, a NUL)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """``repr`` of ``text`` cut to ``limit`` characters (``...`` marks the cut), for
+    messages that quote an option's value."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")

@@ -27,7 +27,7 @@ judge offline.
 Exit codes: 0 success (check: no error; with ``--strict`` no warning either); 1 check found
 problems; 2 bad input (unreadable file, not YAML, no DRA object in it, bad option).
 
-More subcommands join this group with ``claims.add_command(...)``.
+``claims gc`` and ``claims explain`` (commands/claims_gc.py) join this group in gpufleet/cli.py.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resour
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import classes as cdrv
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import jobs as kj
 
-from gpufleet.lab import celcheck as kcel
+from gpufleet.commands._cel import judge_for
+from gpufleet.exit import EXIT_CANNOT_RUN, exit_with, status_of
 
 CLAIM_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
 CHECKED_KINDS = ("DeviceClass", *CLAIM_KINDS)
@@ -447,8 +448,8 @@ def check(
             f"and no Pod that uses resource claims ({len(docs)} document(s) read)",
             err=True,
         )
-        sys.exit(2)
-    judge, judged_by = kcel.judge_for(_expressions(objects), kubernetes_version)
+        exit_with(EXIT_CANNOT_RUN)
+    judge, judged_by = judge_for(objects, kubernetes_version)
     try:
         results = []
         for obj in objects:
@@ -469,7 +470,7 @@ def check(
             results.append(_result(obj, problems))
     except RuntimeError as exc:  # the CEL parser is missing
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     errors = sum(1 for r in results for p in r["problems"] if p["severity"] == cprob.ERROR)
     warnings = sum(1 for r in results for p in r["problems"] if p["severity"] == cprob.WARNING)
     unjudged = sum(1 for r in results for p in r["problems"] if p["severity"] == cprob.UNJUDGED)
@@ -509,7 +510,7 @@ def check(
             + f" (CEL: {judged_by}): "
             + ("FAIL" if failed else "PASS")
         )
-    sys.exit(1 if failed else 0)
+    exit_with(status_of(bool(failed)))
 
 
 def _result(obj: dict[str, Any], problems: list[cprob.Problem]) -> dict[str, Any]:
@@ -528,18 +529,3 @@ def _ident(doc: Any) -> str:
         return f"a {type(doc).__name__} document"
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     return f"{doc.get('kind') or '-'} {meta.get('namespace') or '-'}/{meta.get('name') or '-'}"
-
-
-def _expressions(obj: Any) -> list[str]:
-    """Every ``cel.expression`` string inside ``obj``."""
-    out: list[str] = []
-    if isinstance(obj, dict):
-        cel = obj.get("cel")
-        if isinstance(cel, dict) and isinstance(cel.get("expression"), str):
-            out.append(cel["expression"])
-        for value in obj.values():
-            out.extend(_expressions(value))
-    elif isinstance(obj, list):
-        for value in obj:
-            out.extend(_expressions(value))
-    return out

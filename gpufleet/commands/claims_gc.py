@@ -3,7 +3,8 @@
 ``gpufleet claims gc [--apply] [--namespace NS] [--kubeconfig PATH] [--json]`` lists the
 claims and pods once, finds claims that hold devices for pods that are gone (as
 kube-controller-manager's resource claim controller would clean them up, see
-``plugins/module_utils/claims/leaks.py``) and, with ``--apply``, releases them: drops
+``plugins/module_utils/claims/leaks.py``) and, with ``--apply``, releases them
+(``plugins/module_utils/claims/release.py``): drops
 the dead ``status.reservedFor`` entries, clears ``status.allocation``, removes the
 ``resource.kubernetes.io/delete-protection`` finalizer and deletes generated claims whose
 pod is gone. Without ``--apply`` it only prints the plan. A claim that a live pod reserves
@@ -22,21 +23,22 @@ Exit codes: gc: 0 nothing to do or everything applied, 1 an update failed, 2 can
 explain: 0 the claim is allocated or would fit, 1 it cannot be allocated as published
 now, 2 cannot run (no such claim, API unreachable).
 
-Both commands register themselves on the ``claims`` group when this module is imported.
+gpufleet/cli.py adds both to the ``claims`` group.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import gc as cgc
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import leaks as cleaks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import metadata as cm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
+    release as claim_release,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     listing as cluster_listing,
@@ -48,8 +50,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpufleet.commands.claims import _expressions, claims
-from gpufleet.lab import celcheck as kcel
+from gpufleet.commands._cel import judge_for
+from gpufleet.exit import EXIT_CANNOT_RUN, exit_with, status_of
 
 
 def _kube(kubeconfig: str | None, context: str | None) -> vk.Kube:
@@ -57,7 +59,7 @@ def _kube(kubeconfig: str | None, context: str | None) -> vk.Kube:
         return vk.Kube(kubeconfig, context)
     except vk.KubeError as err:
         Console(stderr=True).print(f"[red]error:[/red] {escape(err.message)}")
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
 
 
 def _name(value: str, hint: str, subdomain: bool) -> str:
@@ -75,13 +77,13 @@ def _resource_version(kube: vk.Kube) -> str:
     except vk.KubeError as err:
         what = escape(err.message if err.status is None else f"{err.status}: {err.message}")
         Console(stderr=True).print(f"[red]error:[/red] cannot read {kube.server}: {what}")
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     if not rv:
         Console(stderr=True).print(
             "[red]error:[/red] the cluster serves no resource.k8s.io version this command reads "
             f"({', '.join(resource_versions.OBJECT_RESOURCE_VERSIONS)}); DRA is not enabled"
         )
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     return rv
 
 
@@ -135,7 +137,7 @@ def gc(
         Console(stderr=True).print(
             f"[red]error:[/red] cannot list claims and pods: {escape(str(err))}"
         )
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     with vk.gc_paused():
         plan = cgc.plan_gc(claim_list, pods)
     acted = {a.claim for a in plan if a.action != "skip"} if apply_ else set()
@@ -146,7 +148,7 @@ def gc(
         entry = {**action.to_dict(), "applied": False, "error": None}
         if apply_ and action.action != "skip":
             try:
-                _apply(kube, rv, by_key[action.claim], action)
+                claim_release.release_claim(kube, rv, by_key[action.claim], action)
                 entry["applied"] = True
             except vk.KubeError as err:
                 failed += 1
@@ -184,36 +186,7 @@ def gc(
         console.print(
             f"{len(claim_list)} claim(s), {len(pods)} pod(s) listed; {kube.requests} API requests"
         )
-    sys.exit(1 if failed else 0)
-
-
-def _apply(kube: vk.Kube, rv: str, claim: dict[str, Any], action: cgc.GcAction) -> None:
-    meta = claim["metadata"]
-    base = (
-        f"/apis/resource.k8s.io/{rv}/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}"
-    )
-    current = claim
-    if action.status_patch is not None:
-        body = {**claim, "status": action.status_patch}
-        current = kube.request("PUT", base + "/status", body=body)
-    if action.remove_finalizer:
-        fins = [f for f in current["metadata"].get("finalizers") or [] if f != cleaks.FINALIZER]
-        current = kube.request(
-            "PUT", base, body={**current, "metadata": {**current["metadata"], "finalizers": fins}}
-        )
-    if action.delete:
-        kube.request(
-            "DELETE",
-            base,
-            body={
-                "apiVersion": "v1",
-                "kind": "DeleteOptions",
-                "preconditions": {
-                    "uid": meta["uid"],
-                    "resourceVersion": current["metadata"]["resourceVersion"],
-                },
-            },
-        )
+    exit_with(status_of(bool(failed)))
 
 
 @click.command("explain")
@@ -241,7 +214,7 @@ def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json
         Console(stderr=True).print(
             f"[red]error:[/red] ResourceClaim {ns}/{name}: {escape(str(err))}"
         )
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     try:
         classes = kube.list(f"{base}/deviceclasses")
         slices = kube.list(f"{base}/resourceslices")
@@ -252,9 +225,9 @@ def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json
         Console(stderr=True).print(
             f"[red]error:[/red] cannot list what the explanation needs: {escape(str(err))}"
         )
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     release, release_source = cluster_release(kube)
-    judge, judged_by = kcel.judge_for(_expressions([claim, *classes]), release)
+    judge, judged_by = judge_for([claim, *classes], release)
     result = cexplain.explain_claim(claim, classes, slices, claim_list, nodes, pods, judge=judge)
     result["kubernetesVersion"] = release
     result["kubernetesVersionSource"] = release_source
@@ -266,7 +239,7 @@ def explain(claim_ref: str, kubeconfig: str | None, context: str | None, as_json
         click.echo(json.dumps(result, indent=2))
     else:
         render_explain(Console(), result)
-    sys.exit(0 if allocated or result["verdict"] == "would-fit" else 1)
+    exit_with(status_of(not (allocated or result["verdict"] == "would-fit")))
 
 
 def render_explain(console: Console, result: dict[str, Any]) -> None:
@@ -307,7 +280,3 @@ def render_explain(console: Console, result: dict[str, Any]) -> None:
     for p in result["pods"]:
         if p["scheduler"]:
             console.print(f"pod {p['pod']}: scheduler says: {p['scheduler']}")
-
-
-claims.add_command(gc)
-claims.add_command(explain)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from gpufleet import doctor as checks
+from gpufleet.exit import exit_with, status_of
 
 
 @click.command()
@@ -36,4 +36,4 @@ def doctor(as_json: bool) -> None:
         console = Console()
         console.print(table)
         console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
-    sys.exit(1 if failed else 0)
+    exit_with(status_of(bool(failed)))

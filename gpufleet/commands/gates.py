@@ -16,7 +16,6 @@ and the fix go to stderr); 2 malformed input (a bad version string, ``--gate`` w
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
@@ -35,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.commands._options import extra_vars_flag
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, exit_with, run_or_exit, status_of
 
 
 def _version(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -139,13 +139,13 @@ def plan(
             target = dra_plan.plan_components(to_version, features, gate_wishes)
     except dra_core.VersionParseError as exc:
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     except dra_core.VersionModelError as exc:  # a well-formed request the plan's checks refuse
         asked = f"--to {to_version}" + (f" --from {from_version}" if from_version else "")
         click.echo(f"Error: {asked}: {exc.reason}", err=True)
         if exc.fix:
             click.echo(f"Fix: {exc.fix}", err=True)
-        sys.exit(1)
+        exit_with(EXIT_FAILED)
     if as_json:
         click.echo(json.dumps(plan_document(target, transition), indent=2, sort_keys=True))
         return
@@ -309,8 +309,8 @@ def audit_result_from_event(event: dict[str, Any]) -> dict[str, Any] | None:
 def audit_exit_status(audit_doc: dict[str, Any] | None) -> int:
     """0 no failed finding, 1 a finding failed, 2 no audit result (it could not run)."""
     if audit_doc is None:
-        return 2
-    return 1 if (audit_doc.get("counts") or {}).get("fail") else 0
+        return EXIT_CANNOT_RUN
+    return status_of(bool((audit_doc.get("counts") or {}).get("fail")))
 
 
 _SEVERITY_STYLE = {"fail": "bold red", "warn": "yellow"}
@@ -423,17 +423,16 @@ def audit_command(inventories: tuple[str, ...], extra_vars: dict[str, Any], as_j
                 errors.append(str((data.get("res") or {}).get("msg") or "the audit task failed"))
 
     progress = Console(stderr=True) if as_json else Console()
-    try:
-        result = runner.run_playbook(
+    result = run_or_exit(
+        lambda: runner.run_playbook(
             AUDIT_PLAYBOOK,
             list(inventories),
             extravars=extravars,
             console=progress,
             on_event=on_event,
-        )
-    except runner.RunError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+        ),
+        runner.RunError,
+    )
     audit_doc = found[-1] if found else None
     status = audit_exit_status(audit_doc)
     if audit_doc is None:
@@ -443,12 +442,12 @@ def audit_command(inventories: tuple[str, ...], extra_vars: dict[str, Any], as_j
             f"{result.status}",
             err=True,
         )
-        sys.exit(status)
+        exit_with(status)
     if as_json:
         click.echo(json.dumps(audit_doc, indent=2, sort_keys=True))
     else:
         render_audit(audit_doc, Console(width=max(160, Console().width)))
-    sys.exit(status)
+    exit_with(status)
 
 
 @gates.command("apply")
@@ -465,11 +464,10 @@ def apply_command(
     Exit 0 when every host succeeded, 1 when a host failed, 2 when it could not run."""
     from gpufleet import runner
 
-    try:
-        result = runner.run_playbook(
+    result = run_or_exit(
+        lambda: runner.run_playbook(
             APPLY_PLAYBOOK, list(inventories), extravars=extra_vars, check=check, diff=diff
-        )
-    except runner.RunError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
-    sys.exit(result.status)
+        ),
+        runner.RunError,
+    )
+    exit_with(result.status)

@@ -31,8 +31,6 @@ they are) rather than left out.
 from __future__ import annotations
 
 import json
-import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +43,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profil
 from rich.console import Console
 from rich.table import Table
 
-from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._options import LAYOUT_EXAMPLE, path_exists, shown
+from gpufleet.exit import EXIT_FAILED, exit_with
 
 
 class _JsonErrorsCommand(click.Command):
@@ -159,9 +158,9 @@ def _read_layout_source(value: str) -> tuple[str, Any]:
     text = value.strip()
     if text.startswith("@") or not text.startswith("{"):
         path = Path(text[1:] if text.startswith("@") else text)
-        if not _exists(path):
+        if not path_exists(path):
             raise click.BadParameter(
-                f"{_short(value)} is neither a JSON object nor a readable file; write a layout as "
+                f"{shown(value)} is neither a JSON object nor a readable file; write a layout as "
                 "'{\"1g.18gb\": 7}' or give a mig-parted config file as @path",
                 param_hint="'--layout'",
             )
@@ -171,24 +170,9 @@ def _read_layout_source(value: str) -> tuple[str, Any]:
         except ig.InputError as exc:
             raise click.BadParameter(str(exc), param_hint="'--layout'") from None
     try:
-        return "JSON", ig.load_json(text, f"--layout {_short(text)}", _EXAMPLE)
+        return "JSON", ig.load_json(text, f"--layout {shown(text)}", LAYOUT_EXAMPLE)
     except ig.InputError as exc:
         raise click.BadParameter(str(exc), param_hint="'--layout'") from None
-
-
-_EXAMPLE = '{"1g.18gb": 7}'
-
-
-def _exists(path: Path) -> bool:
-    """``path.exists()``, False for a name the system cannot look up (too long, a NUL)."""
-    try:
-        return path.exists()
-    except (OSError, ValueError):
-        return False
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _wanted_per_gpu(
@@ -434,7 +418,7 @@ def plan(
     for gpu, exc in failures.items():
         click.echo(f"GPU {gpu}: {exc.reason}", err=True)
     if failures:
-        sys.exit(1)
+        exit_with(EXIT_FAILED)
 
 
 def models_doc() -> list[dict[str, Any]]:
@@ -497,202 +481,3 @@ def models_command(as_json: bool) -> None:
             console.print("  no sourced profile table: plan with --lgip/--lgipp")
         console.print(f"  source: {m['source']}")
         console.print(f"  note: {m['note']}")
-
-
-APPLY_PLAYBOOK = "mig"
-
-
-def apply_extravars(layout: str | None, config_name: str | None) -> dict[str, Any]:
-    """Extra variables of ``playbooks/mig.yml`` for ``--layout`` and ``--config-name``.
-
-    ``--layout`` is a JSON object (``mig_layout``), a mig-parted config file given as
-    ``@path`` or an existing path (``mig_config_file``, absolute), or the NAME of a
-    ``mig-configs`` entry of the config the inventory sets (``mig_config_name``).
-    Raises ``click.BadParameter`` (exit 2) for invalid JSON, a layout that is not
-    profile -> count, a missing ``@file``, or ``--config-name`` with a NAME or JSON.
-    """
-    out: dict[str, Any] = {}
-    if layout is None:
-        if config_name:
-            out["mig_config_name"] = config_name
-        return out
-    text = layout.strip()
-    if not text or text == "@":
-        raise click.BadParameter(
-            f"{layout!r} is empty; fix: give a mig-configs entry name (e.g. h100-80gb-all-1g), a "
-            "layout as JSON ('{\"1g.18gb\": 7}') or @FILE, or leave --layout out to apply "
-            "what the inventory sets",
-            param_hint="'--layout'",
-        )
-    if text.startswith("{"):
-        try:
-            data = ig.load_json(text, f"--layout {_short(text)}", _EXAMPLE)
-        except ig.InputError as exc:
-            raise click.BadParameter(str(exc), param_hint="'--layout'") from None
-        try:
-            out["mig_layout"] = mpl.parse_layout(data, name="--layout")
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="'--layout'") from None
-        if config_name:
-            raise click.BadParameter(
-                "--config-name goes with a mig-parted config file, not a JSON layout",
-                param_hint="'--config-name'",
-            )
-        out["mig_config"] = {}
-        out["mig_config_file"] = ""
-        return out
-    path = Path(text[1:] if text.startswith("@") else text)
-    if text.startswith("@") or (_exists(path) and path.is_file()):
-        if not _exists(path):
-            raise click.BadParameter(f"{path} does not exist", param_hint="'--layout'")
-        _check_config_file(path, config_name)
-        out["mig_config_file"] = str(path.resolve())
-        out["mig_layout"] = {}
-        if config_name:
-            out["mig_config_name"] = config_name
-        return out
-    if config_name:
-        raise click.BadParameter(
-            f"--layout {layout!r} already names the config entry; drop --config-name",
-            param_hint="'--config-name'",
-        )
-    if not _CONFIG_NAME.fullmatch(text):
-        raise click.BadParameter(
-            f"{_short(layout)} is not a mig-configs entry name (letters, digits, '.', '_' and "
-            "'-', at most 253), a JSON layout or an existing file; fix: give e.g. "
-            "h100-80gb-all-1g, '{\"1g.18gb\": 7}' or @FILE",
-            param_hint="'--layout'",
-        )
-    out["mig_config_name"] = text
-    return out
-
-
-# What a mig-configs entry name may be here: the names NVIDIA's mig-parted examples use
-# (all-disabled, all-1g.10gb, all-balanced) and a DNS-label-like length bound.
-_CONFIG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
-
-
-def _check_config_file(path: Path, config_name: str | None) -> None:
-    """Read and check the mig-parted config file ``path`` (and that it holds
-    ``config_name``) before any host is touched; click.BadParameter (exit 2) otherwise."""
-    what = f"file {path}"
-    try:
-        config = mcfg.load_mig_config(ig.load_yaml(ig.read_text(path, what) or "", what))
-    except ig.InputError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--layout'") from None
-    except mcfg.MigConfigError as exc:
-        raise click.BadParameter(f"{what}: {exc}", param_hint="'--layout'") from None
-    if config_name and config_name not in config.names:
-        raise click.BadParameter(
-            f"{config_name!r} is not a mig-configs entry of {path}; fix: use one of "
-            + ", ".join(config.names),
-            param_hint="'--config-name'",
-        )
-
-
-@mig.command("apply")
-@click.option(
-    "-i",
-    "--inventory",
-    "inventories",
-    multiple=True,
-    required=True,
-    metavar="INVENTORY",
-    help="Ansible inventory (file or directory); repeat for several.",
-)
-@click.option(
-    "--layout",
-    default=None,
-    metavar="NAME|JSON|@FILE",
-    help="A mig-configs entry of the inventory's config (NAME), a layout as JSON "
-    "('{\"1g.18gb\": 7}'), or a mig-parted config file (@FILE, with --config-name). "
-    "Default: what the inventory sets (mig_layout, mig_config...).",
-)
-@click.option("--config-name", default=None, metavar="NAME", help="Entry of the @FILE config.")
-@click.option(
-    "--limit", default=None, metavar="PATTERN", help="Only these hosts (ansible --limit)."
-)
-@click.option("--check", is_flag=True, help="Report what would change; change nothing.")
-@click.option("--diff", is_flag=True, help="Show the GPU layouts before and after.")
-@click.option(
-    "--proposal",
-    default=None,
-    metavar="FILE",
-    help="A proposal of 'gpufleet mig advise --json FILE': carve its GPUs only, on its nodes "
-    "only, after checking that the cluster still matches it.",
-)
-@click.option(
-    "--maintenance-window",
-    default=None,
-    metavar="START/END",
-    help="With --proposal: refuse to run outside it (ISO 8601 with a time zone, e.g. "
-    "2026-12-03T22:00Z/2026-12-04T02:00Z).",
-)
-@click.option(
-    "--allow-disturb",
-    is_flag=True,
-    help="With --proposal: confirm destroying GPU instances running claims use (the "
-    "proposal must have been made with --allow-disturb).",
-)
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Kubeconfig.")
-@click.option("--context", default=None, help="Kubeconfig context.")
-@extra_vars_flag("Extra variable for the playbook (repeat); the value is read as YAML.")
-def apply_command(
-    inventories: tuple[str, ...],
-    layout: str | None,
-    config_name: str | None,
-    limit: str | None,
-    check: bool,
-    diff: bool,
-    proposal: str | None,
-    maintenance_window: str | None,
-    allow_disturb: bool,
-    kubeconfig: str | None,
-    context: str | None,
-    extra_vars: dict[str, Any],
-) -> None:
-    """Carve MIG GPU instances on the GPU nodes (playbooks/mig.yml), a batch at a time,
-    then republish each node's ResourceSlices.
-
-    Exit 0 when every node succeeded, 1 when one failed (or a --proposal is stale or
-    outside its maintenance window), 2 when it could not run."""
-    from gpufleet import runner
-
-    if proposal is None:
-        for flag, value in (("--maintenance-window", maintenance_window),
-                            ("--allow-disturb", allow_disturb)):  # fmt: skip
-            if value:
-                raise click.BadParameter(
-                    f"{flag} goes with --proposal FILE", param_hint=f"'{flag}'"
-                )
-        extravars = {**apply_extravars(layout, config_name), **extra_vars}
-    else:
-        if layout or config_name or limit:
-            raise click.BadParameter(
-                "--proposal names the nodes, GPUs and layouts; drop --layout, --config-name "
-                "and --limit",
-                param_hint="'--proposal'",
-            )
-        from gpufleet.commands import mig_advise
-
-        planned = mig_advise.proposal_run(
-            inventories, proposal, kubeconfig, context, maintenance_window, allow_disturb
-        )
-        if planned is None:
-            sys.exit(0)
-        extravars, limit = planned
-        click.echo(mig_advise.describe(extravars))
-        extravars = {**extravars, **extra_vars}
-    try:
-        result = runner.run_playbook(
-            APPLY_PLAYBOOK,
-            list(inventories),
-            extravars=extravars,
-            limit=limit,
-            check=check,
-            diff=diff,
-        )
-    except runner.RunError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
-    sys.exit(result.status)

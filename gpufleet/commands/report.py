@@ -23,15 +23,10 @@ cannot be written).
 from __future__ import annotations
 
 import datetime as _dt
-import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
-    listing as cluster_listing,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import activity as fa
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
@@ -40,45 +35,19 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpufleet.commands import report_pages as rp
 from gpufleet.commands import report_serve as rs
-from gpufleet.commands.validate import check_outputs, write_json
+from gpufleet.commands._cluster import read_cluster
+from gpufleet.commands._output import check_outputs, write_json
+from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
+from gpufleet.render import fleet_report as rp
 
-#: The kinds the report reads; a failure to list any of them stops it (exit 2).
-KINDS = ("nodes", "pods", "resourceslices", "resourceclaims")
 #: Pending and leaked claims printed on the terminal (all of them are in --json).
 SHOWN = 15
 
 
 def _fail(message: str) -> NoReturn:
     Console(stderr=True).print(f"[red]error:[/red] {escape(message)}")
-    sys.exit(2)
-
-
-def read_cluster(kubeconfig: str | None, context: str | None) -> tuple[vk.Kube, Any]:
-    """The listing of ``KINDS`` (``cluster.listing.Listing``); exits 2 with one line when
-    the kubeconfig cannot be loaded, the API server does not answer, resource.k8s.io is
-    not served or a kind cannot be listed."""
-    try:
-        kube = vk.Kube(kubeconfig, context)
-        listing = cluster_listing.list_cluster(kube, kinds=KINDS)
-    except vk.KubeError as err:
-        _fail(err.message if err.status is None else f"{err.status}: {err.message}")
-    if not listing.resource_version:
-        _fail(
-            f"the cluster {kube.server} serves no resource.k8s.io version this command reads "
-            f"({', '.join(resource_versions.OBJECT_RESOURCE_VERSIONS)}); "
-            "fix: enable DRA (gpufleet gates plan)"
-        )
-    failed = {k: v for k, v in listing.errors.items() if k in KINDS}
-    if failed:
-        _fail(
-            "cannot list "
-            + "; ".join(f"{k}: {v}" for k, v in failed.items())
-            + "; fix: use a kubeconfig allowed to list nodes, pods, resourceslices and "
-            "resourceclaims in all namespaces"
-        )
-    return kube, listing
+    exit_with(EXIT_CANNOT_RUN)
 
 
 def _table(report: dict[str, Any]) -> Table:

@@ -20,8 +20,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import clien
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import metrics as fm
 
-#: The kinds one scrape lists (those of the report).
-KINDS = ("nodes", "pods", "resourceslices", "resourceclaims")
+from gpufleet.commands._cluster import KINDS
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -12,8 +12,6 @@ malformed ``-e``, the collection not installed).
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,21 +20,12 @@ import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 from rich.console import Console
 
-from gpufleet.commands import report_view
 from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._output import report_path
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with, run_or_exit
+from gpufleet.render import validation
 
 SITE_PLAYBOOK = "site"
-REPORT_NAME = "validate-latest.json"
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CANNOT_RUN = 2
-
-
-def report_path() -> Path:
-    """``$GPUFLEET_CACHE/reports/validate-latest.json`` (default cache ``~/.cache/gpufleet``)."""
-    cache = os.environ.get("GPUFLEET_CACHE") or str(Path.home() / ".cache" / "gpufleet")
-    return Path(cache) / "reports" / REPORT_NAME
 
 
 @click.command("up")
@@ -89,10 +78,10 @@ def up(
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         click.echo(f"Error: cannot create {path.parent}: {exc}", err=True)
-        sys.exit(EXIT_CANNOT_RUN)
+        exit_with(EXIT_CANNOT_RUN)
     started = time.time()
-    try:
-        result = runner.run_playbook(
+    result = run_or_exit(
+        lambda: runner.run_playbook(
             playbook,
             list(inventories),
             extravars=extra_vars,
@@ -101,19 +90,18 @@ def up(
             diff=diff,
             verbosity=verbose,
             console=console,
-        )
-    except runner.RunError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(EXIT_CANNOT_RUN)
+        ),
+        runner.RunError,
+    )
     status = result.status
     since = float(int(started))
-    doc = report_view.read_report(path, since)
+    doc = validation.read_report(path, since)
     if doc is not None:
-        report_view.render_report(console, doc, str(path))
+        validation.render_report(console, doc, str(path))
         status = max(status, vr.exit_code(doc))
     elif path.is_file() and path.stat().st_mtime >= since:
         console.print(f"[red]{path} (written by this run) is not a validation report[/red]")
         status = max(status, EXIT_FAILED)
     elif status == EXIT_OK and not check:
         console.print(f"[dim]no validation report from this run at {path}[/dim]")
-    sys.exit(status)
+    exit_with(status)

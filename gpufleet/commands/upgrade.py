@@ -4,8 +4,8 @@ minor at a time, in lockstep.
 The plan is the upgrade role's: ``gpufleet upgrade -i INVENTORY --to VERSION --plan
 [--json]`` runs ``playbooks/upgrade.yml`` in check mode through the project's runner
 (ansible-runner) and renders the plan that module ``gpufleet.cluster.upgrade_plan``
-returns in that run (``UpgradePlan.to_dict()``, see ``upgrade_render``). The playbook
-judges the input first, on the control host, before any host is read (the role's
+returns in that run (``UpgradePlan.to_dict()``, gpufleet/render/upgrade_plan.py). The
+playbook judges the input first, on the control host, before any host is read (the role's
 argument specification, then module ``upgrade_plan`` with ``judge_only``: releases, batch
 size, GPU floor, DRA wishes, repository template, snapshot files); then reads ``kubeadm
 version`` and the DRA gate facts on every host and the cluster (Nodes, kube-apiserver
@@ -32,8 +32,8 @@ and ``playbooks/validate.yml`` before (not when resuming a failed run, whose cor
 validate would refuse) and after, unless ``--no-validate``.
 
 Resume: the role reads the upgrade report of an earlier run (``upgrade_report_path``,
-default ``~/.cache/gpufleet/upgrade-report.json``; on the lab's inventory
-``labs/<name>/upgrade-report.json`` beside its kubeconfig) and resumes the nodes it drained
+as roles/upgrade/defaults/main.yml or the inventory sets it, read back from the planning
+run's ``upgrade_run_settings``) and resumes the nodes it drained
 and left cordoned (``cordoned_by_upgrade``), unless the report is another cluster's (its
 ``cluster_uid`` differs from kube-system's UID; a note says so). Before a run the command
 moves another cluster's report aside and stamps the report with this cluster's UID. A host
@@ -43,11 +43,9 @@ After each step the report's timings are printed per node: drain, restart to Rea
 plugin and ResourceSlices, the node's total and the rest (the toolkit's own work), and the
 step's wall-clock time.
 
-On the lab's inventory (it carries ``lab_kubeconfig``; the lab is air-gapped)
-``gpufleet.lab.upgrade`` builds the kubeadm, kubelet and kubectl packages of every release
-involved into the local repository and the control-plane images of each step before the
-run, and passes them as ``upgrade_local_repo_dir`` and ``upgrade_image_archives``; ``-e``
-overrides them.
+The lab is one more inventory: what its air-gapped upgrade needs (the package repository
+and control-plane images, ``upgrade_local_repo_dir``, ``upgrade_image_archives``) comes from
+inventory/lab, once ``gpufleet lab prepare-upgrade --to VERSION`` has built it.
 
 Exit codes: 0 planned or upgraded; 1 a host or a step failed, or the plan is blocked;
 2 the input is refused (a bad release, downgrade, skipped minor, target outside the model,
@@ -60,8 +58,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,22 +69,16 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common import mes
 from rich.console import Console
 
 from gpufleet.commands._options import extra_vars_flag
-from gpufleet.commands.upgrade_render import render, render_timings, timing_rows
+from gpufleet.commands._output import report_path
 from gpufleet.commands.upgrade_report import (
     PhaseTracker,
     own_report,
     read_report,
     unfinished_hosts,
 )
-from gpufleet.lab import upgrade as lab
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with
+from gpufleet.render.upgrade_plan import render, render_timings, timing_rows
 
-# moved, still reached here
-__all__ = ["PhaseTracker", "own_report", "read_report", "render", "render_timings",
-           "timing_rows", "unfinished_hosts", "upgrade"]  # fmt: skip
-
-EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
-#: The role's default upgrade_report_path (roles/upgrade/defaults/main.yml).
-DEFAULT_REPORT = Path("~/.cache/gpufleet/upgrade-report.json")
 #: Names the planner's task has in ansible-runner events.
 PLAN_ACTIONS = frozenset({"gpufleet.cluster.upgrade_plan", "upgrade_plan"})
 #: The fact roles/upgrade/tasks/plan.yml sets with the settings the run resolved.
@@ -119,67 +109,6 @@ class InputError(Exception):
         self.fix = fix
 
 
-# ------------------------------------------------------------------------- inventory
-
-
-def read_inventory(inventory: Sequence[str]) -> dict[str, Any]:
-    """``ansible-inventory --list`` of ``inventory`` as a dict. Raises InputError when a
-    source is missing or cannot be parsed (``INVENTORY_ANY_UNPARSED_IS_FAILED``: Ansible's
-    own parse error is shown, not an empty inventory)."""
-    exe = Path(sys.executable).parent / "ansible-inventory"
-    argv = [str(exe) if exe.exists() else "ansible-inventory"]
-    for inv in inventory:
-        if not Path(inv).exists():
-            raise InputError(
-                f"-i {inv!r}: the inventory does not exist.", "pass -i with an inventory path."
-            )
-        argv += ["-i", inv]
-    argv.append("--list")
-    env = {**os.environ, "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "True"}
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120, env=env)
-    if proc.returncode != 0:
-        raise InputError(
-            f"-i {' '.join(inventory)}: ansible-inventory cannot parse the inventory: "
-            f"{_parse_failure(proc.stderr)}",
-            f"correct the inventory (ansible-inventory -i {' '.join(inventory)} --list "
-            "shows the whole error).",
-        )
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError as exc:
-        raise InputError(
-            f"-i {' '.join(inventory)}: ansible-inventory printed no JSON ({exc}).",
-            "run ansible-inventory -i INVENTORY --list to see what it prints.",
-        ) from None
-    return data if isinstance(data, dict) else {}
-
-
-def _parse_failure(stderr: str) -> str:
-    """The useful part of ansible-inventory's parse failure: the first plugin's reason,
-    where it was found, and the final error. Reads both ansible-core 2.19's layout
-    (``[WARNING]: Failed to parse``, ``Origin:``, ``[ERROR]:``) and 2.17's (``[WARNING]:  *
-    Failed to parse`` wrapped over several lines, ``ERROR!``)."""
-    messages: list[str] = []
-    for line in stderr.splitlines():
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith(("[WARNING]", "[ERROR]", "ERROR!", "Origin:")) or not messages:
-            messages.append(text)
-        else:
-            messages[-1] += " " + text
-    keep: list[str] = []
-    for text in messages:
-        body = text.removeprefix("[WARNING]:").strip().removeprefix("* ").strip()
-        if body.startswith("Failed to parse") and not keep:
-            keep.append(body if len(body) <= 600 else body[:600] + " ...")
-        elif text.startswith("Origin:") and len(keep) == 1:
-            keep.append(text)
-        elif text.startswith(("[ERROR]", "ERROR!")):
-            keep.append(text.removeprefix("[ERROR]: ").removeprefix("ERROR! "))
-    return "; ".join(keep) if keep else " ".join(stderr.split())[:400]
-
-
 # ------------------------------------------------------------------------- plan
 
 
@@ -193,12 +122,11 @@ def plan_vars(
     kubeconfig: str | None = None,
     snapshot: str | None = None,
     save_snapshot: str | None = None,
-    lab_vars: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The extra variables of the planning run: the lab's repository (``lab_plan_vars``),
-    under ``-e``, under the options as the role's variables, and ``upgrade_input_names``
-    naming the option of each input that came from one (``--to`` always)."""
-    out: dict[str, Any] = {**lab.lab_plan_vars(lab_vars), **extra_vars}
+    """The extra variables of the planning run: ``-e``, under the options as the role's
+    variables, and ``upgrade_input_names`` naming the option of each input that came from
+    one (``--to`` always)."""
+    out: dict[str, Any] = dict(extra_vars)
     names = {"target": "--to"}
     given = {
         "via": list(via) or None,
@@ -303,13 +231,10 @@ def get_plan(inventory: Sequence[str], extravars: Mapping[str, Any], console: Co
     return run
 
 
-def render_notes(run: PlanRun, warnings: Sequence[str]) -> None:
-    """The planner's notes (a report of another cluster) and the lab's warnings, on
-    stderr."""
+def render_notes(run: PlanRun) -> None:
+    """The planner's notes (a report of another cluster), on stderr."""
     for note in (run.result or {}).get("notes") or []:
         click.echo(f"note: {note}", err=True)
-    for warning in warnings:
-        click.echo(f"warning: {warning}", err=True)
 
 
 # ------------------------------------------------------------------------- command
@@ -337,13 +262,13 @@ def render_notes(run: PlanRun, warnings: Sequence[str]) -> None:
 @click.option(
     "--batch-size",
     default=None,
-    help="Workers per batch: a number or a percentage (default: upgrade_batch_size, else 1).",
+    help="Workers per batch: a number or a percentage (default: upgrade_batch_size).",
 )
 @click.option(
     "--min-gpu-available-percent",
     default=None,
     help="Floor on GPU devices left schedulable while a batch is drained "
-    "(default: upgrade_min_gpu_available_percent, else 0).",
+    "(default: upgrade_min_gpu_available_percent).",
 )
 @click.option("--kubeconfig", default=None, help="Admin kubeconfig on this machine.")
 @click.option(
@@ -392,23 +317,22 @@ def upgrade(
             "then run without --json to upgrade.",
             err=True,
         )
-        sys.exit(EXIT_CANNOT_RUN)
+        exit_with(EXIT_CANNOT_RUN)
+    extravars = plan_vars(
+        extra_vars, to_version, via=via, batch_size=batch_size,
+        min_gpu_available_percent=min_gpu_available_percent, kubeconfig=kubeconfig,
+        snapshot=snapshot, save_snapshot=save_snapshot,
+    )  # fmt: skip
     try:
-        lab_vars = lab.lab_vars(read_inventory(inventory))
-        extravars = plan_vars(
-            extra_vars, to_version, via=via, batch_size=batch_size,
-            min_gpu_available_percent=min_gpu_available_percent, kubeconfig=kubeconfig,
-            snapshot=snapshot, save_snapshot=save_snapshot, lab_vars=lab_vars,
-        )  # fmt: skip
         run = get_plan(inventory, extravars, Console(stderr=True))
     except InputError as exc:
         click.echo(f"Error: {exc.reason}", err=True)
         if exc.fix:
             click.echo(f"Fix: {exc.fix}", err=True)
-        sys.exit(EXIT_CANNOT_RUN)
+        exit_with(EXIT_CANNOT_RUN)
     plan = run.plan or {}
     versions = [s["version"] for s in plan["steps"]]
-    render_notes(run, lab.lab_release_warnings(versions, lab_vars))
+    render_notes(run)
     if as_json:
         click.echo(json.dumps(plan, indent=2, sort_keys=True))
     else:
@@ -417,33 +341,27 @@ def upgrade(
         if as_json:
             n = len(plan["blocking"])
             click.echo(f"blocked: {n} entr{'y' if n == 1 else 'ies'} (see 'blocking')", err=True)
-        sys.exit(EXIT_FAILED)
+        exit_with(EXIT_FAILED)
     if plan_only or plan["up_to_date"]:
         return
     console = Console()
-    report_file = Path(os.path.expanduser(str(run.settings.get("report_path") or DEFAULT_REPORT)))
+    # the role's upgrade_report_path as the planning run resolved it (upgrade_run_settings)
+    if not run.settings.get("report_path"):
+        click.echo(f"Error: the planning run did not report {RUN_SETTINGS}.", err=True)
+        click.echo("Fix: run playbooks/upgrade.yml of this collection (roles/upgrade).", err=True)
+        exit_with(EXIT_CANNOT_RUN)
+    report_file = Path(os.path.expanduser(str(run.settings["report_path"])))
     extra = run_extra_vars(extravars, report_file)
     if accept_warnings:
         extra["upgrade_accept_warnings"] = True
-    try:
-        per_step = lab.lab_upgrade_vars(
-            [v for n in plan["nodes"] for v in (n["kubelet"], n["kubeadm"]) if v],
-            versions,
-            lab_vars,
-            lambda m: console.print(f"  {m}"),
-        )
-    except Exception as exc:  # PackageError, an image that cannot be built: nothing ran
-        console.print(f"[red]building the lab's packages and images failed: {exc}[/red]")
-        sys.exit(EXIT_CANNOT_RUN)
     moved = own_report(report_file, (run.result or {}).get("cluster_uid"))
     if moved:
         console.print(moved)
-    sys.exit(
+    exit_with(
         run_steps(
             plan,
             list(inventory),
             extra=extra,
-            per_step=per_step,
             report_file=report_file,
             validate=not no_validate,
             accept_warnings=accept_warnings or bool(run.settings.get("accept_warnings")),
@@ -484,20 +402,19 @@ def run_validate(
     warned counts as failed too."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 
-    from gpufleet.commands import report_view
-    from gpufleet.commands import up as up_cmd
+    from gpufleet.render import validation
     from gpufleet.runner import run_playbook
 
-    path = up_cmd.report_path().with_name(f"validate-upgrade-{when}.json")
+    path = report_path().with_name(f"validate-upgrade-{when}.json")
     path.parent.mkdir(parents=True, exist_ok=True)  # a fresh machine has no reports/ yet
     started = time.time()
     console.rule(f"validate {when} the upgrade")
     status = run_playbook(
         "validate", inventory, extravars={"validate_report_file": str(path)}, console=console
     ).status
-    doc = report_view.read_report(path, float(int(started)))
+    doc = validation.read_report(path, float(int(started)))
     if doc is not None:
-        report_view.render_report(console, doc, str(path))
+        validation.render_report(console, doc, str(path))
         status = max(status, EXIT_FAILED if vr.exit_code(doc) else EXIT_OK)
         warned = warned_checks(doc)
         if refuse_warnings and warned and not status:
@@ -514,9 +431,8 @@ def run_steps(
     plan: Mapping[str, Any],
     inventory: list[str],
     *,
+    report_file: Path,
     extra: Mapping[str, Any] | None = None,
-    per_step: Mapping[str, Mapping[str, Any]] | None = None,
-    report_file: Path = DEFAULT_REPORT,
     validate: bool = True,
     accept_warnings: bool = False,
     resuming: Sequence[str] = (),
@@ -525,8 +441,8 @@ def run_steps(
     """Run ``playbooks/upgrade.yml`` per step of ``plan`` (the planner's dict; each run
     plans that one step again from the cluster; validate before and after when present and
     ``validate``; not before when ``resuming`` names hosts an earlier run left failed);
-    stop at the first failed step. ``extra``: variables for every step, ``per_step``:
-    release -> variables for that step (``extra`` wins). Prints each step's timings from
+    stop at the first failed step. ``extra``: variables for every step; ``report_file``:
+    the role's upgrade report (``upgrade_report_path``). Prints each step's timings from
     the report. Returns the exit status."""
     from gpufleet.runner import RunError, collection_root, run_playbook
 
@@ -550,7 +466,6 @@ def run_steps(
             console.rule(f"upgrade to {version}")
             tracker = PhaseTracker()
             extravars = {
-                **dict((per_step or {}).get(version) or {}),
                 **dict(extra or {}),
                 "upgrade_kubernetes_version": version,
                 # one step: nothing between the cluster's minor and the step's

@@ -94,7 +94,7 @@ class PhaseTracker:
         """Mark in the report at ``path`` every unreachable host whose entry is still
         ``in-progress`` as ``failed``, with its phase and Ansible's message. Returns the
         hosts marked."""
-        from ansible_collections.gpufleet.cluster.plugins.modules import upgrade_report as ur
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import record
 
         report = read_report(path)
         marked = []
@@ -103,7 +103,7 @@ class PhaseTracker:
             if not entry or entry.get("state") != "in-progress" or report.get("target") != target:
                 continue
             drained = self.drained.get(host, False)
-            ur.merge(
+            record.merge(
                 report,
                 {
                     "target": target,
@@ -116,7 +116,7 @@ class PhaseTracker:
                     "cordoned_by_upgrade": True if drained else None,
                     "timings": {},
                 },
-                ur.now(),
+                record.now(),
             )
             marked.append(host)
         if marked:

@@ -13,8 +13,6 @@ inventory, the cluster could not be read, the playbook stopped before judging).
 
 from __future__ import annotations
 
-import json
-import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,22 +24,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import r
 from rich.console import Console
 
 from gpufleet import runner
-from gpufleet.commands import (
-    claims_gc,  # noqa: F401  (registers claims gc and claims explain)
-    report_view,
-)
 from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._output import check_outputs, write_json
+from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
+from gpufleet.render import validation
 
 MODULE_TASK = "Validate | Run the checks"
-
-
-def write_json(doc: Mapping[str, Any], target: str) -> None:
-    """Write ``doc`` as indented JSON to the file ``target`` (``-``: standard output)."""
-    text = json.dumps(doc, indent=2) + "\n"
-    if target == "-":
-        sys.stdout.write(text)
-    else:
-        Path(target).write_text(text)
 
 
 def write_outputs(
@@ -53,26 +41,6 @@ def write_outputs(
         Path(junit).write_text(vr.render_junit(report))
     if markdown:
         Path(markdown).write_text(vr.render_markdown(report))
-
-
-def check_outputs(paths: Mapping[str, str | None]) -> None:
-    """Refuse (click.BadParameter, exit 2) before anything runs an output path that is a
-    directory or whose directory does not exist (``-`` is standard output)."""
-    for option, value in paths.items():
-        if not value or value == "-":
-            continue
-        path = Path(value)
-        if path.is_dir():
-            raise click.BadParameter(
-                f"{value} is a directory; fix: give a file path, e.g. {path / 'report.out'}",
-                param_hint=f"'{option}'",
-            )
-        if not path.parent.is_dir():
-            raise click.BadParameter(
-                f"{value}: the directory {path.parent} does not exist; fix: create it first "
-                "(mkdir -p) or give a path in an existing directory",
-                param_hint=f"'{option}'",
-            )
 
 
 @click.command("validate")
@@ -157,13 +125,13 @@ def validate(
             )
         except runner.RunError as e:
             err.print(f"[red]error:[/red] {e}")
-            sys.exit(runner.EXIT_CANNOT_RUN)
+            exit_with(EXIT_CANNOT_RUN)
         report = captured.get("report")
-        if report is not None and not report_view.usable_report(report):
+        if report is not None and not validation.usable_report(report):
             report, captured["error"] = None, "the module returned a report of another shape"
         report_file = Path(str(extravars["validate_report_file"]))
         if report is None and report_file.is_file():
-            report = report_view.read_report(report_file)
+            report = validation.read_report(report_file)
             if report is None and "error" not in captured:
                 captured["error"] = (
                     f"validate_report_file={report_file} is not a validation report; fix: "
@@ -175,9 +143,9 @@ def validate(
             or f"the playbook ended with status {result.status} before the checks ran"
         )
         err.print(f"[red]validation could not run:[/red] {why}")
-        sys.exit(runner.EXIT_CANNOT_RUN)
+        exit_with(EXIT_CANNOT_RUN)
     report = dict(report)
     report.setdefault("meta", {})["playbook_status"] = result.status
-    report_view.render_report(out, report)
+    validation.render_report(out, report)
     write_outputs(report, json_file, junit, markdown)
-    sys.exit(vr.exit_code(report))
+    exit_with(vr.exit_code(report))

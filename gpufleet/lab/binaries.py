@@ -51,6 +51,7 @@ from typing import Any
 
 import click
 
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, exit_with
 from gpufleet.lab.gomod import (
     BUILD_MODULE_PREFIX,
     GoMod,
@@ -796,7 +797,7 @@ def build_command(
         results = build(targets, releases, log=lambda m: click.echo(m, nl=True))
     except BuildError as exc:
         click.echo(str(exc), err=True)
-        sys.exit(2)
+        exit_with(EXIT_CANNOT_RUN)
     elapsed = time.monotonic() - started
     counts = {
         s: sum(1 for r in results if r.status == s)
@@ -810,7 +811,7 @@ def build_command(
     if counts["built"] == 0 and counts["failed"] == 0:
         click.echo("nothing rebuilt: every binary's stamp matches its inputs")
     if counts["failed"]:
-        sys.exit(1)
+        exit_with(EXIT_FAILED)
 
 
 @cli.command("list")
@@ -859,7 +860,7 @@ def path_command(name: str, kubernetes: str | None, version: str | None) -> None
     click.echo(str(path))
     if not path.is_file():
         click.echo(f"{name}: not built yet; run lab/build-binaries", err=True)
-        sys.exit(1)
+        exit_with(EXIT_FAILED)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from typing import Any
 import click
 import yaml
 
+from gpufleet.exit import EXIT_FAILED, exit_with
 from gpufleet.lab import binaries, gomod, release_pins
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -359,7 +359,7 @@ def build_command(versions: tuple[str, ...], ci_only: bool) -> None:
             click.echo(f"{release.version}: {build(release)}")
     except CelCheckError as exc:
         click.echo(f"celcheck: {exc}", err=True)
-        sys.exit(1)
+        exit_with(EXIT_FAILED)
 
 
 @cli.command("path")

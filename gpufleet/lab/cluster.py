@@ -193,6 +193,32 @@ def load_state() -> dict[str, Any] | None:
     return data
 
 
+def check_running() -> None:
+    """Refuse (LabError) the lab's embedded inventory (``inventory/lab``) when the lab it
+    names (``GPUFLEET_LAB_NAME``, default ``gpufleet-lab``) has not been brought up or its
+    control-plane node is not running: Ansible would only report that it cannot reach the
+    podman containers. The message names the lab and the command that brings it up."""
+    state = load_state()
+    name = lab_name()
+    if state is None:
+        raise LabError(
+            f"lab {name!r} does not exist (no {state_path()}); fix: bring it up with "
+            "`gpufleet lab up`, or set GPUFLEET_LAB_NAME to the lab you mean"
+        )
+    nodes = [n["name"] for n in state.get("nodes") or [] if n.get("role") == "control-plane"]
+    proc = subprocess.run(
+        ["podman", "container", "inspect", "--format", "{{.State.Running}}", *nodes[:1]],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if nodes and (proc.returncode != 0 or proc.stdout.strip() != "true"):
+        raise LabError(
+            f"lab {name!r}: its control-plane node {nodes[0]} is not running; fix: "
+            "`gpufleet lab up` (it converges the lab), or `gpufleet lab down` and up again"
+        )
+
+
 def plan_nodes(spec: LabSpec) -> list[LabNode]:
     """Node names and fixed addresses: ``.10`` for the control plane, ``.11``… for the
     GPU workers, in :func:`lab_subnet`."""
@@ -410,6 +436,21 @@ def write_state(state: LabState) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state.to_json(), indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def update_state_vars(values: Mapping[str, Any]) -> Path:
+    """Merge ``values`` into the ``vars`` of the lab's state file (which inventory/lab
+    hands to every play) and return its path. Raises LabError when the lab does not
+    exist."""
+    data = load_state()
+    if data is None:
+        raise LabError(f"lab {lab_name()!r} does not exist; fix: `gpufleet lab up`")
+    data["vars"] = {**(data.get("vars") or {}), **values}
+    path = state_path()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, path)
     return path
 

@@ -44,6 +44,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
     NVIDIA_DRIVER,
 )
 
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with
 from gpufleet.lab import binaries
 
 __all__ = [
@@ -302,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"usage: python -m gpufleet.lab.gpusim_plugin [build|path] (got {args})",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_CANNOT_RUN
     try:
         if args == ["path"]:
             print(binary_path())
@@ -310,9 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(ensure_binary().path)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main())

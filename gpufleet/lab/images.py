@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet.exit import EXIT_OK, exit_with
 from gpufleet.lab import binaries, release_pins
 
 BIN_DIR = "usr/local/bin"
@@ -287,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = pause_image(args.ref) if args.image == "pause" else cdiprobe_image(args.ref)
         archive = build_archive(spec)
     print(archive)
-    return 0
+    return EXIT_OK
 
 
 def pause_ref(version: str, image_repository: str | None = None) -> str:
@@ -299,4 +300,4 @@ def pause_ref(version: str, image_repository: str | None = None) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_with(main())

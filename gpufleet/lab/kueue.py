@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_OK, exit_with
 from gpufleet.lab import binaries, images
 from gpufleet.lab.release_pins import load_releases
 
@@ -150,10 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = artefacts(args.version, log=lambda m: print(m, file=sys.stderr))
     except (binaries.BuildError, binaries.UnknownNameError) as exc:
         print(f"kueue artefacts: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CANNOT_RUN
     print(json.dumps(result.to_json(), indent=2))
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_with(main())

@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_OK, exit_with
 from gpufleet.lab import binaries
 
 PACKAGES = ("kubeadm", "kubelet", "kubectl")
@@ -439,11 +440,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         repos = build_repository(args.versions, args.root, revision=args.revision)
     except PackageError as exc:
         print(f"error: {exc}")
-        return 2
+        return EXIT_CANNOT_RUN
     for minor, path in repos.items():
         print(f"v{minor}: {path}")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    exit_with(main())

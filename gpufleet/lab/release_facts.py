@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from typing import Any
 import click
 import yaml
 
+from gpufleet.exit import EXIT_FAILED, exit_with, status_of
 from gpufleet.lab import binaries, gomod, release_pins
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -439,7 +439,7 @@ def build(versions: tuple[str, ...], ci_only: bool) -> None:
             click.echo(f"{release.version}: {build_dump(release)}")
     except FactsError as exc:
         click.echo(f"release_facts: {exc}", err=True)
-        sys.exit(1)
+        exit_with(EXIT_FAILED)
 
 
 @cli.command()
@@ -462,7 +462,7 @@ def generate(versions: tuple[str, ...]) -> None:
             click.echo(f"{release.version}: {len(facts['gates'])} feature gates -> {path}")
     except FactsError as exc:
         click.echo(f"release_facts: {exc}", err=True)
-        sys.exit(1)
+        exit_with(EXIT_FAILED)
 
 
 @cli.command()
@@ -482,7 +482,7 @@ def check(versions: tuple[str, ...]) -> None:
         click.echo(f"{release.version}: {'differs' if lines else 'same as committed'}")
         for line in lines:
             click.echo(f"  {line}")
-    sys.exit(1 if failed else 0)
+    exit_with(status_of(bool(failed)))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
-"""What ``gpufleet upgrade`` adds on the lab's inventory (``inventory/lab``, air-gapped):
-the lab's variables (its state file), the package repository and control-plane images of
-each release on the path, and warnings for releases the lab cannot build.
+"""What an upgrade of the lab needs (the lab is air-gapped): the package repository and
+control-plane images of each release on the path, built before ``gpufleet upgrade -i
+inventory/lab`` by ``gpufleet lab prepare-upgrade --to VERSION`` and recorded in the lab's
+state file (``lab_upgrade_repo_dir``, ``lab_upgrade_repo_remote_src``,
+``lab_upgrade_image_archives``), which inventory/lab/group_vars/all.yml hands to role
+``upgrade`` as ``upgrade_local_repo_dir``, ``upgrade_local_repo_remote_src`` and
+``upgrade_image_archives``.
 
 The plan itself is the upgrade role's (module ``upgrade_plan``); nothing here judges it.
 """
@@ -11,43 +15,43 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: The lab's variables the upgrade needs here (from its state file, via inventory/lab).
-LAB_VARS = ("lab_kubeconfig", "kubeadm_binaries_remote_src", "kubeadm_etcd_image_tag")
+
+class PrepareError(ValueError):
+    """A release the lab cannot prepare (not pinned in gpufleet/lab/releases.yaml)."""
 
 
-def lab_vars(inventory: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``{name: value}`` of :data:`LAB_VARS` from ``inventory`` (``ansible-inventory
-    --list``'s answer; group variables land in hostvars) when it is a lab's (a host carries
-    ``lab_kubeconfig``): the first host that sets a name, untemplated values skipped. None
-    for another inventory."""
-    hostvars = (inventory.get("_meta") or {}).get("hostvars") or {}
-    out: dict[str, Any] = {}
-    for name in LAB_VARS:
-        for values in hostvars.values():
-            value = (values or {}).get(name)
-            if value is None or (isinstance(value, str) and "{{" in value):
-                continue
-            out[name] = value
-            break
-    return out if out.get("lab_kubeconfig") else None
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.removeprefix("v").split(".")[:2]
+    return int(major), int(minor)
 
 
-def lab_release_warnings(versions: Iterable[str], var: Mapping[str, Any] | None) -> list[str]:
-    """On the lab (``var``: :func:`lab_vars`, None elsewhere): a warning per release of
-    ``versions`` that gpufleet/lab/releases.yaml does not pin (the lab builds packages and
-    images only of pinned releases). [] for another inventory."""
-    if not var:
-        return []
-    from gpufleet.lab import binaries
-
-    pinned = [r.version for r in binaries.load_releases().releases]
-    return [
-        f"{v} is not pinned in gpufleet/lab/releases.yaml: the lab cannot build its packages "
-        "and images, so a run stops before changing anything; pin it under "
-        f"kubernetes.releases there or use one of {', '.join(pinned)}"
-        for v in versions
-        if v not in pinned
-    ]
+def releases_to_prepare(
+    running: str, target: str, via: Sequence[str], pinned: Sequence[str]
+) -> list[str]:
+    """The releases an upgrade from ``running`` (``1.35.4``) to ``target`` passes through,
+    one per minor after ``running``'s up to ``target``'s: ``target`` for its own minor, a
+    release of ``via`` for its minor, else the one ``pinned`` (gpufleet/lab/releases.yaml)
+    holds; the path role ``upgrade`` plans. A patch upgrade within a minor is ``[target]``.
+    Raises PrepareError naming a release that is not pinned or a minor no release is pinned
+    for (the lab builds packages and images of pinned releases only)."""
+    steps: list[str] = []
+    chosen = {_minor(v): v for v in [*pinned, *via]}
+    for minor in range(_minor(running)[1] + 1, _minor(target)[1]):
+        step = chosen.get((_minor(target)[0], minor))
+        if step is None:
+            raise PrepareError(
+                f"no release of minor 1.{minor} is pinned in gpufleet/lab/releases.yaml"
+            )
+        steps.append(step)
+    steps.append(target)
+    missing = [v for v in steps if v not in pinned]
+    if missing:
+        raise PrepareError(
+            f"{', '.join(missing)} not pinned in gpufleet/lab/releases.yaml: the lab builds "
+            f"packages and images of pinned releases only; pin it under kubernetes.releases "
+            f"there or use one of {', '.join(pinned)}"
+        )
+    return steps
 
 
 def _node_path(var: Mapping[str, Any]) -> Callable[[Path], str]:
@@ -68,33 +72,14 @@ def _node_path(var: Mapping[str, Any]) -> Callable[[Path], str]:
     return node_path
 
 
-def lab_plan_vars(var: Mapping[str, Any] | None) -> dict[str, Any]:
-    """On the lab: the package repository the plan names (``upgrade_local_repo_dir``, the
-    tree ``gpufleet.lab.packages`` builds, as the nodes see it, and
-    ``upgrade_local_repo_remote_src``), once that tree exists or the nodes mount it (the
-    role checks a local tree's layout before planning). Builds nothing. {} for another
-    inventory, or before the lab's repository is built on a lab that copies it."""
-    if not var:
-        return {}
-    from gpufleet.lab import packages
-
-    root = packages.default_root()
-    in_node = bool(var.get("kubeadm_binaries_remote_src"))
-    if not in_node and not (root / "core:" / "stable:").is_dir():
-        return {}
-    return {
-        "upgrade_local_repo_dir": _node_path(var)(root),
-        "upgrade_local_repo_remote_src": in_node,
-    }
-
-
 def lab_upgrade_vars(
     running: Iterable[str],
     steps: Sequence[str],
     var: Mapping[str, Any] | None,
     log: Callable[[str], Any] = print,
 ) -> dict[str, dict[str, Any]]:
-    """On the lab (``var``: :func:`lab_vars`): per release of ``steps``, the extra
+    """On the lab (``var``: the lab's state variables, with ``lab_kubeconfig``): per
+    release of ``steps``, the extra
     variables that make the air-gapped upgrade work - the package repository in the
     pkgs.k8s.io layout, built from the cached binaries for every release in ``running``
     (what the nodes run now, for the conversion of plain binaries to packages) and in
@@ -121,3 +106,34 @@ def lab_upgrade_vars(
             "upgrade_image_archives": archives,
         }
     return out
+
+
+def prepare_upgrade(
+    state_vars: Mapping[str, Any],
+    target: str,
+    via: Sequence[str],
+    pinned: Sequence[str],
+    log: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """Build what an upgrade of the lab to ``target`` needs (:func:`releases_to_prepare`
+    from the release the lab was brought up with, ``kubeadm_kubernetes_version``, and every
+    release prepared before) and return the state variables that name it:
+    ``lab_upgrade_repo_dir``, ``lab_upgrade_repo_remote_src`` and
+    ``lab_upgrade_image_archives`` (release -> ``[{ref, path}]``, those prepared before
+    kept). Raises PrepareError, or ``gpufleet.lab.packages.PackageError`` when a release is
+    not built."""
+    bootstrap = str(state_vars.get("kubeadm_kubernetes_version") or "")
+    archives = dict(state_vars.get("lab_upgrade_image_archives") or {})
+    running = sorted({v for v in (bootstrap, *archives) if v}, key=_minor)
+    if not running:
+        raise PrepareError("the lab's state names no release (kubeadm_kubernetes_version)")
+    steps = releases_to_prepare(running[-1], target, via, pinned)
+    per_step = lab_upgrade_vars(running, steps, dict(state_vars), log)
+    for version, values in per_step.items():
+        archives[version] = values["upgrade_image_archives"]
+    last = per_step[steps[-1]]
+    return {
+        "lab_upgrade_repo_dir": last["upgrade_local_repo_dir"],
+        "lab_upgrade_repo_remote_src": last["upgrade_local_repo_remote_src"],
+        "lab_upgrade_image_archives": archives,
+    }

@@ -217,18 +217,18 @@ def test_a_report_of_another_cluster_is_not_resumed(site, tmp_path, theirs, resu
 
 
 def test_own_report_moves_another_clusters_report_aside_and_stamps(tmp_path):
-    from gpufleet.commands import upgrade as cmd
+    from gpufleet.commands.upgrade_report import own_report
 
     report = tmp_path / "upgrade-report.json"
     _report(report, "uid-other")
-    note = cmd.own_report(report, "uid-a")
+    note = own_report(report, "uid-a")
     assert "another cluster's" in note
     assert json.loads(report.read_text()) == {"cluster_uid": "uid-a"}
     aside = tmp_path / "upgrade-report.cluster-uid-othe.json"
     assert json.loads(aside.read_text())["nodes"]["gpu-a"]["cordoned_by_upgrade"] is True
     # this cluster's report (or one without a UID) is kept, stamped
     _report(report, None)
-    assert cmd.own_report(report, "uid-a") == ""
+    assert own_report(report, "uid-a") == ""
     doc = json.loads(report.read_text())
     assert doc["cluster_uid"] == "uid-a" and "gpu-a" in doc["nodes"]
 

@@ -20,7 +20,6 @@ from click.testing import CliRunner
 
 from gpufleet.cli import main
 from gpufleet.commands import upgrade as cmd
-from gpufleet.lab import upgrade as lab
 
 pytestmark = pytest.mark.ansible
 
@@ -122,7 +121,6 @@ def site(tmp_path, monkeypatch):
         raise AssertionError("a playbook ran")
 
     monkeypatch.setattr(cmd, "run_steps", no_run)
-    monkeypatch.setattr(lab, "lab_upgrade_vars", no_run)
     monkeypatch.setenv("HOME", str(tmp_path))
 
     def write(snap):

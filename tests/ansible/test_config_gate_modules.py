@@ -26,6 +26,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manif
 from rich.console import Console
 
 from gpufleet import runner
+from gpufleet.exit import EXIT_CANNOT_RUN
 from gpufleet.lab import binaries
 
 pytestmark = pytest.mark.ansible
@@ -68,7 +69,7 @@ def play(
         if e.get("event") in ("runner_on_ok", "runner_on_failed")
     ]
     assert len(results) == len(tasks), out.getvalue()
-    assert result.status != runner.EXIT_CANNOT_RUN, out.getvalue()
+    assert result.status != EXIT_CANNOT_RUN, out.getvalue()
     return results
 
 

@@ -322,7 +322,7 @@ def test_module_runs_through_ansible(tmp_path: Path) -> None:
 def test_cli_layout_option_maps_to_role_variables(tmp_path: Path) -> None:
     import click
 
-    from gpufleet.commands.mig import apply_extravars
+    from gpufleet.commands.mig_apply import apply_extravars
 
     assert apply_extravars('{"1g.18gb": 7}', None) == {
         "mig_layout": {"1g.18gb": 7},

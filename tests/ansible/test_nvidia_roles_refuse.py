@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 
 from gpufleet import runner
+from gpufleet.exit import EXIT_FAILED, EXIT_OK
 
 pytestmark = pytest.mark.ansible
 
@@ -155,7 +156,7 @@ def test_toolkit_refuses_before_any_change(tmp_path: Path, extravars: dict, name
     etc, paths = _containerd_dir(tmp_path)
     before = _digests(etc)
     message, result = _run(tmp_path, _playbook(tmp_path, TOOLKIT_PLAY), {**paths, **extravars})
-    assert result.status == runner.EXIT_FAILED
+    assert result.status == EXIT_FAILED
     assert named in message
     assert _digests(etc) == before
 
@@ -170,7 +171,7 @@ def test_mismatched_dropin_refused_before_restart(tmp_path: Path) -> None:
         _playbook(tmp_path, TOOLKIT_PLAY),
         {**paths, "nvidia_container_toolkit_containerd_version": "2.1.4"},
     )
-    assert result.status == runner.EXIT_FAILED
+    assert result.status == EXIT_FAILED
     assert f"{site} is a version 2 drop-in but {etc / 'config.toml'} is version 3" in message
     assert "Check the containerd configuration before any change" in " ".join(
         task for _, task, _ in result.progress.failures
@@ -201,7 +202,7 @@ def test_cdi_spec_missing_a_gpu_fails_naming_it(tmp_path: Path) -> None:
         """,
     )
     message, result = _run(tmp_path, book, {})
-    assert result.status == runner.EXIT_FAILED
+    assert result.status == EXIT_FAILED
     assert f"no CDI device nvidia.com/gpu=<UUID> for GPU 1 {UUID_1} (NVIDIA H200)" in message
     assert UUID_0 + " (" not in message
 
@@ -224,7 +225,7 @@ def test_branch_too_old_for_dra_refused_with_reason(tmp_path: Path) -> None:
         {"nvidia_driver_branch": "550", "nvidia_driver_version": "550.163.01"},
         check=True,
     )
-    assert result.status == runner.EXIT_FAILED
+    assert result.status == EXIT_FAILED
     assert (
         "nvidia_driver_branch=550: GPU allocation with the NVIDIA DRA driver needs branch 565"
         in message
@@ -256,7 +257,7 @@ def test_unsupported_distribution_refused_naming_it(tmp_path: Path) -> None:
         """,
     )
     message, result = _run(tmp_path, book, {})
-    assert result.status == runner.EXIT_FAILED
+    assert result.status == EXIT_FAILED
     assert "unsupported distribution Fedora 40" in message
     assert (
         "support Ubuntu 22.04, Ubuntu 24.04, Debian 12, RedHat 8, RedHat 9, Rocky 8, Rocky 9"
@@ -278,7 +279,7 @@ def test_preinstalled_driver_that_misses_a_gpu_fails_verification(tmp_path: Path
             "nvidia_driver_nvidia_smi": str(smi),
         },
     )
-    assert result.status == runner.EXIT_FAILED
+    assert result.status == EXIT_FAILED
     assert "nvidia-smi reports driver 580.95.05, nvidia_driver_version is 580.159.04" in message
     assert f"2 NVIDIA GPUs on the PCI bus, nvidia-smi -L lists 1 ({UUID_0})" in message
 
@@ -295,4 +296,4 @@ def test_preinstalled_driver_that_sees_every_gpu_passes(tmp_path: Path) -> None:
             "nvidia_driver_nvidia_smi": str(smi),
         },
     )
-    assert result.status == runner.EXIT_OK, message
+    assert result.status == EXIT_OK, message

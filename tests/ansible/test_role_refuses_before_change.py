@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from gpufleet import runner
+from gpufleet.exit import EXIT_FAILED
 
 pytestmark = pytest.mark.ansible
 
@@ -88,7 +89,7 @@ def test_impossible_request_fails_naming_the_variable_and_changes_nothing(
         console=Console(file=out, width=400),
         artifact_root=tmp_path / "artifacts",
     )
-    assert result.status == runner.EXIT_FAILED
+    assert result.status == EXIT_FAILED
     messages = " ".join(msg for _, _, msg in result.progress.failures)
     assert named in " ".join(messages.split())
     assert _digests(work) == before

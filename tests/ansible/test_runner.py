@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from gpufleet import runner
+from gpufleet import cli, runner  # cli adds the lab's inventory check to the runner
+from gpufleet.exit import EXIT_FAILED, EXIT_OK
 
 pytestmark = pytest.mark.ansible
 
@@ -32,7 +33,7 @@ def _run(tmp_path: Path, limit: str | None = None) -> tuple[runner.RunResult, li
 
 def test_failed_and_unreachable_hosts_give_exit_1_and_a_recap(tmp_path: Path) -> None:
     result, events, printed = _run(tmp_path)
-    assert result.status == runner.EXIT_FAILED
+    assert result.status == EXIT_FAILED
     recap = result.progress.recap()
     assert recap["good"]["changed"] == 1 and recap["good"]["failed"] == 0
     assert recap["bad"]["failed"] == 1
@@ -56,7 +57,7 @@ def test_failed_and_unreachable_hosts_give_exit_1_and_a_recap(tmp_path: Path) ->
 
 def test_all_hosts_ok_gives_exit_0(tmp_path: Path) -> None:
     result, _, _ = _run(tmp_path, limit="good")
-    assert result.status == runner.EXIT_OK
+    assert result.status == EXIT_OK
     assert result.progress.recap() == {
         "good": {
             "ok": 2,
@@ -102,9 +103,10 @@ def test_the_lab_inventory_is_refused_when_its_lab_does_not_exist(
         '"ip": "10.0.0.1"}]}'
     )
     with pytest.raises(runner.RunError, match="nope-control-plane is not running"):
-        runner.check_lab_inventory([str(runner.default_inventory())])
-    # another inventory is not the lab's business
-    runner.check_lab_inventory([str(DATA / "inventory.ini")])
+        cli.check_lab_inventory("validate", [str(runner.default_inventory())])
+    # another inventory is not the lab's business, nor the lab's own playbook
+    cli.check_lab_inventory("validate", [str(DATA / "inventory.ini")])
+    cli.check_lab_inventory("lab", [str(runner.default_inventory())])
 
 
 def test_collection_root_is_the_installed_collection() -> None:

@@ -29,6 +29,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import settin
 from rich.console import Console
 
 from gpufleet import runner
+from gpufleet.exit import EXIT_FAILED, EXIT_OK
 from tests.harness.controlplane import ControlPlane
 from tests.integration.conftest import DEFAULT_VERSION, RELEASES
 
@@ -302,7 +303,7 @@ def test_role_applies_the_templates_and_is_idempotent(
             on_event=on_event,
             artifact_root=tmp_path / "artifacts",
         )
-        assert result.status == runner.EXIT_OK, out.getvalue()[-3000:]
+        assert result.status == EXIT_OK, out.getvalue()[-3000:]
     assert changed == [True, False]  # the second run creates nothing
     stored = control_plane.get_json(
         "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
@@ -332,5 +333,5 @@ def test_role_applies_the_templates_and_is_idempotent(
         on_event=on_refusal,
         artifact_root=tmp_path / "artifacts",
     )
-    assert result.status == runner.EXIT_FAILED
+    assert result.status == EXIT_FAILED
     assert any("default/role-80g exists with another spec" in m for m in refused), refused

@@ -25,6 +25,7 @@ import pytest
 from rich.console import Console
 
 from gpufleet import runner
+from gpufleet.exit import EXIT_FAILED, EXIT_OK
 from tests.harness.component_flags import kwok_node_manifest
 from tests.harness.controlplane import ControlPlane
 from tests.integration.conftest import DEFAULT_VERSION
@@ -169,7 +170,7 @@ def test_labels_500_nodes_with_one_list_and_only_needed_patches(
     status, res = run_role(tmp_path, inventory)
     seen = delta(before, node_requests(cp))
     print(f"\nfirst run: module {res['api_requests']}, apiserver {seen}")
-    assert status == runner.EXIT_OK
+    assert status == EXIT_OK
     assert res["changed"] is True
     assert len(res["changed_nodes"]) == GPU_NODES - PRELABELLED
     assert res["unchanged_nodes"] == PRELABELLED
@@ -186,7 +187,7 @@ def test_labels_500_nodes_with_one_list_and_only_needed_patches(
     status, res = run_role(tmp_path, inventory)
     seen = delta(before, node_requests(cp))
     print(f"second run: module {res['api_requests']}, apiserver {seen}")
-    assert status == runner.EXIT_OK
+    assert status == EXIT_OK
     assert res["changed"] is False
     assert res["changed_nodes"] == []
     assert seen["PATCH"] == res["api_requests"]["patch"] == 0
@@ -197,7 +198,7 @@ def test_labels_500_nodes_with_one_list_and_only_needed_patches(
     before = node_requests(cp)
     status, res = run_role(tmp_path, fewer, check=True, gpu_node_labels_remove_from_others=True)
     seen = delta(before, node_requests(cp))
-    assert status == runner.EXIT_OK
+    assert status == EXIT_OK
     assert sorted(res["changed_nodes"]) == [gpu_name(i) for i in range(300, GPU_NODES)]
     assert seen["PATCH"] == 0
     assert node_state(cp)[gpu_name(350)] == ("true", True)
@@ -206,7 +207,7 @@ def test_labels_500_nodes_with_one_list_and_only_needed_patches(
     status, res = run_role(tmp_path, fewer, gpu_node_labels_remove_from_others=True)
     seen = delta(before, node_requests(cp))
     print(f"removal run: module {res['api_requests']}, apiserver {seen}")
-    assert status == runner.EXIT_OK
+    assert status == EXIT_OK
     assert sorted(res["changed_nodes"]) == [gpu_name(i) for i in range(300, GPU_NODES)]
     assert res["api_requests"]["patch"] == seen["PATCH"] == GPU_NODES - 300
     assert res["api_requests"]["list"] == seen["LIST"] <= max_lists
@@ -231,7 +232,7 @@ def test_missing_node_fails_naming_it_and_patches_nothing(
     before = node_requests(cp)
     status, res = run_role(tmp_path, inventory)
     seen = delta(before, node_requests(cp))
-    assert status == runner.EXIT_FAILED
+    assert status == EXIT_FAILED
     assert res["missing_nodes"] == ["ghost-node-1", "brand-new-gpu-node"]
     assert "ghost-node-1, brand-new-gpu-node" in res["msg"]
     assert seen["PATCH"] == 0

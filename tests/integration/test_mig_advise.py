@@ -150,8 +150,8 @@ def test_advise_and_apply_a_proposal(
     base += ["--kubeconfig", str(cp.kubeconfig)]
     result = run([*base, "--check", "--maintenance-window", "2026-01-01T00:00Z/2099-01-01T00:00Z"])
     assert result.exit_code == 0, result.output
-    # both GPUs get one layout: mig_layout with mig_devices [0, 1] for the host
-    assert 'local-gpu: GPUs [0, 1] -> {"3g.71gb": 2}' in result.output
+    # both GPUs get one layout: mig_layout with mig_devices [0, 1] for the node
+    assert f'{node}: GPUs [0, 1] -> {{"3g.71gb": 2}}' in result.output
     log = Path(result.output.split("ansible log: ")[1].split()[0]).read_text()
     # module nvidia_mig in check mode on the GPU simulator's two H200s (MIG off there)
     assert "2 GPU(s), 4 MIG device(s); created 4, destroyed 0" in log

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from gpufleet import runner
 from gpufleet.cli import main
+from gpufleet.commands import mig_apply
 
 pytestmark = pytest.mark.unit
 
@@ -94,3 +96,37 @@ def test_advise_refuses_an_output_in_a_missing_directory(tmp_path: Path) -> None
 def test_advise_refuses_a_missing_kubeconfig(tmp_path: Path) -> None:
     code, out = run(["mig", "advise", "--kubeconfig", str(tmp_path / "none")])
     assert code == 2 and "--kubeconfig" in out, out
+
+
+PROPOSED = {"mig_enabled": True, "mig_devices": [0], "mig_layout": {"1g.18gb": 7},
+            "mig_config": {}, "mig_config_name": "", "mig_config_file": ""}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("failures", "code", "fragment"),
+    [
+        # role mig finds no host for a node of the proposal: input that cannot run
+        ([("gpu-a", mig_apply.PROPOSAL_REFUSED_TASK, "mig_proposal names node(s) n9 that no")],
+         2, "Error: --proposal p.json: mig_proposal names node(s) n9 that no"),
+        # a node failed while carving: a failed run
+        ([("gpu-a", "MIG | Carve the GPU instances", "nvidia-smi exited 1")], 1, "n1: GPUs [0]"),
+        ([], 0, 'n1: GPUs [0] -> {"1g.18gb": 7}'),
+    ],
+)  # fmt: skip
+def test_the_proposal_reaches_role_mig_by_node_name(
+    inventory: Path, monkeypatch: pytest.MonkeyPatch, failures: list, code: int, fragment: str
+) -> None:
+    passed: dict = {}
+
+    def run_playbook(book: str, inventories: list, **kwargs: object) -> runner.RunResult:
+        passed.update(kwargs, book=book)
+        progress = runner.RunProgress(failures=list(failures))
+        return runner.RunResult(1 if failures else 0, progress, Path("."), 0)
+
+    monkeypatch.setattr(mig_apply, "proposal_run", lambda *a: {"mig_proposal": {"n1": PROPOSED}})
+    monkeypatch.setattr(runner, "run_playbook", run_playbook)
+    got, out = run(["mig", "apply", "-i", str(inventory), "--proposal", "p.json"])
+    assert (got, fragment in out) == (code, True), out
+    # the role maps the node to its host: no --limit, the proposal by node name
+    assert passed["book"] == "mig" and passed["limit"] is None
+    assert passed["extravars"] == {"mig_proposal": {"n1": PROPOSED}}

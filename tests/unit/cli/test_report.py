@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fle
 from click.testing import CliRunner
 
 from gpufleet.cli import main
-from gpufleet.commands import report_pages as rp
+from gpufleet.render import fleet_report as rp
 from tests.integration.test_hostile_input_servers import (
     assert_names_server,
     timed,

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from gpufleet.cli import main
-from gpufleet.commands import report_view
 from gpufleet.commands import validate as cmd
+from gpufleet.render import validation
 
 pytestmark = pytest.mark.unit
 
@@ -31,7 +31,7 @@ def report() -> dict:
 
 def test_tables_per_area_failures_first_with_problem_and_fix() -> None:
     console = Console(record=True, width=160)
-    report_view.render_report(console, report())
+    validation.render_report(console, report())
     text = console.export_text()
     assert text.startswith("validation: FAIL  1 failed, 0 warnings, 0 skipped, 1 passed\n")
     assert text.index("versions") < text.index("nodes") < text.index("│ FAIL ")

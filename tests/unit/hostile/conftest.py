@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from gpufleet import runner
 from gpufleet.lab import cluster
 from tests.unit.hostile.inputs import (
     CONTENTS,
@@ -83,7 +82,7 @@ def tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError(f"hostile input reached a run: {args} {kwargs}")
 
     monkeypatch.setattr(ansible_runner, "run", tripped)
-    monkeypatch.setattr(runner.subprocess, "run", tripped)
+    monkeypatch.setattr(cluster.subprocess, "run", tripped)  # the lab check: podman inspect
     monkeypatch.setattr(cluster, "up", tripped)
     monkeypatch.setattr(cluster, "down", tripped)
     monkeypatch.setattr(cluster, "_container_state", tripped)

@@ -342,16 +342,16 @@ def test_validate_refuses_a_report_file_of_another_shape(
 
 
 def test_a_report_whose_problems_are_not_mappings_is_not_read_as_a_report(tmp_path) -> None:
-    from gpufleet.commands import report_view
+    from gpufleet.render import validation
 
     path = tmp_path / "report.json"
     check = {"id": "a", "area": "x", "summary": "s", "status": "fail", "problems": ["x", 1]}
     doc = {"checks": [check]}
     path.write_text(json.dumps(doc))
-    assert report_view.read_report(path) is None
+    assert validation.read_report(path) is None
     doc["checks"][0]["problems"] = [{"subject": "n", "message": "m"}]
     path.write_text(json.dumps(doc))
-    assert report_view.read_report(path)["checks"][0]["problems"][0]["subject"] == "n"
+    assert validation.read_report(path)["checks"][0]["problems"][0]["subject"] == "n"
 
 
 @pytest.mark.parametrize("kind", ["binary", "latin1", "oversized", "directory"])

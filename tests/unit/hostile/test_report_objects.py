@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
 
-from gpufleet.commands import report_pages as rp
+from gpufleet.render import fleet_report as rp
 from tests.unit.report.test_fleet import CLAIMS, NODES, PODS, SLICES, claim, device, rslice
 
 pytestmark = pytest.mark.unit

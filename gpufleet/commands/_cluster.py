@@ -1,0 +1,60 @@
+"""Reading the cluster for the commands that list it (``report``, ``mig advise``,
+``mig apply --proposal``): one listing, or one line and exit 2."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
+    listing as cluster_listing,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from rich.console import Console
+from rich.markup import escape
+
+from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
+
+#: The kinds the report reads; a failure to list any of them stops it (exit 2).
+KINDS = ("nodes", "pods", "resourceslices", "resourceclaims")
+
+
+def _fail(message: str) -> NoReturn:
+    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}")
+    exit_with(EXIT_CANNOT_RUN)
+
+
+def check_kubeconfig(kubeconfig: str | None) -> None:
+    """Refuse (click.BadParameter, exit 2) a ``--kubeconfig`` that cannot be loaded."""
+    if kubeconfig:
+        try:
+            vk.check_kubeconfig(kubeconfig)
+        except vk.KubeError as exc:
+            raise click.BadParameter(exc.message, param_hint="'--kubeconfig'") from None
+
+
+def read_cluster(kubeconfig: str | None, context: str | None) -> tuple[vk.Kube, Any]:
+    """The listing of ``KINDS`` (``cluster.listing.Listing``); exits 2 with one line when
+    the kubeconfig cannot be loaded, the API server does not answer, resource.k8s.io is
+    not served or a kind cannot be listed."""
+    try:
+        kube = vk.Kube(kubeconfig, context)
+        listing = cluster_listing.list_cluster(kube, kinds=KINDS)
+    except vk.KubeError as err:
+        _fail(err.message if err.status is None else f"{err.status}: {err.message}")
+    if not listing.resource_version:
+        _fail(
+            f"the cluster {kube.server} serves no resource.k8s.io version this command reads "
+            f"({', '.join(resource_versions.OBJECT_RESOURCE_VERSIONS)}); "
+            "fix: enable DRA (gpufleet gates plan)"
+        )
+    failed = {k: v for k, v in listing.errors.items() if k in KINDS}
+    if failed:
+        _fail(
+            "cannot list "
+            + "; ".join(f"{k}: {v}" for k, v in failed.items())
+            + "; fix: use a kubeconfig allowed to list nodes, pods, resourceslices and "
+            "resourceclaims in all namespaces"
+        )
+    return kube, listing
