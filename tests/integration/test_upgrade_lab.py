@@ -438,6 +438,13 @@ def test_final_cli_resumes_and_finishes_the_wave(lab, tmp_path):
     devices_before = lab.slice_devices()
     lab.wait_control_plane()
     log = lab.kubeconfig.parent / "upgrade-cli-output.txt"
+    # as a user of the air-gapped lab does first: the package repository and control-plane
+    # images of TARGET built and recorded in the lab's state, where inventory/lab finds them
+    prep = subprocess.run(
+        [str(Path(sys.executable).parent / "gpufleet"), "lab", "prepare-upgrade", "--to", TARGET],
+        cwd=REPO, capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    assert prep.returncode == 0, prep.stdout[-3000:] + prep.stderr[-3000:]
     t, start = time.monotonic(), time.time()
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "gpufleet"), "upgrade", "-i", "inventory/lab",
