@@ -67,8 +67,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def marker_problems(items: list[pytest.Item]) -> list[str]:
-    """``<node id>: <problem>`` for each item without a kind marker, or marked ``unit``
-    together with another kind (``unit`` promises that nothing is started)."""
+    """``<node id>: <problem>`` for each item without a kind marker, marked ``unit``
+    together with another kind (``unit`` promises that nothing is started), or under
+    ``tests/unit/`` without being ``unit`` (a test that starts a process belongs in
+    ``tests/ansible/``, ``tests/integration/`` or ``tests/lab/``)."""
     out = []
     for item in items:
         kinds = {m.name for m in item.iter_markers()} & KIND_MARKERS
@@ -77,6 +79,8 @@ def marker_problems(items: list[pytest.Item]) -> list[str]:
         elif "unit" in kinds and len(kinds) > 1:
             others = ", ".join(sorted(kinds - {"unit"}))
             out.append(f"{item.nodeid}: marked unit and {others}")
+        elif item.nodeid.startswith("tests/unit/") and "unit" not in kinds:
+            out.append(f"{item.nodeid}: under tests/unit but marked {', '.join(sorted(kinds))}")
     return out
 
 

@@ -43,3 +43,14 @@ def test_missing_and_conflicting_kinds_are_named() -> None:
         "b.py::both: marked unit and integration",
         "c.py::unit-ansible: marked unit and ansible",
     ]
+
+
+def test_a_process_starting_test_under_tests_unit_is_named() -> None:
+    items = [
+        FakeItem("tests/unit/a.py::starts", ["integration"]),
+        FakeItem("tests/unit/b.py::pure", ["unit"]),
+        FakeItem("tests/ansible/c.py::plays", ["ansible"]),
+    ]
+    assert marker_problems(items) == [  # type: ignore[arg-type]
+        "tests/unit/a.py::starts: under tests/unit but marked integration"
+    ]
