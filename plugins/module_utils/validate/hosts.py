@@ -41,7 +41,10 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import cdi as cdi_spec
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.driver import SmiGpu
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.driver import (
+    DRA_MIN_BRANCH,
+    SmiGpu,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import driver_root as vdr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
     FAIL,
@@ -54,9 +57,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report i
 
 __all__ = ["driver_version_key", "hosts_checks", "kubeadm_versions", "normalize_host"]
 
-#: The NVIDIA DRA driver needs driver 565 or later for GPU allocation
-#: (dra-driver-nvidia-gpu docs/prerequisites.md).
-DEFAULT_MIN_DRIVER = "565.0.0"
+#: The lowest driver the checks accept unless told: the NVIDIA DRA driver's minimum
+#: branch (``nvidia.driver.DRA_MIN_BRANCH``, which names its source).
+DEFAULT_MIN_DRIVER = f"{DRA_MIN_BRANCH}.0.0"
 PACKAGES = ("kubeadm", "kubelet")
 
 
