@@ -1,4 +1,5 @@
-"""ResourceClaimTemplate builders, the shape checker and ``gpufleet claims``."""
+"""ResourceClaimTemplate builders (``plugins/module_utils/claims/templates.py``), the filter
+and ``gpufleet claims``; the shape checker's own tests are in ``test_check.py``."""
 
 from __future__ import annotations
 
@@ -25,10 +26,6 @@ from gpufleet.cli import main
 from tests.unit.claims.claim_objects import MEMORY_CEL, _base, _exact, devices, errors
 
 pytestmark = pytest.mark.unit
-
-
-# ---------------------------------------------------------------- api version
-
 
 # ---------------------------------------------------------------- builders
 
@@ -153,9 +150,6 @@ def test_every_builder_passes_the_checker(release: str) -> None:
         ct.gpu_pair_same_product(kubernetes_version=release),
     ):
         assert errors(obj, release) == [], obj
-
-
-# ---------------------------------------------------------------- checker: wrong shapes
 
 
 # ---------------------------------------------------------------- filter

@@ -1,4 +1,5 @@
-"""Chart choice, Helm values and refusals of the NVIDIA DRA driver (module_utils dra_driver_values).
+"""Helm values and refusals of the NVIDIA DRA driver
+(``plugins/module_utils/dra_driver/values.py``).
 
 Expected values come from the NVIDIA DRA driver's docs and chart (docs/install.md,
 docs/upgrade.md, docs/prerequisites.md, values.yaml, pkg/featuregates/featuregates.go) and
@@ -370,12 +371,3 @@ def test_stand_in_is_told_the_release_it_stands_in_for() -> None:
         assert values["simulator"] == {"nvidiaChartVersion": text}
     # NVIDIA's own chart gets no key of the simulator
     assert "simulator" not in ddv.plan(inputs()).values
-
-
-# ----------------------------------------------------------------------------- nodes
-
-
-# ----------------------------------------------------------------------------- DaemonSet
-
-
-# ----------------------------------------------------------------------------- ResourceSlices

@@ -42,7 +42,6 @@ from tests.unit.gate_audit.hosts import (
 
 pytestmark = pytest.mark.unit
 
-
 # ------------------------------------------------------------------ inputs
 
 
@@ -104,9 +103,6 @@ def test_configmap_facts_are_read_through_the_api_and_fall_back_to_the_old_kubel
     assert ga.read_configmap_facts(Kube({}), VERSION) == gf.ConfigMapFacts(
         None, None, "kube-system/kubelet-config"
     )
-
-
-# ------------------------------------------------------------------ Prometheus text
 
 
 # ------------------------------------------------------------------ the audit

@@ -1,6 +1,7 @@
-"""The GPU query parsers and the nvidia-smi backend of gpu_query, against real captures:
-an H200 host and a host with two NVLinked H200s (driver 580.159.04), public NVIDIA MIG
-guide and user outputs (A100, A30, H100, RTX 4070), and a read-only run on a real H200.
+"""Collecting a host's GPU facts (``plugins/module_utils/host/gpu_facts.py``) through the
+nvidia-smi backend, replaying real captures: an H200 host and a host with two NVLinked
+H200s (driver 580.159.04), and a read-only run on a real H200. The nvidia-smi parsers
+are tested in ``tests/unit/nvidia/test_smi.py``.
 
 Expected values were read by hand from the capture files named in each test.
 """
@@ -25,28 +26,6 @@ replay = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(replay)
 
 pytestmark = pytest.mark.unit
-
-
-# ------------------------------------------------------------------ nvidia-smi -q -x / -q
-
-
-# ------------------------------------------------------------------ --query-gpu CSV
-
-
-# ------------------------------------------------------------------ nvidia-smi -L
-
-
-# ------------------------------------------------------------------ mig -lgi / -lci
-
-
-# ------------------------------------------------------------------ MIG device assembly
-
-
-# ------------------------------------------------------------------ NVLink
-
-
-# ------------------------------------------------------------------ versions, NVML facts
-
 
 # ------------------------------------------------------------------ collect
 

@@ -1,5 +1,5 @@
-"""Flag value parsing and merging (``--feature-gates``, ``--runtime-config``), the
-command-line editor, kubelet ``--config`` discovery and the scheduler plugin check.
+"""Flag value parsing and merging (``--feature-gates``, ``--runtime-config``)
+(``plugins/module_utils/kube/flags.py``).
 
 The value grammar is the one the components parse (see the module docstring of
 ``kube.flags``); the property tests check the merge contract on generated values.
@@ -197,9 +197,6 @@ def test_bad_input_names_variable_value_and_fix(params: dict, expected: str) -> 
     assert "fix:" in str(err.value)
 
 
-# ------------------------------------------------------------------ command lines
-
-
 # ------------------------------------------------------------------ properties
 
 
@@ -273,9 +270,3 @@ def test_property_runtime_config_merge(case: tuple[str, dict[str, str], set[str]
     ]
     kept = [e.token for e in kfl.parse_runtime_config(once.new or "") if e.key not in wanted]
     assert kept == unrelated
-
-
-# ------------------------------------------------------------------ kubelet --config discovery
-
-
-# ------------------------------------------------------------------ scheduler configuration

@@ -1,4 +1,6 @@
-"""Editing kubeadm ClusterConfiguration, static pod manifests and KubeletConfiguration.
+"""Editing kubeadm ClusterConfiguration and static pod manifests
+(``plugins/module_utils/kube/manifests.py``); KubeletConfiguration edits are in
+``test_kubelet_config.py``.
 
 Every document here was written by a real kubeadm (``data/kubeadm/<version>/``, made by
 ``data/kubeadm/regenerate.sh`` from the inputs in ``<version>/input/``):
@@ -367,9 +369,6 @@ def test_cluster_configuration_refuses_runtime_config_for_the_scheduler() -> Non
             cluster_configuration("1.37.2", "dra"),
             {SCHEDULER: FlagEdit(runtime_config={"resource.k8s.io/v1beta1": "true"})},
         )
-
-
-# ------------------------------------------------------------------ KubeletConfiguration
 
 
 # ------------------------------------------------------------------ field cases

@@ -1,4 +1,5 @@
-"""Kueue quota objects, install manifests and checks (plugins/module_utils/kueue_*.py)."""
+"""Kueue quota objects (``plugins/module_utils/kueue/queues.py``) and the filter that plans
+the install; manifests and quota checks are in ``test_install.py`` and ``test_checks.py``."""
 
 from __future__ import annotations
 

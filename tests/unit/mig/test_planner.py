@@ -1,4 +1,5 @@
-"""The placement-aware MIG planner, mig-parted config validation and the GI diff."""
+"""The placement-aware MIG planner and its check of mig-parted configs
+(``plugins/module_utils/mig/planner.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""containerd drop-in for the NVIDIA runtime and CDI: versions, imports edit, rendering."""
+"""containerd drop-in for the NVIDIA runtime and CDI: versions, imports edit, rendering
+(``plugins/module_utils/nvidia/containerd.py``)."""
 
 from __future__ import annotations
 
@@ -240,9 +241,6 @@ def test_effective_problems_from_a_dump() -> None:
         "runtime 'nvidia' has options.BinaryName='', expected '/usr/bin/nvidia-container-runtime'",
         "plugins.'io.containerd.cri.v1.runtime'.enable_cdi is False, not true",
     ]
-
-
-# ---------------------------------------------------------------------------------- CDI
 
 
 # ------------------------------------------------------- imports in load order (1.x vs 2.x)

@@ -1,6 +1,8 @@
 """Parsing nvidia-smi's answers (XML, ``-q`` text, ``--query-gpu``, ``-L``, MIG listings,
 topology, NVLink) on captures of real GPUs in ``tests/unit/data/gpu``
 (``plugins/module_utils/nvidia/smi.py``).
+
+Expected values were read by hand from the capture files named in each test.
 """
 
 from __future__ import annotations

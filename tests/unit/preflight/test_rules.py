@@ -1,5 +1,7 @@
-"""Preflight rules: each rule with small inputs, the merge across hosts, and the tables the
-rules rely on (role defaults, removed variables) against the roles themselves."""
+"""Running the preflight rules (``plugins/module_utils/preflight/rules.py``): a host with good
+defaults, the merge across hosts, the filter, and the tables the rules rely on (role
+defaults, removed variables) against the roles themselves. Each rule's own tests are in the
+file of its module (``test_release.py``, ``test_stack.py``, ``test_mig.py``, ...)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[3]
 
-
 # --- release -----------------------------------------------------------------------------
 
 
@@ -34,18 +35,6 @@ def test_hosts_planning_for_different_releases_are_refused() -> None:
     p = _rules(pf.check_inventory(hosts))["release-hosts-differ"]
     assert p.severity == pp.ERROR and p.value == ["1.36.3", "1.37.2"]
     assert "1.36.3 on gpu-1" in p.message and "1.37.2 on cp-1" in p.message
-
-
-# --- gates -------------------------------------------------------------------------------
-
-
-# --- host stack --------------------------------------------------------------------------
-
-
-# --- DRA driver chart and its gates --------------------------------------------------------
-
-
-# --- MIG ---------------------------------------------------------------------------------
 
 
 # --- removed and unknown variables, merging ---------------------------------------------------
@@ -132,6 +121,3 @@ def test_removed_variables_point_to_variables_a_role_declares() -> None:
     for old, entry in table.items():
         assert old not in options, f"{old} is still declared by a role"
         assert not entry.get("new") or entry["new"] in options, (old, entry["new"])
-
-
-# --- every gate judged against the release's full table --------------------------------

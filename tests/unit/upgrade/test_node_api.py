@@ -1,6 +1,6 @@
-"""The upgrade's control-host API steps (plugins/module_utils/upgrade/node_api.py) and the
-report writer (plugins/module_utils/upgrade/record.py): the uncordon's requests, the
-bounded retry, and the report file written under its lock. The modules that use them run
+"""The upgrade's control-host API steps (plugins/module_utils/upgrade/node_api.py): the
+uncordon's requests, the bounded retry and the wait for devices; the report writer is in
+``test_record.py``. The modules that use them run
 against a real kube-apiserver in tests/integration/test_upgrade_node_modules.py."""
 
 from __future__ import annotations

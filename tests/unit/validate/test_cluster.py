@@ -1,4 +1,6 @@
-"""Cluster-side checks (versions, gates, api, nodes, claims) over small listed objects."""
+"""All cluster-side checks together, and the claim checks, over small listed objects
+(``plugins/module_utils/validate/cluster.py``); each group of checks has the file of its
+module (``test_versions.py``, ``test_gates.py``, ``test_api.py``, ``test_nodes.py``)."""
 
 from __future__ import annotations
 
