@@ -45,7 +45,7 @@ def test_unknown_and_contradicting_gates_are_refused() -> None:
 
 
 def test_dynamic_mig_needs_its_kubernetes_release() -> None:
-    assert ddg.DYNAMIC_MIG_KUBERNETES_MIN == (1, 34)
+    assert ddc.DYNAMIC_MIG_KUBERNETES_MIN == (1, 34)
     ddg.check_dynamic_mig_release((1, 34), "dra_driver_dynamic_mig", True)
     with pytest.raises(ddc.DraDriverError, match=r"the cluster is 1\.33"):
         ddg.check_dynamic_mig_release((1, 33), "dra_driver_dynamic_mig", True)

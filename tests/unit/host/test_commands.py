@@ -27,7 +27,7 @@ def test_run_one_strips_trailing_newlines_and_splits_lines(monkeypatch) -> None:
         seen.update(kwargs, argv=argv)
         return subprocess.CompletedProcess(argv, 3, b"one\ntwo\n", b"err\r\n")
 
-    monkeypatch.setattr(commands.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)
     item = {"name": "version", "argv": ["containerd", "--version"]}
     out = commands.run_one(item, timeout=7)
     assert out == {
@@ -47,7 +47,7 @@ def test_a_program_that_cannot_start_has_its_errno_and_no_output(monkeypatch) ->
     def run(argv, **kwargs):
         raise FileNotFoundError(2, "No such file or directory")
 
-    monkeypatch.setattr(commands.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)
     out = commands.run_one({"argv": ["nvidia-ctk"]}, timeout=5)
     assert (out["rc"], out["stdout"], out["stderr"]) == (2, "", "")
 
@@ -56,6 +56,6 @@ def test_a_command_past_its_timeout_is_killed(monkeypatch) -> None:
     def run(argv, **kwargs):
         raise subprocess.TimeoutExpired(argv, kwargs["timeout"], output=b"partial\n")
 
-    monkeypatch.setattr(commands.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)
     out = commands.run_one({"argv": ["sleep", "60"]}, timeout=1)
     assert out["rc"] == -9 and out["stdout"] == "partial"
