@@ -193,3 +193,23 @@ def test_equal_device_values_are_shared_between_devices() -> None:
     assert da["capacity"]["memory"] is db["capacity"]["memory"]
     assert da["attributes"]["uuid"] == {"string": "GPU-0"}
     assert db["attributes"]["uuid"] == {"string": "GPU-2"}
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "matches"),
+    [
+        ("a=b", {"a": "b"}, True),
+        ("a=b", {"a": "c"}, False),
+        ("a!=b", {}, True),
+        ("a in (x, y),c", {"a": "y", "c": ""}, True),
+        ("a notin (x)", {"a": "x"}, False),
+        ("!a", {"a": "1"}, False),
+    ],
+)
+def test_label_selector(selector: str, labels: dict, matches: bool) -> None:
+    assert vli.label_selector_matches(vli.parse_label_selector(selector), labels) is matches
+
+
+def test_bad_label_selector_names_the_term() -> None:
+    with pytest.raises(ValueError, match="'a in x'"):
+        vli.parse_label_selector("a in x")

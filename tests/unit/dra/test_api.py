@@ -84,3 +84,58 @@ def test_resource_versions_are_listed_only_in_dra_api() -> None:
         and LISTED_IN_TEXT.search(lit.text)
     ]
     assert lists == [] and texts == []
+
+
+def _served(minor: int) -> dict[str, bool]:
+    return {a.version: a.enabled_by_default for a in dra_api.served_api_versions(f"1.{minor}")}
+
+
+@pytest.mark.parametrize(
+    ("minor", "expected"),
+    [
+        (30, {"v1alpha2": False}),
+        (31, {"v1alpha3": False}),
+        (32, {"v1alpha3": False, "v1beta1": False}),
+        (33, {"v1alpha3": False, "v1beta1": False, "v1beta2": False}),
+        (34, {"v1": True, "v1alpha3": False, "v1beta1": False, "v1beta2": False}),
+        (37, {"v1": True, "v1alpha3": False, "v1beta1": False, "v1beta2": False}),
+        (38, {"v1": True, "v1alpha3": False, "v1beta2": False}),
+    ],
+)
+def test_served_resource_api_versions(minor: int, expected: dict[str, bool]) -> None:
+    assert _served(minor) == expected
+
+
+def test_device_taint_rule_moves_from_alpha_to_v1() -> None:
+    def versions_with(minor: int) -> list[str]:
+        return [
+            a.version
+            for a in dra_api.served_api_versions(f"1.{minor}")
+            if "DeviceTaintRule" in a.kinds
+        ]
+
+    assert versions_with(33) == ["v1alpha3"]
+    assert versions_with(36) == ["v1beta2", "v1alpha3"]
+    assert versions_with(37) == ["v1", "v1beta2", "v1alpha3"]
+
+
+@pytest.mark.parametrize(
+    ("minor", "preferred", "shape", "v1beta3_accepted"),
+    [
+        (30, "kubeadm.k8s.io/v1beta3", "map", True),
+        (31, "kubeadm.k8s.io/v1beta4", "list", True),
+        (36, "kubeadm.k8s.io/v1beta4", "list", True),
+        (37, "kubeadm.k8s.io/v1beta4", "list", False),
+    ],
+)
+def test_kubeadm_config_api(minor: int, preferred: str, shape: str, v1beta3_accepted: bool) -> None:
+    api = dra_api.kubeadm_config_api(f"1.{minor}.0")
+    assert api.preferred == preferred
+    assert api.extra_args_shape == shape
+    assert ("kubeadm.k8s.io/v1beta3" in api.accepted) is v1beta3_accepted
+
+
+def test_kubeadm_v1_is_experimental_in_137() -> None:
+    api = dra_api.kubeadm_config_api("1.37.2")
+    assert api.experimental == ("kubeadm.k8s.io/v1",)
+    assert api.registered == ("kubeadm.k8s.io/v1", "kubeadm.k8s.io/v1beta4")

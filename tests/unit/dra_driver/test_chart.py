@@ -104,3 +104,89 @@ def test_the_chart_minimum_rule_is_compared_only_in_chart() -> None:
                 if names & {"CHART_KUBE_VERSION_MIN", "DOCUMENTED_KUBERNETES_MIN"}:
                     uses.append(f"{rel}:{node.lineno}")
     assert uses == []
+
+
+@pytest.mark.parametrize(
+    ("version", "name", "ref", "repo"),
+    [
+        (
+            "25.12.0",
+            "nvidia-dra-driver-gpu",
+            "nvidia-dra-driver-gpu",
+            "https://helm.ngc.nvidia.com/nvidia",
+        ),
+        (
+            "v25.8.1",
+            "nvidia-dra-driver-gpu",
+            "nvidia-dra-driver-gpu",
+            "https://helm.ngc.nvidia.com/nvidia",
+        ),
+        (
+            "0.4.0",
+            "dra-driver-nvidia-gpu",
+            "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu",
+            None,
+        ),
+        (
+            "0.5.0-dev",
+            "dra-driver-nvidia-gpu",
+            "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu",
+            None,
+        ),
+    ],
+)
+def test_chart_by_release(version: str, name: str, ref: str, repo: str | None) -> None:
+    source = ddc.chart_source(ddc.parse_chart_version(version))
+    assert (source.name, source.ref, source.repo_url, source.local) == (name, ref, repo, False)
+    assert source.version == version.lstrip("v")
+
+
+@pytest.mark.parametrize("version", ["25.4.0", "0.3.0", "26.1.0", "latest", ""])
+def test_chart_version_that_is_no_release_is_refused(version: str) -> None:
+    with pytest.raises(ddc.DraDriverError, match="dra_driver_chart_version=") as info:
+        ddc.parse_chart_version(version)
+    assert "fix:" in str(info.value)
+
+
+def test_calendar_releases_order_before_semver() -> None:
+    order = ["25.3.2", "25.8.1", "25.12.0", "0.4.0", "0.5.0"]
+    parsed = [ddc.parse_chart_version(v) for v in order]
+    assert parsed == sorted(parsed)
+
+
+def test_local_nvidia_chart_must_be_the_asked_release() -> None:
+    chart = {"name": "dra-driver-nvidia-gpu", "version": "0.4.0"}
+    source = ddc.chart_source(
+        ddc.parse_chart_version("0.4.0"), chart_path="/srv/charts/dra", local_chart=chart
+    )
+    assert (source.ref, source.version, source.local, source.stand_in) == (
+        "/srv/charts/dra",
+        None,
+        True,
+        False,
+    )
+    with pytest.raises(ddc.DraDriverError, match=r"holds dra-driver-nvidia-gpu 0\.4\.0"):
+        ddc.chart_source(ddc.parse_chart_version("0.5.0"), chart_path="/srv/c", local_chart=chart)
+
+
+def test_foreign_local_chart_needs_stand_in() -> None:
+    chart = {"name": "gpufleet-gpu-simulator", "version": "0.1.0"}
+    with pytest.raises(ddc.DraDriverError, match="dra_driver_chart_stand_in: true"):
+        ddc.chart_source(ddc.parse_chart_version("0.4.0"), chart_path="/c", local_chart=chart)
+    source = ddc.chart_source(
+        ddc.parse_chart_version("0.4.0"), chart_path="/c", local_chart=chart, stand_in=True
+    )
+    assert source.stand_in and source.name == "gpufleet-gpu-simulator"
+
+
+@pytest.mark.parametrize(
+    ("chart", "expected"),
+    [
+        ("nvidia-dra-driver-gpu-25.12.0", ("nvidia-dra-driver-gpu", "25.12.0")),
+        ("dra-driver-nvidia-gpu-0.5.0-dev", ("dra-driver-nvidia-gpu", "0.5.0-dev")),
+        ("gpufleet-gpu-simulator-0.1.0", ("gpufleet-gpu-simulator", "0.1.0")),
+        ("noversion", ("noversion", "")),
+    ],
+)
+def test_release_chart_field(chart: str, expected: tuple[str, str]) -> None:
+    assert ddc.parse_release_chart(chart) == expected

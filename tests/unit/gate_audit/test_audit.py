@@ -13,77 +13,36 @@ them (NUL-separated); the kubelet's is what systemd runs from kubeadm's drop-in 
 from __future__ import annotations
 
 import json
-import os
-import time
-from pathlib import Path
 
 import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import audit as ga
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import checks as gc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import facts as gf
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import metrics as gm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import report as gr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import terms as gt
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import flags as kfl
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubelet_config as kcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manifests as kce
+
+from tests.unit.gate_audit.hosts import (
+    CONTROL_PLANE,
+    VERSION,
+    configmaps,
+    control_plane,
+    control_plane_host,
+    fixture,
+    host,
+    kubelet,
+    manifest_text,
+    metric,
+    run,
+)
 
 pytestmark = pytest.mark.unit
 
-KUBEADM = Path(__file__).resolve().parents[1] / "data" / "kubeadm"
-METRICS = Path(__file__).resolve().parents[1] / "data" / "metrics" / "1.37.2"
-V1BETA3_INPUT = (
-    Path(__file__).resolve().parents[1] / "data" / "kubeadm" / "1.33.13" / "input" / "v1beta3.yaml"
-)
-VERSION = "1.37.2"
-CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-
-#: The kubelet unit as the Kubernetes packages install it: kubelet.service plus kubeadm's
-#: drop-in 10-kubeadm.conf (``systemctl cat kubelet``); two long lines are continued with a
-#: backslash here, which systemd reads as one line.
-KUBELET_UNIT = """\
-[Unit]
-Description=kubelet: The Kubernetes Node Agent
-[Service]
-ExecStart=/usr/bin/kubelet
-Restart=always
-# /usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf
-[Service]
-Environment="KUBELET_KUBECONFIG_ARGS=\\
---bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \\
---kubeconfig=/etc/kubernetes/kubelet.conf"
-Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
-EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
-EnvironmentFile=-/etc/default/kubelet
-ExecStart=
-ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS \\
-$KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
-"""
-
-
 # ------------------------------------------------------------------ inputs
-
-
-def fixture(variant: str) -> Path:
-    """``"dra"`` -> the 1.37.2 variant; ``"1.33.13/v1beta3"`` -> that release's."""
-    return KUBEADM / (variant if "/" in variant else f"{VERSION}/{variant}")
-
-
-def manifest_text(variant: str, component: str) -> str:
-    return (fixture(variant) / "manifests" / f"{component}.yaml").read_text()
-
-
-def command_of(text: str) -> list[str]:
-    return list(yaml.safe_load(text)["spec"]["containers"][0]["command"])
-
-
-def as_proc(argv: list[str]) -> list[str]:
-    """``argv`` through ``/proc/<pid>/cmdline``'s encoding and back."""
-    return gf.split_cmdline(b"\0".join(a.encode() for a in argv) + b"\0")
 
 
 def edited_manifest(variant: str, component: str, **edit: object) -> str:
@@ -93,107 +52,14 @@ def edited_manifest(variant: str, component: str, **edit: object) -> str:
     ).text
 
 
-def control_plane(
-    component: str,
-    *,
-    running: str | None = None,
-    file: str | None = None,
-    variant: str = "defaults",
-    extra: tuple[str, ...] = (),
-    metrics: str | None = None,
-) -> gf.ComponentFacts:
-    """A control-plane component: its process runs the command of ``running`` (manifest
-    text; default the ``variant`` manifest) plus ``extra`` arguments; its file is ``file``
-    (default the ``variant`` manifest); ``running=""`` means no process."""
-    file_text = file if file is not None else manifest_text(variant, component)
-    path = f"/etc/kubernetes/manifests/{component}.yaml"
-    facts = gf.ComponentFacts(
-        component,
-        file=gf.FileSource(
-            path,
-            True,
-            gf.FlagSet.from_component_flags(kce.static_pod_flags(file_text, component)),
-            1000.0,
-        ),
-    )
-    if running == "":
-        return facts
-    argv = as_proc(command_of(running or manifest_text(variant, component)) + list(extra))
-    facts.running, facts.pid, facts.argv, facts.started_at = True, 4242, argv, 2000.0
-    facts.process = gf.argv_flags(argv, f"{component} command line")
-    if metrics is not None:
-        facts.metrics = gf.MetricSource(
-            gf.metrics_url(component, argv), gm.feature_readings(metrics)
-        )
-    return facts
-
-
 def absent(component: str) -> gf.ComponentFacts:
     return gf.ComponentFacts(
         component, file=gf.FileSource(f"/etc/kubernetes/manifests/{component}.yaml", False)
     )
 
 
-def kubelet(
-    *,
-    variant: str = "defaults",
-    config: str | None = None,
-    extra_args: str = "",
-    started_at: float = 2000.0,
-    mtime: float = 1000.0,
-) -> gf.ComponentFacts:
-    env = {
-        "/var/lib/kubelet/kubeadm-flags.env": (fixture(variant) / "kubeadm-flags.env").read_text(),
-        "/etc/default/kubelet": f'KUBELET_EXTRA_ARGS="{extra_args}"\n' if extra_args else None,
-    }
-    argv = as_proc(kcfg.kubelet_argv_from_systemd(KUBELET_UNIT, env))
-    text = config if config is not None else (fixture(variant) / "kubelet-config.yaml").read_text()
-    gates = kcfg.kubelet_feature_gates(text)
-    path = kcfg.kubelet_config_path_from_cmdline(argv)
-    assert path == "/var/lib/kubelet/config.yaml"
-    return gf.ComponentFacts(
-        "kubelet",
-        True,
-        777,
-        argv,
-        started_at,
-        gf.kubelet_process_flags(argv, gates),
-        [path],
-        gf.FileSource(path, True, gf.FlagSet(gates, {}), mtime),
-    )
-
-
-def host(name: str, *components: gf.ComponentFacts) -> gf.HostFacts:
-    return gf.HostFacts(name, {c.component: c for c in components})
-
-
-def control_plane_host(name: str = "cp-1", variant: str = "defaults") -> gf.HostFacts:
-    return host(
-        name,
-        *(control_plane(c, variant=variant) for c in CONTROL_PLANE),
-        kubelet(variant=variant),
-    )
-
-
 def worker(name: str = "worker-1", **kubelet_args: object) -> gf.HostFacts:
     return host(name, *(absent(c) for c in CONTROL_PLANE), kubelet(**kubelet_args))
-
-
-def configmaps(variant: str) -> gf.ConfigMapFacts:
-    kubeadm = yaml.safe_load((fixture(variant) / "configmap-kubeadm-config.yaml").read_text())
-    kubelet_cm = yaml.safe_load((fixture(variant) / "configmap-kubelet-config.yaml").read_text())
-    return gf.ConfigMapFacts(kubeadm["data"]["ClusterConfiguration"], kubelet_cm["data"]["kubelet"])
-
-
-def metric(component: str) -> str:
-    return (METRICS / f"{component}.feature-enabled.txt").read_text()
-
-
-def run(
-    *hosts: gf.HostFacts, cms: gf.ConfigMapFacts | None = None, **kwargs: object
-) -> gr.AuditResult:
-    kwargs.setdefault("version", VERSION)
-    return ga.audit({h.host: h for h in hosts}, configmaps=cms, **kwargs)
 
 
 def found(result: gr.AuditResult, fid: str) -> list[gr.Finding]:
@@ -237,124 +103,6 @@ def test_configmap_facts_are_read_through_the_api_and_fall_back_to_the_old_kubel
     assert ga.read_configmap_facts(Kube({}), VERSION) == gf.ConfigMapFacts(
         None, None, "kube-system/kubelet-config"
     )
-
-
-def test_cmdline_round_trip_keeps_every_argument() -> None:
-    argv = command_of(manifest_text("dra", "kube-apiserver"))
-    assert as_proc(argv) == argv
-    assert gf.split_cmdline(b"") == []
-
-
-def test_argv_flags_merge_repeated_feature_gates_like_the_component() -> None:
-    # The dra manifest gives --feature-gates twice (v1beta4 allows repeated extraArgs).
-    flags = gf.argv_flags(as_proc(command_of(manifest_text("dra", "kube-apiserver"))))
-    assert flags.feature_gates == {
-        "DRAControlPlaneController": True,
-        "DRAAdminAccess": True,
-        "DRADeviceTaints": True,
-    }
-    assert flags.runtime_config == {"api/alpha": "false", "resource.k8s.io/v1alpha3": "true"}
-    # a later entry wins, a bare runtime-config key is true, "--flag value" is read
-    later = gf.argv_flags(
-        [
-            "kube-apiserver",
-            "--feature-gates=A=true",
-            "--feature-gates",
-            "A=false,B=1",
-            "--runtime-config=resource.k8s.io/v1beta1",
-        ]
-    )
-    assert later.feature_gates == {"A": False, "B": True}
-    assert later.runtime_config == {"resource.k8s.io/v1beta1": "true"}
-
-
-def test_argv_flags_reject_a_malformed_value_naming_it() -> None:
-    with pytest.raises(kfl.FlagValueError, match="DRAAdminAccess=yes"):
-        gf.argv_flags(["kube-apiserver", "--feature-gates=DRAAdminAccess=yes"])
-
-
-def test_component_of_matches_the_executable_basename() -> None:
-    assert gf.component_of(["/usr/bin/kubelet", "--config=x"]) == "kubelet"
-    assert gf.component_of(command_of(manifest_text("defaults", "kube-scheduler"))) == (
-        "kube-scheduler"
-    )
-    assert gf.component_of(["/usr/bin/kubeletctl"]) is None
-    assert gf.component_of(["kubelet"], ["kube-apiserver"]) is None
-
-
-def test_kubelet_flags_override_the_configuration_file() -> None:
-    facts = kubelet(variant="dra", extra_args="--feature-gates=DRAResourceClaimDeviceStatus=false")
-    assert facts.process is not None
-    assert facts.process.feature_gates == {
-        "DRAControlPlaneController": True,  # only in the file: kept
-        "DRAResourceClaimDeviceStatus": False,  # in both: the flag wins
-    }
-
-
-def test_metrics_url_from_the_real_manifests() -> None:
-    api = command_of(manifest_text("defaults", "kube-apiserver"))
-    assert gf.metrics_url("kube-apiserver", api) == "https://127.0.0.1:6443/metrics"
-    kcm = command_of(manifest_text("defaults", "kube-controller-manager"))
-    assert gf.metrics_url("kube-controller-manager", kcm) == "https://127.0.0.1:10257/metrics"
-    # the dra variant adds --bind-address=0.0.0.0: a wildcard is reached on loopback
-    kcm_dra = command_of(manifest_text("dra", "kube-controller-manager"))
-    assert gf.metrics_url("kube-controller-manager", kcm_dra) == "https://127.0.0.1:10257/metrics"
-    sched = command_of(manifest_text("defaults", "kube-scheduler"))
-    assert gf.metrics_url("kube-scheduler", sched) == "https://127.0.0.1:10259/metrics"
-    config = yaml.safe_load((fixture("defaults") / "kubelet-config.yaml").read_text())
-    assert gf.metrics_url("kubelet", ["kubelet"], config) == "https://127.0.0.1:10250/metrics"
-    assert gf.metrics_url("kubelet", ["kubelet", "--address=fd00::1"], {"port": 10555}) == (
-        "https://[fd00::1]:10555/metrics"
-    )
-    with pytest.raises(gt.GateAuditError, match="not a number"):
-        gf.metrics_url("kube-apiserver", ["kube-apiserver", "--secure-port=https"])
-
-
-def test_process_start_time_of_this_process() -> None:
-    with open("/proc/self/stat") as fh:
-        stat = fh.read()
-    with open("/proc/stat") as fh:
-        btime = next(float(line.split()[1]) for line in fh if line.startswith("btime "))
-    started = gf.process_start_time(stat, btime, os.sysconf("SC_CLK_TCK"))
-    assert btime <= started <= time.time() + 1
-    with pytest.raises(gt.GateAuditError, match="malformed"):
-        gf.process_start_time("12 (x) S 1", btime, 100)
-
-
-# ------------------------------------------------------------------ Prometheus text
-
-
-def test_feature_readings_from_a_real_kube_apiserver() -> None:
-    text = metric("kube-apiserver")
-    readings = gm.feature_readings(text)
-    samples = [ln for ln in text.splitlines() if ln.startswith("kubernetes_feature_enabled{")]
-    assert len(readings) == len(samples) > 200
-    assert readings["DynamicResourceAllocation"] == gm.FeatureReading(True, "")
-    assert readings["DRAPartitionableDevices"] == gm.FeatureReading(True, "BETA")
-    assert readings["DRAListTypeAttributes"] == gm.FeatureReading(False, "ALPHA")
-    assert readings["DRAPartitionableDevices"].model_stage == dra_core.BETA
-    assert gm.feature_metric_lines(text)[:2] == [
-        ln for ln in text.splitlines() if ln.startswith("# ")
-    ]
-
-
-def test_prometheus_parser_escapes_timestamps_and_errors() -> None:
-    text = (
-        "# HELP x a metric\n"
-        "# TYPE x gauge\n"
-        'x{a="q\\"uote",b="back\\\\slash",c="new\\nline"} 1 1700000000000\n'
-        "y 2.5\n"
-        'z{a="1",} NaN\n'
-    )
-    samples = gm.parse_prometheus_text(text)
-    assert samples[0].labels == {"a": 'q"uote', "b": "back\\slash", "c": "new\nline"}
-    assert samples[0].value == 1.0
-    assert (samples[1].name, samples[1].value) == ("y", 2.5)
-    assert samples[2].labels == {"a": "1"} and samples[2].value != samples[2].value
-    with pytest.raises(gt.GateAuditError, match="line 2"):
-        gm.parse_prometheus_text('ok 1\nbad{a="1"} one\n')
-    with pytest.raises(gt.GateAuditError, match="unterminated"):
-        gm.parse_prometheus_text('bad{a="1} 1\n')
 
 
 # ------------------------------------------------------------------ the audit
@@ -648,22 +396,6 @@ def test_absent_configmaps_are_warnings_for_the_components_audited() -> None:
     assert result.ok
 
 
-def test_v1beta3_extra_args_map_is_read() -> None:
-    text = V1BETA3_INPUT.read_text()
-    flags, problems = gc.configmap_flags(gf.ConfigMapFacts(text, text))
-    assert problems == []
-    assert flags["kube-apiserver"].feature_gates == {"DynamicResourceAllocation": True}
-    assert flags["kube-apiserver"].runtime_config == {"resource.k8s.io/v1beta1": "true"}
-    assert flags["kube-scheduler"].feature_gates == {"DynamicResourceAllocation": True}
-    assert flags["kubelet"].feature_gates == {"DynamicResourceAllocation": True}
-
-
-def test_unparseable_configmap_is_reported_not_raised() -> None:
-    flags, problems = gc.configmap_flags(gf.ConfigMapFacts("kind: [", "apiVersion: v1\n"))
-    assert flags == {}
-    assert [p.id for p in problems] == ["gates.source-unreadable"] * 2
-
-
 def test_result_is_json_failures_first_and_facts_round_trip() -> None:
     cp = control_plane_host("cp-1", "dra")
     cp.components["kube-apiserver"].metrics = control_plane(
@@ -679,31 +411,11 @@ def test_result_is_json_failures_first_and_facts_round_trip() -> None:
     assert doc["ok"] is False
 
 
-def test_bad_facts_name_the_field() -> None:
-    good = control_plane_host().to_dict()
-    good["components"]["kubelet"]["process"]["feature_gates"] = {"X": "yes"}
-    with pytest.raises(gt.GateAuditError, match=r"facts\['cp-1'\].components.kubelet.process"):
-        gf.HostFacts.from_dict(good, "cp-1")
-    with pytest.raises(gt.GateAuditError, match="components"):
-        gf.HostFacts.from_dict({"host": "x"})
-
-
 def test_impossible_request_is_refused_by_the_model() -> None:
     with pytest.raises(dra_core.VersionModelError, match="DRAControlPlaneController"):
         run(worker(), gates={"DRAControlPlaneController": True})
     with pytest.raises(gt.GateAuditError, match="kube-proxy"):
         run(worker(), components=["kube-proxy"])
-
-
-def test_table_marks_failed_and_warned_entries() -> None:
-    result = run(control_plane_host("cp-1", "dra"), cms=configmaps("dra"))
-    lines = gr.format_table(result.to_dict())
-    assert lines[0].startswith("DRA gate audit against Kubernetes 1.37.2: ")
-    row = next(ln for ln in lines if ln.startswith("cp-1") and "kube-apiserver" in ln)
-    assert "DRAControlPlaneController=true!" in row
-    assert "DRAAdminAccess=true~" in row
-    assert any(ln.startswith("(configmap)") and "kubelet" in ln for ln in lines)
-    assert any(ln.startswith("FAIL gates.model-forbidden cp-1 kube-apiserver") for ln in lines)
 
 
 # ------------------------------------------------------------------ DRA beta (1.33)

@@ -1,4 +1,6 @@
-"""Editing kubeadm ClusterConfiguration, static pod manifests and KubeletConfiguration.
+"""Editing kubeadm ClusterConfiguration and static pod manifests
+(``plugins/module_utils/kube/manifests.py``); KubeletConfiguration edits are in
+``test_kubelet_config.py``.
 
 Every document here was written by a real kubeadm (``data/kubeadm/<version>/``, made by
 ``data/kubeadm/regenerate.sh`` from the inputs in ``<version>/input/``):
@@ -13,9 +15,7 @@ upgrade, removed gates, stale runtime-config) are tests at the end.
 
 from __future__ import annotations
 
-import difflib
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,28 +27,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.flags import
     FlagEdit,
 )
 
+from tests.unit.kube.kubeadm_files import DRA, GENERATED, changed_lines, configmap_data, text
+
 pytestmark = pytest.mark.unit
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "kubeadm"
 APISERVER, CM, SCHEDULER = kce.COMPONENTS
 
-#: (version, variant) pairs whose kubeadm output is present.
-GENERATED = sorted(
-    (d.parent.name, d.name)
-    for d in DATA.glob("*/*")
-    if (d / "configmap-kubeadm-config.yaml").is_file()
-)
 MANIFESTS = [(v, var, c) for v, var in GENERATED for c in kce.COMPONENTS]
-
-
-def text(*parts: str) -> str:
-    return DATA.joinpath(*parts).read_text()
-
-
-def configmap_data(version: str, variant: str, name: str, key: str) -> str:
-    cm = yaml.safe_load(text(version, variant, f"configmap-{name}.yaml"))
-    assert cm["kind"] == "ConfigMap" and cm["metadata"]["name"] == name
-    return cm["data"][key]
 
 
 def cluster_configuration(version: str, variant: str) -> str:
@@ -77,18 +62,6 @@ def without_command(doc_text: str, component: str) -> dict[str, Any]:
     return doc
 
 
-def changed_lines(before: str, after: str) -> list[str]:
-    return [
-        line
-        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
-        if line[:1] in "+-" and not line.startswith(("+++", "---"))
-    ]
-
-
-DRA = FlagEdit(
-    feature_gates={"DynamicResourceAllocation": True, "DRAPrioritizedList": True},
-    absent_feature_gates=frozenset({"DRAControlPlaneController"}),
-)
 DRA_APISERVER = FlagEdit(
     feature_gates=DRA.feature_gates,
     absent_feature_gates=DRA.absent_feature_gates,
@@ -398,77 +371,6 @@ def test_cluster_configuration_refuses_runtime_config_for_the_scheduler() -> Non
         )
 
 
-# ------------------------------------------------------------------ KubeletConfiguration
-
-
-@pytest.mark.parametrize(("version", "variant"), GENERATED)
-def test_kubelet_configuration_file_and_configmap(version: str, variant: str) -> None:
-    for source in (
-        text(version, variant, "kubelet-config.yaml"),
-        configmap_data(version, variant, "kubelet-config", "kubelet"),
-    ):
-        result = kcfg.edit_kubelet_configuration(source, DRA)
-        old, new = yaml.safe_load(source), yaml.safe_load(result.text)
-        gates = new.pop("featureGates")
-        old.pop("featureGates", None)
-        assert new == old
-        assert gates["DynamicResourceAllocation"] is True and gates["DRAPrioritizedList"] is True
-        assert "DRAControlPlaneController" not in gates
-        assert not kcfg.edit_kubelet_configuration(result.text, DRA).changed
-
-
-def test_kubelet_gates_keep_order_and_unrelated_values() -> None:
-    source = text("1.37.2", "dra", "kubelet-config.yaml")
-    assert kcfg.kubelet_feature_gates(source) == {
-        "DRAControlPlaneController": True,
-        "DRAResourceClaimDeviceStatus": True,
-    }
-    result = kcfg.edit_kubelet_configuration(source, DRA)
-    assert list(kcfg.kubelet_feature_gates(result.text).items()) == [
-        ("DRAResourceClaimDeviceStatus", True),
-        ("DynamicResourceAllocation", True),
-        ("DRAPrioritizedList", True),
-    ]
-    assert changed_lines(source, result.text) == [
-        "-  DRAControlPlaneController: true",
-        "+  DynamicResourceAllocation: true",
-        "+  DRAPrioritizedList: true",
-    ]
-
-
-def test_kubelet_feature_gates_emptied_are_removed() -> None:
-    source = text("1.37.2", "dra", "kubelet-config.yaml")
-    edit = FlagEdit(
-        absent_feature_gates=frozenset(
-            {"DRAControlPlaneController", "DRAResourceClaimDeviceStatus"}
-        )
-    )
-    result = kcfg.edit_kubelet_configuration(source, edit)
-    assert "featureGates" not in yaml.safe_load(result.text)
-
-
-def test_kubelet_configuration_errors() -> None:
-    source = text("1.37.2", "dra", "kubelet-config.yaml")
-    with pytest.raises(ConfigEditError, match="runtime-config is a kube-apiserver flag"):
-        kcfg.edit_kubelet_configuration(source, FlagEdit(runtime_config={"g.io/v1": "true"}))
-    bad = source.replace("DRAControlPlaneController: true", 'DRAControlPlaneController: "yes"')
-    with pytest.raises(ConfigEditError, match=r"featureGates\.DRAControlPlaneController = 'yes'"):
-        kcfg.edit_kubelet_configuration(bad, DRA)
-    with pytest.raises(ConfigEditError, match=r"is not kubelet\.config\.k8s\.io/v1beta1"):
-        kcfg.edit_kubelet_configuration(source.replace("v1beta1", "v1"), DRA)
-
-
-def test_kubeadm_flags_env_has_no_config_flag_so_the_drop_in_one_counts() -> None:
-    env = kcfg.parse_environment_file(text("1.37.2", "dra", "kubeadm-flags.env"))
-    assert set(env) == {"KUBELET_KUBEADM_ARGS"}
-    argv = [
-        "/usr/bin/kubelet",
-        "--config=/var/lib/kubelet/config.yaml",
-        *env["KUBELET_KUBEADM_ARGS"].split(),
-    ]
-    assert kcfg.kubelet_config_path_from_cmdline(argv) == "/var/lib/kubelet/config.yaml"
-
-
 # ------------------------------------------------------------------ field cases
 
 
@@ -558,16 +460,3 @@ def test_field_case_stale_runtime_config_entry_is_removed() -> None:
         assert [(c.what, c.old, c.new) for c in pod.changes] == [
             ("resource.k8s.io/v1alpha3", "true", None)
         ]
-
-
-def test_field_case_kubelet_config_rewritten_without_gates_gets_them_back() -> None:
-    """kubernetes/kubeadm#3049: an upgrade wrote a defaulted /var/lib/kubelet/config.yaml
-    without featureGates; re-asserting the gates restores them and keeps the rest."""
-    defaulted = text("1.37.2", "defaults", "kubelet-config.yaml")
-    assert kcfg.kubelet_feature_gates(defaulted) == {}
-    result = kcfg.edit_kubelet_configuration(defaulted, FlagEdit({"DRADeviceTaints": True}))
-    assert kcfg.kubelet_feature_gates(result.text) == {"DRADeviceTaints": True}
-    assert changed_lines(defaulted, result.text) == [
-        "+featureGates:",
-        "+  DRADeviceTaints: true",
-    ]

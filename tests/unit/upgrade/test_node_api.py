@@ -1,18 +1,15 @@
-"""The upgrade's control-host API steps (plugins/module_utils/upgrade/node_api.py) and the
-report writer (plugins/module_utils/upgrade/record.py): the uncordon's requests, the
-bounded retry, and the report file written under its lock. The modules that use them run
+"""The upgrade's control-host API steps (plugins/module_utils/upgrade/node_api.py): the
+uncordon's requests, the bounded retry and the wait for devices; the report writer is in
+``test_record.py``. The modules that use them run
 against a real kube-apiserver in tests/integration/test_upgrade_node_modules.py."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import node_api as ua
-from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import record as ur
 
 pytestmark = pytest.mark.unit
 
@@ -81,44 +78,6 @@ def test_retrying_stops_at_the_timeout_and_at_once_for_a_refusal() -> None:
     with pytest.raises(vk.KubeError) as err:
         ua.retrying(forbidden, 60, 5, sleep=sleep, clock=lambda: t[0])
     assert err.value.attempts == 1 and err.value.status == 403
-
-
-def test_report_write_merges_entries_and_replaces_a_file_that_is_not_a_report(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "sub" / "report.json"
-    base = {"target": "1.37.2", "host": "gpu-1", "node": "n1", "phase": "prepare"}
-    ur.write(str(path), [{**base, "state": "in-progress", "timings": {"x_s": 1}}])
-    entry = ur.write(
-        str(path),
-        [{**base, "state": "upgraded", "phase": "done", "cordoned": False,
-          "timings": {"node_total_s": 12.345}}],
-    )  # fmt: skip
-    report = json.loads(path.read_text())
-    assert report["nodes"]["gpu-1"] == entry
-    assert (entry["state"], entry["version"], entry["cordoned"]) == ("upgraded", "1.37.2", False)
-    assert entry["timings_s"] == {"x_s": 1.0, "node_total_s": 12.3}
-    assert [e["state"] for e in report["events"]] == ["in-progress", "upgraded"]
-    path.write_text('{"nodes": {"gpu-1": 7}, "events": "x"}')  # parts of the wrong type
-    ur.write(str(path), [{**base, "state": "in-progress"}])
-    report = json.loads(path.read_text())
-    assert report["nodes"]["gpu-1"]["state"] == "in-progress" and len(report["events"]) == 1
-    path.write_text("[1, 2]")  # JSON, not a report: started afresh
-    ur.write(str(path), [{**base, "state": "failed", "cause": "drain"}])
-    report = json.loads(path.read_text())
-    assert list(report["nodes"]) == ["gpu-1"] and report["nodes"]["gpu-1"]["cause"] == "drain"
-
-
-def test_report_write_measures_the_node_total_up_to_the_write(tmp_path: Path) -> None:
-    import time
-
-    path = tmp_path / "report.json"
-    record = {"target": "1.37.2", "host": "gpu-1", "state": "upgraded", "phase": "done",
-              "timings": {"drain_s": 3.0}, "started": time.time() - 12.0}  # fmt: skip
-    entry = ur.write(str(path), [record])
-    assert entry["timings_s"]["drain_s"] == 3.0
-    assert 12.0 <= entry["timings_s"]["node_total_s"] < 14.0
-    assert "started" not in entry
 
 
 def test_wait_devices_until_the_slices_publish_as_many_as_before() -> None:

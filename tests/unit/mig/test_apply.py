@@ -1,5 +1,4 @@
-"""The MIG apply refuses to carve with a GI profile ID or placement that no source gives
-(a built-in table's derived field) when the GPU did not answer -lgip/-lgipp."""
+"""Planning the MIG apply of one GPU (``plugins/module_utils/mig/apply.py``)."""
 
 from __future__ import annotations
 
