@@ -267,7 +267,7 @@ def test_known_bad_release_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = dra_skew.KnownBadRelease(
         "1.36.3", "kube-scheduler", "drops DRA allocations", "1.36.4", "x#1", "use 1.36.4"
     )
-    # the list lives in the model's part that owns it (dra_skew; dra_versions re-exports it)
+    # the list lives in the model's part that owns it (dra/skew.py)
     monkeypatch.setattr(dra_skew, "KNOWN_BAD_RELEASES", (*dra_skew.KNOWN_BAD_RELEASES, bad))
     err = refused(kubernetes_version="1.36.3")
     assert (
