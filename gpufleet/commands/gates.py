@@ -2,7 +2,7 @@
 
 ``gpufleet gates plan --to VERSION [--from VERSION] [--feature NAME ...]
 [--gate NAME=true|false ...] [--json]`` answers offline from the DRA version model
-(``plugins/module_utils/dra_versions.py``): per component (kube-apiserver,
+(``plugins/module_utils/dra/``): per component (kube-apiserver,
 kube-controller-manager, kube-scheduler, kubelet) the feature gates and runtime-config to
 set for the target version and, with ``--from``, what changes on the way (gates added and
 removed and why, runtime-config dropped or added, the kubeadm configuration API change).
@@ -156,7 +156,7 @@ def plan_document(
     target: dra_settings.ComponentPlan, transition: dra_transition.TransitionPlan | None
 ) -> dict[str, Any]:
     """The ``--json`` document: ``{"to": plan, "from": plan|null, "transition": ...|null,
-    "release": what the target release registers (dra_versions.release_document)}``."""
+    "release": what the target release registers (``dra.api.release_document``)}``."""
     return {
         "release": dra_api.release_document(target.version),
         "to": target.to_dict(),

@@ -5,7 +5,7 @@ builds ``lab/go/featuredump`` against ``k8s.io/kubernetes`` at that release, run
 writes what it printed, normalised, to ``plugins/module_utils/dra/releases/v1_<minor>.py``:
 every registered feature gate (versioned specs, dependencies), the ``resource.k8s.io``
 versions kube-apiserver serves and enables by default, and the kubeadm configuration API
-versions. The version model (``plugins/module_utils/dra_versions.py``) reads those files
+versions. The version model (``plugins/module_utils/dra/``) reads those files
 through ``plugins/module_utils/dra/release_data.py``.
 
 Commands (``python -m gpufleet.lab.release_facts``)::
