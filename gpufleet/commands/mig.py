@@ -3,7 +3,7 @@
 ``gpufleet mig plan (--gpu-model MODEL | --lgip FILE [--lgipp FILE]) --layout
 JSON_OR_@FILE [--config-name NAME] [--gpus N] [--json]`` answers offline from the MIG profile data
 (``plugins/module_utils/mig/profiles.py``) and the planner
-(``plugins/module_utils/mig/planner.py``, configs read by ``mig_config.py``): the
+(``plugins/module_utils/mig/planner.py``, configs read by ``mig/config.py``): the
 GPU-instance placements (profile, GI profile ID, start:size in memory slices) for each
 GPU, or why the layout does not fit and what would.
 

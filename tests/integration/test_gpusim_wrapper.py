@@ -42,7 +42,9 @@ def test_installed_wrapper_runs_with_the_standard_library_only(tmp_path: Path) -
     root = tmp_path / "root"
     written = install.install(root)
     lib = root / "usr/local/lib/gpufleet-gpusim"
-    assert (lib / "mig_profiles.py").is_file()
+    # the collection's MIG modules under their package path, as everywhere else
+    mig = lib / "ansible_collections/gpufleet/cluster/plugins/module_utils/mig"
+    assert (mig / "profiles.py").is_file() and (mig / "tables.py").is_file()
     assert (lib / "gpufleet/lab/gpusim/templates/q_gpu.xml").is_file()
     assert root / "usr/bin/nvidia-smi" in written
     scripts = install.wrapper_scripts()

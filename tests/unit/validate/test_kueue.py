@@ -1,5 +1,5 @@
 """The kueue area of the validation report (plugins/module_utils/validate/kueue.py and the
-validate functions of kueue_checks.py), and the preflight Kueue rule
+validate functions of kueue/checks.py), and the preflight Kueue rule
 (plugins/module_utils/preflight/kueue.py through preflight.check_inventory).
 
 Kueue objects are shaped as Kueue v0.17.0 writes them (apis/kueue/v1beta2; condition
