@@ -42,6 +42,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -159,17 +160,24 @@ class DebPackage:
         return fields
 
 
+_DEB_VERSION_RE = re.compile(r"^v?(\d+\.\d+\.\d+)(?:-((?:alpha|beta|rc)\.\d+))?$")
+
+
 def deb_version(kubernetes_version: str, revision: str = DEFAULT_REVISION) -> str:
-    """``"1.37.2"`` or ``"v1.37.2"`` -> ``"1.37.2-1.1"``. Raises PackageError otherwise."""
-    plain = kubernetes_version.lstrip("v")
-    parts = plain.split(".")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+    """``"1.37.2"`` or ``"v1.37.2"`` -> ``"1.37.2-1.1"``; a pre-release sorts below its
+    release, as on pkgs.k8s.io: ``"1.38.0-beta.0"`` -> ``"1.38.0~beta.0-1.1"`` (the
+    version the upgrade planner pins, ``upgrade_input.package_version``). Raises
+    PackageError otherwise."""
+    match = _DEB_VERSION_RE.match(kubernetes_version)
+    if not match:
         raise PackageError(
-            f"kubernetes version {kubernetes_version!r} is not MAJOR.MINOR.PATCH; give e.g. 1.37.2"
+            f"kubernetes version {kubernetes_version!r} is not MAJOR.MINOR.PATCH (or an alpha, "
+            "beta or rc pre-release of one); give e.g. 1.37.2 or 1.38.0-beta.0"
         )
     if not revision or any(c.isspace() or c == "_" for c in revision):
         raise PackageError(f"package revision {revision!r} is not a Debian revision like 1.1")
-    return f"{plain}-{revision}"
+    plain, pre = match.groups()
+    return f"{plain}~{pre}-{revision}" if pre else f"{plain}-{revision}"
 
 
 def minor_of(kubernetes_version: str) -> str:
