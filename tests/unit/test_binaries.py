@@ -288,6 +288,12 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
     for version, names in kube.items():
         assert not rel.release(version).optional
         assert {"kube-apiserver", "kubelet", "kubeadm"} <= names
+    # the lab upgrade's pair (tests/integration/test_upgrade_lab.py) in full: packages of
+    # kubeadm, kubelet and kubectl, control-plane images
+    from tests.integration.test_upgrade_lab import default_pair
+
+    for version in default_pair():
+        assert kube[version] == set(rel.full_set), version
     assert {s.group for s in steps if s.group != "kubernetes"} == {
         "etcd",
         "kwok",
