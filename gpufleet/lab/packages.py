@@ -180,6 +180,13 @@ def deb_version(kubernetes_version: str, revision: str = DEFAULT_REVISION) -> st
     return f"{plain}~{pre}-{revision}" if pre else f"{plain}-{revision}"
 
 
+def _version_order(version: str) -> tuple[int, int, int, int, str]:
+    """Sort key of a plain version: a pre-release (1.38.0-beta.0) before its release."""
+    core, _, pre = version.partition("-")
+    major, minor, patch = (int(x) for x in core.split("."))
+    return major, minor, patch, 0 if pre else 1, pre
+
+
 def minor_of(kubernetes_version: str) -> str:
     """``"1.37.2"`` -> ``"1.37"``."""
     return ".".join(kubernetes_version.lstrip("v").split(".")[:2])
@@ -403,7 +410,7 @@ def build_repository(
         directory = repo_dir(root, minor)
         arch_dir = directory / DEFAULT_ARCH
         stanzas = []
-        for v in sorted(set(vs), key=lambda s: [int(x) for x in s.split(".")]):
+        for v in sorted(set(vs), key=_version_order):
             for pkg in package_specs(v, bins_for(v), revision):
                 deb = arch_dir / pkg.filename
                 stamp = arch_dir / f".{pkg.filename}.stamp.json"
