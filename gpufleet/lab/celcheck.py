@@ -191,6 +191,7 @@ def build(release: CelRelease, log=print) -> Path:
         (pkg / name).write_text(text, encoding="utf-8")
     (work / "go.mod").write_text(build_gomod, encoding="utf-8")
     (work / "go.sum").unlink(missing_ok=True)
+    gomod.write_substitutes(work, release.substitute, binaries.REPO_ROOT, CelCheckError)
     started = time.monotonic()
     log(
         f"celcheck {release.tag}: go mod tidy (toolchain {release.go_toolchain or 'local'}, "

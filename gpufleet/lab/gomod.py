@@ -6,18 +6,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from gpufleet.lab.release_pins import (
     VERSION_RE,
     ReleaseFileError,
     Tool,
+    is_module_version,
     plain_version,
 )
 
@@ -210,16 +212,84 @@ def pinned_replaces(
     return tuple(out)
 
 
+#: Where a build module holds the copies of the repository's stand-in modules.
+SUBSTITUTE_DIR = "substitute"
+
+
 def substitution_replaces(substitute: Sequence[tuple[str, str]]) -> tuple[Replace, ...]:
     """The ``replace`` directives of a release's module substitutions (``go_builds`` in
-    the releases file): ``("sigs.k8s.io/structured-merge-diff/v7 v7.0.1", "v7.0.0")`` ->
-    ``sigs.k8s.io/structured-merge-diff/v7 v7.0.1 => sigs.k8s.io/structured-merge-diff/v7
-    v7.0.0``. Put them before the upstream replaces: the first replace of a module wins."""
+    the releases file): ``("example.com/m v1.0.1", "v1.0.0")`` -> ``example.com/m v1.0.1
+    => example.com/m v1.0.0``; a directory of the repository (``("sigs.k8s.io/iptables-
+    wrappers v1.0.0", "lab/go/substitute/iptables-wrappers")``) -> ``... v1.0.0 =>
+    ./substitute/iptables-wrappers``, the copy :func:`write_substitutes` makes. Put them
+    before the upstream replaces: the first replace of a module wins."""
     out = []
     for old, new in substitute:
         module, _, version = old.partition(" ")
-        out.append(Replace(module, module, old_version=version, new_version=new))
+        if is_module_version(new):
+            out.append(Replace(module, module, old_version=version, new_version=new))
+        else:
+            local = f"./{SUBSTITUTE_DIR}/{PurePosixPath(new).name}"
+            out.append(Replace(module, local, old_version=version))
     return tuple(out)
+
+
+def _substitute_files(source: Path) -> list[Path]:
+    """The files of a stand-in module a build needs: all but tests, sorted."""
+    return sorted(
+        p
+        for p in source.rglob("*")
+        if p.is_file() and not p.name.endswith("_test.go") and p.name != "README.md"
+    )
+
+
+def substitutes_digest(
+    substitute: Sequence[tuple[str, str]], root: Path, error: type[Exception]
+) -> str | None:
+    """sha256 over the files of the repository modules among ``substitute`` (see
+    :func:`write_substitutes`); None when there is none. Raises ``error`` naming a
+    directory that is missing or holds no go.mod."""
+    local = [(old, new) for old, new in substitute if not is_module_version(new)]
+    if not local:
+        return None
+    digest = hashlib.sha256()
+    for old, new in local:
+        source = _substitute_source(old, new, root, error)
+        digest.update(f"{old} => {new}".encode() + b"\0")
+        for path in _substitute_files(source):
+            digest.update(path.relative_to(source).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _substitute_source(old: str, new: str, root: Path, error: type[Exception]) -> Path:
+    source = root / new
+    if not (source / "go.mod").is_file():
+        raise error(
+            f"substitute {old!r}: {new}/go.mod is missing under {root}; the stand-in module "
+            "is part of the repository (gpufleet/lab/releases.yaml, go_builds)"
+        )
+    return source
+
+
+def write_substitutes(
+    directory: Path, substitute: Sequence[tuple[str, str]], root: Path, error: type[Exception]
+) -> None:
+    """Copy each repository module among ``substitute`` (its directory relative to
+    ``root``) to ``directory/substitute/<name>``, where :func:`substitution_replaces` points,
+    replacing an older copy; a version substitution needs nothing. Raises ``error`` when a
+    directory is missing or holds no go.mod."""
+    for old, new in substitute:
+        if is_module_version(new):
+            continue
+        source = _substitute_source(old, new, root, error)
+        dest = directory / SUBSTITUTE_DIR / PurePosixPath(new).name
+        if dest.exists():
+            shutil.rmtree(dest)
+        for path in _substitute_files(source):
+            target = dest / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
 
 
 def _go_version_key(version: str) -> tuple[int, ...]:

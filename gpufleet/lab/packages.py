@@ -42,6 +42,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -160,17 +161,31 @@ class DebPackage:
         return fields
 
 
+_DEB_VERSION_RE = re.compile(r"^v?(\d+\.\d+\.\d+)(?:-((?:alpha|beta|rc)\.\d+))?$")
+
+
 def deb_version(kubernetes_version: str, revision: str = DEFAULT_REVISION) -> str:
-    """``"1.37.2"`` or ``"v1.37.2"`` -> ``"1.37.2-1.1"``. Raises PackageError otherwise."""
-    plain = kubernetes_version.lstrip("v")
-    parts = plain.split(".")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+    """``"1.37.2"`` or ``"v1.37.2"`` -> ``"1.37.2-1.1"``; a pre-release sorts below its
+    release, as on pkgs.k8s.io: ``"1.38.0-beta.0"`` -> ``"1.38.0~beta.0-1.1"`` (the
+    version the upgrade planner pins, ``upgrade_input.package_version``). Raises
+    PackageError otherwise."""
+    match = _DEB_VERSION_RE.match(kubernetes_version)
+    if not match:
         raise PackageError(
-            f"kubernetes version {kubernetes_version!r} is not MAJOR.MINOR.PATCH; give e.g. 1.37.2"
+            f"kubernetes version {kubernetes_version!r} is not MAJOR.MINOR.PATCH (or an alpha, "
+            "beta or rc pre-release of one); give e.g. 1.37.2 or 1.38.0-beta.0"
         )
     if not revision or any(c.isspace() or c == "_" for c in revision):
         raise PackageError(f"package revision {revision!r} is not a Debian revision like 1.1")
-    return f"{plain}-{revision}"
+    plain, pre = match.groups()
+    return f"{plain}~{pre}-{revision}" if pre else f"{plain}-{revision}"
+
+
+def _version_order(version: str) -> tuple[int, int, int, int, str]:
+    """Sort key of a plain version: a pre-release (1.38.0-beta.0) before its release."""
+    core, _, pre = version.partition("-")
+    major, minor, patch = (int(x) for x in core.split("."))
+    return major, minor, patch, 0 if pre else 1, pre
 
 
 def minor_of(kubernetes_version: str) -> str:
@@ -396,7 +411,7 @@ def build_repository(
         directory = repo_dir(root, minor)
         arch_dir = directory / DEFAULT_ARCH
         stanzas = []
-        for v in sorted(set(vs), key=lambda s: [int(x) for x in s.split(".")]):
+        for v in sorted(set(vs), key=_version_order):
             for pkg in package_specs(v, bins_for(v), revision):
                 deb = arch_dir / pkg.filename
                 stamp = arch_dir / f".{pkg.filename}.stamp.json"

@@ -21,8 +21,9 @@ A build module per release lives in ``<cache>/build/featuredump/v<version>/``; t
 ``<cache>/bin/featuredump/v<version>/gpufleet-featuredump``. A release that needs a newer Go
 names it under ``go_builds`` (``go_toolchain: go1.27.3``), and Go fetches that toolchain
 from the module proxy; ``substitute`` there replaces a module version the proxy does not
-serve with one it does (the dump's facts, feature-gate registrations, the API config source
-and kubeadm's version tables, do not depend on the substituted module).
+serve with one it does or with a stand-in module of this repository (copied into the build
+module; the dump's facts, feature-gate registrations, the API config source and kubeadm's
+version tables, do not depend on a substituted module).
 """
 
 from __future__ import annotations
@@ -363,6 +364,7 @@ def build_dump(release: FactRelease, log=print) -> Path:
         (pkg / "src" / name).write_text(text, encoding="utf-8")
     (work / "go.mod").write_text(build_gomod, encoding="utf-8")
     (work / "go.sum").unlink(missing_ok=True)
+    gomod.write_substitutes(work, release.substitute, binaries.REPO_ROOT, FactsError)
     started = time.monotonic()
     log(f"featuredump {release.tag}: go mod tidy (toolchain {release.go_toolchain or 'local'})")
     # -e: test-only dependencies of the release's packages may be missing from the proxy

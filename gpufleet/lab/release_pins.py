@@ -86,11 +86,37 @@ class GoBuild:
     """How Go code is built against one Kubernetes release (``go_builds`` in the releases
     file): the Go toolchain its modules need (``go1.27.3``, fetched by Go from the module
     proxy; None: the local Go) and the module versions the proxy does not serve, each with
-    the served version that stands in for it (``(("sigs.k8s.io/structured-merge-diff/v7
-    v7.0.1", "v7.0.0"),)``), restated as ``replace`` directives in every build module."""
+    what stands in for it, restated as ``replace`` directives in every build module: a
+    served version (``("example.com/m v1.0.1", "v1.0.0")``) or a module of this repository,
+    named by its directory (``("sigs.k8s.io/iptables-wrappers v1.0.0",
+    "lab/go/substitute/iptables-wrappers")``), which the builders copy into the build
+    module."""
 
     toolchain: str | None = None
     substitute: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def local_substitutes(self) -> tuple[tuple[str, str], ...]:
+        """The substitutions by a module of this repository: (``"module version"``,
+        directory relative to the repository root)."""
+        return tuple((old, new) for old, new in self.substitute if not is_module_version(new))
+
+
+def is_module_version(value: str) -> bool:
+    """True for a Go module version (``v7.0.0``), False for a directory of this repository
+    (``lab/go/substitute/iptables-wrappers``)."""
+    return bool(re.match(r"^v\d", value))
+
+
+def _is_repository_dir(value: str) -> bool:
+    """A relative path inside the repository that starts with a name (``lab/...``; no
+    ``..``, no empty or ``.`` part)."""
+    parts = value.split("/")
+    return (
+        bool(re.match(r"^[A-Za-z_]", value))
+        and "\\" not in value
+        and all(p not in ("", ".", "..") for p in parts)
+    )
 
 
 LOCAL_GO_BUILD = GoBuild()
@@ -108,6 +134,10 @@ class BuiltAgainst(ReleaseVersion):
     @property
     def substitute(self) -> tuple[tuple[str, str], ...]:
         return self.go_build.substitute
+
+    @property
+    def local_substitutes(self) -> tuple[tuple[str, str], ...]:
+        return self.go_build.local_substitutes
 
 
 @dataclass(frozen=True)
@@ -414,11 +444,18 @@ def parse_go_builds(data: Any, source: str = str(RELEASES_FILE)) -> dict[str, Go
         pairs = []
         for old, new in subs.items():
             module, _, old_version = str(old).partition(" ")
-            if not module or not old_version.startswith("v") or not str(new).startswith("v"):
+            stand_in = str(new)
+            if (
+                not module
+                or not old_version.startswith("v")
+                or not (is_module_version(stand_in) or _is_repository_dir(stand_in))
+            ):
                 raise ReleaseFileError(
                     f"{where}.substitute: {old!r}: {new!r} in {source} is not "
-                    "'module vX.Y.Z': vX.Y.W; write e.g. "
-                    "'sigs.k8s.io/structured-merge-diff/v7 v7.0.1': v7.0.0"
+                    "'module vX.Y.Z': vX.Y.W nor 'module vX.Y.Z': a directory of the "
+                    "repository; write e.g. "
+                    "'sigs.k8s.io/structured-merge-diff/v7 v7.0.1': v7.0.0 or "
+                    "'sigs.k8s.io/iptables-wrappers v1.0.0': lab/go/substitute/iptables-wrappers"
                 )
             pairs.append((str(old), str(new)))
         out[version] = GoBuild(str(toolchain) if toolchain else None, tuple(pairs))

@@ -62,7 +62,7 @@ ExtraArgs = Mapping[str, Mapping[str, "str | None"]]
 # --------------------------------------------------------------------------- versions
 
 
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:[-+].*)?$")
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?(?:\+.*)?$")
 
 
 def parse_version(version: str) -> tuple[int, int, int]:
@@ -76,14 +76,16 @@ def parse_version(version: str) -> tuple[int, int, int]:
             f"version={version!r} is not a Kubernetes release; "
             "use MAJOR.MINOR.PATCH, e.g. 'v1.37.2'"
         )
-    major, minor, patch = (int(g) for g in match.groups())
+    major, minor, patch = (int(g) for g in match.groups()[:3])
     return major, minor, patch
 
 
 def normalize_version(version: str) -> str:
-    """``"1.37.2"`` -> ``"v1.37.2"``; the form the binaries cache and kubeadm use."""
+    """``"1.37.2"`` -> ``"v1.37.2"``, ``"1.38.0-beta.0"`` -> ``"v1.38.0-beta.0"`` (a
+    pre-release keeps its suffix); the form the binaries cache and kubeadm use."""
     major, minor, patch = parse_version(version)
-    return f"v{major}.{minor}.{patch}"
+    pre = _VERSION_RE.match(version.strip()).group(4) or ""  # type: ignore[union-attr]
+    return f"v{major}.{minor}.{patch}{pre}"
 
 
 def kubeadm_config_api(kubeadm_version: str) -> str:

@@ -38,8 +38,11 @@ def _minor(version: str) -> int:
 GA_DRA = [v for v in PINNED if _minor(v) >= 34]
 #: DRA beta releases: gate DynamicResourceAllocation off by default (1.32, 1.33).
 BETA_DRA = [v for v in PINNED if _minor(v) in (32, 33)]
-#: DynamicResourceAllocation is GA and locked to true from 1.35 (kube_features.go).
-LOCKED_DRA = [v for v in PINNED if _minor(v) >= 35]
+#: DynamicResourceAllocation is GA and locked to true from 1.35 (kube_features.go) until
+#: 1.38 removes it.
+LOCKED_DRA = [v for v in PINNED if 35 <= _minor(v) < 38]
+#: DynamicResourceAllocation is no longer registered (removed in 1.38, kube_features.go).
+REMOVED_DRA = [v for v in PINNED if _minor(v) >= 38]
 
 
 def served_versions(cp: ControlPlane, group: str = "resource.k8s.io") -> set[str]:
@@ -288,3 +291,17 @@ def test_apiserver_refuses_to_turn_off_the_locked_dra_gate(
         "cannot set feature gate DynamicResourceAllocation to false, feature is locked to true"
         in err.value.log_tail
     )
+
+
+@pytest.mark.parametrize("version", REMOVED_DRA, ids=[f"v{v}" for v in REMOVED_DRA])
+def test_apiserver_refuses_the_removed_dra_gate(
+    version: str, start_control_plane: StartControlPlane
+) -> None:
+    with pytest.raises(ControlPlaneError) as err:
+        start_control_plane(
+            version,
+            extra_args={"kube-apiserver": {"feature-gates": "DynamicResourceAllocation=true"}},
+            with_controllers=False,
+        )
+    assert err.value.component == "kube-apiserver"
+    assert "unrecognized feature gate: DynamicResourceAllocation" in err.value.log_tail

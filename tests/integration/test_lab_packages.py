@@ -118,6 +118,22 @@ def test_repository_index_matches_dpkg_scanpackages(tmp_path, fake_bins):
 
 @pytest.mark.integration
 @needs_dpkg
+def test_a_pre_release_is_indexed_below_its_release(tmp_path, fake_bins):
+    made = {v: fake_bins(v) for v in ("1.38.0", "1.38.0-beta.0", "1.38.0-rc.1")}
+    repos = pk.build_repository(
+        list(made), tmp_path / "pkgs", bins_for=made.__getitem__, log=lambda _: None
+    )
+    stanzas = pk.parse_stanzas((repos["1.38"] / "Packages").read_text())
+    assert [s["Version"] for s in stanzas if s["Package"] == "kubelet"] == [
+        "1.38.0~beta.0-1.1",
+        "1.38.0~rc.1-1.1",
+        "1.38.0-1.1",
+    ]
+    assert (repos["1.38"] / "amd64" / "kubelet_1.38.0~beta.0-1.1_amd64.deb").is_file()
+
+
+@pytest.mark.integration
+@needs_dpkg
 def test_changed_binary_rebuilds_its_package(tmp_path, fake_bins):
     made = {"1.37.2": fake_bins("1.37.2")}
     pk.build_repository(["1.37.2"], tmp_path, bins_for=made.__getitem__, log=lambda _: None)

@@ -1,22 +1,25 @@
-"""A real rolling upgrade of the lab, 1.36.3 -> 1.37.2 (or GPUFLEET_UPGRADE_FROM ->
-GPUFLEET_UPGRADE_TO), with injected faults, then a resume.
+"""A real rolling upgrade of the lab, SOURCE -> TARGET, with injected faults, then a
+resume. TARGET is the newest release pinned in gpufleet/lab/releases.yaml (1.38.0-beta.0,
+a pre-release: kubeadm is allowed experimental upgrades, the packages are
+``1.38.0~beta.0-1.1``), SOURCE the newest pinned one of the minor below (1.37.2);
+GPUFLEET_UPGRADE_FROM and GPUFLEET_UPGRADE_TO name another pair.
 
-It brings up a lab of its own at 1.36.3 with two GPU workers (``gpufleet-upgrade`` on
+It brings up a lab of its own at SOURCE with two GPU workers (``gpufleet-upgrade`` on
 10.89.61.0/24) and removes it at the end; ``GPUFLEET_UPGRADE_LAB=1`` upgrades the existing
-lab ``GPUFLEET_LAB_NAME`` names instead (the test changes it: it ends at 1.37.2, and a lab
-goes back to 1.36.3 only by ``lab down`` and ``lab up``). kubeadm, kubelet and kubectl
+lab ``GPUFLEET_LAB_NAME`` names instead (the test changes it: it ends at TARGET, and a lab
+goes back to SOURCE only by ``lab down`` and ``lab up``). kubeadm, kubelet and kubectl
 come from the local package repository in the pkgs.k8s.io layout
 (gpufleet/lab/packages.py), so unhold, exact-version install and hold run for real;
-the control-plane images of 1.37.2 are built from the cached binaries (air-gapped).
+the control-plane images of TARGET are built from the cached binaries (air-gapped).
 
 The steps run in this order, each on what the lab runs at that moment (a step that finds
-no worker left at 1.36.3 skips and says so), so that one lab serves them all:
+no worker left at SOURCE skips and says so), so that one lab serves them all:
 
-a. a PodDisruptionBudget blocks the drain of the first GPU worker still at 1.36.3: the
+a. a PodDisruptionBudget blocks the drain of the first GPU worker still at SOURCE: the
    control plane is upgraded first (when it is not yet), the drain fails after its bounded
    attempts, the worker is uncordoned, the wave stops (no other worker touched), the report
    names node, phase and cause;
-c. the last worker still at 1.36.3 is stopped (``podman stop``) while the wave upgrades the
+c. the last worker still at SOURCE is stopped (``podman stop``) while the wave upgrades the
    first: that one is upgraded, the stopped one fails in phase ``connect`` when its turn
    comes, with the cause in the report, and the wave stops; then it is started again;
 b. a feature gate no kubelet knows is set by hand on the next worker (its
@@ -24,11 +27,11 @@ b. a feature gate no kubelet knows is set by hand on the next worker (its
    ``/var/lib/kubelet/config.yaml`` from the kubelet-config ConfigMap, so a gate written
    there would not survive to the restart): the new kubelet cannot start, the wave stops
    at once, the node stays cordoned and the report holds the kubelet's own error;
-final. the gate is removed and ``gpufleet upgrade -i inventory/lab --to 1.37.2`` (the CLI)
+final. the gate is removed and ``gpufleet upgrade -i inventory/lab --to TARGET`` (the CLI)
    resumes: nodes at the target are skipped, the node left cordoned is resumed and
-   uncordoned; every kubelet and kube-apiserver runs 1.37.2, the packages are held at
-   1.37.2-1.1 on every node, the simulator's ResourceSlices are back, nothing is cordoned,
-   the GPU nodes' kubelets run one version.
+   uncordoned; every kubelet and kube-apiserver runs TARGET, the packages are held at
+   TARGET's package version on every node, the simulator's ResourceSlices are back,
+   nothing is cordoned, the GPU nodes' kubelets run one version.
 
 Each step prints its wall-clock time and the report's timings per node (drain, restart to
 Ready, DRA plugin and slices, node total) against their sum.
@@ -49,11 +52,44 @@ import pytest
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
+
+def _version_key(version: str) -> tuple[int, int, int, int, str]:
+    """Order of Kubernetes versions: a pre-release sorts below its release."""
+    core, _, pre = version.partition("-")
+    major, minor, patch = (int(x) for x in core.split("."))
+    return major, minor, patch, 0 if pre else 1, pre
+
+
+def default_pair() -> tuple[str, str]:
+    """(SOURCE, TARGET): the newest release pinned in gpufleet/lab/releases.yaml and the
+    newest pinned one of the minor below it."""
+    from gpufleet.lab import release_pins
+
+    pinned = [r.version for r in release_pins.load_releases().releases]
+    target = max(pinned, key=_version_key)
+    below = [v for v in pinned if _version_key(v)[1] == _version_key(target)[1] - 1]
+    assert below, f"releases.yaml pins no release of the minor below {target}: {pinned}"
+    return max(below, key=_version_key), target
+
+
 #: The upgrade path: the lab's release and the target (one minor apart, both pinned in
-#: gpufleet/lab/releases.yaml and built). GPUFLEET_UPGRADE_FROM/GPUFLEET_UPGRADE_TO run the
-#: same faults on another pair, e.g. 1.33.13 -> 1.34.4 (DRA beta -> GA).
-SOURCE = os.environ.get("GPUFLEET_UPGRADE_FROM", "1.36.3")
-TARGET = os.environ.get("GPUFLEET_UPGRADE_TO", "1.37.2")
+#: gpufleet/lab/releases.yaml and built by the ci profile). GPUFLEET_UPGRADE_FROM and
+#: GPUFLEET_UPGRADE_TO run the same faults on another pair, e.g. 1.33.13 -> 1.34.4 (DRA
+#: beta -> GA).
+SOURCE = os.environ.get("GPUFLEET_UPGRADE_FROM") or default_pair()[0]
+TARGET = os.environ.get("GPUFLEET_UPGRADE_TO") or default_pair()[1]
+
+
+def package_version(version: str) -> str:
+    """The pkgs.k8s.io version the plan pins (revision 1.1): 1.37.2-1.1,
+    1.38.0~beta.0-1.1."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import (
+        input as upgrade_input,
+    )
+
+    return upgrade_input.package_version(version)
+
+
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "inventory" / "lab"
 PROBE_GATE = "GpufleetUpgradeProbe"
@@ -311,10 +347,12 @@ def test_plan_names_the_path_packages_and_waves(lab):
     doc = json.loads(proc.stdout)
     pending = lab.pending_workers()
     if not pending and not doc["steps"]:
-        pytest.skip("the lab already runs 1.37.2 everywhere")
+        pytest.skip(f"the lab already runs {TARGET} everywhere")
     assert doc["path"] == [TARGET]
     step = doc["steps"][0]
-    assert step["packages"] == {p: f"{TARGET}-1.1" for p in ("kubeadm", "kubelet", "kubectl")}
+    assert step["packages"] == dict.fromkeys(
+        ("kubeadm", "kubelet", "kubectl"), package_version(TARGET)
+    )
     worker_waves = [w["hosts"] for w in step["waves"] if w["kind"] == "worker"]
     resumed = [n["host"] for n in step["nodes"] if n["resume"]]
     assert [h for hs in worker_waves for h in hs] == [
@@ -325,7 +363,7 @@ def test_plan_names_the_path_packages_and_waves(lab):
 def test_a_pdb_blocking_the_drain_stops_the_wave_and_uncordons(lab):
     pending = lab.pending_workers()
     if not pending:
-        pytest.skip("no worker at 1.36.3 left for the drain fault: lab down, lab up")
+        pytest.skip(f"no worker at {SOURCE} left for the drain fault: lab down, lab up")
     worker, others = pending[0], pending[1:]
     cp_before = lab.nodes()[lab.control_plane]["status"]["nodeInfo"]["kubeletVersion"]
     pdb = Path(lab.kubeconfig.parent / "upgrade-pdb-probe.yaml")
@@ -366,7 +404,7 @@ def test_a_pdb_blocking_the_drain_stops_the_wave_and_uncordons(lab):
 def test_c_a_worker_stopped_mid_wave_stops_it_with_the_cause(lab):
     pending = lab.pending_workers()
     if len(pending) < 2:
-        pytest.skip("needs two workers at 1.36.3 (one upgraded, one stopped): lab down, lab up")
+        pytest.skip(f"needs two workers at {SOURCE} (one upgraded, one stopped): lab down, lab up")
     first, stopped = pending[0], pending[-1]
     result: dict[str, Any] = {}
 
@@ -408,7 +446,7 @@ def test_c_a_worker_stopped_mid_wave_stops_it_with_the_cause(lab):
 def test_b_a_kubelet_that_cannot_start_stops_the_wave_cordoned(lab):
     pending = lab.pending_workers()
     if not pending:
-        pytest.skip("no worker at 1.36.3 left for the kubelet fault: lab down, lab up")
+        pytest.skip(f"no worker at {SOURCE} left for the kubelet fault: lab down, lab up")
     worker, others = pending[0], pending[1:]
     lab.wait_ready(worker)
     line = f"KUBELET_EXTRA_ARGS=--feature-gates={PROBE_GATE}=true"
@@ -428,7 +466,7 @@ def test_b_a_kubelet_that_cannot_start_stops_the_wave_cordoned(lab):
     for other in others:
         assert other not in touched, f"the wave went on to {other}"
     held = lab.exec(worker, "dpkg-query", "-W", "-f", "${Version} ${db:Status-Abbrev}", "kubelet")
-    assert held.stdout.split()[:2] == [f"{TARGET}-1.1", "hi"], held.stdout
+    assert held.stdout.split()[:2] == [package_version(TARGET), "hi"], held.stdout
 
 
 def test_final_cli_resumes_and_finishes_the_wave(lab, tmp_path):
@@ -471,7 +509,7 @@ def test_final_cli_resumes_and_finishes_the_wave(lab, tmp_path):
         fmt = "${Package} ${Version} ${db:Status-Abbrev}\n"
         held = lab.exec(node, "dpkg-query", "-W", "-f", fmt, "kubeadm", "kubelet", "kubectl").stdout
         assert sorted(line.split()[:3] for line in held.splitlines() if line) == [
-            [p, f"{TARGET}-1.1", "hi"] for p in ("kubeadm", "kubectl", "kubelet")
+            [p, package_version(TARGET), "hi"] for p in ("kubeadm", "kubectl", "kubelet")
         ], f"{node}: {held}"
     devices = lab.slice_devices()
     for w in lab.workers:

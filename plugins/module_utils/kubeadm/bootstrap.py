@@ -239,7 +239,8 @@ def init_documents(spec: BootstrapSpec, node_name: str) -> list[dict[str, Any]]:
         "apiVersion": api.preferred,
         "kind": "ClusterConfiguration",
         "clusterName": spec.cluster_name,
-        "kubernetesVersion": f"v{kv.major}.{kv.minor}.{kv.patch}",
+        # a pre-release keeps its suffix: kubeadm names the images by it (v1.38.0-beta.0)
+        "kubernetesVersion": f"v{kv}",
         "controlPlaneEndpoint": spec.control_plane_endpoint,
         "networking": {"podSubnet": spec.pod_subnet, "serviceSubnet": spec.service_subnet},
     }

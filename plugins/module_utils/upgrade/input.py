@@ -84,8 +84,9 @@ def parse_min_gpu_percent(
 
 
 def package_version(version: str, revision: str = DEFAULT_PACKAGE_REVISION) -> str:
-    """``"1.37.2"`` -> ``"1.37.2-1.1"`` (the pkgs.k8s.io Debian/RPM version)."""
-    return f"{dra_core.parse_version(version).__str__()}-{revision}"
+    """``"1.37.2"`` -> ``"1.37.2-1.1"`` (the pkgs.k8s.io Debian/RPM version); a pre-release
+    sorts below its release: ``"1.38.0-beta.0"`` -> ``"1.38.0~beta.0-1.1"``."""
+    return f"{str(dra_core.parse_version(version)).replace('-', '~', 1)}-{revision}"
 
 
 def repo_url(version: str, template: str = DEFAULT_REPO_URL) -> str:
@@ -101,7 +102,7 @@ def repo_url(version: str, template: str = DEFAULT_REPO_URL) -> str:
     return template.replace("{minor}", dra_core.parse_version(version).minor_version)
 
 
-_RELEASE_RE = re.compile(r"^v?\d+\.\d+\.\d+$")
+_RELEASE_RE = re.compile(r"^v?\d+\.\d+\.\d+(?:-(?:alpha|beta|rc)\.\d+)?$")
 
 
 def _release_fix() -> str:
@@ -110,11 +111,11 @@ def _release_fix() -> str:
 
 
 def parse_release(value: Any, name: str = "--to") -> dra_core.KubeVersion:
-    """An exact release (``"1.37.2"`` or ``"v1.37.2"``, surrounding spaces ignored) as a
-    KubeVersion with a patch. Packages are published only for releases (pkgs.k8s.io
-    versions ``1.37.2-1.1``; the upgrade role accepts ``^v?\\d+\\.\\d+\\.\\d+$``), so a
-    minor (``"1.37"``), a pre-release (``"1.37.3-rc.0"``) and build metadata
-    (``"1.37.2+abc"``) are refused. The range of the model is not checked here.
+    """An exact release (``"1.37.2"`` or ``"v1.37.2"``, surrounding spaces ignored) or
+    pre-release of Kubernetes (``"1.38.0-beta.0"``: alpha, beta or rc, packaged as
+    ``1.38.0~beta.0-1.1``) as a KubeVersion with a patch. Packages are pinned exactly, so a
+    minor (``"1.37"``), another pre-release form and build metadata (``"1.37.2+abc"``) are
+    refused. The range of the model is not checked here.
 
     Raises UpgradePlanError (VersionParseError for a value that is no version at all)
     naming ``name`` and the value, with the fix."""
@@ -132,12 +133,14 @@ def parse_release(value: Any, name: str = "--to") -> dra_core.KubeVersion:
             f"give the exact release, e.g. {v.minor_version}.0; packages are pinned exactly.",
         )
     if not _RELEASE_RE.match(text):
-        kind = "a pre-release" if v.pre else "a release with build metadata"
+        kind = "a pre-release" if v.pre and "+" not in text else "a release with build metadata"
         plain = f"{v.major}.{v.minor}.{v.patch}"
         raise UpgradePlanError(
             f"{name} {value!r} is {kind}; packages (kubeadm, kubelet, kubectl "
-            "MAJOR.MINOR.PATCH-REVISION) exist only for releases.",
-            f"give a release MAJOR.MINOR.PATCH, e.g. {plain}.",
+            "MAJOR.MINOR.PATCH-REVISION) exist only for releases and their alpha, beta and "
+            "rc pre-releases.",
+            f"give a release MAJOR.MINOR.PATCH, e.g. {plain}, or a pre-release such as "
+            f"{plain}-rc.1.",
         )
     return v
 

@@ -44,13 +44,16 @@ def upgrade_configuration(
         common["ignorePreflightErrors"] = list(ignore_preflight_errors)
     if image_pull_policy:
         common["imagePullPolicy"] = image_pull_policy
+    # kubeadm refuses a pre-release target unless told (phases/upgrade/policy.go)
+    unstable = {"allowExperimentalUpgrades": True} if v.pre else {}
     return {
         "apiVersion": "kubeadm.k8s.io/v1beta4",
         "kind": "UpgradeConfiguration",
-        "apply": {"kubernetesVersion": f"v{v}", **common},
+        "apply": {"kubernetesVersion": f"v{v}", **unstable, **common},
         "node": dict(common),
         "plan": {
             "kubernetesVersion": f"v{v}",
+            **unstable,
             "etcdUpgrade": etcd_upgrade,
             **(
                 {"ignorePreflightErrors": list(ignore_preflight_errors)}
@@ -71,6 +74,8 @@ def apply_command(
         return True, ["kubeadm", "upgrade", "apply", f"v{version}", "--config",
                       "/etc/kubernetes/gpufleet/upgrade-configuration.yaml", "--yes"]  # fmt: skip
     command = ["kubeadm", "upgrade", "apply", f"v{version}", "--yes"]
+    if version.pre:
+        command.append("--allow-experimental-upgrades")
     if ignore_preflight_errors:
         command.append("--ignore-preflight-errors=" + ",".join(ignore_preflight_errors))
     return False, command

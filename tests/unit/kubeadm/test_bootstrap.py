@@ -50,6 +50,17 @@ def test_1_37_ga_needs_no_flags_at_all() -> None:
     assert cluster["kubernetesVersion"] == "v1.37.2"
 
 
+def test_1_38_pre_release_keeps_its_version_and_sets_no_dra_gate() -> None:
+    docs = by_kind(kb.init_documents(spec("1.38.0-beta.0"), "cp-1"))
+    cluster = docs["ClusterConfiguration"]
+    # kubeadm names the control-plane images by this version (v1.38.0-beta.0)
+    assert cluster["kubernetesVersion"] == "v1.38.0-beta.0"
+    assert "apiServer" not in cluster and "scheduler" not in cluster
+    assert "DynamicResourceAllocation" not in (
+        docs["KubeletConfiguration"].get("featureGates") or {}
+    )
+
+
 def test_v1beta3_release_uses_map_extra_args() -> None:
     docs = by_kind(
         kb.init_documents(

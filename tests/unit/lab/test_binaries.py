@@ -288,6 +288,12 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
     for version, names in kube.items():
         assert not rel.release(version).optional
         assert {"kube-apiserver", "kubelet", "kubeadm"} <= names
+    # the lab upgrade's pair (tests/integration/test_upgrade_lab.py) in full: packages of
+    # kubeadm, kubelet and kubectl, control-plane images
+    from tests.integration.test_upgrade_lab import default_pair
+
+    for version in default_pair():
+        assert kube[version] == set(rel.full_set), version
     assert {s.group for s in steps if s.group != "kubernetes"} == {
         "etcd",
         "kwok",
@@ -501,6 +507,79 @@ def test_substitutions_come_first_in_the_build_module() -> None:
     )
     assert not any("example.com/other" in line for line in lines)
     assert gomod.parse_gomod(text).replace[0].new_version == "v7.0.0"
+
+
+def test_a_stand_in_module_of_the_repository_is_copied_and_replaced_locally(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "repo"
+    src = root / "lab" / "go" / "substitute" / "wrappers"
+    (src / "pkg" / "w").mkdir(parents=True)
+    (src / "go.mod").write_text("module example.com/wrappers\n\ngo 1.24.0\n")
+    (src / "pkg" / "w" / "w.go").write_text("package w\n")
+    (src / "pkg" / "w" / "w_test.go").write_text("package w\n")
+    (src / "README.md").write_text("what it leaves out\n")
+    subs = (
+        ("example.com/served v1.0.1", "v1.0.0"),
+        ("example.com/wrappers v1.0.0", "lab/go/substitute/wrappers"),
+    )
+    rendered = [r.render() for r in gomod.substitution_replaces(subs)]
+    assert rendered == [
+        "example.com/served v1.0.1 => example.com/served v1.0.0",
+        "example.com/wrappers v1.0.0 => ./substitute/wrappers",
+    ]
+    build = tmp_path / "build"
+    (build / "substitute" / "wrappers" / "stale.go").parent.mkdir(parents=True)
+    (build / "substitute" / "wrappers" / "stale.go").write_text("package stale\n")
+    gomod.write_substitutes(build, subs, root, b.BuildError)
+    copied = sorted(
+        p.relative_to(build).as_posix() for p in (build / "substitute").rglob("*") if p.is_file()
+    )
+    assert copied == ["substitute/wrappers/go.mod", "substitute/wrappers/pkg/w/w.go"]
+
+    first = gomod.substitutes_digest(subs, root, b.BuildError)
+    assert first is not None
+    assert gomod.substitutes_digest(subs[:1], root, b.BuildError) is None
+    (src / "pkg" / "w" / "w_test.go").write_text("package w // changed\n")
+    (src / "README.md").write_text("changed\n")
+    assert gomod.substitutes_digest(subs, root, b.BuildError) == first
+    (src / "pkg" / "w" / "w.go").write_text("package w // changed\n")
+    assert gomod.substitutes_digest(subs, root, b.BuildError) != first
+
+    with pytest.raises(b.BuildError, match=r"lab/go/substitute/gone/go\.mod is missing"):
+        gomod.write_substitutes(
+            build, [("example.com/gone v1.0.0", "lab/go/substitute/gone")], root, b.BuildError
+        )
+
+
+def test_the_1_38_kubelet_builds_against_the_repository_stand_in() -> None:
+    rel = release_pins.load_releases().release("1.38.0-beta.0")
+    assert rel.go_toolchain == "go1.27.3"
+    assert rel.local_substitutes == (
+        ("sigs.k8s.io/iptables-wrappers v1.0.0", "lab/go/substitute/iptables-wrappers"),
+    )
+    stand_in = b.REPO_ROOT / rel.local_substitutes[0][1]
+    assert "module sigs.k8s.io/iptables-wrappers\n" in (stand_in / "go.mod").read_text()
+    target = b.resolve_target("kubelet", "1.38.0-beta.0")
+    inputs = b._target_inputs(target, release_pins.load_releases())
+    assert inputs["substitutes"] == gomod.substitutes_digest(
+        rel.substitute, b.REPO_ROOT, b.BuildError
+    )
+    # releases without a stand-in keep the stamps they were built with
+    assert "substitutes" not in b._target_inputs(b.resolve_target("kubelet", "1.37.2"), _rel())
+
+
+def _rel() -> release_pins.Releases:
+    return release_pins.load_releases()
+
+
+@pytest.mark.parametrize(
+    "stand_in", ["../outside", "/abs/path", "lab//go", "./lab/go", "1.0.0", "lab\\go"]
+)
+def test_a_substitute_is_a_version_or_a_directory_inside_the_repository(stand_in: str) -> None:
+    data = {"go_builds": [{"version": "1.38.0", "substitute": {"example.com/m v1.0.0": stand_in}}]}
+    with pytest.raises(release_pins.ReleaseFileError, match=r"a directory of the\s+repository"):
+        release_pins.parse_go_builds(data)
 
 
 def test_a_matrix_release_in_another_module_moves_package_and_ldflags() -> None:

@@ -34,7 +34,13 @@ def layout(tmp_path: Path) -> cf.Layout:
 
 @pytest.mark.parametrize(
     ("given", "expected"),
-    [("1.37.2", "v1.37.2"), ("v1.33.13", "v1.33.13"), (" v1.36.3 ", "v1.36.3")],
+    [
+        ("1.37.2", "v1.37.2"),
+        ("v1.33.13", "v1.33.13"),
+        (" v1.36.3 ", "v1.36.3"),
+        ("1.38.0-beta.0", "v1.38.0-beta.0"),
+        ("v1.38.0-rc.1+abc", "v1.38.0-rc.1"),
+    ],
 )
 def test_normalize_version_adds_the_v(given: str, expected: str) -> None:
     assert cf.normalize_version(given) == expected

@@ -12,8 +12,12 @@ from gpufleet.lab import packages as pk
 def test_deb_version_is_the_pkgs_k8s_io_form():
     assert pk.deb_version("1.37.2") == "1.37.2-1.1"
     assert pk.deb_version("v1.36.3", "2.1") == "1.36.3-2.1"
-    with pytest.raises(pk.PackageError, match=r"MAJOR\.MINOR\.PATCH"):
-        pk.deb_version("1.37")
+    # a pre-release sorts below its release (dpkg: ~ before anything)
+    assert pk.deb_version("1.38.0-beta.0") == "1.38.0~beta.0-1.1"
+    assert pk.deb_version("v1.38.0-rc.1") == "1.38.0~rc.1-1.1"
+    for bad in ("1.37", "1.38.0-gamma.1", "1.38.0-rc", "1.37.2+abc"):
+        with pytest.raises(pk.PackageError, match=r"MAJOR\.MINOR\.PATCH"):
+            pk.deb_version(bad)
     with pytest.raises(pk.PackageError, match="revision"):
         pk.deb_version("1.37.2", "")
 

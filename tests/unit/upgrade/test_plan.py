@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import input as upgrade_input
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import kubeadm_config as ukc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import (
+    kubeadm_config as upgrade_kubeadm,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import nodes as un
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import plan as up
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import waves as uw
@@ -286,20 +289,36 @@ def test_current_skew_violation_is_reported():
     assert any("must not be newer" in w for w in plan.warnings)
 
 
-@pytest.mark.parametrize("target", ["1.37.2-rc.0", "1.37.3-rc.0", "v1.37.2-alpha.1", "1.37.2+abc"])
-def test_pre_releases_and_build_metadata_are_refused_not_compared(target):
+@pytest.mark.parametrize(
+    "target", ["1.37.2+abc", "1.38.0-beta.0+abc", "1.38.0-gamma.1", "1.38.0-rc"]
+)
+def test_build_metadata_and_other_pre_release_forms_are_refused_not_compared(target):
     with pytest.raises(upgrade_input.UpgradePlanError) as err:
-        up.build_plan(target, fleet(1))
+        up.build_plan(target, fleet(1, version="1.37.2"))
     assert repr(target) in err.value.reason
-    assert "exist only for releases" in err.value.reason
+    assert "exist only for releases and their alpha, beta and rc pre-releases" in err.value.reason
     assert "MAJOR.MINOR.PATCH" in err.value.fix
 
 
-def test_a_pre_release_to_pass_through_is_refused():
-    with pytest.raises(
-        upgrade_input.UpgradePlanError, match=r"--via '1\.36\.0-rc\.1' is a pre-release"
-    ):
-        up.build_plan("1.37.2", fleet(1, version="1.35.4"), via=["1.36.0-rc.1"])
+def test_a_pre_release_target_is_packaged_below_its_release_and_allowed_to_kubeadm():
+    plan = up.build_plan("1.38.0-beta.0", fleet(1, version="1.37.2"))
+    step = plan.steps[0]
+    assert step.version == "1.38.0-beta.0" and step.source == "1.37.2"
+    assert step.packages == dict.fromkeys(("kubeadm", "kubelet", "kubectl"), "1.38.0~beta.0-1.1")
+    assert step.repo_url == "https://pkgs.k8s.io/core:/stable:/v1.38/deb/"
+    assert step.apply_command[:4] == ["kubeadm", "upgrade", "apply", "v1.38.0-beta.0"]
+    doc = upgrade_kubeadm.upgrade_configuration("1.38.0-beta.0")
+    assert doc["apply"]["allowExperimentalUpgrades"] is True
+    assert doc["plan"]["allowExperimentalUpgrades"] is True
+    assert (
+        "allowExperimentalUpgrades" not in upgrade_kubeadm.upgrade_configuration("1.37.2")["apply"]
+    )
+    assert upgrade_input.package_version("1.38.0-rc.1", "2.1") == "1.38.0~rc.1-2.1"
+
+
+def test_a_pre_release_to_pass_through_is_a_step_of_its_own():
+    plan = up.build_plan("1.37.2", fleet(1, version="1.35.4"), via=["1.36.0-rc.1"])
+    assert [s.version for s in plan.steps] == ["1.36.0-rc.1", "1.37.2"]
 
 
 def test_two_releases_of_one_minor_to_pass_through_are_refused():
