@@ -163,9 +163,9 @@ def check_podman() -> list[Check]:
 
 
 def check_binaries(profile: str = "ci") -> list[Check]:
-    """The binaries of a build profile of ``gpufleet/lab/releases.yaml``, one check per
+    """The binaries of a build profile of ``gpufleet/build/releases.yaml``, one check per
     release or tool: built, and built from the inputs pinned now (its stamp matches)."""
-    from gpufleet.lab import binaries, release_pins
+    from gpufleet.build import binaries, release_pins
 
     releases = release_pins.load_releases()
     groups: dict[tuple[str, str], list[str]] = {}

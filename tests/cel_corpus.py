@@ -6,7 +6,7 @@ known GPU model, memory minimums, the selectors ``suggest_cel`` proposes), dedup
 in order. ``devices()`` are the devices of ``tests/data/cel_devices.yaml``.
 
 ``python -m tests.cel_corpus record`` runs ``gpufleet-celcheck`` of every release under
-``celcheck`` in gpufleet/lab/releases.yaml on the corpus and writes what it gave to
+``celcheck`` in gpufleet/build/releases.yaml on the corpus and writes what it gave to
 ``tests/data/cel_verdicts.json``: the expectations of the unit test that holds the Python
 environment to Kubernetes without Go binaries. The default release (``kubernetes.default``
 in the releases file) is written in full (``{expression: {"compile": verdict, "results":
@@ -32,7 +32,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import cel
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import templates as ct
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mp
 
-from gpufleet.lab import celcheck, release_pins
+from gpufleet.build import celcheck, release_pins
 
 DATA = Path(__file__).resolve().parent / "data"
 CORPUS_FILE = DATA / "cel_corpus.yaml"

@@ -1,5 +1,5 @@
 """CEL selectors of the objects that ``claims check`` and ``claims explain`` judge, and the
-judge for them (``gpufleet.lab.celcheck.judge_for``, imported when a command judges)."""
+judge for them (``gpufleet.build.celcheck.judge_for``, imported when a command judges)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,6 @@ def judge_for(objects: Any, kubernetes_version: str | None) -> tuple[Callable[[s
     None: the default pinned release) and what judges (``celJudgedBy``): Kubernetes' own
     environment when its ``gpufleet-celcheck`` is cached, else the Python one. Never
     raises."""
-    from gpufleet.lab import celcheck
+    from gpufleet.build import celcheck
 
     return celcheck.judge_for(selector_expressions(objects), kubernetes_version)

@@ -20,7 +20,7 @@ workload) that uses resource claims is checked against the templates and claims 
 same file (``plugins/module_utils/claims/refs.py``); any other document is listed as not
 checked. CEL selectors get Kubernetes' verdict: from the
 release's own CEL environment when its ``gpufleet-celcheck`` is cached
-(``python -m gpufleet.lab.celcheck build``), else from the Python environment
+(``python -m gpufleet.build.celcheck build``), else from the Python environment
 (``cel.verdicts``), which says ``cannot-judge`` (neither a pass nor a fail) where it cannot
 judge offline.
 

@@ -17,7 +17,7 @@ against every published device and prints per request and node how many devices 
 and why the others do not. Whether a selector compiles is judged for the release the API
 server reports (``GET /version``): by that release's own environment when its
 ``gpufleet-celcheck`` is cached, otherwise by the Python environment of that release
-(``gpufleet.lab.celcheck.judge_for``); ``celJudgedBy`` says which.
+(``gpufleet.build.celcheck.judge_for``); ``celJudgedBy`` says which.
 
 Exit codes: gc: 0 nothing to do or everything applied, 1 an update failed, 2 cannot run.
 explain: 0 the claim is allocated or would fit, 1 it cannot be allocated as published

@@ -13,7 +13,7 @@ from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, exit_with, status_of
 
 
 def _default_release() -> str:
-    from gpufleet.lab import release_pins
+    from gpufleet.build import release_pins
 
     try:
         return release_pins.load_releases().default
@@ -27,7 +27,7 @@ class _ReleaseOption(click.Option):
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         self.help = (
-            "A release pinned in gpufleet/lab/releases.yaml (default: its default release, "
+            "A release pinned in gpufleet/build/releases.yaml (default: its default release, "
             f"{_default_release()})."
         )
         return super().get_help_record(ctx)
@@ -146,14 +146,15 @@ def status(as_json: bool) -> None:
     multiple=True,
     metavar="VERSION",
     help="Release to pass through for a minor between the lab's and --to (repeat; default: "
-    "the one gpufleet/lab/releases.yaml pins).",
+    "the one gpufleet/build/releases.yaml pins).",
 )
 def prepare_upgrade(to_version: str, via: tuple[str, ...]) -> None:
     """Build the package repository and control-plane images an upgrade of the lab to --to
     needs (the lab is air-gapped) and record them in the lab's state, where inventory/lab
     hands them to `gpufleet upgrade -i inventory/lab`. Exit 0 built, 2 it cannot (no lab,
     a release not pinned, a build failed)."""
-    from gpufleet.lab import cluster, release_pins, upgrade
+    from gpufleet.build import release_pins
+    from gpufleet.lab import cluster, upgrade
 
     console = Console(stderr=True)
     try:

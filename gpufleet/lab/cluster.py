@@ -7,7 +7,7 @@ against ``inventory/lab``: containerd 2.x and the GPU simulator on each node
 (role ``lab_node``), ``kubeadm init``/``kubeadm join`` with the DRA settings of the
 release (role ``kubeadm``), a bridge pod network, and the GPU simulator's DRA kubelet
 plugin chart. Everything it runs is built on this machine: binaries from the Go module
-proxy (``gpufleet.lab.binaries``), images from those binaries (``gpufleet.lab.images``).
+proxy (``gpufleet.build.binaries``), images from those binaries (``gpufleet.lab.images``).
 
 The lab's state (nodes, addresses, variables for the playbooks) is written to
 ``${GPUFLEET_CACHE:-~/.cache/gpufleet}/lab/state.json``, which ``inventory/lab/lab_nodes.py``
@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet.lab import binaries, images, podman, release_pins
+from gpufleet.build import binaries, release_pins
+from gpufleet.lab import images, podman
 from gpufleet.lab.gpusim import admin as gpusim_admin
 
 DEFAULT_NAME = "gpufleet-lab"
@@ -76,7 +77,7 @@ class LabSpec:
         if version not in pinned:
             raise LabError(
                 f"--kubernetes-version {_shown(self.kubernetes_version)} is not pinned in "
-                f"gpufleet/lab/releases.yaml; use one of {', '.join(pinned)}"
+                f"gpufleet/build/releases.yaml; use one of {', '.join(pinned)}"
             )
         if not 1 <= self.workers <= 8:
             raise LabError(f"--workers {self.workers}: use 1 to 8 GPU worker nodes")

@@ -10,7 +10,7 @@ where ``<digest>`` is :func:`source_digest` of the module (its non-test ``.go`` 
 ``go.mod`` and ``go.sum``), so a changed source names a new binary and an unchanged one
 is reused without running Go. Builds use the Go module proxy (``GOFLAGS=-mod=mod``,
 ``GOPROXY`` as the environment sets it), run niced with ``go build -p 2``, and hold the
-same lock file as ``gpufleet.lab.binaries`` (``<cache>/build/.lock``) so that two Go
+same lock file as ``gpufleet.build.binaries`` (``<cache>/build/.lock``) so that two Go
 builds never run at once on a small machine.
 
 Running the plugin outside a node (tests, the scale benchmark): :func:`local_command`,
@@ -44,8 +44,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
     NVIDIA_DRIVER,
 )
 
+from gpufleet.build import binaries
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with
-from gpufleet.lab import binaries
 
 __all__ = [
     "BINARY_NAME",
@@ -92,7 +92,7 @@ class BuildInfo:
 
 
 def cache_root() -> Path:
-    """``$GPUFLEET_CACHE`` or ``~/.cache/gpufleet`` (the layout ``gpufleet.lab.binaries``
+    """``$GPUFLEET_CACHE`` or ``~/.cache/gpufleet`` (the layout ``gpufleet.build.binaries``
     uses)."""
     env = os.environ.get("GPUFLEET_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "gpufleet"

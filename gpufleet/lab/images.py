@@ -32,8 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet.build import binaries, release_pins
 from gpufleet.exit import EXIT_OK, exit_with
-from gpufleet.lab import binaries, release_pins
 
 BIN_DIR = "usr/local/bin"
 #: Reference of the probe image (``lab/go/cdiprobe``); never pulled, always imported.

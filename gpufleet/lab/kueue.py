@@ -1,9 +1,9 @@
 """Kueue for the air-gapped lab: its controller image and its manifests, built here.
 
-Kueue is pinned in ``gpufleet/lab/releases.yaml`` (``tools.kueue``). From that one pin:
+Kueue is pinned in ``gpufleet/build/releases.yaml`` (``tools.kueue``). From that one pin:
 
 * the controller manager binary (``sigs.k8s.io/kueue/cmd/kueue``) is built by
-  ``gpufleet.lab.binaries`` into ``<cache>/bin/kueue/v<version>/kueue``;
+  ``gpufleet.build.binaries`` into ``<cache>/bin/kueue/v<version>/kueue``;
 * its image, ``registry.k8s.io/kueue/kueue:v<version>`` (the name Kueue's releases publish),
   is a one-layer archive holding that binary as ``/manager`` (the command of Kueue's
   Deployment, ``config/components/manager/manager.yaml``), run as UID 65532 because that
@@ -28,9 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufleet.build import binaries
+from gpufleet.build.release_pins import load_releases
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_OK, exit_with
-from gpufleet.lab import binaries, images
-from gpufleet.lab.release_pins import load_releases
+from gpufleet.lab import images
 
 #: Tool name in releases.yaml.
 TOOL = "kueue"

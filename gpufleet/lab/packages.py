@@ -50,8 +50,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet.build import binaries
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_OK, exit_with
-from gpufleet.lab import binaries
 
 PACKAGES = ("kubeadm", "kubelet", "kubectl")
 DEFAULT_REVISION = "1.1"
@@ -397,7 +397,7 @@ def build_repository(
     A deb whose stamp matches its inputs is not rebuilt.
 
     ``bins_for``: release -> ``{kubeadm, kubelet, kubectl: path}`` (default: the binary
-    cache, ``gpufleet.lab.binaries.binary_path``). Returns minor -> repository directory.
+    cache, ``gpufleet.build.binaries.binary_path``). Returns minor -> repository directory.
     Raises PackageError when a binary is missing or dpkg-deb fails.
     """
     root = root or default_root()

@@ -87,7 +87,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet.lab.binaries import cache_root
+from gpufleet.build.binaries import cache_root
 
 __all__ = [
     "MAX_NOFILE",

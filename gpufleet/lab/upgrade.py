@@ -17,7 +17,7 @@ from typing import Any
 
 
 class PrepareError(ValueError):
-    """A release the lab cannot prepare (not pinned in gpufleet/lab/releases.yaml)."""
+    """A release the lab cannot prepare (not pinned in gpufleet/build/releases.yaml)."""
 
 
 def _minor(version: str) -> tuple[int, int]:
@@ -30,7 +30,7 @@ def releases_to_prepare(
 ) -> list[str]:
     """The releases an upgrade from ``running`` (``1.35.4``) to ``target`` passes through,
     one per minor after ``running``'s up to ``target``'s: ``target`` for its own minor, a
-    release of ``via`` for its minor, else the one ``pinned`` (gpufleet/lab/releases.yaml)
+    release of ``via`` for its minor, else the one ``pinned`` (gpufleet/build/releases.yaml)
     holds; the path role ``upgrade`` plans. A patch upgrade within a minor is ``[target]``.
     Raises PrepareError naming a release that is not pinned or a minor no release is pinned
     for (the lab builds packages and images of pinned releases only)."""
@@ -40,14 +40,14 @@ def releases_to_prepare(
         step = chosen.get((_minor(target)[0], minor))
         if step is None:
             raise PrepareError(
-                f"no release of minor 1.{minor} is pinned in gpufleet/lab/releases.yaml"
+                f"no release of minor 1.{minor} is pinned in gpufleet/build/releases.yaml"
             )
         steps.append(step)
     steps.append(target)
     missing = [v for v in steps if v not in pinned]
     if missing:
         raise PrepareError(
-            f"{', '.join(missing)} not pinned in gpufleet/lab/releases.yaml: the lab builds "
+            f"{', '.join(missing)} not pinned in gpufleet/build/releases.yaml: the lab builds "
             f"packages and images of pinned releases only; pin it under kubernetes.releases "
             f"there or use one of {', '.join(pinned)}"
         )
@@ -57,7 +57,7 @@ def releases_to_prepare(
 def _node_path(var: Mapping[str, Any]) -> Callable[[Path], str]:
     """Paths as the lab's nodes see them: the cache is mounted at ``NODE_CACHE`` there when
     ``kubeadm_binaries_remote_src`` is set; else the path on this machine."""
-    from gpufleet.lab import binaries
+    from gpufleet.build import binaries
     from gpufleet.lab.cluster import NODE_CACHE
 
     host_cache = str(binaries.cache_root())

@@ -26,8 +26,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manif
 from rich.console import Console
 
 from gpufleet import runner
+from gpufleet.build import binaries
 from gpufleet.exit import EXIT_CANNOT_RUN
-from gpufleet.lab import binaries
 
 pytestmark = pytest.mark.ansible
 
@@ -346,7 +346,7 @@ def running_kubelet(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     if not kubelet.is_file():
         pytest.skip(
             f"kubelet is not built ({kubelet}); build it: "
-            "python -m gpufleet.lab.binaries build --components kubelet"
+            "python -m gpufleet.build.binaries build --components kubelet"
         )
     work = tmp_path / "kubelet"
     (work / "conf.d").mkdir(parents=True)

@@ -49,7 +49,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.lab import release_pins
+from gpufleet.build import release_pins
 from tests.bench import host_model
 
 pytestmark = pytest.mark.bench

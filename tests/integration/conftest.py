@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.lab import release_pins
+from gpufleet.build import release_pins
 from tests.harness.component_flags import parse_version
 from tests.harness.controlplane import (
     REQUIRED_KUBERNETES_BINARIES,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.lab import binaries, images
+from gpufleet.build import binaries
+from gpufleet.lab import images
 
 pytestmark = pytest.mark.integration
 

@@ -1,8 +1,8 @@
 """Every CEL verdict of the Python environment is Kubernetes' own, per release.
 
-For every release under ``celcheck`` in gpufleet/lab/releases.yaml whose
+For every release under ``celcheck`` in gpufleet/build/releases.yaml whose
 ``gpufleet-celcheck`` is cached (scripts/setup builds those marked ``ci: true``;
-``python -m gpufleet.lab.celcheck build`` the others), run Kubernetes' DRA CEL environment
+``python -m gpufleet.build.celcheck build`` the others), run Kubernetes' DRA CEL environment
 (``k8s.io/dynamic-resource-allocation/cel`` of that release) on the corpus
 (``tests/cel_corpus.py``: ``tests/data/cel_corpus.yaml`` and every selector the project's
 builders write) and every device of ``tests/data/cel_devices.yaml``, and compare:
@@ -27,7 +27,7 @@ import json
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import cel_env as env
 
-from gpufleet.lab import celcheck
+from gpufleet.build import celcheck
 from tests import cel_corpus
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,7 @@
 """The NVIDIA runtime drop-in, judged by the real containerd of every release fleets run.
 
 For containerd 1.7, 2.0, 2.1, 2.3 and the pinned 2.x (``tools.containerd`` and its
-``matrix`` in gpufleet/lab/releases.yaml) and NVIDIA's real ``nvidia-ctk``
+``matrix`` in gpufleet/build/releases.yaml) and NVIDIA's real ``nvidia-ctk``
 (``tools.nvidia-container-toolkit``), every case of ``tests/harness/containerd_matrix.py``
 (an earlier drop-in with site settings, an nvidia entry with options of its own, CDI
 switched off in the main file, a main file without imports; each in every configuration
@@ -26,7 +26,7 @@ import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
 from ansible_collections.gpufleet.cluster.plugins.modules import containerd_runtime_config
 
-from gpufleet.lab import binaries, release_pins
+from gpufleet.build import binaries, release_pins
 from tests.harness import containerd_matrix as matrix
 from tests.harness.ansible_module import run_module
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
 
-from gpufleet.lab import release_facts as rf
+from gpufleet.build import release_facts as rf
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +35,7 @@ def _source(release: rf.FactRelease) -> Path:
     if not (root / "cmd" / "kubelet" / "app" / "server.go").is_file():
         pytest.skip(
             f"the source of {release.version} is not unpacked: build its featuredump with "
-            f"`python -m gpufleet.lab.release_facts build --kubernetes {release.version}`"
+            f"`python -m gpufleet.build.release_facts build --kubernetes {release.version}`"
         )
     return root
 

@@ -44,7 +44,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.manifests im
     edit_static_pod_manifest,
 )
 
-from gpufleet.lab import binaries
+from gpufleet.build import binaries
 from tests.harness.component_flags import (
     Layout,
     Ports,

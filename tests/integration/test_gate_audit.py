@@ -36,7 +36,7 @@ from kubernetes import client as k8s_client
 from rich.console import Console
 
 from gpufleet import runner
-from gpufleet.lab import release_pins
+from gpufleet.build import release_pins
 from tests.harness.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import values as ddv
 
-from gpufleet.lab import binaries
+from gpufleet.build import binaries
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ def helm() -> Path:
     if not path.is_file():
         pytest.skip(
             f"helm is not cached at {path}; build it with: "
-            "python -m gpufleet.lab.binaries build --tools helm"
+            "python -m gpufleet.build.binaries build --tools helm"
         )
     return path
 

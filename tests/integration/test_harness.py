@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 from kubernetes import client
 
-from gpufleet.lab import binaries, release_pins
+from gpufleet.build import binaries, release_pins
 from tests.harness.component_flags import KubeadmCertsConfig, render_kubeadm_config
 from tests.harness.controlplane import ControlPlane, ControlPlaneError, build_command
 

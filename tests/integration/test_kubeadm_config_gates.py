@@ -22,7 +22,7 @@ from kubernetes.client.rest import ApiException
 from rich.console import Console
 
 from gpufleet import runner
-from gpufleet.lab import release_pins
+from gpufleet.build import release_pins
 from tests.harness.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration

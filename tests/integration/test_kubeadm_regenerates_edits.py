@@ -18,7 +18,7 @@ import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import flags as kfl
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manifests as kce
 
-from gpufleet.lab import binaries, release_pins
+from gpufleet.build import binaries, release_pins
 
 pytestmark = pytest.mark.integration
 

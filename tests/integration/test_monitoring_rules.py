@@ -1,6 +1,6 @@
 """The monitoring role's files, rendered by the role itself (ansible-playbook on the local
 host) and judged by the real promtool built from github.com/prometheus/prometheus at the
-version gpufleet/lab/releases.yaml pins (``lab/build-binaries --tools prometheus``; the ci
+version gpufleet/build/releases.yaml pins (``lab/build-binaries --tools prometheus``; the ci
 profile builds it): ``promtool check rules``, ``promtool check config`` and
 ``promtool test rules`` with tests/integration/data/monitoring/gpufleet-dra.rules.test.yml.
 """
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from gpufleet import runner
-from gpufleet.lab import binaries
+from gpufleet.build import binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.ansible]
 

@@ -1,6 +1,6 @@
 """``gpufleet report --prometheus``: the activity of allocated devices read from a real
 Prometheus (built from github.com/prometheus/prometheus at the version
-gpufleet/lab/releases.yaml pins; the ci profile builds it) that scrapes DCGM-exporter
+gpufleet/build/releases.yaml pins; the ci profile builds it) that scrapes DCGM-exporter
 metrics with the exporter's DRA labels, against a real control plane whose kube-scheduler
 allocated the claims. The metrics endpoint is this test's own small server: it serves
 the values the test chooses for the devices the scheduler picked, as the DCGM exporter
@@ -22,8 +22,9 @@ import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import activity as fa
 from click.testing import CliRunner
 
+from gpufleet.build import binaries
 from gpufleet.cli import main
-from gpufleet.lab import binaries, gpusim_plugin
+from gpufleet.lab import gpusim_plugin
 from tests.integration.conftest import StartControlPlane
 from tests.integration.test_validate_claims import (
     CONTROLLERS,

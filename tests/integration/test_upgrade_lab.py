@@ -1,5 +1,5 @@
 """A real rolling upgrade of the lab, SOURCE -> TARGET, with injected faults, then a
-resume. TARGET is the newest release pinned in gpufleet/lab/releases.yaml (1.38.0-beta.0,
+resume. TARGET is the newest release pinned in gpufleet/build/releases.yaml (1.38.0-beta.0,
 a pre-release: kubeadm is allowed experimental upgrades, the packages are
 ``1.38.0~beta.0-1.1``), SOURCE the newest pinned one of the minor below (1.37.2);
 GPUFLEET_UPGRADE_FROM and GPUFLEET_UPGRADE_TO name another pair.
@@ -61,9 +61,9 @@ def _version_key(version: str) -> tuple[int, int, int, int, str]:
 
 
 def default_pair() -> tuple[str, str]:
-    """(SOURCE, TARGET): the newest release pinned in gpufleet/lab/releases.yaml and the
+    """(SOURCE, TARGET): the newest release pinned in gpufleet/build/releases.yaml and the
     newest pinned one of the minor below it."""
-    from gpufleet.lab import release_pins
+    from gpufleet.build import release_pins
 
     pinned = [r.version for r in release_pins.load_releases().releases]
     target = max(pinned, key=_version_key)
@@ -73,7 +73,7 @@ def default_pair() -> tuple[str, str]:
 
 
 #: The upgrade path: the lab's release and the target (one minor apart, both pinned in
-#: gpufleet/lab/releases.yaml and built by the ci profile). GPUFLEET_UPGRADE_FROM and
+#: gpufleet/build/releases.yaml and built by the ci profile). GPUFLEET_UPGRADE_FROM and
 #: GPUFLEET_UPGRADE_TO run the same faults on another pair, e.g. 1.33.13 -> 1.34.4 (DRA
 #: beta -> GA).
 SOURCE = os.environ.get("GPUFLEET_UPGRADE_FROM") or default_pair()[0]
@@ -139,7 +139,7 @@ class Lab:
     def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         """kubectl against the lab; an API server that is restarting (the lab's node shares
         two busy cores) is retried for up to a minute."""
-        from gpufleet.lab import binaries
+        from gpufleet.build import binaries
 
         argv = [str(binaries.binary_path("kubectl", TARGET)), "--kubeconfig",
                 str(self.kubeconfig), *args]  # fmt: skip

@@ -1,8 +1,8 @@
 """The committed per-release facts regenerated from Kubernetes itself.
 
-For every release under ``release_facts`` in ``gpufleet/lab/releases.yaml`` whose
+For every release under ``release_facts`` in ``gpufleet/build/releases.yaml`` whose
 ``gpufleet-featuredump`` binary is cached (``scripts/setup`` builds those marked
-``ci: true``; ``python -m gpufleet.lab.release_facts build`` builds the rest), run it and
+``ci: true``; ``python -m gpufleet.build.release_facts build`` builds the rest), run it and
 compare its normalised output with the committed ``plugins/module_utils/dra/releases/v1_*.py``:
 every gate (versioned specs, dependencies, the components that register it), every
 resource.k8s.io version and the kubeadm configuration API. The release's own reference
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.lab import release_facts as rf
+from gpufleet.build import release_facts as rf
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def _cached(release: rf.FactRelease) -> None:
     if not rf.dump_binary_path(release.version).is_file():
         pytest.skip(
             f"no featuredump cached for {release.version}: build it with "
-            f"`python -m gpufleet.lab.release_facts build --kubernetes {release.version}`"
+            f"`python -m gpufleet.build.release_facts build --kubernetes {release.version}`"
         )
 
 

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from gpufleet.lab import binaries, podman
+from gpufleet.build import binaries
+from gpufleet.lab import podman
 
 REPO = Path(__file__).resolve().parents[2]
 GPUFLEET = REPO / ".venv" / "bin" / "gpufleet"

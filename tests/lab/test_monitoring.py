@@ -36,7 +36,8 @@ import pytest
 import yaml
 
 from gpufleet import runner
-from gpufleet.lab import binaries, cluster
+from gpufleet.build import binaries
+from gpufleet.lab import cluster
 from tests.lab.test_validate import GPUFLEET, Lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from gpufleet.lab import binaries, cluster, release_pins
+from gpufleet.build import binaries, release_pins
+from gpufleet.lab import cluster
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

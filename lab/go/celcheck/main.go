@@ -4,7 +4,7 @@
 //
 // It is compiled inside a build module that requires
 // k8s.io/dynamic-resource-allocation at the release's staging version
-// (gpufleet/lab/celcheck.py writes it), so every verdict comes from the
+// (gpufleet/build/celcheck.py writes it), so every verdict comes from the
 // release's own code:
 //
 //   - compile: cel.GetCompiler(features).CompileCELExpression with the
@@ -34,7 +34,7 @@
 // (true/false) or the runtime error with its kind (see errorKind).
 //
 // The DRA CEL API of the module differs between releases; the files api_*.go
-// adapt it, one per API shape, chosen by build tag (gpufleet/lab/celcheck.py
+// adapt it, one per API shape, chosen by build tag (gpufleet/build/celcheck.py
 // passes the tag of the release): api_v138.go (no tag, 1.38 and newer: as
 // 1.36, cel-go as cel.dev/cel-go, devices converted to the allocator's form of
 // k8s.io/dynamic-resource-allocation/api), api_v136.go (dracel_v136, 1.36 and

@@ -3,7 +3,7 @@
 // serves and the kubeadm configuration API versions.
 //
 // It is compiled inside a build module that requires k8s.io/kubernetes at that
-// release (gpufleet/lab/release_facts.py writes it), so every fact comes from the
+// release (gpufleet/build/release_facts.py writes it), so every fact comes from the
 // release's own code:
 //
 //   - feature gates: k8s.io/kubernetes/pkg/features registers its versioned

@@ -325,7 +325,7 @@ def check_cel(expression: Any, judge: Judge | None = None) -> list[tuple[str, st
             (
                 UNJUDGED,
                 f"{verdict.message}; Kubernetes' own CEL environment judges it: build it "
-                f"with `python -m gpufleet.lab.celcheck build` (1.{dra_cel_env.OLDEST_MINOR} "
+                f"with `python -m gpufleet.build.celcheck build` (1.{dra_cel_env.OLDEST_MINOR} "
                 "and newer) and check "
                 "again, or ask the cluster's API server (`kubectl apply --dry-run=server`)",
             )

@@ -136,7 +136,7 @@ def explain_claim(
     """Why ``claim`` is (or would be) not allocated.
 
     ``judge`` gives the compile verdict (``cel.verdicts.Verdict``) on each selector: the one of
-    the cluster's release (``gpufleet.lab.celcheck.judge_for``); default ``cel.verdicts.judge``,
+    the cluster's release (``gpufleet.build.celcheck.judge_for``); default ``cel.verdicts.judge``,
     the newest environment. Devices are evaluated by ``cel.evaluate`` either way.
 
     For each request (and each ``firstAvailable`` alternative) every published device is

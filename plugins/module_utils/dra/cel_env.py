@@ -10,7 +10,7 @@ Generated from the environment itself: ``gpufleet-celcheck -functions`` (lab/go/
 older releases lack, from the same output of theirs (1.37.2: cel-go v0.29.2). Operators
 (``_==_``...) and internal names are left out.
 ``tests/integration/test_cel_differential.py`` checks ``tables(release)`` against every
-release under ``celcheck`` in gpufleet/lab/releases.yaml.
+release under ``celcheck`` in gpufleet/build/releases.yaml.
 """
 
 from __future__ import annotations

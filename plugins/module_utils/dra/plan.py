@@ -555,7 +555,7 @@ def _plan_warnings(v: KubeVersion) -> list[str]:
     if prerelease:
         warnings.append(
             f"the facts of Kubernetes {_mv(minor)} come from {prerelease}, a pre-release; "
-            f"regenerate them once {_mv(minor)}.0 is out (python -m gpufleet.lab.release_facts "
+            f"regenerate them once {_mv(minor)}.0 is out (python -m gpufleet.build.release_facts "
             "generate)."
         )
     if minor in UNVERIFIED_MINORS:

@@ -3,7 +3,7 @@
 """What each Kubernetes release's own source says: the generated per-release facts.
 
 One data module per minor (``releases/v1_<minor>.py``), written by
-``python -m gpufleet.lab.release_facts generate`` from ``lab/go/featuredump`` built against
+``python -m gpufleet.build.release_facts generate`` from ``lab/go/featuredump`` built against
 ``k8s.io/kubernetes`` at that release. This module only reads them; every decision is
 made in the other parts of ``dra/``. Standard library only (Ansible ships module_utils to hosts).
 

@@ -5,7 +5,7 @@
 Standard library only (Ansible ships ``module_utils`` to managed hosts); the table is a
 Python literal, read from each release's source and checked against it
 (``tests/unit/kueue/test_versions.py`` parses the module in the Go module cache with
-``gpufleet.lab.kueue_facts``).
+``gpufleet.build.kueue_facts``).
 
 Per release (``KueueRelease``):
 

@@ -16,8 +16,8 @@ import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 
+from gpufleet.build import celcheck as kcel
 from gpufleet.commands import claims_gc
-from gpufleet.lab import celcheck as kcel
 from tests.unit.validate_objects import GPU_CLASS, claim, gpu_device, node, resource_slice
 
 pytestmark = pytest.mark.unit

@@ -24,8 +24,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import saniti
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
 from click.testing import CliRunner
 
+from gpufleet.build import release_facts as rf
 from gpufleet.cli import main
-from gpufleet.lab import release_facts as rf
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
 """The Kueue version table (plugins/module_utils/kueue/versions.py) against the source of
-each release it lists, read from the Go module cache (gpufleet/lab/kueue_facts.py), and
+each release it lists, read from the Go module cache (gpufleet/build/kueue_facts.py), and
 the table's own lookups."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import versions as kv
 
-from gpufleet.lab import kueue_facts
-from gpufleet.lab.release_pins import load_releases
+from gpufleet.build import kueue_facts
+from gpufleet.build.release_pins import load_releases
 
 pytestmark = pytest.mark.unit
 

@@ -57,7 +57,7 @@ def test_every_model_the_gpu_simulator_knows_is_a_lab_model(model: str) -> None:
 
 
 def test_default_release_is_filled_in() -> None:
-    from gpufleet.lab import release_pins
+    from gpufleet.build import release_pins
 
     assert (
         cluster.LabSpec("").validated().kubernetes_version == release_pins.load_releases().default

@@ -364,11 +364,11 @@ def test_point_kubeconfig_at_rewrites_every_cluster_server(tmp_path: Path) -> No
 
 def test_build_command_names_release_components_and_tools() -> None:
     assert cp.build_command("v1.33.13", ["kube-apiserver", "kubeadm"]) == (
-        "python -m gpufleet.lab.binaries build --kubernetes 1.33.13 "
+        "python -m gpufleet.build.binaries build --kubernetes 1.33.13 "
         "--components kube-apiserver,kubeadm"
     )
     assert cp.build_command(tools=["etcd", "kwok"]) == (
-        "python -m gpufleet.lab.binaries build --tools etcd,kwok"
+        "python -m gpufleet.build.binaries build --tools etcd,kwok"
     )
 
 
@@ -390,14 +390,14 @@ def test_missing_binaries_lists_what_the_cache_lacks(
         "kubeadm v1.37.2",
         "etcd",
     ]
-    with pytest.raises(FileNotFoundError, match=r"build them with: python -m gpufleet.lab"):
+    with pytest.raises(FileNotFoundError, match=r"build them with: python -m gpufleet\.build\."):
         cp.find_binaries("1.37.2")
 
 
 def test_find_binaries_falls_back_to_the_default_etcd(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpufleet.lab import release_pins
+    from gpufleet.build import release_pins
 
     monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path))
     releases = release_pins.load_releases()

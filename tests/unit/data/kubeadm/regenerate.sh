@@ -7,9 +7,9 @@
 #   VERSION   a directory here with an input/ folder (default: all of them)
 #   KUBEADM   the kubeadm binary of that release (default: the gpufleet binaries cache,
 #             ${GPUFLEET_CACHE:-~/.cache/gpufleet}/bin/kubernetes/v<VERSION>/kubeadm)
-#   --build   build a missing kubeadm from the Go module proxy with gpufleet.lab.binaries
+#   --build   build a missing kubeadm from the Go module proxy with gpufleet.build.binaries
 #             (one `go build` at a time, under the cache's build lock); a release that
-#             gpufleet/lab/releases.yaml does not pin is added for this build only.
+#             gpufleet/build/releases.yaml does not pin is added for this build only.
 #
 # For every input/<variant>.yaml (InitConfiguration + ClusterConfiguration +
 # KubeletConfiguration) it runs, as root, in an empty root file system (--rootfs, so that

@@ -1,5 +1,5 @@
 """Which ``lab/go/celcheck`` sources and build tag each release's DRA CEL API gets, and
-which releases the releases file may list (``gpufleet/lab/celcheck.py``)."""
+which releases the releases file may list (``gpufleet/build/celcheck.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gpufleet.lab import celcheck, release_pins
+from gpufleet.build import celcheck, release_pins
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Go module files for the builds of ``gpufleet.lab.binaries``: reading an upstream
+"""Go module files for the builds of ``gpufleet.build.binaries``: reading an upstream
 ``go.mod`` (requires, replaces), the generated build module's ``go.mod`` and ``tools.go``
 (Kubernetes' staging modules and a tool's local replaces pinned to versions), and the
 ``-X`` link-time version variables (``hack/lib/version.sh`` of ``k8s.io/kubernetes``).
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from gpufleet.lab.release_pins import (
+from gpufleet.build.release_pins import (
     VERSION_RE,
     ReleaseFileError,
     Tool,
@@ -267,7 +267,7 @@ def _substitute_source(old: str, new: str, root: Path, error: type[Exception]) -
     if not (source / "go.mod").is_file():
         raise error(
             f"substitute {old!r}: {new}/go.mod is missing under {root}; the stand-in module "
-            "is part of the repository (gpufleet/lab/releases.yaml, go_builds)"
+            "is part of the repository (gpufleet/build/releases.yaml, go_builds)"
         )
     return source
 

@@ -1,7 +1,7 @@
 """Kubernetes and tool binaries built from the Go module proxy, cached by version.
 
-The pinned releases live in ``gpufleet/lab/releases.yaml`` (read by
-``gpufleet.lab.release_pins.load_releases``; go.mod files and ldflags: ``gpufleet.lab.gomod``).
+The pinned releases live in ``gpufleet/build/releases.yaml`` (read by
+``gpufleet.build.release_pins.load_releases``; go.mod files and ldflags: ``gpufleet.build.gomod``).
 Binaries land in ``${GPUFLEET_CACHE:-~/.cache/gpufleet}/bin/<name>/v<version>/<binary>``::
 
     bin/kubernetes/v1.37.2/kube-apiserver
@@ -24,10 +24,10 @@ Go's module and build caches are reused, never cleaned. Builds run one at a time
 
 CLI::
 
-    python -m gpufleet.lab.binaries build [--profile ci|all] [--kubernetes 1.37.2 ...]
+    python -m gpufleet.build.binaries build [--profile ci|all] [--kubernetes 1.37.2 ...]
         [--components kube-apiserver,kubelet] [--tools etcd,kwok,helm,containerd]
-    python -m gpufleet.lab.binaries list
-    python -m gpufleet.lab.binaries path kube-apiserver [--kubernetes 1.36.3]
+    python -m gpufleet.build.binaries list
+    python -m gpufleet.build.binaries path kube-apiserver [--kubernetes 1.36.3]
 """
 
 from __future__ import annotations
@@ -51,8 +51,7 @@ from typing import Any
 
 import click
 
-from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, exit_with
-from gpufleet.lab.gomod import (
+from gpufleet.build.gomod import (
     BUILD_MODULE_PREFIX,
     GoMod,
     compose_ldflags,
@@ -66,7 +65,7 @@ from gpufleet.lab.gomod import (
     substitution_replaces,
     write_substitutes,
 )
-from gpufleet.lab.release_pins import (
+from gpufleet.build.release_pins import (
     KUBERNETES,
     VERSION_RE,
     ReleaseFileError,
@@ -77,6 +76,7 @@ from gpufleet.lab.release_pins import (
     load_releases,
     plain_version,
 )
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, exit_with
 
 __all__ = [
     "BuildError",
@@ -783,7 +783,7 @@ def _dir_size(path: Path) -> int:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
-    """Build and find the pinned Kubernetes and tool binaries (gpufleet/lab/releases.yaml)."""
+    """Build and find the pinned Kubernetes and tool binaries (gpufleet/build/releases.yaml)."""
 
 
 @cli.command("build")

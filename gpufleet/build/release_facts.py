@@ -1,6 +1,6 @@
 """Per-release Kubernetes facts, generated from each release's own source.
 
-For every release listed under ``release_facts`` in ``gpufleet/lab/releases.yaml`` this
+For every release listed under ``release_facts`` in ``gpufleet/build/releases.yaml`` this
 builds ``lab/go/featuredump`` against ``k8s.io/kubernetes`` at that release, runs it and
 writes what it printed, normalised, to ``plugins/module_utils/dra/releases/v1_<minor>.py``:
 every registered feature gate (versioned specs, dependencies), the ``resource.k8s.io``
@@ -8,7 +8,7 @@ versions kube-apiserver serves and enables by default, and the kubeadm configura
 versions. The version model (``plugins/module_utils/dra/``) reads those files
 through ``plugins/module_utils/dra/release_data.py``.
 
-Commands (``python -m gpufleet.lab.release_facts``)::
+Commands (``python -m gpufleet.build.release_facts``)::
 
     build [--kubernetes V ...] [--ci]
                                     build the dump binaries (scripts/setup: --ci)
@@ -43,11 +43,11 @@ from typing import Any
 import click
 import yaml
 
+from gpufleet.build import binaries, gomod, release_pins
 from gpufleet.exit import EXIT_FAILED, exit_with, status_of
-from gpufleet.lab import binaries, gomod, release_pins
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RELEASES_FILE = REPO_ROOT / "gpufleet" / "lab" / "releases.yaml"
+RELEASES_FILE = REPO_ROOT / "gpufleet" / "build" / "releases.yaml"
 SOURCE_DIR = REPO_ROOT / "lab" / "go" / "featuredump"
 DATA_DIR = REPO_ROOT / "plugins" / "module_utils" / "dra" / "releases"
 DUMP_BINARY = "gpufleet-featuredump"
@@ -63,7 +63,7 @@ KNOWN_VERSIONS_SOURCE = "pkg/controlplane/import_known_versions.go"
 KNOWN_VERSIONS_GO = "known_versions.go"
 #: Format of the committed data (bump when the shape changes).
 DATA_FORMAT = 1
-GENERATE_COMMAND = "python -m gpufleet.lab.release_facts generate --kubernetes {version}"
+GENERATE_COMMAND = "python -m gpufleet.build.release_facts generate --kubernetes {version}"
 
 _RELEASE_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(-(alpha|beta|rc)\.\d+)?$")
 _STAGES = {"ALPHA": "alpha", "BETA": "beta", "": "ga", "DEPRECATED": "deprecated"}

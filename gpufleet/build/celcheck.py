@@ -1,7 +1,7 @@
 """Kubernetes' own verdicts on DRA CEL selectors, per pinned release.
 
 ``lab/go/celcheck`` is built against ``k8s.io/dynamic-resource-allocation`` at the staging
-version of each release listed under ``celcheck`` in ``gpufleet/lab/releases.yaml``
+version of each release listed under ``celcheck`` in ``gpufleet/build/releases.yaml``
 (``1.37.2`` -> ``v0.37.2``: the module that kube-apiserver validates selectors with and
 kube-scheduler evaluates them with, ``cel/compile.go``), with that module's own
 ``go.mod`` pinning cel-go, ``k8s.io/apiserver`` and ``k8s.io/api``. The program reads
@@ -12,7 +12,7 @@ API of the module changed in 1.34, 1.36 and 1.38; one shape file per API (``api_
 1.38) adapts it: the builder copies the release's own next to ``main.go`` and passes its
 build tag (``API_SHAPES``).
 
-Commands (``python -m gpufleet.lab.celcheck``)::
+Commands (``python -m gpufleet.build.celcheck``)::
 
     build [--kubernetes V ...] [--ci]   build the binaries (scripts/setup: --ci)
     path [--kubernetes V]               print where a release's binary lives
@@ -40,11 +40,11 @@ from typing import Any
 import click
 import yaml
 
+from gpufleet.build import binaries, gomod, release_pins
 from gpufleet.exit import EXIT_FAILED, exit_with
-from gpufleet.lab import binaries, gomod, release_pins
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RELEASES_FILE = REPO_ROOT / "gpufleet" / "lab" / "releases.yaml"
+RELEASES_FILE = REPO_ROOT / "gpufleet" / "build" / "releases.yaml"
 SOURCE_DIR = REPO_ROOT / "lab" / "go" / "celcheck"
 BINARY = "gpufleet-celcheck"
 MODULE = "k8s.io/dynamic-resource-allocation"
@@ -66,7 +66,7 @@ API_SHAPES = {
 API_SHAPES[35] = API_SHAPES[34]
 API_SHAPES[37] = API_SHAPES[36]
 NEWEST_SHAPE = ("", "api_v138.go")
-BUILD_COMMAND = "python -m gpufleet.lab.celcheck build --kubernetes {version}"
+BUILD_COMMAND = "python -m gpufleet.build.celcheck build --kubernetes {version}"
 
 
 class CelCheckError(RuntimeError):

@@ -1,7 +1,7 @@
-"""The pinned releases of the lab and the test suite: ``gpufleet/lab/releases.yaml`` as
+"""The pinned releases of the lab and the test suite: ``gpufleet/build/releases.yaml`` as
 data (Kubernetes releases with their etcd, the components and extras built from each, the
 tools at their versions, the build profiles), validated with errors that name the key, the
-value and the fix. ``gpufleet.lab.binaries`` builds what this file pins.
+value and the fix. ``gpufleet.build.binaries`` builds what this file pins.
 """
 
 from __future__ import annotations
@@ -704,7 +704,7 @@ def load_go_builds(path: str | os.PathLike[str] | None = None) -> dict[str, GoBu
 
 
 def load_releases(path: str | os.PathLike[str] | None = None) -> Releases:
-    """Read and validate the releases file (default: ``gpufleet/lab/releases.yaml``).
+    """Read and validate the releases file (default: ``gpufleet/build/releases.yaml``).
 
     Raises :class:`ReleaseFileError` (see :func:`parse_releases`) or ``OSError``.
     """

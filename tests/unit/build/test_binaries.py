@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.lab import binaries as b
-from gpufleet.lab import gomod, release_pins
+from gpufleet.build import binaries as b
+from gpufleet.build import gomod, release_pins
 
 pytestmark = pytest.mark.unit
 
