@@ -86,11 +86,12 @@ def refused(result, *parts):
 @pytest.mark.parametrize(
     ("args", "parts"),
     [
-        (["--to", "1.37.2-rc.0"], ["--to '1.37.2-rc.0' is a pre-release"]),
-        (["--to", "1.37.3-rc.0"], ["--to '1.37.3-rc.0' is a pre-release"]),
+        # alpha, beta and rc pre-releases are targets (pkgs.k8s.io 1.38.0~beta.0); other forms not
+        (["--to", "1.37.3-gamma.1"], ["--to '1.37.3-gamma.1' is a pre-release"]),
+        (["--to", "1.37.3-rc"], ["--to '1.37.3-rc' is a pre-release"]),
         (["--to", "1.37.2+build.1"], ["build metadata"]),
         (["--to", "1.39.0"], ["outside the releases"]),
-        (["--to", "1.37.2", "--via", "1.36.0-rc.1"], ["--via '1.36.0-rc.1' is a pre-release"]),
+        (["--to", "1.37.2", "--via", "1.36.0-rc"], ["--via '1.36.0-rc' is a pre-release"]),
         (["--to", "1.37.2", "--via", "1.36.3", "--via", "1.36.1"], ["two releases of 1.36"]),
         (["--to", "1.37.2", "--via", "1.37.1"], ["--via 1.37.1 is not between"]),
         (["--to", "1.37.2", "--batch-size", "0"], ["--batch-size='0'"]),
@@ -157,7 +158,7 @@ def test_a_missing_kubeconfig_from_a_variable_names_the_variable(site):
 
 def test_json_mode_keeps_stdout_empty_on_a_refusal(site):
     result = run(
-        "-i", site.make(), "--plan", "--json", "--to", "1.37.2-rc.0",
+        "-i", site.make(), "--plan", "--json", "--to", "1.37.2-rc",
         "--snapshot", str(site.snap["1.36.3"]),
     )  # fmt: skip
     refused(result, "pre-release")
