@@ -216,12 +216,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common import lim
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import facts as gf
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import metrics as gm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import terms as gt
+from ansible_collections.gpufleet.cluster.plugins.module_utils.host import processes as hp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import flags as kfl
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubelet_config as kcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manifests as kce
-
-if kce.HAS_YAML:
-    pass
 
 DEFAULT_KUBELET_CONFIG = kcfg.DEFAULT_KUBELET_CONFIG
 #: Bytes of /metrics read at most (kube-apiserver serves a few MiB).
@@ -229,30 +227,17 @@ METRICS_LIMIT = 64 * 1024 * 1024
 
 
 def scan(proc_root: str, components: list[str]) -> dict[str, list[tuple[int, list[str]]]]:
-    """Component -> [(pid, argv)] of every process whose executable is that component."""
+    """Component -> [(pid, argv)] of every process of this host (``host.processes``) whose
+    executable is that component."""
     found: dict[str, list[tuple[int, list[str]]]] = {c: [] for c in components}
-    try:
-        entries = os.listdir(proc_root)
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        argv = read_argv(proc_root, int(entry))
+    for pid in hp.own_pids(proc_root):
+        argv = hp.read_argv(proc_root, pid)
         component = gf.component_of(argv or [], components)
         if component:
-            found[component].append((int(entry), argv or []))
+            found[component].append((pid, argv or []))
     for items in found.values():
         items.sort()
     return found
-
-
-def read_argv(proc_root: str, pid: int) -> list[str] | None:
-    try:
-        with open(os.path.join(proc_root, str(pid), "cmdline"), "rb") as fh:
-            return gf.split_cmdline(fh.read())
-    except OSError:
-        return None
 
 
 def boot_time(proc_root: str) -> float | None:
@@ -285,7 +270,7 @@ def select(
 ) -> tuple[tuple[int, list[str]] | None, str | None]:
     """The process to read, or an error text."""
     if pid is not None:
-        argv = read_argv(proc_root, pid)
+        argv = hp.read_argv(proc_root, pid)
         if argv is None:
             return None, f"pids.{component}={pid}: no such process"
         if gf.component_of(argv, [component]) != component:

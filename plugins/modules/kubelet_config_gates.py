@@ -135,6 +135,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common.files impo
     backup_and_write,
     file_diff,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.host import processes as hp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.flags import (
     ConfigEditError,
     FlagEdit,
@@ -153,34 +154,20 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.manifests im
 )
 
 
-def mount_namespace(pid: str) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/mnt")
-    except OSError:
-        return None
-
-
 def kubelet_processes() -> list[tuple[int, list[str]]]:
-    """(pid, argv) of every process named kubelet that sees the files this module sees
-    (same mount namespace: a kubelet in a container on this host reads other files)."""
+    """(pid, argv) of every kubelet of this host (``host.processes``: a kubelet in a
+    container on this host reads other files)."""
     found = []
-    own_namespace = mount_namespace("self")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in hp.own_pids("/proc"):
         try:
-            with open(f"/proc/{entry}/comm", encoding="utf-8") as fh:
+            with open(f"/proc/{pid}/comm", encoding="utf-8") as fh:
                 if fh.read().strip() != "kubelet":
                     continue
-            if mount_namespace(entry) != own_namespace:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                raw = fh.read()
         except OSError:
             continue
-        argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+        argv = hp.read_argv("/proc", pid)
         if argv:
-            found.append((int(entry), argv))
+            found.append((pid, argv))
     return found
 
 

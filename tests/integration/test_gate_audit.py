@@ -32,6 +32,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import settin
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import audit as ga
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import facts as gf
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import report as gr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.host import processes as hp
 from kubernetes import client as k8s_client
 from rich.console import Console
 
@@ -122,7 +123,7 @@ def results_of(events: list[dict[str, Any]], action: str) -> dict[str, dict[str,
 
 def proc_cmdline(pid: int) -> list[str]:
     with open(f"/proc/{pid}/cmdline", "rb") as fh:
-        return gf.split_cmdline(fh.read())
+        return hp.split_cmdline(fh.read())
 
 
 def test_facts_read_the_running_control_plane(

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core
 
 from gpufleet.build import binaries, release_pins
 from gpufleet.lab import cluster
@@ -182,8 +183,10 @@ class Lab:
         self.wait("ResourceSlices on every node", self.slices_published)
 
 
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in version.lstrip("v").split("."))
+def version_key(version: str) -> tuple[int, int, int, bool, str]:
+    """Release order: a pre-release ("1.38.0-beta.0") sorts below its release."""
+    v = core.parse_version(version)
+    return (v.major, v.minor, v.patch or 0, v.pre is None, v.pre or "")
 
 
 def checks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -62,7 +62,7 @@ only the spelling differs (one side sets the default explicitly, the other leave
 Pure: no I/O but ``read_configmap_facts`` (through the ``Kube`` it is given). The audit
 in parts, one job each: ``gate_audit.terms`` (components, kinds, sources, severities,
 ``GateAuditError``), ``gate_audit.facts`` (the node-side records and readers:
-``split_cmdline``, ``argv_flags``, ``kubelet_process_flags``, ``metrics_url``),
+``argv_flags``, ``kubelet_process_flags``, ``metrics_url``),
 ``gate_audit.metrics`` (``/metrics``: ``parse_prometheus_text``, ``feature_readings``),
 ``gate_audit.checks`` (sources compared with each other), ``gate_audit.model_checks``
 (sources judged against the version model) and ``gate_audit.report`` (``Finding``,

@@ -1,7 +1,7 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
 """What ``dra_gate_audit_facts`` reads on a node, as records: a component's running
-process (``/proc/<pid>/cmdline``: ``split_cmdline``, ``component_of``, ``argv_flags``,
+process (its command line, split by ``host.processes``: ``component_of``, ``argv_flags``,
 ``kubelet_process_flags``, ``process_start_time``), its file (static pod manifest or
 KubeletConfiguration), its ``/metrics`` (``metrics_url``), and the kubeadm ConfigMaps
 (``ConfigMapFacts``). Every record has ``to_dict`` (JSON types only) and ``from_dict``,
@@ -47,7 +47,6 @@ __all__ = [
     "kubelet_process_flags",
     "metrics_url",
     "process_start_time",
-    "split_cmdline",
 ]
 
 
@@ -102,15 +101,6 @@ class FlagSet:
 
 
 # ------------------------------------------------------------------ node side: processes
-
-
-def split_cmdline(raw: bytes) -> list[str]:
-    """``/proc/<pid>/cmdline`` (NUL-separated, NUL-terminated) -> argv. Bytes that are not
-    UTF-8 are replaced (``surrogateescape`` would not survive JSON)."""
-    text = raw.decode("utf-8", errors="replace")
-    if text.endswith("\0"):
-        text = text[:-1]
-    return text.split("\0") if text else []
 
 
 def component_of(argv: Sequence[str], wanted: Iterable[str] = COMPONENTS) -> str | None:

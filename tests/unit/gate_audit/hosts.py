@@ -11,6 +11,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import facts as gf
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import metrics as gm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import report as gr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.host import processes as hp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubelet_config as kcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import manifests as kce
 
@@ -60,7 +61,7 @@ def command_of(text: str) -> list[str]:
 
 def as_proc(argv: list[str]) -> list[str]:
     """``argv`` through ``/proc/<pid>/cmdline``'s encoding and back."""
-    return gf.split_cmdline(b"\0".join(a.encode() for a in argv) + b"\0")
+    return hp.split_cmdline(b"\0".join(a.encode() for a in argv) + b"\0")
 
 
 def control_plane(

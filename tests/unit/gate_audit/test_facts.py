@@ -26,12 +26,6 @@ from tests.unit.gate_audit.hosts import (
 pytestmark = pytest.mark.unit
 
 
-def test_cmdline_round_trip_keeps_every_argument() -> None:
-    argv = command_of(manifest_text("dra", "kube-apiserver"))
-    assert as_proc(argv) == argv
-    assert gf.split_cmdline(b"") == []
-
-
 def test_argv_flags_merge_repeated_feature_gates_like_the_component() -> None:
     # The dra manifest gives --feature-gates twice (v1beta4 allows repeated extraArgs).
     flags = gf.argv_flags(as_proc(command_of(manifest_text("dra", "kube-apiserver"))))

@@ -47,6 +47,7 @@ NODE_PAYLOADS: dict[str, set[str]] = {
         "module_utils/gate_audit/facts.py",
         "module_utils/gate_audit/metrics.py",
         "module_utils/gate_audit/terms.py",
+        "module_utils/host/processes.py",
         "module_utils/kube/command_line.py",
         "module_utils/kube/flags.py",
         "module_utils/kube/kubelet_config.py",
