@@ -68,14 +68,14 @@ VERSIONED = """\
 \tDRANew featuregate.Feature = "DRANewName"
 var defaultVersionedKubernetesFeatureGates = map[featuregate.Feature]featuregate.VersionedSpecs{
 \tDRAOld: {
-\t\t{Version: version.MustParse("1.30"), Default: false, PreRelease: featuregate.Alpha},
-\t\t{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.GA, LockToDefault: true}, // GA in 1.36; remove in 1.39
+\t\t{Version: v("1.30"), Default: false},
+\t\t{Version: v("1.36"), Default: true, LockToDefault: true}, // GA in 1.36; remove in 1.39
 \t},
 \tDRANew: {
-\t\t{Version: version.MustParse("1.38"), Default: true, PreRelease: featuregate.GA}, // LockToDefault: true in 1.39; remove in v1.42
+\t\t{Version: v("1.38"), Default: true}, // LockToDefault: true in 1.39; remove in v1.42
 \t},
 \tDRAPast: {
-\t\t{Version: version.MustParse("1.37"), Default: true, PreRelease: featuregate.GA, LockToDefault: true}, // locked in 1.37; remove in 1.38
+\t\t{Version: v("1.37"), Default: true}, // locked in 1.37; remove in 1.38
 \t},
 }
 """
