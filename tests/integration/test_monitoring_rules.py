@@ -103,11 +103,13 @@ def test_rules_render_check_and_pass_their_unit_tests(tmp_path: Path) -> None:
     assert alerts == {
         "DRAClaimLeaked",
         "DRAClaimsAllocatedNotInUse",
+        "DRAClaimCreateFailures",
         "DRAClaimPending",
         "DRAPodsUnschedulable",
         "GPUNodeWithoutResourceSlice",
         "DRAKubeletPluginDown",
         "DRAPrepareErrors",
+        "DRABindingConditionsFailed",
         "DRAAllocatedDeviceIdle",
         "DRAFeatureGateOff",
         "DRAAPINotServed",
@@ -119,7 +121,7 @@ def test_rules_render_check_and_pass_their_unit_tests(tmp_path: Path) -> None:
         timeout=60,
     )
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 10 rules found" in check.stdout + check.stderr
+    assert "SUCCESS: 12 rules found" in check.stdout + check.stderr
     # the unit tests of the rules run against the rendered file, next to it
     shutil.copy(DATA / "gpufleet-dra.rules.test.yml", rules.parent)
     test = subprocess.run(
@@ -178,12 +180,20 @@ def test_second_run_changes_nothing(tmp_path: Path) -> None:
 
 
 def test_short_durations_reach_the_rules(tmp_path: Path) -> None:
-    out = render(tmp_path, monitoring_plugin_down_for="30s", monitoring_device_idle_for="1m")
+    out = render(
+        tmp_path,
+        monitoring_plugin_down_for="30s",
+        monitoring_device_idle_for="1m",
+        monitoring_claim_create_failed_for="2m",
+        monitoring_binding_conditions_failed_for="3m",
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     doc = yaml.safe_load((tmp_path / "out" / "rules" / "gpufleet-dra.rules.yml").read_text())
     rules = {r["alert"]: r for g in doc["groups"] for r in g["rules"]}
     assert rules["DRAKubeletPluginDown"]["for"] == "30s"
     assert rules["DRAAllocatedDeviceIdle"]["for"] == "1m"
+    assert rules["DRAClaimCreateFailures"]["for"] == "2m"
+    assert rules["DRABindingConditionsFailed"]["for"] == "3m"
     assert rules["DRAClaimLeaked"]["for"] == "10m"
 
 
