@@ -122,3 +122,53 @@ def test_the_chain_check_catches_a_missing_release(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(RULES, "DRAClaimCreateFailures", expr)
     with pytest.raises(AssertionError, match=r"1\.33 kube-controller-manager"):
         test_each_alert_reads_a_served_name_on_every_release_and_component("DRAClaimCreateFailures")
+
+
+# ------------------------------------------------------------------ docs/monitoring.md
+
+DOC = ROOT / "docs" / "monitoring.md"
+DOC_TABLE_TITLE = "Metric names, checked in the Kubernetes source of each pinned release"
+
+
+def release_groups() -> list[tuple[int, int]]:
+    """Runs of consecutive minors that serve the same series (name and labels)."""
+    groups: list[tuple[int, int]] = []
+    for minor in ms.known_minors():
+        same = groups and {(s.name, s.labels) for s in ms.served(minor)} == {
+            (s.name, s.labels) for s in ms.served(groups[-1][0])
+        }
+        groups[-1:] = [(groups[-1][0], minor)] if same else [*groups[-1:], (minor, minor)]
+    return groups
+
+
+def _group(first: int, last: int) -> str:
+    return f"1.{first}" if first == last else f"1.{first}–1.{last}"
+
+
+def doc_table() -> list[str]:
+    """The table docs/monitoring.md shows, one line per row of the metric series table."""
+    groups = release_groups()
+    head = ["component", "series", "type", *(_group(*g) for g in groups), "defined in"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in ms.SERIES:
+        who = "every component" if s.components == ms.EVERY_COMPONENT else ", ".join(s.components)
+        if s.gate:
+            who += f" (with `{s.gate}`)"
+        labels = "{" + ",".join(s.labels) + "}" if s.labels else ""
+        served = ["yes" if s.served_in(g[0]) else "–" for g in groups]
+        cells = [who, f"`{s.name}{labels}`", s.kind, *served, f"`{s.module}` `{s.path}`"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def test_the_docs_show_the_table_as_it_is() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    assert DOC_TABLE_TITLE in text
+    after = text.split(DOC_TABLE_TITLE, 1)[1].split("\n\n", 2)[1]
+    assert after.splitlines() == doc_table(), "\n".join(
+        ["docs/monitoring.md should show:", *doc_table()]
+    )
+
+
+def test_the_release_groups_split_where_a_name_or_label_changes() -> None:
+    assert release_groups() == [(31, 31), (32, 33), (34, 34), (35, 35), (36, 36), (37, 38)]
