@@ -7,7 +7,6 @@ profile builds it): ``promtool check rules``, ``promtool check config`` and
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -197,11 +196,25 @@ def test_short_durations_reach_the_rules(tmp_path: Path) -> None:
     assert rules["DRAClaimLeaked"]["for"] == "10m"
 
 
-def test_a_bad_duration_is_refused_by_promtool(tmp_path: Path) -> None:
-    out = render(tmp_path, monitoring_claim_leaked_for="ten minutes")
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("monitoring_claim_leaked_for", "ten minutes"),
+        # a value that would add labels to the rule in the rendered YAML
+        ("monitoring_claim_create_failed_for", "5m\n        labels:\n          severity: none"),
+        ("monitoring_binding_conditions_failed_for", ""),
+    ],
+    ids=["words", "yaml-injection", "empty"],
+)
+def test_a_bad_duration_is_refused_before_any_file_is_written(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    out = render(tmp_path, **{name: value})
     assert out.returncode != 0
-    assert "gpufleet-dra.rules.yml" not in os.listdir(tmp_path / "out" / "rules")
-    assert "failed to validate" in out.stdout + out.stderr
+    assert not (tmp_path / "out").exists()
+    text = out.stdout + out.stderr
+    assert f"{name} = " in text and "is not a Prometheus duration" in text, text
+    assert "Traceback" not in text
 
 
 def test_check_mode_writes_nothing(tmp_path: Path) -> None:
