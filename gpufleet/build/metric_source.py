@@ -229,8 +229,13 @@ def _from_options(text: str, constants: Mapping[str, str]) -> tuple[list[Defined
     found: list[Defined] = []
     unresolved: list[str] = []
     for m in _OPTS.finditer(text):
-        close = _matching(text, m.end() - 1)
         line = text.count("\n", 0, m.start()) + 1
+        try:
+            close = _matching(text, m.end() - 1)
+            labels = _labels_after(text, close + 1)
+        except ValueError as exc:
+            unresolved.append(f"{line}: {exc}")
+            continue
         fields = _fields(text[m.end() : close])
         parts = [
             evaluate(fields.get(k, '""'), constants) for k in ("Namespace", "Subsystem", "Name")
@@ -239,7 +244,6 @@ def _from_options(text: str, constants: Mapping[str, str]) -> tuple[list[Defined
             written = (fields.get(k, "") for k in ("Namespace", "Subsystem", "Name"))
             unresolved.append(f"{line}: {' / '.join(written)}")
             continue
-        labels = _labels_after(text, close + 1)
         name = full_name(*parts)  # type: ignore[arg-type]
         if name:
             kind = re.sub(r"(?<!^)([A-Z])", r"_\1", m.group(1)).lower()
@@ -251,8 +255,12 @@ def _from_descriptors(text: str, constants: Mapping[str, str]) -> tuple[list[Def
     found: list[Defined] = []
     unresolved: list[str] = []
     for m in _DESC.finditer(text):
-        close = _matching(text, m.end() - 1)
         line = text.count("\n", 0, m.start()) + 1
+        try:
+            close = _matching(text, m.end() - 1)
+        except ValueError as exc:
+            unresolved.append(f"{line}: {exc}")
+            continue
         args = split_top(text[m.end() : close])
         if not args:
             continue

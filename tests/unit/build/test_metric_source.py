@@ -109,3 +109,19 @@ def test_strings_keep_comment_markers() -> None:
         'const U = "http://x/*y*/"\nvar X = metrics.NewDesc(U, "", nil, nil, metrics.ALPHA, "")\n'
     )
     assert m.extract(text).names() == {"http://x/*y*/"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'var X = metrics.NewCounter(&metrics.CounterOpts{Name: "n"',
+        'var X = metrics.NewDesc("n", "h", []string{"a"',
+        'var X = metrics.NewGaugeVec(&metrics.GaugeOpts{Name: "g"}, []string{"a", "b"',
+        'var X = metrics.NewDesc("unterminated, nil)',
+    ],
+    ids=["opts", "desc", "labels", "string"],
+)
+def test_a_cut_off_definition_is_reported_not_a_crash(text: str) -> None:
+    found = m.extract(text)
+    assert found.series == ()
+    assert len(found.unresolved) == 1 and "unbalanced" in found.unresolved[0]
