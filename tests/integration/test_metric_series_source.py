@@ -5,7 +5,9 @@ literals and descriptors, constants of the same file resolved) and, per release 
 * each row is defined, with its labels and kind, in exactly the minors it names, and
 * no DRA series those files define is missing from the table (subsystems ``dra``,
   ``dynamic_resource_allocation``, ``resourceclaim_controller``; names with ``dra_`` or
-  ``resourceclaim``).
+  ``resourceclaim``), and
+* no other Go file of k8s.io/kubernetes (``pkg/``, ``cmd/``) or of
+  k8s.io/dynamic-resource-allocation defines a DRA series.
 
 The k8s.io/kubernetes module of a release is the one its featuredump was built from
 (``release_facts.module_dir``); the staging modules (``k8s.io/dynamic-resource-allocation``,
@@ -99,3 +101,26 @@ def test_the_extractor_reads_a_release_it_has_not_been_tuned_on() -> None:
     names = defined(newest, ms.KUBERNETES, "pkg/kubelet/metrics/metrics.go").names()
     assert len(names) > 50, sorted(names)
     assert {"kubelet_pod_start_duration_seconds", "dra_operations_duration_seconds"} <= names
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=[r.version for r in RELEASES])
+def test_no_other_file_defines_a_dra_series(release: rf.FactRelease) -> None:
+    """Every non-test Go file of k8s.io/kubernetes (``pkg/``, ``cmd/``) and of
+    k8s.io/dynamic-resource-allocation: a DRA series defined outside the cited files (a new
+    metrics file) fails, naming the file."""
+    cited = set(SOURCES)
+    outside = []
+    for module in (ms.KUBERNETES, ms.DRA_LIBRARY):
+        root = module_root(release, module)
+        tops = ("pkg", "cmd") if module == ms.KUBERNETES else (".",)
+        for file in sorted(f for top in tops for f in (root / top).rglob("*.go")):
+            if file.name.endswith("_test.go"):
+                continue
+            text = file.read_text(encoding="utf-8", errors="replace")
+            if "Opts{" not in text and "NewDesc(" not in text:
+                continue
+            path = file.relative_to(root).as_posix()
+            names = {d.name for d in metric_source.extract(text).series if is_dra(d.name)}
+            if names and (module, path) not in cited:
+                outside.append(f"{module} {path}: {sorted(names)}")
+    assert outside == [], f"{release.version}: DRA series outside the table's files: {outside}"
