@@ -5,12 +5,13 @@ records ``validate.hosts.normalize_host`` builds:
 
 - ``hosts.driver-root``: under the plugin's ``nvidiaDriverRoot`` (``driver_root.root``,
   role variable ``validate_nvidia_driver_root``) the plugin finds ``libnvidia-ml.so.1``
-  and ``nvidia-smi``, and the device nodes ``nvidia[0-9]*``, ``nvidiactl`` and
-  ``nvidia-uvm`` are in its dev root. The dev root is the driver root when
-  ``<root>/dev`` is a directory, else ``/`` (the plugin's ``root.getDevRoot``): an empty
-  ``<root>/dev`` hides the host's ``/dev``. The plugin then starts and publishes its
-  ResourceSlice, and fails every claim at prepare time ("unable to create CDI spec file
-  for claim ... invalid device, empty device edits").
+  and ``nvidia-smi`` where it looks for them (``dra_driver.driver_root``, the plugin's own
+  lists: a library only in ``/usr/lib`` is not found with root ``/``), and the device
+  nodes ``nvidia[0-9]*``, ``nvidiactl`` and ``nvidia-uvm`` are in its dev root. The dev
+  root is the driver root when ``<root>/dev`` is a directory, else ``/`` (the plugin's
+  ``root.getDevRoot``): an empty ``<root>/dev`` hides the host's ``/dev``. The plugin
+  then starts and publishes its ResourceSlice, and fails every claim at prepare time
+  ("unable to create CDI spec file for claim ... invalid device, empty device edits").
 - ``hosts.cdi-hook``: ``nvidia-cdi-hook`` (``cdi_hook.path``, role variable
   ``validate_nvidia_cdi_hook_path``) exists and is executable: the plugin does not start
   without it, and the CDI specs it writes call it at container creation
@@ -35,6 +36,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
+    driver_root as plugin_root,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
     FAIL,
     WARN,
@@ -77,6 +81,10 @@ def _searched(root: str, dirs: Sequence[str], name: str) -> str:
     return ", ".join(posixpath.join(root, d, name) for d in dirs) or "nowhere"
 
 
+def _plugin_dirs(name: str) -> tuple[str, ...]:
+    return plugin_root.search_dirs(name)
+
+
 def _real_gpu_hosts(hosts: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]] | str:
     """The GPU nodes with real GPUs, or why there is nothing to judge."""
     if not hosts:
@@ -117,14 +125,18 @@ def driver_root_check(hosts: Sequence[Mapping[str, Any]]) -> Check:
                 h["host"],
                 FAIL,
                 f"{name} is not under the driver root {root} (looked for "
-                f"{_searched(root, rec.get(f'{kind}_dirs') or [], name)}): the DRA kubelet "
-                "plugin does not start there",
+                f"{_searched(root, rec.get(f'{kind}_dirs') or [], name)}, where the DRA "
+                f"kubelet plugin looks): the plugin stops with 'error locating \"{name}\"' and "
+                "publishes no ResourceSlice",
             )
             fixes.append(
                 "set dra_driver_nvidia_driver_root (and validate_nvidia_driver_root) to the "
-                "directory that holds the driver: / for a driver installed on the host, "
-                "/run/nvidia/driver for the GPU Operator's driver container "
-                "(dra_driver_gpu_operator: true), then ansible-playbook -i INVENTORY "
+                "directory under which the driver sits where the plugin looks ("
+                + ", ".join(f"<root>/{d}" if d else "<root>/" for d in _plugin_dirs(name))
+                + "): / for a driver installed in those directories of the host, the "
+                "driver's own prefix (e.g. /usr/local/nvidia) for a driver installed under "
+                "one, /run/nvidia/driver for the GPU Operator's driver container "
+                "(dra_driver_gpu_operator: true); then ansible-playbook -i INVENTORY "
                 "playbooks/dra_driver.yml"
             )
         missing = missing_device_nodes(found)

@@ -126,7 +126,9 @@ def _driver_root_record(raw: Mapping[str, Any]) -> dict[str, Any]:
             continue
         rec["read"] = True
         item, st = str(r.get("item") or ""), r["stat"]
-        found = bool(st.get("exists"))
+        # the kubelet plugin takes only what resolves to a regular file (a directory or a
+        # device of that name does not count: dra_driver.driver_root)
+        found = bool(st.get("exists")) and (item == "dev" or st.get("isreg", True) is not False)
         path = str(st.get("path") or f"{root.rstrip('/')}/{item}")
         if item == "dev":
             rec["dev_dir"] = found and bool(st.get("isdir"))
