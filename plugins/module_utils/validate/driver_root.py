@@ -48,7 +48,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report i
     skipped,
 )
 
-__all__ = ["cdi_hook_check", "dev_root", "driver_root_check", "missing_device_nodes"]
+__all__ = [
+    "cdi_hook_check",
+    "dev_root",
+    "driver_root_check",
+    "looked_for_device_node",
+    "missing_device_nodes",
+]
 
 #: The first toolkit release that ships nvidia-cdi-hook (the ``nvidia-ctk hook`` commands
 #: moved there; NVIDIA Container Toolkit 1.16.0 release notes).
@@ -63,6 +69,12 @@ def dev_root(root: str, dev_dir: bool) -> str:
     """The directory whose ``dev/`` the plugin takes device nodes from: ``root`` when
     ``<root>/dev`` is a directory (``dev_dir``), else ``/``."""
     return posixpath.normpath(root or "/") if dev_dir else "/"
+
+
+def looked_for_device_node(name: str) -> bool:
+    """Whether ``name`` (a basename in ``/dev``) is one of the device nodes the validate
+    role looks for: ``nvidia[0-9]*``, ``nvidiactl``, ``nvidia-uvm``."""
+    return bool(_GPU_NODE.match(name)) or name in ("nvidiactl", "nvidia-uvm")
 
 
 def missing_device_nodes(names: Sequence[str]) -> list[str]:

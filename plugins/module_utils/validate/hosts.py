@@ -22,7 +22,9 @@ above the minimum), ``hosts.toolkit`` (NVIDIA Container Toolkit installed and ab
 read containerd's configuration version: ``nvidia.containerd.check_toolkit``),
 ``hosts.containerd-cdi`` (``containerd config dump`` has the nvidia runtime and CDI:
 ``nvidia.containerd.effective_problems``), ``hosts.cdi-gpus`` (a CDI spec names every
-GPU UUID: ``nvidia.cdi.missing_gpus``), ``hosts.driver-root`` and ``hosts.cdi-hook`` (what
+GPU UUID: ``nvidia.cdi.missing_gpus``; each spec of kind ``nvidia.com/gpu`` loads in the
+CDI library and gives every GPU device its device nodes, present on the host:
+``nvidia.cdi_spec``), ``hosts.driver-root`` and ``hosts.cdi-hook`` (what
 NVIDIA's DRA kubelet plugin needs under its driver root, and its nvidia-cdi-hook:
 ``validate.driver_root``) and ``versions.packages-held`` (kubeadm and kubelet
 packages are on hold, so an unattended upgrade cannot break the version skew).
@@ -40,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import cdi as cdi_spec
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import cdi_spec as cdi_rules
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.driver import (
     DRA_MIN_BRANCH,
@@ -61,6 +64,7 @@ __all__ = ["driver_version_key", "hosts_checks", "kubeadm_versions", "normalize_
 #: branch (``nvidia.driver.DRA_MIN_BRANCH``, which names its source).
 DEFAULT_MIN_DRIVER = f"{DRA_MIN_BRANCH}.0.0"
 PACKAGES = ("kubeadm", "kubelet")
+GPU_KIND = cdi_rules.GPU_KIND
 
 
 def normalize_host(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -377,10 +381,11 @@ def _containerd(hosts: Sequence[Mapping[str, Any]], runtime: str, binary: str) -
 
 
 def _cdi(hosts: Sequence[Mapping[str, Any]]) -> Check:
-    c = Check("hosts.cdi-gpus", "a CDI spec names every GPU UUID")
+    c = Check("hosts.cdi-gpus", "a CDI spec gives every GPU with its device nodes")
     if not hosts:
         return skipped(c.id, c.title, "the inventory group gpu_nodes is empty")
     judged = 0
+    roots: list[str | None] = []
     for h in hosts:
         rc, _, _ = _out(h.get("toolkit"))
         facts = _gpu_facts(h)
@@ -401,14 +406,7 @@ def _cdi(hosts: Sequence[Mapping[str, Any]]) -> Check:
         if facts is None:
             continue
         judged += 1
-        devices: list[cdi_spec.CdiDevice] = []
-        for f in h.get("cdi") or []:
-            try:
-                doc = _load(f.get("content", ""))
-            except ValueError as err:
-                c.problem(h["host"], WARN, f"{f.get('path')}: not YAML or JSON ({err})")
-                continue
-            devices += cdi_spec.devices_of(doc, str(f.get("path")))
+        devices = _cdi_specs(c, h, roots)
         gpus = [
             SmiGpu(int(g.get("index", 0)), str(g.get("name")), str(g.get("uuid")))
             for g in facts.get("gpufleet_gpus") or []
@@ -421,13 +419,16 @@ def _cdi(hosts: Sequence[Mapping[str, Any]]) -> Check:
             )
         )
         if missing:
-            c.problem(
-                h["host"],
-                FAIL,
-                cdi_spec.missing_message(
-                    missing, devices, "nvidia.com/gpu", sorted(cc.DEFAULT_CDI_SPEC_DIRS)
-                ),
+            text = cdi_spec.missing_message(
+                missing, devices, GPU_KIND, sorted(cc.DEFAULT_CDI_SPEC_DIRS)
             )
+            if not any(d.kind == GPU_KIND for d in devices):
+                text += (
+                    f"; no spec holds any {GPU_KIND} device: nvidia-ctk found no GPU when it "
+                    "wrote them (the driver was not loaded, or --driver-root/--dev-root did not "
+                    "point at the driver and at /dev/nvidia*)"
+                )
+            c.problem(h["host"], FAIL, text)
     if judged == 0 and not c.problems:
         return skipped(
             c.id,
@@ -435,11 +436,59 @@ def _cdi(hosts: Sequence[Mapping[str, Any]]) -> Check:
             "no GPU node has the NVIDIA Container Toolkit (simulated GPUs or toolkit absent)",
             c.evidence,
         )
-    c.fix = (
-        "nvidia-ctk cdi generate --device-name-strategy=index --device-name-strategy=uuid "
-        "--output=/var/run/cdi/nvidia.yaml"
+    c.fix = "; ".join(dict.fromkeys(cdi_rules.generate_command(r) for r in (roots or [None]))) + (
+        " (--dev-root=/: the device nodes are in the host's /dev; without it nvidia-ctk looks "
+        "under the driver root's dev/), then restart the pods that use the GPUs"
     )
-    return finish(c, f"every GPU UUID has a CDI device on {judged} node(s)")
+    return finish(c, f"every GPU UUID has a CDI device with its device nodes on {judged} node(s)")
+
+
+def _host_devices(h: Mapping[str, Any]) -> Any:
+    """``host_has`` for ``nvidia.cdi_spec.gpu_problems``: whether the host's /dev has a node
+    the validate role looked for (``nvidia[0-9]*``, ``nvidiactl``, ``nvidia-uvm``); None for
+    any other path, or when /dev was not read."""
+    rec = h.get("driver_root")
+    if not isinstance(rec, Mapping) or not rec.get("read") or rec.get("error"):
+        return None
+    have = set((rec.get("devices") or {}).get("/dev") or [])
+
+    def host_has(path: str) -> bool | None:
+        directory, _, name = str(path).rpartition("/")
+        if directory != "/dev" or not vdr.looked_for_device_node(name):
+            return None
+        return name in have
+
+    return host_has
+
+
+def _cdi_specs(c: Check, h: Mapping[str, Any], roots: list[str | None]) -> list[cdi_spec.CdiDevice]:
+    """The devices of the host's CDI specs; each spec of NVIDIA's GPU kind judged as the
+    CDI library loads it and as a container with a GPU needs it (``nvidia.cdi_spec``),
+    its driver root added to ``roots``."""
+    devices: list[cdi_spec.CdiDevice] = []
+    host_has = _host_devices(h)
+    for f in h.get("cdi") or []:
+        path = str(f.get("path"))
+        try:
+            doc = _load(f.get("content", ""))
+        except ValueError as err:
+            c.problem(h["host"], WARN, f"{path}: not YAML or JSON ({err})")
+            continue
+        devices += cdi_spec.devices_of(doc, path)
+        if not isinstance(doc, Mapping) or doc.get("kind") != GPU_KIND:
+            continue
+        roots.append(cdi_rules.spec_driver_root(doc))
+        refused = cdi_rules.library_problems(doc)
+        for problem in refused:
+            c.problem(
+                h["host"],
+                FAIL,
+                f"{path}: the CDI library refuses the spec ({problem}), so no device of it "
+                "reaches a container",
+            )
+        for problem in [] if refused else cdi_rules.gpu_problems(doc, host_has):
+            c.problem(h["host"], FAIL, f"{path}: {problem}")
+    return devices
 
 
 def _load(text: str) -> Any:

@@ -49,10 +49,14 @@ def host(
     packages: str = "",
     holds: str = "",
 ) -> dict:
+    node = {"path": "/dev/nvidia0", "major": 195, "permissions": "rwm"}
     spec = {
         "cdiVersion": "0.5.0",
         "kind": "nvidia.com/gpu",
-        "devices": [{"name": u} for u in cdi_uuids],
+        "devices": [{"name": u, "containerEdits": {"deviceNodes": [node]}} for u in cdi_uuids],
+        "containerEdits": {
+            "deviceNodes": [{"path": "/dev/nvidiactl"}, {"path": "/dev/nvidia-uvm"}],
+        },
     }
     return vh.normalize_host(
         {
