@@ -19,9 +19,10 @@ device rules beyond empty names, the version requirements of fields added after 
 device (kind ``nvidia.com/gpu``) without its ``/dev/nvidia<N>`` device node, the control
 nodes (``/dev/nvidiactl``, ``/dev/nvidia-uvm``) missing from the device and the spec's
 common edits, and device nodes whose host path (``hostPath``, else ``path``) the host
-lacks (the library stats it when it injects the device and fails). ``nvidia-ctk cdi
-generate --driver-root=DIR`` without ``--dev-root`` writes such a spec when ``DIR/dev`` is
-empty: it looks for the device nodes there and only warns.
+lacks (the library stats it when it injects the device and fails, unless the node gives
+its type and major number: ``pkg/cdi/container-edits_unix.go`` ``fillMissingInfo``).
+``nvidia-ctk cdi generate --driver-root=DIR`` without ``--dev-root`` writes such a spec
+when ``DIR/dev`` is empty: it looks for the device nodes there and only warns.
 """
 
 from __future__ import annotations
@@ -279,12 +280,20 @@ def library_problems(spec: Any) -> list[str]:
     return out
 
 
-def _node_paths(edits: Any) -> list[tuple[str, str]]:
-    """(path in the container, path on the host) of each device node of ``edits``."""
+def _minimal(node: Mapping[str, Any]) -> bool:
+    """A device node the library injects without its host path (``container-edits_unix.go``
+    ``fillMissingInfo``: a type, and a major number unless it is a fifo)."""
+    kind = str(node.get("type") or "")
+    return bool(kind) and (bool(node.get("major")) or kind == "p")
+
+
+def _node_paths(edits: Any) -> list[tuple[str, str, bool]]:
+    """(path in the container, path on the host, whether the host path must exist) of
+    each device node of ``edits``."""
     if not isinstance(edits, Mapping):
         return []
     return [
-        (str(n["path"]), str(n.get("hostPath") or n["path"]))
+        (str(n["path"]), str(n.get("hostPath") or n["path"]), not _minimal(n))
         for n in _list_of(edits, "deviceNodes")
         if isinstance(n, Mapping) and n.get("path")
     ]
@@ -310,19 +319,20 @@ def gpu_problems(spec: Any, host_has: Callable[[str], bool | None] | None = None
     for d in devices:
         where = f"device {d.get('name')!r}"
         nodes = _node_paths(d.get("containerEdits")) + common
-        paths = {p for p, _ in nodes}
+        paths = {p for p, _, _ in nodes}
         if not any(_GPU_NODE.match(p) for p in paths):
             out.append(f"{where} has no /dev/nvidia<N> device node: the container sees no GPU")
         lacking = [n for n in CONTROL_NODES if n not in paths]
         if lacking:
             out.append(f"{where} and the common edits lack {', '.join(lacking)}")
-        for path, host in nodes:
-            if host not in absent and host_has is not None and host_has(host) is False:
-                absent.add(host)
-                out.append(
-                    f"{where}: device node {path} comes from {host}, which this host lacks "
-                    "(the runtime fails to create the container)"
-                )
+        for path, host, needed in nodes:
+            if not needed or host in absent or host_has is None or host_has(host) is not False:
+                continue
+            absent.add(host)
+            out.append(
+                f"{where}: device node {path} comes from {host}, which this host lacks (the "
+                "CDI library fails to inject it: failed to stat CDI host device)"
+            )
     return out
 
 

@@ -74,10 +74,20 @@ def test_a_device_node_the_host_lacks_is_named_once() -> None:
     problems = cdi_spec.gpu_problems(spec, lambda p: p != "/dev/nvidia7")
     assert problems == [
         "device '0': device node /dev/nvidia0 comes from /dev/nvidia7, which this host lacks "
-        "(the runtime fails to create the container)"
+        "(the CDI library fails to inject it: failed to stat CDI host device)"
     ]
     # not known is not judged
     assert cdi_spec.gpu_problems(spec, lambda p: None) == []
+
+
+def test_a_node_with_its_type_and_major_needs_no_host_path() -> None:
+    """The library injects a minimally specified node without stat-ing the host (the
+    toolkit's molecule scenario writes such nodes for the GPU simulator)."""
+    spec = cv.VARIANTS["host-path-elsewhere"][0]()
+    spec["devices"][0]["containerEdits"]["deviceNodes"][0]["type"] = "c"
+    assert cdi_spec.gpu_problems(spec, lambda p: p != "/dev/nvidia7") == []
+    del spec["devices"][0]["containerEdits"]["deviceNodes"][0]["major"]
+    assert len(cdi_spec.gpu_problems(spec, lambda p: p != "/dev/nvidia7")) == 1
 
 
 def test_other_kinds_are_not_judged_for_gpus() -> None:
