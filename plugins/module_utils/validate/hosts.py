@@ -10,6 +10,7 @@ Input per host (the ``validate_host`` fact the playbook ``validate.yml`` builds)
      "toolkit": {"rc": 0, "stdout": "NVIDIA Container Toolkit CLI version 1.18.0 ..."},
      "containerd_version": {"rc": 0, "stdout": "containerd ... v2.4.2 ..."},
      "containerd": {"rc": 0, "stdout": "<containerd config dump>"},
+     "containerd_active": {"rc": 0, "stdout": "active"},
      "cdi": [{"path": "/var/run/cdi/nvidia.yaml", "content": "<YAML or JSON>"}],
      "packages": {"rc": 0, "stdout": "kubeadm 1.37.2-1.1 install ok installed\\n..."},
      "holds": {"rc": 0, "stdout": "kubeadm\\nkubelet\\n"},
@@ -346,13 +347,23 @@ def _containerd(hosts: Sequence[Mapping[str, Any]], runtime: str, binary: str) -
     )
     if not hosts:
         return skipped(c.id, c.title, "the inventory group gpu_nodes is empty")
+    fixes: list[str] = []
     for h in hosts:
         rc, out, err = _out(h.get("containerd"))
         if rc != 0:
-            c.problem(
-                h["host"], FAIL, f"containerd config dump failed (rc={rc}): {err.strip()[:200]}"
-            )
+            message, fix = _containerd_unread(h, rc, out, err)
+            c.problem(h["host"], FAIL, message)
+            fixes.append(fix)
             continue
+        if _inactive(h):
+            c.problem(
+                h["host"],
+                FAIL,
+                "containerd is installed but not running (systemctl is-active containerd: "
+                f"{_out(h.get('containerd_active'))[1].strip() or 'no answer'}): the kubelet "
+                "has no container runtime and no pod starts on this node",
+            )
+            fixes.append(_START_CONTAINERD)
         try:
             dump = cc.loads(out, f"{h['host']}: containerd config dump")
         except cc.ConfigError as err2:
@@ -373,11 +384,69 @@ def _containerd(hosts: Sequence[Mapping[str, Any]], runtime: str, binary: str) -
         )
         for p in problems:
             c.problem(h["host"], FAIL, p)
-    c.fix = (
-        "configure containerd: gpufleet up -i INVENTORY (role nvidia_container_toolkit, module "
-        "containerd_runtime_config; -l NODE for the nodes named), then restart containerd"
-    )
+    if any(p.message for p in c.problems if not p.message.startswith("containerd is ")):
+        fixes.append(
+            "configure containerd: gpufleet up -i INVENTORY (role nvidia_container_toolkit, "
+            "module containerd_runtime_config; -l NODE for the nodes named), then restart "
+            "containerd"
+        )
+    c.fix = "; ".join(dict.fromkeys(fixes)) or None
     return finish(c, f"nvidia runtime and CDI in effect on {len(hosts)} GPU node(s)")
+
+
+_START_CONTAINERD = (
+    "start containerd and keep it on across reboots: systemctl enable --now containerd "
+    "(journalctl -u containerd says why it stopped)"
+)
+_INSTALL_CONTAINERD = (
+    "install containerd 1.7 or newer on the node (CDI needs 1.7; the distribution's "
+    "containerd package, or containerd.io from Docker's repository), start it (systemctl "
+    "enable --now containerd), then configure it for the GPUs: gpufleet up -i INVENTORY -l "
+    "NODE (role nvidia_container_toolkit)"
+)
+
+
+def _inactive(h: Mapping[str, Any]) -> bool:
+    """``systemctl is-active containerd`` answered and said it is not active."""
+    rc, out, _ = _out(h.get("containerd_active"))
+    return rc not in (None, 0) and out.strip() in (
+        "inactive",
+        "failed",
+        "activating",
+        "deactivating",
+    )
+
+
+def _containerd_unread(h: Mapping[str, Any], rc: int | None, out: str, err: str) -> tuple[str, str]:
+    """(problem, fix) for a ``containerd config dump`` that did not answer: not read at
+    all, not installed (rc 2 and no output: the command could not be started), timed out,
+    or failed with its own message."""
+    said = (err or out).strip()
+    if rc is None:
+        return (
+            "containerd config dump was not run on this node (no result was read)",
+            "run gpufleet validate again with read access to the node (validate_become)",
+        )
+    if rc == 2 and (not said or "No such file" in said):
+        return (
+            "containerd is not installed on this node (the command containerd was not found: "
+            f"containerd config dump, rc=2{', ' + said[:120] if said else ', no output'}): "
+            "there is no container runtime, so neither the nvidia runtime nor CDI is in effect",
+            _INSTALL_CONTAINERD,
+        )
+    if rc == -9:
+        return (
+            "containerd config dump did not answer in time (killed): containerd's configuration "
+            "could not be read",
+            "run containerd config dump on the node and look at what it waits for",
+        )
+    return (
+        f"containerd config dump failed (rc={rc}): {said[:200] or 'no output'}"
+        + (" (containerd is not running)" if _inactive(h) else ""),
+        "run containerd config dump on the node: it names the configuration file and line it "
+        "cannot read; fix that file (the toolkit's drop-in, the imports line), then "
+        "systemctl restart containerd",
+    )
 
 
 def _cdi(hosts: Sequence[Mapping[str, Any]]) -> Check:
