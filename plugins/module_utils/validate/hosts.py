@@ -80,7 +80,8 @@ def normalize_host(raw: Mapping[str, Any]) -> dict[str, Any]:
             out[str(r["item"].get("name"))] = {
                 "rc": r.get("rc"),
                 "stdout": r.get("stdout", ""),
-                "stderr": r.get("stderr", ""),
+                # a command that could not start: ansible.builtin.command says why in msg
+                "stderr": r.get("stderr") or r.get("msg") or "",
             }
     cdi = []
     for r in raw.get("cdi") or []:
