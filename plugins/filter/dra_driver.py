@@ -21,7 +21,8 @@ description:
     from C(gpu_operator) and C(nvidia_driver_root), for the validate role) and
     C(dra_driver_root_search_items) (the paths under the driver root where the kubelet plugin
     looks for C(libnvidia-ml.so.1) and C(nvidia-smi), in its order, from module_utils
-    C(dra_driver.driver_root)).
+    C(dra_driver.driver_root)) and C(dra_driver_chart_drivers) (the DRA drivers whose
+    kubelet plugins run with a driver's: both of NVIDIA's chart for C(gpu.nvidia.com)).
 options:
   _input:
     description: The inputs, as documented for C(dra_driver.values.plan).
@@ -94,6 +95,12 @@ def dra_driver_root_search_items(names):
         _fail(exc)
 
 
+def dra_driver_chart_drivers(driver):
+    """The DRA drivers whose kubelet plugins run with ``driver``'s (dra_driver.chart
+    .chart_drivers), as a list."""
+    return list(ddc.chart_drivers(str(driver or "")))
+
+
 def dra_driver_node_problems(nodes, gpu_nodes, values, legacy_chart=False, coexist=False):
     """List of problems of the GPU nodes (see dra_driver_nodes.node_problems)."""
     return ddn.node_problems(
@@ -135,6 +142,7 @@ class FilterModule:
             "dra_driver_plan": dra_driver_plan,
             "dra_driver_root": dra_driver_root,
             "dra_driver_root_search_items": dra_driver_root_search_items,
+            "dra_driver_chart_drivers": dra_driver_chart_drivers,
             "dra_driver_node_problems": dra_driver_node_problems,
             "dra_driver_daemonset_verdict": dra_driver_daemonset_verdict,
             "dra_driver_expected_devices": dra_driver_expected_devices,

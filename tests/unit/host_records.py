@@ -81,3 +81,16 @@ def cdi_hook(
             xoth=bool(x & 0o001),
         )
     return {"path": path, "stat": {"changed": False, "failed": False, "stat": st}}
+
+
+def plugin_sockets(
+    live: tuple[str, ...] = ("gpu.nvidia.com",), stale: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The registered ``kubelet_plugin_sockets`` result: a live registration socket of each
+    driver in ``live`` and a stale one of each driver in ``stale``."""
+    reg = "/var/lib/kubelet/plugins_registry"
+    sockets = [{"driver": d, "path": f"{reg}/{d}-reg.sock", "listening": True} for d in live]
+    sockets += [
+        {"driver": d, "path": f"{reg}/{d}-0ld-reg.sock", "listening": False} for d in stale
+    ]
+    return {"changed": False, "failed": False, "sockets": sockets, "truncated": False}

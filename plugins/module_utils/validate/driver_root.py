@@ -54,6 +54,7 @@ __all__ = [
     "driver_root_check",
     "looked_for_device_node",
     "missing_device_nodes",
+    "plugin_sockets_check",
 ]
 
 #: The first toolkit release that ships nvidia-cdi-hook (the ``nvidia-ctk hook`` commands
@@ -228,3 +229,67 @@ def cdi_hook_check(hosts: Sequence[Mapping[str, Any]]) -> Check:
         "dra_driver_extra_values and validate_nvidia_cdi_hook_path to that path"
     )
     return finish(c, f"nvidia-cdi-hook executable on {len(hosts)} GPU node(s)")
+
+
+def _stale_problem(driver: str, stale: list[str], live: list[str]) -> tuple[str, str]:
+    """(status, message) for the stale sockets of one driver on one node."""
+    paths = ", ".join(stale)
+    if live:
+        return WARN, (
+            f"{len(stale)} socket(s) of driver {driver} refuse connections ({paths}) beside the "
+            f"live {', '.join(live)}: left by kubelet plugin pods that are gone; the kubelet "
+            "keeps trying to register them"
+        )
+    return FAIL, (
+        f"every kubelet plugin socket of driver {driver} refuses connections ({paths}): its "
+        "plugin pod is gone but left them, so the kubelet cannot reach the driver here and "
+        f"claims of {driver} devices on this node fail to prepare"
+    )
+
+
+def plugin_sockets_check(hosts: Sequence[Mapping[str, Any]]) -> Check:
+    """``hosts.plugin-sockets``: no registration or service socket of the DRA drivers
+    (``plugin_sockets``: the ``kubelet_plugin_sockets`` module's answer, normalized by
+    ``validate.hosts``) that nothing listens on. A driver whose every socket is stale
+    fails (its plugin is not running but the kubelet still has its sockets); stale
+    sockets beside a live one warn. Sockets that could not be probed are only evidence."""
+    c = Check("hosts.plugin-sockets", "no stale kubelet plugin socket of the DRA drivers")
+    if not hosts:
+        return skipped(c.id, c.title, "the inventory group gpu_nodes is empty")
+    judged = 0
+    for h in hosts:
+        rec = h.get("plugin_sockets")
+        if not isinstance(rec, Mapping) or not rec.get("read"):
+            why = (rec or {}).get("error") if isinstance(rec, Mapping) else ""
+            c.problem(
+                h["host"], WARN, f"the kubelet plugin sockets were not read: {why or 'no result'}"
+            )
+            continue
+        judged += 1
+        by_driver: dict[str, dict[Any, list[str]]] = {}
+        for x in rec.get("sockets") or []:
+            by_driver.setdefault(x["driver"], {}).setdefault(x["listening"], []).append(x["path"])
+        c.evidence.append(
+            Evidence(
+                f"{h['host']}: connect to the kubelet plugin sockets",
+                "; ".join(
+                    f"{d}: {len(v.get(True, []))} live, {len(v.get(False, []))} stale, "
+                    f"{len(v.get(None, []))} not told"
+                    for d, v in sorted(by_driver.items())
+                )
+                or "no socket of the drivers",
+            )
+        )
+        for driver, v in sorted(by_driver.items()):
+            if v.get(False):
+                status, message = _stale_problem(driver, v[False], v.get(True, []))
+                c.problem(h["host"], status, message)
+    c.fix = (
+        "on the node named, remove the socket files that refuse connections (rm -f PATH; the "
+        "kubelet plugin makes its own again when it starts), and where none of a driver's is "
+        "live restart its kubelet plugin: kubectl -n NAMESPACE delete pod -l "
+        "app.kubernetes.io/component=kubelet-plugin --field-selector spec.nodeName=NODE"
+    )
+    if judged == 0 and not c.problems:
+        return skipped(c.id, c.title, "no GPU node's sockets were read", c.evidence)
+    return finish(c, f"no stale kubelet plugin socket on {judged} GPU node(s)")

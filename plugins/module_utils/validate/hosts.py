@@ -16,7 +16,8 @@ Input per host (the ``validate_host`` fact the playbook ``validate.yml`` builds)
      "holds": {"rc": 0, "stdout": "kubeadm\\nkubelet\\n"},
      "kubeadm_version": {"rc": 0, "stdout": "v1.37.2"},
      "driver_root": {"root": "/", "files": <looped stat results>, "devices": <find result>},
-     "cdi_hook": {"path": "/usr/bin/nvidia-cdi-hook", "stat": <stat result>}}
+     "cdi_hook": {"path": "/usr/bin/nvidia-cdi-hook", "stat": <stat result>},
+     "plugin_sockets": <kubelet_plugin_sockets result: sockets [{driver, path, listening}]>}
 
 Checks: ``hosts.driver-version`` (one NVIDIA driver version on every GPU node, at or
 above the minimum), ``hosts.toolkit`` (NVIDIA Container Toolkit installed and able to
@@ -27,8 +28,10 @@ GPU UUID: ``nvidia.cdi.missing_gpus``; each spec of kind ``nvidia.com/gpu`` load
 CDI library and gives every GPU device its device nodes, present on the host:
 ``nvidia.cdi_spec``), ``hosts.driver-root`` and ``hosts.cdi-hook`` (what
 NVIDIA's DRA kubelet plugin needs under its driver root, and its nvidia-cdi-hook:
-``validate.driver_root``) and ``versions.packages-held`` (kubeadm and kubelet
-packages are on hold, so an unattended upgrade cannot break the version skew).
+``validate.driver_root``), ``hosts.plugin-sockets`` (no kubelet plugin socket of the DRA
+drivers that refuses connections: ``validate.driver_root``) and
+``versions.packages-held`` (kubeadm and kubelet packages are on hold, so an unattended
+upgrade cannot break the version skew).
 
 A host with a simulated GPU (``simulator``) has no NVIDIA runtime or toolkit; the checks
 that need them are skipped there with that reason.
@@ -100,7 +103,29 @@ def normalize_host(raw: Mapping[str, Any]) -> dict[str, Any]:
         out["driver_root"] = _driver_root_record(raw["driver_root"])
     if isinstance(raw.get("cdi_hook"), Mapping) and "stat" in raw["cdi_hook"]:
         out["cdi_hook"] = _cdi_hook_record(raw["cdi_hook"])
+    if isinstance(raw.get("plugin_sockets"), Mapping) and "read" not in raw["plugin_sockets"]:
+        out["plugin_sockets"] = _sockets_record(raw["plugin_sockets"])
     return out
+
+
+def _sockets_record(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``kubelet_plugin_sockets`` result -> ``{read, sockets: [{driver, path,
+    listening}], error}`` (entries that are not mappings with a path are left out)."""
+    ran = _ran(raw) and not raw.get("failed")
+    sockets = [
+        {
+            "driver": str(x.get("driver") or ""),
+            "path": str(x["path"]),
+            "listening": x.get("listening") if isinstance(x.get("listening"), bool) else None,
+        }
+        for x in (raw.get("sockets") or [] if ran else [])
+        if isinstance(x, Mapping) and x.get("path")
+    ]
+    return {
+        "read": ran and isinstance(raw.get("sockets"), list),
+        "sockets": sockets,
+        "error": "" if ran else str(raw.get("msg") or ""),
+    }
 
 
 def _ran(result: Any) -> bool:
@@ -217,6 +242,7 @@ def hosts_checks(
         _cdi(gpu_hosts),
         vdr.driver_root_check(gpu_hosts),
         vdr.cdi_hook_check(gpu_hosts),
+        vdr.plugin_sockets_check(gpu_hosts),
         _held(hosts),
     ]
 

@@ -52,7 +52,8 @@ def cmd(name: str, rc: int | None, stdout: str = "", stderr: str = "", **more: A
 def host(
     specs: list[tuple[str, str]] | None = None,
     driver_root: dict | None = None,
-    commands: dict[str, dict] | None = None,
+    commands: dict[str, dict | None] | None = None,
+    sockets: dict | None = None,
 ) -> dict:
     """A GPU node of the h200-single kind as the validate role reads it: one H200, the
     toolkit, containerd with the nvidia runtime, the real nvidia-ctk spec unless ``specs``
@@ -82,6 +83,7 @@ def host(
             "commands": [c for c in cmds.values() if c is not None],
             "driver_root": driver_root or host_records.driver_root(),
             "cdi_hook": host_records.cdi_hook(),
+            "plugin_sockets": sockets or host_records.plugin_sockets(),
             "cdi": [
                 {
                     "source": p,
@@ -406,3 +408,54 @@ def test_containerd_absent_or_broken(case: str) -> None:
         assert w in messages(c), (w, messages(c))
     for w in fix:
         assert w in c.fix, (w, c.fix)
+
+
+# --------------------------------------------------------------------------- plugin sockets
+
+GPU, CD = "gpu.nvidia.com", "compute-domain.nvidia.com"
+
+#: id -> (plugin_sockets registered result, status, words in the messages)
+SOCKET_CASES: dict[str, tuple[dict, str, tuple[str, ...]]] = {
+    "every-socket-live": (host_records.plugin_sockets(live=(GPU, CD)), "pass", ()),
+    "stale-beside-a-live-one": (
+        host_records.plugin_sockets(live=(GPU,), stale=(GPU,)),
+        "warn",
+        ("1 socket(s) of driver gpu.nvidia.com refuse connections", "beside the live"),
+    ),
+    "only-stale-sockets-of-the-gpu-driver": (
+        host_records.plugin_sockets(live=(), stale=(GPU,)),
+        "fail",
+        ("every kubelet plugin socket of driver gpu.nvidia.com refuses connections",),
+    ),
+    "stale-compute-domain-socket": (
+        host_records.plugin_sockets(live=(GPU,), stale=(CD,)),
+        "fail",
+        ("driver compute-domain.nvidia.com refuses connections",),
+    ),
+    "module-failed": (
+        {"failed": True, "msg": "timeout=0: give a number of seconds of at least 1"},
+        "warn",
+        ("sockets were not read: timeout=0",),
+    ),
+    "garbage-entries": (
+        {"changed": False, "sockets": ["x", {"path": ""}, {"driver": GPU}, None], "truncated": 1},
+        "pass",
+        (),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SOCKET_CASES))
+def test_kubelet_plugin_sockets_of_a_broken_host(case: str) -> None:
+    raw, status, words = SOCKET_CASES[case]
+    c = check(host(sockets=raw), "hosts.plugin-sockets")
+    assert c.status == status, messages(c)
+    for w in words:
+        assert w in messages(c), (w, messages(c))
+    if status == "fail":
+        assert "rm -f PATH" in c.fix and "--field-selector spec.nodeName=NODE" in c.fix
+
+
+def test_the_socket_drivers_of_the_chart_come_from_one_owner() -> None:
+    assert dra_filter.dra_driver_chart_drivers(GPU) == [GPU, CD]
+    assert dra_filter.dra_driver_chart_drivers(None) == [""]

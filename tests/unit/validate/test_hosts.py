@@ -86,6 +86,7 @@ def host(
             ],
             "driver_root": host_records.driver_root(),
             "cdi_hook": host_records.cdi_hook(),
+            "plugin_sockets": host_records.plugin_sockets(),
             "cdi": [
                 {
                     "source": "/var/run/cdi/nvidia.yaml",
@@ -110,6 +111,7 @@ def test_healthy_hosts_pass() -> None:
         "hosts.cdi-gpus": "pass",
         "hosts.driver-root": "pass",
         "hosts.cdi-hook": "pass",
+        "hosts.plugin-sockets": "pass",
         "versions.packages-held": "skip",
     }
 
