@@ -83,8 +83,7 @@ def normalize_host(raw: Mapping[str, Any]) -> dict[str, Any]:
             out[str(r["item"].get("name"))] = {
                 "rc": r.get("rc"),
                 "stdout": r.get("stdout", ""),
-                # a command that could not start: ansible.builtin.command says why in msg
-                "stderr": r.get("stderr") or r.get("msg") or "",
+                "stderr": r.get("stderr", ""),
             }
     cdi = []
     for r in raw.get("cdi") or []:

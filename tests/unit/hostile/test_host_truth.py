@@ -363,12 +363,8 @@ CONTAINERD_CASES: dict[str, tuple[dict[str, dict | None], tuple[str, ...], tuple
         ("install containerd 1.7 or newer", "systemctl enable --now containerd"),
     ),
     "not-installed-command-read": (
-        {
-            "containerd": cmd(
-                "containerd", 2, msg="[Errno 2] No such file or directory: b'containerd'"
-            )
-        },
-        ("containerd is not installed", "No such file or directory"),
+        {"containerd": cmd("containerd", 2, msg="Error executing command.")},
+        ("containerd is not installed", "rc=2, no output"),
         ("install containerd",),
     ),
     "installed-but-stopped": (
