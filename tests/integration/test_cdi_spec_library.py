@@ -26,14 +26,15 @@ SOURCE = binaries.REPO_ROOT / "lab" / "go" / "cdispec"
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """lab/go/cdispec built from the Go module cache (no download: GOPROXY=off)."""
+    """lab/go/cdispec built with the local Go; its modules (the CDI library at the version
+    nvidia-container-toolkit 1.20 requires) come from the module cache or the proxy."""
     go = binaries._find_go()
     if go is None:
         pytest.skip("no Go toolchain to build lab/go/cdispec")
     work = tmp_path_factory.mktemp("cdispec")
     for name in ("main.go", "go.mod", "go.sum"):
         shutil.copy2(SOURCE / name, work / name)
-    env = dict(os.environ, GOPROXY="off", GOFLAGS="-mod=readonly", GOWORK="off", CGO_ENABLED="0")
+    env = dict(os.environ, GOFLAGS="-mod=readonly", GOWORK="off", CGO_ENABLED="0")
     env["GOTOOLCHAIN"] = "local"
     proc = subprocess.run(
         [go, "build", "-o", str(work / "cdispec"), "."],

@@ -90,7 +90,5 @@ def plugin_sockets(
     driver in ``live`` and a stale one of each driver in ``stale``."""
     reg = "/var/lib/kubelet/plugins_registry"
     sockets = [{"driver": d, "path": f"{reg}/{d}-reg.sock", "listening": True} for d in live]
-    sockets += [
-        {"driver": d, "path": f"{reg}/{d}-0ld-reg.sock", "listening": False} for d in stale
-    ]
+    sockets += [{"driver": d, "path": f"{reg}/{d}-0ld-reg.sock", "listening": False} for d in stale]
     return {"changed": False, "failed": False, "sockets": sockets, "truncated": False}
