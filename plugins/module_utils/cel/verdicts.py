@@ -215,7 +215,8 @@ class _Checker:
 
         if isinstance(node, Token):
             raise _Unjudged(f"token {node!s}")
-        assert isinstance(node, Tree)
+        if not isinstance(node, Tree):
+            raise AssertionError(f"not a CEL parse tree: {node!r}")
         data, kids = node.data, node.children
         handler = getattr(self, "_" + data, None)
         if handler is not None:

@@ -107,7 +107,7 @@ def api_version_for(kubernetes_version: str) -> str:
 
 
 def split_api_version(api_version: str, name: str = "api_version") -> str:
-    group, _, version = str(api_version).partition("/")
+    group, _sep, version = str(api_version).partition("/")
     if group != RESOURCE_GROUP or version not in resource_versions.OBJECT_RESOURCE_VERSIONS:
         raise ClaimTemplateError(
             f"{name}={api_version!r} is not a resource.k8s.io version this module writes.",

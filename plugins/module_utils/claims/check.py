@@ -110,7 +110,7 @@ def check_claim_spec(
         return out.problems
     api_version = obj.get("apiVersion")
     kind = obj.get("kind")
-    group, _, version = str(api_version or "").partition("/")
+    group, _sep, version = str(api_version or "").partition("/")
     if group != RESOURCE_GROUP or version not in resource_versions.OBJECT_RESOURCE_VERSIONS:
         out.error(
             "apiVersion",
@@ -807,7 +807,7 @@ def check_device_class(
     if not isinstance(obj, Mapping):
         out.error("", f"expected a DeviceClass mapping, got {type(obj).__name__}")
         return out.problems
-    group, _, version = str(obj.get("apiVersion") or "").partition("/")
+    group, _sep, version = str(obj.get("apiVersion") or "").partition("/")
     if group != RESOURCE_GROUP or version not in resource_versions.OBJECT_RESOURCE_VERSIONS:
         out.error(
             "apiVersion",

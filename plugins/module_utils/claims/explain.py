@@ -63,7 +63,7 @@ def _node_ready(node: Mapping[str, Any]) -> bool:
 
 def _attr(device: Mapping[str, Any], driver: str, qualified: str) -> Any:
     body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
-    domain, _, ident = qualified.partition("/")
+    domain, _sep, ident = qualified.partition("/")
     for name, value in (body.get("attributes") or {}).items():
         d, sep, i = str(name).partition("/")
         d, i = (d, i) if sep else (driver, name)

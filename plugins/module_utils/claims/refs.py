@@ -123,7 +123,7 @@ def uses_claims(obj: Any) -> bool:
     if spec is None:
         return False
     return bool(spec.get("resourceClaims")) or any(
-        _container_claims(c) for _, c in _containers(spec)
+        _container_claims(c) for _unused, c in _containers(spec)
     )
 
 

@@ -149,7 +149,9 @@ def _read_pipe(path: str | os.PathLike[str], name: str, limit: int) -> bytes:
     try:
         deadline = time.monotonic() + PIPE_TIMEOUT
         while size <= limit:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            ready, _unused, _unused = select.select(
+                [fd], [], [], max(0.0, deadline - time.monotonic())
+            )
             if not ready:
                 raise InputError(
                     f"{name} is a named pipe whose writer sent nothing for {PIPE_TIMEOUT} s; " + fix

@@ -246,7 +246,7 @@ def container_runtime_problem(runtime_version: str, kubelet_version: VersionLike
     v = parse_version(kubelet_version, "kubelet version")
     text = str(runtime_version).strip()
     if "://" in text:
-        name, _, text = text.partition("://")
+        name, _sep, text = text.partition("://")
         if name != "containerd":
             return None
     try:

@@ -190,7 +190,7 @@ def slice_verdict(
             entry["count"] = max(entry["count"], int(pool.get("resourceSliceCount") or 1))
     devices: dict[str, int] = {}
     incomplete: set[str] = set()
-    for (node, _), entry in pools.items():
+    for (node, _unused), entry in pools.items():
         devices[node] = devices.get(node, 0) + sum(
             len((s.get("spec") or {}).get("devices") or []) for s in entry["slices"]
         )

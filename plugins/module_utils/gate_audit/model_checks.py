@@ -113,7 +113,7 @@ def plan_value(
             return bool_text(plan.wishes[name])
         return None
     for entry in settings.runtime_config:
-        key, _, value = entry.partition("=")
+        key, _sep, value = entry.partition("=")
         if key == name:
             return rc_value(value)
     return None
@@ -152,7 +152,7 @@ def _planned_entries(settings: dra_settings.ComponentSettings) -> dict[tuple[str
     """(kind, name) -> value text of what the plan sets on one component."""
     planned = {(FEATURE_GATE, k): bool_text(v) for k, v in settings.feature_gates.items()}
     for entry in settings.runtime_config:
-        key, _, value = entry.partition("=")
+        key, _sep, value = entry.partition("=")
         planned[(RUNTIME_CONFIG, key)] = rc_value(value)
     return planned
 
@@ -169,7 +169,7 @@ def _sanitize_groups(
     grouped: dict[tuple[str, str, str], dict[str, Any]] = {}
     for source, flags in sources.items():
         report = dra_sanitize.sanitize(
-            {k: v for k, v in flags.feature_gates.items()},
+            dict(flags.feature_gates),
             flags.runtime_config_entries(),
             version,
             component=component,
@@ -177,7 +177,7 @@ def _sanitize_groups(
         for f in report.findings:
             if f.action == "keep":
                 continue
-            name, _, value = f.entry.partition("=")
+            name, _sep, value = f.entry.partition("=")
             kind = FEATURE_GATE if f.kind == "feature-gate" else RUNTIME_CONFIG
             if f.fatal:
                 fid = (
@@ -354,7 +354,7 @@ def _missing_runtime_config_findings(
     source does not enable."""
     out = []
     for entry in settings.runtime_config:
-        key, _, raw = entry.partition("=")
+        key, _sep, raw = entry.partition("=")
         value = rc_value(raw)
         have = {s: f.runtime_config.get(key) for s, f in sources.items()}
         if all(v == value for v in have.values()):

@@ -212,7 +212,7 @@ class Kube:
         repeats or is not a string, or more than ``MAX_PAGES`` pages."""
         token = None
         seen: set[str] = set()
-        for _ in range(MAX_PAGES):
+        for _round in range(MAX_PAGES):
             q = [*query, ("limit", page_size)] + ([("continue", token)] if token else [])
             items: list[Any] = []
             page = self.request("GET", path, q, decode=functools.partial(_decode, items, trim))

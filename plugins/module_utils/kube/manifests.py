@@ -525,7 +525,7 @@ def _rewrite_block_sequence(
                 rendered = _scalar_text(new[j1 + k])
                 if rendered is None:
                     return None
-                _, start, end, _, _ = spans[i1 + k]
+                _unused, start, end, _unused, _unused = spans[i1 + k]
                 pieces.append((start, end, rendered))
             continue
         if tag in ("delete", "replace"):

@@ -172,7 +172,7 @@ def check_quotas(
                     )
                 )
     for resource, entries in sorted(totals.items()):
-        total = sum(n for _, n in entries)
+        total = sum(n for _unused, n in entries)
         published = fleet.count(resource, profile_classes) or 0
         if len(entries) > 1 and total > published:
             names = ", ".join(f"{name} {n}" for name, n in entries)
@@ -180,7 +180,7 @@ def check_quotas(
                 (
                     WARNING,
                     "kueue_teams",
-                    {name: n for name, n in entries},
+                    dict(entries),
                     f"the teams' nominal quotas of {resource} add up to {total} ({names}), "
                     f"more than the {published} devices the fleet publishes",
                     "keep the sum of nominal quotas at or below the published devices; lend "

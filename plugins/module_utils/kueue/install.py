@@ -111,7 +111,7 @@ def prepare_manifests(
         pod["hostNetwork"] = True
         pod["dnsPolicy"] = "ClusterFirstWithHostNet"
     if api_server:
-        host, _, port = api_server.rpartition(":")
+        host, _sep, port = api_server.rpartition(":")
         env = [
             e
             for e in manager.get("env", [])

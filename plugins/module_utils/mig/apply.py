@@ -99,7 +99,8 @@ class GpuPlan:
         if not self.target.mig_enabled:
             mode = "Disabled" if self.gpu.mig_capable else "N/A"
             return {"mig_mode_current": mode, "mig_mode_pending": mode, "instances": []}
-        assert self.plan is not None
+        if self.plan is None:
+            raise AssertionError("a GPU with MIG enabled has no plan")
         return {
             "mig_mode_current": "Enabled",
             "mig_mode_pending": "Enabled",
@@ -133,7 +134,8 @@ def plan_gpu(gpu: GpuState, target: Target, model: mpr.GpuModel | None, req: Req
         if gpu.mode_current != "Disabled" or gpu.mode_pending != "Disabled":
             out.mode_change = "0"
         return out
-    assert model is not None
+    if model is None:
+        raise AssertionError("a GPU with MIG enabled has no MIG model")
     try:
         out.plan = mpl.plan(model, target.layout, current=gpu.gis if gpu.mig_on else None)
     except mpr.UnknownProfile as exc:
@@ -479,7 +481,8 @@ def _verify(p: GpuPlan, now: GpuState, o: Outcome, req: Request) -> None:
                 f"GPU {now.index}: MIG is still {now.mode_current} after the change"
             )
         return
-    assert p.plan is not None
+    if p.plan is None:
+        raise AssertionError("a GPU with MIG enabled has no plan")
     d = mpla.diff(now.gis, p.plan)
     lacking = [g.instance_id for g in now.gis if len(now.cis.get(g.instance_id or -1, [])) != 1]
     if not now.mig_on or d.changed or lacking or not now.gis:
@@ -529,4 +532,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover - run by gpufleet-mig.service
     os.environ.setdefault("LC_ALL", "C")
-    sys.exit(main())
+    sys.exit(main())  # pylint: disable=ansible-bad-function  # a program, not a module

@@ -81,7 +81,7 @@ def find_clients(run: RunCommand, read_file: ReadFile, processes: list[Process])
     found: list[Client] = []
     for kind, unit in SYSTEMD_CLIENTS.items():
         try:
-            rc, out, _ = run(["systemctl", "is-active", unit])
+            rc, out, _unused = run(["systemctl", "is-active", unit])
         except (FileNotFoundError, OSError):
             break
         if rc == 0 and out.strip() == "active":
@@ -105,7 +105,7 @@ def find_clients(run: RunCommand, read_file: ReadFile, processes: list[Process])
 
 def _containers(run: RunCommand) -> list[Client]:
     try:
-        rc, out, _ = run(["crictl", "ps", "-o", "json"])
+        rc, out, _unused = run(["crictl", "ps", "-o", "json"])
     except (FileNotFoundError, OSError):
         return []
     if rc != 0:

@@ -208,9 +208,9 @@ def read_gpus(run: RunCommand, smi: str) -> list[GpuState]:
 def gpu_model(run: RunCommand, smi: str, gpu: GpuState) -> mpr.GpuModel:
     """The GPU's MIG profiles: parsed ``mig -lgip``/``-lgipp`` when the driver answers
     them, else the built-in table. Raises ``MigApplyError`` when neither knows the GPU."""
-    rc, lgip, _ = run_program(run, [smi, "mig", "-i", str(gpu.index), "-lgip"])
+    rc, lgip, _unused = run_program(run, [smi, "mig", "-i", str(gpu.index), "-lgip"])
     if rc == 0 and "MIG" in lgip:
-        _, lgipp, _ = run_program(run, [smi, "mig", "-i", str(gpu.index), "-lgipp"])
+        _unused, lgipp, _unused = run_program(run, [smi, "mig", "-i", str(gpu.index), "-lgipp"])
         try:
             return mpr.model_from_nvidia_smi(gpu.name, gpu.memory_mib, lgip, lgipp, gpu.index)
         except mpr.LgipParseError:

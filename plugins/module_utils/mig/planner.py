@@ -351,7 +351,7 @@ def plan(
 def _plan_keeping(
     model: GpuModel, pairs: list[tuple[GIProfile, int]], existing: list[GpuInstance]
 ) -> Plan | None:
-    by_id = {p.profile_id: p for p, _ in pairs}
+    by_id = {p.profile_id: p for p, _unused in pairs}
     want = {p.profile_id: n for p, n in pairs}
     cands = [
         (by_id[e.profile_id], e.start)
@@ -377,7 +377,7 @@ def _plan_keeping(
             if not ok or any(kept[i] > want[i] for i in kept):
                 continue
             rest = _expand((p, n - kept.get(p.profile_id, 0)) for p, n in pairs)
-            starts = _solve(model, rest, mask, _usage(p for p, _ in subset))
+            starts = _solve(model, rest, mask, _usage(p for p, _unused in subset))
             if starts is not None:
                 return _to_plan(model, [*subset, *zip(rest, starts, strict=True)])
     return None
@@ -446,7 +446,7 @@ def _suggest(
     """Start from what was placed; for each dropped instance add the biggest profile that
     is no bigger than it (compute slices, then memory) and still fits."""
     layout = dict(placed_counts)
-    by_name = {p.name: p for p, _ in pairs}
+    by_name = {p.name: p for p, _unused in pairs}
     for name, missing in unplaceable.items():
         dropped = by_name[name]
         options = sorted(
@@ -459,7 +459,7 @@ def _suggest(
             ),
             key=lambda q: (-q.compute_slices, -q.memory_mib, q.media_extensions),
         )
-        for _ in range(min(missing, model.total_slices)):
+        for _round in range(min(missing, model.total_slices)):
             for q in options:
                 trial = {**layout, q.name: layout.get(q.name, 0) + 1}
                 if _fits(model, trial):

@@ -120,7 +120,10 @@ def _kind_problems(kind: Any) -> list[str]:
     vendor, sep, cls = str(kind or "").partition("/")
     if not kind or not isinstance(kind, str) or not sep or not vendor or not cls:
         return [f"invalid kind {kind!r}: it must be vendor/class, e.g. {GPU_KIND}"]
-    letter = lambda c: c.isascii() and c.isalpha()  # noqa: E731
+
+    def letter(c: str) -> bool:
+        return c.isascii() and c.isalpha()
+
     return [
         p
         for p in (
@@ -319,7 +322,7 @@ def gpu_problems(spec: Any, host_has: Callable[[str], bool | None] | None = None
     for d in devices:
         where = f"device {d.get('name')!r}"
         nodes = _node_paths(d.get("containerEdits")) + common
-        paths = {p for p, _, _ in nodes}
+        paths = {p for p, _unused, _unused in nodes}
         if not any(_GPU_NODE.match(p) for p in paths):
             out.append(f"{where} has no /dev/nvidia<N> device node: the container sees no GPU")
         lacking = [n for n in CONTROL_NODES if n not in paths]

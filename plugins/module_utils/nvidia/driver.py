@@ -194,7 +194,7 @@ def resolve_distro(distribution: str, version: str) -> Distro:
     """
     name = str(distribution).strip()
     text = str(version).strip()
-    key_version = text if name == "Ubuntu" else text.split(".")[0]
+    key_version = text if name == "Ubuntu" else text.split(".", maxsplit=1)[0]
     found = SUPPORTED_DISTROS.get((name, key_version))
     if found is None:
         raise PlanError(

@@ -140,7 +140,7 @@ def parse_smi_q_text(text: str) -> HostGpus:
     cuda = get(tree, "CUDA Version")
     gpus = []
     sections = [n for n in tree if n[1] is None and n[0].startswith("GPU ")]
-    for index, (key, _, children) in enumerate(sections):
+    for index, (key, _unused, children) in enumerate(sections):
         current = mig_mode(get(children, "MIG Mode", "Current"))
         gpus.append(
             GpuInfo(
@@ -407,7 +407,7 @@ def assemble_mig_devices(
     else:
         devices = [
             MigDevice(index=i, gi_id=None, ci_id=None, profile=p)
-            for i, (p, _) in sorted(listed_by_index.items())
+            for i, (p, _unused) in sorted(listed_by_index.items())
         ]
     for dev in devices:
         gi_row = lgi_by_gi.get(dev.gi_id) if dev.gi_id is not None else None

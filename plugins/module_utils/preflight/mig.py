@@ -236,7 +236,7 @@ def _check_config(
         value: Any = name
         if prob.entry is not None and prob.entry < len(entries):
             value = dict(entries[prob.entry].mig_devices)
-        message, _, fix = prob.message.partition(". Fix: ")
+        message, _sep, fix = prob.message.partition(". Fix: ")
         ctx.add(
             pp.problem(
                 "mig-layout-fit",
@@ -286,7 +286,7 @@ def _check_layout(ctx: HostContext, model: mprof.GpuModel, wanted: Mapping[str, 
             )
         )
     except mig_placement.LayoutDoesNotFit as exc:
-        reason, _, fix = exc.reason.partition(". Fix: ")
+        reason, _sep, fix = exc.reason.partition(". Fix: ")
         ctx.add(
             pp.problem(
                 "mig-layout-fit",

@@ -244,7 +244,7 @@ def settings_for(
     settings.update({k: v for k, v in defaults.items() if not _is_template(v)})
     settings.update(variables)
     pending = {k: v for k, v in defaults.items() if _is_template(v) and k not in variables}
-    for _ in range(2):
+    for _round in range(2):
         for name, template in list(pending.items()):
             ok, value = _render(template, settings)
             if ok:

@@ -225,7 +225,7 @@ def _shape_error(value: Any, path: Sequence[str], types: tuple[type, ...]) -> bo
     if isinstance(value, list) and path[0] == "*":
         last = len(path) == 1  # a list item itself: null is not an item
         return any((last and item is None) or _shape_error(item, path[1:], types) for item in value)
-    if type(value) is dict or isinstance(value, Mapping):
+    if isinstance(value, (dict, Mapping)):
         return _shape_error(value.get(path[0]), path[1:], types)
     return False  # the parent's own check reports it
 
@@ -260,7 +260,7 @@ class _Field:
             and (not isinstance(value, t) or (t == _INT and isinstance(value, bool)))
         ):
             return True
-        is_map = type(value) is dict or isinstance(value, Mapping)
+        is_map = isinstance(value, (dict, Mapping))
         for name, sub in self.below.items():
             if name != "*":
                 if is_map and sub.error(value.get(name)):
@@ -523,7 +523,7 @@ class Inventory:
         wanted = set(wanted)
         return {
             (m, p)
-            for (m, p, k), (_, free) in self.by_key.items()
+            for (m, p, k), (_unused, free) in self.by_key.items()
             if free and not any(s.fits(m, p, k) for s in wanted)
         }
 

@@ -43,7 +43,7 @@ def _series(name: str, labels: Mapping[str, str], value: float | int) -> str:
 
 
 def _split(claim: str) -> tuple[str, str]:
-    namespace, _, name = claim.partition("/")
+    namespace, _sep, name = claim.partition("/")
     return (namespace, name) if name else ("", namespace)
 
 

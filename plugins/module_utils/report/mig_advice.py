@@ -344,7 +344,7 @@ def demands_of(
 def _fits_model(demand: Demand, gpu_model: mpr.GpuModel, product: str) -> bool:
     if demand.model is not None and demand.model != product:
         return False
-    return all(p in gpu_model.profile_names for p, _ in demand.profiles)
+    return all(p in gpu_model.profile_names for p, _unused in demand.profiles)
 
 
 def _serve_idle(
@@ -365,7 +365,7 @@ def _serve_idle(
         if (d.profiles, d.model) in failed:
             rest.append(d)
             continue
-        nodes = set.intersection(*(set(free[p]) for p, _ in d.profiles))
+        nodes = set.intersection(*(set(free[p]) for p, _unused in d.profiles))
         for node in sorted(nodes):
             pick: list[tuple[Gpu, Instance]] = []
             for profile, n in d.profiles:
@@ -380,7 +380,7 @@ def _serve_idle(
             else:
                 for g, i in pick:
                     taken[(g.node, g.index, i.start)] = d.claim
-                gpu_ids = sorted({g.index for g, _ in pick})
+                gpu_ids = sorted({g.index for g, _unused in pick})
                 now.append({"claim": d.claim, "node": node, "gpus": gpu_ids})
                 break
         else:
@@ -509,10 +509,10 @@ def advise(
     ``max_gpus``: at most this many GPUs changed (None: no bound). Each change: node,
     GPU index, uuid, model, tier, ``current`` and ``proposed`` layout with placements,
     ``serves`` (claims), ``disturbs`` (claim, pods reserving it, devices)."""
-    slices, _ = fr.readable_objects("resourceslices", slices)
-    claims, _ = fr.readable_objects("resourceclaims", claims)
-    pods, _ = fr.readable_objects("pods", pods)
-    nodes, _ = fr.readable_objects("nodes", nodes)
+    slices, _unused = fr.readable_objects("resourceslices", slices)
+    claims, _unused = fr.readable_objects("resourceclaims", claims)
+    pods, _unused = fr.readable_objects("pods", pods)
+    nodes, _unused = fr.readable_objects("nodes", nodes)
     devices = fr.devices_of(slices, claims, {}, driver)
     gpus, skipped = gpus_of(slices, claims, driver)
     pending, shapes = fr.pending_claims(claims, pods, devices, driver)
@@ -559,7 +559,7 @@ def advise(
                 break
         if best is None:
             break
-        _, sig, tier, layout, lost = best
+        _unused, sig, tier, layout, lost = best
         gpu = groups[sig].pop(0)
         served = {d.claim for d in layout.serves}
         waiting = [d for d in waiting if d.claim not in served]

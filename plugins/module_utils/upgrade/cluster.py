@@ -29,11 +29,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resour
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import configmaps as kcm
 
-try:  # module upgrade_plan fails through missing_required_lib without it
-    import yaml
-except ImportError:
-    yaml = None  # type: ignore[assignment]
-
 #: Version of the snapshot document (``schema``).
 SNAPSHOT_SCHEMA = 1
 

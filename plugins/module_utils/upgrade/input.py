@@ -120,8 +120,9 @@ def parse_release(value: Any, name: str = "--to") -> dra_core.KubeVersion:
     Raises UpgradePlanError (VersionParseError for a value that is no version at all)
     naming ``name`` and the value, with the fix."""
     if not isinstance(value, str):
-        raise dra_core.VersionParseError(f"{name}={value!r} is not a Kubernetes release string.",
-                                   _release_fix())  # fmt: skip
+        raise dra_core.VersionParseError(
+            f"{name}={value!r} is not a Kubernetes release string.", _release_fix()
+        )
     try:
         v = dra_core.parse_version(value, name)
     except dra_core.VersionParseError as exc:

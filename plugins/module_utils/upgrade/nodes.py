@@ -158,4 +158,4 @@ def versions_of(node: NodeState) -> list[tuple[str, dra_core.KubeVersion]]:
 
 def needs(node: NodeState, version: dra_core.KubeVersion) -> bool:
     """Whether a component of ``node`` runs a release older than ``version``."""
-    return any(v < version for _, v in versions_of(node))
+    return any(v < version for _unused, v in versions_of(node))

@@ -163,7 +163,7 @@ def _driver_root_record(raw: Mapping[str, Any]) -> dict[str, Any]:
         if item == "dev":
             rec["dev_dir"] = found and bool(st.get("isdir"))
             continue
-        directory, _, name = item.rpartition("/")
+        directory, _sep, name = item.rpartition("/")
         kind = {"libnvidia-ml.so.1": "library", "nvidia-smi": "smi"}.get(name)
         if kind is None:
             continue
@@ -173,7 +173,7 @@ def _driver_root_record(raw: Mapping[str, Any]) -> dict[str, Any]:
     devices = raw.get("devices")
     if _ran(devices):
         for f in devices.get("files") or []:
-            directory, _, name = str((f or {}).get("path") or "").rpartition("/")
+            directory, _sep, name = str((f or {}).get("path") or "").rpartition("/")
             if name:
                 rec["devices"].setdefault(directory or "/", []).append(name)
         rec["devices"] = {d: sorted(n) for d, n in rec["devices"].items()}
@@ -333,7 +333,7 @@ def _toolkit(hosts: Sequence[Mapping[str, Any]]) -> Check:
         )
     for h in real:
         rc, out, err = _out(h.get("toolkit"))
-        _, cout, _ = _out(h.get("containerd_version"))
+        _unused, cout, _unused = _out(h.get("containerd_version"))
         c.evidence.append(
             Evidence(
                 f"{h['host']}: nvidia-ctk --version",
@@ -434,7 +434,7 @@ _INSTALL_CONTAINERD = (
 
 def _inactive(h: Mapping[str, Any]) -> bool:
     """``systemctl is-active containerd`` answered and said it is not active."""
-    rc, out, _ = _out(h.get("containerd_active"))
+    rc, out, _unused = _out(h.get("containerd_active"))
     return rc not in (None, 0) and out.strip() in (
         "inactive",
         "failed",
@@ -482,7 +482,7 @@ def _cdi(hosts: Sequence[Mapping[str, Any]]) -> Check:
     judged = 0
     roots: list[str | None] = []
     for h in hosts:
-        rc, _, _ = _out(h.get("toolkit"))
+        rc, _unused, _unused = _out(h.get("toolkit"))
         facts = _gpu_facts(h)
         if h.get("simulator") or rc != 0:
             c.evidence.append(
@@ -548,7 +548,7 @@ def _host_devices(h: Mapping[str, Any]) -> Any:
     have = set((rec.get("devices") or {}).get("/dev") or [])
 
     def host_has(path: str) -> bool | None:
-        directory, _, name = str(path).rpartition("/")
+        directory, _sep, name = str(path).rpartition("/")
         if directory != "/dev" or not vdr.looked_for_device_node(name):
             return None
         return name in have
@@ -608,7 +608,7 @@ def _held(hosts: Sequence[Mapping[str, Any]]) -> Check:
     c = Check("versions.packages-held", "kubeadm and kubelet packages held")
     judged = 0
     for h in hosts:
-        _, out, _ = _out(h.get("packages"))
+        _unused, out, _unused = _out(h.get("packages"))
         installed = {}
         for line in out.splitlines():
             parts = line.split()
@@ -625,7 +625,7 @@ def _held(hosts: Sequence[Mapping[str, Any]]) -> Check:
             )
             continue
         judged += 1
-        _, hold_out, _ = _out(h.get("holds"))
+        _unused, hold_out, _unused = _out(h.get("holds"))
         held = set(hold_out.split())
         c.evidence.append(
             Evidence(
@@ -656,7 +656,7 @@ def kubeadm_versions(hosts: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Host -> ``kubeadm version -o short`` where it answered."""
     out = {}
     for h in hosts:
-        rc, text, _ = _out(h.get("kubeadm_version"))
+        rc, text, _unused = _out(h.get("kubeadm_version"))
         m = re.search(r"v?(\d+\.\d+\.\d+)", text)
         if rc == 0 and m:
             out[str(h["host"])] = m.group(1)

@@ -147,9 +147,9 @@ def kueue_checks(data: kc.KueueListing, options: Mapping[str, Any]) -> list[Chec
     for subject, msg in on_devices:
         c.problem(subject, FAIL, f"admitted by Kueue but waits for devices: {msg}")
     c.data = {
-        "pending_on_quota": [s for s, _ in on_quota],
-        "inadmissible": [s for s, _ in inadmissible],
-        "pending_on_devices": [s for s, _ in on_devices],
+        "pending_on_quota": [s for s, _unused in on_quota],
+        "inadmissible": [s for s, _unused in inadmissible],
+        "pending_on_devices": [s for s, _unused in on_devices],
     }
     c.fix = (
         "inadmissible: map the DeviceClass (kueue_device_classes, kueue_profile_classes); "

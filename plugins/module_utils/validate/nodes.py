@@ -154,7 +154,7 @@ def _labels_check(listing: Listing, settings: Settings) -> Check:
 def _plugin_check(
     listing: Listing, settings: Settings, pods: Mapping[str, list[Mapping[str, Any]]]
 ) -> Check:
-    present, _ = _gpu_nodes(listing, settings)
+    present, _unused = _gpu_nodes(listing, settings)
     where = (
         f"namespace {settings.plugin_namespace}" if settings.plugin_namespace else "all namespaces"
     )
@@ -348,7 +348,7 @@ def _compare_mig_layout(
 
 
 def _slices_check(listing: Listing, settings: Settings) -> Check:
-    present, _ = _gpu_nodes(listing, settings)
+    present, _unused = _gpu_nodes(listing, settings)
     # one pass over the slices: devices counted per node, kept only for the nodes
     # whose GPU facts they are compared with
     compare = {n for n in present if (settings.gpu_facts.get(n) or {}).get("gpufleet_gpus")}
