@@ -18,13 +18,15 @@ instant query of Prometheus' HTTP API (``/api/v1/query``) and returns
 
 from __future__ import annotations
 
+import math
 import re
 import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from ansible.module_utils.urls import ConnectionError as UrlConnectionError
+from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 
 #: Prometheus durations the window may take (one unit: 30m, 2h, 1d).
@@ -88,7 +90,7 @@ def parse_vector(doc: Any) -> dict[str, float]:
             percent = float(value[1])
         except (TypeError, ValueError):
             continue
-        if percent != percent:  # NaN: no samples to average
+        if math.isnan(percent):  # no samples to average
             continue
         key = "/".join(names)
         out[key] = max(percent, out.get(key, percent))
@@ -120,11 +122,11 @@ def fetch(url: str, window: str, timeout_s: float = 30.0) -> dict[str, float]:
     query = urllib.parse.urlencode({"query": utilization_expr(window)})
     target = url.rstrip("/") + "/api/v1/query?" + query
     try:
-        with urllib.request.urlopen(target, timeout=timeout_s) as answer:
+        with open_url(target, timeout=timeout_s) as answer:
             body = answer.read(MAX_ANSWER_BYTES + 1)
     except urllib.error.HTTPError as err:
         raise ActivityError(f"{shown} answered HTTP {err.code}; fix: check the URL") from None
-    except (urllib.error.URLError, OSError, ValueError) as err:
+    except (urllib.error.URLError, OSError, ValueError, UrlConnectionError) as err:
         reason = getattr(err, "reason", err)
         raise ActivityError(
             f"cannot reach Prometheus at {shown}: {reason}; fix: check the URL and that "
