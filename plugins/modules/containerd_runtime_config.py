@@ -32,11 +32,13 @@ description:
     write; when a setting in effect before is gone, or the runtime or CDI is not in
     effect, the files are put back as they were and the module fails naming the
     settings, so containerd is never restarted with them.
-  - Restart containerd (a handler) when RV(changed); verify with C(containerd config dump).
+  - Restart containerd (a handler) when it reports a change; verify with C(containerd config dump).
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 requirements:
   - Python 3.11 on the node, or the tomli or toml package
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   config:
     description: The main containerd configuration file.
@@ -96,8 +98,13 @@ options:
 attributes:
   check_mode:
     support: full
+    details: In check mode nothing is written or backed up; nvidia-ctk, when it writes the
+      drop-in, runs on a temporary copy.
   diff_mode:
     support: full
+    details: The main file and the drop-in, before and after, for each one that changes.
+  platform:
+    platforms: posix
 seealso:
   - module: gpufleet.cluster.nvidia_cdi_spec_check
 """
@@ -269,7 +276,7 @@ def nvidia_ctk_dropin(module: AnsibleModule, main_text: str, version: int, p: di
 def config_dump(module: AnsibleModule, binary: str, main_path: str) -> dict | None:
     """``containerd --config MAIN config dump``, parsed; None when containerd cannot read
     the files (the plan's own checks then say why)."""
-    rc, out, _ = module.run_command([binary, "--config", main_path, "config", "dump"])
+    rc, out, _unused = module.run_command([binary, "--config", main_path, "config", "dump"])
     if rc != 0:
         return None
     try:
@@ -422,14 +429,14 @@ def main() -> None:
     backups = [
         # a new file: root-owned, world-readable, as containerd's own files
         backup_and_write(module, path, after, backup=p["backup"], new_file_mode=0o644)
-        for path, _, after in writes
+        for path, _unused, after in writes
     ]
     if any(backups):
         result["backup_files"] = [b for b in backups if b]
     if before is not None and not module.check_mode:
         problems = judge_written(module, binary, main_path, before, plan.plugin, p)
         if problems:
-            for path, before_text, _ in writes:
+            for path, before_text, _unused in writes:
                 restore(module, path, before_text)
             module.fail_json(
                 msg=f"{main_path}: the new drop-in would change what containerd runs with, so "

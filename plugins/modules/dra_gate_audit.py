@@ -32,11 +32,12 @@ description:
   - Runs on the control host (C(delegate_to) or a play on C(localhost)); only reads.
   - The module fails when a finding has severity C(fail), unless O(fail_on_drift=false).
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 requirements:
   - PyYAML
   - kubernetes (the Python client), unless O(configmaps=false) and O(version) is given
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth
 
 options:
@@ -95,6 +96,8 @@ attributes:
     details: The module only reads; it behaves the same in check mode.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 seealso:
   - module: gpufleet.cluster.dra_gate_audit_facts
   - module: gpufleet.cluster.kubeadm_config_gates

@@ -33,9 +33,11 @@ description:
     an error naming the candidates.
   - Needs Linux C(/proc), Python and PyYAML on the node; nothing else.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 requirements:
   - PyYAML (to read manifests and the kubelet configuration)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   host:
     description:
@@ -128,6 +130,8 @@ attributes:
     details: The module only reads; it behaves the same in check mode.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 notes:
   - Reading C(/proc/<pid>/cmdline) needs no privilege, but the manifests (mode 0600) and the
     kubelet configuration need root (C(become)).
@@ -283,7 +287,7 @@ def select(
         regex = re.compile(pattern)
         candidates = [c for c in candidates if regex.search(" ".join(c[1]))]
     if len(candidates) > 1:
-        pids = ", ".join(str(p) for p, _ in candidates)
+        pids = ", ".join(str(p) for p, _unused in candidates)
         return None, (
             f"{len(candidates)} {component} processes run (pids {pids}); fix: select one with "
             f"pids.{component} or match.{component}"

@@ -29,11 +29,13 @@ description:
   - The module does not fail when checks fail; it fails only when the cluster cannot be
     read at all. C(gpufleet validate) turns the report into exit codes.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 requirements:
   - kubernetes (the Python client)
+  - PyYAML (to read the kubeconfig and manifests)
   - cel-python (C(celpy)), to explain pending claims
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth
 
 options:
@@ -175,6 +177,8 @@ attributes:
     details: Read-only except the smoke test, which does not run in check mode.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 seealso:
   - module: gpufleet.cluster.dra_gate_audit
   - module: gpufleet.cluster.gpu_facts

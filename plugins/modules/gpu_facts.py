@@ -28,8 +28,13 @@ description:
     NVML first and falls back to nvidia-smi.
   - An C(N/A) or C(Not Supported) answer (for example MIG mode on a GPU without MIG) means
     the GPU lacks the feature; the field is null (C(mig_capable) false), not an error.
+requirements:
+  - nvidia-ml-py (C(pynvml)) for the C(nvml) backend only; the C(nvidia-smi) backend needs
+    no Python package
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   backend:
     description:
@@ -63,6 +68,8 @@ attributes:
     details: The module only reads; it behaves the same in check mode.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 notes:
   - Without root, C(nvidia-smi mig -lgi) and C(-lci) answer C(Insufficient Permissions);
     MIG devices are then returned without GPU instance profile and placement, with a

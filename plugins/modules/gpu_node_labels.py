@@ -26,10 +26,12 @@ description:
   - 'Runs where the C(kubernetes) Python client is installed, normally the control host
     (C(delegate_to: localhost), C(run_once: true)).'
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 requirements:
   - kubernetes (the Python client)
+  - PyYAML (to read the kubeconfig)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth
 
 options:
@@ -91,6 +93,8 @@ attributes:
   diff_mode:
     support: full
     details: Per changed node, the labels and taints this module touches, before and after.
+  platform:
+    platforms: posix
 notes:
   - The number of API requests is returned in RV(api_requests); a run that changes nothing
     makes only the list requests.
@@ -176,7 +180,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client impor
 )
 
 try:
-    import kubernetes  # noqa: F401  (the client vk.api_client builds)
+    # the client vk.api_client builds
+    import kubernetes  # noqa: F401  # pylint: disable=unused-import
 
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None

@@ -23,7 +23,9 @@ description:
   - Meant for commands that only read (versions, configuration dumps, package queries);
     it never reports a change.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   commands:
     description:
@@ -38,10 +40,13 @@ options:
     default: 60
 attributes:
   check_mode:
-    support: full
-    details: The commands run in check mode too; they are meant to only read.
+    support: partial
+    details: The commands run in check mode too and the module never reports a change; it
+      cannot tell whether a command changes anything, so give only commands that read.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 seealso:
   - module: ansible.builtin.command
 """

@@ -30,11 +30,12 @@ description:
     changed; use M(gpufleet.cluster.static_pod_flags) and
     M(gpufleet.cluster.kubelet_config_gates) for those.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 requirements:
   - PyYAML
   - kubernetes (the Python client)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth
 
 options:
@@ -119,6 +120,8 @@ attributes:
   diff_mode:
     support: full
     details: One diff per ConfigMap key that changes.
+  platform:
+    platforms: posix
 notes:
   - Which gates and runtime-config entries a Kubernetes release needs comes from the
     collection's DRA version model (module_utils C(dra)); this module only writes
@@ -215,7 +218,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.manifests im
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import configmaps as kcm
 
 try:
-    import kubernetes  # noqa: F401  (the client validate_kube builds)
+    # the client validate_kube builds
+    import kubernetes  # noqa: F401  # pylint: disable=unused-import
 
     HAS_KUBERNETES = True
     KUBERNETES_IMPORT_ERROR = None

@@ -29,9 +29,11 @@ description:
     directory (C(--config-dir), files C(*.conf) merged over the file); it is returned in
     RV(config_dir) and warned about.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 requirements:
   - PyYAML
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   path:
     description:
@@ -56,8 +58,12 @@ options:
 attributes:
   check_mode:
     support: full
+    details: In check mode nothing is written or backed up.
   diff_mode:
     support: full
+    details: The kubelet configuration file before and after.
+  platform:
+    platforms: posix
 seealso:
   - module: gpufleet.cluster.static_pod_flags
   - module: gpufleet.cluster.kubeadm_config_gates
@@ -221,7 +227,7 @@ def find_config(module: AnsibleModule, result: dict) -> str:
         rc, out, _err = module.run_command([systemctl, "cat", "kubelet"])
         if rc == 0 and out.strip():
             service = parse_systemd_service(out)
-            env_files = {p: read_optional(p) for p, _ in service.environment_files}
+            env_files = {p: read_optional(p) for p, _unused in service.environment_files}
             try:
                 argv = kubelet_argv_from_systemd(out, env_files)
             except ConfigEditError as err:

@@ -18,7 +18,9 @@ description:
     at once.
   - Changes nothing.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   drivers:
     description: DRA driver names, such as C(gpu.nvidia.com) and C(compute-domain.nvidia.com).
@@ -43,6 +45,8 @@ attributes:
     details: Read-only.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

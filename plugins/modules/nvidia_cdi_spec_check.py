@@ -30,9 +30,11 @@ description:
     C(--dev-root).
   - Changes nothing.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 requirements:
   - PyYAML for YAML specs
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   spec_dirs:
     description: Directories holding CDI specs.
@@ -50,8 +52,11 @@ options:
 attributes:
   check_mode:
     support: full
+    details: The module only reads; it behaves the same in check mode.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 seealso:
   - module: gpufleet.cluster.containerd_runtime_config
 """
@@ -117,7 +122,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.driver imp
 )
 
 try:
-    import yaml  # noqa: F401  (input_guard.load_yaml imports it where YAML is read)
+    # input_guard.load_yaml imports it where YAML is read
+    import yaml  # noqa: F401  # pylint: disable=unused-import
 
     HAS_YAML = True
 except ImportError:  # pragma: no cover - depends on the node

@@ -20,7 +20,9 @@ description:
     (C(nvidia-smi --query-gpu=driver_version)).
   - Changes nothing.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   sysfs_root:
     description: Root of sysfs.
@@ -37,8 +39,11 @@ options:
 attributes:
   check_mode:
     support: full
+    details: The module only reads; it behaves the same in check mode.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 seealso:
   - module: gpufleet.cluster.nvidia_cdi_spec_check
 """

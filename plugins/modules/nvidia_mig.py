@@ -34,7 +34,9 @@ description:
   - A GPU without MIG (C(nvidia-smi) answers C(Not Supported), mode C(N/A)) is reported
     with MIG disabled and left alone, unless the layout asks it for instances (an error).
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   layout:
     description:
@@ -102,12 +104,15 @@ attributes:
   diff_mode:
     support: full
     details: Before and after layout, one line per GPU and per GPU instance.
+  platform:
+    platforms: posix
 notes:
   - Needs root (MIG management reads C(/proc/driver/nvidia/capabilities/mig/config)).
   - On Hopper and newer GPUs MIG mode does not survive a reboot or driver reload; role
     C(gpufleet.cluster.mig) installs C(gpufleet-mig.service) to re-apply it at boot.
 seealso:
   - name: NVIDIA MIG user guide
+    description: MIG profiles, placements and the nvidia-smi MIG commands.
     link: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/
   - name: NVIDIA mig-parted
     description: The config format accepted by O(config).

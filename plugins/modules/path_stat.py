@@ -20,7 +20,9 @@ description:
     connection each module run costs a round trip and a Python start; one run for many
     paths saves all but one.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   root:
     description: Directory the items are relative to (a trailing slash is dropped).
@@ -37,6 +39,8 @@ attributes:
     details: Read-only.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 seealso:
   - module: ansible.builtin.stat
 """

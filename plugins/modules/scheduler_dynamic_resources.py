@@ -36,9 +36,11 @@ description:
   - Backups go to O(backup_dir), outside the static pod directory, because the kubelet runs
     every non-hidden file of that directory as a static pod, backups included.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 requirements:
   - PyYAML
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   manifest:
     description:
@@ -72,8 +74,13 @@ options:
 attributes:
   check_mode:
     support: full
+    details: In check mode nothing is written or backed up.
   diff_mode:
     support: full
+    details: The scheduler configuration file and the kube-scheduler manifest, before and
+      after, for each one that changes.
+  platform:
+    platforms: posix
 notes:
   - Whether the C(DynamicResourceAllocation) gate is on is set by
     M(gpufleet.cluster.static_pod_flags); this module only looks after the plugin.
@@ -271,7 +278,7 @@ def _annotation_in_text(text: str, value: str) -> str | None:
     if not isinstance(meta, yaml.MappingNode) or meta.flow_style or not meta.value:
         return None
     indent = meta.value[0][0].start_mark.column
-    _, ann = _get(meta, "annotations")
+    _unused, ann = _get(meta, "annotations")
     if ann is None:
         at = text.find("\n", meta_key.end_mark.index) + 1
         if at == 0:
@@ -280,7 +287,7 @@ def _annotation_in_text(text: str, value: str) -> str | None:
         return text[:at] + f"{pad}annotations:\n{pad}  {ANNOTATION}: {value}\n" + text[at:]
     if not isinstance(ann, yaml.MappingNode) or ann.flow_style or not ann.value:
         return None
-    _, old = _get(ann, ANNOTATION)
+    _unused, old = _get(ann, ANNOTATION)
     if isinstance(old, yaml.ScalarNode):
         start, end = old.start_mark.index, old.end_mark.index
         if "\n" in text[start:end]:

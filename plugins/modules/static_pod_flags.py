@@ -30,9 +30,11 @@ description:
   - The backup is written outside the static pod directory (to O(backup_dir)), because the
     kubelet runs every non-hidden file of that directory as a static pod, backups included.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 requirements:
   - PyYAML
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   path:
     description:
@@ -85,8 +87,12 @@ options:
 attributes:
   check_mode:
     support: full
+    details: In check mode nothing is written or backed up.
   diff_mode:
     support: full
+    details: The manifest before and after.
+  platform:
+    platforms: posix
 notes:
   - Which gates and runtime-config entries a Kubernetes release needs comes from the
     collection's DRA version model (module_utils C(dra)); this module only writes

@@ -21,7 +21,9 @@ description:
     journal, instead of letting the caller wait for a Ready node until its timeout.
   - Changes nothing.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   unit:
     description: The kubelet's systemd unit.
@@ -52,9 +54,13 @@ options:
     default: 3
 attributes:
   check_mode:
-    support: full
+    support: partial
+    details: In check mode the unit and its health endpoint are not watched; the module
+      returns at once with C(changed=false).
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -83,9 +89,10 @@ import re
 import subprocess
 import time
 import urllib.error
-import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import ConnectionError as UrlConnectionError
+from ansible.module_utils.urls import open_url
 
 #: klog error lines (``E0102 15:04:05.000000 ...``) and the kubelet's fatal messages
 #: (``command failed``, ``failed to run Kubelet``, flag and gate errors).
@@ -136,9 +143,9 @@ def _unit(unit: str) -> tuple[str, str]:
 
 def _healthz(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
+        with open_url(url, timeout=2) as resp:
             return resp.status == 200 and resp.read(16).strip() == b"ok"
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, OSError, ValueError, UrlConnectionError):
         return False
 
 

@@ -22,9 +22,13 @@ description:
   - With O(record), the node's entry in the upgrade report is written first (state
     C(in-progress) as a rule), in the same run, as module C(upgrade_report) writes it.
   - Changes nothing in the cluster.
+requirements:
+  - kubernetes (the Python client)
+  - PyYAML (to read the kubeconfig)
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth
   - gpufleet.cluster.upgrade_node
 options:
@@ -35,8 +39,12 @@ options:
 attributes:
   check_mode:
     support: full
+    details: The Node and its ResourceSlices are read in check mode too; O(record) is not
+      written.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -33,7 +33,9 @@ description:
     fails the module with RV(failed_step) C(command). Bound it with C(timeout) in the
     command itself.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   packages:
     description: Package name to exact Debian version (C(kubeadm) to C(1.37.2-1.1)).
@@ -74,8 +76,14 @@ options:
 attributes:
   check_mode:
     support: full
+    details: In check mode neither the APT source list is written nor a package installed,
+      nor O(command) run; RV(todo) names the packages that would be installed.
   diff_mode:
-    support: full
+    support: partial
+    details: Only the APT source list, before and after, when O(source_line) changes it; the
+      packages are named in RV(todo).
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

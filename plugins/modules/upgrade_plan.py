@@ -38,11 +38,12 @@ description:
   - Changes nothing on the cluster or the hosts; writes only O(plan_file) and
     O(save_snapshot) on the control host, also in check mode. Runs on the control host.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 requirements:
   - kubernetes (Python client)
   - PyYAML
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth
 options:
   target:
@@ -160,8 +161,11 @@ notes:
 attributes:
   check_mode:
     support: full
+    details: The module only reads; it behaves the same in check mode.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -25,7 +25,9 @@ description:
     its C(phase) (where it stopped) and C(cause) (the error). Timings of one attempt are
     merged into C(timings_s); an C(in-progress) entry starts them afresh.
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 options:
   path:
     description: Report file on the control host (its directory is created).
@@ -79,8 +81,11 @@ options:
 attributes:
   check_mode:
     support: none
+    details: The module writes the report file, so it does not run in check mode.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

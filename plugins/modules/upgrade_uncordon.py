@@ -30,9 +30,13 @@ description:
     Nodes (the cluster's admin kubeconfig does).
   - With O(record), the node's entry in the upgrade report is written after the uncordon
     (and only if it succeeded), as module C(upgrade_report) writes it.
+requirements:
+  - kubernetes (the Python client)
+  - PyYAML (to read the kubeconfig)
 author:
-  - gpufleet maintainers
+  - gpufleet maintainers (!UNKNOWN)
 extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth
   - gpufleet.cluster.upgrade_node
 options:
@@ -62,8 +66,12 @@ options:
 attributes:
   check_mode:
     support: none
+    details: The module patches the Node and writes the report, so it does not run in check
+      mode.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -135,7 +143,7 @@ def main() -> None:
     record = dict(p["record"] or {})
     if kube is not None and p["driver"] and p["devices"] > 0:
         try:
-            seen, _ = upgrade_api.wait_devices(
+            seen, _unused = upgrade_api.wait_devices(
                 lambda: upgrade_api.kube_node_state(kube, p["node"], p["driver"]),
                 p["devices"],
                 p["devices_timeout"],
