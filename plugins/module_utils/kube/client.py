@@ -400,11 +400,15 @@ def api_client(
 
 
 def bound_exec_plugins() -> None:
-    """Make the ``kubernetes`` client end an exec credential plugin that runs longer than
-    ``EXEC_TIMEOUT`` seconds (its ``ExecProvider`` calls ``communicate()`` with no
-    timeout): the plugin is killed and the client logs an error naming the command and
-    the fix (then the request goes out without its credentials and the server refuses
-    it). Idempotent."""
+    """Make the ``kubernetes`` client's exec credential plugins (``users[].user.exec``) run
+    under one deadline of ``EXEC_TIMEOUT`` seconds for the whole exchange (its
+    ``ExecProvider`` calls ``communicate()`` with no timeout, which waits for the end of
+    the plugin's output: a child the plugin left running with that output open holds it
+    forever). The plugin runs in its own session; at the deadline its whole process group
+    is killed and its pipes closed. A plugin that fails is reported by its command and
+    exit status only: its standard error, which may hold a token, is never repeated. The
+    client logs the error (then the request goes out without credentials and the server
+    refuses it). Idempotent."""
     import subprocess
     import types
 
@@ -412,26 +416,60 @@ def bound_exec_plugins() -> None:
 
     if getattr(exec_provider, "_gpufleet_bounded", False):
         return
-
-    class BoundedPopen(subprocess.Popen):  # type: ignore[type-arg]
-        def communicate(self, input: Any = None, timeout: float | None = None) -> Any:
-            try:
-                return super().communicate(input, EXEC_TIMEOUT if timeout is None else timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                super().communicate()
-                command = self.args[0] if isinstance(self.args, list | tuple) else self.args
-                raise exec_provider.ConfigException(
-                    f"exec: the kubeconfig's credential plugin {command!r} did not finish "
-                    f"within {EXEC_TIMEOUT} s; fix: run it by hand (it may wait for a login "
-                    "or for its identity provider), or give a kubeconfig with a token or a "
-                    "client certificate"
-                ) from None
-
     exec_provider.subprocess = types.SimpleNamespace(  # type: ignore[assignment]
-        Popen=BoundedPopen, PIPE=subprocess.PIPE
+        Popen=_bounded_popen(exec_provider.ConfigException), PIPE=subprocess.PIPE
     )
     exec_provider._gpufleet_bounded = True  # type: ignore[attr-defined]
+
+
+def _bounded_popen(config_error: type[Exception]) -> type:
+    """The ``subprocess.Popen`` of :func:`bound_exec_plugins`; ``config_error`` is the
+    client's ``ConfigException``."""
+    import os
+    import signal
+    import subprocess
+
+    class BoundedPopen(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["start_new_session"] = True  # its own process group, killed whole
+            super().__init__(*args, **kwargs)
+
+        def _end_group(self) -> None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, signal.SIGKILL)
+            for pipe in (self.stdin, self.stdout, self.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    if pipe is not None:
+                        pipe.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.wait(timeout=1)
+
+        def communicate(self, input: Any = None, timeout: float | None = None) -> Any:
+            command = self.args[0] if isinstance(self.args, list | tuple) else self.args
+            run_it = (
+                f"run it yourself to see its message: {os.path.basename(str(command))!r} with "
+                "the args and env of the kubeconfig's users[].user.exec"
+            )
+            limit = EXEC_TIMEOUT if timeout is None else min(timeout, EXEC_TIMEOUT)
+            try:
+                out, _ = super().communicate(input, limit)
+            except subprocess.TimeoutExpired:
+                self._end_group()
+                raise config_error(
+                    f"exec: the kubeconfig's credential plugin {command!r} did not finish "
+                    f"within {EXEC_TIMEOUT:g} s (it, or a process it started, kept its output "
+                    f"open); fix: {run_it} (it may wait for a login or for its identity "
+                    "provider), or give a kubeconfig with a token or a client certificate"
+                ) from None
+            if self.returncode:
+                raise config_error(
+                    f"exec: the kubeconfig's credential plugin {command!r} failed (exit "
+                    f"status {self.returncode}; its own messages are not repeated here, they "
+                    f"may hold credentials); fix: {run_it}"
+                )
+            return out, ""
+
+    return BoundedPopen
 
 
 def no_read_retries() -> Any:
