@@ -57,6 +57,9 @@ from gpufleet.exit import EXIT_CANNOT_RUN, exit_with, status_of
 CLAIM_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
 CHECKED_KINDS = ("DeviceClass", *CLAIM_KINDS)
 
+#: Image of the Job that --kueue-queue prints, unless --image says otherwise.
+_DEFAULT_IMAGE = "busybox:1"
+
 
 def _version(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is None:
@@ -145,7 +148,7 @@ def claims() -> None:
     help="WorkloadPriorityClass of the Job (label kueue.x-k8s.io/priority-class).",
 )
 @click.option("--job-name", default=None, help="Name of the Job (default: the template's).")
-@click.option("--image", default="busybox:1", show_default=True, help="Image of the Job's pod.")
+@click.option("--image", default=_DEFAULT_IMAGE, show_default=True, help="Image of the Job's pod.")
 @click.option(
     "--output", "-o", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True
 )
@@ -169,6 +172,23 @@ def template(
     output: str,
 ) -> None:
     """Print one ResourceClaimTemplate of KIND (with --kueue-queue: and a Job for Kueue)."""
+    _check_kueue_options(
+        kind,
+        kueue_queue,
+        {
+            "--label": labels or None,
+            "--min-memory-gib": min_memory_gib,
+            "--strategy": strategy,
+            "--interval": interval,
+            "--mps-active-thread-percentage": mps_active_thread_percentage,
+            "--mps-pinned-memory-limit": mps_pinned_memory_limit,
+        },
+        {
+            "--kueue-priority-class": kueue_priority_class or None,
+            "--job-name": job_name,
+            "--image": None if image == _DEFAULT_IMAGE else image,
+        },
+    )
     if kueue_queue is not None:
         _kueue_template(
             kind,
@@ -240,6 +260,33 @@ def template(
         click.echo(json.dumps(obj, indent=2))
     else:
         click.echo(yaml.safe_dump(obj, sort_keys=False), nl=False)
+
+
+def _check_kueue_options(
+    kind: str, queue: str | None, template_only: dict[str, Any], job_only: dict[str, Any]
+) -> None:
+    """Refuse (click.UsageError, exit 2) an option that the output would drop: with
+    ``--kueue-queue`` the template is Kueue's form (no labels, no CEL selector, no sharing
+    settings; a kind other than mig-slice is refused by ``kueue.jobs``); without it there is
+    no Job to name, label or give an image."""
+    if queue is not None:
+        if kind != "mig-slice":
+            return
+        dropped = [k for k, v in template_only.items() if v is not None]
+        if dropped:
+            raise click.UsageError(
+                f"{', '.join(dropped)} cannot be used with --kueue-queue: Kueue counts a claim "
+                "only as a template of exact counts with no CEL selector and no sharing "
+                "settings, so the option would be dropped; fix: leave it out, or leave out "
+                "--kueue-queue"
+            )
+        return
+    dropped = [k for k, v in job_only.items() if v is not None]
+    if dropped:
+        raise click.UsageError(
+            f"{', '.join(dropped)} applies to the Job of --kueue-queue only, and no Job is "
+            "printed without it; fix: add --kueue-queue LOCALQUEUE, or leave the option out"
+        )
 
 
 def _kueue_template(

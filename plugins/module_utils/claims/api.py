@@ -35,7 +35,7 @@ QUALIFIED_RE = re.compile(
 )
 
 
-_QUANTITY_RE = re.compile(r"^\+?\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_QUANTITY_RE = re.compile(r"^\+?\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?\Z")
 
 
 # --------------------------------------------------------------------------------------
