@@ -412,17 +412,21 @@ def obj_strategy(obj: dict[str, Any]) -> str:
 def load_documents(path: str) -> list[Any]:
     """Every YAML/JSON document of ``path`` (``-``: stdin); a ``kind: List`` is flattened.
 
-    At most ``common.limits.MAX_TEXT_BYTES`` are read. Raises click.BadParameter (exit 2)
+    At most ``common.limits.MAX_MANIFEST_BYTES`` are read, each object at most
+    ``MAX_OBJECT_BYTES`` (kube-apiserver's limit). Raises click.BadParameter (exit 2)
     naming the file when it is unreadable, a directory, larger, binary, not UTF-8, not
-    YAML, nested too deep, or a List whose ``items`` is not a list.
+    YAML, nested too deep, holds an object larger than the API server accepts, or a List
+    whose ``items`` is not a list.
     """
     what = "standard input" if path == "-" else path
+    limit = ig.MAX_MANIFEST_BYTES
     try:
         if path == "-":
-            text = ig.read_stream(getattr(sys.stdin, "buffer", sys.stdin), what)
+            text = ig.read_stream(getattr(sys.stdin, "buffer", sys.stdin), what, limit)
         else:
-            text = ig.read_text(path, what) or ""
-        docs = ig.load_yaml_documents(text, what)
+            text = ig.read_text(path, what, limit) or ""
+        docs = ig.load_yaml_documents(text, what, ig.MAX_MANIFEST_NODES)
+        ig.check_object_sizes(docs, what)
     except ig.InputError as exc:
         raise click.BadParameter(str(exc), param_hint="FILE") from None
     out: list[Any] = []
