@@ -142,7 +142,10 @@ def fetch(url: str, window: str, timeout_s: float = 30.0) -> dict[str, float]:
     doc = _json_or_none(answer.body, shown)
     if doc is None:
         raise ActivityError(f"{shown} did not answer JSON; {fix}")
-    return parse_vector(doc)
+    try:
+        return parse_vector(doc)
+    except ActivityError as exc:
+        raise ActivityError(f"{shown}: {exc}") from None
 
 
 def _json_or_none(body: bytes, shown: str) -> Any:
