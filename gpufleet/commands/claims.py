@@ -172,23 +172,9 @@ def template(
     output: str,
 ) -> None:
     """Print one ResourceClaimTemplate of KIND (with --kueue-queue: and a Job for Kueue)."""
-    _check_kueue_options(
-        kind,
-        kueue_queue,
-        {
-            "--label": labels or None,
-            "--min-memory-gib": min_memory_gib,
-            "--strategy": strategy,
-            "--interval": interval,
-            "--mps-active-thread-percentage": mps_active_thread_percentage,
-            "--mps-pinned-memory-limit": mps_pinned_memory_limit,
-        },
-        {
-            "--kueue-priority-class": kueue_priority_class or None,
-            "--job-name": job_name,
-            "--image": None if image == _DEFAULT_IMAGE else image,
-        },
-    )
+    template_only = (labels or None, min_memory_gib, strategy, interval)
+    template_only += (mps_active_thread_percentage, mps_pinned_memory_limit)
+    _check_kueue_options(kind, kueue_queue, template_only, (kueue_priority_class, job_name, image))
     if kueue_queue is not None:
         _kueue_template(
             kind,
@@ -262,18 +248,28 @@ def template(
         click.echo(yaml.safe_dump(obj, sort_keys=False), nl=False)
 
 
+#: The options that only the template (not Kueue's form of it) takes, in the order
+#: ``template`` passes their values.
+_TEMPLATE_ONLY = (
+    "--label",
+    "--min-memory-gib",
+    "--strategy",
+    "--interval",
+    "--mps-active-thread-percentage",
+    "--mps-pinned-memory-limit",
+)
+
+
 def _check_kueue_options(
-    kind: str, queue: str | None, template_only: dict[str, Any], job_only: dict[str, Any]
+    kind: str, queue: str | None, template_only: tuple[Any, ...], job: tuple[str, str | None, str]
 ) -> None:
     """Refuse (click.UsageError, exit 2) an option that the output would drop: with
     ``--kueue-queue`` the template is Kueue's form (no labels, no CEL selector, no sharing
     settings; a kind other than mig-slice is refused by ``kueue.jobs``); without it there is
-    no Job to name, label or give an image."""
+    no Job to name, label or give an image (``job``: priority class, Job name, image)."""
     if queue is not None:
-        if kind != "mig-slice":
-            return
-        dropped = [k for k, v in template_only.items() if v is not None]
-        if dropped:
+        dropped = [o for o, v in zip(_TEMPLATE_ONLY, template_only, strict=True) if v is not None]
+        if dropped and kind == "mig-slice":
             raise click.UsageError(
                 f"{', '.join(dropped)} cannot be used with --kueue-queue: Kueue counts a claim "
                 "only as a template of exact counts with no CEL selector and no sharing "
@@ -281,7 +277,13 @@ def _check_kueue_options(
                 "--kueue-queue"
             )
         return
-    dropped = [k for k, v in job_only.items() if v is not None]
+    priority_class, job_name, image = job
+    given = {
+        "--kueue-priority-class": bool(priority_class),
+        "--job-name": job_name is not None,
+        "--image": image != _DEFAULT_IMAGE,
+    }
+    dropped = [o for o, v in given.items() if v]
     if dropped:
         raise click.UsageError(
             f"{', '.join(dropped)} applies to the Job of --kueue-queue only, and no Job is "
