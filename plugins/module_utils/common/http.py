@@ -18,21 +18,102 @@ is what messages print. Standard library only.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import io
 import socket
 import ssl
+import threading
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["Answer", "HttpError", "Target", "exchange", "parse_url", "shown_url"]
+__all__ = [
+    "Answer",
+    "HttpError",
+    "Target",
+    "arm",
+    "budget",
+    "exchange",
+    "parse_url",
+    "read_within",
+    "shown_url",
+]
 
 #: Seconds one exchange may take, unless the caller says otherwise.
 DEFAULT_DEADLINE = 30.0
 #: Bytes read per wait on the socket.
 _CHUNK = 65536
+
+
+class _Budget(threading.local):
+    """The deadline of the exchange this thread is in (None: none), and the longest
+    single wait on a socket within it."""
+
+    deadline: float | None = None
+    per_wait: float = DEFAULT_DEADLINE
+
+
+_BUDGET = _Budget()
+
+
+@contextlib.contextmanager
+def budget(deadline: float, per_wait: float) -> Iterator[None]:
+    """Within the block, every read of a socket armed by :func:`arm` in this thread waits
+    at most the time left to ``deadline`` (a ``time.monotonic()`` value; at most
+    ``per_wait`` seconds per wait) and fails with TimeoutError once it has passed: one
+    deadline for an exchange made by a client library (urllib3) that only knows per-read
+    timeouts."""
+    before = (_BUDGET.deadline, _BUDGET.per_wait)
+    _BUDGET.deadline, _BUDGET.per_wait = deadline, per_wait
+    try:
+        yield
+    finally:
+        _BUDGET.deadline, _BUDGET.per_wait = before
+
+
+def _shrink(sock: socket.socket) -> None:
+    deadline = _BUDGET.deadline
+    if deadline is None:
+        return
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the exchange ran past its deadline")
+    socket.socket.settimeout(sock, min(left, _BUDGET.per_wait))
+
+
+class _BoundedSocket(socket.socket):
+    __slots__ = ()
+
+    def recv(self, *args: Any) -> bytes:
+        _shrink(self)
+        return super().recv(*args)
+
+    def recv_into(self, *args: Any) -> int:
+        _shrink(self)
+        return super().recv_into(*args)
+
+
+class _BoundedSSLSocket(ssl.SSLSocket):
+    def recv(self, *args: Any) -> bytes:
+        _shrink(self)
+        return super().recv(*args)
+
+    def recv_into(self, *args: Any) -> int:
+        _shrink(self)
+        return super().recv_into(*args)
+
+
+def arm(sock: Any) -> Any:
+    """``sock`` (a connected socket, plain or TLS) made to obey :func:`budget`; any other
+    object is returned as it is."""
+    if type(sock) is ssl.SSLSocket:
+        sock.__class__ = _BoundedSSLSocket
+    elif type(sock) is socket.socket:
+        sock.__class__ = _BoundedSocket
+    return sock
 
 
 class HttpError(Exception):
@@ -166,17 +247,31 @@ def _request(target: Target, path_query: str, headers: Mapping[str, str]) -> byt
     return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8")
 
 
-def _read_all(
-    sock: socket.socket, target: Target, deadline: float, seconds: float, cap: int
+def read_within(
+    read: Callable[[int], bytes],
+    set_timeout: Callable[[float], None] | None,
+    deadline: float,
+    seconds: float,
+    cap: int,
+    shown: str,
 ) -> bytes:
+    """Every byte ``read(n)`` gives until it gives none, by ``deadline`` (a
+    ``time.monotonic()`` value; ``seconds`` is the whole deadline, for the message), each
+    wait limited to the time left (``set_timeout``: the socket's ``settimeout``), at most
+    ``cap`` bytes. ``read`` must return what one wait on the socket brings (``recv``,
+    ``read1``), so that a peer sending one byte at a time cannot outlast the deadline.
+    Raises HttpError naming ``shown`` when the deadline passes or more than ``cap`` bytes
+    come. The one reader of every outside answer (``exchange``, the Kubernetes API client)."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        sock.settimeout(_left(deadline, target.shown, seconds))
+        left = _left(deadline, shown, seconds)
+        if set_timeout is not None:
+            set_timeout(left)
         try:
-            chunk = sock.recv(_CHUNK)
+            chunk = read(_CHUNK)
         except TimeoutError:
-            _left(deadline, target.shown, seconds)
+            _left(deadline, shown, seconds)
             continue
         if not chunk:
             return b"".join(chunks)
@@ -184,7 +279,7 @@ def _read_all(
         size += len(chunk)
         if size > cap:
             raise HttpError(
-                f"{target.shown} answered more than {cap:,} bytes (reading stopped there); "
+                f"{shown} answered more than {cap:,} bytes (reading stopped there); "
                 "fix: check that the URL is the server's"
             )
 
@@ -218,7 +313,7 @@ def exchange(
     try:
         sock.settimeout(_left(deadline, target.shown, deadline_s))
         sock.sendall(_request(target, target.path + path_query, headers or {}))
-        raw = _read_all(sock, target, deadline, deadline_s, max_bytes)
+        raw = read_within(sock.recv, sock.settimeout, deadline, deadline_s, max_bytes, target.shown)
     except (OSError, ssl.SSLError) as err:
         reason = " ".join(str(getattr(err, "strerror", None) or err).split())[:200]
         raise HttpError(

@@ -185,3 +185,38 @@ def test_a_named_pipe_with_a_reader_is_still_refused(fifo: str, writer: str) -> 
             WRITERS[writer](fifo)
     finally:
         os.close(reader)
+
+
+# ------------------------------------------------------------------ the Kubernetes API
+
+VERSION = b'{"major": "1", "minor": "36", "gitVersion": "v1.36.0"}'
+
+#: name -> what an API server whose answers never finish sends.
+SLOW_API_SERVERS = {
+    "body-one-byte-at-a-time": Script(http_answer(VERSION * 20), drip=0.1),
+    "chunked-never-ending": Script(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"1\r\n \r\n" * 400,
+        drip=0.01,
+    ),
+    "body-shorter-than-said-then-slow": Script(http_answer(VERSION)[:-5], hold=30, drip=0.001),
+}
+
+
+@pytest.mark.parametrize("name", list(SLOW_API_SERVERS))
+def test_an_api_server_whose_answer_never_finishes_is_given_up_at_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    from tests.integration.test_hostile_input_servers import write_kubeconfig
+
+    monkeypatch.setattr(vk, "REQUEST_DEADLINE", DEADLINE)
+    with serve(SLOW_API_SERVERS[name]) as url:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url)
+        start = time.monotonic()
+        result = CliRunner().invoke(
+            main, ["report", "--kubeconfig", str(kubeconfig)], env={"KUBECONFIG": ""}
+        )
+        took = time.monotonic() - start
+    assert took < BOUND, took
+    assert_refused(result, ("127.0.0.1",))
+    assert f"within {DEADLINE} s" in " ".join(result.output.split())
