@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -260,3 +261,31 @@ def test_a_run_that_ends_on_an_input_refusal_exits_2(task: str, status: int) -> 
     progress = runner.RunProgress()
     progress.feed(_failed(task))
     assert progress.exit_status(2) == status
+
+
+# ------------------------------------------------------------------ no space left on device
+
+
+@pytest.mark.parametrize("option", ["--json", "--junit", "--markdown"])
+def test_a_validate_output_that_runs_out_of_space_is_exit_2_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    import errno
+
+    from gpufleet.commands import _output
+    from gpufleet.commands import validate as validate_command
+
+    def full(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(_output.os, "write", full)
+    target = str(tmp_path / "out")
+    paths = {"--json": None, "--junit": None, "--markdown": None, option: target}
+    report = {"checks": [], "summary": {"failed": 0}, "meta": {}}
+    with pytest.raises(_output.OutputError) as info:
+        validate_command.write_outputs(
+            report, paths["--json"], paths["--junit"], paths["--markdown"]
+        )
+    assert info.value.exit_code == EXIT_CANNOT_RUN
+    assert f"{option} {target}" in info.value.message
+    assert "No space left on device" in info.value.message
