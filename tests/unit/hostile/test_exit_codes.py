@@ -253,9 +253,25 @@ def _failed(task: str) -> dict[str, Any]:
     [
         ("Preflight | Stop before any host is changed, listing every problem", EXIT_CANNOT_RUN),
         ("Validating arguments against arg spec 'main' - Kueue", EXIT_CANNOT_RUN),
+        ("Kueue | Refuse the variables, naming them", EXIT_CANNOT_RUN),
+        ("DRA gates | Refuse the request, naming the variables", EXIT_CANNOT_RUN),
+        ("Kubeadm | Refuse the settings, naming the variable", EXIT_CANNOT_RUN),
+        ("Upgrade | Input | Refuse a missing target", EXIT_CANNOT_RUN),
         ("Kubeadm | Join the node", EXIT_FAILED),
+        ("Claims | Refuse a template that exists with another spec", EXIT_FAILED),
+        ("Toolkit | Refuse a node without nvidia-cdi-hook", EXIT_FAILED),
     ],
-    ids=["preflight-stop", "argument-spec", "a-host-failed"],
+    ids=[
+        "preflight-stop",
+        "argument-spec",
+        "kueue-variables",
+        "dra-gates-request",
+        "kubeadm-settings",
+        "upgrade-input",
+        "a-host-failed",
+        "cluster-state-claims",
+        "node-state-toolkit",
+    ],
 )
 def test_a_run_that_ends_on_an_input_refusal_exits_2(task: str, status: int) -> None:
     progress = runner.RunProgress()
