@@ -31,7 +31,7 @@ RESOURCE_GROUP = dra_core.RESOURCE_GROUP
 
 
 QUALIFIED_RE = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/([A-Za-z][-_.A-Za-z0-9]*)$"
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/([A-Za-z][-_.A-Za-z0-9]*)\Z"
 )
 
 

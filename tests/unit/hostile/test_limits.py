@@ -53,6 +53,8 @@ NAME_CASES = {
     "template-name-newline": (["mig-slice", "--profile", "1g.18gb", "--name", "gpu\n"], "--name"),
     "template-namespace-newline": (["mig-slice", "--namespace", "default\n"], "--namespace"),
     "label-value-newline": (["mig-slice", "--label", "team=a\n"], "--label"),
+    "profile-trailing-newline": (["mig-slice", "--profile", "1g.18gb\n"], "--profile"),
+    "kueue-profile-trailing-newline": ([*QUEUE, "--profile", "1g.18gb\n"], "--profile"),
 }
 
 
