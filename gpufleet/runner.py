@@ -109,6 +109,24 @@ class HostProgress:
 #: Tasks whose ``msg`` is a warning for the person who runs the playbook (shown by the CLI
 #: as it arrives and again under the recap).
 NOTICE_TASKS = ("Preflight | Show the warnings",)
+#: Tasks whose failure is a refusal of the input, not a failed host: preflight's stop,
+#: Ansible's own check of a role's ``meta/argument_specs.yml`` (its task is named
+#: "Validating arguments against arg spec ..."), the upgrade's input checks, and the
+#: roles' own input checks, named "<Role> | Refuse the ..., naming the variable(s)" or
+#: "..., naming them". A run that ends on one exits 2.
+INPUT_REFUSAL_TASKS = (
+    "Preflight | Stop before any host is changed",
+    "Validating arguments against arg spec",
+    "Upgrade | Input | ",
+    "Upgrade | Check the input",
+)
+INPUT_REFUSAL_ENDINGS = (", naming the variable", ", naming the variables", ", naming them")
+
+
+def input_refusal(task: str) -> bool:
+    """Whether a failure of ``task`` is a refusal of the input (``INPUT_REFUSAL_TASKS``,
+    ``INPUT_REFUSAL_ENDINGS``)."""
+    return task.startswith(INPUT_REFUSAL_TASKS) or task.endswith(INPUT_REFUSAL_ENDINGS)
 
 
 @dataclass
@@ -190,7 +208,10 @@ class RunProgress:
         return out
 
     def exit_status(self, runner_rc: int | None = None) -> int:
-        """0 when no host failed or was unreachable and ansible-playbook exited 0, else 1."""
+        """2 when a task that refuses input failed (``input_refusal``), else 0
+        when no host failed or was unreachable and ansible-playbook exited 0, else 1."""
+        if any(input_refusal(str(task)) for _, task, _ in self.failures):
+            return EXIT_CANNOT_RUN
         bad = any(c["failed"] or c["unreachable"] for c in self.recap().values())
         return EXIT_FAILED if bad or (runner_rc not in (None, 0)) else EXIT_OK
 

@@ -87,7 +87,7 @@ _PROFILE_RE = re.compile(
     r"^(?:(?P<ci>[1-9][0-9]*)c\.)?(?P<gi>[1-9][0-9]*)g\.(?P<gb>[1-9][0-9]*)gb"
     r"(?P<suffix>"
     + "|".join(re.escape(s) for s in sorted(PROFILE_SUFFIXES, key=len, reverse=True))
-    + r")?$"
+    + r")?\Z"
 )
 
 
