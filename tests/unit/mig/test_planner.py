@@ -183,7 +183,7 @@ def test_a30_one_me_across_profiles() -> None:
     a30 = mp.model("a30")
     with pytest.raises(mpla.LayoutDoesNotFit) as exc:
         pl.plan(a30, {"2g.12gb+me": 1, "1g.6gb+me": 1})
-    assert exc.value.over_engine_budget == {"ofa_engines": (2, 1)}
+    assert exc.value.over_engine_budget == {"jpeg_engines": (2, 1), "ofa_engines": (2, 1)}
     assert pl.plan(a30, {"2g.12gb+me": 1, "1g.6gb": 2}).counts == {"2g.12gb+me": 1, "1g.6gb": 2}
 
 

@@ -103,7 +103,8 @@ def test_rtx_pro_6000_has_four_slices_and_one_media_extension() -> None:
     pl.plan(rtx, {"1g.24gb": 4})
     with pytest.raises(mig_placement.LayoutDoesNotFit) as exc:
         pl.plan(rtx, {"1g.24gb+me": 1, "1g.24gb+me.all": 1})
-    assert exc.value.causes == ("media-extension-budget",)
+    assert exc.value.causes == ("media-extension-budget", "engine-budget")
+    assert exc.value.over_engine_budget["ofa_engines"] == (2, 1)
 
 
 @pytest.mark.parametrize(
