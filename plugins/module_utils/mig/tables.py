@@ -19,8 +19,12 @@ derived field is only as good as that inference: on the node, ``nvidia-smi mig -
 and ``-lgipp`` win (``mig.profiles.model_from_nvidia_smi``).
 
 ``GPUS`` lists ``(NVML name, layout key, FB total MiB or None, architecture, compute
-capability, PCI device IDs, note)``: ``note`` says where the name, the device IDs and the
-framebuffer come from, what is not sourced, and which GPU the layout is shared with.
+capability, PCI device IDs, note, other names)``: ``note`` says where the name, the device
+IDs and the framebuffer come from, what is not sourced, and which GPU the layout is shared
+with; ``other names`` are ``(name, source)`` pairs: further names that NVML and
+``nvidia-smi`` print for the same GPU (``nvidia-smi --query-gpu=name``), each with where it
+was seen. ``mig.profiles.model`` matches a node's name against the row's name and these,
+exactly (case and repeated spaces aside), never by likeness.
 
 Sources cited by key:
 
@@ -32,7 +36,8 @@ Sources cited by key:
 * ``mig-parted``: NVIDIA mig-parted ``deployments/systemd/config-default.yaml``: the
   ``device-filter`` PCI device IDs and the product each group names in its comments;
   the only NVIDIA source found for B300 and GB300 profile names and counts.
-* ``pci.ids``: the PCI ID database (Debian package pci.ids 2023.04.10), vendor 10de.
+* ``pci.ids``: the PCI ID database, vendor 10de (github.com/pciutils/pciids ``pci.ids``,
+  2026-08-22; the Debian package pci.ids 2023.04.10 for the older rows).
 * captures of ``nvidia-smi mig -lgip`` printed by NVIDIA engineers on real GPUs in
   NVIDIA's repositories: B200 (NVIDIA/mig-parted#166, #187), GB200 (NVIDIA/mig-parted#227;
   an earlier HGX GB200 in NVIDIA/gpu-operator#1303), GH200 144G HBM3e
@@ -320,7 +325,8 @@ _PCI = "PCI device ID and product from pci.ids"
 _NO_FB = "FB total not sourced"
 _NO_NAME = "NVML name not seen in a capture (the product name the guide uses)"
 
-# NVML name, layout, FB total MiB, architecture, compute capability, PCI IDs, note.
+# NVML name, layout, FB total MiB, architecture, compute capability, PCI IDs, note, and
+# optionally the other names the GPU prints, each with its source.
 GPUS: tuple[tuple, ...] = (
     (
         "NVIDIA H200",
@@ -468,9 +474,9 @@ GPUS: tuple[tuple, ...] = (
         None,
         "Hopper",
         "9.0",
-        (),
-        f"same layout as NVIDIA H100 NVL (guide: H100 94GB PCIe and SXM5); PCI device ID "
-        f"not sourced; {_NO_FB}; {_NO_NAME}",
+        ("0x233910DE",),
+        f"same layout as NVIDIA H100 NVL (guide: H100 94GB PCIe and SXM5); {_PCI} (2339 "
+        f"GH100 [H100 SXM5 94GB]; not in mig-parted's config); {_NO_FB}; {_NO_NAME}",
     ),
     (
         "NVIDIA H800 NVL",
@@ -490,8 +496,17 @@ GPUS: tuple[tuple, ...] = (
         "9.0",
         ("0x234210DE",),
         f"guide: H100 96GB (H100 on GH200); {_MP} (its 96 GB group: 0x2342, 0x233D, "
-        "0x2329 and PG506's 0x20B6; which ID is which product it does not say: 0x2342 "
-        f"assumed GH200); {_NO_FB}; {_NO_NAME}",
+        "0x2329 and PG506's 0x20B6); pci.ids names 2342 GH100 [GH200 120GB / 480GB]; "
+        f"{_NO_FB}; the name NVIDIA GH200 96GB HBM3 not seen printed: nodes print NVIDIA "
+        "GH200 480GB (other names)",
+        (
+            (
+                "NVIDIA GH200 480GB",
+                "public nvidia-smi and torch.cuda.get_device_name() outputs of GH200 nodes "
+                "(compute capability 9.0, 132 SMs, about 96 GiB of HBM3); pci.ids 2342 "
+                "[GH200 120GB / 480GB]",
+            ),
+        ),
     ),
     (
         "NVIDIA H100 96GB",
@@ -558,7 +573,31 @@ GPUS: tuple[tuple, ...] = (
         "Blackwell",
         "12.0",
         ("0x2BB510DE",),
-        f"{_MP} (RTX-PRO-6000-96GB); guide Supported GPUs: GB202, CC 12.0, 4 instances; {_NO_FB}",
+        f"{_MP} (RTX-PRO-6000-96GB); {_PCI} (2bb5); guide Supported GPUs: GB202, CC 12.0, "
+        f"4 instances; name as nvidia-smi prints it (bigstack-oss/cubecos#312); {_NO_FB}",
+    ),
+    (
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+        "rtx-pro-6000-96gb",
+        None,
+        "Blackwell",
+        "12.0",
+        ("0x2BB110DE",),
+        "same layout as NVIDIA RTX PRO 6000 Blackwell Server Edition (guide Supported GPUs: "
+        "RTX PRO 6000 Blackwell Workstation Edition, GB202, CC 12.0, 96GB, 4 instances; "
+        "its RTX PRO 6000 Blackwell profile table covers every edition; Deployment "
+        f"Considerations: all editions from R575); {_PCI} (2bb1); {_NO_FB}; {_NO_NAME}",
+    ),
+    (
+        "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+        "rtx-pro-6000-96gb",
+        None,
+        "Blackwell",
+        "12.0",
+        ("0x2BB410DE",),
+        "same layout as NVIDIA RTX PRO 6000 Blackwell Server Edition (guide Supported GPUs: "
+        "RTX PRO 6000 Blackwell Max-Q Workstation Edition, GB202, CC 12.0, 96GB, 4 "
+        f"instances; one profile table for every edition); {_PCI} (2bb4); {_NO_FB}; {_NO_NAME}",
     ),
     (
         "NVIDIA B300",
@@ -567,8 +606,16 @@ GPUS: tuple[tuple, ...] = (
         "Blackwell",
         "10.3",
         ("0x318210DE",),
-        f"{_MP} (B300); guide Deployment Considerations: MIG on B300 from driver R580 "
-        f"(580.82.07); {_NO_FB}; {_NO_NAME}",
+        f"{_MP} (B300); pci.ids 3182 GB110 [B300 SXM6 AC]; guide Deployment "
+        f"Considerations: MIG on B300 from driver R580 (580.82.07); {_NO_FB}; the name "
+        "NVIDIA B300 not seen printed: nodes print NVIDIA B300 SXM6 AC (other names)",
+        (
+            (
+                "NVIDIA B300 SXM6 AC",
+                "NVIDIA/cosmos-framework#114: torch.cuda.get_device_name() (the NVML name) "
+                "on B300; pci.ids 3182 [B300 SXM6 AC]",
+            ),
+        ),
     ),
     (
         "NVIDIA GB300",
@@ -619,4 +666,7 @@ ALIASES: dict[str, str] = {
     "gb300": "NVIDIA GB300",
     "gb300-278gb": "NVIDIA GB300",
     "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "rtx-pro-6000-server": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "rtx-pro-6000-workstation": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+    "rtx-pro-6000-max-q": "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
 }
