@@ -153,9 +153,10 @@ def check_dra_driver(profiles: Iterable[str], *, name: str = "layout") -> None:
 _BUDGET_ENGINES = ("copy_engines", "decoders", "encoders", "jpeg_engines", "ofa_engines")
 
 #: Search states that one ``plan`` call (its explanation included) may visit before it
-#: gives up with ``PlanTooLarge``: a real MIG GPU (8 or 4 memory slices) needs at most a
-#: few thousand, a capture of 64 memory slices with many kinds can need far more.
-MAX_SEARCH_STATES = 100_000
+#: gives up (``PlanTooLarge``, or an explanation without its fixes): the worst layout of
+#: any built-in table needs 166 (H200, 1g.18gb x5 + 1g.18gb+me + 1g.35gb + 2g.35gb,
+#: refused); a hand-made capture of 64 memory slices and dozens of kinds can need far more.
+MAX_SEARCH_STATES = 20_000
 
 _BUDGET: contextvars.ContextVar[list[int]] = contextvars.ContextVar("mig_search_budget")
 
@@ -265,32 +266,23 @@ class _Search:
     def __init__(self, total: int, kinds: list[GIProfile], fixed_mask: int = 0) -> None:
         self.total = total
         self.kinds = kinds
-        self.fixed = fixed_mask
-        self.starts = [frozenset(p.placements) for p in kinds]
         free = [0] * (total + 1)
         for pos in range(total - 1, -1, -1):
             free[pos] = free[pos + 1] + (0 if (fixed_mask >> pos) & 1 else 1)
         self.free_from = free
+        # kinds that may start at each slice (largest first), their run free of fixed_mask
+        self.starting: list[list[tuple[int, int]]] = [[] for _ in range(total)]
+        for k, p in enumerate(kinds):
+            for pos in sorted(set(p.placements)):
+                end = pos + p.slices
+                if pos >= 0 and end <= total and not fixed_mask & (((1 << p.slices) - 1) << pos):
+                    self.starting[pos].append((k, end))
         self.budget = _BUDGET.get([MAX_SEARCH_STATES])
 
     def _visit(self) -> None:
         self.budget[0] -= 1
         if self.budget[0] < 0:
             raise _SearchLimit
-
-    def _options(self, pos: int, rem: tuple[int, ...]) -> Iterable[tuple[int, int]]:
-        """(kind index, end) of every instance that may start at ``pos``."""
-        if (self.fixed >> pos) & 1:
-            return
-        for k, p in enumerate(self.kinds):
-            end = pos + p.slices
-            if (
-                rem[k]
-                and pos in self.starts[k]
-                and end <= self.total
-                and not self.fixed & (((1 << p.slices) - 1) << pos)
-            ):
-                yield k, end
 
     def fill(self, counts: tuple[int, ...]) -> list[tuple[int, int]] | None:
         """(kind index, start) for every instance of ``counts``, or None: exhaustive."""
@@ -304,7 +296,9 @@ class _Search:
             if left > self.free_from[pos] or (pos, rem) in dead:
                 return False
             self._visit()
-            for k, end in self._options(pos, rem):
+            for k, end in self.starting[pos]:
+                if not rem[k]:
+                    continue
                 path.append((k, pos))
                 nrem = (*rem[:k], rem[k] - 1, *rem[k + 1 :])
                 if rec(end, nrem, left - sizes[k]):
@@ -324,32 +318,29 @@ class _Search:
         memo: dict[tuple[int, tuple[int, ...]], tuple[tuple[int, int], tuple]] = {}
         usage = [_usage([p]) for p in self.kinds]
 
-        def within(placed: tuple[int, ...]) -> bool:
-            for i, most in enumerate(limits):
-                if sum(n * u[i] for n, u in zip(placed, usage, strict=True)) > most:
-                    return False
-            return True
-
-        def rec(pos: int, rem: tuple[int, ...]) -> tuple[tuple[int, int], tuple]:
+        def rec(pos: int, rem: tuple[int, ...], used: tuple[int, ...]) -> tuple:
             if pos >= self.total or not any(rem):
                 return (0, 0), ()
-            key = (pos, rem)
+            key = (pos, rem)  # ``used`` follows from ``rem``
             if key in memo:
                 return memo[key]
             self._visit()
-            best = rec(pos + 1, rem)
-            for k, end in self._options(pos, rem):
-                nrem = (*rem[:k], rem[k] - 1, *rem[k + 1 :])
-                if not within(tuple(c - r for c, r in zip(counts, nrem, strict=True))):
+            best = rec(pos + 1, rem, used)
+            for k, end in self.starting[pos]:
+                if not rem[k]:
                     continue
-                (sl, cnt), rest = rec(end, nrem)
+                nused = tuple(a + b for a, b in zip(used, usage[k], strict=True))
+                if any(a > b for a, b in zip(nused, limits, strict=True)):
+                    continue
+                nrem = (*rem[:k], rem[k] - 1, *rem[k + 1 :])
+                (sl, cnt), rest = rec(end, nrem, nused)
                 cand = ((sl + self.kinds[k].slices, cnt + 1), ((k, pos), *rest))
                 if cand[0] > best[0]:
                     best = cand
             memo[key] = best
             return best
 
-        return list(rec(0, tuple(counts))[1])
+        return list(rec(0, tuple(counts), (0,) * len(limits))[1])
 
 
 def _solve(

@@ -597,6 +597,19 @@ MAX_MEMORY_SLICES = 64
 MAX_PROFILES = 64
 
 
+def _node_ci_profile_id(name: str) -> int:
+    """The full-size CI profile ID of a GPU-instance profile a node reported; raises
+    ``LgipParseError`` for a name that is not one or whose compute slices no NVML CI
+    profile spans (``5g.50gb``)."""
+    try:
+        return ci_profile_id_for(_gi_slices(name))
+    except ValueError as exc:
+        raise LgipParseError(
+            f"profile {name!r} in the node's answer: {exc}; give the unedited output of "
+            "'nvidia-smi mig -lgip'"
+        ) from None
+
+
 def check_geometry(name: str, profiles: list[GIProfile] | tuple[GIProfile, ...], what: str) -> int:
     """The memory slices of a GPU read from a node (the end of its last placement), after
     checking that ``profiles`` describe a MIG geometry: at most ``MAX_PROFILES`` profiles
@@ -697,7 +710,7 @@ def model_from_nvidia_smi(
                 ofa_engines=r["ofa_engines"],
                 max_instances=r["total"],
                 placements=starts,
-                ci_profile_id=ci_profile_id_for(_gi_slices(r["name"])),
+                ci_profile_id=_node_ci_profile_id(r["name"]),
             )
         )
     arch, cc = (builtin.architecture, builtin.compute_capability) if builtin else _arch_of(name)
@@ -807,7 +820,7 @@ def model_from_facts(name: str, memory_mib: int | None, profiles: list) -> GpuMo
                 ofa_engines=rec["ofa_engines"],
                 max_instances=rec["max_instances"],
                 placements=tuple(rec["placements"]),
-                ci_profile_id=ci_profile_id_for(_gi_slices(pname)),
+                ci_profile_id=_node_ci_profile_id(pname),
             )
         )
     try:
