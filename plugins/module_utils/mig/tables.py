@@ -30,7 +30,10 @@ Sources cited by key:
 
 * ``guide``: NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles"
   (docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html, 2026:
-  B200, RTX PRO 6000/5000/4500 Blackwell, H100 80/94/96 GB, H200, A100, A30) and
+  B200, RTX PRO 6000/5000/4500 Blackwell, Thor iGPU, H100 80/94/96 GB, H200, A100, A30;
+  Thor iGPU is not modelled: its profiles have no memory slices (unified memory, 0 GB)
+  and it allows one compute and one +gfx instance at most, a rule the placement model
+  does not hold) and
   "Supported GPUs" (supported-gpus.html: adds H20 96GB, H200 NVL, GB200 186GB) and
   "Deployment Considerations" (minimum drivers, naming B300 and GB300 DGX Station).
 * ``mig-parted``: NVIDIA mig-parted ``deployments/systemd/config-default.yaml``: the
@@ -274,6 +277,40 @@ LAYOUTS: dict[str, dict] = {
             ("2g.48gb-me", 105, 2, None, 92, 2, 0, 0, 0, 0, 2, _Q2, _ISP),
             ("4g.96gb", 106, 4, None, 184, 4, 4, 4, 4, 1, 1, _Z, _ISP),
             ("4g.96gb+gfx", 107, 4, None, 184, 4, 4, 4, 4, 1, 1, _Z, _ISP),
+        ),
+    },
+    "rtx-pro-5000-48gb": {
+        "total_slices": 2,
+        "source": "the guide's RTX PRO 5000 Blackwell table (48GB products): names, memory "
+        "and SM fractions (halves), NVDEC/NVENC/JPEG/OFA, CE and counts; no nvidia-smi mig "
+        "-lgip/-lgipp capture found: GI profile IDs not sourced (set to 110+ so that none "
+        "is mistaken for a real one), GiB from each name's GB, SM counts unknown (0; the "
+        "guide gives fractions only), placements inferred from the halves; give the "
+        "node's -lgip/-lgipp",
+        "rows": (
+            ("1g.24gb", 111, 1, None, 0, 1, 1, 1, 0, 0, 2, (0, 1), _ISP),
+            ("1g.24gb+me", 112, 1, None, 0, 1, 1, 1, 1, 1, 1, (0, 1), _ISP),
+            ("1g.24gb+gfx", 113, 1, None, 0, 1, 1, 1, 0, 0, 2, (0, 1), _ISP),
+            ("1g.24gb+me.all", 114, 1, None, 0, 1, 3, 3, 1, 1, 1, (0, 1), _ISP),
+            ("1g.24gb-me", 115, 1, None, 0, 1, 0, 0, 0, 0, 2, (0, 1), _ISP),
+            ("2g.48gb", 116, 2, None, 0, 4, 3, 3, 1, 1, 1, _Z, _ISP),
+            ("2g.48gb+gfx", 117, 2, None, 0, 4, 3, 3, 1, 1, 1, _Z, _ISP),
+        ),
+    },
+    "rtx-pro-4500-32gb": {
+        "total_slices": 2,
+        "source": "the guide's RTX PRO 4500 Blackwell table (32GB products): names, memory "
+        "and SM fractions (halves), NVDEC/NVENC/JPEG/OFA, CE and counts (no 1g.16gb+me "
+        "profile); no nvidia-smi mig -lgip/-lgipp capture found: GI profile IDs not "
+        "sourced (set to 120+), GiB from each name's GB, SM counts unknown (0), placements "
+        "inferred from the halves; give the node's -lgip/-lgipp",
+        "rows": (
+            ("1g.16gb", 121, 1, None, 0, 1, 1, 1, 1, 0, 2, (0, 1), _ISP),
+            ("1g.16gb+gfx", 122, 1, None, 0, 1, 1, 1, 1, 0, 2, (0, 1), _ISP),
+            ("1g.16gb+me.all", 123, 1, None, 0, 1, 3, 3, 2, 1, 1, (0, 1), _ISP),
+            ("1g.16gb-me", 124, 1, None, 0, 1, 0, 0, 0, 0, 2, (0, 1), _ISP),
+            ("2g.32gb", 125, 2, None, 0, 2, 3, 3, 2, 1, 1, _Z, _ISP),
+            ("2g.32gb+gfx", 126, 2, None, 0, 2, 3, 3, 2, 1, 1, _Z, _ISP),
         ),
     },
     # Names, counts and PCI device IDs from NVIDIA's mig-parted default config only; no
@@ -600,6 +637,29 @@ GPUS: tuple[tuple, ...] = (
         f"instances; one profile table for every edition); {_PCI} (2bb4); {_NO_FB}; {_NO_NAME}",
     ),
     (
+        "NVIDIA RTX PRO 5000 Blackwell",
+        "rtx-pro-5000-48gb",
+        None,
+        "Blackwell",
+        "12.0",
+        ("0x2BB310DE",),
+        "guide Supported GPUs: RTX PRO 5000 Blackwell, GB202, CC 12.0, 48GB, 2 instances; "
+        f"Deployment Considerations: from R575 (575.57.08); {_PCI} (2bb3 'RTX PRO 5000 "
+        "Blackwell / RTX PRO 5000 72GB Blackwell': the 72GB board shares the ID and has "
+        f"no table in the guide); {_NO_FB}; {_NO_NAME}",
+    ),
+    (
+        "NVIDIA RTX PRO 4500 Blackwell",
+        "rtx-pro-4500-32gb",
+        None,
+        "Blackwell",
+        "12.0",
+        ("0x2C3110DE",),
+        "guide Supported GPUs: RTX PRO 4500 Blackwell, GB203, CC 12.0, 32GB, 2 instances; "
+        f"Deployment Considerations: from R575 (575.64); {_PCI} (2c31; the Server Edition "
+        f"2c3a is not in the guide's list); {_NO_FB}; {_NO_NAME}",
+    ),
+    (
         "NVIDIA B300",
         "b300-269gb",
         None,
@@ -669,4 +729,6 @@ ALIASES: dict[str, str] = {
     "rtx-pro-6000-server": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
     "rtx-pro-6000-workstation": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
     "rtx-pro-6000-max-q": "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+    "rtx-pro-5000": "NVIDIA RTX PRO 5000 Blackwell",
+    "rtx-pro-4500": "NVIDIA RTX PRO 4500 Blackwell",
 }

@@ -143,8 +143,8 @@ WRONG_NAMES = {
     "b300-extra-suffix": "NVIDIA B300 SXM6 AC2",
     "gh200-without-size": "NVIDIA GH200",
     "gh200-480-without-gb": "NVIDIA GH200 480",
-    "rtx-pro-5000-not-modelled": "NVIDIA RTX PRO 5000 Blackwell",
-    "rtx-pro-4500-not-modelled": "NVIDIA RTX PRO 4500 Blackwell",
+    "rtx-pro-5000-72gb-no-table": "NVIDIA RTX PRO 5000 72GB Blackwell",
+    "rtx-pro-4000-not-mig-capable": "NVIDIA RTX PRO 4000 Blackwell",
     "thor-not-modelled": "NVIDIA Jetson AGX Thor",
     "glob": "NVIDIA B300*",
     "two-names-on-two-lines": "NVIDIA B300 SXM6 AC\nNVIDIA H200",
@@ -171,6 +171,16 @@ REAL_NAMES = {
         "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
         "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
         '{"1g.24gb": 4}',
+    ),
+    "rtx-pro-5000": (
+        "NVIDIA RTX PRO 5000 Blackwell",
+        "NVIDIA RTX PRO 5000 Blackwell",
+        '{"1g.24gb": 2}',
+    ),
+    "rtx-pro-4500": (
+        "NVIDIA RTX PRO 4500 Blackwell",
+        "NVIDIA RTX PRO 4500 Blackwell",
+        '{"1g.16gb-me": 2}',
     ),
     "rtx-pro-6000-max-q": (
         "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
@@ -224,6 +234,18 @@ OVER_BUDGET = {
         {"2g.48gb+me.all": 1, "2g.48gb": 1},
         "engine-budget",
         "6 video decoder(s) (NVDEC) but the GPU has 4",
+    ),
+    "rtx-5000-me-all-and-1g": (
+        "rtx-pro-5000",
+        {"1g.24gb+me.all": 1, "1g.24gb": 1},
+        "engine-budget",
+        "4 video decoder(s) (NVDEC) but the GPU has 3",
+    ),
+    "rtx-4500-me-all-and-1g": (
+        "rtx-pro-4500",
+        {"1g.16gb+me.all": 1, "1g.16gb": 1},
+        "engine-budget",
+        "3 JPEG decoder(s) (NVJPG) but the GPU has 2",
     ),
     "rtx-me-all-and-me": (
         "rtx-pro-6000",

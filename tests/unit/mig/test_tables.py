@@ -20,6 +20,7 @@ WANTED = [
     "NVIDIA A800 40GB PCIe", "NVIDIA A800-SXM4-80GB", "NVIDIA A800 80GB PCIe",
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
     "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+    "NVIDIA RTX PRO 5000 Blackwell", "NVIDIA RTX PRO 4500 Blackwell",
 ]  # fmt: skip
 
 
@@ -252,3 +253,79 @@ def test_every_printed_name_has_its_source() -> None:
     assert dict(b300.other_names)["NVIDIA B300 SXM6 AC"].startswith("NVIDIA/cosmos-framework")
     assert "pci.ids 2342" in dict(gh200.other_names)["NVIDIA GH200 480GB"]
     assert mp.model_by_device_id("0x233910DE") is mp.model("NVIDIA H100 94GB")
+
+
+# The guide's RTX PRO Blackwell tables: (NVDEC, NVENC, JPEG, OFA, copy engines, instances)
+GUIDE_RTX_ENGINES = {
+    "rtx-pro-6000": {
+        "1g.24gb": (1, 1, 1, 0, 1, 4),
+        "1g.24gb+me": (1, 1, 1, 1, 1, 1),
+        "1g.24gb+gfx": (1, 1, 1, 0, 1, 4),
+        "1g.24gb+me.all": (4, 4, 4, 1, 1, 1),
+        "1g.24gb-me": (0, 0, 0, 0, 1, 4),
+        "2g.48gb": (2, 2, 2, 0, 2, 2),
+        "2g.48gb+gfx": (2, 2, 2, 0, 2, 2),
+        "2g.48gb+me.all": (4, 4, 4, 1, 2, 1),
+        "2g.48gb-me": (0, 0, 0, 0, 2, 2),
+        "4g.96gb": (4, 4, 4, 1, 4, 1),
+        "4g.96gb+gfx": (4, 4, 4, 1, 4, 1),
+    },
+    "rtx-pro-5000": {
+        "1g.24gb": (1, 1, 0, 0, 1, 2),
+        "1g.24gb+me": (1, 1, 1, 1, 1, 1),
+        "1g.24gb+gfx": (1, 1, 0, 0, 1, 2),
+        "1g.24gb+me.all": (3, 3, 1, 1, 1, 1),
+        "1g.24gb-me": (0, 0, 0, 0, 1, 2),
+        "2g.48gb": (3, 3, 1, 1, 4, 1),
+        "2g.48gb+gfx": (3, 3, 1, 1, 4, 1),
+    },
+    "rtx-pro-4500": {
+        "1g.16gb": (1, 1, 1, 0, 1, 2),
+        "1g.16gb+gfx": (1, 1, 1, 0, 1, 2),
+        "1g.16gb+me.all": (3, 3, 2, 1, 1, 1),
+        "1g.16gb-me": (0, 0, 0, 0, 1, 2),
+        "2g.32gb": (3, 3, 2, 1, 2, 1),
+        "2g.32gb+gfx": (3, 3, 2, 1, 2, 1),
+    },
+}
+
+
+@pytest.mark.parametrize("model", sorted(GUIDE_RTX_ENGINES))
+def test_rtx_pro_profiles_and_engines_are_the_guides(model: str) -> None:
+    m = mp.model(model)
+    got = {
+        p.name: (
+            p.decoders,
+            p.encoders,
+            p.jpeg_engines,
+            p.ofa_engines,
+            p.copy_engines,
+            p.max_instances,
+        )
+        for p in m.profiles
+    }
+    assert got == GUIDE_RTX_ENGINES[model]
+
+
+@pytest.mark.parametrize(
+    ("model", "device_id", "slices"),
+    [("rtx-pro-5000", "0x2BB310DE", 2), ("rtx-pro-4500", "0x2C3110DE", 2)],
+)
+def test_rtx_pro_5000_and_4500_from_the_guide_the_rest_flagged(
+    model: str, device_id: str, slices: int
+) -> None:
+    m = mp.model(model)
+    assert mp.model_by_device_id(device_id.lower()) is m
+    assert m.total_slices == slices and m.compute_capability == "12.0"
+    # no capture: IDs (110+/120+), GiB, SMs and placements are flagged, never used by apply
+    assert all({"id", "gib", "sm", "placements"} <= set(p.derived) for p in m.profiles)
+    assert all(p.profile_id > 100 for p in m.profiles)
+
+
+def test_thor_igpu_is_not_modelled() -> None:
+    # the guide's Thor iGPU profiles have no memory slices (3g.0gb) and allow one compute
+    # and one +gfx instance at most, a rule the placement model does not hold
+    assert "Thor iGPU is not modelled" in mt.__doc__
+    for name in ("NVIDIA Thor", "NVIDIA Jetson AGX Thor", "Thor iGPU"):
+        with pytest.raises(mp.UnknownGpuModel):
+            mp.model(name)
