@@ -209,6 +209,18 @@ def test_HANDLED_preflight_takes_the_printed_name(name: str) -> None:
     assert "does not exist" in bad.message
 
 
+@pytest.mark.parametrize("name", ["NVIDIA B300 SXM6 AC", "NVIDIA GH200 480GB"])
+def test_HANDLED_preflight_takes_the_name_a_node_reported(name: str) -> None:
+    # no gpu_model: the name gathered from the node (gpu_facts) picks the table
+    gpus = [{"name": name}]
+    layout = {"1g.34gb": 7} if "B300" in name else {"1g.12gb": 7}
+    rules = _rules(_host({"mig_layout": layout}, gpus=gpus))
+    assert "mig-gpu-model" not in rules and "mig-layout-fit" not in rules
+    bad = _rules(_host({"mig_layout": {"1g.34gb": 8}}, gpus=gpus))["mig-layout-fit"]
+    expected = "1g.34gb allows at most 7" if "B300" in name else "'1g.34gb' does not exist"
+    assert expected in bad.message, bad.message
+
+
 # model, layout, cause, words of the reason
 OVER_BUDGET = {
     "rtx-me-all-and-three-1g": (
