@@ -101,3 +101,18 @@ def test_every_name_of_every_model_finds_it_and_no_other() -> None:
 def test_names_are_matched_exactly_not_by_likeness(near_miss: str) -> None:
     with pytest.raises(mp.UnknownGpuModel):
         mp.model(near_miss)
+
+
+def test_every_device_id_of_the_tables_is_in_pci_ids_and_every_mig_parted_id_in_the_tables() -> (
+    None
+):
+    table_ids = {
+        d.upper().replace("0X", "0x") for m in mp.MODELS.values() for d in m.pci_device_ids
+    }
+    assert table_ids == set(nl.PCI_IDS)
+    mig_parted_ids = {d for entries in nl.CONFIGS.values() for f, _ in entries if f for d in f}
+    assert mig_parted_ids <= table_ids
+    # the IDs the tables add beyond mig-parted's filters, each from pci.ids
+    assert table_ids - mig_parted_ids == {
+        "0x233910DE", "0x2BB110DE", "0x2BB310DE", "0x2BB410DE", "0x2C3110DE",
+    }  # fmt: skip
