@@ -5,9 +5,9 @@ Run it with ``.venv/bin/pytest -m bench tests/bench/test_mig_capture_planning.py
 case parses the capture (``mig.profiles.model_from_nvidia_smi``) and plans one layout
 (``mig.planner.plan``), fitting or refused with its explanation; the figures are the wall
 time of the median of 3 runs and the peak memory traced (``tracemalloc``) of a fourth.
-Each figure is printed beside its floor and the test fails when one is missed. Before
-the placement search went left to right over (slice, counts left), the same questions
-on a capture took 61 s and 1.06 GB at 6 instances and ran past 60 s from 8.
+Each figure is printed beside its floor and the test fails when one is missed. The
+former search (a bitmask of the placed instances per state) did not finish
+``hostile-21x3g`` in 60 s.
 """
 
 from __future__ import annotations

@@ -8,11 +8,13 @@ Standard library only (Ansible ships ``module_utils`` to managed hosts).
 * ``parse_layout`` reads a layout (MIG profile -> count).
 * ``plan`` places every wanted GPU instance on a ``GpuModel`` under its placement rules
   (``nvidia-smi mig -lgipp``: allowed starts and size in memory slices), the per-profile
-  instance limit (``-lgip`` ``Total``) and the media-extension budget (see below), or
-  raises ``LayoutDoesNotFit`` saying what cannot be placed, which slices collide with
-  which placed instances, and what would fit instead. The search is exhaustive (largest
-  profiles first, memoised dead ends, identical instances in increasing start order), so
-  it finds a plan whenever one exists.
+  instance limit (``-lgip`` ``Total``) and the engine budgets (see below), or raises
+  ``LayoutDoesNotFit`` saying what cannot be placed, which slices collide with which
+  placed instances, and what would fit instead. The search goes left to right over the
+  memory slices, a state being (slice, instances left per profile), largest profiles
+  first, with memoised dead ends: it finds a plan whenever one exists, within
+  ``MAX_SEARCH_STATES`` states per call whatever the GPU's geometry (``PlanTooLarge``
+  past them; no built-in table comes near).
 * ``check_config`` validates a whole config against one GPU model.
 * ``check_dra_driver`` refuses MIG profiles that NVIDIA's DRA driver cannot serve, on
   nodes that run it (the rule is ``mig.profiles.dra_driver_refusal``).
@@ -21,12 +23,15 @@ The mig-parted config format lives in ``mig_config`` (``load_mig_config``,
 ``select_layout``), the placement records and the GI diff in ``mig.placement``
 (``Placement``, ``Plan``, ``LayoutDoesNotFit``, ``GpuInstance``, ``diff``).
 
-Media-extension budget: ``+me`` profiles hold the GPU's optical-flow accelerator (OFA).
-The OFA count of the instances on one GPU may not exceed the full-GPU profile's (e.g.
-``7g.141gb``: 1); this allows one ``+me`` instance per GPU across all ``+me`` profiles
-(A30 has two: ``1g.6gb+me`` and ``2g.12gb+me``). Source: the ``OFA`` column of
-``nvidia-smi mig -lgip`` (only ``+me`` and full-GPU profiles have one) and the NVIDIA MIG
-user guide, "Supported MIG Profiles" (every ``+me`` profile has one instance at most).
+Engine budgets: for each engine the NVIDIA MIG user guide lists per profile (copy
+engines, NVDEC, NVENC, JPEG, OFA; ``nvidia-smi mig -lgip`` columns CE, DEC, ENC, JPEG,
+OFA), the instances on one GPU may not hold more than the full-GPU profile does, which
+holds all of the GPU's. The OFA budget (the media-extension budget: one OFA on every MIG
+GPU) allows one ``+me`` instance per GPU across all ``+me`` profiles (A30 has two:
+``1g.6gb+me`` and ``2g.12gb+me``); the NVDEC/NVENC/JPEG budgets keep ``1g.24gb+me.all``
+(all four of each on an RTX PRO 6000 Blackwell) from sharing the GPU with any instance
+that has one (``1g.24gb``), not with the engineless ``1g.24gb-me``. Source: the guide,
+"Supported MIG Profiles", and the captures of ``mig.tables``.
 """
 
 from __future__ import annotations
