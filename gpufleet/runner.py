@@ -15,6 +15,7 @@ inventories (the lab's) are added to ``INVENTORY_CHECKS`` by gpufleet/cli.py.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -272,17 +273,17 @@ def run_playbook(
     private = Path(tempfile.mkdtemp(prefix="gpufleet-run-"))
     artifacts = artifact_root or _cache_dir() / "runs"
     display = _Display(progress, console, on_event)
-    kwargs = _runner_kwargs(
-        book, inventories, private, artifacts, extravars=extravars, limit=limit, tags=tags,
-        check=check, diff=diff, verbosity=verbosity, event_handler=display.handle,
-    )  # fmt: skip
-    if console.is_terminal:
-        with Live(render(progress), console=console, refresh_per_second=4) as display.live:
-            result = ansible_runner.run(**kwargs)
-    else:
-        result = ansible_runner.run(**kwargs)
-    display.live = None
     try:
+        kwargs = _runner_kwargs(
+            book, inventories, private, artifacts, extravars=extravars, limit=limit, tags=tags,
+            check=check, diff=diff, verbosity=verbosity, event_handler=display.handle,
+        )  # fmt: skip
+        if console.is_terminal:
+            with Live(render(progress), console=console, refresh_per_second=4) as display.live:
+                result = ansible_runner.run(**kwargs)
+        else:
+            result = ansible_runner.run(**kwargs)
+        display.live = None
         return _finish(result, progress, console, Path(artifacts))
     finally:
         shutil.rmtree(private, ignore_errors=True)
@@ -364,6 +365,7 @@ def _runner_kwargs(
             *(["--tags", tags] if tags else []),
         ]
     )
+    write_extravars(private, extravars or {})
     # ansible-playbook of this Python's environment, even when its bin/ is not on PATH
     bin_dir = str(Path(sys.executable).parent)
     envvars = {
@@ -377,7 +379,6 @@ def _runner_kwargs(
         artifact_dir=str(artifacts),
         playbook=str(book),
         inventory=[str(Path(i).resolve()) for i in inventories],
-        extravars=dict(extravars or {}),
         limit=limit,
         verbosity=verbosity or None,
         quiet=True,
@@ -387,6 +388,27 @@ def _runner_kwargs(
         project_dir=str(book.parent),
         rotate_artifacts=ARTIFACTS_KEPT,
     )
+
+
+def write_extravars(private: Path, extravars: Mapping[str, Any]) -> Path:
+    """Write ``extravars`` to ``<private>/env/extravars``, the file ansible-runner hands to
+    ansible-playbook as ``-e @FILE``, with every string marked as data
+    (``common.unsafe.mark_unsafe``): a value read from a file, the cluster, the environment
+    or a command line is never templated, and none is shown on the command line.
+
+    Raises RunError (exit status 2) naming the variable whose value cannot be kept as data.
+    """
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common import unsafe
+
+    try:
+        marked = {name: unsafe.mark_unsafe(value, name) for name, value in extravars.items()}
+    except unsafe.UnsafeDataError as err:
+        raise RunError(f"extra variable {err}") from None
+    path = private / "env" / "extravars"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(marked, ensure_ascii=True))
+    path.chmod(0o600)
+    return path
 
 
 def _finish(result: Any, progress: RunProgress, console: Console, artifacts: Path) -> RunResult:

@@ -33,6 +33,7 @@ import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import config as mcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import planner as mpl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mpr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import mig_advice as ma
 
@@ -269,7 +270,61 @@ def read_proposal(path: str) -> dict[str, Any]:
             f"{path}: 'changes' must be a list of objects with {', '.join(keys)}; {fix}",
             param_hint="'--proposal'",
         )
+    for i, change in enumerate(changes):
+        problem = change_problem(change)
+        if problem:
+            raise click.BadParameter(
+                f"{path}: changes[{i}].{problem}; {fix}", param_hint="'--proposal'"
+            )
     return doc
+
+
+def change_problem(change: Mapping[str, Any]) -> str | None:
+    """What makes one change of a proposal unusable (``FIELD is VALUE; why``), or None: the
+    node is a Kubernetes node name, the GPU an index, ``current`` and ``proposed`` hold
+    placements (MIG profile, start, size) and ``proposed.layout`` maps MIG profile names
+    (``mig.profiles.parse_profile``) to counts (``mig.planner.parse_layout``)."""
+    node, gpu = change["node"], change["gpu"]
+    if not isinstance(node, str) or not _NODE_NAME.fullmatch(node):
+        return f"node is {shown(str(node))}; it must be a Kubernetes node name"
+    if isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0:
+        return f"gpu is {shown(str(gpu))}; it must be a GPU index (an integer >= 0)"
+    current, proposed = change["current"], change["proposed"]
+    if (
+        not isinstance(current, dict)
+        or not isinstance(current.get("mig_enabled"), bool)
+        or not isinstance(current.get("layout"), dict)
+    ):
+        return "current must be an object with mig_enabled (true or false) and layout"
+    for name, side in (("current", current), ("proposed", proposed)):
+        placements = side.get("placements") if isinstance(side, dict) else None
+        if not isinstance(placements, list) or not all(map(_is_placement, placements)):
+            return f"{name}.placements must be a list of {{profile, start, size}}"
+    try:
+        layout = mpl.parse_layout(proposed.get("layout"), name="proposed.layout")
+    except ValueError as exc:
+        return str(exc)
+    bad = [p for p in layout if mpr.parse_profile(p) is None]
+    if bad:
+        return f"proposed.layout has {shown(bad[0])}; keys are MIG profile names such as 1g.18gb"
+    return None
+
+
+#: A Kubernetes node name (a DNS subdomain, RFC 1123, at most 253 characters).
+_NODE_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
+
+
+def _is_placement(value: Any) -> bool:
+    """A placement of a proposal: ``{profile: MIG profile name, start: int, size: int}``."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("profile"), str)
+        and mpr.parse_profile(value["profile"]) is not None
+        and all(
+            isinstance(value.get(k), int) and not isinstance(value.get(k), bool) and value[k] >= 0
+            for k in ("start", "size")
+        )
+    )
 
 
 def parse_window(value: str) -> tuple[_dt.datetime, _dt.datetime]:
