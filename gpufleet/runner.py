@@ -7,7 +7,9 @@ from the ``playbook_on_stats`` event.
 
 Exit status contract (used by every ``gpufleet`` subcommand that runs a playbook):
 0 when every host ended without failure and was reachable, 1 when a host failed or
-was unreachable, 2 when the run itself could not start (missing playbook, inventory);
+was unreachable, 2 when the run itself could not start (missing playbook, inventory, an
+extra variable that cannot be kept as data) or its input was refused before any host was
+changed (``INPUT_REFUSED_TASKS``: preflight);
 the codes are gpufleet/exit.py's. The runner knows no lab: checks of particular
 inventories (the lab's) are added to ``INVENTORY_CHECKS`` by gpufleet/cli.py.
 """
@@ -111,6 +113,14 @@ class HostProgress:
 #: as it arrives and again under the recap).
 NOTICE_TASKS = ("Preflight | Show the warnings",)
 
+#: Tasks that refuse the input before any host is changed: a run that failed in one of them
+#: could not run (exit status 2); their message names the variable, the value and the fix.
+#: Preflight's refusal, and a role's check on entry of the values it writes into files.
+INPUT_REFUSED_TASKS = (
+    "Preflight | Stop before any host is changed, listing every problem",
+    "Monitoring | Refuse values the files it writes cannot hold",
+)
+
 
 @dataclass
 class RunProgress:
@@ -190,8 +200,15 @@ class RunProgress:
                 out.setdefault(host, dict.fromkeys(_COUNTERS, 0))[names.get(key, key)] = n
         return out
 
+    def input_refused(self) -> bool:
+        """True when a task of ``INPUT_REFUSED_TASKS`` failed: the run stopped on its input."""
+        return any(task in INPUT_REFUSED_TASKS for _, task, _ in self.failures)
+
     def exit_status(self, runner_rc: int | None = None) -> int:
-        """0 when no host failed or was unreachable and ansible-playbook exited 0, else 1."""
+        """2 when the input was refused (:meth:`input_refused`); else 0 when no host failed
+        or was unreachable and ansible-playbook exited 0, else 1."""
+        if self.input_refused():
+            return EXIT_CANNOT_RUN
         bad = any(c["failed"] or c["unreachable"] for c in self.recap().values())
         return EXIT_FAILED if bad or (runner_rc not in (None, 0)) else EXIT_OK
 
