@@ -119,6 +119,7 @@ NOTICE_TASKS = ("Preflight | Show the warnings",)
 INPUT_REFUSED_TASKS = (
     "Preflight | Stop before any host is changed, listing every problem",
     "Monitoring | Refuse values the files it writes cannot hold",
+    "Toolkit | Refuse values the files it writes cannot hold",
 )
 
 

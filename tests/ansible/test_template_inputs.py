@@ -169,3 +169,41 @@ def test_preflight_refuses_a_config_injection_with_exit_2(
     assert result.exit_code == EXIT_CANNOT_RUN, result.output
     flat = " ".join(result.output.split())
     assert f"[config-value] {variable}=" in flat and "fix: write" in flat, result.output
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("nvidia_container_toolkit_repo_url", "https://r.example/stable\ngpgcheck=0"),
+        ("nvidia_container_toolkit_repo_key_url", "https://r.example/key [trusted=yes]"),
+    ],
+    ids=["repo-gpgcheck", "key-url-space"],
+)
+def test_the_toolkit_role_refuses_a_repository_injection_first(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text("[gpu_nodes]\nnode1 ansible_connection=local\n")
+    play = tmp_path / "play.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [{"hosts": "gpu_nodes", "gather_facts": False,
+              "roles": [{"role": "gpufleet.cluster.nvidia_container_toolkit"}]}]
+        )
+    )  # fmt: skip
+    ran: list[str] = []
+    result = runner.run_playbook(
+        str(play),
+        [str(inventory)],
+        extravars={variable: value, "ansible_python_interpreter": sys.executable},
+        check=True,
+        console=Console(file=io.StringIO(), width=300),
+        on_event=lambda e: ran.append(str((e.get("event_data") or {}).get("task") or "")),
+        artifact_root=tmp_path / "runs",
+    )
+    assert result.status == EXIT_CANNOT_RUN
+    ((_, task, msg),) = result.progress.failures
+    assert task == "Toolkit | Refuse values the files it writes cannot hold"
+    assert msg.startswith(f"{variable}=") and "fix: write" in msg
+    # nothing ran on the node before the refusal (the role's argument check aside)
+    assert not any(t.startswith("Toolkit | Read") for t in ran)
