@@ -218,3 +218,19 @@ def test_undecodable_bytes_of_a_command_line_are_refused(
     result = invoke(hostile, ["up", "-i", hostile["inventory"], "-e", "site_note=caf\udce9"])
     assert_refused(result, ("extra variable site_note",))
     assert "not UTF-8 text" in result.output and ansible_reads == []
+
+
+def test_no_role_or_playbook_loads_variables_from_a_file_at_run_time() -> None:
+    """``include_vars`` and ``vars_files`` make a file's strings templates (ansible-core 2.17
+    and 2.19 alike); the roles read files with ``lookup('file')``, ``slurp`` or a module,
+    whose results Ansible keeps as data."""
+    root = Path(__file__).resolve().parents[3]
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for base in ("roles", "playbooks")
+        for path in sorted((root / base).rglob("*.yml"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if not line.lstrip().startswith("#")
+        and ("include_vars" in line or line.strip().startswith("vars_files"))
+    ]
+    assert found == []
