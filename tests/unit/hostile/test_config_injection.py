@@ -16,6 +16,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter import systemd as systemd_filters
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import rules as pf
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.problem import Problem
 
 from tests.unit.common.test_systemd import unquote_word
 
@@ -91,7 +92,7 @@ HOSTILE: dict[str, tuple[str, Any]] = {
 }
 
 
-def _problems(variables: dict[str, Any]) -> tuple[list[pf.Problem], str]:
+def _problems(variables: dict[str, Any]) -> tuple[list[Problem], str]:
     hosts = {
         "cp-1": {"groups": ["k8s_cluster", "kube_control_plane"], "variables": variables},
         "gpu-1": {"groups": ["k8s_cluster", "kube_node", "gpu_nodes"], "variables": {}},
