@@ -154,7 +154,8 @@ def normalise(dump: Mapping[str, Any], release: str) -> dict[str, Any]:
     with stage one of alpha/beta/ga/deprecated; ``resource``: version ->
     ``{enabledByDefault, served, registered, kinds, removed, deprecated, resourceDefaults}``
     (``removed``/``deprecated``: the earliest minor any kind's lifecycle names, or None);
-    ``kubeadm``: ``{registered, old, deprecated, experimental}``.
+    ``kubeadm``: ``{registered, old, deprecated, experimental}``. ``run_dump`` adds
+    ``announced`` (``announced_lifecycle``) from the release's source.
     Raises FactsError when the dump is of another release or another format.
     """
     if dump.get("format") != 2:
@@ -203,6 +204,56 @@ def normalise(dump: Mapping[str, Any], release: str) -> dict[str, Any]:
             "experimental": sorted(kubeadm["experimental"]),
         },
     }
+
+
+#: Where a release declares the next steps of its gates: the comment on a versioned spec
+#: (``// GA in 1.36; remove in 1.39``, ``// LockToDefault: true in 1.39; remove in 1.42``).
+#: 1.31 and 1.32 keep the versioned specs in a file of their own beside the constants.
+FEATURES_SOURCE = "pkg/features/kube_features.go"
+VERSIONED_FEATURES_SOURCE = "pkg/features/versioned_kube_features.go"
+_GATE_CONSTANT = re.compile(r"^\t(\w+)\s+featuregate\.Feature\s*=\s*\"([^\"]+)\"", re.M)
+_GATE_BLOCK = re.compile(r"^\t(\w+): \{\n(.*?)^\t\},?$", re.M | re.S)
+#: 1.31's unversioned specs: one line each (``\tName: {Default: ...}, // remove in 1.33``).
+_GATE_LINE = re.compile(r"^\t(\w+): (\{[^\n]*\},?[ \t]*//[^\n]*)$", re.M)
+_ANNOUNCED = {
+    "remove": re.compile(r"\bremov(?:e|ed|al)\s+in\s+v?1\.(\d+)", re.I),
+    "lock": re.compile(
+        r"\b(?:LockToDefault(?::\s*true)?|lock(?:ed)?(?:\s+to\s+default)?)\s+in\s+v?1\.(\d+)",
+        re.I,
+    ),
+}
+
+
+def announced_lifecycle(source: str, minor: int) -> dict[str, dict[str, str]]:
+    """Gate -> ``{"lock": "1.N", "remove": "1.M"}``: the later minors the comments of the
+    gate's versioned specs in ``FEATURES_SOURCE`` (its text, ``source``) announce for it,
+    beyond ``minor``. Comments are the release's own words and the only place a release
+    says what the next one will do; an announcement of a past minor is left out."""
+    names = dict(_GATE_CONSTANT.findall(source))
+    out: dict[str, dict[str, str]] = {}
+    for constant, body in _GATE_BLOCK.findall(source) + _GATE_LINE.findall(source):
+        comments = " ".join(line.split("//", 1)[1] for line in body.splitlines() if "//" in line)
+        found = {}
+        for step, pattern in _ANNOUNCED.items():
+            later = [int(m) for m in pattern.findall(comments) if int(m) > minor]
+            if later:
+                found[step] = f"1.{min(later)}"
+        if found:
+            out[names.get(constant, constant)] = dict(sorted(found.items()))
+    return dict(sorted(out.items()))
+
+
+def module_announcements(module: Path, minor: int) -> dict[str, dict[str, str]]:
+    """``announced_lifecycle`` of the unpacked release module; raises FactsError when the
+    module has no ``FEATURES_SOURCE``."""
+    path = module / FEATURES_SOURCE
+    if not path.is_file():
+        raise FactsError(f"{path}: missing; the release's module is not unpacked")
+    texts = [path.read_text(encoding="utf-8")]
+    versioned = module / VERSIONED_FEATURES_SOURCE
+    if versioned.is_file():
+        texts.append(versioned.read_text(encoding="utf-8"))
+    return announced_lifecycle("\n".join(texts), minor)
 
 
 def _normal_gates(table: Mapping[str, Any]) -> dict[str, Any]:
@@ -389,7 +440,13 @@ def run_dump(path: Path, release: str) -> dict[str, Any]:
     proc = subprocess.run([str(path)], capture_output=True, text=True, timeout=120, check=False)
     if proc.returncode != 0:
         raise FactsError(f"{path} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
-    return normalise(json.loads(proc.stdout), release)
+    facts = normalise(json.loads(proc.stdout), release)
+    record = path.with_name("module-dir")
+    if not record.is_file():
+        raise FactsError(f"{record}: missing; rebuild the dump to record its module directory")
+    minor = int(release.split(".")[1])
+    facts["announced"] = module_announcements(Path(record.read_text().strip()), minor)
+    return facts
 
 
 def diff_facts(committed: Mapping[str, Any], fresh: Mapping[str, Any]) -> list[str]:

@@ -17,8 +17,12 @@ description:
     C(default) namespace, a downgrade from 0.4 to 25.x).
   - The other filters of this file are C(dra_driver_node_problems),
     C(dra_driver_daemonset_verdict), C(dra_driver_expected_devices),
-    C(dra_driver_slice_verdict) and C(dra_driver_root) (the chart's C(nvidiaDriverRoot) alone,
-    from C(gpu_operator) and C(nvidia_driver_root), for the validate role).
+    C(dra_driver_slice_verdict), C(dra_driver_root) (the chart's C(nvidiaDriverRoot) alone,
+    from C(gpu_operator) and C(nvidia_driver_root), for the validate role) and
+    C(dra_driver_root_search_items) (the paths under the driver root where the kubelet plugin
+    looks for C(libnvidia-ml.so.1) and C(nvidia-smi), in its order, from module_utils
+    C(dra_driver.driver_root)) and C(dra_driver_chart_drivers) (the DRA drivers whose
+    kubelet plugins run with a driver's: both of NVIDIA's chart for C(gpu.nvidia.com)).
 options:
   _input:
     description: The inputs, as documented for C(dra_driver.values.plan).
@@ -44,6 +48,9 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
+    driver_root as ddr,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import health as ddh
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import nodes as ddn
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import values as ddv
@@ -72,6 +79,26 @@ def dra_driver_root(inputs):
         return ddv.driver_root(inputs)
     except ddc.DraDriverError as exc:
         _fail(exc)
+
+
+def dra_driver_root_search_items(names):
+    """Paths relative to the driver root where the kubelet plugin looks for each of
+    ``names`` (``libnvidia-ml.so.1``, ``nvidia-smi``), in its order; AnsibleFilterError for
+    another name."""
+    if not isinstance(names, (list, tuple)):
+        raise AnsibleFilterError(
+            f"dra_driver_root_search_items takes a list, not {type(names).__name__}"
+        )
+    try:
+        return ddr.search_items([str(n) for n in names])
+    except ValueError as exc:
+        _fail(exc)
+
+
+def dra_driver_chart_drivers(driver):
+    """The DRA drivers whose kubelet plugins run with ``driver``'s (dra_driver.chart
+    .chart_drivers), as a list."""
+    return list(ddc.chart_drivers(str(driver or "")))
 
 
 def dra_driver_node_problems(nodes, gpu_nodes, values, legacy_chart=False, coexist=False):
@@ -114,6 +141,8 @@ class FilterModule:
         return {
             "dra_driver_plan": dra_driver_plan,
             "dra_driver_root": dra_driver_root,
+            "dra_driver_root_search_items": dra_driver_root_search_items,
+            "dra_driver_chart_drivers": dra_driver_chart_drivers,
             "dra_driver_node_problems": dra_driver_node_problems,
             "dra_driver_daemonset_verdict": dra_driver_daemonset_verdict,
             "dra_driver_expected_devices": dra_driver_expected_devices,

@@ -12,8 +12,10 @@ description:
     proprietary kernel modules for the GPUs on the host, then renders the CUDA repository
     files and the package list. Fails with the reason and the fix, naming the variable.
   - The other filters of this file are C(nvidia_driver_hold_list),
-    C(nvidia_driver_problems), C(nvidia_toolkit_check) and
-    C(containerd_effective_problems); see their docstrings in C(plugins/filter/nvidia.py).
+    C(nvidia_driver_problems), C(nvidia_toolkit_check), C(containerd_effective_problems)
+    and C(nvidia_cdi_generate_argv) (the C(nvidia-ctk cdi generate) command line, with
+    C(--dev-root) whenever it passes C(--driver-root)); see their docstrings in
+    C(plugins/filter/nvidia.py).
 options:
   _input:
     description:
@@ -43,6 +45,7 @@ _value:
 import dataclasses
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import cdi_spec
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import driver as nd
 
@@ -148,9 +151,22 @@ def containerd_effective_problems(
         return [str(err)]
 
 
+def nvidia_cdi_generate_argv(output: str, driver_root: str = "/", dev_root: str = "/") -> list:
+    """``nvidia-ctk cdi generate`` argv writing to ``output`` (nvidia.cdi_spec.generate_argv);
+    AnsibleFilterError naming the value for a relative path."""
+    try:
+        return cdi_spec.generate_argv(str(driver_root or "/"), str(dev_root or "/"), str(output))
+    except ValueError as exc:
+        raise AnsibleFilterError(
+            f"nvidia_container_toolkit_driver_root/_dev_root/_cdi_spec: {exc}; give an "
+            "absolute path"
+        ) from None
+
+
 class FilterModule:
     def filters(self) -> dict:
         return {
+            "nvidia_cdi_generate_argv": nvidia_cdi_generate_argv,
             "nvidia_driver_plan": nvidia_driver_plan,
             "nvidia_driver_hold_list": nvidia_driver_hold_list,
             "nvidia_driver_problems": nvidia_driver_problems,

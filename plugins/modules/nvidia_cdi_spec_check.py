@@ -1,14 +1,14 @@
 #!/usr/bin/python
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Check that every GPU of a node has a CDI device named by its UUID."""
+"""Check that every GPU of a node has a usable CDI device named by its UUID."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: nvidia_cdi_spec_check
-short_description: Check that every GPU of a node has a CDI device named by its UUID
+short_description: Check that every GPU of a node has a usable CDI device named by its UUID
 version_added: "0.1.0"
 description:
   - Reads the CDI specs (C(*.yaml), C(*.yml), C(*.json)) in O(spec_dirs) and the GPUs
@@ -17,6 +17,17 @@ description:
     one that holds only C(all), fails this check.
   - Fails too when C(nvidia-smi -L) lists no GPU (nothing to check means the driver does
     not see the GPUs).
+  - >-
+    Judges each spec of O(kind) C(nvidia.com/gpu) as the CDI library that containerd uses
+    loads it (a device with empty C(containerEdits), an invalid name, kind or
+    C(cdiVersion), an unknown field: the whole spec is refused) and as a container given
+    one of its devices needs it (each device has a C(/dev/nvidia<N>) node, C(/dev/nvidiactl)
+    and C(/dev/nvidia-uvm) are in the device or the common edits, every device node's host
+    path exists on this host).
+  - >-
+    C(nvidia-ctk cdi generate --driver-root=DIR) without C(--dev-root) writes devices
+    without device nodes when C(DIR/dev) is empty; the failure names the command with
+    C(--dev-root).
   - Changes nothing.
 author:
   - gpufleet maintainers
@@ -74,6 +85,15 @@ missing:
   returned: always
   type: list
   elements: dict
+spec_problems:
+  description: Why a spec of O(kind) C(nvidia.com/gpu) gives no usable GPU, each prefixed
+    with its file.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "/var/run/cdi/nvidia.yaml: device '0' has no /dev/nvidia<N> device node: the container
+      sees no GPU"
 """
 
 import os
@@ -84,6 +104,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.cdi import
     devices_of,
     missing_gpus,
     missing_message,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.cdi_spec import (
+    GPU_KIND,
+    generate_command,
+    gpu_problems,
+    library_problems,
+    spec_driver_root,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.driver import (
     parse_smi_list,
@@ -107,6 +134,16 @@ def parse_spec(name: str, text: str) -> object:
     return ig.load_yaml(text, name)
 
 
+def judge_spec(spec: object, path: str, kind: str) -> list[str]:
+    """Problems of one spec of ``kind`` (see DOCUMENTATION); [] for another kind."""
+    if kind != GPU_KIND or not isinstance(spec, dict) or spec.get("kind") != kind:
+        return []
+    refused = library_problems(spec)
+    if refused:
+        return [f"{path}: the CDI library refuses the spec ({p})" for p in refused]
+    return [f"{path}: {p}" for p in gpu_problems(spec, os.path.exists)]
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
@@ -117,8 +154,16 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    result: dict = {"changed": False, "spec_files": [], "gpus": [], "devices": [], "missing": []}
+    result: dict = {
+        "changed": False,
+        "spec_files": [],
+        "gpus": [],
+        "devices": [],
+        "missing": [],
+        "spec_problems": [],
+    }
     devices = []
+    roots = []
     for directory in p["spec_dirs"]:
         if not os.path.isdir(directory):
             continue
@@ -132,6 +177,10 @@ def main() -> None:
                 module.fail_json(msg=f"{path} is not a CDI spec: {err}", **result)
             result["spec_files"].append(path)
             devices.extend(devices_of(spec, path))
+            problems = judge_spec(spec, path, p["kind"])
+            if problems:
+                roots.append(spec_driver_root(spec))
+            result["spec_problems"].extend(problems)
     result["devices"] = sorted({d.name for d in devices if d.kind == p["kind"]})
     smi = p["nvidia_smi"]
     smi_path = smi if os.path.isabs(smi) else module.get_bin_path(smi)
@@ -148,6 +197,16 @@ def main() -> None:
     result["missing"] = [{"index": g.index, "name": g.name, "uuid": g.uuid} for g in missing]
     if missing:
         module.fail_json(msg=missing_message(missing, devices, p["kind"], p["spec_dirs"]), **result)
+    if result["spec_problems"]:
+        module.fail_json(
+            msg="; ".join(result["spec_problems"])
+            + "; fix: "
+            + "; ".join(dict.fromkeys(generate_command(r) for r in roots))
+            + " (--dev-root=/: the device nodes are in the host's /dev), or set "
+            "nvidia_container_toolkit_driver_root and nvidia_container_toolkit_dev_root and run "
+            "the nvidia_container_toolkit role",
+            **result,
+        )
     module.exit_json(**result)
 
 

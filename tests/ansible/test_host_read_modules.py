@@ -12,23 +12,20 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpufleet.cluster.plugins.filter import dra_driver as dra_filter
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import hosts as vh
 
 from tests.ansible.test_config_gate_modules import play
 
 pytestmark = pytest.mark.ansible
 
+
 ROLE_VARS = Path(__file__).resolve().parents[2] / "roles" / "validate" / "vars" / "main.yml"
 
 
 def role_items() -> list[str]:
-    """The paths read_node stats, from the role's own variables."""
-    v = yaml.safe_load(ROLE_VARS.read_text())
-    return (
-        [f"{d}/libnvidia-ml.so.1" for d in v["validate_driver_root_library_dirs"]]
-        + [f"{d}/nvidia-smi" for d in v["validate_driver_root_binary_dirs"]]
-        + ["dev"]
-    )
+    """The paths read_node stats, from the filter the role calls."""
+    return [*dra_filter.dra_driver_root_search_items(["libnvidia-ml.so.1", "nvidia-smi"]), "dev"]
 
 
 def driver_root(tmp_path: Path) -> Path:

@@ -102,11 +102,13 @@ def test_rules_render_check_and_pass_their_unit_tests(tmp_path: Path) -> None:
     assert alerts == {
         "DRAClaimLeaked",
         "DRAClaimsAllocatedNotInUse",
+        "DRAClaimCreateFailures",
         "DRAClaimPending",
         "DRAPodsUnschedulable",
         "GPUNodeWithoutResourceSlice",
         "DRAKubeletPluginDown",
         "DRAPrepareErrors",
+        "DRABindingConditionsFailed",
         "DRAAllocatedDeviceIdle",
         "DRAFeatureGateOff",
         "DRAAPINotServed",
@@ -118,7 +120,7 @@ def test_rules_render_check_and_pass_their_unit_tests(tmp_path: Path) -> None:
         timeout=60,
     )
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 10 rules found" in check.stdout + check.stderr
+    assert "SUCCESS: 12 rules found" in check.stdout + check.stderr
     # the unit tests of the rules run against the rendered file, next to it
     shutil.copy(DATA / "gpufleet-dra.rules.test.yml", rules.parent)
     test = subprocess.run(
@@ -177,21 +179,42 @@ def test_second_run_changes_nothing(tmp_path: Path) -> None:
 
 
 def test_short_durations_reach_the_rules(tmp_path: Path) -> None:
-    out = render(tmp_path, monitoring_plugin_down_for="30s", monitoring_device_idle_for="1m")
+    out = render(
+        tmp_path,
+        monitoring_plugin_down_for="30s",
+        monitoring_device_idle_for="1m",
+        monitoring_claim_create_failed_for="2m",
+        monitoring_binding_conditions_failed_for="3m",
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     doc = yaml.safe_load((tmp_path / "out" / "rules" / "gpufleet-dra.rules.yml").read_text())
     rules = {r["alert"]: r for g in doc["groups"] for r in g["rules"]}
     assert rules["DRAKubeletPluginDown"]["for"] == "30s"
     assert rules["DRAAllocatedDeviceIdle"]["for"] == "1m"
+    assert rules["DRAClaimCreateFailures"]["for"] == "2m"
+    assert rules["DRABindingConditionsFailed"]["for"] == "3m"
     assert rules["DRAClaimLeaked"]["for"] == "10m"
 
 
-def test_a_bad_duration_is_refused_before_any_file_is_written(tmp_path: Path) -> None:
-    out = render(tmp_path, monitoring_claim_leaked_for="ten minutes")
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("monitoring_claim_leaked_for", "ten minutes"),
+        # a value that would add labels to the rule in the rendered YAML
+        ("monitoring_claim_create_failed_for", "5m\n        labels:\n          severity: none"),
+        ("monitoring_binding_conditions_failed_for", ""),
+    ],
+    ids=["words", "yaml-injection", "empty"],
+)
+def test_a_bad_duration_is_refused_before_any_file_is_written(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    out = render(tmp_path, **{name: value})
     assert out.returncode != 0
     assert not (tmp_path / "out").exists()
-    text = " ".join((out.stdout + out.stderr).split())
-    assert 'monitoring_claim_leaked_for="ten minutes": is not a Prometheus duration' in text
+    text = out.stdout + out.stderr
+    assert f"{name}=" in text and "is not a Prometheus duration" in text, text
+    assert "Traceback" not in text
 
 
 @pytest.mark.parametrize(

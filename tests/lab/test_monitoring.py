@@ -230,6 +230,8 @@ def mon(lab) -> Iterator[tuple[Lab, Prom]]:
                     "plugin_down_for",
                     "device_idle_for",
                     "dra_gate_missing_for",
+                    "claim_create_failed_for",
+                    "binding_conditions_failed_for",
                 )
             },
             "monitoring_device_idle_window": "30s",

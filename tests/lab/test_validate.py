@@ -252,6 +252,7 @@ CLEAN_LAB_CHECKS = {
     "hosts.cdi-gpus",
     "hosts.driver-root",
     "hosts.cdi-hook",
+    "hosts.plugin-sockets",
     "claims.prepare-failed",
     "claims.leaked",
     "claims.pending",

@@ -8,17 +8,14 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-LIBRARY_DIRS = (
-    "usr/lib64",
-    "usr/lib/x86_64-linux-gnu",
-    "usr/lib/aarch64-linux-gnu",
-    "lib64",
-    "lib/x86_64-linux-gnu",
-    "lib/aarch64-linux-gnu",
-    "usr/lib",
-    "lib",
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
+    driver_root as plugin_root,
 )
-BINARY_DIRS = ("usr/bin", "usr/sbin", "bin", "sbin")
+
+#: The directories the role stats, in order ("" is the driver root itself): the kubelet
+#: plugin's own search lists (``dra_driver.driver_root``).
+LIBRARY_DIRS = plugin_root.search_dirs(plugin_root.NVML_LIBRARY)
+BINARY_DIRS = plugin_root.search_dirs(plugin_root.SMI_BINARY)
 #: What ``ls /dev/nvidia*`` shows on an H200 node with the driver loaded (the find pattern
 #: leaves out nvidia-uvm-tools, nvidia-modeset and nvidia-caps).
 DEVICES = ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm")
@@ -46,8 +43,10 @@ def driver_root(
     in ``<root>/dev``, ``host_devices`` those in the host's ``/dev``."""
     if dev_dir is None:
         dev_dir = root == "/"
-    files = [_stat(root, f"{d}/libnvidia-ml.so.1", d == library_dir) for d in LIBRARY_DIRS]
-    files += [_stat(root, f"{d}/nvidia-smi", d == smi_dir) for d in BINARY_DIRS]
+    files = [
+        _stat(root, posixpath.join(d, "libnvidia-ml.so.1"), d == library_dir) for d in LIBRARY_DIRS
+    ]
+    files += [_stat(root, posixpath.join(d, "nvidia-smi"), d == smi_dir) for d in BINARY_DIRS]
     files.append(_stat(root, "dev", dev_dir, isdir=True))
     found = [f"/dev/{n}" for n in host_devices]
     if dev_dir and root != "/":
@@ -82,3 +81,14 @@ def cdi_hook(
             xoth=bool(x & 0o001),
         )
     return {"path": path, "stat": {"changed": False, "failed": False, "stat": st}}
+
+
+def plugin_sockets(
+    live: tuple[str, ...] = ("gpu.nvidia.com",), stale: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The registered ``kubelet_plugin_sockets`` result: a live registration socket of each
+    driver in ``live`` and a stale one of each driver in ``stale``."""
+    reg = "/var/lib/kubelet/plugins_registry"
+    sockets = [{"driver": d, "path": f"{reg}/{d}-reg.sock", "listening": True} for d in live]
+    sockets += [{"driver": d, "path": f"{reg}/{d}-0ld-reg.sock", "listening": False} for d in stale]
+    return {"changed": False, "failed": False, "sockets": sockets, "truncated": False}

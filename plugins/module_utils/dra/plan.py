@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import next_release
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import release_data as _releases
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.api import (
     _CORE_RUNTIME_CONFIG,
@@ -548,7 +549,8 @@ def _runtime_config(
 
 def _plan_warnings(v: KubeVersion) -> list[str]:
     """What every plan at ``v`` warns about: facts from a pre-release or from documentation
-    only, known-bad releases."""
+    only, known-bad releases, and what the next minor removes or locks
+    (``next_release.advice``)."""
     minor = v.minor
     warnings: list[str] = []
     prerelease = prerelease_source(minor)
@@ -568,4 +570,5 @@ def _plan_warnings(v: KubeVersion) -> list[str]:
             f"Kubernetes {bad.version} is a known-bad release ({bad.component}): "
             f"{bad.problem}. {bad.advice}."
         )
+    warnings.extend(next_release.advice(v))
     return warnings

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.releases import (
     v1_31,
@@ -109,6 +109,9 @@ class ReleaseFacts:
     kubeadm: KubeadmFacts
     component_gates: dict
     group_versions: frozenset = frozenset()
+    #: gate -> {"lock"|"remove": minor}: what the release's own source comments announce
+    #: for later minors (``release_facts.announced_lifecycle``).
+    announced: dict = field(default_factory=dict)
 
     def gate(self, name: str) -> GateFacts | None:
         """``name``'s facts from the shared table or a component's own, or None."""
@@ -189,6 +192,10 @@ def _load(module) -> ReleaseFacts:
             for component, table in data.get("componentGates", {}).items()
         },
         group_versions=frozenset(data.get("groupVersions", ())),
+        announced={
+            gate: {step: _minor(when) for step, when in steps.items()}
+            for gate, steps in data.get("announced", {}).items()
+        },
     )
 
 

@@ -27,15 +27,18 @@ __all__ = [
     "CHART_DEVICE_CLASSES",
     "CHART_KUBE_VERSION_MIN",
     "COMPUTE_DOMAIN_DEVICE_CLASSES",
+    "COMPUTE_DOMAIN_DRIVER",
     "DOCUMENTED_KUBERNETES_MIN",
     "GPU_CLASS",
     "GPU_DEVICE_CLASSES",
     "MIG_CLASS",
     "NVIDIA_DRIVER",
+    "PLUGIN_CONTAINERS",
     "VFIO_DEVICE_CLASS",
     "ChartSource",
     "ChartVersion",
     "DraDriverError",
+    "chart_drivers",
     "chart_source",
     "parse_chart_version",
     "parse_release_chart",
@@ -136,6 +139,21 @@ COMPUTE_DOMAIN_DEVICE_CLASSES = (
     "compute-domain-daemon.nvidia.com",
     "compute-domain-default-channel.nvidia.com",
 )
+
+
+#: The chart's second DRA driver: ComputeDomain daemons and IMEX channels, published by the
+#: container ``compute-domains`` of the same kubelet-plugin pods (cmd/compute-domain-kubelet-
+#: plugin ``DriverName``; the DeviceClasses above select ``device.driver`` by it).
+COMPUTE_DOMAIN_DRIVER = "compute-domain.nvidia.com"
+#: The kubelet-plugin pod's container that serves each of the chart's drivers.
+PLUGIN_CONTAINERS = {NVIDIA_DRIVER: "gpus", COMPUTE_DOMAIN_DRIVER: "compute-domains"}
+
+
+def chart_drivers(driver: str) -> tuple[str, ...]:
+    """The DRA drivers whose kubelet plugins run with ``driver``'s: both of NVIDIA's chart
+    (``gpu.nvidia.com``, ``compute-domain.nvidia.com``) for the chart's GPU driver, else
+    ``driver`` alone (another driver, such as the GPU simulator's under another name)."""
+    return tuple(PLUGIN_CONTAINERS) if driver == NVIDIA_DRIVER else (driver,)
 
 
 #: Every DeviceClass the newest chart can create (templates/deviceclass-*.yaml).

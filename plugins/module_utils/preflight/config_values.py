@@ -191,6 +191,8 @@ CONFIG_VARIABLES: dict[str, tuple[str, str]] = {
     "monitoring_plugin_down_for": ("duration", "the alerting rules (for:)"),
     "monitoring_device_idle_for": ("duration", "the alerting rules (for:)"),
     "monitoring_dra_gate_missing_for": ("duration", "the alerting rules (for:)"),
+    "monitoring_claim_create_failed_for": ("duration", "the alerting rules (for:)"),
+    "monitoring_binding_conditions_failed_for": ("duration", "the alerting rules (for:)"),
     "monitoring_device_idle_window": ("duration", "the alerting rules (a PromQL range)"),
     "monitoring_device_idle_percent": ("percent", "the alerting rules (a PromQL threshold)"),
     "monitoring_promtool": ("command", "the validate command line of the rendered files"),
@@ -213,12 +215,30 @@ ADDRESS_LISTS = (
 NODE_TARGETS = ("monitoring_kubelet_targets", "monitoring_dcgm_exporter_targets")
 
 
+#: What each kind is called in a message.
+KIND_NAMES = {
+    "duration": "a Prometheus duration",
+    "address": "HOST:PORT",
+    "listen": "a listen address",
+    "path": "an absolute path",
+    "path_or_empty": "an absolute path",
+    "command": "a program path",
+    "url": "an http or https URL",
+    "name": "a DNS subdomain",
+    "text": "one line of text",
+    "percent": "a percentage",
+}
+
+
 def value_problem(kind: str, value: Any) -> str | None:
     """Why ``value`` cannot be written as a ``kind`` (a key of ``KINDS``), or None."""
     if kind != "percent":
         found = CONTROL.search(str(value))
         if found:
-            return f"holds the control character {found.group()!r} (a line break adds a line)"
+            return (
+                f"is not {KIND_NAMES[kind]}: it holds the control character {found.group()!r} "
+                "(a line break would add a line)"
+            )
     return KINDS[kind][0](value)
 
 

@@ -43,6 +43,9 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import (
+    metric_series as dra_metric_series,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import sanitize as dra_sanitize
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import settings as dra_settings
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
@@ -428,6 +431,7 @@ def _plan_step(
         for bad in dra_skew.known_bad_releases(version)
     ]
     warnings.extend(transition.warnings)
+    warnings.extend(metric_series_warnings(source.minor, version.minor))
     step = Step(
         source=str(source),
         version=str(version),
@@ -450,6 +454,29 @@ def _plan_step(
         blocking=blocking,
     )
     return step, _settings_after(kept, transition)
+
+
+def metric_series_warnings(from_minor: int, to_minor: int) -> list[str]:
+    """One warning per series a component serves on 1.``from_minor`` and no longer on
+    1.``to_minor``, naming the series that replaces it (``dra.metric_series``); none when
+    either minor is outside that table."""
+    known = dra_metric_series.known_minors()
+    if from_minor not in known or to_minor not in known:
+        return []
+    out = []
+    for change in dra_metric_series.renamed_between(from_minor, to_minor):
+        if change.old is None:
+            continue
+        read = (
+            f"read {change.new}{change.new_selector}"
+            if change.new
+            else f"1.{to_minor} serves no series in its place"
+        )
+        out.append(
+            f"{change.component} of 1.{to_minor} no longer serves the metric {change.old}: "
+            f"dashboards and alerts that read {change.old} see nothing after the upgrade; {read}"
+        )
+    return out
 
 
 def _settings_after(

@@ -103,7 +103,7 @@ def _resource_versions(listing: Listing, settings: Settings) -> Check:
             )
     c.fix = (
         "set kube-apiserver --runtime-config as the version model plans it: gpufleet gates "
-        f"plan --kubernetes-version {version} shows it, gpufleet gates apply -i INVENTORY sets it"
+        f"plan --to {version} shows it, gpufleet gates apply -i INVENTORY sets it"
     )
     return finish(c, f"served: {', '.join(served)}")
 

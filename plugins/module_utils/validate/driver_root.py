@@ -5,12 +5,13 @@ records ``validate.hosts.normalize_host`` builds:
 
 - ``hosts.driver-root``: under the plugin's ``nvidiaDriverRoot`` (``driver_root.root``,
   role variable ``validate_nvidia_driver_root``) the plugin finds ``libnvidia-ml.so.1``
-  and ``nvidia-smi``, and the device nodes ``nvidia[0-9]*``, ``nvidiactl`` and
-  ``nvidia-uvm`` are in its dev root. The dev root is the driver root when
-  ``<root>/dev`` is a directory, else ``/`` (the plugin's ``root.getDevRoot``): an empty
-  ``<root>/dev`` hides the host's ``/dev``. The plugin then starts and publishes its
-  ResourceSlice, and fails every claim at prepare time ("unable to create CDI spec file
-  for claim ... invalid device, empty device edits").
+  and ``nvidia-smi`` where it looks for them (``dra_driver.driver_root``, the plugin's own
+  lists: a library only in ``/usr/lib`` is not found with root ``/``), and the device
+  nodes ``nvidia[0-9]*``, ``nvidiactl`` and ``nvidia-uvm`` are in its dev root. The dev
+  root is the driver root when ``<root>/dev`` is a directory, else ``/`` (the plugin's
+  ``root.getDevRoot``): an empty ``<root>/dev`` hides the host's ``/dev``. The plugin
+  then starts and publishes its ResourceSlice, and fails every claim at prepare time
+  ("unable to create CDI spec file for claim ... invalid device, empty device edits").
 - ``hosts.cdi-hook``: ``nvidia-cdi-hook`` (``cdi_hook.path``, role variable
   ``validate_nvidia_cdi_hook_path``) exists and is executable: the plugin does not start
   without it, and the CDI specs it writes call it at container creation
@@ -35,6 +36,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
+    driver_root as plugin_root,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
     FAIL,
     WARN,
@@ -44,7 +48,14 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report i
     skipped,
 )
 
-__all__ = ["cdi_hook_check", "dev_root", "driver_root_check", "missing_device_nodes"]
+__all__ = [
+    "cdi_hook_check",
+    "dev_root",
+    "driver_root_check",
+    "looked_for_device_node",
+    "missing_device_nodes",
+    "plugin_sockets_check",
+]
 
 #: The first toolkit release that ships nvidia-cdi-hook (the ``nvidia-ctk hook`` commands
 #: moved there; NVIDIA Container Toolkit 1.16.0 release notes).
@@ -61,6 +72,12 @@ def dev_root(root: str, dev_dir: bool) -> str:
     return posixpath.normpath(root or "/") if dev_dir else "/"
 
 
+def looked_for_device_node(name: str) -> bool:
+    """Whether ``name`` (a basename in ``/dev``) is one of the device nodes the validate
+    role looks for: ``nvidia[0-9]*``, ``nvidiactl``, ``nvidia-uvm``."""
+    return bool(_GPU_NODE.match(name)) or name in ("nvidiactl", "nvidia-uvm")
+
+
 def missing_device_nodes(names: Sequence[str]) -> list[str]:
     """Which of ``nvidia[0-9]*``, ``nvidiactl``, ``nvidia-uvm`` ``names`` (basenames in
     one ``dev/``) lacks, in that order."""
@@ -75,6 +92,10 @@ def _dev_of(root: str) -> str:
 
 def _searched(root: str, dirs: Sequence[str], name: str) -> str:
     return ", ".join(posixpath.join(root, d, name) for d in dirs) or "nowhere"
+
+
+def _plugin_dirs(name: str) -> tuple[str, ...]:
+    return plugin_root.search_dirs(name)
 
 
 def _real_gpu_hosts(hosts: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]] | str:
@@ -117,14 +138,18 @@ def driver_root_check(hosts: Sequence[Mapping[str, Any]]) -> Check:
                 h["host"],
                 FAIL,
                 f"{name} is not under the driver root {root} (looked for "
-                f"{_searched(root, rec.get(f'{kind}_dirs') or [], name)}): the DRA kubelet "
-                "plugin does not start there",
+                f"{_searched(root, rec.get(f'{kind}_dirs') or [], name)}, where the DRA "
+                f"kubelet plugin looks): the plugin stops with 'error locating \"{name}\"' and "
+                "publishes no ResourceSlice",
             )
             fixes.append(
                 "set dra_driver_nvidia_driver_root (and validate_nvidia_driver_root) to the "
-                "directory that holds the driver: / for a driver installed on the host, "
-                "/run/nvidia/driver for the GPU Operator's driver container "
-                "(dra_driver_gpu_operator: true), then ansible-playbook -i INVENTORY "
+                "directory under which the driver sits where the plugin looks ("
+                + ", ".join(f"<root>/{d}" if d else "<root>/" for d in _plugin_dirs(name))
+                + "): / for a driver installed in those directories of the host, the "
+                "driver's own prefix (e.g. /usr/local/nvidia) for a driver installed under "
+                "one, /run/nvidia/driver for the GPU Operator's driver container "
+                "(dra_driver_gpu_operator: true); then ansible-playbook -i INVENTORY "
                 "playbooks/dra_driver.yml"
             )
         missing = missing_device_nodes(found)
@@ -204,3 +229,67 @@ def cdi_hook_check(hosts: Sequence[Mapping[str, Any]]) -> Check:
         "dra_driver_extra_values and validate_nvidia_cdi_hook_path to that path"
     )
     return finish(c, f"nvidia-cdi-hook executable on {len(hosts)} GPU node(s)")
+
+
+def _stale_problem(driver: str, stale: list[str], live: list[str]) -> tuple[str, str]:
+    """(status, message) for the stale sockets of one driver on one node."""
+    paths = ", ".join(stale)
+    if live:
+        return WARN, (
+            f"{len(stale)} socket(s) of driver {driver} refuse connections ({paths}) beside the "
+            f"live {', '.join(live)}: left by kubelet plugin pods that are gone; the kubelet "
+            "keeps trying to register them"
+        )
+    return FAIL, (
+        f"every kubelet plugin socket of driver {driver} refuses connections ({paths}): its "
+        "plugin pod is gone but left them, so the kubelet cannot reach the driver here and "
+        f"claims of {driver} devices on this node fail to prepare"
+    )
+
+
+def plugin_sockets_check(hosts: Sequence[Mapping[str, Any]]) -> Check:
+    """``hosts.plugin-sockets``: no registration or service socket of the DRA drivers
+    (``plugin_sockets``: the ``kubelet_plugin_sockets`` module's answer, normalized by
+    ``validate.hosts``) that nothing listens on. A driver whose every socket is stale
+    fails (its plugin is not running but the kubelet still has its sockets); stale
+    sockets beside a live one warn. Sockets that could not be probed are only evidence."""
+    c = Check("hosts.plugin-sockets", "no stale kubelet plugin socket of the DRA drivers")
+    if not hosts:
+        return skipped(c.id, c.title, "the inventory group gpu_nodes is empty")
+    judged = 0
+    for h in hosts:
+        rec = h.get("plugin_sockets")
+        if not isinstance(rec, Mapping) or not rec.get("read"):
+            why = (rec or {}).get("error") if isinstance(rec, Mapping) else ""
+            c.problem(
+                h["host"], WARN, f"the kubelet plugin sockets were not read: {why or 'no result'}"
+            )
+            continue
+        judged += 1
+        by_driver: dict[str, dict[Any, list[str]]] = {}
+        for x in rec.get("sockets") or []:
+            by_driver.setdefault(x["driver"], {}).setdefault(x["listening"], []).append(x["path"])
+        c.evidence.append(
+            Evidence(
+                f"{h['host']}: connect to the kubelet plugin sockets",
+                "; ".join(
+                    f"{d}: {len(v.get(True, []))} live, {len(v.get(False, []))} stale, "
+                    f"{len(v.get(None, []))} not told"
+                    for d, v in sorted(by_driver.items())
+                )
+                or "no socket of the drivers",
+            )
+        )
+        for driver, v in sorted(by_driver.items()):
+            if v.get(False):
+                status, message = _stale_problem(driver, v[False], v.get(True, []))
+                c.problem(h["host"], status, message)
+    c.fix = (
+        "on the node named, remove the socket files that refuse connections (rm -f PATH; the "
+        "kubelet plugin makes its own again when it starts), and where none of a driver's is "
+        "live restart its kubelet plugin: kubectl -n NAMESPACE delete pod -l "
+        "app.kubernetes.io/component=kubelet-plugin --field-selector spec.nodeName=NODE"
+    )
+    if judged == 0 and not c.problems:
+        return skipped(c.id, c.title, "no GPU node's sockets were read", c.evidence)
+    return finish(c, f"no stale kubelet plugin socket on {judged} GPU node(s)")

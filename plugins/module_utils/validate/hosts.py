@@ -10,22 +10,28 @@ Input per host (the ``validate_host`` fact the playbook ``validate.yml`` builds)
      "toolkit": {"rc": 0, "stdout": "NVIDIA Container Toolkit CLI version 1.18.0 ..."},
      "containerd_version": {"rc": 0, "stdout": "containerd ... v2.4.2 ..."},
      "containerd": {"rc": 0, "stdout": "<containerd config dump>"},
+     "containerd_active": {"rc": 0, "stdout": "active"},
      "cdi": [{"path": "/var/run/cdi/nvidia.yaml", "content": "<YAML or JSON>"}],
      "packages": {"rc": 0, "stdout": "kubeadm 1.37.2-1.1 install ok installed\\n..."},
      "holds": {"rc": 0, "stdout": "kubeadm\\nkubelet\\n"},
      "kubeadm_version": {"rc": 0, "stdout": "v1.37.2"},
      "driver_root": {"root": "/", "files": <looped stat results>, "devices": <find result>},
-     "cdi_hook": {"path": "/usr/bin/nvidia-cdi-hook", "stat": <stat result>}}
+     "cdi_hook": {"path": "/usr/bin/nvidia-cdi-hook", "stat": <stat result>},
+     "plugin_sockets": <kubelet_plugin_sockets result: sockets [{driver, path, listening}]>}
 
 Checks: ``hosts.driver-version`` (one NVIDIA driver version on every GPU node, at or
 above the minimum), ``hosts.toolkit`` (NVIDIA Container Toolkit installed and able to
 read containerd's configuration version: ``nvidia.containerd.check_toolkit``),
 ``hosts.containerd-cdi`` (``containerd config dump`` has the nvidia runtime and CDI:
 ``nvidia.containerd.effective_problems``), ``hosts.cdi-gpus`` (a CDI spec names every
-GPU UUID: ``nvidia.cdi.missing_gpus``), ``hosts.driver-root`` and ``hosts.cdi-hook`` (what
+GPU UUID: ``nvidia.cdi.missing_gpus``; each spec of kind ``nvidia.com/gpu`` loads in the
+CDI library and gives every GPU device its device nodes, present on the host:
+``nvidia.cdi_spec``), ``hosts.driver-root`` and ``hosts.cdi-hook`` (what
 NVIDIA's DRA kubelet plugin needs under its driver root, and its nvidia-cdi-hook:
-``validate.driver_root``) and ``versions.packages-held`` (kubeadm and kubelet
-packages are on hold, so an unattended upgrade cannot break the version skew).
+``validate.driver_root``), ``hosts.plugin-sockets`` (no kubelet plugin socket of the DRA
+drivers that refuses connections: ``validate.driver_root``) and
+``versions.packages-held`` (kubeadm and kubelet packages are on hold, so an unattended
+upgrade cannot break the version skew).
 
 A host with a simulated GPU (``simulator``) has no NVIDIA runtime or toolkit; the checks
 that need them are skipped there with that reason.
@@ -40,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import cdi as cdi_spec
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import cdi_spec as cdi_rules
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.driver import (
     DRA_MIN_BRANCH,
@@ -61,6 +68,7 @@ __all__ = ["driver_version_key", "hosts_checks", "kubeadm_versions", "normalize_
 #: branch (``nvidia.driver.DRA_MIN_BRANCH``, which names its source).
 DEFAULT_MIN_DRIVER = f"{DRA_MIN_BRANCH}.0.0"
 PACKAGES = ("kubeadm", "kubelet")
+GPU_KIND = cdi_rules.GPU_KIND
 
 
 def normalize_host(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -94,7 +102,29 @@ def normalize_host(raw: Mapping[str, Any]) -> dict[str, Any]:
         out["driver_root"] = _driver_root_record(raw["driver_root"])
     if isinstance(raw.get("cdi_hook"), Mapping) and "stat" in raw["cdi_hook"]:
         out["cdi_hook"] = _cdi_hook_record(raw["cdi_hook"])
+    if isinstance(raw.get("plugin_sockets"), Mapping) and "read" not in raw["plugin_sockets"]:
+        out["plugin_sockets"] = _sockets_record(raw["plugin_sockets"])
     return out
+
+
+def _sockets_record(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``kubelet_plugin_sockets`` result -> ``{read, sockets: [{driver, path,
+    listening}], error}`` (entries that are not mappings with a path are left out)."""
+    ran = _ran(raw) and not raw.get("failed")
+    sockets = [
+        {
+            "driver": str(x.get("driver") or ""),
+            "path": str(x["path"]),
+            "listening": x.get("listening") if isinstance(x.get("listening"), bool) else None,
+        }
+        for x in (raw.get("sockets") or [] if ran else [])
+        if isinstance(x, Mapping) and x.get("path")
+    ]
+    return {
+        "read": ran and isinstance(raw.get("sockets"), list),
+        "sockets": sockets,
+        "error": "" if ran else str(raw.get("msg") or ""),
+    }
 
 
 def _ran(result: Any) -> bool:
@@ -126,7 +156,9 @@ def _driver_root_record(raw: Mapping[str, Any]) -> dict[str, Any]:
             continue
         rec["read"] = True
         item, st = str(r.get("item") or ""), r["stat"]
-        found = bool(st.get("exists"))
+        # the kubelet plugin takes only what resolves to a regular file (a directory or a
+        # device of that name does not count: dra_driver.driver_root)
+        found = bool(st.get("exists")) and (item == "dev" or st.get("isreg", True) is not False)
         path = str(st.get("path") or f"{root.rstrip('/')}/{item}")
         if item == "dev":
             rec["dev_dir"] = found and bool(st.get("isdir"))
@@ -209,6 +241,7 @@ def hosts_checks(
         _cdi(gpu_hosts),
         vdr.driver_root_check(gpu_hosts),
         vdr.cdi_hook_check(gpu_hosts),
+        vdr.plugin_sockets_check(gpu_hosts),
         _held(hosts),
     ]
 
@@ -340,13 +373,23 @@ def _containerd(hosts: Sequence[Mapping[str, Any]], runtime: str, binary: str) -
     )
     if not hosts:
         return skipped(c.id, c.title, "the inventory group gpu_nodes is empty")
+    fixes: list[str] = []
     for h in hosts:
         rc, out, err = _out(h.get("containerd"))
         if rc != 0:
-            c.problem(
-                h["host"], FAIL, f"containerd config dump failed (rc={rc}): {err.strip()[:200]}"
-            )
+            message, fix = _containerd_unread(h, rc, out, err)
+            c.problem(h["host"], FAIL, message)
+            fixes.append(fix)
             continue
+        if _inactive(h):
+            c.problem(
+                h["host"],
+                FAIL,
+                "containerd is installed but not running (systemctl is-active containerd: "
+                f"{_out(h.get('containerd_active'))[1].strip() or 'no answer'}): the kubelet "
+                "has no container runtime and no pod starts on this node",
+            )
+            fixes.append(_START_CONTAINERD)
         try:
             dump = cc.loads(out, f"{h['host']}: containerd config dump")
         except cc.ConfigError as err2:
@@ -367,18 +410,77 @@ def _containerd(hosts: Sequence[Mapping[str, Any]], runtime: str, binary: str) -
         )
         for p in problems:
             c.problem(h["host"], FAIL, p)
-    c.fix = (
-        "configure containerd: gpufleet up -i INVENTORY (role nvidia_container_toolkit, module "
-        "containerd_runtime_config; -l NODE for the nodes named), then restart containerd"
-    )
+    if any(p.message for p in c.problems if not p.message.startswith("containerd is ")):
+        fixes.append(
+            "configure containerd: gpufleet up -i INVENTORY (role nvidia_container_toolkit, "
+            "module containerd_runtime_config; -l NODE for the nodes named), then restart "
+            "containerd"
+        )
+    c.fix = "; ".join(dict.fromkeys(fixes)) or None
     return finish(c, f"nvidia runtime and CDI in effect on {len(hosts)} GPU node(s)")
 
 
+_START_CONTAINERD = (
+    "start containerd and keep it on across reboots: systemctl enable --now containerd "
+    "(journalctl -u containerd says why it stopped)"
+)
+_INSTALL_CONTAINERD = (
+    "install containerd 1.7 or newer on the node (CDI needs 1.7; the distribution's "
+    "containerd package, or containerd.io from Docker's repository), start it (systemctl "
+    "enable --now containerd), then configure it for the GPUs: gpufleet up -i INVENTORY -l "
+    "NODE (role nvidia_container_toolkit)"
+)
+
+
+def _inactive(h: Mapping[str, Any]) -> bool:
+    """``systemctl is-active containerd`` answered and said it is not active."""
+    rc, out, _ = _out(h.get("containerd_active"))
+    return rc not in (None, 0) and out.strip() in (
+        "inactive",
+        "failed",
+        "activating",
+        "deactivating",
+    )
+
+
+def _containerd_unread(h: Mapping[str, Any], rc: int | None, out: str, err: str) -> tuple[str, str]:
+    """(problem, fix) for a ``containerd config dump`` that did not answer: not read at
+    all, not installed (rc 2 and no output: the command could not be started), timed out,
+    or failed with its own message."""
+    said = (err or out).strip()
+    if rc is None:
+        return (
+            "containerd config dump was not run on this node (no result was read)",
+            "run gpufleet validate again with read access to the node (validate_become)",
+        )
+    if rc == 2 and (not said or "No such file" in said):
+        return (
+            "containerd is not installed on this node (the command containerd was not found: "
+            f"containerd config dump, rc=2{', ' + said[:120] if said else ', no output'}): "
+            "there is no container runtime, so neither the nvidia runtime nor CDI is in effect",
+            _INSTALL_CONTAINERD,
+        )
+    if rc == -9:
+        return (
+            "containerd config dump did not answer in time (killed): containerd's configuration "
+            "could not be read",
+            "run containerd config dump on the node and look at what it waits for",
+        )
+    return (
+        f"containerd config dump failed (rc={rc}): {said[:200] or 'no output'}"
+        + (" (containerd is not running)" if _inactive(h) else ""),
+        "run containerd config dump on the node: it names the configuration file and line it "
+        "cannot read; fix that file (the toolkit's drop-in, the imports line), then "
+        "systemctl restart containerd",
+    )
+
+
 def _cdi(hosts: Sequence[Mapping[str, Any]]) -> Check:
-    c = Check("hosts.cdi-gpus", "a CDI spec names every GPU UUID")
+    c = Check("hosts.cdi-gpus", "a CDI spec gives every GPU with its device nodes")
     if not hosts:
         return skipped(c.id, c.title, "the inventory group gpu_nodes is empty")
     judged = 0
+    roots: list[str | None] = []
     for h in hosts:
         rc, _, _ = _out(h.get("toolkit"))
         facts = _gpu_facts(h)
@@ -399,14 +501,7 @@ def _cdi(hosts: Sequence[Mapping[str, Any]]) -> Check:
         if facts is None:
             continue
         judged += 1
-        devices: list[cdi_spec.CdiDevice] = []
-        for f in h.get("cdi") or []:
-            try:
-                doc = _load(f.get("content", ""))
-            except ValueError as err:
-                c.problem(h["host"], WARN, f"{f.get('path')}: not YAML or JSON ({err})")
-                continue
-            devices += cdi_spec.devices_of(doc, str(f.get("path")))
+        devices = _cdi_specs(c, h, roots)
         gpus = [
             SmiGpu(int(g.get("index", 0)), str(g.get("name")), str(g.get("uuid")))
             for g in facts.get("gpufleet_gpus") or []
@@ -419,13 +514,16 @@ def _cdi(hosts: Sequence[Mapping[str, Any]]) -> Check:
             )
         )
         if missing:
-            c.problem(
-                h["host"],
-                FAIL,
-                cdi_spec.missing_message(
-                    missing, devices, "nvidia.com/gpu", sorted(cc.DEFAULT_CDI_SPEC_DIRS)
-                ),
+            text = cdi_spec.missing_message(
+                missing, devices, GPU_KIND, sorted(cc.DEFAULT_CDI_SPEC_DIRS)
             )
+            if not any(d.kind == GPU_KIND for d in devices):
+                text += (
+                    f"; no spec holds any {GPU_KIND} device: nvidia-ctk found no GPU when it "
+                    "wrote them (the driver was not loaded, or --driver-root/--dev-root did not "
+                    "point at the driver and at /dev/nvidia*)"
+                )
+            c.problem(h["host"], FAIL, text)
     if judged == 0 and not c.problems:
         return skipped(
             c.id,
@@ -433,11 +531,59 @@ def _cdi(hosts: Sequence[Mapping[str, Any]]) -> Check:
             "no GPU node has the NVIDIA Container Toolkit (simulated GPUs or toolkit absent)",
             c.evidence,
         )
-    c.fix = (
-        "nvidia-ctk cdi generate --device-name-strategy=index --device-name-strategy=uuid "
-        "--output=/var/run/cdi/nvidia.yaml"
+    c.fix = "; ".join(dict.fromkeys(cdi_rules.generate_command(r) for r in (roots or [None]))) + (
+        " (--dev-root=/: the device nodes are in the host's /dev; without it nvidia-ctk looks "
+        "under the driver root's dev/), then restart the pods that use the GPUs"
     )
-    return finish(c, f"every GPU UUID has a CDI device on {judged} node(s)")
+    return finish(c, f"every GPU UUID has a CDI device with its device nodes on {judged} node(s)")
+
+
+def _host_devices(h: Mapping[str, Any]) -> Any:
+    """``host_has`` for ``nvidia.cdi_spec.gpu_problems``: whether the host's /dev has a node
+    the validate role looked for (``nvidia[0-9]*``, ``nvidiactl``, ``nvidia-uvm``); None for
+    any other path, or when /dev was not read."""
+    rec = h.get("driver_root")
+    if not isinstance(rec, Mapping) or not rec.get("read") or rec.get("error"):
+        return None
+    have = set((rec.get("devices") or {}).get("/dev") or [])
+
+    def host_has(path: str) -> bool | None:
+        directory, _, name = str(path).rpartition("/")
+        if directory != "/dev" or not vdr.looked_for_device_node(name):
+            return None
+        return name in have
+
+    return host_has
+
+
+def _cdi_specs(c: Check, h: Mapping[str, Any], roots: list[str | None]) -> list[cdi_spec.CdiDevice]:
+    """The devices of the host's CDI specs; each spec of NVIDIA's GPU kind judged as the
+    CDI library loads it and as a container with a GPU needs it (``nvidia.cdi_spec``),
+    its driver root added to ``roots``."""
+    devices: list[cdi_spec.CdiDevice] = []
+    host_has = _host_devices(h)
+    for f in h.get("cdi") or []:
+        path = str(f.get("path"))
+        try:
+            doc = _load(f.get("content", ""))
+        except ValueError as err:
+            c.problem(h["host"], WARN, f"{path}: not YAML or JSON ({err})")
+            continue
+        devices += cdi_spec.devices_of(doc, path)
+        if not isinstance(doc, Mapping) or doc.get("kind") != GPU_KIND:
+            continue
+        roots.append(cdi_rules.spec_driver_root(doc))
+        refused = cdi_rules.library_problems(doc)
+        for problem in refused:
+            c.problem(
+                h["host"],
+                FAIL,
+                f"{path}: the CDI library refuses the spec ({problem}), so no device of it "
+                "reaches a container",
+            )
+        for problem in [] if refused else cdi_rules.gpu_problems(doc, host_has):
+            c.problem(h["host"], FAIL, f"{path}: {problem}")
+    return devices
 
 
 def _load(text: str) -> Any:

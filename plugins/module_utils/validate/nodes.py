@@ -3,7 +3,10 @@
 """Validation checks of the GPU nodes: ``nodes.gpu-labels``, ``nodes.plugin-running`` (the
 DRA kubelet plugin pod on every GPU node), ``nodes.resourceslices`` (devices published that
 match the node's GPUs and the wanted MIG layout: ``expected_devices``) and
-``nodes.orphan-slices``. Source of the ResourceSlice fields: ``spec.nodeName``,
+``nodes.orphan-slices`` (slices of a node that is gone, or of a driver whose plugin does not
+run on the node: the configured driver and, for NVIDIA's chart, its ComputeDomain driver
+``compute-domain.nvidia.com``, whose plugin is the ``compute-domains`` container of the
+same pods). Source of the ResourceSlice fields: ``spec.nodeName``,
 ``spec.driver``, ``spec.pool.generation`` and devices
 (``staging/src/k8s.io/api/resource/v1/types.go``).
 """
@@ -26,6 +29,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
     name_of,
     parse_label_selector,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
     FAIL,
     Check,
@@ -74,6 +78,23 @@ def _pod_running(pod: Mapping[str, Any]) -> bool:
     return all(cs.get("ready") for cs in st.get("containerStatuses") or []) and bool(
         st.get("containerStatuses")
     )
+
+
+def _serves(pod: Mapping[str, Any], driver: str) -> bool:
+    """The plugin pod runs and the container that serves ``driver`` is ready
+    (``dra_driver.chart.PLUGIN_CONTAINERS``; a pod without containers of those names
+    counts when all its containers are ready)."""
+    if not _pod_running(pod):
+        name = ddc.PLUGIN_CONTAINERS.get(driver)
+        st = pod.get("status") or {}
+        if name is None or st.get("phase") != "Running":
+            return False
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return False
+        return any(
+            cs.get("name") == name and cs.get("ready") for cs in st.get("containerStatuses") or []
+        )
+    return True
 
 
 def nodes_checks(listing: Listing, settings: Settings) -> list[Check]:
@@ -417,6 +438,9 @@ def _orphans_check(
         )
     seen: set[tuple[str, str]] = set()
     other_drivers: set[str] = set()
+    # the chart's other driver (ComputeDomains) runs in the same kubelet plugin pods
+    judged = set(ddc.chart_drivers(settings.driver))
+    stale: set[str] = set()
     for s in listing.slices:
         spec = s.get("spec") or {}
         node, driver = spec.get("nodeName"), spec.get("driver", "")
@@ -431,15 +455,23 @@ def _orphans_check(
                 FAIL,
                 f"ResourceSlice(s) of driver {driver} name node {node}, which no longer exists",
             )
-        elif driver == settings.driver and not any(_pod_running(p) for p in pods.get(node, [])):
+        elif driver in judged and not any(_serves(p, driver) for p in pods.get(node, [])):
             seen.add((node, driver))
             c.problem(
                 node,
                 FAIL,
                 f"ResourceSlice {name_of(s)} of driver {driver} is published but no plugin pod "
-                "runs here: the scheduler may allocate devices the node cannot prepare",
+                + ("" if driver == settings.driver else f"of {settings.driver}'s chart ")
+                + "runs here"
+                + (
+                    f" with its {ddc.PLUGIN_CONTAINERS[driver]} container ready"
+                    if driver in ddc.PLUGIN_CONTAINERS
+                    else ""
+                )
+                + ": the scheduler may allocate devices the node cannot prepare",
             )
-        elif driver != settings.driver:
+            stale.add(driver)
+        elif driver not in judged:
             other_drivers.add(driver)
     if other_drivers:
         c.evidence.append(
@@ -449,8 +481,8 @@ def _orphans_check(
                 "are not known to this check",
             )
         )
-    c.fix = (
-        "start the plugin on that node again, or delete the slices it left: kubectl delete "
-        "resourceslices --field-selector spec.nodeName=<node>,spec.driver=" + settings.driver
+    c.fix = "start the plugin on that node again, or delete the slices it left: " + "; ".join(
+        "kubectl delete resourceslices --field-selector spec.nodeName=<node>,spec.driver=" + d
+        for d in sorted(stale or {settings.driver})
     )
     return finish(c, "every node slice has its node and plugin pod")

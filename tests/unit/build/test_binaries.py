@@ -553,14 +553,14 @@ def test_a_stand_in_module_of_the_repository_is_copied_and_replaced_locally(
 
 
 def test_the_1_38_kubelet_builds_against_the_repository_stand_in() -> None:
-    rel = release_pins.load_releases().release("1.38.0-beta.0")
+    (rel,) = [r for r in release_pins.load_releases().releases if r.version.startswith("1.38.")]
     assert rel.go_toolchain == "go1.27.3"
     assert rel.local_substitutes == (
         ("sigs.k8s.io/iptables-wrappers v1.0.0", "lab/go/substitute/iptables-wrappers"),
     )
     stand_in = b.REPO_ROOT / rel.local_substitutes[0][1]
     assert "module sigs.k8s.io/iptables-wrappers\n" in (stand_in / "go.mod").read_text()
-    target = b.resolve_target("kubelet", "1.38.0-beta.0")
+    target = b.resolve_target("kubelet", rel.version)
     inputs = b._target_inputs(target, release_pins.load_releases())
     assert inputs["substitutes"] == gomod.substitutes_digest(
         rel.substitute, b.REPO_ROOT, b.BuildError

@@ -31,10 +31,17 @@ PROSE = {
 PROSE_PHRASES = ("lab node",)
 
 
+#: The end of one Python string literal and the start of the next on a following line
+#: (implicit concatenation): a command line split over two literals is read as one.
+CONTINUED = re.compile(r"""(?<=[ a-z-])["']\n\s*[rf]?["'](?=[a-z-])""")
+
+
 def suggestions() -> list[tuple[str, str]]:
     out = []
     for path in SOURCES:
         text = path.read_text(encoding="utf-8")
+        if path.suffix == ".py":
+            text = CONTINUED.sub("", text)
         for match in SUGGESTION.finditer(text):
             words = match.group(1).split()
             if words[0] in PROSE or " ".join(words).startswith(PROSE_PHRASES):
@@ -84,3 +91,11 @@ def test_every_suggested_command_line_exists() -> None:
 )
 def test_a_command_line_the_cli_lacks_is_found(line: str) -> None:
     assert problems([("here", line)])
+
+
+def test_a_command_line_split_over_two_string_literals_is_read_whole() -> None:
+    text = 'x = (\n    "run gpufleet gates "\n    f"plan --kubernetes-version {v} now"\n)\n'
+    joined = CONTINUED.sub("", text)
+    words = SUGGESTION.search(joined).group(1).split()
+    assert words == ["gates", "plan", "--kubernetes-version"]
+    assert problems([("here", " ".join(words))])

@@ -190,3 +190,14 @@ def test_foreign_local_chart_needs_stand_in() -> None:
 )
 def test_release_chart_field(chart: str, expected: tuple[str, str]) -> None:
     assert ddc.parse_release_chart(chart) == expected
+
+
+def test_the_charts_drivers_run_in_one_kubelet_plugin_pod() -> None:
+    assert ddc.chart_drivers(ddc.NVIDIA_DRIVER) == (ddc.NVIDIA_DRIVER, ddc.COMPUTE_DOMAIN_DRIVER)
+    assert ddc.chart_drivers("gpu.example.com") == ("gpu.example.com",)
+    assert ddc.PLUGIN_CONTAINERS == {
+        ddc.NVIDIA_DRIVER: "gpus",
+        ddc.COMPUTE_DOMAIN_DRIVER: "compute-domains",
+    }
+    # the ComputeDomain DeviceClasses select by that driver name
+    assert all(c.startswith("compute-domain-") for c in ddc.COMPUTE_DOMAIN_DEVICE_CLASSES)

@@ -70,6 +70,10 @@ NODE_PAYLOADS: dict[str, set[str]] = {
         "modules/path_stat.py",
         "module_utils/host/paths.py",
     },
+    "kubelet_plugin_sockets": {
+        "modules/kubelet_plugin_sockets.py",
+        "module_utils/host/plugin_sockets.py",
+    },
 }
 
 

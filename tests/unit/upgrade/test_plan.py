@@ -335,3 +335,57 @@ def test_messages_name_the_inputs_as_given():
         up.build_plan("1.37.2", nodes, min_gpu_available_percent=90, input_names=names)
     assert err.value.reason.startswith("--min-gpu-available-percent=90: draining")
     assert "lower --min-gpu-available-percent" in err.value.fix
+
+
+# ------------------------------------------------------------------ metric series
+
+
+def test_the_step_to_1_37_names_each_renamed_series_and_its_successor():
+    step = up.build_plan("1.37.2", fleet(1)).steps[0]
+    renamed = [w for w in step.warnings if "no longer serves the metric" in w]
+    assert renamed == [
+        "kube-controller-manager of 1.37 no longer serves the metric "
+        "resourceclaim_controller_creates_total: dashboards and alerts that read "
+        "resourceclaim_controller_creates_total see nothing after the upgrade; read "
+        "dynamic_resource_allocation_resourceclaim_creates_total",
+        "kube-controller-manager of 1.37 no longer serves the metric "
+        "resourceclaim_controller_resource_claims: dashboards and alerts that read "
+        "resourceclaim_controller_resource_claims see nothing after the upgrade; read "
+        "dynamic_resource_allocation_resource_claims",
+        "kube-scheduler of 1.37 no longer serves the metric "
+        "scheduler_resourceclaim_creates_total: dashboards and alerts that read "
+        "scheduler_resourceclaim_creates_total see nothing after the upgrade; read "
+        "dynamic_resource_allocation_resourceclaim_creates_total",
+    ]
+    assert renamed[0] in step.to_dict()["warnings"]
+
+
+def test_each_step_of_a_longer_path_warns_for_its_own_renames():
+    plan = up.build_plan("1.37.2", fleet(1, version="1.35.4"), via=["1.36.3"])
+    first, second = ([w for w in s.warnings if "metric" in w] for s in plan.steps)
+    assert first == []  # 1.36 keeps every name 1.35 serves
+    assert len(second) == 3 and all("of 1.37 no longer serves" in w for w in second)
+
+
+def test_the_part_of_the_new_series_is_named_where_the_old_counted_less():
+    warnings = up.metric_series_warnings(33, 34)
+    assert (
+        "kube-controller-manager of 1.34 no longer serves the metric "
+        "resourceclaim_controller_create_failures_total: dashboards and alerts that read "
+        "resourceclaim_controller_create_failures_total see nothing after the upgrade; read "
+        'resourceclaim_controller_creates_total{status="failure"}'
+    ) in warnings
+    assert any(
+        'read resourceclaim_controller_resource_claims{allocated="true"}' in w for w in warnings
+    )
+    assert not any("dra_resource_claims_in_use" in w for w in warnings)  # gained, not lost
+
+
+@pytest.mark.parametrize(("a", "b"), [(37, 37), (37, 38), (30, 31), (38, 39)])
+def test_no_metric_warning_without_a_rename_or_outside_the_table(a, b):
+    assert up.metric_series_warnings(a, b) == []
+
+
+def test_a_patch_step_warns_about_no_metric():
+    plan = up.build_plan("1.37.2", fleet(1, version="1.37.0"))
+    assert [w for s in plan.steps for w in s.warnings if "metric" in w] == []

@@ -75,3 +75,19 @@ def test_default_profile_on_a_beta_release_warns_unless_the_gate_is_on_there() -
         }
     }
     assert _default_profile_on_beta(on).status == "pass"
+
+
+def test_the_runtime_config_fix_names_options_the_cli_has() -> None:
+    """The fix of api.resource-versions (the kubermatic-style runtime-config case) names
+    ``gpufleet gates plan --to``: ``gates plan`` has no ``--kubernetes-version``."""
+    from tests.unit.cli.test_suggested_commands import problems
+
+    listing, settings = healthy()
+    listing.resource_group = {"versions": [{"groupVersion": "resource.k8s.io/v1beta2"}]}
+    fix = by_id(vapi.api_checks(listing, settings))["api.resource-versions"].fix
+    assert "gpufleet gates plan --to " in fix
+    lines = [part.split(" shows")[0].split(" sets")[0] for part in fix.split("gpufleet ")[1:]]
+    assert lines[0].startswith("gates plan --to ")
+    assert lines[1:] == ["gates apply -i INVENTORY"]
+    assert problems([("fix", line.replace(" INVENTORY", "")) for line in lines]) == []
+    assert problems([("fix", "gates plan --kubernetes-version 1.37")])

@@ -9,6 +9,7 @@ from pathlib import Path
 import jinja2
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter import dra_driver as dra_filter
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import driver_root as vdr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import hosts as vh
@@ -112,12 +113,48 @@ def test_a_root_without_the_driver_fails_naming_what_is_missing_and_where_it_loo
     msgs = [p.message for p in c.problems]
     assert msgs[0].startswith(
         "libnvidia-ml.so.1 is not under the driver root /run/nvidia/driver (looked for "
-        "/run/nvidia/driver/usr/lib64/libnvidia-ml.so.1, "
+        "/run/nvidia/driver/libnvidia-ml.so.1, /run/nvidia/driver/usr/lib64/libnvidia-ml.so.1, "
     )
-    assert "/run/nvidia/driver/lib/libnvidia-ml.so.1)" in msgs[0]
-    assert msgs[1].startswith("nvidia-smi is not under the driver root /run/nvidia/driver")
-    assert "/run/nvidia/driver/sbin/nvidia-smi)" in msgs[1]
+    assert "/run/nvidia/driver/lib/aarch64-linux-gnu/libnvidia-ml.so.1, where" in msgs[0]
+    assert "'error locating \"libnvidia-ml.so.1\"'" in msgs[0]
+    assert msgs[1].startswith(
+        "nvidia-smi is not under the driver root /run/nvidia/driver (looked for "
+        "/run/nvidia/driver/nvidia-smi, /run/nvidia/driver/opt/bin/nvidia-smi, "
+    )
+    assert "/run/nvidia/driver/sbin/nvidia-smi, where" in msgs[1]
     assert "set dra_driver_nvidia_driver_root" in c.fix
+
+
+def test_a_library_only_in_usr_lib_is_not_found_under_the_host_root() -> None:
+    """The h200-single host (shared/fixtures/gpu/h200-single/README.md): the driver under
+    /usr/local/nvidia, also reachable as /usr/lib/libnvidia-ml.so.1 and /usr/bin/nvidia-smi;
+    the kubelet plugin with driver root / does not find the library there."""
+    rec = host_records.driver_root("/", library_dir="usr/lib", smi_dir="usr/bin")
+    c = checks(host(driver_root=rec))["hosts.driver-root"]
+    assert c.status == "fail"
+    ((p),) = c.problems
+    assert p.message.startswith("libnvidia-ml.so.1 is not under the driver root / (looked for")
+    assert "/usr/lib/libnvidia-ml.so.1" not in p.message
+    assert "<root>/usr/lib64, <root>/usr/lib/x86_64-linux-gnu" in c.fix
+    assert "/usr/local/nvidia" in c.fix
+
+
+def test_nvidia_smi_in_opt_bin_and_the_root_itself_are_found() -> None:
+    for smi_dir in ("opt/bin", ""):
+        rec = host_records.driver_root("/opt/drv", dev_dir=False, smi_dir=smi_dir, library_dir="")
+        c = checks(host(driver_root=rec))["hosts.driver-root"]
+        assert c.status == "pass", c.problems
+        assert f"/opt/drv/{smi_dir}/nvidia-smi".replace("//", "/") in c.evidence[0].detail
+
+
+def test_a_directory_named_like_the_library_does_not_count() -> None:
+    rec = host_records.driver_root("/", library_dir="usr/lib64")
+    for f in rec["files"]:
+        if f["item"] == "usr/lib64/libnvidia-ml.so.1":
+            f["stat"].update(isdir=True, isreg=False)
+    c = checks(host(driver_root=rec))["hosts.driver-root"]
+    assert c.status == "fail"
+    assert c.problems[0].message.startswith("libnvidia-ml.so.1 is not under the driver root /")
 
 
 def test_non_gpu_nodes_are_not_judged_and_simulated_gpus_skip_the_driver_root() -> None:
@@ -222,7 +259,32 @@ def test_the_hook_path_default_follows_the_charts_value() -> None:
     )
 
 
-def test_the_role_reads_every_directory_the_checks_name() -> None:
-    role_vars = yaml.safe_load((ROOT / "roles/validate/vars/main.yml").read_text())
-    assert tuple(role_vars["validate_driver_root_library_dirs"]) == host_records.LIBRARY_DIRS
-    assert tuple(role_vars["validate_driver_root_binary_dirs"]) == host_records.BINARY_DIRS
+def test_the_role_reads_where_the_kubelet_plugin_looks() -> None:
+    task = next(
+        t
+        for t in yaml.safe_load((ROOT / "roles/validate/tasks/read_node.yml").read_text())[0][
+            "block"
+        ]
+        if "gpufleet.cluster.path_stat" in t
+    )
+    items = task["gpufleet.cluster.path_stat"]["items"]
+    env = jinja2.Environment()
+    env.filters["dra_driver_root_search_items"] = dra_filter.dra_driver_root_search_items
+    rendered = env.from_string(
+        items.replace(
+            "gpufleet.cluster.dra_driver_root_search_items", "dra_driver_root_search_items"
+        )
+    ).render()
+    want = [f"{d}/libnvidia-ml.so.1".lstrip("/") for d in host_records.LIBRARY_DIRS]
+    want += [f"{d}/nvidia-smi".lstrip("/") for d in host_records.BINARY_DIRS]
+    assert yaml.safe_load(rendered) == [*want, "dev"]
+    assert "usr/lib/libnvidia-ml.so.1" not in rendered
+    assert "opt/bin/nvidia-smi" in rendered
+    assert not (ROOT / "roles/validate/vars/main.yml").read_text().count("usr/lib64")
+
+
+def test_the_root_search_filter_refuses_another_file_and_a_non_list() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"libcuda\.so\.1.*is not a file"):
+        dra_filter.dra_driver_root_search_items(["libcuda.so.1"])
+    with pytest.raises(AnsibleFilterError, match="takes a list, not str"):
+        dra_filter.dra_driver_root_search_items("nvidia-smi")

@@ -49,10 +49,14 @@ def host(
     packages: str = "",
     holds: str = "",
 ) -> dict:
+    node = {"path": "/dev/nvidia0", "major": 195, "permissions": "rwm"}
     spec = {
         "cdiVersion": "0.5.0",
         "kind": "nvidia.com/gpu",
-        "devices": [{"name": u} for u in cdi_uuids],
+        "devices": [{"name": u, "containerEdits": {"deviceNodes": [node]}} for u in cdi_uuids],
+        "containerEdits": {
+            "deviceNodes": [{"path": "/dev/nvidiactl"}, {"path": "/dev/nvidia-uvm"}],
+        },
     }
     return vh.normalize_host(
         {
@@ -82,6 +86,7 @@ def host(
             ],
             "driver_root": host_records.driver_root(),
             "cdi_hook": host_records.cdi_hook(),
+            "plugin_sockets": host_records.plugin_sockets(),
             "cdi": [
                 {
                     "source": "/var/run/cdi/nvidia.yaml",
@@ -106,6 +111,7 @@ def test_healthy_hosts_pass() -> None:
         "hosts.cdi-gpus": "pass",
         "hosts.driver-root": "pass",
         "hosts.cdi-hook": "pass",
+        "hosts.plugin-sockets": "pass",
         "versions.packages-held": "skip",
     }
 

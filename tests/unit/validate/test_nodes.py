@@ -96,3 +96,51 @@ def test_mig_layout_is_compared_with_published_mig_devices() -> None:
     )
     settings.mig_layout = {"gpu-1": {"0": {"1g.18gb": 2}}}
     assert by_id(vno.nodes_checks(listing, settings))["nodes.resourceslices"].status == "pass"
+
+
+def _compute_domain_slice(node_name: str) -> dict:
+    return resource_slice(
+        node_name,
+        [{"name": "channel-0", "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}}],
+        driver="compute-domain.nvidia.com",
+    )
+
+
+def test_compute_domain_slices_without_their_plugin_are_orphans() -> None:
+    """The chart's ComputeDomain driver publishes from the same kubelet plugin pods: its
+    slices on a node without a running plugin pod are judged, not set aside."""
+    listing, settings = healthy()
+    listing.slices.append(_compute_domain_slice("gpu-2"))
+    listing.pods = [p for p in listing.pods if p["metadata"]["name"] != "plugin-b"]
+    c = by_id(vno.nodes_checks(listing, settings))["nodes.orphan-slices"]
+    cd = [(p.subject, p.message) for p in c.problems if "compute-domain.nvidia.com" in p.message]
+    assert [s for s, _ in cd] == ["gpu-2"]
+    assert "of driver compute-domain.nvidia.com is published but no plugin pod of " in cd[0][1]
+    assert "with its compute-domains container ready" in cd[0][1]
+    assert [p.subject for p in c.problems] == ["gpu-2", "gpu-2"]
+    assert "spec.driver=compute-domain.nvidia.com" in c.fix
+    assert "spec.driver=gpu.nvidia.com" in c.fix
+    assert not any("not judged" in e.source for e in c.evidence)
+
+
+def test_compute_domain_slices_with_their_container_ready_pass() -> None:
+    listing, settings = healthy()
+    listing.slices.append(_compute_domain_slice("gpu-1"))
+    plugin = next(p for p in listing.pods if p["metadata"]["name"] == "plugin-a")
+    plugin["status"]["containerStatuses"] = [
+        {"name": "gpus", "ready": False},
+        {"name": "compute-domains", "ready": True},
+    ]
+    c = by_id(vno.nodes_checks(listing, settings))["nodes.orphan-slices"]
+    assert [(p.subject, p.message.split(" is published")[0]) for p in c.problems] == [
+        ("gpu-1", "ResourceSlice gpu-1-gpu.nvidia.com-1 of driver gpu.nvidia.com")
+    ]
+
+
+def test_slices_of_a_driver_outside_the_chart_stay_unjudged_evidence() -> None:
+    listing, settings = healthy()
+    listing.slices.append(resource_slice("gpu-2", [gpu_device(0, "x")], driver="x.example.com"))
+    listing.pods = [p for p in listing.pods if p["metadata"]["name"] != "plugin-b"]
+    c = by_id(vno.nodes_checks(listing, settings))["nodes.orphan-slices"]
+    assert [p.subject for p in c.problems] == ["gpu-2"]
+    assert any("x.example.com" in e.detail for e in c.evidence if e.source == "not judged")
