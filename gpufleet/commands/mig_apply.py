@@ -34,6 +34,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common import k8s
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import config as mcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import planner as mpl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mpr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import mig_advice as ma
 
@@ -340,6 +341,8 @@ def change_problem(change: Mapping[str, Any]) -> str | None:
     if not isinstance(layout, dict):
         return f"proposed.layout is a {_kind_of(layout)}, not an object of MIG profile -> count"
     for profile, count in layout.items():
+        if not isinstance(profile, str) or mpr.parse_profile(profile) is None:
+            return f"proposed.layout has {shown(str(profile))}; keys are MIG profile names such as 1g.18gb"
         if not _whole(count, 1, MAX_PROFILE_COUNT):
             return (
                 f"proposed.layout[{shown(profile)}]={shown(str(count))} is not a count from 1 to "
