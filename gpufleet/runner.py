@@ -7,7 +7,9 @@ from the ``playbook_on_stats`` event.
 
 Exit status contract (used by every ``gpufleet`` subcommand that runs a playbook):
 0 when every host ended without failure and was reachable, 1 when a host failed or
-was unreachable, 2 when the run itself could not start (missing playbook, inventory);
+was unreachable, 2 when the run itself could not start (missing playbook, inventory, an
+extra variable that cannot be kept as data) or its input was refused before any host was
+changed (``INPUT_REFUSED_TASKS``: preflight);
 the codes are gpufleet/exit.py's. The runner knows no lab: checks of particular
 inventories (the lab's) are added to ``INVENTORY_CHECKS`` by gpufleet/cli.py.
 """
@@ -15,6 +17,7 @@ inventories (the lab's) are added to ``INVENTORY_CHECKS`` by gpufleet/cli.py.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -109,6 +112,26 @@ class HostProgress:
 #: Tasks whose ``msg`` is a warning for the person who runs the playbook (shown by the CLI
 #: as it arrives and again under the recap).
 NOTICE_TASKS = ("Preflight | Show the warnings",)
+#: Tasks whose failure is a refusal of the input, not a failed host: preflight's stop,
+#: Ansible's own check of a role's ``meta/argument_specs.yml`` (its task is named
+#: "Validating arguments against arg spec ..."), the upgrade's input checks, and the
+#: roles' own input checks, named "<Role> | Refuse the ..., naming the variable(s)" or
+#: "..., naming them". A run that ends on one exits 2.
+INPUT_REFUSAL_TASKS = (
+    "Preflight | Stop before any host is changed",
+    "Validating arguments against arg spec",
+    "Upgrade | Input | ",
+    "Upgrade | Check the input",
+    "Monitoring | Refuse values the files it writes cannot hold",
+    "Toolkit | Refuse values the files it writes cannot hold",
+)
+INPUT_REFUSAL_ENDINGS = (", naming the variable", ", naming the variables", ", naming them")
+
+
+def input_refusal(task: str) -> bool:
+    """Whether a failure of ``task`` is a refusal of the input (``INPUT_REFUSAL_TASKS``,
+    ``INPUT_REFUSAL_ENDINGS``)."""
+    return task.startswith(INPUT_REFUSAL_TASKS) or task.endswith(INPUT_REFUSAL_ENDINGS)
 
 
 @dataclass
@@ -190,7 +213,10 @@ class RunProgress:
         return out
 
     def exit_status(self, runner_rc: int | None = None) -> int:
-        """0 when no host failed or was unreachable and ansible-playbook exited 0, else 1."""
+        """2 when a task that refuses input failed (``input_refusal``), else 0
+        when no host failed or was unreachable and ansible-playbook exited 0, else 1."""
+        if any(input_refusal(str(task)) for _, task, _ in self.failures):
+            return EXIT_CANNOT_RUN
         bad = any(c["failed"] or c["unreachable"] for c in self.recap().values())
         return EXIT_FAILED if bad or (runner_rc not in (None, 0)) else EXIT_OK
 
@@ -272,17 +298,17 @@ def run_playbook(
     private = Path(tempfile.mkdtemp(prefix="gpufleet-run-"))
     artifacts = artifact_root or _cache_dir() / "runs"
     display = _Display(progress, console, on_event)
-    kwargs = _runner_kwargs(
-        book, inventories, private, artifacts, extravars=extravars, limit=limit, tags=tags,
-        check=check, diff=diff, verbosity=verbosity, event_handler=display.handle,
-    )  # fmt: skip
-    if console.is_terminal:
-        with Live(render(progress), console=console, refresh_per_second=4) as display.live:
-            result = ansible_runner.run(**kwargs)
-    else:
-        result = ansible_runner.run(**kwargs)
-    display.live = None
     try:
+        kwargs = _runner_kwargs(
+            book, inventories, private, artifacts, extravars=extravars, limit=limit, tags=tags,
+            check=check, diff=diff, verbosity=verbosity, event_handler=display.handle,
+        )  # fmt: skip
+        if console.is_terminal:
+            with Live(render(progress), console=console, refresh_per_second=4) as display.live:
+                result = ansible_runner.run(**kwargs)
+        else:
+            result = ansible_runner.run(**kwargs)
+        display.live = None
         return _finish(result, progress, console, Path(artifacts))
     finally:
         shutil.rmtree(private, ignore_errors=True)
@@ -364,6 +390,7 @@ def _runner_kwargs(
             *(["--tags", tags] if tags else []),
         ]
     )
+    write_extravars(private, extravars or {})
     # ansible-playbook of this Python's environment, even when its bin/ is not on PATH
     bin_dir = str(Path(sys.executable).parent)
     envvars = {
@@ -377,7 +404,6 @@ def _runner_kwargs(
         artifact_dir=str(artifacts),
         playbook=str(book),
         inventory=[str(Path(i).resolve()) for i in inventories],
-        extravars=dict(extravars or {}),
         limit=limit,
         verbosity=verbosity or None,
         quiet=True,
@@ -387,6 +413,27 @@ def _runner_kwargs(
         project_dir=str(book.parent),
         rotate_artifacts=ARTIFACTS_KEPT,
     )
+
+
+def write_extravars(private: Path, extravars: Mapping[str, Any]) -> Path:
+    """Write ``extravars`` to ``<private>/env/extravars``, the file ansible-runner hands to
+    ansible-playbook as ``-e @FILE``, with every string marked as data
+    (``common.unsafe.mark_unsafe``): a value read from a file, the cluster, the environment
+    or a command line is never templated, and none is shown on the command line.
+
+    Raises RunError (exit status 2) naming the variable whose value cannot be kept as data.
+    """
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common import unsafe
+
+    try:
+        marked = {name: unsafe.mark_unsafe(value, name) for name, value in extravars.items()}
+    except unsafe.UnsafeDataError as err:
+        raise RunError(f"extra variable {err}") from None
+    path = private / "env" / "extravars"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(marked, ensure_ascii=True))
+    path.chmod(0o600)
+    return path
 
 
 def _finish(result: Any, progress: RunProgress, console: Console, artifacts: Path) -> RunResult:

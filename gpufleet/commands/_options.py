@@ -11,7 +11,7 @@ import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 
 #: An Ansible variable name (ansible.utils.vars.isidentifier: a Python identifier).
-_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _var_name(key: Any, where: str) -> str:

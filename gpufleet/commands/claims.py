@@ -57,6 +57,9 @@ from gpufleet.exit import EXIT_CANNOT_RUN, exit_with, status_of
 CLAIM_KINDS = ("ResourceClaimTemplate", "ResourceClaim")
 CHECKED_KINDS = ("DeviceClass", *CLAIM_KINDS)
 
+#: Image of the Job that --kueue-queue prints, unless --image says otherwise.
+_DEFAULT_IMAGE = "busybox:1"
+
 
 def _version(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is None:
@@ -145,7 +148,7 @@ def claims() -> None:
     help="WorkloadPriorityClass of the Job (label kueue.x-k8s.io/priority-class).",
 )
 @click.option("--job-name", default=None, help="Name of the Job (default: the template's).")
-@click.option("--image", default="busybox:1", show_default=True, help="Image of the Job's pod.")
+@click.option("--image", default=_DEFAULT_IMAGE, show_default=True, help="Image of the Job's pod.")
 @click.option(
     "--output", "-o", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True
 )
@@ -169,6 +172,9 @@ def template(
     output: str,
 ) -> None:
     """Print one ResourceClaimTemplate of KIND (with --kueue-queue: and a Job for Kueue)."""
+    template_only = (labels or None, min_memory_gib, strategy, interval)
+    template_only += (mps_active_thread_percentage, mps_pinned_memory_limit)
+    _check_kueue_options(kind, kueue_queue, template_only, (kueue_priority_class, job_name, image))
     if kueue_queue is not None:
         _kueue_template(
             kind,
@@ -240,6 +246,49 @@ def template(
         click.echo(json.dumps(obj, indent=2))
     else:
         click.echo(yaml.safe_dump(obj, sort_keys=False), nl=False)
+
+
+#: The options that only the template (not Kueue's form of it) takes, in the order
+#: ``template`` passes their values.
+_TEMPLATE_ONLY = (
+    "--label",
+    "--min-memory-gib",
+    "--strategy",
+    "--interval",
+    "--mps-active-thread-percentage",
+    "--mps-pinned-memory-limit",
+)
+
+
+def _check_kueue_options(
+    kind: str, queue: str | None, template_only: tuple[Any, ...], job: tuple[str, str | None, str]
+) -> None:
+    """Refuse (click.UsageError, exit 2) an option that the output would drop: with
+    ``--kueue-queue`` the template is Kueue's form (no labels, no CEL selector, no sharing
+    settings; a kind other than mig-slice is refused by ``kueue.jobs``); without it there is
+    no Job to name, label or give an image (``job``: priority class, Job name, image)."""
+    if queue is not None:
+        dropped = [o for o, v in zip(_TEMPLATE_ONLY, template_only, strict=True) if v is not None]
+        if dropped and kind == "mig-slice":
+            raise click.UsageError(
+                f"{', '.join(dropped)} cannot be used with --kueue-queue: Kueue counts a claim "
+                "only as a template of exact counts with no CEL selector and no sharing "
+                "settings, so the option would be dropped; fix: leave it out, or leave out "
+                "--kueue-queue"
+            )
+        return
+    priority_class, job_name, image = job
+    given = {
+        "--kueue-priority-class": bool(priority_class),
+        "--job-name": job_name is not None,
+        "--image": image != _DEFAULT_IMAGE,
+    }
+    dropped = [o for o, v in given.items() if v]
+    if dropped:
+        raise click.UsageError(
+            f"{', '.join(dropped)} applies to the Job of --kueue-queue only, and no Job is "
+            "printed without it; fix: add --kueue-queue LOCALQUEUE, or leave the option out"
+        )
 
 
 def _kueue_template(
@@ -365,17 +414,21 @@ def obj_strategy(obj: dict[str, Any]) -> str:
 def load_documents(path: str) -> list[Any]:
     """Every YAML/JSON document of ``path`` (``-``: stdin); a ``kind: List`` is flattened.
 
-    At most ``common.limits.MAX_TEXT_BYTES`` are read. Raises click.BadParameter (exit 2)
+    At most ``common.limits.MAX_MANIFEST_BYTES`` are read, each object at most
+    ``MAX_OBJECT_BYTES`` (kube-apiserver's limit). Raises click.BadParameter (exit 2)
     naming the file when it is unreadable, a directory, larger, binary, not UTF-8, not
-    YAML, nested too deep, or a List whose ``items`` is not a list.
+    YAML, nested too deep, holds an object larger than the API server accepts, or a List
+    whose ``items`` is not a list.
     """
     what = "standard input" if path == "-" else path
+    limit = ig.MAX_MANIFEST_BYTES
     try:
         if path == "-":
-            text = ig.read_stream(getattr(sys.stdin, "buffer", sys.stdin), what)
+            text = ig.read_stream(getattr(sys.stdin, "buffer", sys.stdin), what, limit)
         else:
-            text = ig.read_text(path, what) or ""
-        docs = ig.load_yaml_documents(text, what)
+            text = ig.read_text(path, what, limit) or ""
+        docs = ig.load_yaml_documents(text, what, ig.MAX_MANIFEST_NODES)
+        ig.check_object_sizes(docs, what)
     except ig.InputError as exc:
         raise click.BadParameter(str(exc), param_hint="FILE") from None
     out: list[Any] = []

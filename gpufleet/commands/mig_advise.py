@@ -27,7 +27,6 @@ from rich.table import Table
 
 from gpufleet.commands._cluster import check_kubeconfig, read_cluster
 from gpufleet.commands._output import check_outputs, write_json
-from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
 
 
 def _layout(layout: Mapping[str, int] | None, enabled: bool = True) -> str:
@@ -121,10 +120,4 @@ def advise(
     }
     render(Console(stderr=json_file == "-", soft_wrap=True), doc)
     if json_file:
-        try:
-            write_json(doc, json_file)
-        except OSError as err:
-            click.echo(
-                f"Error: cannot write {json_file}: {err}; fix: give a writable path", err=True
-            )
-            exit_with(EXIT_CANNOT_RUN)
+        write_json(doc, json_file)

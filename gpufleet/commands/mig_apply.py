@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import k8s_names as kn
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import config as mcfg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import planner as mpl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mpr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import mig_advice as ma
 
@@ -269,7 +271,86 @@ def read_proposal(path: str) -> dict[str, Any]:
             f"{path}: 'changes' must be a list of objects with {', '.join(keys)}; {fix}",
             param_hint="'--proposal'",
         )
+    seen: set[tuple[str, int]] = set()
+    for i, change in enumerate(changes):
+        problem = change_problem(change)
+        if problem is None and (change["node"], change["gpu"]) in seen:
+            problem = f"node {change['node']} GPU {change['gpu']} is changed twice"
+        if problem:
+            raise click.BadParameter(
+                f"{path}: changes[{i}].{problem}; {fix} (do not edit it by hand)",
+                param_hint="'--proposal'",
+            )
+        seen.add((change["node"], change["gpu"]))
     return doc
+
+
+#: GPU indices a proposal may name (``nvidia-smi`` numbers a node's GPUs from 0; no GPU
+#: server holds more than 32).
+MAX_GPU_INDEX = 31
+#: GPU instances of one MIG profile on one GPU (7 compute slices at most).
+MAX_PROFILE_COUNT = 7
+
+
+def _kind_of(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _whole(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _placements_problem(where: str, placements: Any) -> str | None:
+    if not isinstance(placements, list):
+        return f"{where}.placements is a {_kind_of(placements)}, not a list"
+    for j, p in enumerate(placements):
+        at = f"{where}.placements[{j}]"
+        if not isinstance(p, dict):
+            return f"{at} is a {_kind_of(p)}, not an object with profile, start and size"
+        if not isinstance(p.get("profile"), str) or not p["profile"]:
+            return f"{at}.profile={p.get('profile')!r} is not a MIG profile name"
+        for key in ("start", "size"):
+            if not _whole(p.get(key), 0, 8):
+                return f"{at}.{key}={shown(str(p.get(key)))} is not a slice number from 0 to 8"
+    return None
+
+
+def change_problem(change: Mapping[str, Any]) -> str | None:
+    """What makes one entry of a proposal's ``changes`` unusable (the member, its value and
+    the type expected), or None: the shapes ``report.mig_advice`` writes (node name, GPU
+    index, ``current`` with ``mig_enabled`` and ``placements``, ``proposed`` with
+    ``layout`` profile -> count and ``placements``)."""
+    node, gpu = change.get("node"), change.get("gpu")
+    why = kn.dns1123_subdomain(node)
+    if why:
+        return f"node={shown(str(node))} {why} (a Kubernetes node name)"
+    if not _whole(gpu, 0, MAX_GPU_INDEX):
+        return (
+            f"gpu={shown(str(gpu))} ({_kind_of(gpu)}) is not a GPU index from 0 to {MAX_GPU_INDEX}"
+        )
+    if not isinstance(change.get("uuid"), str | None):
+        return f"uuid is a {_kind_of(change['uuid'])}, not a GPU UUID string"
+    current, proposed = change.get("current"), change.get("proposed")
+    if not isinstance(current, dict):
+        return f"current is a {_kind_of(current)}, not an object"
+    if not isinstance(current.get("mig_enabled"), bool):
+        return f"current.mig_enabled={shown(str(current.get('mig_enabled')))} is not true or false"
+    if not isinstance(proposed, dict):
+        return f"proposed is a {_kind_of(proposed)}, not an object"
+    layout = proposed.get("layout")
+    if not isinstance(layout, dict):
+        return f"proposed.layout is a {_kind_of(layout)}, not an object of MIG profile -> count"
+    for profile, count in layout.items():
+        if not isinstance(profile, str) or mpr.parse_profile(profile) is None:
+            return f"proposed.layout has {shown(str(profile))}; keys are MIG profile names such as 1g.18gb"
+        if not _whole(count, 1, MAX_PROFILE_COUNT):
+            return (
+                f"proposed.layout[{shown(profile)}]={shown(str(count))} is not a count from 1 to "
+                f"{MAX_PROFILE_COUNT}"
+            )
+    return _placements_problem("current", current.get("placements")) or _placements_problem(
+        "proposed", proposed.get("placements")
+    )
 
 
 def parse_window(value: str) -> tuple[_dt.datetime, _dt.datetime]:

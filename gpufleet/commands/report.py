@@ -23,7 +23,6 @@ cannot be written).
 from __future__ import annotations
 
 import datetime as _dt
-from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -37,7 +36,7 @@ from rich.table import Table
 
 from gpufleet.commands import report_serve as rs
 from gpufleet.commands._cluster import read_cluster
-from gpufleet.commands._output import check_outputs, write_json
+from gpufleet.commands._output import check_outputs, stdout_taken, write_json, write_output
 from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
 from gpufleet.render import fleet_report as rp
 
@@ -128,13 +127,15 @@ def _serve(
     help="Node label whose value names the node pool ('': one pool).",
 )
 @click.option("--json", "json_file", metavar="FILE", help="Write the report as JSON ('-': stdout).")
-@click.option("--markdown", metavar="FILE", help="Write the report as Markdown.")
-@click.option("--html", "html_file", metavar="FILE", help="Write a self-contained HTML page.")
+@click.option("--markdown", metavar="FILE", help="Write the report as Markdown ('-': stdout).")
+@click.option(
+    "--html", "html_file", metavar="FILE", help="Write a self-contained HTML page ('-': stdout)."
+)
 @click.option(
     "--metrics",
     "metrics_file",
     metavar="FILE",
-    help="Write claims and GPU node devices as Prometheus metrics (textfile).",
+    help="Write claims and GPU node devices as Prometheus metrics (textfile; '-': stdout).",
 )
 @click.option(
     "--serve",
@@ -174,8 +175,13 @@ def report(
     idle_below: float,
 ) -> None:
     """GPU utilization of a DRA cluster; exit 0 report written, 2 could not run."""
-    outputs = {"--json": json_file, "--markdown": markdown, "--html": html_file}
-    check_outputs({**outputs, "--metrics": metrics_file})
+    outputs = {
+        "--json": json_file,
+        "--markdown": markdown,
+        "--html": html_file,
+        "--metrics": metrics_file,
+    }
+    check_outputs(outputs)
     try:
         fa.check_window(idle_window)
     except fa.ActivityError as exc:
@@ -219,15 +225,12 @@ def report(
         "sources": dict(listing.sources),
         "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    render_terminal(Console(stderr=json_file == "-"), doc)
-    try:
-        if json_file:
-            write_json(doc, json_file)
-        if markdown:
-            Path(markdown).write_text(rp.render_markdown(doc))
-        if html_file:
-            Path(html_file).write_text(rp.render_html(doc))
-        if metrics_file:
-            Path(metrics_file).write_text(fm.render(doc, listing.nodes))
-    except OSError as err:
-        _fail(f"cannot write the report: {err}; fix: give a writable path")
+    render_terminal(Console(stderr=stdout_taken(outputs)), doc)
+    if json_file:
+        write_json(doc, json_file)
+    if markdown:
+        write_output(rp.render_markdown(doc), markdown, "--markdown")
+    if html_file:
+        write_output(rp.render_html(doc), html_file, "--html")
+    if metrics_file:
+        write_output(fm.render(doc, listing.nodes), metrics_file, "--metrics")

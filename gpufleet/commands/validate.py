@@ -25,7 +25,7 @@ from rich.console import Console
 
 from gpufleet import runner
 from gpufleet.commands._options import extra_vars_flag
-from gpufleet.commands._output import check_outputs, write_json
+from gpufleet.commands._output import check_outputs, stdout_taken, write_json, write_output
 from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
 from gpufleet.render import validation
 
@@ -35,12 +35,14 @@ MODULE_TASK = "Validate | Run the checks"
 def write_outputs(
     report: Mapping[str, Any], json_file: str | None, junit: str | None, markdown: str | None
 ) -> None:
+    """Write the report to each output given (``_output.write_output``: exit 2 when one
+    cannot be written)."""
     if json_file:
         write_json(report, json_file)
     if junit:
-        Path(junit).write_text(vr.render_junit(report))
+        write_output(vr.render_junit(report), junit, "--junit")
     if markdown:
-        Path(markdown).write_text(vr.render_markdown(report))
+        write_output(vr.render_markdown(report), markdown, "--markdown")
 
 
 @click.command("validate")
@@ -53,8 +55,8 @@ def write_outputs(
     help="Inventory (repeatable; default: the embedded lab inventory).",
 )
 @click.option("--json", "json_file", metavar="FILE", help="Write the JSON report ('-': stdout).")
-@click.option("--junit", metavar="FILE", help="Write the report as JUnit XML.")
-@click.option("--markdown", metavar="FILE", help="Write the report as Markdown.")
+@click.option("--junit", metavar="FILE", help="Write the report as JUnit XML ('-': stdout).")
+@click.option("--markdown", metavar="FILE", help="Write the report as Markdown ('-': stdout).")
 @click.option(
     "--smoke",
     is_flag=True,
@@ -85,8 +87,9 @@ def validate(
 ) -> None:
     """Validate a DRA GPU cluster; exit 0 pass, 1 a check failed, 2 could not run."""
     err = Console(stderr=True)
-    out = Console(stderr=json_file == "-")
-    check_outputs({"--json": json_file, "--junit": junit, "--markdown": markdown})
+    outputs = {"--json": json_file, "--junit": junit, "--markdown": markdown}
+    check_outputs(outputs)
+    out = Console(stderr=stdout_taken(outputs))
     if kubeconfig:
         try:
             vk.check_kubeconfig(kubeconfig)

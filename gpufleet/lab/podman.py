@@ -144,8 +144,8 @@ NODE_LABEL = "io.gpufleet.lab-node"
 #: Where containerd keeps images and snapshots inside a node (a volume, see module doc).
 CONTAINERD_STATE_DIR = "/var/lib/containerd"
 
-_CONTAINER_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
-_HOSTNAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_CONTAINER_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*\Z")
+_HOSTNAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 _PREPARE_FIX = "run lab/prepare-podman as root"
 
 

@@ -6,19 +6,49 @@ Reads the lab's state file, ${GPUFLEET_CACHE:-~/.cache/gpufleet}/labs/<name>/sta
 by `gpufleet lab up`: the node containers, their addresses, and the variables the lab
 playbooks need (release, binaries, images, kubeconfig). Before the lab exists it
 describes the default lab (one control-plane node, two GPU workers) so that
-`ansible-inventory -i inventory/lab --graph` shows its shape. Standard library only.
+`ansible-inventory -i inventory/lab --graph` shows its shape. Every variable's strings are
+marked as data (the collection's plugins/module_utils/common/unsafe.py, loaded by path):
+Ansible templates an inventory script's variables otherwise. Standard library only.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
+#: The collection's root (this file is inventory/lab/lab_nodes.py in it).
+COLLECTION = Path(__file__).resolve().parents[2]
+
+
+def unsafe_module():
+    """plugins/module_utils/common/unsafe.py of the collection, loaded by path (the
+    interpreter that runs this script need not have the collection importable)."""
+    path = COLLECTION / "plugins" / "module_utils" / "common" / "unsafe.py"
+    spec = importlib.util.spec_from_file_location("gpufleet_lab_inventory_unsafe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: A lab's name (gpufleet/lab/cluster.py, lab_name) and a node's: Kubernetes node names
+#: (DNS subdomains). A host name is not a variable Ansible lets one mark as data: a name
+#: of another shape (a ``{{ }}``) is refused.
+LAB_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?")
+NODE_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
+
 
 def lab_name() -> str:
-    return os.environ.get("GPUFLEET_LAB_NAME", "gpufleet-lab")
+    """``$GPUFLEET_LAB_NAME`` or ``gpufleet-lab``; ValueError for another shape."""
+    name = os.environ.get("GPUFLEET_LAB_NAME", "gpufleet-lab")
+    if not LAB_NAME.fullmatch(name):
+        raise ValueError(
+            f"GPUFLEET_LAB_NAME={name[:80]!r}: use 1-32 lowercase letters, digits and '-'"
+        )
+    return name
 
 
 def default_nodes() -> list[dict]:
@@ -45,6 +75,15 @@ def load_state() -> dict:
 
 
 def inventory(state: dict) -> dict:
+    """The inventory of the lab ``state`` describes. ValueError for a node whose name is not
+    a Kubernetes node name."""
+    for n in state["nodes"]:
+        if not isinstance(n.get("name"), str) or not NODE_NAME.fullmatch(n["name"]):
+            raise ValueError(
+                f"node name {str(n.get('name'))[:80]!r} is not a Kubernetes node name "
+                "(lowercase letters, digits, '-' and '.'); fix: remove the lab with "
+                "`gpufleet lab down` and bring it up again"
+            )
     cp = [n["name"] for n in state["nodes"] if n["role"] == "control-plane"]
     gpu = [n["name"] for n in state["nodes"] if n["role"] == "gpu-worker"]
     hostvars = {}
@@ -69,8 +108,23 @@ def inventory(state: dict) -> dict:
     }
 
 
+def as_data(inv: dict) -> dict:
+    """``inv`` with the values of ``all.vars`` and of each host's variables marked as data."""
+    mark = unsafe_module().mark_unsafe
+    out = dict(inv)
+    out["all"] = {**inv["all"], "vars": mark(inv["all"]["vars"], "lab state vars")}
+    out["_meta"] = {
+        "hostvars": {h: mark(hv, f"host {h}") for h, hv in inv["_meta"]["hostvars"].items()}
+    }
+    return out
+
+
 def main(argv: list[str]) -> int:
-    inv = inventory(load_state())
+    try:
+        inv = as_data(inventory(load_state()))
+    except ValueError as err:  # a name or a variable of the state cannot be used as data
+        print(f"gpufleet lab inventory: {err}", file=sys.stderr)
+        return 1
     if len(argv) > 1 and argv[1] == "--host":
         print(json.dumps(inv["_meta"]["hostvars"].get(argv[2], {})))
     else:

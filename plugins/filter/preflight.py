@@ -18,7 +18,9 @@ description:
     against the containerd release, the DRA driver chart against the release (kubeVersion
     and the documented minimum of the version model), DRA driver feature gates that exclude each
     other or that the chart lacks, DynamicMIG against the release and against a static MIG
-    layout, and a MIG layout against the node group''s GPU model.'
+    layout, a MIG layout against the node group''s GPU model, and every value the roles write
+    into a configuration file, a systemd unit or a command line against that place''s grammar
+    (Prometheus durations, HOST:PORT, absolute paths, URLs, no line break).'
 options:
   _input:
     description:
@@ -47,6 +49,9 @@ options:
     description: The roles whose argument specs judge the values (with O(roles_dir)).
     type: list
     elements: str
+notes:
+  - The companion filter C(config_value_problems) takes a mapping of variables and returns
+    one line per value that cannot be written where its role writes it (the same rule).
 """
 
 EXAMPLES = r"""
@@ -69,6 +74,9 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import (
     plain_value as _plain,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
+    config_values as preflight_config_values,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
     problem as preflight_problem,
@@ -103,8 +111,18 @@ def preflight_check(hosts, removed=None, known_variables=None, roles_dir=None, r
     }
 
 
+def config_value_problems(variables):
+    """One line per value of ``variables`` that cannot be written where its role writes it
+    (``preflight.config_values``): a role's check on entry."""
+    if not hasattr(variables, "items"):
+        raise AnsibleFilterError(
+            f"config_value_problems takes a mapping of variables, got {type(variables).__name__}"
+        )
+    return preflight_config_values.check_values(_plain(variables))
+
+
 class FilterModule:
     """Preflight filters."""
 
     def filters(self):
-        return {"preflight_check": preflight_check}
+        return {"preflight_check": preflight_check, "config_value_problems": config_value_problems}

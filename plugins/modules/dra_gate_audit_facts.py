@@ -231,10 +231,11 @@ METRICS_LIMIT = 64 * 1024 * 1024
 
 
 def scan(proc_root: str, components: list[str]) -> dict[str, list[tuple[int, list[str]]]]:
-    """Component -> [(pid, argv)] of every process of this host (``host.processes``) whose
-    executable is that component."""
+    """Component -> [(pid, argv)] of every process whose executable is that component.
+    Every mount namespace counts: the control plane of a kubeadm node runs in static pods,
+    containers of their own."""
     found: dict[str, list[tuple[int, list[str]]]] = {c: [] for c in components}
-    for pid in hp.own_pids(proc_root):
+    for pid in hp.pids(proc_root):
         argv = hp.read_argv(proc_root, pid)
         component = gf.component_of(argv or [], components)
         if component:

@@ -37,9 +37,11 @@ def test_inventory_script_describes_the_lab_groups(tmp_path: Path) -> None:
     inv = json.loads(out)
     assert inv["kube_control_plane"]["hosts"] == ["l-control-plane"]
     assert inv["gpu_nodes"]["hosts"] == ["l-gpu-1"]
-    assert inv["all"]["vars"] == {"kubeadm_kubernetes_version": "1.37.2"}
+    # every string of a variable is marked as data (Ansible's JSON form of an unsafe string)
+    assert inv["all"]["vars"] == {"kubeadm_kubernetes_version": {"__ansible_unsafe": "1.37.2"}}
     hv = inv["_meta"]["hostvars"]["l-gpu-1"]
-    assert hv["kubeadm_advertise_address"] == "10.0.0.11"
-    assert hv["lab_node_gpu_model"] == "NVIDIA A30" and hv["lab_node_gpu_count"] == 2
+    assert hv["kubeadm_advertise_address"] == {"__ansible_unsafe": "10.0.0.11"}
+    assert hv["lab_node_gpu_model"] == {"__ansible_unsafe": "NVIDIA A30"}
+    assert hv["lab_node_gpu_count"] == 2
     assert hv["lab_node_gpu_simulator"] is True
     assert "lab_node_gpu_simulator" not in inv["_meta"]["hostvars"]["l-control-plane"]

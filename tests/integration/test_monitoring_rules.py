@@ -213,8 +213,39 @@ def test_a_bad_duration_is_refused_before_any_file_is_written(
     assert out.returncode != 0
     assert not (tmp_path / "out").exists()
     text = out.stdout + out.stderr
-    assert f"{name} = " in text and "is not a Prometheus duration" in text, text
+    assert f"{name}=" in text and "is not a Prometheus duration" in text, text
     assert "Traceback" not in text
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("monitoring_scrape_interval", "30s\nremote_write: [{url: 'http://203.0.113.9/'}]"),
+        ("monitoring_prometheus_listen", "0.0.0.0:9090\nExecStartPre=/bin/sh -c id"),
+        ("monitoring_bearer_token_file", "/t\n  - job_name: extra"),
+    ],
+    ids=["remote-write", "exec-start-pre", "scrape-job"],
+)
+def test_a_line_break_in_a_value_is_refused_before_any_file_is_written(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    out = render(tmp_path, **{name: value})
+    assert out.returncode != 0
+    assert not (tmp_path / "out").exists()
+    assert f"{name}=" in out.stdout and "control character" in out.stdout, out.stdout
+
+
+def test_a_node_label_with_quotes_stays_one_label(tmp_path: Path) -> None:
+    node = 'w1", "evil": "x\\'
+    out = render(
+        tmp_path, monitoring_kubelet_targets=[{"node": node, "address": "w1.example:10250"}]
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = yaml.safe_load((tmp_path / "out" / "prometheus.yml").read_text())
+    (job,) = [j for j in doc["scrape_configs"] if j["job_name"] == "kubelet"]
+    assert job["static_configs"] == [
+        {"targets": ["w1.example:10250"], "labels": {"node": node, "gpu_node": "false"}}
+    ]
 
 
 def test_check_mode_writes_nothing(tmp_path: Path) -> None:

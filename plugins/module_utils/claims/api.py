@@ -31,11 +31,11 @@ RESOURCE_GROUP = dra_core.RESOURCE_GROUP
 
 
 QUALIFIED_RE = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/([A-Za-z][-_.A-Za-z0-9]*)$"
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/([A-Za-z][-_.A-Za-z0-9]*)\Z"
 )
 
 
-_QUANTITY_RE = re.compile(r"^\+?\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_QUANTITY_RE = re.compile(r"^\+?\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?\Z")
 
 
 # --------------------------------------------------------------------------------------

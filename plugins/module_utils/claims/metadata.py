@@ -30,8 +30,8 @@ MAX_MEMORY_GIB = 288
 #: MIG-capable GPU, NVIDIA MIG user guide, "Supported MIG Profiles").
 MIG_COMPUTE_SLICES = (1, 2, 3, 4, 7)
 
-DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 #: The top-level fields of a ResourceClaimTemplate and a ResourceClaim.
 TOP_LEVEL_FIELDS = {
     "ResourceClaimTemplate": ("apiVersion", "kind", "metadata", "spec"),
@@ -86,7 +86,7 @@ def check_count(count: Any, minimum: int = 1, name: str = "count") -> int:
     return count
 
 
-_QUANTITY_RE = re.compile(r"^\+?(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_QUANTITY_RE = re.compile(r"^\+?(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?\Z")
 _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 _SUFFIX.update({s + "i": 1024 ** (n + 1) for n, s in enumerate("KMGTPE")})
 

@@ -20,10 +20,14 @@ from typing import Any, BinaryIO
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_MANIFEST_BYTES",
+    "MAX_MANIFEST_NODES",
     "MAX_NODES",
+    "MAX_OBJECT_BYTES",
     "MAX_TEXT_BYTES",
     "InputError",
     "ShapeError",
+    "check_object_sizes",
     "check_shape",
     "decode_text",
     "load_json",
@@ -39,6 +43,18 @@ __all__ = [
 #: configuration, a static pod manifest, a file of claim templates, a mig-parted config)
 #: are a few KiB; more is read as a mistake (``/dev/zero``, a log, an image).
 MAX_TEXT_BYTES = 4 * 1024 * 1024
+#: Bytes of one Kubernetes object as JSON: kube-apiserver refuses a larger request body
+#: (413), so no object of a manifest can be bigger. ``MaxRequestBodyBytes`` of
+#: ``NewConfig`` in ``staging/src/k8s.io/apiserver/pkg/server/config.go`` (3 MiB, twice
+#: etcd's default 1.5 MiB request limit, as JSON is bigger than the protobuf etcd stores).
+MAX_OBJECT_BYTES = 3 * 1024 * 1024
+#: Bytes of one manifest file of many objects (``claims check``): ``kubectl apply -f``
+#: reads a file of any size and sends each object on its own, each held to
+#: ``MAX_OBJECT_BYTES``; 64 MiB (thousands of templates and claims, about 20 s to parse)
+#: bounds the time and memory of reading one, and refuses a device or a log.
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+#: Values of one manifest file (``MAX_NODES`` is for one configuration document).
+MAX_MANIFEST_NODES = 20_000_000
 #: Nesting levels of mappings and lists in one document. Kubernetes objects nest about 12
 #: levels (a pod template in a DaemonSet); PyYAML and ``json`` fail with RecursionError
 #: a few hundred levels down.
@@ -245,20 +261,40 @@ def load_yaml(text: str, what: str) -> Any:
     return check_shape(data, what)
 
 
-def load_yaml_documents(text: str, what: str) -> list[Any]:
-    """Every YAML document of ``text`` (empty ones dropped), shape-checked together; the
-    errors of :func:`load_yaml`."""
+def load_yaml_documents(text: str, what: str, max_nodes: int = MAX_NODES) -> list[Any]:
+    """Every YAML document of ``text`` (empty ones dropped), shape-checked together (at
+    most ``max_nodes`` values); the errors of :func:`load_yaml`. Text longer than
+    ``MAX_TEXT_BYTES`` (a manifest of many objects) is parsed by libyaml where PyYAML has
+    it (the same safe loader, ten times faster)."""
     import yaml
 
+    loader = yaml.SafeLoader
+    if len(text) > MAX_TEXT_BYTES:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
     except RecursionError:
         raise _too_deep(what) from None
     except Exception as err:
         raise InputError(
             f"{what} is not valid YAML: {_yaml_reason(err)}; fix: correct the syntax there"
         ) from None
-    return check_shape(docs, what)
+    return check_shape(docs, what, max_nodes=max_nodes)
+
+
+def check_object_sizes(docs: Iterable[Any], what: str, limit: int = MAX_OBJECT_BYTES) -> None:
+    """Raise InputError naming ``what`` and the document's number for a document whose
+    JSON is larger than ``limit`` bytes (``MAX_OBJECT_BYTES``: what kube-apiserver accepts
+    as one request body)."""
+    for n, doc in enumerate(docs):
+        size = len(json.dumps(doc, default=str, separators=(",", ":")).encode("utf-8"))
+        if size > limit:
+            raise InputError(
+                f"{what}: document {n + 1} is {_mib(size)} as JSON, more than the "
+                f"{_mib(limit)} kube-apiserver accepts for one object (its "
+                "--max-request-body default, MaxRequestBodyBytes); fix: split it into smaller "
+                "objects"
+            )
 
 
 class _DuplicateName(ValueError):

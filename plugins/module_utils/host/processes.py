@@ -1,13 +1,14 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
-"""The processes of a host that its reader shares files with (modules ``dra_gate_audit_facts``
-and ``kubelet_config_gates``).
+"""The processes of a host and their command lines (modules ``dra_gate_audit_facts`` and
+``kubelet_config_gates``).
 
-A kubelet or kube-apiserver in a container on this host (a kind or podman node, a test
-control plane in a sandbox) shows in ``/proc`` too, but reads the files of its own mount
-namespace: its flags name paths that are not this host's. Only processes in the reader's own
-mount namespace are this host's components. Where a namespace cannot be read (another user's
-process read without privileges), the process is kept: the reader cannot tell.
+``pids`` lists every process. ``own_pids`` keeps those in the reader's own mount namespace:
+the kubelet runs on the host itself, so a kubelet in another mount namespace (a kind or
+podman node on this host) reads other files and is not this host's. (The control plane is
+not judged so: kubeadm runs it in static pods, containers of their own.) Where a namespace
+cannot be read (another user's process read without privileges), the process is kept: the
+reader cannot tell.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-__all__ = ["mount_namespace", "own_pids", "read_argv", "split_cmdline"]
+__all__ = ["mount_namespace", "own_pids", "pids", "read_argv", "split_cmdline"]
 
 
 def mount_namespace(proc_root: str, pid: str) -> str | None:
@@ -27,22 +28,27 @@ def mount_namespace(proc_root: str, pid: str) -> str | None:
         return None
 
 
-def own_pids(proc_root: str = "/proc") -> Iterator[int]:
-    """The pids under ``proc_root`` of processes in the reader's mount namespace (or whose
-    namespace cannot be read); every pid when the reader's own namespace cannot be read."""
+def pids(proc_root: str = "/proc") -> Iterator[int]:
+    """Every pid under ``proc_root`` (none when it cannot be listed)."""
     try:
         entries = os.listdir(proc_root)
     except OSError:
         return
-    own = mount_namespace(proc_root, "self")
     for entry in entries:
-        if not entry.isdigit():
-            continue
+        if entry.isdigit():
+            yield int(entry)
+
+
+def own_pids(proc_root: str = "/proc") -> Iterator[int]:
+    """The pids under ``proc_root`` of processes in the reader's mount namespace (or whose
+    namespace cannot be read); every pid when the reader's own namespace cannot be read."""
+    own = mount_namespace(proc_root, "self")
+    for pid in pids(proc_root):
         if own is not None:
-            theirs = mount_namespace(proc_root, entry)
+            theirs = mount_namespace(proc_root, str(pid))
             if theirs is not None and theirs != own:
                 continue
-        yield int(entry)
+        yield pid
 
 
 def read_argv(proc_root: str, pid: int) -> list[str] | None:

@@ -19,10 +19,13 @@ import json
 import marshal
 import re
 import threading
+import time
 import urllib.parse
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import http as web
 
 __all__ = [
     "Kube",
@@ -40,6 +43,12 @@ __all__ = [
 #: server that accepts connections and never answers ends a request after 15 s.
 CONNECT_TIMEOUT = 5
 READ_TIMEOUT = 15
+#: Seconds one request may take in all: connect, headers and body
+#: (``common.http.read_within`` reads the body under it), however slowly the server sends.
+#: A page of 2,000 pods from a loaded API server comes in a few seconds.
+REQUEST_DEADLINE = 60
+#: Bytes of one answer (a page of 2,000 pods is about 20 MB).
+MAX_ANSWER_BYTES = 512 * 1024 * 1024
 #: Items per list request, unless told otherwise (``validate_page_size``): measured on
 #: 100,000 ResourceClaims and 95,000 pods, pages of 5,000 put about 100 MiB in flight
 #: (the answer's bytes, its text and the decoded items), pages of 2,000 about 50 MiB,
@@ -98,7 +107,7 @@ class Kube:
     ) -> Kube:
         """A Kube over an existing ``kubernetes.client.ApiClient``."""
         kube = cls.__new__(cls)
-        kube.client = api_client
+        kube.client = bound_connections(api_client)
         kube._counters(timeout)
         return kube
 
@@ -129,42 +138,82 @@ class Kube:
                 f"{method} {path}" + (f"?{urllib.parse.urlencode(list(query))}" if query else "")
             )
         headers = {"Accept": "*/*" if raw else "application/json"}
+        deadline = time.monotonic() + REQUEST_DEADLINE
         if body is not None:
             headers["Content-Type"] = content_type
         try:
-            if hasattr(self.client, "param_serialize"):  # kubernetes >= 31 (OpenAPI generator 7)
-                params = self.client.param_serialize(
-                    method=method,
-                    resource_path=path,
-                    query_params=list(query),
-                    header_params=headers,
-                    body=body,
-                    auth_settings=["BearerToken"],
-                )
-                resp = self.client.call_api(*params, _request_timeout=self.timeout)
-                status = resp.status
-                data = resp.read() if callable(getattr(resp, "read", None)) else resp.data
-                if data is None:
-                    data = getattr(resp, "data", b"")
-            else:  # pragma: no cover - older client releases
-                resp = self.client.call_api(
-                    path,
-                    method,
-                    query_params=list(query),
-                    header_params=headers,
-                    body=body,
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _return_http_data_only=True,
-                    _request_timeout=self.timeout,
-                )
-                status, data = resp.status, resp.data
+            with web.budget(deadline, self.timeout[1]):
+                status, data = self._call(method, path, query, headers, body, deadline)
+        except web.HttpError as err:
+            raise KubeError(None, f"{method} {path}: {err}") from None
         except Exception as err:
             status = getattr(err, "status", None)
+            if status is None and time.monotonic() >= deadline:
+                raise KubeError(None, self.past_deadline(method, path)) from None
             if status is None:
                 raise KubeError(None, unreachable(self.server, err, self.timeout)) from None
             message = getattr(err, "body", None) or getattr(err, "reason", None) or str(err)
             raise KubeError(status, _message(message)) from None
+        return self._decoded(method, path, status, data, raw, decode)
+
+    def past_deadline(self, method: str, path: str) -> str:
+        """What to say when ``method path`` ran past ``REQUEST_DEADLINE``."""
+        return (
+            f"the API server {self.server} did not finish its answer to {method} {path} within "
+            f"{REQUEST_DEADLINE:g} s; fix: check that kube-apiserver answers there (curl -k "
+            f"{self.server}/version) and is not overloaded, or try again"
+        )
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, Any]],
+        headers: dict[str, str],
+        body: Any,
+        deadline: float,
+    ) -> tuple[Any, Any]:
+        """(status, body bytes) of one request through the client."""
+        if hasattr(self.client, "param_serialize"):  # kubernetes >= 31 (OpenAPI generator 7)
+            params = self.client.param_serialize(
+                method=method,
+                resource_path=path,
+                query_params=list(query),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            resp = self.client.call_api(*params, _request_timeout=self.timeout)
+            status = resp.status
+            data = _body(resp, deadline, self.server)
+            if data is None:
+                data = getattr(resp, "data", b"")
+        else:  # pragma: no cover - older client releases
+            resp = self.client.call_api(
+                path,
+                method,
+                query_params=list(query),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=self.timeout,
+            )
+            status, data = resp.status, resp.data
+        return status, data
+
+    def _decoded(
+        self,
+        method: str,
+        path: str,
+        status: Any,
+        data: Any,
+        raw: bool,
+        decode: Callable[[bytes | str], Any] | None,
+    ) -> Any:
+        """The body of an answer: an error for a status outside 2xx, else its text
+        (``raw``), ``decode(data)`` or its JSON."""
         if not 200 <= int(status) < 300:
             raise KubeError(int(status), _message(data))
         if raw:
@@ -388,7 +437,7 @@ def api_client(
             configuration.connection_pool_maxsize = max(
                 configuration.connection_pool_maxsize or 0, connections
             )
-        return k8s_client.ApiClient(configuration)
+        return bound_connections(k8s_client.ApiClient(configuration))
     except Exception as err:  # ConfigException, OSError, yaml errors
         where = kubeconfig or "KUBECONFIG or ~/.kube/config"
         raise KubeError(
@@ -400,11 +449,15 @@ def api_client(
 
 
 def bound_exec_plugins() -> None:
-    """Make the ``kubernetes`` client end an exec credential plugin that runs longer than
-    ``EXEC_TIMEOUT`` seconds (its ``ExecProvider`` calls ``communicate()`` with no
-    timeout): the plugin is killed and the client logs an error naming the command and
-    the fix (then the request goes out without its credentials and the server refuses
-    it). Idempotent."""
+    """Make the ``kubernetes`` client's exec credential plugins (``users[].user.exec``) run
+    under one deadline of ``EXEC_TIMEOUT`` seconds for the whole exchange (its
+    ``ExecProvider`` calls ``communicate()`` with no timeout, which waits for the end of
+    the plugin's output: a child the plugin left running with that output open holds it
+    forever). The plugin runs in its own session; at the deadline its whole process group
+    is killed and its pipes closed. A plugin that fails is reported by its command and
+    exit status only: its standard error, which may hold a token, is never repeated. The
+    client logs the error (then the request goes out without credentials and the server
+    refuses it). Idempotent."""
     import subprocess
     import types
 
@@ -412,26 +465,90 @@ def bound_exec_plugins() -> None:
 
     if getattr(exec_provider, "_gpufleet_bounded", False):
         return
-
-    class BoundedPopen(subprocess.Popen):  # type: ignore[type-arg]
-        def communicate(self, input: Any = None, timeout: float | None = None) -> Any:
-            try:
-                return super().communicate(input, EXEC_TIMEOUT if timeout is None else timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                super().communicate()
-                command = self.args[0] if isinstance(self.args, list | tuple) else self.args
-                raise exec_provider.ConfigException(
-                    f"exec: the kubeconfig's credential plugin {command!r} did not finish "
-                    f"within {EXEC_TIMEOUT} s; fix: run it by hand (it may wait for a login "
-                    "or for its identity provider), or give a kubeconfig with a token or a "
-                    "client certificate"
-                ) from None
-
     exec_provider.subprocess = types.SimpleNamespace(  # type: ignore[assignment]
-        Popen=BoundedPopen, PIPE=subprocess.PIPE
+        Popen=_bounded_popen(exec_provider.ConfigException), PIPE=subprocess.PIPE
     )
     exec_provider._gpufleet_bounded = True  # type: ignore[attr-defined]
+
+
+def _bounded_popen(config_error: type[Exception]) -> type:
+    """The ``subprocess.Popen`` of :func:`bound_exec_plugins`; ``config_error`` is the
+    client's ``ConfigException``."""
+    import os
+    import signal
+    import subprocess
+
+    class BoundedPopen(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["start_new_session"] = True  # its own process group, killed whole
+            super().__init__(*args, **kwargs)
+
+        def _end_group(self) -> None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, signal.SIGKILL)
+            for pipe in (self.stdin, self.stdout, self.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    if pipe is not None:
+                        pipe.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.wait(timeout=1)
+
+        def communicate(self, input: Any = None, timeout: float | None = None) -> Any:
+            command = self.args[0] if isinstance(self.args, list | tuple) else self.args
+            run_it = (
+                f"run it yourself to see its message: {os.path.basename(str(command))!r} with "
+                "the args and env of the kubeconfig's users[].user.exec"
+            )
+            limit = EXEC_TIMEOUT if timeout is None else min(timeout, EXEC_TIMEOUT)
+            try:
+                out, _ = super().communicate(input, limit)
+            except subprocess.TimeoutExpired:
+                self._end_group()
+                raise config_error(
+                    f"exec: the kubeconfig's credential plugin {command!r} did not finish "
+                    f"within {EXEC_TIMEOUT:g} s (it, or a process it started, kept its output "
+                    f"open); fix: {run_it} (it may wait for a login or for its identity "
+                    "provider), or give a kubeconfig with a token or a client certificate"
+                ) from None
+            if self.returncode:
+                raise config_error(
+                    f"exec: the kubeconfig's credential plugin {command!r} failed (exit "
+                    f"status {self.returncode}; its own messages are not repeated here, they "
+                    f"may hold credentials); fix: {run_it}"
+                )
+            return out, ""
+
+    return BoundedPopen
+
+
+def bound_connections(api_client: Any) -> Any:
+    """``api_client`` (a ``kubernetes.client.ApiClient``) whose HTTP connections obey
+    ``common.http.budget``: each socket it connects is armed (``common.http.arm``), so a
+    request made within a budget ends by its deadline, headers included, however slowly
+    the server sends. A client without urllib3's pool manager is returned as it is."""
+    manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+    if manager is None or not isinstance(getattr(manager, "pool_classes_by_scheme", None), dict):
+        return api_client
+    import urllib3
+
+    class Connection(urllib3.connection.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            self.sock = web.arm(self.sock)
+
+    class TLSConnection(urllib3.connection.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            self.sock = web.arm(self.sock)
+
+    class Pool(urllib3.HTTPConnectionPool):
+        ConnectionCls = Connection
+
+    class TLSPool(urllib3.HTTPSConnectionPool):
+        ConnectionCls = TLSConnection
+
+    manager.pool_classes_by_scheme = {"http": Pool, "https": TLSPool}
+    return api_client
 
 
 def no_read_retries() -> Any:
@@ -577,6 +694,43 @@ def _kubeconfig_fields(data: Mapping[str, Any], base: str) -> str | None:
                         "directory, named pipe or device); fix: point it at the file itself"
                     )
     return None
+
+
+def _body(resp: Any, deadline: float, server: str) -> Any:
+    """The body of the client's ``RESTResponse`` ``resp`` (the request made with
+    ``preload_content=False``), read by ``common.http.read_within`` by ``deadline``;
+    raises its HttpError. A response without a stream (a test's stand-in) is read
+    as it is."""
+    raw = getattr(resp, "response", None)
+    if raw is None or not callable(getattr(raw, "read1", None)):
+        return resp.read() if callable(getattr(resp, "read", None)) else resp.data
+    import urllib3
+
+    sock = getattr(getattr(raw, "connection", None), "sock", None)
+
+    def read(n: int) -> bytes:
+        try:
+            return raw.read1(n)
+        except urllib3.exceptions.ReadTimeoutError:
+            raise TimeoutError from None
+        except (urllib3.exceptions.ProtocolError, OSError) as err:
+            raise web.HttpError(
+                f"{server} broke off its answer ({type(err).__name__}); fix: try again"
+            ) from None
+
+    try:
+        body = web.read_within(
+            read,
+            getattr(sock, "settimeout", None),
+            deadline,
+            REQUEST_DEADLINE,
+            MAX_ANSWER_BYTES,
+            f"the API server {server}",
+        )
+    finally:
+        raw.release_conn()
+    resp.data = body
+    return body
 
 
 def _message(data: Any) -> str:

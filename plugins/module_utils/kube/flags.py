@@ -61,13 +61,13 @@ _GO_TRUE = frozenset(("1", "t", "T", "TRUE", "true", "True"))
 _GO_FALSE = frozenset(("0", "f", "F", "FALSE", "false", "False"))
 
 
-_GATE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+_GATE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*\Z")
 
 
 _RC_PART = r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?"
 
 
-_RC_KEY = re.compile(rf"^{_RC_PART}/{_RC_PART}(?:/{_RC_PART})?$")
+_RC_KEY = re.compile(rf"^{_RC_PART}/{_RC_PART}(?:/{_RC_PART})?\Z")
 
 
 _RC_API_KEYS = frozenset(("api/all", "api/ga", "api/beta", "api/alpha"))

@@ -31,9 +31,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.kubernetes_fa
 )
 
 KUBELET_CONFIG_API = "kubelet.config.k8s.io/v1beta1"
-_TOKEN_RE = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
-_HASH_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-_ENDPOINT_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
+_TOKEN_RE = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}\Z")
+_HASH_RE = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+_ENDPOINT_RE = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}\Z")
 # kubeadm v1beta4 Timeouts fields (cmd/kubeadm/app/apis/kubeadm/v1beta4/types.go).
 TIMEOUT_KEYS = frozenset(
     {
@@ -208,10 +208,20 @@ def kubelet_configuration(spec: BootstrapSpec, kv: dra_core.KubeVersion) -> dict
         if k in ("apiVersion", "kind"):
             continue
         if k == "featureGates" and isinstance(v, Mapping):
-            doc.setdefault("featureGates", {}).update({g: bool(b) for g, b in v.items()})
+            doc.setdefault("featureGates", {}).update({g: _gate(g, b) for g, b in v.items()})
         else:
             doc[k] = v
     return doc
+
+
+def _gate(name: Any, value: Any) -> bool:
+    """A ``featureGates`` entry of the kubelet's extra configuration as a boolean: a
+    boolean, or text Go's ``strconv.ParseBool`` reads (``dra.settings.parse_gate_bool``);
+    anything else (``maybe``, a list) raises BootstrapConfigError naming the gate."""
+    try:
+        return dra_settings.parse_gate_bool(value, f"kubeadm_kubelet_extra.featureGates.{name}")
+    except dra_core.VersionParseError as exc:
+        raise BootstrapConfigError(str(exc)) from None
 
 
 def init_documents(spec: BootstrapSpec, node_name: str) -> list[dict[str, Any]]:

@@ -18,10 +18,10 @@ where the webhook is not yet ready).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import k8s_names as names
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import api as dra_api
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
@@ -30,17 +30,21 @@ __all__ = ["PRIORITY_LABEL", "QUEUE_LABEL", "KueueJobError", "kueue_claim_templa
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_DNS_LABEL = names.dns1123_label
+_SUBDOMAIN = names.dns1123_subdomain
 
 
 class KueueJobError(ValueError):
     """Bad input for a Kueue Job: the message names the option and the fix."""
 
 
-def _check(option: str, value: str, pattern: re.Pattern[str], what: str) -> str:
-    if not isinstance(value, str) or not pattern.match(value):
-        raise KueueJobError(f"{option}={value!r} is not {what}; write e.g. team-a")
+def _check(option: str, value: str, rule: Callable[[Any], str | None], what: str) -> str:
+    """``value`` when ``rule`` (a ``common.k8s_names`` check) accepts it; else
+    KueueJobError naming ``option``, the value, why and the fix."""
+    why = rule(value)
+    if why:
+        shown = value if not isinstance(value, str) or len(value) <= 70 else value[:70] + "..."
+        raise KueueJobError(f"{option}={shown!r} {why}; it must be {what}; write e.g. team-a")
     return value
 
 
@@ -122,8 +126,11 @@ def kueue_job(
     through ResourceClaimTemplate ``template``."""
     labels = {QUEUE_LABEL: _check("--kueue-queue", queue, _DNS_LABEL, "a LocalQueue name")}
     if priority_class:
+        # a WorkloadPriorityClass name (a DNS subdomain) that is also the value of the
+        # label kueue.x-k8s.io/priority-class, so at most 63 characters
+        _check("--kueue-priority-class", priority_class, _SUBDOMAIN, "a WorkloadPriorityClass")
         labels[PRIORITY_LABEL] = _check(
-            "--kueue-priority-class", priority_class, _SUBDOMAIN, "a WorkloadPriorityClass"
+            "--kueue-priority-class", priority_class, names.label_value, "a label value"
         )
     return {
         "apiVersion": "batch/v1",

@@ -22,11 +22,11 @@ its namespace, which Jobs name with the ``kueue.x-k8s.io/queue-name`` label.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import k8s_names as kn
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     MIG_CLASS,
     NVIDIA_DRIVER,
@@ -56,7 +56,6 @@ MAX_CLASSES_PER_MAPPING = 8
 RECLAIM_POLICIES = ("Never", "LowerPriority", "Any")
 WITHIN_CQ_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 BORROW_POLICIES = ("Never", "LowerPriority")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class KueueInputError(ValueError):
@@ -158,11 +157,12 @@ def _int(variable: str, value: Any, minimum: int = 0) -> int:
 
 
 def _name(variable: str, value: Any) -> str:
-    if not isinstance(value, str) or not _DNS_LABEL.match(value):
+    why = kn.dns1123_label(value)
+    if why:
         raise KueueInputError(
             variable,
             value,
-            "is not a DNS label",
+            why,
             "use lower-case letters, digits and '-', at most 63 characters, e.g. team-a",
         )
     return value

@@ -65,7 +65,7 @@ _TOP_KEYS = ("version", "mig-configs")
 _ENTRY_KEYS = ("device-filter", "devices", "mig-enabled", "mig-devices")
 
 
-_DEVICE_ID_RE = re.compile(r"^0x[0-9A-Fa-f]{8}$")
+_DEVICE_ID_RE = re.compile(r"^0x[0-9A-Fa-f]{8}\Z")
 
 
 @dataclass(frozen=True)

@@ -159,13 +159,16 @@ class LayoutDoesNotFit(ValueError):
     def causes(self) -> tuple[str, ...]:
         """Why the layout is refused, the count-level causes first: ``instance-limit``
         (a count above the profile's ``-lgip`` Total), ``media-extension-budget`` (more
-        OFA than the GPU has), ``memory-slices`` (more slices than the GPU has),
+        OFA than the GPU has), ``engine-budget`` (more copy engines, NVDEC, NVENC or JPEG
+        engines than the GPU has), ``memory-slices`` (more slices than the GPU has),
         ``placement`` (only the allowed starts refuse it)."""
         out = []
         if self.over_max_instances:
             out.append("instance-limit")
-        if self.over_engine_budget:
+        if "ofa_engines" in self.over_engine_budget:
             out.append("media-extension-budget")
+        if set(self.over_engine_budget) - {"ofa_engines"}:
+            out.append("engine-budget")
         if self.slices_requested > self.slices_available:
             out.append("memory-slices")
         return tuple(out) or ("placement",)
@@ -181,12 +184,19 @@ class LayoutDoesNotFit(ValueError):
         for name, (asked, most) in self.over_max_instances.items():
             plural = "s" if most != 1 else ""
             parts.append(f"{name} allows at most {most} instance{plural} per GPU (asked {asked})")
-        for _engine, (asked, most) in self.over_engine_budget.items():
-            parts.append(
-                f"the media-extension budget is exceeded: the layout needs {asked} "
-                f"optical-flow engine(s) (OFA) but the GPU has {most}: one +me instance per "
-                "GPU, and none beside the full-GPU profile"
-            )
+        for engine, (asked, most) in self.over_engine_budget.items():
+            if engine == "ofa_engines":
+                parts.append(
+                    f"the media-extension budget is exceeded: the layout needs {asked} "
+                    f"optical-flow engine(s) (OFA) but the GPU has {most}: one +me instance "
+                    "per GPU, and none beside the full-GPU profile"
+                )
+            else:
+                parts.append(
+                    f"the engine budget is exceeded: the layout needs {asked} "
+                    f"{ENGINE_NAMES.get(engine, engine)} but the GPU has {most} (the "
+                    "full-GPU profile's count)"
+                )
         for name, missing in self.unplaceable.items():
             asked = self.wanted.get(name, 0)
             mine = [c for c in self.collisions if c.profile == name]
@@ -208,6 +218,8 @@ class LayoutDoesNotFit(ValueError):
                     "the instance limit"
                     if name in self.over_max_instances
                     else "the media-extension budget (one +me instance per GPU)"
+                    if "ofa_engines" in self.over_engine_budget
+                    else "the engine budget"
                     if self.over_engine_budget
                     else "the placement of the other instances"
                 )
@@ -251,9 +263,21 @@ class LayoutDoesNotFit(ValueError):
         }
 
 
+#: Engine fields of a GPU-instance profile as NVIDIA names them (``nvidia-smi mig -lgip``
+#: columns CE, DEC, ENC, JPEG, OFA; the MIG user guide's "Hardware Units" and "Copy
+#: Engines").
+ENGINE_NAMES = {
+    "copy_engines": "copy engine(s) (CE)",
+    "decoders": "video decoder(s) (NVDEC)",
+    "encoders": "video encoder(s) (NVENC)",
+    "jpeg_engines": "JPEG decoder(s) (NVJPG)",
+    "ofa_engines": "optical-flow engine(s) (OFA)",
+}
+
 _CAUSE_TEXT = {
     "instance-limit": "the per-profile instance limit",
     "media-extension-budget": "the media-extension budget",
+    "engine-budget": "the engine budget",
     "memory-slices": "the memory slices",
     "placement": "the placement rules",
 }

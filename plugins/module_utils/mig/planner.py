@@ -8,11 +8,13 @@ Standard library only (Ansible ships ``module_utils`` to managed hosts).
 * ``parse_layout`` reads a layout (MIG profile -> count).
 * ``plan`` places every wanted GPU instance on a ``GpuModel`` under its placement rules
   (``nvidia-smi mig -lgipp``: allowed starts and size in memory slices), the per-profile
-  instance limit (``-lgip`` ``Total``) and the media-extension budget (see below), or
-  raises ``LayoutDoesNotFit`` saying what cannot be placed, which slices collide with
-  which placed instances, and what would fit instead. The search is exhaustive (largest
-  profiles first, memoised dead ends, identical instances in increasing start order), so
-  it finds a plan whenever one exists.
+  instance limit (``-lgip`` ``Total``) and the engine budgets (see below), or raises
+  ``LayoutDoesNotFit`` saying what cannot be placed, which slices collide with which
+  placed instances, and what would fit instead. The search goes left to right over the
+  memory slices, a state being (slice, instances left per profile), largest profiles
+  first, with memoised dead ends: it finds a plan whenever one exists, within
+  ``MAX_SEARCH_STATES`` states per call whatever the GPU's geometry (``PlanTooLarge``
+  past them; no built-in table comes near).
 * ``check_config`` validates a whole config against one GPU model.
 * ``check_dra_driver`` refuses MIG profiles that NVIDIA's DRA driver cannot serve, on
   nodes that run it (the rule is ``mig.profiles.dra_driver_refusal``).
@@ -21,16 +23,20 @@ The mig-parted config format lives in ``mig_config`` (``load_mig_config``,
 ``select_layout``), the placement records and the GI diff in ``mig.placement``
 (``Placement``, ``Plan``, ``LayoutDoesNotFit``, ``GpuInstance``, ``diff``).
 
-Media-extension budget: ``+me`` profiles hold the GPU's optical-flow accelerator (OFA).
-The OFA count of the instances on one GPU may not exceed the full-GPU profile's (e.g.
-``7g.141gb``: 1); this allows one ``+me`` instance per GPU across all ``+me`` profiles
-(A30 has two: ``1g.6gb+me`` and ``2g.12gb+me``). Source: the ``OFA`` column of
-``nvidia-smi mig -lgip`` (only ``+me`` and full-GPU profiles have one) and the NVIDIA MIG
-user guide, "Supported MIG Profiles" (every ``+me`` profile has one instance at most).
+Engine budgets: for each engine the NVIDIA MIG user guide lists per profile (copy
+engines, NVDEC, NVENC, JPEG, OFA; ``nvidia-smi mig -lgip`` columns CE, DEC, ENC, JPEG,
+OFA), the instances on one GPU may not hold more than the full-GPU profile does, which
+holds all of the GPU's. The OFA budget (the media-extension budget: one OFA on every MIG
+GPU) allows one ``+me`` instance per GPU across all ``+me`` profiles (A30 has two:
+``1g.6gb+me`` and ``2g.12gb+me``); the NVDEC/NVENC/JPEG budgets keep ``1g.24gb+me.all``
+(all four of each on an RTX PRO 6000 Blackwell) from sharing the GPU with any instance
+that has one (``1g.24gb``), not with the engineless ``1g.24gb-me``. Source: the guide,
+"Supported MIG Profiles", and the captures of ``mig.tables``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -68,6 +74,7 @@ __all__ = [
     "LayoutDoesNotFit",
     "MigConfig",
     "MigConfigError",
+    "PlanTooLarge",
     "Problem",
     "check_config",
     "check_dra_driver",
@@ -75,11 +82,6 @@ __all__ = [
     "parse_layout",
     "plan",
 ]
-
-
-# Engines that the +me profiles take; their sum is bounded by the full-GPU profile. Every
-# MIG GPU here has one OFA, held by the full-GPU profile or by one +me instance.
-_BUDGET_ENGINES = ("ofa_engines",)
 
 
 # --- layout input -----------------------------------------------------------------------
@@ -150,6 +152,59 @@ def check_dra_driver(profiles: Iterable[str], *, name: str = "layout") -> None:
             raise DraDriverCannotServe(name, profile, *refusal)
 
 
+# Engines budgeted per GPU: the sum over the GPU instances of one GPU may not exceed the
+# full-GPU profile's count (NVIDIA MIG user guide, "Supported MIG Profiles": copy engines,
+# NVDEC, NVENC, JPEG and OFA per profile; the full-GPU profile holds all of the GPU's).
+_BUDGET_ENGINES = ("copy_engines", "decoders", "encoders", "jpeg_engines", "ofa_engines")
+
+#: Search states that one ``plan`` call (its explanation included) may visit before it
+#: gives up (``PlanTooLarge``, or an explanation without its fixes): the worst layout of
+#: any built-in table needs 166 (H200, 1g.18gb x5 + 1g.18gb+me + 1g.35gb + 2g.35gb,
+#: refused); a hand-made capture of 64 memory slices and dozens of kinds can need far more.
+MAX_SEARCH_STATES = 20_000
+
+_BUDGET: contextvars.ContextVar[list[int]] = contextvars.ContextVar("mig_search_budget")
+
+
+class _SearchLimit(Exception):
+    """The search budget of the current ``plan`` call is spent."""
+
+
+class PlanTooLarge(LayoutDoesNotFit):
+    """A layout whose placement search would visit more than ``MAX_SEARCH_STATES`` states:
+    refused as not shown to fit (cause ``search-limit``). Only a GPU geometry far beyond
+    any NVIDIA GPU's (a hand-made or corrupted ``-lgip``/``-lgipp`` capture) gets here."""
+
+    def __init__(self, model: GpuModel, wanted: Mapping[str, int], requested: int) -> None:
+        super().__init__(
+            gpu_model=model.name,
+            wanted={k: v for k, v in wanted.items() if v},
+            unplaceable={k: v for k, v in wanted.items() if v},
+            placed=Plan(model.name, model.total_slices, ()),
+            collisions=(),
+            over_max_instances={},
+            over_engine_budget={},
+            slices_requested=requested,
+            slices_available=model.total_slices,
+            max_counts={},
+            suggestion=None,
+        )
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        return ("search-limit",)
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"MIG layout {self.wanted} on {self.gpu_model} ({self.slices_available} memory "
+            f"slices) was not shown to fit within {MAX_SEARCH_STATES} placement search "
+            "states; no NVIDIA GPU's geometry needs that many. Fix: plan from the unedited "
+            "output of 'nvidia-smi mig -lgip' and '-lgipp' of the node, or ask for fewer "
+            "kinds of MIG profile"
+        )
+
+
 # --- planning ---------------------------------------------------------------------------
 
 
@@ -177,8 +232,9 @@ def _bits(p: GIProfile, start: int) -> int:
 
 
 def _resolve(model: GpuModel, wanted: Mapping[str, int]) -> list[tuple[GIProfile, int]]:
-    """(profile, count) for the non-zero counts; every name is looked up, a zero count's
-    too (a profile the GPU lacks is refused whatever its count: ``UnknownProfile``)."""
+    """(profile, count) for the non-zero counts, in the order given; every name is looked
+    up, a zero count's too (a profile the GPU lacks is refused
+    whatever its count: ``UnknownProfile``)."""
     out = []
     for name, count in wanted.items():
         prof = model.profile(name)
@@ -193,7 +249,7 @@ def _over_counts(
     """What the counts alone refuse, without expanding them into instances.
 
     Returns (profile -> (asked, max instances) for counts above ``-lgip``'s ``Total``;
-    engine -> (asked, available) over the media-extension budget; memory slices asked).
+    engine -> (asked, available) over the GPU's engine budget; memory slices asked).
     Time and memory grow with the number of profiles, not with the counts.
     """
     over = {p.name: (n, p.max_instances) for p, n in pairs if n > p.max_instances}
@@ -203,100 +259,117 @@ def _over_counts(
     return over, over_engine, sum(p.slices * n for p, n in pairs)
 
 
-def _expand(pairs: Iterable[tuple[GIProfile, int]]) -> list[GIProfile]:
-    items: list[GIProfile] = []
-    for p, n in pairs:
-        items.extend([p] * n)
-    items.sort(key=_order_key)
-    return items
+class _Search:
+    """Left-to-right placement over the memory slices of one GPU.
+
+    A state is (slice position, instances still to place per kind): at each free slice
+    an instance of some kind starts there (largest kinds first) or the slice stays
+    empty. Instances are contiguous runs, so no bitmask of the past is needed and the
+    number of states is at most (total slices + 1) x the product of (count + 1) over the
+    kinds; ``MAX_SEARCH_STATES`` bounds the states of one ``plan`` call for any input."""
+
+    def __init__(self, total: int, kinds: list[GIProfile], fixed_mask: int = 0) -> None:
+        self.total = total
+        self.kinds = kinds
+        free = [0] * (total + 1)
+        for pos in range(total - 1, -1, -1):
+            free[pos] = free[pos + 1] + (0 if (fixed_mask >> pos) & 1 else 1)
+        self.free_from = free
+        # kinds that may start at each slice (largest first), their run free of fixed_mask
+        self.starting: list[list[tuple[int, int]]] = [[] for _ in range(total)]
+        for k, p in enumerate(kinds):
+            for pos in sorted(set(p.placements)):
+                end = pos + p.slices
+                if pos >= 0 and end <= total and not fixed_mask & (((1 << p.slices) - 1) << pos):
+                    self.starting[pos].append((k, end))
+        self.budget = _BUDGET.get([MAX_SEARCH_STATES])
+
+    def _visit(self) -> None:
+        self.budget[0] -= 1
+        if self.budget[0] < 0:
+            raise _SearchLimit
+
+    def fill(self, counts: tuple[int, ...]) -> list[tuple[int, int]] | None:
+        """(kind index, start) for every instance of ``counts``, or None: exhaustive."""
+        dead: set[tuple[int, tuple[int, ...]]] = set()
+        path: list[tuple[int, int]] = []
+        sizes = [p.slices for p in self.kinds]
+
+        def rec(pos: int, rem: tuple[int, ...], left: int) -> bool:
+            if left == 0:
+                return True
+            if left > self.free_from[pos] or (pos, rem) in dead:
+                return False
+            self._visit()
+            for k, end in self.starting[pos]:
+                if not rem[k]:
+                    continue
+                path.append((k, pos))
+                nrem = (*rem[:k], rem[k] - 1, *rem[k + 1 :])
+                if rec(end, nrem, left - sizes[k]):
+                    return True
+                path.pop()
+            if rec(pos + 1, rem, left):
+                return True
+            dead.add((pos, rem))
+            return False
+
+        need = sum(c * s for c, s in zip(counts, sizes, strict=True))
+        return list(path) if rec(0, tuple(counts), need) else None
+
+    def best(self, counts: tuple[int, ...], limits: tuple[int, ...]) -> list[tuple[int, int]]:
+        """The placements of the largest subset of ``counts`` that fits within the engine
+        ``limits`` (most memory slices, then most instances)."""
+        memo: dict[tuple[int, tuple[int, ...]], tuple[tuple[int, int], tuple]] = {}
+        usage = [_usage([p]) for p in self.kinds]
+
+        def rec(pos: int, rem: tuple[int, ...], used: tuple[int, ...]) -> tuple:
+            if pos >= self.total or not any(rem):
+                return (0, 0), ()
+            key = (pos, rem)  # ``used`` follows from ``rem``
+            if key in memo:
+                return memo[key]
+            self._visit()
+            best = rec(pos + 1, rem, used)
+            for k, end in self.starting[pos]:
+                if not rem[k]:
+                    continue
+                nused = tuple(a + b for a, b in zip(used, usage[k], strict=True))
+                if any(a > b for a, b in zip(nused, limits, strict=True)):
+                    continue
+                nrem = (*rem[:k], rem[k] - 1, *rem[k + 1 :])
+                (sl, cnt), rest = rec(end, nrem, nused)
+                cand = ((sl + self.kinds[k].slices, cnt + 1), ((k, pos), *rest))
+                if cand[0] > best[0]:
+                    best = cand
+            memo[key] = best
+            return best
+
+        return list(rec(0, tuple(counts), (0,) * len(limits))[1])
 
 
 def _solve(
-    model: GpuModel,
-    items: list[GIProfile],
-    fixed_mask: int = 0,
-    fixed_usage: tuple[int, ...] | None = None,
-) -> list[int] | None:
-    """Starts for ``items`` (sorted by ``_order_key``) or None: exhaustive DFS."""
-    total = model.total_slices
+    model: GpuModel, pairs: list[tuple[GIProfile, int]], fixed_mask: int = 0
+) -> list[tuple[GIProfile, int]] | None:
+    """(profile, start) for every instance of ``pairs`` or None (no placement exists).
+    Counts and engines are checked by the caller (``_over_counts``): placing every
+    instance uses the same engines wherever they go."""
+    pairs = sorted(pairs, key=lambda pc: _order_key(pc[0]))
+    kinds = [p for p, _ in pairs]
+    found = _Search(model.total_slices, kinds, fixed_mask).fill(tuple(n for _, n in pairs))
+    return None if found is None else [(kinds[k], s) for k, s in found]
+
+
+def _best_partial(
+    model: GpuModel, pairs: list[tuple[GIProfile, int]]
+) -> list[tuple[GIProfile, int]]:
+    """The largest subset of ``pairs`` that fits (most slices, then most instances)."""
     budget = _budgets(model)
     limits = tuple(budget.get(e, 1 << 30) for e in _BUDGET_ENGINES)
-    usage0 = fixed_usage or (0,) * len(_BUDGET_ENGINES)
-    n = len(items)
-    suffix = [0] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + items[i].slices
-    full = (1 << total) - 1
-    starts: list[int] = [0] * n
-    dead: set[tuple] = set()
-
-    def rec(i: int, mask: int, usage: tuple[int, ...], lo: int) -> bool:
-        if i == n:
-            return True
-        if suffix[i] > total - bin(mask & full).count("1"):
-            return False
-        key = (i, mask, usage, lo)
-        if key in dead:
-            return False
-        p = items[i]
-        pu = _usage([p])
-        nu = tuple(a + b for a, b in zip(usage, pu, strict=True))
-        if any(a > b for a, b in zip(nu, limits, strict=True)):
-            dead.add(key)
-            return False
-        same_next = i + 1 < n and items[i + 1] is p
-        for s in p.placements:
-            if s < lo or s + p.slices > total:
-                continue
-            b = _bits(p, s)
-            if mask & b:
-                continue
-            starts[i] = s
-            if rec(i + 1, mask | b, nu, s + 1 if same_next else 0):
-                return True
-        dead.add(key)
-        return False
-
-    return list(starts) if rec(0, fixed_mask, usage0, 0) else None
-
-
-def _best_partial(model: GpuModel, items: list[GIProfile]) -> list[tuple[GIProfile, int]]:
-    """The largest subset of ``items`` that fits (most slices, then most instances)."""
-    total = model.total_slices
-    budget = _budgets(model)
-    limits = tuple(budget.get(e, 1 << 30) for e in _BUDGET_ENGINES)
-    n = len(items)
-    memo: dict[tuple, tuple[tuple[int, int], tuple[tuple[int, int], ...]]] = {}
-
-    def rec(i: int, mask: int, usage: tuple[int, ...], lo: int, used: tuple) -> tuple:
-        if i == n:
-            return (0, 0), ()
-        key = (i, mask, usage, lo, used)
-        if key in memo:
-            return memo[key]
-        p = items[i]
-        same_next = i + 1 < n and items[i + 1] is p
-        # skip this instance (and keep the increasing-start rule for the rest of its kind)
-        best = rec(i + 1, mask, usage, lo if same_next else 0, used)
-        placed_of_kind = dict(used).get(p.name, 0)
-        if placed_of_kind < p.max_instances:
-            nu = tuple(a + b for a, b in zip(usage, _usage([p]), strict=True))
-            if all(a <= b for a, b in zip(nu, limits, strict=True)):
-                nused = tuple(sorted({**dict(used), p.name: placed_of_kind + 1}.items()))
-                for s in p.placements:
-                    if s < lo or s + p.slices > total or mask & _bits(p, s):
-                        continue
-                    (sl, cnt), rest = rec(
-                        i + 1, mask | _bits(p, s), nu, s + 1 if same_next else 0, nused
-                    )
-                    cand = ((sl + p.slices, cnt + 1), ((i, s), *rest))
-                    if cand[0] > best[0]:
-                        best = cand
-        memo[key] = best
-        return best
-
-    _score, chosen = rec(0, 0, (0,) * len(_BUDGET_ENGINES), 0, ())
-    return [(items[i], s) for i, s in chosen]
+    pairs = sorted(pairs, key=lambda pc: _order_key(pc[0]))
+    kinds = [p for p, _ in pairs]
+    chosen = _Search(model.total_slices, kinds).best(tuple(n for _, n in pairs), limits)
+    return [(kinds[k], s) for k, s in chosen]
 
 
 def _fits(model: GpuModel, wanted: Mapping[str, int]) -> bool:
@@ -304,7 +377,7 @@ def _fits(model: GpuModel, wanted: Mapping[str, int]) -> bool:
     over, over_engine, requested = _over_counts(model, pairs)
     if over or over_engine or requested > model.total_slices:
         return False
-    return _solve(model, _expand(pairs)) is not None
+    return _solve(model, pairs) is not None
 
 
 def _to_plan(model: GpuModel, chosen: Iterable[tuple[GIProfile, int]]) -> Plan:
@@ -327,25 +400,36 @@ def plan(
     keep as many of them as possible are preferred, so that ``diff`` destroys the least.
     Returns a ``Plan`` (placements sorted by start). Raises ``UnknownProfile`` for a
     profile the model lacks (also with count 0), ``ValueError`` for a count that is not an
-    integer >= 0, ``LayoutDoesNotFit`` when no placement exists. A count above the
-    profile's instance limit, a media-extension budget overrun or more memory slices than
-    the GPU has are refused from the counts, in time and memory bounded by the GPU's size
-    whatever the counts.
+    integer >= 0, ``LayoutDoesNotFit`` when no placement exists (``PlanTooLarge``, one of
+    them, when the search would visit more than ``MAX_SEARCH_STATES`` states). A count
+    above the profile's instance limit, an engine budget overrun (copy engines, NVDEC,
+    NVENC, JPEG, OFA) or more memory slices than the GPU has are refused from the counts;
+    the placement search is bounded by ``MAX_SEARCH_STATES`` whatever the capture.
     """
     wanted = parse_layout(dict(wanted), name="wanted", max_count=None)
     pairs = _resolve(model, wanted)
     over, over_engine, requested = _over_counts(model, pairs)
-    # Expanded into instances only when the counts alone do not refuse the layout.
-    if not over and not over_engine and requested <= model.total_slices:
-        items = _expand(pairs)
-        existing = [as_gpu_instance(c) for c in (current or [])]
-        kept_plan = _plan_keeping(model, pairs, existing) if existing else None
-        if kept_plan is not None:
-            return kept_plan
-        starts = _solve(model, items)
-        if starts is not None:
-            return _to_plan(model, zip(items, starts, strict=True))
-    raise _explain(model, wanted, pairs, (over, over_engine, requested))
+    budget = [MAX_SEARCH_STATES]
+    token = _BUDGET.set(budget)
+    try:
+        # Searched only when the counts alone do not refuse the layout.
+        if not over and not over_engine and requested <= model.total_slices:
+            existing = [as_gpu_instance(c) for c in (current or [])]
+            try:
+                kept_plan = _plan_keeping(model, pairs, existing) if existing else None
+            except _SearchLimit:  # keeping instances is a preference: plan afresh
+                kept_plan = None
+            if kept_plan is not None:
+                return kept_plan
+            budget[0] = MAX_SEARCH_STATES
+            chosen = _solve(model, pairs)
+            if chosen is not None:
+                return _to_plan(model, chosen)
+        raise _explain(model, wanted, pairs, (over, over_engine, requested))
+    except _SearchLimit:
+        raise PlanTooLarge(model, wanted, requested) from None
+    finally:
+        _BUDGET.reset(token)
 
 
 def _plan_keeping(
@@ -376,10 +460,10 @@ def _plan_keeping(
                 kept[p.profile_id] = kept.get(p.profile_id, 0) + 1
             if not ok or any(kept[i] > want[i] for i in kept):
                 continue
-            rest = _expand((p, n - kept.get(p.profile_id, 0)) for p, n in pairs)
-            starts = _solve(model, rest, mask, _usage(p for p, _unused in subset))
-            if starts is not None:
-                return _to_plan(model, [*subset, *zip(rest, starts, strict=True)])
+            rest = [(p, n - kept.get(p.profile_id, 0)) for p, n in pairs]
+            chosen = _solve(model, [(p, n) for p, n in rest if n], mask)
+            if chosen is not None:
+                return _to_plan(model, [*subset, *chosen])
     return None
 
 
@@ -395,7 +479,10 @@ def _explain(
         (p, min(n, p.max_instances, len(p.placements), model.total_slices // p.slices))
         for p, n in pairs
     ]
-    partial = _best_partial(model, _expand(capped))
+    try:
+        partial = _best_partial(model, [(p, n) for p, n in capped if n])
+    except _SearchLimit:  # the explanation is spent: name what the counts say
+        partial = []
     placed = _to_plan(model, partial)
     placed_counts = placed.counts
     unplaceable = {
@@ -412,16 +499,19 @@ def _explain(
             occ = tuple(q for q in placed.placements if set(q.slots) & set(slots))
             collisions.append(Collision(p.name, s, slots, occ))
     max_counts: dict[str, int] = {}
-    for p, n in pairs:
-        name = p.name
-        if name not in unplaceable:
-            continue
-        for k in range(min(n - 1, p.max_instances), -1, -1):
-            trial = {q.name: (k if q is p else m) for q, m in pairs}
-            if _fits(model, trial):
-                max_counts[name] = k
-                break
-    suggestion = _suggest(model, placed_counts, pairs, unplaceable)
+    suggestion = None
+    try:
+        for p, n in pairs:
+            if p.name not in unplaceable:
+                continue
+            for k in range(min(n - 1, p.max_instances), -1, -1):
+                trial = {q.name: (k if q is p else m) for q, m in pairs}
+                if _fits(model, trial):
+                    max_counts[p.name] = k
+                    break
+        suggestion = _suggest(model, placed_counts, pairs, unplaceable)
+    except _SearchLimit:  # the fixes offered so far stand; the search budget is spent
+        pass
     return LayoutDoesNotFit(
         gpu_model=model.name,
         wanted={k: v for k, v in wanted.items() if v},

@@ -46,6 +46,7 @@ __all__ = [
     "ProfileName",
     "UnknownGpuModel",
     "UnknownProfile",
+    "check_geometry",
     "ci_profile_id_for",
     "compute_instance_profile",
     "compute_instance_slices",
@@ -87,7 +88,7 @@ _PROFILE_RE = re.compile(
     r"^(?:(?P<ci>[1-9][0-9]*)c\.)?(?P<gi>[1-9][0-9]*)g\.(?P<gb>[1-9][0-9]*)gb"
     r"(?P<suffix>"
     + "|".join(re.escape(s) for s in sorted(PROFILE_SUFFIXES, key=len, reverse=True))
-    + r")?$"
+    + r")?\Z"
 )
 
 
@@ -285,7 +286,9 @@ class GpuModel:
     ``source`` where the profile table comes from and ``note`` where the name, device IDs
     and framebuffer come from and what is not sourced (``mig.tables``; for a model read
     from the node: its ``nvidia-smi mig`` output); ``layout`` the key of the table,
-    shared by same-layout variants (H200 NVL and H200, H800 and H100, A800 and A100).
+    shared by same-layout variants (H200 NVL and H200, H800 and H100, A800 and A100);
+    ``other_names`` the ``(name, source)`` of every other name that NVML and ``nvidia-smi``
+    print for this GPU (``NVIDIA B300 SXM6 AC`` for ``NVIDIA B300``).
     A model with no profiles is known by name but has no sourced MIG table: plan it
     from the node's ``nvidia-smi mig -lgip``/``-lgipp``.
     """
@@ -300,6 +303,13 @@ class GpuModel:
     source: str = field(default="", compare=False)
     note: str = field(default="", compare=False)
     layout: str = field(default="", compare=False)
+    other_names: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    @property
+    def nvml_names(self) -> tuple[str, ...]:
+        """Every name this GPU is known by: ``name`` and the ``(name, source)`` pairs of
+        ``other_names`` (the other names NVML and ``nvidia-smi`` print for it)."""
+        return (self.name, *(n for n, _ in self.other_names))
 
     @property
     def profile_names(self) -> tuple[str, ...]:
@@ -373,7 +383,9 @@ def _builtin() -> tuple[GpuModel, ...]:
     """``GpuModel`` per row of ``mig.tables.GPUS``. A GPU whose framebuffer total is not
     sourced gets its full-GPU profile's memory (its ``note`` says so)."""
     out = []
-    for name, key, fb, arch, cc, ids, note in mig_tables.GPUS:
+    for row in mig_tables.GPUS:
+        name, key, fb, arch, cc, ids, note = row[:7]
+        others = tuple(row[7]) if len(row) > 7 else ()
         layout = mig_tables.LAYOUTS[key]
         profiles = tuple(_profile(r) for r in layout["rows"])
         if fb is None:
@@ -390,6 +402,7 @@ def _builtin() -> tuple[GpuModel, ...]:
                 source=layout["source"],
                 note=note,
                 layout=key,
+                other_names=others,
             )
         )
     return tuple(out)
@@ -401,6 +414,10 @@ MODELS: dict[str, GpuModel] = {m.name: m for m in _builtin()}
 
 #: Short names accepted by ``model()`` (and the CLI's ``--gpu-model``).
 ALIASES: dict[str, str] = dict(mig_tables.ALIASES)
+
+#: Every other name NVML prints for a built-in GPU -> the name it is listed under
+#: (``GpuModel.other_names``; sources in ``mig.tables``).
+NVML_NAMES: dict[str, str] = {o: m.name for m in MODELS.values() for o, _src in m.other_names}
 
 
 def model_by_device_id(device_id: str) -> GpuModel | None:
@@ -420,12 +437,14 @@ def _key(name: str) -> str:
 def model(name: str) -> GpuModel:
     """Return the built-in ``GpuModel`` for an NVML name or a short alias.
 
-    Case and repeated spaces are ignored; a name without the ``NVIDIA `` prefix (older
-    drivers print ``A100-SXM4-40GB``) is accepted. Raises ``UnknownGpuModel`` listing the
-    known names and aliases.
+    The name is matched exactly against each model's ``nvml_names`` (its listed name and
+    every other name NVML prints for it: ``NVIDIA B300 SXM6 AC``, ``NVIDIA GH200 480GB``),
+    then against the short aliases; never by likeness. Case and repeated spaces are
+    ignored; a name without the ``NVIDIA `` prefix (older drivers print ``A100-SXM4-40GB``)
+    is accepted. Raises ``UnknownGpuModel`` listing the known names and aliases.
     """
     key = _key(str(name))
-    by_key = {_key(n): m for n, m in MODELS.items()}
+    by_key = {_key(n): m for m in MODELS.values() for n in m.nvml_names}
     if key in by_key:
         return by_key[key]
     if "nvidia " + key in by_key:
@@ -433,8 +452,8 @@ def model(name: str) -> GpuModel:
     if key in ALIASES:
         return MODELS[ALIASES[key]]
     raise UnknownGpuModel(
-        f"GPU model {name!r} has no MIG profile data; known models: "
-        + ", ".join(MODELS)
+        f"GPU model {str(name)[:120]!r} has no MIG profile data; known models: "
+        + ", ".join(n for m in MODELS.values() for n in m.nvml_names)
         + "; short names: "
         + ", ".join(ALIASES)
     )
@@ -570,6 +589,63 @@ def _arch_of(name: str) -> tuple[str, str]:
     return "unknown", "unknown"
 
 
+#: The largest GPU geometry a node's own answer may describe: memory slices, profiles and
+#: placements per profile. Every MIG-capable NVIDIA GPU has 8 memory slices (4 on A30 and
+#: RTX PRO 6000 Blackwell) and at most 11 GPU-instance profiles (NVIDIA MIG user guide,
+#: "Supported MIG Profiles"); 64 leaves room for GPUs to come and bounds the planner.
+MAX_MEMORY_SLICES = 64
+MAX_PROFILES = 64
+
+
+def _node_ci_profile_id(name: str) -> int:
+    """The full-size CI profile ID of a GPU-instance profile a node reported; raises
+    ``LgipParseError`` for a name that is not one or whose compute slices no NVML CI
+    profile spans (``5g.50gb``)."""
+    try:
+        return ci_profile_id_for(_gi_slices(name))
+    except ValueError as exc:
+        raise LgipParseError(
+            f"profile {name!r} in the node's answer: {exc}; give the unedited output of "
+            "'nvidia-smi mig -lgip'"
+        ) from None
+
+
+def check_geometry(name: str, profiles: list[GIProfile] | tuple[GIProfile, ...], what: str) -> int:
+    """The memory slices of a GPU read from a node (the end of its last placement), after
+    checking that ``profiles`` describe a MIG geometry: at most ``MAX_PROFILES`` profiles
+    with distinct names and IDs, each 1 to ``MAX_MEMORY_SLICES`` slices wide with every
+    placement inside the first ``MAX_MEMORY_SLICES`` slices, and at least one placement
+    in all. Raises ``LgipParseError`` naming ``what``, the profile and the fix."""
+    fix = "give the unedited output of 'nvidia-smi mig -lgip' and '-lgipp' of the node"
+    if len(profiles) > MAX_PROFILES:
+        raise LgipParseError(
+            f"{name}: {what} lists {len(profiles)} GPU-instance profiles, more than the "
+            f"{MAX_PROFILES} any GPU has; {fix}"
+        )
+    seen: dict[object, str] = {}
+    for p in profiles:
+        for key in (("name", p.name), ("ID", p.profile_id)):
+            if key in seen:
+                raise LgipParseError(f"{name}: {what} lists profile {key[0]} {key[1]} twice; {fix}")
+            seen[key] = p.name
+        if not 1 <= p.slices <= MAX_MEMORY_SLICES:
+            raise LgipParseError(
+                f"{name}: {what}: profile {p.name} (ID {p.profile_id}) is {p.slices} memory "
+                f"slices wide; a placement is 1 to {MAX_MEMORY_SLICES} slices; {fix}"
+            )
+        bad = [s for s in p.placements if s < 0 or s + p.slices > MAX_MEMORY_SLICES]
+        if bad:
+            raise LgipParseError(
+                f"{name}: {what}: profile {p.name} (ID {p.profile_id}) has placement start "
+                f"{bad[0]} of size {p.slices}, past the {MAX_MEMORY_SLICES} memory slices "
+                f"any GPU has; {fix}"
+            )
+    ends = [s + p.slices for p in profiles for s in p.placements]
+    if not ends:
+        raise LgipParseError(f"{name}: {what} gives no placement for any profile; {fix}")
+    return max(ends)
+
+
 def model_from_nvidia_smi(
     name: str,
     memory_mib: int,
@@ -634,11 +710,11 @@ def model_from_nvidia_smi(
                 ofa_engines=r["ofa_engines"],
                 max_instances=r["total"],
                 placements=starts,
-                ci_profile_id=ci_profile_id_for(_gi_slices(r["name"])),
+                ci_profile_id=_node_ci_profile_id(r["name"]),
             )
         )
     arch, cc = (builtin.architecture, builtin.compute_capability) if builtin else _arch_of(name)
-    total = max(start + p.slices for p in profiles for start in p.placements)
+    total = check_geometry(name, profiles, "the -lgip/-lgipp output")
     return GpuModel(
         name=name,
         memory_mib=int(memory_mib),
@@ -744,7 +820,7 @@ def model_from_facts(name: str, memory_mib: int | None, profiles: list) -> GpuMo
                 ofa_engines=rec["ofa_engines"],
                 max_instances=rec["max_instances"],
                 placements=tuple(rec["placements"]),
-                ci_profile_id=ci_profile_id_for(_gi_slices(pname)),
+                ci_profile_id=_node_ci_profile_id(pname),
             )
         )
     try:
@@ -755,7 +831,7 @@ def model_from_facts(name: str, memory_mib: int | None, profiles: list) -> GpuMo
     return GpuModel(
         name=name,
         memory_mib=int(memory_mib or 0),
-        total_slices=max(s + p.slices for p in built for s in p.placements),
+        total_slices=check_geometry(name, built, "mig_profiles"),
         architecture=arch,
         compute_capability=cc,
         profiles=tuple(built),

@@ -19,20 +19,28 @@ derived field is only as good as that inference: on the node, ``nvidia-smi mig -
 and ``-lgipp`` win (``mig.profiles.model_from_nvidia_smi``).
 
 ``GPUS`` lists ``(NVML name, layout key, FB total MiB or None, architecture, compute
-capability, PCI device IDs, note)``: ``note`` says where the name, the device IDs and the
-framebuffer come from, what is not sourced, and which GPU the layout is shared with.
+capability, PCI device IDs, note, other names)``: ``note`` says where the name, the device
+IDs and the framebuffer come from, what is not sourced, and which GPU the layout is shared
+with; ``other names`` are ``(name, source)`` pairs: further names that NVML and
+``nvidia-smi`` print for the same GPU (``nvidia-smi --query-gpu=name``), each with where it
+was seen. ``mig.profiles.model`` matches a node's name against the row's name and these,
+exactly (case and repeated spaces aside), never by likeness.
 
 Sources cited by key:
 
 * ``guide``: NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles"
   (docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html, 2026:
-  B200, RTX PRO 6000/5000/4500 Blackwell, H100 80/94/96 GB, H200, A100, A30) and
+  B200, RTX PRO 6000/5000/4500 Blackwell, Thor iGPU, H100 80/94/96 GB, H200, A100, A30;
+  Thor iGPU is not modelled: its profiles have no memory slices (unified memory, 0 GB)
+  and it allows one compute and one +gfx instance at most, a rule the placement model
+  does not hold) and
   "Supported GPUs" (supported-gpus.html: adds H20 96GB, H200 NVL, GB200 186GB) and
   "Deployment Considerations" (minimum drivers, naming B300 and GB300 DGX Station).
 * ``mig-parted``: NVIDIA mig-parted ``deployments/systemd/config-default.yaml``: the
   ``device-filter`` PCI device IDs and the product each group names in its comments;
   the only NVIDIA source found for B300 and GB300 profile names and counts.
-* ``pci.ids``: the PCI ID database (Debian package pci.ids 2023.04.10), vendor 10de.
+* ``pci.ids``: the PCI ID database, vendor 10de (github.com/pciutils/pciids ``pci.ids``,
+  2026-08-22; the Debian package pci.ids 2023.04.10 for the older rows).
 * captures of ``nvidia-smi mig -lgip`` printed by NVIDIA engineers on real GPUs in
   NVIDIA's repositories: B200 (NVIDIA/mig-parted#166, #187), GB200 (NVIDIA/mig-parted#227;
   an earlier HGX GB200 in NVIDIA/gpu-operator#1303), GH200 144G HBM3e
@@ -271,6 +279,40 @@ LAYOUTS: dict[str, dict] = {
             ("4g.96gb+gfx", 107, 4, None, 184, 4, 4, 4, 4, 1, 1, _Z, _ISP),
         ),
     },
+    "rtx-pro-5000-48gb": {
+        "total_slices": 2,
+        "source": "the guide's RTX PRO 5000 Blackwell table (48GB products): names, memory "
+        "and SM fractions (halves), NVDEC/NVENC/JPEG/OFA, CE and counts; no nvidia-smi mig "
+        "-lgip/-lgipp capture found: GI profile IDs not sourced (set to 110+ so that none "
+        "is mistaken for a real one), GiB from each name's GB, SM counts unknown (0; the "
+        "guide gives fractions only), placements inferred from the halves; give the "
+        "node's -lgip/-lgipp",
+        "rows": (
+            ("1g.24gb", 111, 1, None, 0, 1, 1, 1, 0, 0, 2, (0, 1), _ISP),
+            ("1g.24gb+me", 112, 1, None, 0, 1, 1, 1, 1, 1, 1, (0, 1), _ISP),
+            ("1g.24gb+gfx", 113, 1, None, 0, 1, 1, 1, 0, 0, 2, (0, 1), _ISP),
+            ("1g.24gb+me.all", 114, 1, None, 0, 1, 3, 3, 1, 1, 1, (0, 1), _ISP),
+            ("1g.24gb-me", 115, 1, None, 0, 1, 0, 0, 0, 0, 2, (0, 1), _ISP),
+            ("2g.48gb", 116, 2, None, 0, 4, 3, 3, 1, 1, 1, _Z, _ISP),
+            ("2g.48gb+gfx", 117, 2, None, 0, 4, 3, 3, 1, 1, 1, _Z, _ISP),
+        ),
+    },
+    "rtx-pro-4500-32gb": {
+        "total_slices": 2,
+        "source": "the guide's RTX PRO 4500 Blackwell table (32GB products): names, memory "
+        "and SM fractions (halves), NVDEC/NVENC/JPEG/OFA, CE and counts (no 1g.16gb+me "
+        "profile); no nvidia-smi mig -lgip/-lgipp capture found: GI profile IDs not "
+        "sourced (set to 120+), GiB from each name's GB, SM counts unknown (0), placements "
+        "inferred from the halves; give the node's -lgip/-lgipp",
+        "rows": (
+            ("1g.16gb", 121, 1, None, 0, 1, 1, 1, 1, 0, 2, (0, 1), _ISP),
+            ("1g.16gb+gfx", 122, 1, None, 0, 1, 1, 1, 1, 0, 2, (0, 1), _ISP),
+            ("1g.16gb+me.all", 123, 1, None, 0, 1, 3, 3, 2, 1, 1, (0, 1), _ISP),
+            ("1g.16gb-me", 124, 1, None, 0, 1, 0, 0, 0, 0, 2, (0, 1), _ISP),
+            ("2g.32gb", 125, 2, None, 0, 2, 3, 3, 2, 1, 1, _Z, _ISP),
+            ("2g.32gb+gfx", 126, 2, None, 0, 2, 3, 3, 2, 1, 1, _Z, _ISP),
+        ),
+    },
     # Names, counts and PCI device IDs from NVIDIA's mig-parted default config only; no
     # NVIDIA document or nvidia-smi capture gives the rest: every other field is derived
     # (from the B200 rows), so ``mig apply`` carves only from the node's -lgip/-lgipp.
@@ -320,7 +362,8 @@ _PCI = "PCI device ID and product from pci.ids"
 _NO_FB = "FB total not sourced"
 _NO_NAME = "NVML name not seen in a capture (the product name the guide uses)"
 
-# NVML name, layout, FB total MiB, architecture, compute capability, PCI IDs, note.
+# NVML name, layout, FB total MiB, architecture, compute capability, PCI IDs, note, and
+# optionally the other names the GPU prints, each with its source.
 GPUS: tuple[tuple, ...] = (
     (
         "NVIDIA H200",
@@ -468,9 +511,9 @@ GPUS: tuple[tuple, ...] = (
         None,
         "Hopper",
         "9.0",
-        (),
-        f"same layout as NVIDIA H100 NVL (guide: H100 94GB PCIe and SXM5); PCI device ID "
-        f"not sourced; {_NO_FB}; {_NO_NAME}",
+        ("0x233910DE",),
+        f"same layout as NVIDIA H100 NVL (guide: H100 94GB PCIe and SXM5); {_PCI} (2339 "
+        f"GH100 [H100 SXM5 94GB]; not in mig-parted's config); {_NO_FB}; {_NO_NAME}",
     ),
     (
         "NVIDIA H800 NVL",
@@ -490,8 +533,17 @@ GPUS: tuple[tuple, ...] = (
         "9.0",
         ("0x234210DE",),
         f"guide: H100 96GB (H100 on GH200); {_MP} (its 96 GB group: 0x2342, 0x233D, "
-        "0x2329 and PG506's 0x20B6; which ID is which product it does not say: 0x2342 "
-        f"assumed GH200); {_NO_FB}; {_NO_NAME}",
+        "0x2329 and PG506's 0x20B6); pci.ids names 2342 GH100 [GH200 120GB / 480GB]; "
+        f"{_NO_FB}; the name NVIDIA GH200 96GB HBM3 not seen printed: nodes print NVIDIA "
+        "GH200 480GB (other names)",
+        (
+            (
+                "NVIDIA GH200 480GB",
+                "public nvidia-smi and torch.cuda.get_device_name() outputs of GH200 nodes "
+                "(compute capability 9.0, 132 SMs, about 96 GiB of HBM3); pci.ids 2342 "
+                "[GH200 120GB / 480GB]",
+            ),
+        ),
     ),
     (
         "NVIDIA H100 96GB",
@@ -558,7 +610,54 @@ GPUS: tuple[tuple, ...] = (
         "Blackwell",
         "12.0",
         ("0x2BB510DE",),
-        f"{_MP} (RTX-PRO-6000-96GB); guide Supported GPUs: GB202, CC 12.0, 4 instances; {_NO_FB}",
+        f"{_MP} (RTX-PRO-6000-96GB); {_PCI} (2bb5); guide Supported GPUs: GB202, CC 12.0, "
+        f"4 instances; name as nvidia-smi prints it (bigstack-oss/cubecos#312); {_NO_FB}",
+    ),
+    (
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+        "rtx-pro-6000-96gb",
+        None,
+        "Blackwell",
+        "12.0",
+        ("0x2BB110DE",),
+        "same layout as NVIDIA RTX PRO 6000 Blackwell Server Edition (guide Supported GPUs: "
+        "RTX PRO 6000 Blackwell Workstation Edition, GB202, CC 12.0, 96GB, 4 instances; "
+        "its RTX PRO 6000 Blackwell profile table covers every edition; Deployment "
+        f"Considerations: all editions from R575); {_PCI} (2bb1); {_NO_FB}; {_NO_NAME}",
+    ),
+    (
+        "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+        "rtx-pro-6000-96gb",
+        None,
+        "Blackwell",
+        "12.0",
+        ("0x2BB410DE",),
+        "same layout as NVIDIA RTX PRO 6000 Blackwell Server Edition (guide Supported GPUs: "
+        "RTX PRO 6000 Blackwell Max-Q Workstation Edition, GB202, CC 12.0, 96GB, 4 "
+        f"instances; one profile table for every edition); {_PCI} (2bb4); {_NO_FB}; {_NO_NAME}",
+    ),
+    (
+        "NVIDIA RTX PRO 5000 Blackwell",
+        "rtx-pro-5000-48gb",
+        None,
+        "Blackwell",
+        "12.0",
+        ("0x2BB310DE",),
+        "guide Supported GPUs: RTX PRO 5000 Blackwell, GB202, CC 12.0, 48GB, 2 instances; "
+        f"Deployment Considerations: from R575 (575.57.08); {_PCI} (2bb3 'RTX PRO 5000 "
+        "Blackwell / RTX PRO 5000 72GB Blackwell': the 72GB board shares the ID and has "
+        f"no table in the guide); {_NO_FB}; {_NO_NAME}",
+    ),
+    (
+        "NVIDIA RTX PRO 4500 Blackwell",
+        "rtx-pro-4500-32gb",
+        None,
+        "Blackwell",
+        "12.0",
+        ("0x2C3110DE",),
+        "guide Supported GPUs: RTX PRO 4500 Blackwell, GB203, CC 12.0, 32GB, 2 instances; "
+        f"Deployment Considerations: from R575 (575.64); {_PCI} (2c31; the Server Edition "
+        f"2c3a is not in the guide's list); {_NO_FB}; {_NO_NAME}",
     ),
     (
         "NVIDIA B300",
@@ -567,8 +666,16 @@ GPUS: tuple[tuple, ...] = (
         "Blackwell",
         "10.3",
         ("0x318210DE",),
-        f"{_MP} (B300); guide Deployment Considerations: MIG on B300 from driver R580 "
-        f"(580.82.07); {_NO_FB}; {_NO_NAME}",
+        f"{_MP} (B300); pci.ids 3182 GB110 [B300 SXM6 AC]; guide Deployment "
+        f"Considerations: MIG on B300 from driver R580 (580.82.07); {_NO_FB}; the name "
+        "NVIDIA B300 not seen printed: nodes print NVIDIA B300 SXM6 AC (other names)",
+        (
+            (
+                "NVIDIA B300 SXM6 AC",
+                "NVIDIA/cosmos-framework#114: torch.cuda.get_device_name() (the NVML name) "
+                "on B300; pci.ids 3182 [B300 SXM6 AC]",
+            ),
+        ),
     ),
     (
         "NVIDIA GB300",
@@ -619,4 +726,9 @@ ALIASES: dict[str, str] = {
     "gb300": "NVIDIA GB300",
     "gb300-278gb": "NVIDIA GB300",
     "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "rtx-pro-6000-server": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    "rtx-pro-6000-workstation": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+    "rtx-pro-6000-max-q": "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+    "rtx-pro-5000": "NVIDIA RTX PRO 5000 Blackwell",
+    "rtx-pro-4500": "NVIDIA RTX PRO 4500 Blackwell",
 }

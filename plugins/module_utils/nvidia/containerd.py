@@ -250,7 +250,7 @@ def loads(text: str, where: str = "TOML") -> dict:
         raise ConfigError(f"{where} is not valid TOML: {err}") from err
 
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+\Z")
 
 
 def _key(key: str) -> str:

@@ -81,7 +81,7 @@ LAST_PRE_TURING_BRANCH = 580
 #: From this branch the CUDA repository's apt metapackages carry no branch suffix.
 UNSUFFIXED_APT_BRANCH = 590
 
-_VERSION_RE = re.compile(r"^(\d{3})\.(\d{1,3})(?:\.(\d{1,3}))?$")
+_VERSION_RE = re.compile(r"^(\d{3})\.(\d{1,3})(?:\.(\d{1,3}))?\Z")
 
 
 @dataclass(frozen=True, order=True)

@@ -32,6 +32,36 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.problem
 )
 
 _SEVERITY = {kc.ERROR: ERROR, kc.WARNING: WARNING}
+#: GPUs one node may have by ``kueue_node_gpu_count``: the largest GPU servers of 2026
+#: hold 16 (NVIDIA HGX-2 / DGX-2 class; HGX B200/B300 and GB200 trays hold 8 or 4), PCIe
+#: chassis up to 20; 32 leaves room. A larger count is a typo (``1e9`` would make preflight
+#: count a billion GPUs per node).
+MAX_NODE_GPUS = 32
+DEFAULT_NODE_GPUS = 8
+
+
+def node_gpu_count(settings: Mapping[str, Any]) -> tuple[int, Problem | None]:
+    """``kueue_node_gpu_count`` (default 8) and None, or the default and the problem that
+    refuses it: not a whole number (a bool, a float such as ``1e9``, text), below 1 or
+    above ``MAX_NODE_GPUS``."""
+    value = settings.get("kueue_node_gpu_count", DEFAULT_NODE_GPUS)
+    number = value
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 10:
+        number = int(value.strip())
+    if isinstance(number, bool) or not isinstance(number, int):
+        why = f"is a {type(value).__name__}, not a whole number of GPUs"
+    elif not 1 <= number <= MAX_NODE_GPUS:
+        why = f"is outside 1 to {MAX_NODE_GPUS} (no GPU server holds more than {MAX_NODE_GPUS})"
+    else:
+        return number, None
+    return DEFAULT_NODE_GPUS, pp.problem(
+        "kueue-input",
+        ERROR,
+        "kueue_node_gpu_count",
+        value if not isinstance(value, str) else value[:40],
+        why,
+        f"write the GPUs of one node, 1 to {MAX_NODE_GPUS}, e.g. kueue_node_gpu_count: 8",
+    )
 
 
 def _bool(settings: Mapping[str, Any], name: str) -> bool:
@@ -95,6 +125,7 @@ def kueue_problems(hosts: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
     except kq.KueueInputError as exc:
         return [pp.problem("kueue-input", ERROR, exc.variable, exc.value, exc.problem, exc.fix)]
     per_host = []
+    refused: list[Problem] = []
     for host in sorted(hosts):
         data = hosts[host] or {}
         s = settings_of[host]
@@ -102,12 +133,14 @@ def kueue_problems(hosts: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
         if group not in (data.get("groups") or []):
             continue
         gathered = data.get("gpus") or []
-        try:
-            count = len(gathered) or int(s.get("kueue_node_gpu_count", 8))
-        except (TypeError, ValueError):
-            count = 8
+        count, problem = node_gpu_count(s)
+        if problem and problem not in refused:
+            refused.append(problem)
+        count = len(gathered) if isinstance(gathered, list) and gathered else count
         layouts = _layouts(s, count, str(data.get("mig_config_file_text") or ""))
         per_host.append(kc.host_devices(count, layouts))
+    if refused:
+        return refused
     fleet = kc.fleet_devices(per_host)
     classes = list(cluster.get("kueue_device_classes") or [*ddc.GPU_DEVICE_CLASSES])
     out = []

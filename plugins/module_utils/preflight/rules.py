@@ -21,7 +21,8 @@ Variables a host does not set take the roles' own defaults (``defaults/main.yml`
 each role, read by ``preflight.problem.settings_for``; nothing is copied here). The rules
 live by area: ``preflight.release`` (variables, release, gates), ``preflight.stack``
 (driver, toolkit, DRA driver chart and gates, by the dra_driver role's own rules),
-``preflight.mig`` (layouts and configs against the GPU model).
+``preflight.mig`` (layouts and configs against the GPU model), ``preflight.config_values``
+(values written into configuration files, units and command lines).
 
 Facts and sources of the rules:
 
@@ -49,6 +50,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
+    config_values as pconfig,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
     kueue as pkueue,
 )
@@ -95,6 +99,7 @@ HOST_RULES = (
     pstack.rule_driver_chart,
     pstack.rule_driver_gates,
     pmig.rule_mig,
+    pconfig.rule_config_values,
 )
 
 

@@ -18,15 +18,12 @@ instant query of Prometheus' HTTP API (``/api/v1/query``) and returns
 
 from __future__ import annotations
 
-import math
 import re
-import urllib.error
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from ansible.module_utils.urls import ConnectionError as UrlConnectionError
-from ansible.module_utils.urls import open_url
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import http as web
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 
 #: Prometheus durations the window may take (one unit: 30m, 2h, 1d).
@@ -73,10 +70,13 @@ def parse_vector(doc: Any) -> dict[str, float]:
         reason = str(doc.get("error") or doc.get("status"))[:200]
         raise ActivityError(f"the query failed: {reason}; fix: check the Prometheus URL")
     data = doc.get("data")
-    if not isinstance(data, Mapping) or data.get("resultType") != "vector":
+    if not isinstance(data, Mapping):
+        data = {}
+    result = data.get("result")
+    if data.get("resultType") != "vector" or not isinstance(result, list):
         raise ActivityError("the answer holds no vector; fix: give Prometheus' base URL")
     out: dict[str, float] = {}
-    for item in data.get("result") or []:
+    for item in result:
         if not isinstance(item, Mapping):
             continue
         labels = item.get("metric")
@@ -90,7 +90,7 @@ def parse_vector(doc: Any) -> dict[str, float]:
             percent = float(value[1])
         except (TypeError, ValueError):
             continue
-        if math.isnan(percent):  # no samples to average
+        if percent != percent:  # NaN: no samples to average
             continue
         key = "/".join(names)
         out[key] = max(percent, out.get(key, percent))
@@ -98,51 +98,61 @@ def parse_vector(doc: Any) -> dict[str, float]:
 
 
 def check_url(url: str) -> str:
-    """``url`` as it may be shown (no credentials, query or fragment) when it is an
-    http(s) URL with a host; raises ActivityError otherwise."""
+    """``url`` as it may be shown (the password replaced by ``***``, no query) when it is
+    an http(s) URL with a host; raises ActivityError otherwise. A user and password in it
+    (``http://user:password@host:9090``) are sent as basic authentication
+    (``common.http``)."""
     try:
-        parts = urllib.parse.urlsplit(str(url))
-        host = parts.hostname
-        parts.port  # noqa: B018 (a port that is not a number raises here)
-    except ValueError:
-        host = None
-    if parts.scheme not in ("http", "https") or not host:
-        raise ActivityError(
-            f"{str(url)[:80]!r} is not an http(s) URL; fix: give e.g. http://prometheus:9090"
-        )
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+        return web.parse_url(url).shown
+    except web.HttpError as exc:
+        raise ActivityError(str(exc)) from None
 
 
 def fetch(url: str, window: str, timeout_s: float = 30.0) -> dict[str, float]:
-    """Ask Prometheus at ``url`` (``http(s)://host:port[/prefix]``) for
-    ``utilization_expr(window)``; returns ``parse_vector`` of the answer. One request with
-    a timeout of ``timeout_s`` seconds; raises ActivityError naming the URL when it cannot
-    be reached, answers with an HTTP error or an answer that is not the API's."""
+    """Ask Prometheus at ``url`` (``http(s)://[user:password@]host:port[/prefix]``) for
+    ``utilization_expr(window)``; returns ``parse_vector`` of the answer. One exchange
+    (connect, headers and body) within ``timeout_s`` seconds in all (``common.http``);
+    raises ActivityError naming the URL (without its password) when it cannot be reached,
+    runs past the deadline, answers with an HTTP error, more than ``MAX_ANSWER_BYTES`` or
+    anything that is not the API's JSON."""
     shown = check_url(url)
     query = urllib.parse.urlencode({"query": utilization_expr(window)})
-    target = url.rstrip("/") + "/api/v1/query?" + query
     try:
-        with open_url(target, timeout=timeout_s) as answer:
-            body = answer.read(MAX_ANSWER_BYTES + 1)
-    except urllib.error.HTTPError as err:
-        raise ActivityError(f"{shown} answered HTTP {err.code}; fix: check the URL") from None
-    except (urllib.error.URLError, OSError, ValueError, UrlConnectionError) as err:
-        reason = getattr(err, "reason", err)
-        raise ActivityError(
-            f"cannot reach Prometheus at {shown}: {reason}; fix: check the URL and that "
-            "this machine can reach it"
-        ) from None
-    if len(body) > MAX_ANSWER_BYTES:
-        raise ActivityError(f"{shown} answered more than {MAX_ANSWER_BYTES} bytes")
-    try:
-        doc = ig.load_json(
-            body.decode("utf-8", "replace") if isinstance(body, bytes) else body, shown
+        answer = web.exchange(
+            url,
+            "/api/v1/query?" + query,
+            deadline_s=timeout_s,
+            max_bytes=MAX_ANSWER_BYTES,
+            headers={"Accept": "application/json"},
+            what="Prometheus",
         )
-    except ig.InputError:
+    except web.HttpError as exc:
+        raise ActivityError(str(exc)) from None
+    fix = "fix: give Prometheus' base URL (e.g. http://prometheus:9090, no /api/v1 path)"
+    if not 200 <= answer.status < 300:
+        doc = _json_or_none(answer.body, shown)
+        error = doc.get("error") if isinstance(doc, Mapping) else None
+        said = f" ({' '.join(str(error).split())[:200]})" if error else ""
+        raise ActivityError(f"{shown} answered HTTP {answer.status}{said}; {fix}")
+    if answer.content_type and not answer.content_type.endswith("json"):
         raise ActivityError(
-            f"{shown} did not answer JSON; fix: give Prometheus' base URL"
-        ) from None
-    return parse_vector(doc)
+            f"{shown} answered {answer.content_type[:60]}, not Prometheus' JSON "
+            f"(application/json); {fix}"
+        )
+    doc = _json_or_none(answer.body, shown)
+    if doc is None:
+        raise ActivityError(f"{shown} did not answer JSON; {fix}")
+    try:
+        return parse_vector(doc)
+    except ActivityError as exc:
+        raise ActivityError(f"{shown}: {exc}") from None
+
+
+def _json_or_none(body: bytes, shown: str) -> Any:
+    try:
+        return ig.load_json(body.decode("utf-8", "replace"), shown)
+    except ig.InputError:
+        return None
 
 
 def idle_devices(

@@ -21,8 +21,9 @@ Facts and their sources:
   ``report.fleet.request_shapes`` (DeviceClass ``mig.nvidia.com`` plus CEL equality on
   ``profile`` and ``productName``). A request is served by the first of its alternatives
   that names a MIG profile; a claim none of whose alternatives does is not considered.
-- Placements, instance limits and the media-extension budget: the MIG planner
-  (``mig.planner.plan`` on the built-in table of the GPU model, ``mig.profiles.model``).
+- Placements, instance limits and the engine budgets (CE, NVDEC, NVENC, JPEG, OFA): the
+  MIG planner (``mig.planner.plan`` on the built-in table of the GPU model,
+  ``mig.profiles.model``).
 
 Search (greedy, bounded): claims that idle MIG devices of one node already serve are set
 aside. Then, round by round, every GPU (GPUs of the same model and the same instances are

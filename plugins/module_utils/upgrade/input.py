@@ -102,7 +102,7 @@ def repo_url(version: str, template: str = DEFAULT_REPO_URL) -> str:
     return template.replace("{minor}", dra_core.parse_version(version).minor_version)
 
 
-_RELEASE_RE = re.compile(r"^v?\d+\.\d+\.\d+(?:-(?:alpha|beta|rc)\.\d+)?$")
+_RELEASE_RE = re.compile(r"^v?\d+\.\d+\.\d+(?:-(?:alpha|beta|rc)\.\d+)?\Z")
 
 
 def _release_fix() -> str:

@@ -197,7 +197,7 @@ def test_json_of_a_fit_and_a_refusal_carry_the_exit_code() -> None:
     assert bad.exit_code == 1
     doc = json.loads(bad.stdout)
     assert doc["exit_code"] == 1
-    assert doc["gpus"][0]["error"]["causes"] == ["instance-limit"]
+    assert doc["gpus"][0]["error"]["causes"] == ["instance-limit", "engine-budget"]
 
 
 def test_zero_count_of_a_profile_the_gpu_lacks_exits_2() -> None:

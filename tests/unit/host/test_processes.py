@@ -29,6 +29,7 @@ def test_a_process_in_another_mount_namespace_is_not_this_hosts(tmp_path: Path) 
     proc(tmp_path, "30", ["/usr/bin/kubelet"], None)  # another user's: cannot tell
     (tmp_path / "stat").write_text("btime 1\n")
     assert sorted(hp.own_pids(str(tmp_path))) == [10, 30]
+    assert sorted(hp.pids(str(tmp_path))) == [10, 20, 30]
 
 
 def test_every_pid_counts_when_the_readers_namespace_is_unknown(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Hostile durations for the monitoring role: every duration variable is checked on entry
-(roles/monitoring/tasks/main.yml, ``Monitoring | Check the durations``) with Ansible's own
-``regex`` test, because the value lands in the rendered rules YAML as written. Each case is
-one test id; the refusal through a real ansible-playbook run (message, no file written) is
+(roles/monitoring/tasks/main.yml, ``Monitoring | Refuse values the files it writes cannot
+hold``) and by preflight with one rule (``preflight.config_values``, Prometheus' own
+duration grammar), because the value lands in the rendered rules YAML. Each case is one
+test id; the refusal through a real ansible-playbook run (message, no file written) is
 tests/integration/test_monitoring_rules.py.
 
 Cases: 14 refused (clear refusal), 6 accepted (correct handling)."""
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible.plugins.test.core import regex
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
+    config_values as cv,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -21,16 +24,16 @@ ROLE = Path(__file__).resolve().parents[3] / "roles" / "monitoring"
 
 def _check_task() -> dict:
     tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text(encoding="utf-8"))
-    return next(t for t in tasks if t["name"] == "Monitoring | Check the durations")
+    name = "Monitoring | Refuse values the files it writes cannot hold"
+    return next(t for t in tasks if t["name"] == name)
 
 
 TASK = _check_task()
-PATTERN = TASK["vars"]["monitoring_duration_pattern"]
 
 
 def accepted(value: str) -> bool:
-    """What the task's two conditions say of ``value``."""
-    return len(value) > 0 and regex(value, PATTERN, match_type="fullmatch")
+    """What the role's entry check (and preflight) say of ``value`` as a duration."""
+    return cv.check_values({"monitoring_claim_leaked_for": value}) == []
 
 
 REFUSED = {
@@ -67,6 +70,8 @@ def test_every_duration_variable_of_the_role_is_checked() -> None:
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
     durations = {n for n in defaults if n.endswith(("_for", "_window", "_interval"))}
     assert len(durations) >= 10
-    assert set(TASK["vars"]["monitoring_duration_variables"]) == durations
-    assert TASK["loop"] == "{{ monitoring_duration_variables }}"
-    assert "is not a Prometheus duration" in TASK["ansible.builtin.assert"]["fail_msg"]
+    checked = {n for n, (kind, _) in cv.CONFIG_VARIABLES.items() if kind == "duration"}
+    assert durations <= checked, durations - checked
+    # the role's entry check hands every monitoring_ variable to the rule
+    assert "^monitoring_[a-z]" in TASK["vars"]["monitoring__names"]
+    assert "gpufleet.cluster.config_value_problems" in TASK["vars"]["monitoring__problems"]

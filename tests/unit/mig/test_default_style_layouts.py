@@ -15,7 +15,8 @@ pytestmark = pytest.mark.unit
 
 def default_style_layouts(m: mp.GpuModel) -> dict[str, dict[str, int]]:
     """``all-<profile>`` (that profile alone, as many as the GPU allows) and
-    ``all-balanced`` (two of the smallest 1g, one 2g and one 3g, those the model has)."""
+    ``all-balanced`` (two of the smallest 1g, one 2g and one 3g, those the model has, when
+    they fit in its memory slices)."""
     out = {f"all-{p.name}": {p.name: p.max_instances} for p in m.profiles}
     plain = [p for p in m.profiles if "+" not in p.name and "-" not in p.name]
     balanced: dict[str, int] = {}
@@ -23,7 +24,7 @@ def default_style_layouts(m: mp.GpuModel) -> dict[str, dict[str, int]]:
         sized = sorted((p for p in plain if p.compute_slices == compute), key=lambda p: p.slices)
         if sized:
             balanced[sized[0].name] = count
-    if balanced:
+    if balanced and sum(m.profile(n).slices * c for n, c in balanced.items()) <= m.total_slices:
         out["all-balanced"] = balanced
     return out
 
@@ -61,7 +62,8 @@ def union_config() -> mcfg.MigConfig:
 def test_every_model_takes_its_own_default_style_layouts(name: str) -> None:
     m = mp.MODELS[name]
     own = default_style_layouts(m)
-    assert len(own) == len(m.profiles) + 1
+    # all-balanced on every GPU of 4 memory slices or more
+    assert len(own) == len(m.profiles) + (m.total_slices >= 4)
     for layout in own.values():
         plan = pl.plan(m, layout)
         assert plan.counts == {k: v for k, v in layout.items() if v}

@@ -44,8 +44,80 @@ def assert_valid(model: mp.GpuModel, plan: mpla.Plan) -> None:
         used |= slots
     for name, n in plan.counts.items():
         assert n <= model.profile(name).max_instances
-    full_ofa = max(p.ofa_engines for p in model.profiles if p.slices == model.total_slices)
-    assert sum(model.profile(p.profile).ofa_engines for p in plan.placements) <= full_ofa
+    assert within_engines(model, [model.profile(p.profile) for p in plan.placements])
+
+
+ENGINES = ("copy_engines", "decoders", "encoders", "jpeg_engines", "ofa_engines")
+
+
+def within_engines(model: mp.GpuModel, items: list[mp.GIProfile]) -> bool:
+    """Each engine's sum over ``items`` at most the full-GPU profile's (the guide's
+    engines per profile; the full-GPU profile holds all of the GPU's)."""
+    full = [p for p in model.profiles if p.slices == model.total_slices]
+    return all(
+        sum(getattr(p, e) for p in items) <= max(getattr(p, e) for p in full) for e in ENGINES
+    )
+
+
+def mask_search_fits(model: mp.GpuModel, wanted: dict[str, int]) -> bool:
+    """A plain depth-first search over slice bitmasks, independent of the planner's
+    left-to-right search: counts, engines, then every start of every instance."""
+    if any(c > model.profile(n).max_instances for n, c in wanted.items()):
+        return False
+    items = sorted(
+        (model.profile(n) for n, c in wanted.items() for _ in range(c)), key=lambda p: -p.slices
+    )
+    if not within_engines(model, items):
+        return False
+
+    def rec(i: int, mask: int) -> bool:
+        if i == len(items):
+            return True
+        p = items[i]
+        for s in p.placements:
+            bits = ((1 << p.slices) - 1) << s
+            if s + p.slices <= model.total_slices and not mask & bits and rec(i + 1, mask | bits):
+                return True
+        return False
+
+    return rec(0, 0)
+
+
+def all_layouts(model: mp.GpuModel) -> list[dict[str, int]]:
+    """Every layout of the model's profiles whose memory slices fit the GPU (and one
+    slice over, so that refusals are there too), counts up to each instance limit."""
+    out: list[dict[str, int]] = []
+
+    def rec(i: int, layout: dict[str, int], used: int) -> None:
+        if i == len(model.profiles):
+            if layout:
+                out.append(dict(layout))
+            return
+        p = model.profiles[i]
+        for c in range(p.max_instances + 1):
+            if used + c * p.slices > model.total_slices + 1:
+                break
+            rec(i + 1, {**layout, p.name: c} if c else layout, used + c * p.slices)
+
+    rec(0, {}, 0)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(mp.MODELS))
+def test_every_layout_of_every_table_agrees_with_a_mask_search(name: str) -> None:
+    model = mp.MODELS[name]
+    layouts = all_layouts(model)
+    assert len(layouts) > len(model.profiles)
+    for wanted in layouts:
+        try:
+            plan = pl.plan(model, wanted)
+            found = True
+        except mpla.LayoutDoesNotFit:
+            found = False
+        assert found == mask_search_fits(model, wanted), (name, wanted)
+        if found:
+            assert_valid(model, plan)
+            assert plan.counts == wanted
 
 
 def brute_force_fits(model: mp.GpuModel, wanted: dict[str, int]) -> bool:
@@ -53,8 +125,7 @@ def brute_force_fits(model: mp.GpuModel, wanted: dict[str, int]) -> bool:
     items = [model.profile(n) for n, c in wanted.items() for _ in range(c)]
     if any(c > model.profile(n).max_instances for n, c in wanted.items()):
         return False
-    full_ofa = max(p.ofa_engines for p in model.profiles if p.slices == model.total_slices)
-    if sum(p.ofa_engines for p in items) > full_ofa:
+    if not within_engines(model, items):
         return False
     for starts in itertools.product(*(p.placements for p in items)):
         used: set[int] = set()
@@ -183,7 +254,7 @@ def test_a30_one_me_across_profiles() -> None:
     a30 = mp.model("a30")
     with pytest.raises(mpla.LayoutDoesNotFit) as exc:
         pl.plan(a30, {"2g.12gb+me": 1, "1g.6gb+me": 1})
-    assert exc.value.over_engine_budget == {"ofa_engines": (2, 1)}
+    assert exc.value.over_engine_budget == {"jpeg_engines": (2, 1), "ofa_engines": (2, 1)}
     assert pl.plan(a30, {"2g.12gb+me": 1, "1g.6gb": 2}).counts == {"2g.12gb+me": 1, "1g.6gb": 2}
 
 

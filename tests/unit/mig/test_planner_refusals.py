@@ -3,6 +3,7 @@ cause, and a profile the GPU lacks refused whatever its count."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import tracemalloc
 
@@ -52,19 +53,22 @@ def test_huge_counts_are_refused_from_the_counts_in_bounded_time_and_memory(want
 
 def test_instance_limit_is_the_cause_not_placement_rules() -> None:
     # 8 x 1g.5gb asks for exactly the 8 slices the GPU has; the 7-instance limit refuses it.
+    # (8 copy engines against the 7 of 7g.40gb: the engine budget refuses it too)
     err, _, _ = _refusal("a100-40gb", {"1g.5gb": 8})
-    assert err.causes == ("instance-limit",)
+    assert err.causes == ("instance-limit", "engine-budget")
+    assert err.over_engine_budget == {"copy_engines": (8, 7)}
     assert "placement rules" not in err.reason
     assert "slices asked 8 of 8 (the per-profile instance limit, not the total" in err.reason
-    assert err.to_dict()["causes"] == ["instance-limit"]
+    assert err.to_dict()["causes"] == ["instance-limit", "engine-budget"]
 
 
 def test_media_extension_budget_is_the_cause_not_placement_rules() -> None:
     # A30: 1g.6gb+me and 2g.12gb+me each allow one instance, but the GPU has one OFA.
     err, _, _ = _refusal("a30", {"1g.6gb+me": 1, "2g.12gb+me": 1})
     assert err.over_max_instances == {}
-    assert err.over_engine_budget == {"ofa_engines": (2, 1)}
-    assert err.causes == ("media-extension-budget",)
+    # (each holds one of the GPU's one JPEG decoder too)
+    assert err.over_engine_budget == {"jpeg_engines": (2, 1), "ofa_engines": (2, 1)}
+    assert err.causes == ("media-extension-budget", "engine-budget")
     assert "placement rules" not in err.reason
     assert "the media-extension budget is exceeded" in err.reason
     assert "(the media-extension budget, not the total, refuses it)" in err.reason
@@ -72,9 +76,25 @@ def test_media_extension_budget_is_the_cause_not_placement_rules() -> None:
 
 def test_placement_rules_are_named_only_when_they_are_the_cause() -> None:
     # A100: 4g.20gb takes 0-3; 2g.10gb may start at 0, 2 or 4 only, so a second one has no
-    # place on 6-7 (8 slices of 8, every count within its limit).
-    err, _, _ = _refusal("a100-40gb", {"4g.20gb": 1, "2g.10gb": 2})
+    # place on 6-7 (8 slices of 8, every count within its limit). On the real table the
+    # copy-engine budget refuses it first (4 + 2 + 2 of 7); a GPU that reports no engines
+    # leaves the placement rules as the one cause.
+    a100 = mp.model("a100-40gb")
+    bare = dataclasses.replace(
+        a100,
+        profiles=tuple(
+            dataclasses.replace(
+                p, copy_engines=0, decoders=0, encoders=0, jpeg_engines=0, ofa_engines=0
+            )
+            for p in a100.profiles
+        ),
+    )
+    with pytest.raises(mpla.LayoutDoesNotFit) as exc:
+        pl.plan(bare, {"4g.20gb": 1, "2g.10gb": 2})
+    err = exc.value
     assert err.causes == ("placement",)
+    real, _, _ = _refusal("a100-40gb", {"4g.20gb": 1, "2g.10gb": 2})
+    assert real.over_engine_budget == {"copy_engines": (8, 7)}
     assert "(the placement rules, not the total, refuses it)" in err.reason
 
 

@@ -259,7 +259,10 @@ def test_profile_lookup_by_name_full_name_and_id() -> None:
 @pytest.mark.parametrize("gpu", sorted(n for n, m in mp.MODELS.items() if m.profiles))
 def test_builtin_models_are_consistent(gpu: str) -> None:
     m = mp.MODELS[gpu]
-    assert m.total_slices == (4 if "A30" in gpu or "RTX PRO 6000" in gpu else 8)
+    # the guide's memory fractions: quarters on A30 and RTX PRO 6000, halves on RTX PRO
+    # 5000 and 4500, eighths on the others
+    halves = "RTX PRO 5000" in gpu or "RTX PRO 4500" in gpu
+    assert m.total_slices == (4 if "A30" in gpu or "RTX PRO 6000" in gpu else 2 if halves else 8)
     assert len({p.name for p in m.profiles}) == len(m.profiles)
     assert len({p.profile_id for p in m.profiles}) == len(m.profiles)
     full = [p for p in m.profiles if p.slices == m.total_slices]

@@ -18,6 +18,9 @@ WANTED = [
     "NVIDIA GH200 144G HBM3e", "NVIDIA H20", "NVIDIA H100 94GB", "NVIDIA H100 96GB",
     "NVIDIA H200 NVL", "NVIDIA H800", "NVIDIA H800 PCIe", "NVIDIA H800 NVL",
     "NVIDIA A800 40GB PCIe", "NVIDIA A800-SXM4-80GB", "NVIDIA A800 80GB PCIe",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+    "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+    "NVIDIA RTX PRO 5000 Blackwell", "NVIDIA RTX PRO 4500 Blackwell",
 ]  # fmt: skip
 
 
@@ -103,7 +106,8 @@ def test_rtx_pro_6000_has_four_slices_and_one_media_extension() -> None:
     pl.plan(rtx, {"1g.24gb": 4})
     with pytest.raises(mig_placement.LayoutDoesNotFit) as exc:
         pl.plan(rtx, {"1g.24gb+me": 1, "1g.24gb+me.all": 1})
-    assert exc.value.causes == ("media-extension-budget",)
+    assert exc.value.causes == ("media-extension-budget", "engine-budget")
+    assert exc.value.over_engine_budget["ofa_engines"] == (2, 1)
 
 
 @pytest.mark.parametrize(
@@ -168,3 +172,160 @@ def test_gb300_1g35gb_is_not_h200_1g35gb() -> None:
 
 def test_every_model_has_a_profile_table() -> None:
     assert [n for n, m in mp.MODELS.items() if not m.profiles] == []
+
+
+# NVIDIA MIG user guide, "Supported MIG Profiles": (NVDEC, JPEG, OFA, copy engines, instances)
+GUIDE_ENGINES = {
+    "a100-40gb": {
+        "1g.5gb": (0, 0, 0, 1, 7),
+        "1g.5gb+me": (1, 1, 1, 1, 1),
+        "1g.10gb": (1, 0, 0, 1, 4),
+        "2g.10gb": (1, 0, 0, 2, 3),
+        "3g.20gb": (2, 0, 0, 3, 2),
+    },
+    "a30": {
+        "1g.6gb+me": (1, 1, 1, 1, 1),
+        "2g.12gb": (2, 0, 0, 2, 2),
+        "2g.12gb+me": (2, 1, 1, 2, 1),
+        "4g.24gb": (4, 1, 1, 4, 1),
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "profile"), [(m, p) for m, rows in GUIDE_ENGINES.items() for p in rows]
+)
+def test_engines_per_profile_are_the_guides(model: str, profile: str) -> None:
+    p = mp.model(model).profile(profile)
+    got = (p.decoders, p.jpeg_engines, p.ofa_engines, p.copy_engines, p.max_instances)
+    assert got == GUIDE_ENGINES[model][profile]
+
+
+def test_a30_1g6gb_decoder_is_the_captures_not_the_guides() -> None:
+    # The guide's A30 table gives 1g.6gb 0 NVDECs; nvidia-smi mig -lgip on an A30 prints
+    # DEC 1 (public/a30-24gb/lgip-all-used.txt), and 4 x 1g.6gb use the 4 of 4g.24gb.
+    p = mp.model("a30").profile("1g.6gb")
+    assert (p.decoders, p.jpeg_engines, p.ofa_engines) == (1, 0, 0)
+    assert pl.plan(mp.model("a30"), {"1g.6gb": 4}).counts == {"1g.6gb": 4}
+
+
+def test_rtx_pro_6000_engines_and_their_budget() -> None:
+    rtx = mp.model("rtx-pro-6000")
+    engines = {
+        p.name: (p.copy_engines, p.decoders, p.encoders, p.jpeg_engines, p.ofa_engines)
+        for p in rtx.profiles
+    }
+    assert engines["4g.96gb"] == (4, 4, 4, 4, 1)  # the whole GPU
+    assert engines["1g.24gb+me.all"] == (1, 4, 4, 4, 1)  # every media engine
+    assert engines["1g.24gb"] == (1, 1, 1, 1, 0)
+    assert engines["1g.24gb-me"] == (1, 0, 0, 0, 0)
+    with pytest.raises(mig_placement.LayoutDoesNotFit) as exc:
+        pl.plan(rtx, {"1g.24gb+me.all": 1, "1g.24gb": 3})
+    assert exc.value.over_engine_budget == {
+        "decoders": (7, 4),
+        "encoders": (7, 4),
+        "jpeg_engines": (7, 4),
+    }
+    assert exc.value.causes == ("engine-budget",)
+    assert pl.plan(rtx, {"1g.24gb+me.all": 1, "1g.24gb-me": 3}).counts == {
+        "1g.24gb+me.all": 1,
+        "1g.24gb-me": 3,
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+        "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+    ],
+)
+def test_rtx_pro_6000_workstation_editions_share_the_server_table(name: str) -> None:
+    m, server = mp.model(name), mp.model("rtx-pro-6000")
+    assert m.layout == server.layout and m.profiles == server.profiles
+    assert m.compute_capability == "12.0" and m.total_slices == 4
+    assert "guide Supported GPUs" in m.note and "pci.ids" in m.note
+    assert mp.model_by_device_id(m.pci_device_ids[0]) is m
+
+
+def test_every_printed_name_has_its_source() -> None:
+    b300, gh200 = mp.model("b300"), mp.model("gh200")
+    assert dict(b300.other_names)["NVIDIA B300 SXM6 AC"].startswith("NVIDIA/cosmos-framework")
+    assert "pci.ids 2342" in dict(gh200.other_names)["NVIDIA GH200 480GB"]
+    assert mp.model_by_device_id("0x233910DE") is mp.model("NVIDIA H100 94GB")
+
+
+# The guide's RTX PRO Blackwell tables: (NVDEC, NVENC, JPEG, OFA, copy engines, instances)
+GUIDE_RTX_ENGINES = {
+    "rtx-pro-6000": {
+        "1g.24gb": (1, 1, 1, 0, 1, 4),
+        "1g.24gb+me": (1, 1, 1, 1, 1, 1),
+        "1g.24gb+gfx": (1, 1, 1, 0, 1, 4),
+        "1g.24gb+me.all": (4, 4, 4, 1, 1, 1),
+        "1g.24gb-me": (0, 0, 0, 0, 1, 4),
+        "2g.48gb": (2, 2, 2, 0, 2, 2),
+        "2g.48gb+gfx": (2, 2, 2, 0, 2, 2),
+        "2g.48gb+me.all": (4, 4, 4, 1, 2, 1),
+        "2g.48gb-me": (0, 0, 0, 0, 2, 2),
+        "4g.96gb": (4, 4, 4, 1, 4, 1),
+        "4g.96gb+gfx": (4, 4, 4, 1, 4, 1),
+    },
+    "rtx-pro-5000": {
+        "1g.24gb": (1, 1, 0, 0, 1, 2),
+        "1g.24gb+me": (1, 1, 1, 1, 1, 1),
+        "1g.24gb+gfx": (1, 1, 0, 0, 1, 2),
+        "1g.24gb+me.all": (3, 3, 1, 1, 1, 1),
+        "1g.24gb-me": (0, 0, 0, 0, 1, 2),
+        "2g.48gb": (3, 3, 1, 1, 4, 1),
+        "2g.48gb+gfx": (3, 3, 1, 1, 4, 1),
+    },
+    "rtx-pro-4500": {
+        "1g.16gb": (1, 1, 1, 0, 1, 2),
+        "1g.16gb+gfx": (1, 1, 1, 0, 1, 2),
+        "1g.16gb+me.all": (3, 3, 2, 1, 1, 1),
+        "1g.16gb-me": (0, 0, 0, 0, 1, 2),
+        "2g.32gb": (3, 3, 2, 1, 2, 1),
+        "2g.32gb+gfx": (3, 3, 2, 1, 2, 1),
+    },
+}
+
+
+@pytest.mark.parametrize("model", sorted(GUIDE_RTX_ENGINES))
+def test_rtx_pro_profiles_and_engines_are_the_guides(model: str) -> None:
+    m = mp.model(model)
+    got = {
+        p.name: (
+            p.decoders,
+            p.encoders,
+            p.jpeg_engines,
+            p.ofa_engines,
+            p.copy_engines,
+            p.max_instances,
+        )
+        for p in m.profiles
+    }
+    assert got == GUIDE_RTX_ENGINES[model]
+
+
+@pytest.mark.parametrize(
+    ("model", "device_id", "slices"),
+    [("rtx-pro-5000", "0x2BB310DE", 2), ("rtx-pro-4500", "0x2C3110DE", 2)],
+)
+def test_rtx_pro_5000_and_4500_from_the_guide_the_rest_flagged(
+    model: str, device_id: str, slices: int
+) -> None:
+    m = mp.model(model)
+    assert mp.model_by_device_id(device_id.lower()) is m
+    assert m.total_slices == slices and m.compute_capability == "12.0"
+    # no capture: IDs (110+/120+), GiB, SMs and placements are flagged, never used by apply
+    assert all({"id", "gib", "sm", "placements"} <= set(p.derived) for p in m.profiles)
+    assert all(p.profile_id > 100 for p in m.profiles)
+
+
+def test_thor_igpu_is_not_modelled() -> None:
+    # the guide's Thor iGPU profiles have no memory slices (3g.0gb) and allow one compute
+    # and one +gfx instance at most, a rule the placement model does not hold
+    assert "Thor iGPU is not modelled" in mt.__doc__
+    for name in ("NVIDIA Thor", "NVIDIA Jetson AGX Thor", "Thor iGPU"):
+        with pytest.raises(mp.UnknownGpuModel):
+            mp.model(name)

@@ -26,6 +26,7 @@ PREFIX = "ansible_collections.gpufleet.cluster.plugins.module_utils"
 NODE_PAYLOADS: dict[str, set[str]] = {
     "upgrade_node_state": {
         "modules/upgrade_node_state.py",
+        "module_utils/common/http.py",  # one deadline per API request (kube.client)
         "module_utils/common/limits.py",
         "module_utils/dra/resource_versions.py",
         "module_utils/kube/client.py",

@@ -1,0 +1,103 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Kubernetes' own rules for names and label values, as the API server applies them
+(``staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go``: ``IsDNS1123Label``,
+``IsDNS1123Subdomain``, ``IsValidLabelValue``, ``IsQualifiedName`` and their length
+constants ``DNS1123LabelMaxLength`` 63, ``DNS1123SubdomainMaxLength`` 253,
+``LabelValueMaxLength`` 63, ``qualifiedNameMaxLength`` 63).
+
+Each check matches the whole text: a trailing newline or space is refused (Python's ``$``
+would let ``"team-a\\n"`` through). Each returns the reason the value is refused, or None.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = [
+    "DNS1123_LABEL_MAX",
+    "DNS1123_SUBDOMAIN_MAX",
+    "LABEL_VALUE_MAX",
+    "QUALIFIED_NAME_MAX",
+    "dns1123_label",
+    "dns1123_subdomain",
+    "label_value",
+    "qualified_name",
+]
+
+DNS1123_LABEL_MAX = 63
+DNS1123_SUBDOMAIN_MAX = 253
+LABEL_VALUE_MAX = 63
+QUALIFIED_NAME_MAX = 63
+
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def dns1123_label(value: Any) -> str | None:
+    """Why ``value`` is not a DNS-1123 label (a namespace, a LocalQueue, a Job), or None."""
+    text = _text(value)
+    if text is None:
+        return f"is a {type(value).__name__}, not a string"
+    if len(text) > DNS1123_LABEL_MAX:
+        return f"is {len(text)} characters long, more than a DNS label's {DNS1123_LABEL_MAX}"
+    if not _LABEL.fullmatch(text):
+        return (
+            "is not a DNS label (lower-case letters, digits and '-', starting and ending "
+            "with a letter or digit)"
+        )
+    return None
+
+
+def dns1123_subdomain(value: Any) -> str | None:
+    """Why ``value`` is not a DNS-1123 subdomain (most object names), or None."""
+    text = _text(value)
+    if text is None:
+        return f"is a {type(value).__name__}, not a string"
+    if len(text) > DNS1123_SUBDOMAIN_MAX:
+        return f"is {len(text)} characters long, more than a name's {DNS1123_SUBDOMAIN_MAX}"
+    if not _SUBDOMAIN.fullmatch(text):
+        return (
+            "is not a DNS subdomain (lower-case letters, digits, '-' and '.', each part "
+            "starting and ending with a letter or digit)"
+        )
+    return None
+
+
+def label_value(value: Any) -> str | None:
+    """Why ``value`` is not a label value, or None (the empty string is one)."""
+    text = _text(value)
+    if text is None:
+        return f"is a {type(value).__name__}, not a string"
+    if len(text) > LABEL_VALUE_MAX:
+        return f"is {len(text)} characters long, more than a label value's {LABEL_VALUE_MAX}"
+    if not _VALUE.fullmatch(text):
+        return (
+            "is not a label value (letters, digits, '-', '_' and '.', starting and ending "
+            "with a letter or digit)"
+        )
+    return None
+
+
+def qualified_name(value: Any) -> str | None:
+    """Why ``value`` is not a qualified name (``[prefix/]name``: a label or annotation
+    key), or None."""
+    text = _text(value)
+    if text is None:
+        return f"is a {type(value).__name__}, not a string"
+    prefix, slash, name = text.rpartition("/")
+    if slash and (not prefix or dns1123_subdomain(prefix)):
+        return "has a prefix that is not a DNS subdomain"
+    if not name or len(name) > QUALIFIED_NAME_MAX or not _VALUE.fullmatch(name):
+        return (
+            f"is not a qualified name ([prefix/]name, the name at most {QUALIFIED_NAME_MAX} "
+            "characters of letters, digits, '-', '_' and '.', starting and ending alphanumeric)"
+        )
+    return None
