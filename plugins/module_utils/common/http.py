@@ -109,9 +109,10 @@ class _BoundedSSLSocket(ssl.SSLSocket):
 def arm(sock: Any) -> Any:
     """``sock`` (a connected socket, plain or TLS) made to obey :func:`budget`; any other
     object is returned as it is."""
-    if type(sock) is ssl.SSLSocket:
+    # the exact classes: an instance of a subclass (one armed already) is left as it is
+    if type(sock) is ssl.SSLSocket:  # pylint: disable=unidiomatic-typecheck
         sock.__class__ = _BoundedSSLSocket
-    elif type(sock) is socket.socket:
+    elif type(sock) is socket.socket:  # pylint: disable=unidiomatic-typecheck
         sock.__class__ = _BoundedSocket
     return sock
 
@@ -192,7 +193,7 @@ def _redacted(text: str) -> str:
     text = text.split("?")[0].split("#")[0]
     if "@" not in text:
         return text
-    scheme, sep, _ = text.partition("://")
+    scheme, sep, _sep = text.partition("://")
     return (scheme + sep if sep else "") + "***@" + text.rpartition("@")[2]
 
 

@@ -501,7 +501,7 @@ def _bounded_popen(config_error: type[Exception]) -> type:
             )
             limit = EXEC_TIMEOUT if timeout is None else min(timeout, EXEC_TIMEOUT)
             try:
-                out, _ = super().communicate(input, limit)
+                out, _unused = super().communicate(input, limit)
             except subprocess.TimeoutExpired:
                 self._end_group()
                 raise config_error(

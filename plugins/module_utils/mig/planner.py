@@ -276,7 +276,7 @@ class _Search:
             free[pos] = free[pos + 1] + (0 if (fixed_mask >> pos) & 1 else 1)
         self.free_from = free
         # kinds that may start at each slice (largest first), their run free of fixed_mask
-        self.starting: list[list[tuple[int, int]]] = [[] for _ in range(total)]
+        self.starting: list[list[tuple[int, int]]] = [[] for _round in range(total)]
         for k, p in enumerate(kinds):
             for pos in sorted(set(p.placements)):
                 end = pos + p.slices
@@ -355,8 +355,8 @@ def _solve(
     Counts and engines are checked by the caller (``_over_counts``): placing every
     instance uses the same engines wherever they go."""
     pairs = sorted(pairs, key=lambda pc: _order_key(pc[0]))
-    kinds = [p for p, _ in pairs]
-    found = _Search(model.total_slices, kinds, fixed_mask).fill(tuple(n for _, n in pairs))
+    kinds = [p for p, _unused in pairs]
+    found = _Search(model.total_slices, kinds, fixed_mask).fill(tuple(n for _unused, n in pairs))
     return None if found is None else [(kinds[k], s) for k, s in found]
 
 
@@ -367,8 +367,8 @@ def _best_partial(
     budget = _budgets(model)
     limits = tuple(budget.get(e, 1 << 30) for e in _BUDGET_ENGINES)
     pairs = sorted(pairs, key=lambda pc: _order_key(pc[0]))
-    kinds = [p for p, _ in pairs]
-    chosen = _Search(model.total_slices, kinds).best(tuple(n for _, n in pairs), limits)
+    kinds = [p for p, _unused in pairs]
+    chosen = _Search(model.total_slices, kinds).best(tuple(n for _unused, n in pairs), limits)
     return [(kinds[k], s) for k, s in chosen]
 
 

@@ -309,7 +309,7 @@ class GpuModel:
     def nvml_names(self) -> tuple[str, ...]:
         """Every name this GPU is known by: ``name`` and the ``(name, source)`` pairs of
         ``other_names`` (the other names NVML and ``nvidia-smi`` print for it)."""
-        return (self.name, *(n for n, _ in self.other_names))
+        return (self.name, *(n for n, _unused in self.other_names))
 
     @property
     def profile_names(self) -> tuple[str, ...]:

@@ -70,7 +70,7 @@ def prometheus_duration(text: str) -> int:
     parts = re.findall(r"([0-9]+)([^0-9]+)", text)
     if "".join(n + u for n, u in parts) != text:
         raise ValueError("not a duration")
-    order = [u for u, _ in DURATION_UNITS]
+    order = [u for u, _unused in DURATION_UNITS]
     last, total = -1, 0
     for digits, unit in parts:
         if unit not in order:
@@ -263,7 +263,7 @@ def rule_config_values(ctx: HostContext) -> None:
     naming the variable, the value, where it goes and the form to write."""
     checks = [
         (name, kind, ctx.settings[name])
-        for name, (kind, _) in CONFIG_VARIABLES.items()
+        for name, (kind, _unused) in CONFIG_VARIABLES.items()
         if name in ctx.settings and ctx.settings[name] is not None
     ]
     for name in (*ADDRESS_LISTS, *NODE_TARGETS):

@@ -18,6 +18,7 @@ instant query of Prometheus' HTTP API (``/api/v1/query``) and returns
 
 from __future__ import annotations
 
+import math
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -90,7 +91,7 @@ def parse_vector(doc: Any) -> dict[str, float]:
             percent = float(value[1])
         except (TypeError, ValueError):
             continue
-        if percent != percent:  # NaN: no samples to average
+        if math.isnan(percent):  # no samples to average
             continue
         key = "/".join(names)
         out[key] = max(percent, out.get(key, percent))
