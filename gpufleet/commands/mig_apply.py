@@ -307,8 +307,9 @@ def _placements_problem(where: str, placements: Any) -> str | None:
         at = f"{where}.placements[{j}]"
         if not isinstance(p, dict):
             return f"{at} is a {_kind_of(p)}, not an object with profile, start and size"
-        if not isinstance(p.get("profile"), str) or not p["profile"]:
-            return f"{at}.profile={p.get('profile')!r} is not a MIG profile name"
+        profile = p.get("profile")
+        if not isinstance(profile, str) or mpr.parse_profile(profile) is None:
+            return f"{at}.profile={shown(str(profile))} is not a MIG profile name such as 1g.18gb"
         for key in ("start", "size"):
             if not _whole(p.get(key), 0, 8):
                 return f"{at}.{key}={shown(str(p.get(key)))} is not a slice number from 0 to 8"
@@ -342,7 +343,10 @@ def change_problem(change: Mapping[str, Any]) -> str | None:
         return f"proposed.layout is a {_kind_of(layout)}, not an object of MIG profile -> count"
     for profile, count in layout.items():
         if not isinstance(profile, str) or mpr.parse_profile(profile) is None:
-            return f"proposed.layout has {shown(str(profile))}; keys are MIG profile names such as 1g.18gb"
+            return (
+                f"proposed.layout has {shown(str(profile))}; keys are MIG profile names such "
+                "as 1g.18gb"
+            )
         if not _whole(count, 1, MAX_PROFILE_COUNT):
             return (
                 f"proposed.layout[{shown(profile)}]={shown(str(count))} is not a count from 1 to "

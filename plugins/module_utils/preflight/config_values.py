@@ -172,7 +172,7 @@ KINDS: dict[str, tuple[Callable[[Any], str | None], str]] = {
         "the absolute path of the program, without spaces or arguments, or '' for none",
     ),
     "url": (check_url, "an http or https URL, e.g. https://nvidia.github.io/libnvidia-container"),
-    "name": (check_name, "a DNS subdomain, e.g. gpu.nvidia.com"),
+    "name": (check_name, "a DNS subdomain, e.g. gpu.example.com"),
     "text": (check_text, "the text on one line"),
     "percent": (check_percent, "an integer from 0 to 100"),
 }

@@ -31,6 +31,7 @@ def answer(*series: tuple[dict[str, str], str]) -> dict[str, Any]:
 def test_the_report_and_the_idle_alert_judge_activity_alike() -> None:
     text = RULES.read_text().split("\n", 1)[1]  # the first line sets the delimiters
     env = jinja2.Environment(variable_start_string="[[", variable_end_string="]]")
+    env.filters["to_json"] = json.dumps  # Ansible's to_json, for the strings the rules quote
     names = re.findall(r"\[\[ *(monitoring_\w+) *\]\]", text)
     values = {name: "1" for name in names} | {"monitoring_device_idle_window": "10m"}
     rendered = env.from_string(text).render(**values)
