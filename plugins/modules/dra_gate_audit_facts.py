@@ -115,7 +115,8 @@ options:
     default: false
   metrics_timeout:
     description:
-      - Seconds to wait for each metrics endpoint.
+      - Seconds for each metrics endpoint's whole exchange (connect, TLS handshake, request
+        and answer), however slowly the endpoint sends.
     type: int
     default: 10
   proc_root:
@@ -212,10 +213,9 @@ import os
 import re
 import socket
 import ssl
-import urllib.error
-import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import http_exchange as web
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import facts as gf
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import metrics as gm
@@ -408,17 +408,25 @@ def fetch_metrics(
     if skip:
         source.skipped = skip
         return source
-    request = urllib.request.Request(url, headers=dict(headers, Accept="text/plain"))
     try:
-        with urllib.request.urlopen(request, context=ctx, timeout=timeout) as resp:
-            text = resp.read(METRICS_LIMIT).decode("utf-8", errors="replace")
-    except urllib.error.HTTPError as err:
-        hint = "; the credentials are not allowed to get /metrics" if err.code in (401, 403) else ""
-        source.error = f"HTTP {err.code} {err.reason}{hint}"
+        answer = web.exchange(
+            url,
+            "",
+            deadline_s=timeout,
+            max_bytes=METRICS_LIMIT,
+            headers=dict(headers, Accept="text/plain"),
+            what="the metrics endpoint",
+            context=ctx,
+        )
+    except web.HttpError as err:
+        source.error = str(err)
         return source
-    except (urllib.error.URLError, OSError, ssl.SSLError) as err:
-        source.error = f"cannot connect: {getattr(err, 'reason', err)}"
+    if answer.status != 200:
+        denied = answer.status in (401, 403)
+        hint = "; the credentials are not allowed to get /metrics" if denied else ""
+        source.error = f"HTTP {answer.status}{hint}"
         return source
+    text = answer.body.decode("utf-8", errors="replace")
     try:
         source.lines = gm.feature_metric_lines(text)
         source.features = gm.feature_readings(text)

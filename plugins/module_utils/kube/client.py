@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common import http as web
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import http_exchange as web
 
 __all__ = [
     "Kube",
@@ -44,7 +44,7 @@ __all__ = [
 CONNECT_TIMEOUT = 5
 READ_TIMEOUT = 15
 #: Seconds one request may take in all: connect, headers and body
-#: (``common.http.read_within`` reads the body under it), however slowly the server sends.
+#: (``common.http_exchange.read_within`` reads the body under it), however slowly the server sends.
 #: A page of 2,000 pods from a loaded API server comes in a few seconds.
 REQUEST_DEADLINE = 60
 #: Bytes of one answer (a page of 2,000 pods is about 20 MB).
@@ -523,9 +523,10 @@ def _bounded_popen(config_error: type[Exception]) -> type:
 
 def bound_connections(api_client: Any) -> Any:
     """``api_client`` (a ``kubernetes.client.ApiClient``) whose HTTP connections obey
-    ``common.http.budget``: each socket it connects is armed (``common.http.arm``), so a
-    request made within a budget ends by its deadline, headers included, however slowly
-    the server sends. A client without urllib3's pool manager is returned as it is."""
+    ``common.http_exchange.budget``: each socket it connects is armed
+    (``common.http_exchange.arm``), so a request made within a budget ends by its deadline,
+    headers included, however slowly the server sends. A client without urllib3's pool
+    manager is returned as it is."""
     manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
     if manager is None or not isinstance(getattr(manager, "pool_classes_by_scheme", None), dict):
         return api_client
@@ -698,7 +699,7 @@ def _kubeconfig_fields(data: Mapping[str, Any], base: str) -> str | None:
 
 def _body(resp: Any, deadline: float, server: str) -> Any:
     """The body of the client's ``RESTResponse`` ``resp`` (the request made with
-    ``preload_content=False``), read by ``common.http.read_within`` by ``deadline``;
+    ``preload_content=False``), read by ``common.http_exchange.read_within`` by ``deadline``;
     raises its HttpError. A response without a stream (a test's stand-in) is read
     as it is."""
     raw = getattr(resp, "response", None)

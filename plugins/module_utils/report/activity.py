@@ -24,7 +24,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common import http as web
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import http_exchange as web
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 
 #: Prometheus durations the window may take (one unit: 30m, 2h, 1d).
@@ -102,7 +102,7 @@ def check_url(url: str) -> str:
     """``url`` as it may be shown (the password replaced by ``***``, no query) when it is
     an http(s) URL with a host; raises ActivityError otherwise. A user and password in it
     (``http://user:password@host:9090``) are sent as basic authentication
-    (``common.http``)."""
+    (``common.http_exchange``)."""
     try:
         return web.parse_url(url).shown
     except web.HttpError as exc:
@@ -112,7 +112,7 @@ def check_url(url: str) -> str:
 def fetch(url: str, window: str, timeout_s: float = 30.0) -> dict[str, float]:
     """Ask Prometheus at ``url`` (``http(s)://[user:password@]host:port[/prefix]``) for
     ``utilization_expr(window)``; returns ``parse_vector`` of the answer. One exchange
-    (connect, headers and body) within ``timeout_s`` seconds in all (``common.http``);
+    (connect, headers and body) within ``timeout_s`` seconds in all (``common.http_exchange``);
     raises ActivityError naming the URL (without its password) when it cannot be reached,
     runs past the deadline, answers with an HTTP error, more than ``MAX_ANSWER_BYTES`` or
     anything that is not the API's JSON."""

@@ -26,7 +26,7 @@ PREFIX = "ansible_collections.gpufleet.cluster.plugins.module_utils"
 NODE_PAYLOADS: dict[str, set[str]] = {
     "upgrade_node_state": {
         "modules/upgrade_node_state.py",
-        "module_utils/common/http.py",  # one deadline per API request (kube.client)
+        "module_utils/common/http_exchange.py",  # one deadline per API request (kube.client)
         "module_utils/common/limits.py",
         "module_utils/dra/resource_versions.py",
         "module_utils/kube/client.py",
@@ -42,6 +42,7 @@ NODE_PAYLOADS: dict[str, set[str]] = {
     },
     "dra_gate_audit_facts": {
         "modules/dra_gate_audit_facts.py",
+        "module_utils/common/http_exchange.py",  # one deadline per metrics endpoint
         "module_utils/common/limits.py",
         "module_utils/common/messages.py",
         "module_utils/dra/core.py",

@@ -227,13 +227,15 @@ def _left(deadline: float, shown: str, seconds: float) -> float:
     return left
 
 
-def _connect(target: Target, deadline: float, seconds: float) -> socket.socket:
+def _connect(
+    target: Target, deadline: float, seconds: float, context: ssl.SSLContext | None
+) -> socket.socket:
     sock = socket.create_connection(
         (target.host, target.port), timeout=_left(deadline, target.shown, seconds)
     )
     if target.scheme != "https":
         return sock
-    context = ssl.create_default_context()
+    context = context or ssl.create_default_context()
     sock.settimeout(_left(deadline, target.shown, seconds))
     return context.wrap_socket(sock, server_hostname=target.host)
 
@@ -292,17 +294,19 @@ def exchange(
     max_bytes: int = 64 * 1024 * 1024,
     headers: Mapping[str, str] | None = None,
     what: str = "the server",
+    context: ssl.SSLContext | None = None,
 ) -> Answer:
     """GET ``path_query`` (``/api/v1/query?query=...``, appended to the URL's own path)
     of the server at ``url``, all of it within ``deadline_s`` seconds, at most
     ``max_bytes`` of answer (headers and body) read. Raises HttpError for a URL that does
     not parse, a server that cannot be reached, an exchange that runs past the deadline,
     an answer larger than ``max_bytes`` or one that is not HTTP; any status is returned
-    (the caller judges it). ``what`` names the server in messages."""
+    (the caller judges it). ``what`` names the server in messages; ``context`` is the TLS
+    setting of an https URL (its CA, a client certificate), the system's CAs when None."""
     target = parse_url(url)
     deadline = time.monotonic() + deadline_s
     try:
-        sock = _connect(target, deadline, deadline_s)
+        sock = _connect(target, deadline, deadline_s, context)
     except HttpError:
         raise
     except (OSError, ssl.SSLError, UnicodeError) as err:

@@ -1,4 +1,4 @@
-"""One HTTP exchange under one deadline (``plugins/module_utils/common/http.py``), against
+"""One HTTP exchange under one deadline (``plugins/module_utils/common/http_exchange.py``), against
 a real local server that sends what each test gives it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import base64
 import time
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common import http as web
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import http_exchange as web
 
 from tests.unit.hostile.raw_server import Script, http_answer, serve
 
