@@ -31,8 +31,9 @@ description:
 author:
   - gpufleet maintainers
 requirements:
-  - kubernetes (the Python client)
-  - cel-python (C(celpy)), to explain pending claims
+  - PyYAML
+  - kubernetes (the Python client) and urllib3, which it installs
+  - cel-python (C(celpy)) and lark, which it installs, to explain pending claims
 extends_documentation_fragment:
   - gpufleet.cluster.kube_auth
 

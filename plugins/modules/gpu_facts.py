@@ -30,6 +30,9 @@ description:
     the GPU lacks the feature; the field is null (C(mig_capable) false), not an error.
 author:
   - gpufleet maintainers
+requirements:
+  - nvidia-ml-py (C(pynvml)) for O(backend=nvml); O(backend=auto) reads nvidia-smi
+    without it
 options:
   backend:
     description:

@@ -28,7 +28,8 @@ description:
 author:
   - gpufleet maintainers
 requirements:
-  - kubernetes (the Python client)
+  - PyYAML
+  - kubernetes (the Python client) and urllib3, which it installs
 extends_documentation_fragment:
   - gpufleet.cluster.kube_auth
 

@@ -35,6 +35,8 @@ description:
     with MIG disabled and left alone, unless the layout asks it for instances (an error).
 author:
   - gpufleet maintainers
+requirements:
+  - PyYAML, for a mig-parted configuration written in YAML (JSON needs none)
 options:
   layout:
     description:

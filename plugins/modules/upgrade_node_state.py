@@ -24,6 +24,9 @@ description:
   - Changes nothing in the cluster.
 author:
   - gpufleet maintainers
+requirements:
+  - PyYAML
+  - kubernetes (the Python client) and urllib3, which it installs
 extends_documentation_fragment:
   - gpufleet.cluster.kube_auth
   - gpufleet.cluster.upgrade_node

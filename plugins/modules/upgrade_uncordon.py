@@ -32,6 +32,9 @@ description:
     (and only if it succeeded), as module C(upgrade_report) writes it.
 author:
   - gpufleet maintainers
+requirements:
+  - PyYAML
+  - kubernetes (the Python client) and urllib3, which it installs
 extends_documentation_fragment:
   - gpufleet.cluster.kube_auth
   - gpufleet.cluster.upgrade_node
