@@ -20,7 +20,9 @@ description:
     other or that the chart lacks, DynamicMIG against the release and against a static MIG
     layout, a MIG layout against the node group''s GPU model, and every value the roles write
     into a configuration file, a systemd unit or a command line against that place''s grammar
-    (Prometheus durations, HOST:PORT, absolute paths, URLs, no line break).'
+    (Prometheus durations, HOST:PORT, absolute paths, URLs, no line break), and the Python
+    libraries of meta/ee-requirements.txt, which the modules run on the control host import,
+    in the Python that runs ansible-playbook.'
 options:
   _input:
     description:
@@ -71,12 +73,18 @@ _value:
   type: dict
 """
 
+import importlib.util
+import sys
+
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import (
     plain_value as _plain,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
     config_values as preflight_config_values,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
+    libraries as preflight_libraries,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
     problem as preflight_problem,
@@ -102,6 +110,13 @@ def preflight_check(hosts, removed=None, known_variables=None, roles_dir=None, r
         removed=_plain(removed or {}),
         known_variables=None if known_variables is None else _plain(known_variables),
         role_specs=specs,
+        controller={
+            "python": sys.executable,
+            "importable": {
+                name: importlib.util.find_spec(name) is not None
+                for name in preflight_libraries.import_names()
+            },
+        },
     )
     return {
         "ok": not any(p.severity == preflight_problem.ERROR for p in problems),

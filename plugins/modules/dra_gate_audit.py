@@ -35,7 +35,8 @@ author:
   - gpufleet maintainers (!UNKNOWN)
 requirements:
   - PyYAML
-  - kubernetes (the Python client), unless O(configmaps=false) and O(version) is given
+  - kubernetes (the Python client) and urllib3, which it installs, unless
+    O(configmaps=false) and O(version) is given
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth

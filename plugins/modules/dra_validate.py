@@ -31,9 +31,9 @@ description:
 author:
   - gpufleet maintainers (!UNKNOWN)
 requirements:
-  - kubernetes (the Python client)
-  - PyYAML (to read the kubeconfig and manifests)
-  - cel-python (C(celpy)), to explain pending claims
+  - PyYAML
+  - kubernetes (the Python client) and urllib3, which it installs
+  - cel-python (C(celpy)) and lark, which it installs, to explain pending claims
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth

@@ -28,11 +28,11 @@ description:
     NVML first and falls back to nvidia-smi.
   - An C(N/A) or C(Not Supported) answer (for example MIG mode on a GPU without MIG) means
     the GPU lacks the feature; the field is null (C(mig_capable) false), not an error.
-requirements:
-  - nvidia-ml-py (C(pynvml)) for the C(nvml) backend only; the C(nvidia-smi) backend needs
-    no Python package
 author:
   - gpufleet maintainers (!UNKNOWN)
+requirements:
+  - nvidia-ml-py (C(pynvml)) for O(backend=nvml); O(backend=auto) reads nvidia-smi
+    without it
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 options:

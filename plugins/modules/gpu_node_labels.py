@@ -28,8 +28,8 @@ description:
 author:
   - gpufleet maintainers (!UNKNOWN)
 requirements:
-  - kubernetes (the Python client)
-  - PyYAML (to read the kubeconfig)
+  - PyYAML
+  - kubernetes (the Python client) and urllib3, which it installs
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth

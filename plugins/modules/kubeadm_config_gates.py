@@ -33,7 +33,7 @@ author:
   - gpufleet maintainers (!UNKNOWN)
 requirements:
   - PyYAML
-  - kubernetes (the Python client)
+  - kubernetes (the Python client) and urllib3, which it installs
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth

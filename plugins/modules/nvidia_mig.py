@@ -35,6 +35,8 @@ description:
     with MIG disabled and left alone, unless the layout asks it for instances (an error).
 author:
   - gpufleet maintainers (!UNKNOWN)
+requirements:
+  - PyYAML, for a mig-parted configuration written in YAML (JSON needs none)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 options:

@@ -22,11 +22,11 @@ description:
   - With O(record), the node's entry in the upgrade report is written first (state
     C(in-progress) as a rule), in the same run, as module C(upgrade_report) writes it.
   - Changes nothing in the cluster.
-requirements:
-  - kubernetes (the Python client)
-  - PyYAML (to read the kubeconfig)
 author:
   - gpufleet maintainers (!UNKNOWN)
+requirements:
+  - PyYAML
+  - kubernetes (the Python client) and urllib3, which it installs
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth

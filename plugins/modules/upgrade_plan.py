@@ -40,7 +40,7 @@ description:
 author:
   - gpufleet maintainers (!UNKNOWN)
 requirements:
-  - kubernetes (Python client)
+  - kubernetes (the Python client) and urllib3, which it installs
   - PyYAML
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes

@@ -30,11 +30,11 @@ description:
     Nodes (the cluster's admin kubeconfig does).
   - With O(record), the node's entry in the upgrade report is written after the uncordon
     (and only if it succeeded), as module C(upgrade_report) writes it.
-requirements:
-  - kubernetes (the Python client)
-  - PyYAML (to read the kubeconfig)
 author:
   - gpufleet maintainers (!UNKNOWN)
+requirements:
+  - PyYAML
+  - kubernetes (the Python client) and urllib3, which it installs
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth

@@ -17,6 +17,8 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
+from gpufleet.build import execution_environment as ee
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +78,8 @@ def third_party_imports() -> set[str]:
 @pytest.fixture(scope="module")
 def context(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The collection archive, built as a user builds it, and the build context
-    ``ansible-builder create`` writes from the repository's definition."""
+    ``ansible-builder create`` writes from the repository's definition
+    (``gpufleet.build.execution_environment.create``)."""
     work = tmp_path_factory.mktemp("ee")
     subprocess.run(
         [tool("ansible-galaxy"), "collection", "build", "--output-path", str(work), str(REPO)],
@@ -85,18 +88,13 @@ def context(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         text=True,
         timeout=300,
     )
-    shutil.copy(REPO / "execution-environment.yml", work)
-    shutil.copytree(REPO / "meta", work / "meta")
-    proc = subprocess.run(
-        [tool("ansible-builder"), "create", "-f", "execution-environment.yml", "-c", "context"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    try:
+        ctx = ee.create(work, work, builder=tool("ansible-builder"))
+    except subprocess.CalledProcessError as err:
+        pytest.fail(f"ansible-builder create failed: {err.stdout}{err.stderr}")
     (archive,) = work.glob("gpufleet-cluster-*.tar.gz")
-    return {"work": work, "ctx": work / "context", "archive": archive}
+    assert archive.name == ee.archive_name()
+    return {"work": work, "ctx": ctx, "archive": archive}
 
 
 def test_containerfile_installs_the_pinned_ansible_and_the_collection(context) -> None:

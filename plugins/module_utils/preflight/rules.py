@@ -56,6 +56,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
     kueue as pkueue,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
+    libraries as plib,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import mig as pmig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import problem as pp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
@@ -176,16 +179,19 @@ def check_inventory(
     removed: Mapping[str, Any] | None = None,
     known_variables: Iterable[str] | None = None,
     role_specs: Mapping[str, Mapping[str, Any]] | None = None,
+    controller: Mapping[str, Any] | None = None,
 ) -> list[Problem]:
     """Run every rule on every host; merge identical problems; add inventory-wide ones.
 
     ``hosts``: inventory host -> ``{"groups", "variables", "gpus", "driver_version"}`` (see
     the module docstring); ``role_specs``: role -> options of its argument spec
-    (:func:`preflight_specs.load_role_specs`), each value a host sets judged by it. Returns
+    (:func:`preflight_specs.load_role_specs`), each value a host sets judged by it;
+    ``controller``, when given, ``{"python": <path>, "importable": {<import name>: bool}}``
+    of the control host's Python (``preflight.libraries``). Returns
     problems sorted errors first, then by rule and variable; each lists the hosts it
     applies to. Inventory-wide: the GPU group has no host (error), hosts disagree on the
     Kubernetes release (error), Kueue quotas against the published devices
-    (``preflight.kueue``).
+    (``preflight.kueue``), the control host's Python libraries (``preflight.libraries``).
     """
     known = list(known_variables) if known_variables is not None else None
     merged: dict[tuple, list[str]] = {}
@@ -253,6 +259,8 @@ def check_inventory(
             )
         )
     out += pkueue.kueue_problems(hosts)
+    if controller is not None:
+        out += plib.library_problems(controller["importable"], controller["python"])
     out.sort(key=lambda p: (p.severity != ERROR, p.rule, p.variable, p.hosts))
     return out
 

@@ -5,22 +5,17 @@ run on every node, so each closure is pinned: a new import that drags, say, the 
 model's release tables (``dra/release_data.py``, ``dra/releases/``) or the API client into
 a node's payload fails here, naming the module and the files it added.
 
-The closure is read from the source: ``from <PREFIX>.<package>[.<module>] import name`` to a
-module or to a name of a module, transitively, at any depth of a file (lazy imports count,
-as they do for AnsiballZ)."""
+The closure is read from the source (``tests/unit/plugin_imports.closure``):
+``from <PREFIX>.<package>[.<module>] import name`` to a module or to a name of a module,
+transitively, at any depth of a file (lazy imports count, as they do for AnsiballZ)."""
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 
-pytestmark = pytest.mark.unit
+from tests.unit.plugin_imports import PLUGINS, PREFIX, closure, imported
 
-ROOT = Path(__file__).resolve().parents[3]
-PLUGINS = ROOT / "plugins"
-PREFIX = "ansible_collections.gpufleet.cluster.plugins.module_utils"
+pytestmark = pytest.mark.unit
 
 #: Module -> the collection files (relative to plugins/) its payload holds.
 NODE_PAYLOADS: dict[str, set[str]] = {
@@ -77,31 +72,6 @@ NODE_PAYLOADS: dict[str, set[str]] = {
         "module_utils/host/plugin_sockets.py",
     },
 }
-
-
-def imported(source: str) -> set[str]:
-    """The module_utils files (relative to plugins/) that ``source`` imports, at any depth."""
-    out = set()
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(PREFIX):
-            continue
-        package = "module_utils/" + node.module[len(PREFIX) :].strip(".").replace(".", "/")
-        for alias in node.names:
-            module = f"{package.rstrip('/')}/{alias.name}.py"
-            out.add(module if (PLUGINS / module).is_file() else f"{package}.py")
-    return out
-
-
-def closure(start: str) -> set[str]:
-    """``start`` (relative to plugins/) and every file its imports reach."""
-    seen: set[str] = set()
-    todo = [start]
-    while todo:
-        current = todo.pop()
-        if current not in seen:
-            seen.add(current)
-            todo.extend(imported((PLUGINS / current).read_text(encoding="utf-8")))
-    return seen
 
 
 @pytest.mark.parametrize("module", sorted(NODE_PAYLOADS))
