@@ -22,7 +22,7 @@ description:
     C(dra_driver_root_search_items) (the paths under the driver root where the kubelet plugin
     looks for C(libnvidia-ml.so.1) and C(nvidia-smi), in its order, from module_utils
     C(dra_driver.driver_root)) and C(dra_driver_chart_drivers) (the DRA drivers whose
-    kubelet plugins run with a driver's: both of NVIDIA's chart for C(gpu.nvidia.com)).
+    kubelet plugins run with a driver's, both of NVIDIA's chart for C(gpu.nvidia.com)).
 options:
   _input:
     description: The inputs, as documented for C(dra_driver.values.plan).
