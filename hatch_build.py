@@ -14,6 +14,8 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 COLLECTION_DIR = "ansible_collections/gpufleet/cluster"
 COLLECTION_CONTENT = (
     "galaxy.yml",
+    # the collections the roles call, for ansible-galaxy collection install -r
+    "requirements.yml",
     "meta",
     "plugins",
     "roles",

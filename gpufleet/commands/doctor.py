@@ -6,10 +6,17 @@ import json
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpufleet import doctor as checks
 from gpufleet.exit import exit_with, status_of
+
+RESULT_STYLE = {
+    "pass": "[green]pass[/green]",
+    "fail": "[red]FAIL[/red]",
+    "skip": "[yellow]skip[/yellow]",
+}
 
 
 @click.command()
@@ -17,7 +24,8 @@ from gpufleet.exit import exit_with, status_of
 def doctor(as_json: bool) -> None:
     """Check Python, Ansible, collections, podman, Go and the cached binaries.
 
-    Exit 0 when every check passes, 1 otherwise.
+    The lab and development checks (Go, podman, binaries, lab) are skipped for an
+    installed package. Exit 0 when no check fails, 1 otherwise.
     """
     results = checks.run_checks()
     failed = [c for c in results if not c.ok]
@@ -30,10 +38,13 @@ def doctor(as_json: bool) -> None:
         for col in ("check", "result", "found", "fix"):
             table.add_column(col, overflow="fold")
         for c in results:
-            table.add_row(
-                c.name, "[green]pass[/green]" if c.ok else "[red]FAIL[/red]", c.detail, c.fix
-            )
+            # fixes hold brackets (pip install 'gpufleet[bundle]'): not rich markup
+            table.add_row(c.name, RESULT_STYLE[c.result], escape(c.detail), escape(c.fix))
+        skipped = sum(c.skipped for c in results)
         console = Console()
         console.print(table)
-        console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+        console.print(
+            f"{len(results) - len(failed) - skipped} passed, {len(failed)} failed, "
+            f"{skipped} skipped"
+        )
     exit_with(status_of(bool(failed)))

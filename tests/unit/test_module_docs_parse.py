@@ -1,5 +1,6 @@
 """Every module's DOCUMENTATION, EXAMPLES and RETURN are YAML that ansible-doc can read (a
-plain scalar with ": " in it breaks the whole page), and DOCUMENTATION names the module."""
+plain scalar with ": " in it breaks the whole page), and DOCUMENTATION names the module;
+every filter plugin file's DOCUMENTATION is YAML too (ansible-doc -t filter reads it)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import yaml
 
 pytestmark = pytest.mark.unit
 
-MODULES = sorted((Path(__file__).resolve().parents[2] / "plugins" / "modules").glob("*.py"))
+PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
+MODULES = sorted((PLUGINS / "modules").glob("*.py"))
+FILTERS = sorted((PLUGINS / "filter").glob("*.py"))
 
 
 def doc_strings(path: Path) -> dict[str, str]:
@@ -35,3 +38,11 @@ def test_module_documentation_is_yaml(path: Path) -> None:
     parsed = {k: yaml.safe_load(v) for k, v in docs.items()}
     assert parsed["DOCUMENTATION"]["module"] == path.stem
     assert isinstance(parsed["DOCUMENTATION"].get("options", {}), dict)
+
+
+@pytest.mark.parametrize("path", FILTERS, ids=lambda p: p.stem)
+def test_filter_documentation_is_yaml(path: Path) -> None:
+    docs = doc_strings(path)
+    assert "DOCUMENTATION" in docs, path.name
+    parsed = yaml.safe_load(docs["DOCUMENTATION"])
+    assert parsed["short_description"], path.name
