@@ -13,6 +13,7 @@ is a command that works for that install.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -265,11 +266,18 @@ def check_podman() -> list[Check]:
     return checks
 
 
-def check_binaries(profile: str = "ci") -> list[Check]:
+#: The build profile scripts/setup builds and doctor checks, unless
+#: ``GPUFLEET_BUILD_PROFILE`` names another (the test run sets ``ci``).
+DEFAULT_PROFILE = "main"
+
+
+def check_binaries(profile: str | None = None) -> list[Check]:
     """The binaries of a build profile of ``gpufleet/build/releases.yaml``, one check per
-    release or tool: built, and built from the inputs pinned now (its stamp matches)."""
+    release or tool: built, and built from the inputs pinned now (its stamp matches).
+    ``profile``: by default ``GPUFLEET_BUILD_PROFILE``, else :data:`DEFAULT_PROFILE`."""
     from gpufleet.build import binaries, release_pins
 
+    profile = profile or os.environ.get("GPUFLEET_BUILD_PROFILE") or DEFAULT_PROFILE
     releases = release_pins.load_releases()
     groups: dict[tuple[str, str], list[str]] = {}
     for target in binaries.plan_steps(releases.profile(profile).steps, releases):

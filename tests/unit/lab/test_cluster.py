@@ -6,6 +6,8 @@ import hashlib
 import json
 import tarfile
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -134,3 +136,31 @@ def test_lab_binaries_include_the_cdi_hook(monkeypatch: pytest.MonkeyPatch) -> N
     bins = cluster.ensure_binaries(cluster.LabSpec().validated().kubernetes_version, print)
     assert (["nvidia-cdi-hook"], None) in calls
     assert bins["nvidia-cdi-hook"] == Path("/cache/nvidia-cdi-hook")
+
+
+def test_the_main_profile_builds_what_lab_up_asks_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """scripts/setup builds the ``main`` profile (gpufleet/build/releases.yaml) so that the
+    main job's ``gpufleet lab up`` finds every binary of the default release built; a
+    binary the lab asks for that the profile leaves out would be built inside ``lab up``."""
+    from gpufleet.build import binaries, release_pins
+
+    rel = release_pins.load_releases()
+    asked: set[tuple[str, str]] = set()
+
+    def record(targets: Any, _releases: Any, _log: Any) -> list[Any]:
+        """binaries.build, recording what ensure resolved and building nothing."""
+        asked.update((t.binary.name, t.version) for t in targets)
+        return [
+            SimpleNamespace(target=t, status="present", path=Path("/nonexistent") / t.binary.name)
+            for t in targets
+        ]
+
+    monkeypatch.setattr(binaries, "build", record)
+    cluster.ensure_binaries(rel.default, log=lambda _m: None)
+    planned = {
+        (t.binary.name, t.version) for t in binaries.plan_steps(rel.profile("main").steps, rel)
+    }
+    assert asked, "ensure_binaries asked for nothing"
+    assert asked <= planned, f"lab up builds what scripts/setup does not: {sorted(asked - planned)}"
+    ci = {(t.binary.name, t.version) for t in binaries.plan_steps(rel.profile("ci").steps, rel)}
+    assert planned <= ci, f"the ci profile lacks part of main: {sorted(planned - ci)}"
