@@ -112,6 +112,21 @@ def test_preflight_fails_once_naming_each_broken_variable(tmp_path: Path) -> Non
     assert "on h100-01, h100-02" in out.stdout
 
 
+def test_preflight_refuses_a_pool_on_both_gpu_paths(tmp_path: Path) -> None:
+    moved = tmp_path / "sample"
+    shutil.copytree(SAMPLE, moved)
+    hosts = moved / "hosts.yml"
+    text = hosts.read_text()
+    example = "    # gpu_path_device_plugin:\n    #   children:\n    #     gpu_h100:\n"
+    assert example in text
+    hosts.write_text(text.replace(example, example.replace("# ", "")))
+    out = _ansible("ansible-playbook", "-i", str(moved), "playbooks/preflight.yml")
+    assert out.returncode == 2, out.stdout[-3000:]
+    assert "preflight: 1 error(s)" in out.stdout
+    assert "ERROR [gpu-path-both] group_names=" in out.stdout
+    assert "(on h100-01, h100-02): on both GPU paths" in out.stdout
+
+
 def test_site_runs_preflight_first_and_the_roles_in_order() -> None:
     out = _ansible("ansible-playbook", "-i", str(SAMPLE), "playbooks/site.yml", "--list-tasks")
     assert out.returncode == 0, out.stderr

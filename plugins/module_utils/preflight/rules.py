@@ -22,7 +22,8 @@ each role, read by ``preflight.problem.settings_for``; nothing is copied here). 
 live by area: ``preflight.release`` (variables, release, gates), ``preflight.stack``
 (driver, toolkit, DRA driver chart and gates, by the dra_driver role's own rules),
 ``preflight.mig`` (layouts and configs against the GPU model), ``preflight.config_values``
-(values written into configuration files, units and command lines).
+(values written into configuration files, units and command lines), ``preflight.gpu_paths``
+(the GPU path each pool declares: one of ``gpu_path_device_plugin``, ``gpu_path_dra``).
 
 Facts and sources of the rules:
 
@@ -52,6 +53,9 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
     config_values as pconfig,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
+    gpu_paths as ppaths,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
     kueue as pkueue,
@@ -103,6 +107,7 @@ HOST_RULES = (
     pstack.rule_driver_gates,
     pmig.rule_mig,
     pconfig.rule_config_values,
+    ppaths.rule_gpu_path,
 )
 
 

@@ -22,11 +22,16 @@ id                                 what it checks
                                    served (``served_api_versions``, runtime-config plan)
 ``api.deviceclasses``              the DeviceClasses wanted exist
 ``api.scheduler-dynamicresources`` the scheduler profile runs DynamicResources
+``api.deviceclass-extended-resource`` no DeviceClass sets extendedResourceName where
+                                   the release does not serve it (DRAExtendedResource)
 ``nodes.gpu-labels``               every GPU node has the GPU labels
 ``nodes.plugin-running``           the DRA kubelet plugin pod runs on every GPU node
 ``nodes.resourceslices``           each GPU node publishes ResourceSlices whose devices
                                    match its GPUs (facts) and the wanted MIG layout
 ``nodes.orphan-slices``            no ResourceSlice of a node without its plugin pod
+``nodes.gpu-path-dual``            no node advertises its GPUs both as nvidia.com/gpu
+                                   (device plugin) and in ResourceSlices (DRA)
+``nodes.gpu-path-none``            every GPU node advertises its GPUs one way
 ``claims.leaked``                  no claim holds devices for pods that are gone
 ``claims.pending``                 no claim pending longer than the threshold
 ``claims.prepare-failed``          no kubelet Event FailedPrepareDynamicResources: a
@@ -43,10 +48,10 @@ or ``reportingInstance``: the node; ``message``: "Failed to prepare dynamic reso
 ...").
 
 The checks by area, one module each: ``validate.versions``, ``validate.gates``,
-``validate.api``, ``validate.nodes``; what they read in ``cluster.listing`` (``Listing``,
-``Settings``, label selectors). This module runs them all (``all_checks``) and holds the
-claims checks over the listed objects (``claims_checks``, rules in ``claims.leaks.find_leaks`` and
-``claims.pending.find_pending``).
+``validate.api``, ``validate.nodes``, ``validate.gpu_paths``; what they read in
+``cluster.listing`` (``Listing``, ``Settings``, label selectors). This module runs them all
+(``all_checks``) and holds the claims checks over the listed objects (``claims_checks``,
+rules in ``claims.leaks.find_leaks`` and ``claims.pending.find_pending``).
 """
 
 from __future__ import annotations
@@ -68,6 +73,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.api impo
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.gates import (
     gates_checks,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.gpu_paths import (
+    gpu_paths_checks,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.nodes import (
     nodes_checks,
@@ -299,5 +307,6 @@ def all_checks(
         *gates_checks(audit, audit_reason),
         *api_checks(listing, settings, scheduler, audit),
         *nodes_checks(listing, settings),
+        *gpu_paths_checks(listing, settings, audit),
         *claims_checks(listing, settings),
     ]
