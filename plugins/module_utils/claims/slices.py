@@ -24,6 +24,19 @@ def allocated_devices(claim: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _generation(pool: Mapping[str, Any]) -> int:
+    """``pool.generation`` as the API server holds it (an int64, not negative); anything
+    else, which no API server serves, counts as generation 0 rather than stopping the reader."""
+    value = pool.get("generation")
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    return 0
+
+
 def iter_latest_slices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
     """ResourceSlices of the newest generation of each ``(driver, pool)``: the scheduler
     ignores older generations (``pool.generation``). ``slices`` is walked twice when it
@@ -35,13 +48,11 @@ def iter_latest_slices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[
         spec = s.get("spec") or {}
         pool = spec.get("pool") or {}
         k = (spec.get("driver", ""), pool.get("name", ""))
-        newest[k] = max(newest.get(k, 0), int(pool.get("generation") or 0))
+        newest[k] = max(newest.get(k, 0), _generation(pool))
     for s in slices:
         spec = s.get("spec") or {}
         pool = spec.get("pool") or {}
-        if int(pool.get("generation") or 0) == newest.get(
-            (spec.get("driver", ""), pool.get("name", "")), 0
-        ):
+        if _generation(pool) == newest.get((spec.get("driver", ""), pool.get("name", "")), 0):
             yield s
 
 

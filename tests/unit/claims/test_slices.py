@@ -19,3 +19,16 @@ def test_only_the_newest_pool_generation_counts() -> None:
     assert [
         d.device["attributes"]["uuid"]["string"] for d in cslices.published_devices([old, new])
     ] == ["GPU-new"]
+
+
+@pytest.mark.parametrize("odd", ["two", "1.5", -3, True, None, [], {"n": 1}, "٣"])
+def test_a_generation_no_api_server_serves_counts_as_zero(odd: object) -> None:
+    """The API server holds ``pool.generation`` as an int64; a slice with anything else
+    (a hand-made object, a hostile answer) is read as generation 0 instead of stopping
+    every check that reads slices."""
+    odd_slice = resource_slice("gpu-1", [gpu_device(0, "GPU-odd")], generation=0, name="odd")
+    odd_slice["spec"]["pool"]["generation"] = odd
+    newer = resource_slice("gpu-1", [gpu_device(1, "GPU-new")], generation=1, name="new")
+    names = [s["metadata"]["name"] for s in cslices.latest_slices([odd_slice, newer])]
+    assert names == ["new"]
+    assert [s["metadata"]["name"] for s in cslices.latest_slices([odd_slice])] == ["odd"]
