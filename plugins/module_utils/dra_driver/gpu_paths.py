@@ -59,7 +59,7 @@ BOTH = "both"
 NONE = "none"
 #: The paths a pool can declare, in the order messages list them.
 PATHS = (DEVICE_PLUGIN, DRA)
-#: The path of a GPU host in no ``gpu_path_*`` group: gpufleet provisions DRA.
+#: The path of a GPU host in no ``gpu_path_*`` group: DRA, what the roles provision.
 DEFAULT_PATH = DRA
 #: Inventory groups that declare a path: ``gpu_path_`` + the path with ``_`` for ``-``
 #: (Ansible group names take no ``-``).
