@@ -9,6 +9,11 @@
 // publishing are done by k8s.io/dynamic-resource-allocation/kubeletplugin, which
 // talks resource.k8s.io/v1 and falls back to v1beta2 and v1beta1 on older API
 // servers (k8s.io/dynamic-resource-allocation/client).
+//
+// With --mode=device-plugin the same binary stands in for NVIDIA's device plugin
+// instead: it hands out the simulated GPUs as the extended resource nvidia.com/gpu
+// through the kubelet's device plugin API (internal/deviceplugin) and needs no API
+// server.
 package main
 
 import (
@@ -34,14 +39,23 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"gpufleet.invalid/gpusim-kubelet-plugin/internal/deviceplugin"
 	"gpufleet.invalid/gpusim-kubelet-plugin/internal/devices"
 	"gpufleet.invalid/gpusim-kubelet-plugin/internal/driver"
 	"gpufleet.invalid/gpusim-kubelet-plugin/internal/metrics"
 	"gpufleet.invalid/gpusim-kubelet-plugin/internal/state"
 )
 
+// Modes of the binary (--mode).
+const (
+	modeDRA          = "dra"
+	modeDevicePlugin = "device-plugin"
+)
+
 type options struct {
+	mode          string
 	nodeName      string
 	stateFile     string
 	cdiRoot       string
@@ -52,6 +66,9 @@ type options struct {
 	cdiHookPath   string
 	pollInterval  time.Duration
 	metricsAddr   string
+	// device-plugin mode
+	kubeletSocket string
+	devicesDir    string
 }
 
 func envOr(name, def string) string {
@@ -65,8 +82,10 @@ func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("gpusim-kubelet-plugin", flag.ContinueOnError)
 	klog.InitFlags(fs) // -v, --vmodule, ...
 	o := &options{}
+	fs.StringVar(&o.mode, "mode", envOr("GPUFLEET_GPUSIM_MODE", modeDRA),
+		"what the plugin serves: \"dra\" (DRA driver gpu.nvidia.com) or \"device-plugin\" (extended resource nvidia.com/gpu, as NVIDIA's device plugin) [env GPUFLEET_GPUSIM_MODE]")
 	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"),
-		"name of this node: pool name and node of the ResourceSlices [env NODE_NAME]")
+		"name of this node: pool name and node of the ResourceSlices; needed in mode dra [env NODE_NAME]")
 	fs.StringVar(&o.stateFile, "state-file", envOr("GPUFLEET_GPUSIM_STATE", state.DefaultPath),
 		"GPU simulator state file [env GPUFLEET_GPUSIM_STATE]")
 	fs.StringVar(&o.cdiRoot, "cdi-root", envOr("CDI_ROOT", "/var/run/cdi"),
@@ -83,12 +102,26 @@ func parseFlags(args []string) (*options, error) {
 		"the node's nvidia-cdi-hook, called by the CDI specs at container creation; the plugin does not start without it [env NVIDIA_CDI_HOOK_PATH]")
 	fs.StringVar(&o.metricsAddr, "metrics-address", envOr("GPUFLEET_GPUSIM_METRICS_ADDRESS", ":9400"),
 		"address of the simulated GPU metrics (DCGM exporter names) on /metrics; \"\" serves none [env GPUFLEET_GPUSIM_METRICS_ADDRESS]")
-	fs.DurationVar(&o.pollInterval, "poll-interval", 2*time.Second, "how often the state file is checked for changes")
+	fs.StringVar(&o.kubeletSocket, "kubelet-socket", envOr("KUBELET_SOCKET", pluginapi.KubeletSocket),
+		"mode device-plugin: the kubelet's device plugin registration socket; the plugin's endpoint goes in its directory [env KUBELET_SOCKET]")
+	fs.StringVar(&o.devicesDir, "devices-dir", envOr("GPUFLEET_GPUSIM_DEVICES_DIR", deviceplugin.DefaultDevicesDir),
+		"mode device-plugin: host directory for the GPUs' device files mounted into containers [env GPUFLEET_GPUSIM_DEVICES_DIR]")
+	fs.DurationVar(&o.pollInterval, "poll-interval", 2*time.Second,
+		"how often the state file (and in mode device-plugin the kubelet socket) is checked for changes")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if o.nodeName == "" {
-		return nil, errors.New("--node-name is empty: pass --node-name or set NODE_NAME (downward API spec.nodeName)")
+	switch o.mode {
+	case modeDRA:
+		if o.nodeName == "" {
+			return nil, errors.New("--node-name is empty: pass --node-name or set NODE_NAME (downward API spec.nodeName)")
+		}
+	case modeDevicePlugin:
+		if o.kubeletSocket == "" {
+			return nil, errors.New("--kubelet-socket is empty; the kubelet's is " + pluginapi.KubeletSocket)
+		}
+	default:
+		return nil, fmt.Errorf("--mode=%q is not a mode; use %q or %q", o.mode, modeDRA, modeDevicePlugin)
 	}
 	if o.cdiHookPath == "" { // as the NVIDIA chart's nvidiaCDIHookPath: "" is the default
 		o.cdiHookPath = driver.DefaultNVIDIACDIHookPath
@@ -108,7 +141,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gpusim-kubelet-plugin:", err)
 		os.Exit(2)
 	}
-	if err := run(o); err != nil {
+	if o.mode == modeDevicePlugin {
+		err = runDevicePlugin(o)
+	} else {
+		err = run(o)
+	}
+	if err != nil {
 		klog.ErrorS(err, "gpusim-kubelet-plugin stopped")
 		klog.Flush()
 		os.Exit(1)
@@ -191,7 +229,7 @@ func run(o *options) error {
 		"nvidiaCDIHook", o.cdiHookPath, "preparedClaims", len(drv.PreparedClaims()))
 
 	if o.metricsAddr != "" {
-		srv, err := serveMetrics(o.metricsAddr, o.stateFile, o.nodeName, drv)
+		srv, err := serveMetrics(o.metricsAddr, o.stateFile, o.nodeName, drv.PreparedDevices)
 		if err != nil {
 			return err
 		}
@@ -240,9 +278,56 @@ func run(o *options) error {
 	}
 }
 
+// runDevicePlugin is the device-plugin mode: the simulated GPUs as nvidia.com/gpu
+// through the kubelet's device plugin API, until SIGINT or SIGTERM.
+func runDevicePlugin(o *options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	logger := klog.FromContext(ctx)
+
+	// The CDI spec calls the hook as the DRA mode's specs do: no hook, no start.
+	if err := driver.CheckNVIDIACDIHook(o.cdiHookPath); err != nil {
+		return err
+	}
+	for _, dir := range []string{o.cdiRoot, o.devicesDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	p, err := deviceplugin.New(deviceplugin.Config{
+		KubeletSocket:     o.kubeletSocket,
+		StateFile:         o.stateFile,
+		CDIRoot:           o.cdiRoot,
+		DevicesDir:        o.devicesDir,
+		NVIDIACDIHookPath: o.cdiHookPath,
+		PollInterval:      o.pollInterval,
+	})
+	if err != nil {
+		return err
+	}
+	logger.Info("Started", "mode", modeDevicePlugin, "resource", deviceplugin.ResourceName,
+		"kubeletSocket", o.kubeletSocket, "endpoint", p.Endpoint(), "stateFile", o.stateFile, "nvidiaCDIHook", o.cdiHookPath)
+
+	if o.metricsAddr != "" {
+		host := o.nodeName
+		if host == "" {
+			host, _ = os.Hostname()
+		}
+		// No claims in this mode: no device carries the dra_* labels.
+		srv, err := serveMetrics(o.metricsAddr, o.stateFile, host, func() map[string]driver.ClaimRef { return nil })
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		logger.Info("Serving simulated GPU metrics", "address", o.metricsAddr, "path", "/metrics")
+	}
+	return p.Run(ctx)
+}
+
 // serveMetrics answers GET /metrics with the simulated GPU metrics of the state file
-// as it is at that moment (metrics.Render).
-func serveMetrics(addr, stateFile, nodeName string, drv *driver.Driver) (*http.Server, error) {
+// as it is at that moment (metrics.Render); prepared gives the devices prepared for
+// claims then.
+func serveMetrics(addr, stateFile, nodeName string, prepared func() map[string]driver.ClaimRef) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-address=%s: %w; pick a free port or pass --metrics-address=\"\"", addr, err)
@@ -255,7 +340,7 @@ func serveMetrics(addr, stateFile, nodeName string, drv *driver.Driver) (*http.S
 			return
 		}
 		var buf bytes.Buffer
-		if err := metrics.Render(&buf, s, nodeName, drv.PreparedDevices()); err != nil {
+		if err := metrics.Render(&buf, s, nodeName, prepared()); err != nil {
 			http.Error(rw, err.Error(), http.StatusInternalServerError)
 			return
 		}

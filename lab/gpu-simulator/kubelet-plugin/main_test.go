@@ -230,3 +230,47 @@ func TestMainExitsNonZeroOnUnservableLayout(t *testing.T) {
 		t.Errorf("log does not name the layout:\n%s", out)
 	}
 }
+
+func TestModeFlag(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	t.Setenv("GPUFLEET_GPUSIM_MODE", "")
+	t.Setenv("KUBELET_SOCKET", "")
+	// The device plugin needs no node name; its sockets and files have the defaults of a node.
+	o, err := parseFlags([]string{"--mode=device-plugin"})
+	if err != nil || o.mode != "device-plugin" || o.kubeletSocket != "/var/lib/kubelet/device-plugins/kubelet.sock" ||
+		o.devicesDir != "/var/run/gpufleet-gpu-simulator/device-plugin" || o.cdiRoot != "/var/run/cdi" {
+		t.Fatalf("device-plugin: %+v, %v", o, err)
+	}
+	// The default mode is DRA, which needs the node name.
+	if _, err := parseFlags([]string{}); err == nil || !strings.Contains(err.Error(), "--node-name") {
+		t.Fatalf("default mode without a node name: err = %v", err)
+	}
+	t.Setenv("GPUFLEET_GPUSIM_MODE", "device-plugin")
+	t.Setenv("KUBELET_SOCKET", "/var/lib/k0s/kubelet/device-plugins/kubelet.sock")
+	if o, err = parseFlags([]string{}); err != nil || o.mode != "device-plugin" || o.kubeletSocket != "/var/lib/k0s/kubelet/device-plugins/kubelet.sock" {
+		t.Fatalf("env: %+v, %v", o, err)
+	}
+	if o, err = parseFlags([]string{"--mode=dra", "--node-name=worker-1"}); err != nil || o.mode != "dra" {
+		t.Fatalf("flag over env: %+v, %v", o, err)
+	}
+	if _, err := parseFlags([]string{"--mode=deviceplugin"}); err == nil ||
+		!strings.Contains(err.Error(), `--mode="deviceplugin" is not a mode; use "dra" or "device-plugin"`) {
+		t.Fatalf("unknown mode: err = %v", err)
+	}
+}
+
+func TestDevicePluginRefusesToStartWithoutNVIDIACDIHook(t *testing.T) {
+	dir := t.TempDir()
+	o := &options{
+		mode: modeDevicePlugin, cdiHookPath: filepath.Join(dir, "missing"), pollInterval: time.Second,
+		kubeletSocket: filepath.Join(dir, "device-plugins", "kubelet.sock"), cdiRoot: filepath.Join(dir, "cdi"),
+		devicesDir: filepath.Join(dir, "devices"), stateFile: filepath.Join(dir, "state.json"),
+	}
+	err := runDevicePlugin(o)
+	if err == nil || !strings.Contains(err.Error(), o.cdiHookPath+" does not exist") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, statErr := os.Stat(o.cdiRoot); !os.IsNotExist(statErr) {
+		t.Errorf("created %s before refusing", o.cdiRoot)
+	}
+}

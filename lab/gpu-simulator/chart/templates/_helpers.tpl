@@ -76,3 +76,11 @@ true
 true
 {{- end -}}
 {{- end -}}
+
+{{/*
+"true" when the DaemonSet runs the DRA kubelet plugin (mode dra, the default), "false"
+when it runs as a device plugin (mode device-plugin).
+*/}}
+{{- define "gpusim.draMode" -}}
+{{- eq (.Values.mode | default "dra") "dra" -}}
+{{- end -}}

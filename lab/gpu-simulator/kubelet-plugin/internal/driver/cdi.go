@@ -139,7 +139,7 @@ func BuildCDISpec(claimsDir, claimUID, hookPath string, prepared []PreparedDevic
 func writeClaimFiles(cdiRoot, claimsDir, hookPath, pool, claimUID string, claim PreparedClaim) error {
 	for _, d := range claim.Devices {
 		content := DeviceFileContent(pool, claim.Namespace, claim.Name, claimUID, d)
-		if err := writeFileAtomic(DeviceFilePath(claimsDir, claimUID, d.Device), []byte(content), 0o644); err != nil {
+		if err := WriteFileAtomic(DeviceFilePath(claimsDir, claimUID, d.Device), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("write device file: %w", err)
 		}
 	}
@@ -147,7 +147,7 @@ func writeClaimFiles(cdiRoot, claimsDir, hookPath, pool, claimUID string, claim 
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(CDISpecPath(cdiRoot, claimUID), append(data, '\n'), 0o644); err != nil {
+	if err := WriteFileAtomic(CDISpecPath(cdiRoot, claimUID), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write CDI spec: %w", err)
 	}
 	return nil

@@ -68,12 +68,12 @@ func (cp *Checkpoint) save(path string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(data, '\n'), 0o600)
+	return WriteFileAtomic(path, append(data, '\n'), 0o600)
 }
 
-// writeFileAtomic writes a temporary file next to path and renames it over path.
+// WriteFileAtomic writes a temporary file next to path and renames it over path.
 // The temporary name ends in ".tmp", which CDI spec scanning ignores.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
