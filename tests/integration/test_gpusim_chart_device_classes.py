@@ -100,3 +100,30 @@ def test_a_release_that_is_no_version_is_refused(helm: Path, tmp_path: Path) -> 
     out = template(helm, tmp_path, {"simulator": {"nvidiaChartVersion": "latest"}})
     assert out.returncode != 0
     assert 'simulator.nvidiaChartVersion="latest" is not a release' in out.stderr
+
+
+def test_device_plugin_mode_renders_only_the_device_plugin(helm: Path, tmp_path: Path) -> None:
+    """Mode device-plugin: one DaemonSet that runs the simulator as a device plugin on the
+    device-plugin pool's nodes, with the kubelet's device plugin directory; no DeviceClass,
+    no RBAC (it reads nothing from the API server)."""
+    values = {"mode": "device-plugin", "devicePlugin": {"nodeSelector": {"pool": "dp"}}}
+    out = template(helm, tmp_path, values)
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    kinds = sorted(d["kind"] for d in docs)
+    assert "DeviceClass" not in kinds and "ClusterRole" not in kinds, kinds
+    daemonsets = [d for d in docs if d["kind"] == "DaemonSet"]
+    assert len(daemonsets) == 1, kinds
+    pod = daemonsets[0]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "dp"}
+    assert any("--mode=device-plugin" in c.get("args", []) for c in pod["containers"])
+    host_paths = {v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    assert "/var/lib/kubelet/device-plugins" in host_paths
+    dra = [d for d in yaml.safe_load_all(template(helm, tmp_path, {}).stdout) if d]
+    assert "DeviceClass" in {d["kind"] for d in dra}
+
+
+def test_an_unknown_mode_is_refused(helm: Path, tmp_path: Path) -> None:
+    out = template(helm, tmp_path, {"mode": "both"})
+    assert out.returncode != 0
+    assert "mode" in out.stderr
