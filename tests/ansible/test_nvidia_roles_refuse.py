@@ -20,7 +20,7 @@ import pytest
 from rich.console import Console
 
 from gpufleet import runner
-from gpufleet.exit import EXIT_FAILED, EXIT_OK
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 
 pytestmark = pytest.mark.ansible
 
@@ -156,7 +156,7 @@ def test_toolkit_refuses_before_any_change(tmp_path: Path, extravars: dict, name
     etc, paths = _containerd_dir(tmp_path)
     before = _digests(etc)
     message, result = _run(tmp_path, _playbook(tmp_path, TOOLKIT_PLAY), {**paths, **extravars})
-    assert result.status == EXIT_FAILED
+    assert result.status == EXIT_CANNOT_RUN  # a refusal of the input: exit 2
     assert named in message
     assert _digests(etc) == before
 
@@ -225,7 +225,7 @@ def test_branch_too_old_for_dra_refused_with_reason(tmp_path: Path) -> None:
         {"nvidia_driver_branch": "550", "nvidia_driver_version": "550.163.01"},
         check=True,
     )
-    assert result.status == EXIT_FAILED
+    assert result.status == EXIT_CANNOT_RUN  # a refusal of the input: exit 2
     assert (
         "nvidia_driver_branch=550: GPU allocation with the NVIDIA DRA driver needs branch 565"
         in message

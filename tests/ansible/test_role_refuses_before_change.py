@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from gpufleet import runner
-from gpufleet.exit import EXIT_FAILED
+from gpufleet.exit import EXIT_CANNOT_RUN
 
 pytestmark = pytest.mark.ansible
 
@@ -89,7 +89,7 @@ def test_impossible_request_fails_naming_the_variable_and_changes_nothing(
         console=Console(file=out, width=400),
         artifact_root=tmp_path / "artifacts",
     )
-    assert result.status == EXIT_FAILED
+    assert result.status == EXIT_CANNOT_RUN  # a refusal of the input: exit 2
     messages = " ".join(msg for _, _, msg in result.progress.failures)
     assert named in " ".join(messages.split())
     assert _digests(work) == before
