@@ -41,49 +41,53 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def dns1123_label(value: Any) -> str | None:
-    """Why ``value`` is not a DNS-1123 label (a namespace, a LocalQueue, a Job), or None."""
+def _judged(value: Any, pattern: re.Pattern[str], limit: int, what: str, form: str) -> str | None:
+    """Why ``value`` is not ``what`` (at most ``limit`` characters matching ``pattern``
+    over the whole text; ``form`` says the grammar in words), or None."""
     text = _text(value)
     if text is None:
         return f"is a {type(value).__name__}, not a string"
-    if len(text) > DNS1123_LABEL_MAX:
-        return f"is {len(text)} characters long, more than a DNS label's {DNS1123_LABEL_MAX}"
-    if not _LABEL.fullmatch(text):
-        return (
-            "is not a DNS label (lower-case letters, digits and '-', starting and ending "
-            "with a letter or digit)"
-        )
+    if len(text) > limit:
+        return f"is {len(text)} characters long, more than {what}'s {limit}"
+    if not pattern.fullmatch(text):
+        return f"is not {form}"
     return None
+
+
+def dns1123_label(value: Any) -> str | None:
+    """Why ``value`` is not a DNS-1123 label (a namespace, a LocalQueue, a Job), or None."""
+    return _judged(
+        value,
+        _LABEL,
+        DNS1123_LABEL_MAX,
+        "a DNS label",
+        "a DNS label (lower-case letters, digits and '-', starting and ending with a letter "
+        "or digit)",
+    )
 
 
 def dns1123_subdomain(value: Any) -> str | None:
     """Why ``value`` is not a DNS-1123 subdomain (most object names), or None."""
-    text = _text(value)
-    if text is None:
-        return f"is a {type(value).__name__}, not a string"
-    if len(text) > DNS1123_SUBDOMAIN_MAX:
-        return f"is {len(text)} characters long, more than a name's {DNS1123_SUBDOMAIN_MAX}"
-    if not _SUBDOMAIN.fullmatch(text):
-        return (
-            "is not a DNS subdomain (lower-case letters, digits, '-' and '.', each part "
-            "starting and ending with a letter or digit)"
-        )
-    return None
+    return _judged(
+        value,
+        _SUBDOMAIN,
+        DNS1123_SUBDOMAIN_MAX,
+        "a name",
+        "a DNS subdomain (lower-case letters, digits, '-' and '.', each part starting and "
+        "ending with a letter or digit)",
+    )
 
 
 def label_value(value: Any) -> str | None:
     """Why ``value`` is not a label value, or None (the empty string is one)."""
-    text = _text(value)
-    if text is None:
-        return f"is a {type(value).__name__}, not a string"
-    if len(text) > LABEL_VALUE_MAX:
-        return f"is {len(text)} characters long, more than a label value's {LABEL_VALUE_MAX}"
-    if not _VALUE.fullmatch(text):
-        return (
-            "is not a label value (letters, digits, '-', '_' and '.', starting and ending "
-            "with a letter or digit)"
-        )
-    return None
+    return _judged(
+        value,
+        _VALUE,
+        LABEL_VALUE_MAX,
+        "a label value",
+        "a label value (letters, digits, '-', '_' and '.', starting and ending with a "
+        "letter or digit)",
+    )
 
 
 def qualified_name(value: Any) -> str | None:
