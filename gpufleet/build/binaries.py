@@ -20,7 +20,9 @@ module does, so ``kubectl version --client`` and ``kubeadm version`` print the r
 A binary is rebuilt only when it is missing or its stamp file (``.<binary>.stamp.json``
 next to it) records other inputs (Go version, package, tags, ldflags, sources).
 Go's module and build caches are reused, never cleaned. Builds run one at a time
-(a lock file under ``<cache>/build``), niced, with ``go build -p 2`` at most.
+(a lock file under ``<cache>/build``), niced, with ``go build -p 2`` at most; the binaries
+of one release go through one ``go build`` (its second process links one binary while
+the first compiles the next: a link alone leaves one of two cores idle).
 
 CLI::
 
@@ -578,8 +580,7 @@ def _copy_extra_source(target: Target, module: _BuildModule) -> Path:
     return dest
 
 
-def _go_build(target: Target, module: _BuildModule, releases: Releases) -> tuple[Path, float]:
-    """Build one target into the cache atomically; returns (path, seconds)."""
+def _ldflags(target: Target, module: _BuildModule, releases: Releases) -> str:
     if target.group == KUBERNETES:
         release = releases.release(target.version)
         variables = kubernetes_version_variables(
@@ -589,33 +590,84 @@ def _go_build(target: Target, module: _BuildModule, releases: Releases) -> tuple
         variables = render_tool_ldflags(
             releases.tool(target.group).at(target.version), target.version, module.facts
         )
-    out_dir = _bin_dir(target.group, target.version)
+    return compose_ldflags(variables)
+
+
+def go_output_name(package: str) -> str:
+    """The file ``go build -o DIR/`` writes for a main package: the last element of its
+    import path, or the one before a major-version suffix (``.../cmd/tool/v2`` -> tool)."""
+    parts = package.rstrip("/").split("/")
+    if len(parts) > 1 and parts[-1][:1] == "v" and parts[-1][1:].isdigit():
+        return parts[-2]
+    return parts[-1]
+
+
+def link_groups(targets: Sequence[Target], ldflags: Callable[[Target], str]) -> list[list[Target]]:
+    """Targets of one build module that one ``go build`` can build together: the same
+    tags and ldflags, and no two writing the same file name (see :func:`go_output_name`)
+    or a file other than their binary's name. Order is kept; the rest go alone."""
+    groups: dict[tuple[tuple[str, ...], str], list[Target]] = {}
+    alone: list[list[Target]] = []
+    for target in targets:
+        name = go_output_name(target.binary.package)
+        group = groups.setdefault((target.binary.tags, ldflags(target)), [])
+        if name != target.binary.name or any(
+            go_output_name(t.binary.package) == name for t in group
+        ):
+            alone.append([target])
+        else:
+            group.append(target)
+    return [g for g in groups.values() if g] + alone
+
+
+def _go_build(
+    targets: Sequence[Target], module: _BuildModule, releases: Releases
+) -> tuple[list[Path], float]:
+    """Build targets of one module, tags and ldflags with one ``go build`` (the go command
+    compiles one binary's packages while it links another's) into the cache atomically;
+    returns their paths and the seconds the build took."""
+    first = targets[0]
+    out_dir = _bin_dir(first.group, first.version)
     out_dir.mkdir(parents=True, exist_ok=True)
-    final = out_dir / target.binary.name
-    tmp = out_dir / f".{target.binary.name}.tmp-{os.getpid()}"
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=out_dir))
     args = ["build", f"-p={min(2, os.cpu_count() or 1)}", "-trimpath", "-mod=mod"]
-    if target.binary.tags:
-        args.append("-tags=" + ",".join(target.binary.tags))
-    args += ["-ldflags=" + compose_ldflags(variables), "-o", str(tmp), target.binary.package]
+    if first.binary.tags:
+        args.append("-tags=" + ",".join(first.binary.tags))
+    # one package: the file is named here (etcd's main package is .../server/v3)
+    out = f"{tmp}/" if len(targets) > 1 else str(tmp / first.binary.name)
+    args += ["-ldflags=" + _ldflags(first, module, releases), "-o", out]
+    args += [t.binary.package for t in targets]
     started = time.monotonic()
     try:
-        kubernetes = target.group == KUBERNETES
-        toolchain = releases.release(target.version).go_toolchain if kubernetes else None
-        cgo = not kubernetes and releases.tool(target.group).cgo
+        kubernetes = first.group == KUBERNETES
+        toolchain = releases.release(first.version).go_toolchain if kubernetes else None
+        cgo = not kubernetes and releases.tool(first.group).cgo
         if cgo and not shutil.which(os.environ.get("CC", "gcc")):
             raise BuildError(
-                f"{target.label} is built with cgo (tools.{target.group}.cgo in "
+                f"{first.label} is built with cgo (tools.{first.group}.cgo in "
                 f"{releases.source}) but there is no C compiler ({os.environ.get('CC', 'gcc')}); "
                 "install gcc and libc6-dev (lab/prepare-podman does)"
             )
         _run_go(args, cwd=module.directory, nice=True, toolchain=toolchain, cgo=cgo)
         seconds = time.monotonic() - started
-        tmp.chmod(0o755)
-        check_reported_version(tmp, target)
-        os.replace(tmp, final)
+        built = []
+        for target in targets:
+            path = tmp / target.binary.name
+            if not path.is_file():
+                raise BuildError(
+                    f"{target.label}: `go {' '.join(args)}` wrote no {path.name} in {tmp}"
+                )
+            path.chmod(0o755)
+            check_reported_version(path, target)
+            built.append(path)
+        finals = []
+        for target, path in zip(targets, built, strict=True):
+            final = out_dir / target.binary.name
+            os.replace(path, final)
+            finals.append(final)
     finally:
-        tmp.unlink(missing_ok=True)
-    return final, seconds
+        shutil.rmtree(tmp, ignore_errors=True)
+    return finals, seconds
 
 
 #: How each binary is asked for its version after a build; the output must contain the
@@ -679,12 +731,41 @@ class BuildResult:
     message: str = ""
 
 
+def _build_group(
+    group: Sequence[Target], module: _BuildModule, rel: Releases, log: Callable[[str], None]
+) -> list[BuildResult]:
+    """One ``go build`` for ``group``; when it fails and holds more than one target, each is
+    built alone so that the result names the binary that does not build."""
+    names = ", ".join(t.binary.name for t in group)
+    log(f"{group[0].group} {group[0].tag}: building {names} ...")
+    try:
+        finals, seconds = _go_build(group, module, rel)
+    except (BuildError, ReleaseFileError) as exc:
+        if len(group) > 1:
+            log(f"{group[0].group} {group[0].tag}: the build of {names} failed; each alone")
+            return [r for t in group for r in _build_group([t], module, rel, log)]
+        target = group[0]
+        log(f"{target.label}: FAILED\n{exc}")
+        path = _bin_dir(target.group, target.version) / target.binary.name
+        return [BuildResult(target, path, "failed", message=str(exc))]
+    results = []
+    share = f" (built together with {len(group) - 1} more)" if len(group) > 1 else ""
+    for target, final in zip(group, finals, strict=True):
+        size = final.stat().st_size
+        inputs = _target_inputs(target, rel)
+        _write_atomic(_stamp_path(final), render_stamp(inputs, seconds=seconds, size=size))
+        log(f"{target.label}: built in {seconds:.1f} s{share}, {_mib(size)}")
+        results.append(BuildResult(target, final, "built", seconds, size))
+    return results
+
+
 def build(
     targets: Sequence[Target],
     releases: Releases | None = None,
     log: Callable[[str], None] = print,
 ) -> list[BuildResult]:
-    """Build every target that is missing or stale, one ``go build`` at a time.
+    """Build every target that is missing or stale: one ``go build`` per build module for
+    the targets that share tags and ldflags (:func:`link_groups`), one build at a time.
 
     A program of this project whose source is absent is skipped with a message; a failed
     build is reported and the others still run. Returns one :class:`BuildResult` each.
@@ -709,6 +790,7 @@ def build(
     _require_go()
     with build_lock(log):
         modules: dict[tuple[str, str], _BuildModule | BuildError] = {}
+        by_module: dict[tuple[str, str], tuple[_BuildModule, list[Target]]] = {}
         for target in todo:
             path = _bin_dir(target.group, target.version) / target.binary.name
             if target_is_cached(target, rel):  # built by another process while we waited
@@ -727,20 +809,18 @@ def build(
                 log(f"{target.label}: FAILED, build module not ready: {module}")
                 results.append(BuildResult(target, path, "failed", message=str(module)))
                 continue
-            inputs = _target_inputs(target, rel)
-            log(f"{target.label}: building ...")
             try:
                 if target.binary.source:
                     _copy_extra_source(target, module)
-                final, seconds = _go_build(target, module, rel)
-            except (BuildError, ReleaseFileError) as exc:
+            except BuildError as exc:
                 log(f"{target.label}: FAILED\n{exc}")
                 results.append(BuildResult(target, path, "failed", message=str(exc)))
                 continue
-            size = final.stat().st_size
-            _write_atomic(_stamp_path(final), render_stamp(inputs, seconds=seconds, size=size))
-            log(f"{target.label}: built in {seconds:.1f} s, {_mib(size)}")
-            results.append(BuildResult(target, final, "built", seconds, size))
+            by_module.setdefault(key, (module, []))[1].append(target)
+        for module, targets in by_module.values():
+            groups = link_groups(targets, functools.partial(_ldflags, module=module, releases=rel))
+            for group in groups:
+                results += _build_group(group, module, rel, log)
     return results
 
 

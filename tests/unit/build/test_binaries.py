@@ -642,3 +642,47 @@ def test_matrix_entries_are_judged() -> None:
         )["cgo"]
         is True
     )
+
+
+# --------------------------------------------------------------------------- link groups
+
+
+@pytest.mark.parametrize(
+    ("package", "name"),
+    [
+        ("k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver"),
+        ("helm.sh/helm/v3/cmd/helm", "helm"),
+        ("example.com/tool/cmd/tool/v2", "tool"),
+        ("./cmd/gpufleet-featuredump", "gpufleet-featuredump"),
+        ("example.com/v3", "example.com"),
+    ],
+)
+def test_go_output_name_is_the_last_element_before_a_major_version(package: str, name: str) -> None:
+    assert b.go_output_name(package) == name
+
+
+def _spec_target(name: str, package: str, tags: tuple[str, ...] = ()) -> release_pins.Target:
+    spec = release_pins.BinarySpec(name=name, package=package, module="example.com", tags=tags)
+    return release_pins.Target("example", "1.0.0", spec)
+
+
+def test_a_release_builds_its_binaries_in_one_group() -> None:
+    rel = release_pins.load_releases()
+    steps = [s for s in rel.profile("main").steps if s.group == "kubernetes"]
+    targets = b.plan_steps(steps, rel)
+    groups = b.link_groups(targets, lambda t: "same")
+    assert [[t.binary.name for t in g] for g in groups] == [[t.binary.name for t in targets]]
+    assert len(targets) >= 6
+
+
+def test_other_tags_ldflags_or_output_names_build_apart() -> None:
+    apiserver = _spec_target("kube-apiserver", "example.com/cmd/kube-apiserver")
+    tagged = _spec_target("kubelet", "example.com/cmd/kubelet", tags=("providerless",))
+    renamed = _spec_target("ctk", "example.com/cmd/nvidia-ctk")
+    clash = _spec_target("kube-apiserver", "example.com/other/kube-apiserver")
+    other_flags = _spec_target("kubeadm", "example.com/cmd/kubeadm")
+    groups = b.link_groups(
+        [apiserver, tagged, renamed, clash, other_flags],
+        lambda t: "-X b" if t is other_flags else "-X a",
+    )
+    assert groups == [[apiserver], [tagged], [other_flags], [renamed], [clash]]
