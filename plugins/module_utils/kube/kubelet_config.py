@@ -32,6 +32,7 @@ __all__ = [
     "SystemdService",
     "edit_kubelet_configuration",
     "expand_exec_start",
+    "feature_gates_of",
     "kubelet_argv_from_systemd",
     "kubelet_config_path_from_cmdline",
     "kubelet_config_path_from_systemd",
@@ -60,6 +61,14 @@ def _kubelet_gates(data: Mapping[str, Any], what: str) -> dict[str, Any] | None:
             f"{what}: apiVersion {api!r} is not {KUBELET_CONFIG_API}; fix: pass a "
             "KubeletConfiguration of that API version"
         )
+    return feature_gates_of(data, what)
+
+
+def feature_gates_of(data: Mapping[str, Any], what: str) -> dict[str, Any] | None:
+    """The ``featureGates`` map of a KubeletConfiguration ``data`` (``None`` when it has
+    none), each value a YAML boolean: the kubelet decodes the map as ``map[string]bool``
+    and refuses to start on a string such as ``"false"``. Raises ConfigEditError naming
+    ``what``, the gate and the value."""
     gates = data.get("featureGates")
     if gates is None:
         return None

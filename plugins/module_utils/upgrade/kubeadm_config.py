@@ -15,11 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import messages as msg
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import settings as dra_settings
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.kubernetes_facts import (
     UPGRADE_CONFIGURATION_SINCE,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubelet_config
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.flags import ConfigEditError
 
 
 def upgrade_configuration(
@@ -110,9 +113,15 @@ def settings_from_configmaps(
             elif name == "runtime-config":
                 rc.extend(f"{k}={v}" for k, v in dra_settings.parse_runtime_config(value))
         out[component] = {"feature_gates": gates, "runtime_config": rc}
-    kc = kubelet_configuration or {}
+    try:
+        gates = kubelet_config.feature_gates_of(
+            kubelet_configuration or {}, "kubeadm ConfigMap kubelet-config"
+        )
+    except ConfigEditError as exc:
+        text, fix = msg.split_fix(str(exc))
+        raise dra_core.VersionParseError(text + ".", fix) from None
     out[dra_core.KUBELET] = {
-        "feature_gates": {str(k): bool(v) for k, v in (kc.get("featureGates") or {}).items()},
+        "feature_gates": {str(k): v for k, v in (gates or {}).items()},
         "runtime_config": [],
     }
     return out
