@@ -5,7 +5,11 @@ request, headers and body together end within ``deadline_s`` seconds, however sl
 server sends (a per-read socket timeout alone would wait forever for a server that sends
 one byte every few seconds).
 
-Thread-free: the request asks the server to close the connection after its answer
+The host name is resolved in a helper thread that the exchange waits for only as long as
+the deadline allows (``getaddrinfo`` itself takes no timeout, and a resolver that does not
+answer would otherwise hold the exchange for as long as the system's resolver settings
+say); each address is then tried with the time left, not a fresh timeout each. The rest
+is thread-free: the request asks the server to close the connection after its answer
 (``Connection: close``); the answer's bytes are read as they come, each wait on the socket
 limited to the time left, and at most ``max_bytes`` of them; ``http.client`` then parses
 what was read (status, headers, ``Content-Length`` or chunked body).
@@ -39,6 +43,7 @@ __all__ = [
     "exchange",
     "parse_url",
     "read_within",
+    "resolve",
     "shown_url",
 ]
 
@@ -227,12 +232,64 @@ def _left(deadline: float, shown: str, seconds: float) -> float:
     return left
 
 
+def _is_address(host: str) -> bool:
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        return True
+    return False
+
+
+def resolve(target: Target, deadline: float, seconds: float) -> list[tuple[Any, ...]]:
+    """``getaddrinfo`` of the target's host and port (stream sockets) by ``deadline``: a
+    name is resolved in a daemon thread, waited for with the time left. Raises HttpError
+    when the deadline passes first, OSError (``socket.gaierror``) when the name does not
+    resolve."""
+    port = target.port
+    if _is_address(target.host):
+        return socket.getaddrinfo(target.host, port, type=socket.SOCK_STREAM)
+    found: list[Any] = []
+
+    def lookup() -> None:
+        try:
+            found.append(socket.getaddrinfo(target.host, port, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as err:
+            found.append(err)
+
+    thread = threading.Thread(target=lookup, name="resolve " + target.host, daemon=True)
+    thread.start()
+    thread.join(_left(deadline, target.shown, seconds))
+    if not found:
+        raise HttpError(
+            f"{target.shown}: the name {target.host} did not resolve within {seconds:g} s; "
+            "fix: check the host name and this machine's DNS settings (/etc/resolv.conf), "
+            "or give the server's address"
+        )
+    if isinstance(found[0], BaseException):
+        raise found[0]
+    return list(found[0])
+
+
 def _connect(
     target: Target, deadline: float, seconds: float, context: ssl.SSLContext | None
 ) -> socket.socket:
-    sock = socket.create_connection(
-        (target.host, target.port), timeout=_left(deadline, target.shown, seconds)
-    )
+    error: OSError = OSError(f"{target.host} has no address")
+    for family, kind, proto, _name, address in resolve(target, deadline, seconds):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(_left(deadline, target.shown, seconds))
+            sock.connect(address)
+            break
+        except OSError as err:
+            sock.close()
+            error = err
+        except HttpError:
+            sock.close()
+            raise
+    else:
+        raise error
     if target.scheme != "https":
         return sock
     context = context or ssl.create_default_context()

@@ -4,6 +4,7 @@ a real local server that sends what each test gives it."""
 from __future__ import annotations
 
 import base64
+import socket
 import time
 
 import pytest
@@ -86,3 +87,54 @@ def test_a_closed_port_is_named_without_credentials() -> None:
         web.exchange("http://u:secret@127.0.0.1:9/", "/", deadline_s=2, what="Prometheus")
     assert "cannot reach Prometheus at http://u:***@127.0.0.1:9" in str(info.value)
     assert "secret" not in str(info.value)
+
+
+def _resolver(monkeypatch: pytest.MonkeyPatch, answers: dict[str, object]) -> None:
+    """socket.getaddrinfo answers ``answers[host]`` for the names given (a callable is
+    called first: it may sleep, as a resolver that does not answer would); others go to
+    the real resolver."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: str, port: object, *args: object, **kwargs: object) -> object:
+        if host not in answers:
+            return real(host, port, *args, **kwargs)
+        answer = answers[host]
+        return answer() if callable(answer) else answer
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def test_a_name_that_does_not_resolve_in_time_is_given_up_at_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _resolver(monkeypatch, {"slow.example": lambda: time.sleep(5) or []})
+    start = time.monotonic()
+    with pytest.raises(web.HttpError, match=r"the name slow.example did not resolve within 0.5 s"):
+        web.exchange("http://slow.example:9090", "/", deadline_s=0.5)
+    assert time.monotonic() - start < 2
+
+
+def test_each_address_of_a_name_is_tried_within_the_one_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    script = Script(http_answer(b"{}"))
+    with serve(script) as url:
+        port = int(url.rsplit(":", 1)[1].strip("/"))
+        closed = (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 9))
+        listening = (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))
+        _resolver(monkeypatch, {"two.example": [closed, listening]})
+        answer = web.exchange(f"http://two.example:{port}", "/", deadline_s=5)
+    assert answer.status == 200
+    assert script.requests[0].startswith(b"GET / HTTP/1.1\r\nHost: two.example:")
+
+
+def test_a_name_that_resolves_to_nothing_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail() -> object:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    _resolver(monkeypatch, {"none.example": fail})
+    with pytest.raises(web.HttpError) as info:
+        web.exchange("http://u:pw@none.example/", "/", deadline_s=2, what="Prometheus")
+    assert "cannot reach Prometheus at http://u:***@none.example: Name or service not known" in (
+        str(info.value)
+    )
