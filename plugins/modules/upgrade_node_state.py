@@ -82,6 +82,7 @@ attempts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import (
     node_api as upgrade_api,
@@ -107,8 +108,8 @@ def main() -> None:
     except vk.KubeError as err:
         module.fail_json(msg=str(err), attempts=0)
     try:
-        state, attempts = upgrade_api.retrying(
-            lambda: upgrade_api.kube_node_state(kube, p["node"], p["driver"]),
+        state, attempts = node_state.retrying(
+            lambda: node_state.kube_node_state(kube, p["node"], p["driver"]),
             p["timeout"],
             p["interval"],
         )
@@ -120,7 +121,8 @@ def main() -> None:
             attempts=attempts,
         )
     # the report is the run's own bookkeeping, not a change to the node or the cluster
-    module.exit_json(changed=False, attempts=attempts, **state)
+    read = {k: state[k] for k in ("unschedulable", "devices", "slices")}
+    module.exit_json(changed=False, attempts=attempts, **read)
 
 
 if __name__ == "__main__":

@@ -111,6 +111,7 @@ attempts:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import (
     node_api as upgrade_api,
@@ -144,7 +145,7 @@ def main() -> None:
     if kube is not None and p["driver"] and p["devices"] > 0:
         try:
             seen, _unused = upgrade_api.wait_devices(
-                lambda: upgrade_api.kube_node_state(kube, p["node"], p["driver"]),
+                lambda: node_state.kube_node_state(kube, p["node"], p["driver"]),
                 p["devices"],
                 p["devices_timeout"],
                 p["poll"],
@@ -161,8 +162,8 @@ def main() -> None:
             record["timings"] = {**(record.get("timings") or {}), "dra_plugin_s": waited}
     if p["uncordon"] and kube is not None:
         try:
-            uncordoned, attempts = upgrade_api.retrying(
-                lambda: upgrade_api.uncordon(kube.request, p["node"]),
+            uncordoned, attempts = node_state.retrying(
+                lambda: node_state.uncordon(kube.request, p["node"]),
                 p["timeout"],
                 p["interval"],
             )

@@ -4,7 +4,7 @@
 writes DRA objects (DeviceClass, ResourceClaim(Template), ResourceSlice) in.
 
 No imports: the per-node modules that list ResourceSlices (``upgrade_node_state`` through
-``upgrade/node_api.py``) ship this file and not the release tables the rest of the model
+``cluster/node_state.py``) ship this file and not the release tables the rest of the model
 reads. ``tests/unit/dra/test_resource_versions.py`` holds it to the model: the beta and GA
 versions of ``dra.api.ALL_RESOURCE_VERSIONS``, which comes from the generated releases.
 """

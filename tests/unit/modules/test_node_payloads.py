@@ -25,6 +25,7 @@ NODE_PAYLOADS: dict[str, set[str]] = {
         "module_utils/common/limits.py",
         "module_utils/dra/resource_versions.py",
         "module_utils/kube/client.py",
+        "module_utils/cluster/node_state.py",
         "module_utils/upgrade/node_api.py",
         "module_utils/upgrade/record.py",
     },

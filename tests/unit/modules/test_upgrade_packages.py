@@ -83,11 +83,15 @@ def _server(objects: dict[str, object]):
 
 @pytest.mark.unit
 def test_node_state_reads_cordon_and_devices_of_the_driver() -> None:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import node_api as ns
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_state as ns
 
     get, lst, asked = _server(
         {
-            "/api/v1/nodes/gpu-1": {"spec": {"unschedulable": True}},
+            "/api/v1/nodes/gpu-1": {
+                "metadata": {"labels": {"gpufleet.io/gpu-path": "dra"}},
+                "spec": {"unschedulable": True},
+                "status": {"allocatable": {"nvidia.com/gpu": "0", "cpu": "8"}},
+            },
             "/apis/resource.k8s.io/v1/resourceslices": {
                 "items": [{"spec": {"devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}},
                           {"spec": {"devices": [{"name": "gpu-2"}]}}]
@@ -96,6 +100,8 @@ def test_node_state_reads_cordon_and_devices_of_the_driver() -> None:
     )  # fmt: skip
     assert ns.node_state(get, lst, "gpu-1", "gpu.nvidia.com") == {
         "unschedulable": True,
+        "allocatable": {"nvidia.com/gpu": "0", "cpu": "8"},
+        "labels": {"gpufleet.io/gpu-path": "dra"},
         "devices": 3,
         "slices": 2,
     }
@@ -104,7 +110,7 @@ def test_node_state_reads_cordon_and_devices_of_the_driver() -> None:
 
 @pytest.mark.unit
 def test_node_state_falls_back_to_older_resource_versions_and_skips_slices_without_driver() -> None:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import node_api as ns
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_state as ns
 
     get, lst, asked = _server(
         {
@@ -115,7 +121,13 @@ def test_node_state_falls_back_to_older_resource_versions_and_skips_slices_witho
         }
     )
     got = ns.node_state(get, lst, "cp", "gpu.nvidia.com", versions=("v1", "v1beta2", "v1beta1"))
-    assert got == {"unschedulable": False, "devices": 1, "slices": 1}
+    assert got == {
+        "unschedulable": False,
+        "allocatable": {},
+        "labels": {},
+        "devices": 1,
+        "slices": 1,
+    }
     assert asked[-1] == "/apis/resource.k8s.io/v1beta1/resourceslices"
     asked.clear()
     assert ns.node_state(get, lst, "cp", "")["slices"] == 0
@@ -124,8 +136,8 @@ def test_node_state_falls_back_to_older_resource_versions_and_skips_slices_witho
 
 @pytest.mark.unit
 def test_node_state_raises_for_a_missing_node_so_the_module_asks_again() -> None:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_state as ns
     from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import node_api as ns
 
     get, lst, _ = _server({})
     with pytest.raises(vk.KubeError) as err:

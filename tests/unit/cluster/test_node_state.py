@@ -1,0 +1,79 @@
+"""One Node over the API (plugins/module_utils/cluster/node_state.py): the uncordon's
+requests and the bounded retry. The modules that use them run against a real
+kube-apiserver in tests/integration/test_upgrade_node_modules.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_state as ua
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+
+pytestmark = pytest.mark.unit
+
+
+def _api(node: dict[str, Any]) -> tuple[Any, list[tuple[str, str, Any]]]:
+    sent: list[tuple[str, str, Any]] = []
+
+    def request(method: str, path: str, body: Any = None, content_type: str = "") -> Any:
+        sent.append((method, path, body))
+        if method == "PATCH":
+            assert content_type == ua.MERGE_PATCH
+            node["spec"].pop("unschedulable", None)
+        return node
+
+    return request, sent
+
+
+def test_uncordon_patches_only_a_cordoned_node_and_quotes_its_name() -> None:
+    node = {"spec": {"unschedulable": True}}
+    request, sent = _api(node)
+    assert ua.uncordon(request, "gpu/1") is True
+    assert sent == [
+        ("GET", "/api/v1/nodes/gpu%2F1", None),
+        ("PATCH", "/api/v1/nodes/gpu%2F1", {"spec": {"unschedulable": None}}),
+    ]
+    sent.clear()
+    assert ua.uncordon(request, "gpu/1") is False
+    assert [s[0] for s in sent] == ["GET"]
+
+
+def test_retrying_asks_again_for_no_answer_and_server_errors_within_the_timeout() -> None:
+    t = [0.0]
+    answers: list[Any] = [vk.KubeError(None, "refused"), vk.KubeError(503, "starting"), "ok"]
+
+    def call() -> Any:
+        got = answers.pop(0)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def sleep(s: float) -> None:
+        t[0] += s
+
+    assert ua.retrying(call, 60, 5, sleep=sleep, clock=lambda: t[0]) == ("ok", 3)
+    assert t[0] == 10
+
+
+def test_retrying_stops_at_the_timeout_and_at_once_for_a_refusal() -> None:
+    t = [0.0]
+    calls = [0]
+
+    def down() -> Any:
+        calls[0] += 1
+        raise vk.KubeError(None, "no answer")
+
+    def sleep(s: float) -> None:
+        t[0] += s
+
+    with pytest.raises(vk.KubeError) as err:
+        ua.retrying(down, 12, 5, sleep=sleep, clock=lambda: t[0])
+    assert calls[0] == 3 and err.value.attempts == 3  # t = 0, 5, 10; 15 is past 12
+
+    def forbidden() -> Any:
+        raise vk.KubeError(403, "nodes is forbidden")
+
+    with pytest.raises(vk.KubeError) as err:
+        ua.retrying(forbidden, 60, 5, sleep=sleep, clock=lambda: t[0])
+    assert err.value.attempts == 1 and err.value.status == 403
