@@ -23,6 +23,7 @@ from gpufleet.commands import (
     mig,
     mig_advise,
     mig_apply,
+    migrate,
     report,
     up,
     upgrade,
@@ -50,6 +51,7 @@ main.add_command(lab.lab)
 main.add_command(validate.validate)
 main.add_command(report.report)
 main.add_command(upgrade.upgrade)
+main.add_command(migrate.migrate)
 main.add_command(up.up)
 
 

@@ -69,7 +69,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common import mes
 from rich.console import Console
 
 from gpufleet.commands._options import extra_vars_flag
-from gpufleet.commands._output import report_path
+from gpufleet.commands._validate import run_validate
 from gpufleet.commands.upgrade_report import (
     PhaseTracker,
     own_report,
@@ -381,52 +381,6 @@ def run_extra_vars(plan_extravars: Mapping[str, Any], report_file: Path) -> dict
     return extra
 
 
-def warned_checks(doc: Mapping[str, Any]) -> list[str]:
-    """Ids of the checks of a validate report (``{checks: [{id, status}]}``) that
-    warned."""
-    return [
-        str(c.get("id"))
-        for c in doc.get("checks") or []
-        if isinstance(c, Mapping) and c.get("status") == "warn"
-    ]
-
-
-def run_validate(
-    inventory: list[str], when: str, console: Console, *, refuse_warnings: bool = False
-) -> int:
-    """``playbooks/validate.yml`` with its report written to
-    ``$GPUFLEET_CACHE/reports/validate-upgrade-<when>.json`` and shown as ``gpufleet up``
-    shows it. Returns 0 when the run and every check passed, else 1; with
-    ``refuse_warnings`` (the validation before an upgrade, unless the warnings are
-    accepted explicitly: ``--accept-warnings``, ``upgrade_accept_warnings``) a check that
-    warned counts as failed too."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
-
-    from gpufleet.render import validation
-    from gpufleet.runner import run_playbook
-
-    path = report_path().with_name(f"validate-upgrade-{when}.json")
-    path.parent.mkdir(parents=True, exist_ok=True)  # a fresh machine has no reports/ yet
-    started = time.time()
-    console.rule(f"validate {when} the upgrade")
-    status = run_playbook(
-        "validate", inventory, extravars={"validate_report_file": str(path)}, console=console
-    ).status
-    doc = validation.read_report(path, float(int(started)))
-    if doc is not None:
-        validation.render_report(console, doc, str(path))
-        status = max(status, EXIT_FAILED if vr.exit_code(doc) else EXIT_OK)
-        warned = warned_checks(doc)
-        if refuse_warnings and warned and not status:
-            console.print(
-                f"[red]validate warned before the upgrade ({', '.join(warned)}): fix the "
-                "cause, or accept the warnings explicitly with --accept-warnings "
-                "(-e upgrade_accept_warnings=true)[/red]"
-            )
-            status = EXIT_FAILED
-    return EXIT_FAILED if status else EXIT_OK
-
-
 def run_steps(
     plan: Mapping[str, Any],
     inventory: list[str],
@@ -457,7 +411,10 @@ def run_steps(
             )
         elif (
             has_validate
-            and run_validate(inventory, "before", console, refuse_warnings=not accept_warnings) != 0
+            and run_validate(
+                inventory, "upgrade", "before", console, refuse_warnings=not accept_warnings
+            )
+            != 0
         ):
             console.print("[red]validate failed before the upgrade: nothing was changed[/red]")
             return EXIT_FAILED
@@ -495,7 +452,7 @@ def run_steps(
                     "cause and run the same command again to resume[/red]"
                 )
                 return result.status
-        if has_validate and run_validate(inventory, "after", console) != 0:
+        if has_validate and run_validate(inventory, "upgrade", "after", console) != 0:
             console.print("[red]validate failed after the upgrade: see the report above[/red]")
             return EXIT_FAILED
     except RunError as exc:

@@ -244,7 +244,7 @@ def test_json_without_plan_is_refused_before_anything_runs(site):
 
 
 def test_warnings_before_an_upgrade_are_named_and_accepted_only_explicitly():
-    from gpufleet.commands import upgrade as cmd
+    from gpufleet.commands import _validate as validate_cmd
 
     doc = {
         "checks": [
@@ -252,8 +252,8 @@ def test_warnings_before_an_upgrade_are_named_and_accepted_only_explicitly():
             {"id": "nodes.gpu-labels", "status": "pass"},
         ]
     }
-    assert cmd.warned_checks(doc) == ["gates.model"]
-    assert cmd.warned_checks({"checks": [{"id": "a", "status": "pass"}]}) == []
+    assert validate_cmd.warned_checks(doc) == ["gates.model"]
+    assert validate_cmd.warned_checks({"checks": [{"id": "a", "status": "pass"}]}) == []
     result = CliRunner().invoke(main, ["upgrade", "--help"])
     assert "--accept-warnings" in result.output
 
@@ -282,7 +282,7 @@ def test_validate_around_an_upgrade_creates_the_reports_directory(tmp_path, monk
     from rich.console import Console
 
     import gpufleet.runner
-    from gpufleet.commands import upgrade as upgrade_cmd
+    from gpufleet.commands import _validate as validate_cmd
 
     monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path / "cache"))
     seen = {}
@@ -296,5 +296,5 @@ def test_validate_around_an_upgrade_creates_the_reports_directory(tmp_path, monk
 
     monkeypatch.setattr(gpufleet.runner, "run_playbook", fake_run)
     with open(os.devnull, "w") as sink:
-        upgrade_cmd.run_validate(["inventory/lab"], "after", Console(file=sink))
+        validate_cmd.run_validate(["inventory/lab"], "upgrade", "after", Console(file=sink))
     assert seen == {"dir_exists": True}

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cel", "kubeadm", "dra_driver", "cluster", "host"),
     ("claims", "kueue"),
     ("gate_audit", "report"),
-    ("preflight", "validate", "upgrade"),
+    ("preflight", "validate", "upgrade", "migrate"),
 )
 LAYER = {package: i for i, layer in enumerate(LAYERS) for package in layer}
 

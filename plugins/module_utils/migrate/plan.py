@@ -1,0 +1,392 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The plan of moving one GPU pool from one GPU path to the other (``dra_driver.gpu_paths``):
+from NVIDIA's device plugin to DRA, or back.
+
+Pure: no I/O. The plan says, per node of the pool in its batch, what the node advertises
+now, which GPU pods the move evicts (pods on the node that ask for the device plugin's
+resources, ``nvidia.com/gpu`` or ``nvidia.com/mig-*``, or that hold ResourceClaims), and,
+moving to DRA, which DeviceClass serves each extended resource those pods ask for
+afterwards (``spec.extendedResourceName``: with the gate ``DRAExtendedResource`` on, the
+scheduler serves a pod that asks for ``nvidia.com/gpu: 1`` from the devices of the class
+that names it, on nodes where no device plugin advertises it). What would leave a pod
+without GPUs after the move blocks the plan:
+
+* ``node-missing``: a host of the pool has no Node in the cluster;
+* ``node-dual``: a node advertises its GPUs both ways already (validate's
+  ``nodes.gpu-path-dual``): fix that first;
+* ``extended-resource-not-served``: moving to DRA where the release does not serve
+  ``extendedResourceName`` while pods of the pool ask for an extended resource;
+* ``extended-resource-unmapped``: a resource those pods ask for that no DeviceClass names
+  (``nvidia.com/mig-1g.18gb`` with the device plugin's mixed MIG strategy, when no class
+  maps it);
+* ``claims-on-device-plugin``: moving to the device plugin while pods of the pool hold
+  ResourceClaims (nothing would serve them there);
+* ``no-dra-driver``: moving to DRA with no DeviceClass of the GPU driver in the cluster.
+
+Batches: ``batch_size`` nodes at a time (at least 1), nodes with the fewest GPU pods
+first, then by name, so that a failure shows on the batch that disturbs least.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
+    gpu_paths as gp,
+)
+
+__all__ = [
+    "NodeMove",
+    "PoolHost",
+    "PoolMove",
+    "build_plan",
+    "pod_gpu_requests",
+]
+
+
+@dataclass(frozen=True)
+class PoolHost:
+    """One host of the pool: inventory name, Kubernetes node name, the path its inventory
+    groups declare."""
+
+    host: str
+    node: str
+    declared: str
+
+
+@dataclass(frozen=True)
+class Blocker:
+    rule: str
+    node: str
+    message: str
+    fix: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"rule": self.rule, "node": self.node, "message": self.message, "fix": self.fix}
+
+
+@dataclass
+class NodeMove:
+    """One node: its host, what it advertises now (``device-plugin``, ``dra``, ``both``,
+    ``none``), its batch and the GPU pods the move evicts (``namespace/name`` with what
+    each asks for)."""
+
+    host: str
+    node: str
+    advertises: str
+    batch: int = 0
+    pods: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "node": self.node,
+            "advertises": self.advertises,
+            "batch": self.batch,
+            "pods": [dict(p) for p in self.pods],
+        }
+
+
+@dataclass
+class PoolMove:
+    """The plan: ``pool`` from ``from_path`` to ``to_path``; ``nodes`` in batch order;
+    ``served_by`` maps each extended resource the pool's pods ask for to the DeviceClass
+    that serves it after a move to DRA (``""`` for none); ``blockers`` stop the run;
+    ``notes`` say what the run will not do."""
+
+    pool: str
+    from_path: str
+    to_path: str
+    nodes: list[NodeMove]
+    served_by: dict[str, str]
+    blockers: list[Blocker]
+    notes: list[str]
+
+    @property
+    def batches(self) -> list[list[str]]:
+        out: dict[int, list[str]] = {}
+        for n in self.nodes:
+            out.setdefault(n.batch, []).append(n.node)
+        return [out[k] for k in sorted(out)]
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.blockers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pool": self.pool,
+            "from": self.from_path,
+            "to": self.to_path,
+            "batches": self.batches,
+            "nodes": [n.to_dict() for n in self.nodes],
+            "served_by": dict(self.served_by),
+            "blocked": self.blocked,
+            "blockers": [b.to_dict() for b in self.blockers],
+            "notes": list(self.notes),
+            "evicted_pods": sum(len(n.pods) for n in self.nodes),
+        }
+
+
+def _quantity(value: Any) -> int:
+    """An extended resource's quantity as a whole count (the API allows only integers for
+    them); anything else counts 0."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        return 0
+    return max(number, 0)
+
+
+def _is_gpu_resource(name: str) -> bool:
+    return name == ddc.DEVICE_PLUGIN_RESOURCE or name.startswith(gp.DEVICE_PLUGIN_MIG_PREFIX)
+
+
+def _container_gpus(container: Any) -> dict[str, int]:
+    if not isinstance(container, Mapping):
+        return {}
+    resources = container.get("resources")
+    if not isinstance(resources, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    # an extended resource's request equals its limit; a limit alone is also the request
+    for member in ("limits", "requests"):
+        values = resources.get(member)
+        if isinstance(values, Mapping):
+            for name, value in values.items():
+                if _is_gpu_resource(str(name)):
+                    out[str(name)] = _quantity(value)
+    return out
+
+
+def pod_gpu_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """The device plugin's resources a pod asks for, as the scheduler counts them: the sum
+    over its containers and its sidecars (init containers with ``restartPolicy: Always``),
+    or the largest single init container where that is more."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    total: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    inits = spec.get("initContainers") or []
+    sidecars = [c for c in inits if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"]
+    for container in list(spec.get("containers") or []) + sidecars:
+        for name, count in _container_gpus(container).items():
+            total[name] = total.get(name, 0) + count
+    for container in inits:
+        if container in sidecars:
+            continue
+        for name, count in _container_gpus(container).items():
+            init_peak[name] = max(init_peak.get(name, 0), count)
+    for name, count in init_peak.items():
+        total[name] = max(total.get(name, 0), count)
+    return {k: v for k, v in sorted(total.items()) if v > 0}
+
+
+def _pod_claims(pod: Mapping[str, Any]) -> list[str]:
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    return [
+        str(c.get("name"))
+        for c in spec.get("resourceClaims") or []
+        if isinstance(c, Mapping) and c.get("name")
+    ]
+
+
+def _running(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    return status.get("phase") not in ("Succeeded", "Failed") and not meta.get("deletionTimestamp")
+
+
+def _owner(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return f"{ref.get('kind')}/{ref.get('name')}"
+    return ""
+
+
+def _gpu_pods(pods: Iterable[Mapping[str, Any]], node: str) -> list[dict[str, Any]]:
+    out = []
+    for pod in pods:
+        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+        if spec.get("nodeName") != node or not _running(pod):
+            continue
+        requests = pod_gpu_requests(pod)
+        claims = _pod_claims(pod)
+        if not requests and not claims:
+            continue
+        meta = pod.get("metadata") or {}
+        out.append(
+            {
+                "namespace": str(meta.get("namespace") or ""),
+                "name": str(meta.get("name") or ""),
+                "owner": _owner(pod),
+                "requests": requests,
+                "claims": claims,
+            }
+        )
+    return sorted(out, key=lambda p: (p["namespace"], p["name"]))
+
+
+def _advertises(node: Mapping[str, Any] | None, slice_nodes: set[str]) -> str:
+    if node is None:
+        return gp.NONE
+    name = str((node.get("metadata") or {}).get("name") or "")
+    plugin = any(
+        _quantity(value) > 0 or not str(value).strip().isdigit()
+        for _member, value in gp.device_plugin_resources(node.get("status")).values()
+    )
+    return gp.node_path(plugin, name in slice_nodes)
+
+
+def _slice_nodes(slices: Iterable[Mapping[str, Any]], drivers: Sequence[str]) -> set[str]:
+    out = set()
+    for rslice in slices:
+        spec = rslice.get("spec") if isinstance(rslice.get("spec"), Mapping) else {}
+        if spec.get("driver") in drivers and spec.get("nodeName") and spec.get("devices"):
+            out.add(str(spec["nodeName"]))
+    return out
+
+
+def _class_map(device_classes: Iterable[Mapping[str, Any]]) -> tuple[dict[str, str], bool]:
+    """(extended resource -> the DeviceClass that names it, whether the GPU driver's
+    DeviceClasses exist: ``dra_driver.chart.GPU_DEVICE_CLASSES``, which the chart writes)."""
+    served: dict[str, str] = {}
+    names = set()
+    for dc in sorted(device_classes, key=lambda d: str((d.get("metadata") or {}).get("name"))):
+        name = str((dc.get("metadata") or {}).get("name") or "")
+        names.add(name)
+        spec = dc.get("spec") if isinstance(dc.get("spec"), Mapping) else {}
+        resource = spec.get("extendedResourceName")
+        if isinstance(resource, str) and resource and resource not in served:
+            served[resource] = name
+    return served, ddc.GPU_CLASS in names
+
+
+def build_plan(
+    pool: str,
+    to_path: str,
+    hosts: Sequence[PoolHost],
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    slices: Iterable[Mapping[str, Any]],
+    device_classes: Iterable[Mapping[str, Any]],
+    *,
+    batch_size: int = 1,
+    drivers: Sequence[str] = (ddc.NVIDIA_DRIVER,),
+    extended_resource_served: tuple[bool, str] = (True, ""),
+) -> PoolMove:
+    """The plan of moving ``hosts`` (the pool ``pool``) to ``to_path``.
+
+    ``extended_resource_served``: whether the cluster's release serves DeviceClass
+    ``extendedResourceName`` and, when not, why (the caller asks the version model).
+    Raises ValueError for a ``to_path`` that is not a path, an empty pool or a batch size
+    below 1 (the caller judged them; this is the last guard)."""
+    if to_path not in gp.PATHS:
+        raise ValueError(f"to_path {to_path!r} is not one of {', '.join(gp.PATHS)}")
+    if not hosts:
+        raise ValueError(f"pool {pool!r} has no hosts")
+    if batch_size < 1:
+        raise ValueError(f"batch_size {batch_size!r} is below 1")
+    by_name = {str((n.get("metadata") or {}).get("name") or ""): n for n in nodes}
+    pods = list(pods)
+    drivers = tuple(drivers)
+    slice_nodes = _slice_nodes(slices, drivers)
+    served, gpu_class = _class_map(device_classes)
+    declared = sorted({h.declared for h in hosts})
+    from_path = declared[0] if len(declared) == 1 else "mixed"
+    blockers: list[Blocker] = []
+    notes: list[str] = []
+    moves: list[NodeMove] = []
+    for host in hosts:
+        node = by_name.get(host.node)
+        move = NodeMove(host.host, host.node, _advertises(node, slice_nodes))
+        if node is None:
+            blockers.append(
+                Blocker(
+                    "node-missing",
+                    host.node,
+                    f"host {host.host} of pool {pool} has no Node {host.node} in the cluster",
+                    "join the node first, or set kubernetes_node_name for the host",
+                )
+            )
+        elif move.advertises == gp.BOTH:
+            blockers.append(
+                Blocker(
+                    "node-dual",
+                    host.node,
+                    f"node {host.node} advertises its GPUs both through the device plugin "
+                    "and through DRA already",
+                    "stop one advertiser on the node first (gpufleet validate names both)",
+                )
+            )
+        move.pods = _gpu_pods(pods, host.node)
+        moves.append(move)
+    asked = sorted({r for m in moves for p in m.pods for r in p["requests"]})
+    served_by = {r: served.get(r, "") for r in asked}
+    if to_path == gp.DRA:
+        if not gpu_class:
+            blockers.append(
+                Blocker(
+                    "no-dra-driver",
+                    "",
+                    f"no DeviceClass {ddc.GPU_CLASS} in the cluster: no DRA driver would "
+                    f"publish the GPUs of pool {pool} after the move",
+                    "install the DRA driver first (playbooks/site.yml, role dra_driver)",
+                )
+            )
+        ok, why = extended_resource_served
+        if asked and not ok:
+            blockers.append(
+                Blocker(
+                    "extended-resource-not-served",
+                    "",
+                    f"pods of pool {pool} ask for {', '.join(asked)}, but {why}: after the "
+                    "move nothing would serve them",
+                    "upgrade to a release that serves DeviceClass extendedResourceName "
+                    "(DRAExtendedResource), or move those workloads to claims first",
+                )
+            )
+        for resource in asked:
+            if ok and not served_by[resource]:
+                users = [
+                    f"{p['namespace']}/{p['name']}"
+                    for m in moves
+                    for p in m.pods
+                    if resource in p["requests"]
+                ]
+                blockers.append(
+                    Blocker(
+                        "extended-resource-unmapped",
+                        "",
+                        f"no DeviceClass sets extendedResourceName: {resource}, which "
+                        f"{len(users)} pod(s) of pool {pool} ask for ({', '.join(users[:5])})",
+                        f"add a DeviceClass with extendedResourceName: {resource} (the DRA "
+                        "driver's chart sets nvidia.com/gpu on gpu.nvidia.com), or change "
+                        "those workloads to ask for nvidia.com/gpu or a claim",
+                    )
+                )
+    else:
+        holders = [
+            (m.node, f"{p['namespace']}/{p['name']}") for m in moves for p in m.pods if p["claims"]
+        ]
+        if holders:
+            blockers.append(
+                Blocker(
+                    "claims-on-device-plugin",
+                    holders[0][0],
+                    f"{len(holders)} pod(s) of pool {pool} hold ResourceClaims "
+                    f"({', '.join(h for _n, h in holders[:5])}): nothing serves claims on a "
+                    "device-plugin pool",
+                    "move those workloads to a DRA pool first",
+                )
+            )
+    if from_path == to_path and all(m.advertises == to_path for m in moves):
+        notes.append(f"pool {pool} is on {to_path} already and every node advertises it")
+    moves.sort(key=lambda m: (len(m.pods), m.node))
+    for i, move in enumerate(moves):
+        move.batch = i // batch_size + 1
+    return PoolMove(pool, from_path, to_path, moves, served_by, blockers, notes)
