@@ -100,7 +100,10 @@ class Settings:
     ``gpu_facts``: node -> ``gpu_facts`` module facts (``gpufleet_gpus``,
     ``gpufleet_gpu_driver_version``); ``mig_layout``: node -> wanted ``{profile: count}``
     per MIG-enabled GPU (a mapping of GPU index -> layout, or one layout for all);
-    ``now``: seconds since the epoch.
+    ``node_groups``: inventory group -> Kubernetes node names of its hosts, for the
+    groups that hold a GPU node (the GPU group itself left out): the ``gpu_path_*``
+    groups that declare a pool's GPU path and the node groups that make the pools
+    (``validate.gpu_paths.declared_paths`` reads them); ``now``: seconds since the epoch.
     """
 
     gpu_nodes: list[str] = field(default_factory=list)
@@ -115,6 +118,7 @@ class Settings:
     gates: dict[str, Any] = field(default_factory=dict)
     gpu_facts: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     mig_layout: dict[str, Any] = field(default_factory=dict)
+    node_groups: dict[str, list[str]] = field(default_factory=dict)
     now: float = 0.0
 
 
