@@ -7,8 +7,10 @@ Nodes, Pods, ResourceSlices and ResourceClaims once each (paged, every request w
 ``kube.client.list_cluster``) and prints per node pool, GPU model and MIG profile the
 devices and GPU memory published, allocated, free and stranded, the fragmentation, the
 pending claims and why, the claims allocated with no running consumer and, with
-``--prometheus``, the allocated devices idle over the window (``report.activity``). The figures
-and their definitions are ``plugins/module_utils/report/fleet.py`` (docs/report.md).
+``--prometheus``, the allocated devices idle over the window (``report.activity``); beside
+them, per pool, the GPUs NVIDIA's device plugin advertises and its pods hold, so that both
+paths are counted (``report.paths``). The figures and their definitions are
+``plugins/module_utils/report/fleet.py`` and ``paths.py`` (docs/report.md).
 
 ``--metrics FILE`` writes the leaked and pending claims and the devices of every GPU node
 as Prometheus metrics (``report.metrics``); ``--serve HOST:PORT`` lists the cluster again for
@@ -66,11 +68,27 @@ def _table(report: dict[str, Any]) -> Table:
     return table
 
 
+def _paths_table(report: dict[str, Any]) -> Table:
+    table = Table(title="GPUs per path (NVIDIA device plugin, DRA) and pool", title_justify="left")
+    for name in ("pool", "path"):
+        table.add_column(name, no_wrap=True)
+    for name in rp.PATH_COLUMNS:
+        table.add_column(name, justify="right")
+    table.add_column("allocated/devices per profile")
+    for row in report["paths"].get("pools") or []:
+        table.add_row(escape(str(row["pool"])), row["path"], *map(escape, rp.path_cells(row)))
+    return table
+
+
 def render_terminal(console: Console, report: dict[str, Any]) -> None:
-    """The table per pool, model and profile, the headline, fragmentation per pool, and
-    the first ``SHOWN`` pending and leaked claims."""
+    """The table per pool, model and profile, the table per GPU path and pool, the
+    headline with a line per path, fragmentation per pool, and the first ``SHOWN``
+    pending and leaked claims."""
     console.print(_table(report))
-    for line in rp.headline(report):
+    paths = rp.path_lines(report)
+    if paths:
+        console.print(_paths_table(report))
+    for line in [*rp.headline(report), *paths]:
         console.print(escape(line))
     for pool in report["pools"]:
         console.print(

@@ -1,6 +1,7 @@
 """The utilization report (``report.fleet.build_report`` plus ``meta``) as Markdown and as
-a self-contained HTML page: inline CSS and inline SVG bar charts, no script and no
-external request, so it can be mailed or attached to a CI run as it is."""
+a self-contained HTML page (inline CSS and inline SVG bar charts, no script and no
+external request, so it can be mailed or attached to a CI run as it is), and the lines
+the terminal shares with them."""
 
 from __future__ import annotations
 
@@ -101,6 +102,42 @@ def idle_items(report: Mapping[str, Any]) -> list[str]:
     ]
 
 
+#: Columns of the per path tables: the pool and path, then these keys.
+PATH_COLUMNS = ("nodes", "devices", "allocated", "free", "utilization")
+
+
+def path_cells(row: Mapping[str, Any]) -> list[str]:
+    """The ``PATH_COLUMNS`` of one row of ``paths`` (utilization as a percentage), then
+    its profiles as ``allocated/devices`` (``gpu 14/18, 1g.10gb 2/7``)."""
+    cells = [str(row[k]) for k in PATH_COLUMNS[:-1]] + [percent(row["utilization"])]
+    profiles = ", ".join(
+        f"{p} {v['allocated']}/{v['devices']}" for p, v in (row.get("profiles") or {}).items()
+    )
+    return [*cells, profiles or "-"]
+
+
+def path_lines(report: Mapping[str, Any]) -> list[str]:
+    """One line per GPU path for the cluster (``device-plugin: 16 of 25 devices allocated
+    (64.0%) on 4 node(s)``) and one naming the nodes on both paths; none for a report
+    without ``paths`` (written before the figures existed)."""
+    paths = report.get("paths")
+    if not isinstance(paths, Mapping):
+        return []
+    lines = [
+        f"{r['path']}: {r['allocated']} of {r['devices']} devices allocated "
+        f"({percent(r['utilization'])}) on {r['nodes']} node(s)"
+        for r in paths.get("cluster") or []
+    ]
+    both = paths.get("nodes_both") or []
+    if both:
+        lines.append(
+            f"{len(both)} node(s) advertise their GPUs through both paths and count on both: "
+            + ", ".join(both[:LISTED])
+            + " (gpufleet validate: nodes.gpu-path-dual)"
+        )
+    return lines
+
+
 def _md_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[str]:
     heads = [*keys, *(h for _, h, _ in COLUMNS)]
     out = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
@@ -110,9 +147,24 @@ def _md_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[st
     return out
 
 
+def _md_paths(report: Mapping[str, Any]) -> list[str]:
+    """The section of GPU use per path (NVIDIA's device plugin and DRA) and pool."""
+    lines = path_lines(report)
+    if not lines:
+        return []
+    heads = ["pool", "path", *PATH_COLUMNS, "allocated/devices per profile"]
+    out = ["## GPUs per path and pool", "", *(f"- {line}" for line in lines), ""]
+    out += ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for row in report["paths"].get("pools") or []:
+        cells = [str(row["pool"]), row["path"], *path_cells(row)]
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return [*out, ""]
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     """The report as Markdown: headline, per pool and per model fragmentation, the per
-    pool, model and profile table, pending and leaked claims (the first ``LISTED``)."""
+    pool, model and profile table, the GPUs per path and pool, pending and leaked claims
+    (the first ``LISTED``)."""
     meta = report.get("meta") or {}
     out = [
         "# GPU fleet utilization",
@@ -134,6 +186,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         "",
         *_md_table(report["rows"], ("pool", "model", "profile")),
         "",
+        *_md_paths(report),
         "## Pending claims",
         "",
     ]
@@ -243,10 +296,31 @@ def _html_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
     return f"<table><tr>{heads}</tr>{body}</table>"
 
 
+def _html_paths(report: Mapping[str, Any]) -> str:
+    """The section of GPU use per path and pool, empty for a report without it."""
+    lines = path_lines(report)
+    if not lines:
+        return ""
+    heads = "".join(f'<th class="t">{h}</th>' for h in ("pool", "path")) + "".join(
+        f"<th>{h}</th>" for h in PATH_COLUMNS
+    )
+    heads += '<th class="t">allocated/devices per profile</th>'
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="t">{_esc(row[k])}</td>' for k in ("pool", "path"))
+        + "".join(f"<td>{_esc(c)}</td>" for c in path_cells(row)[:-1])
+        + f'<td class="t">{_esc(path_cells(row)[-1])}</td></tr>'
+        for row in report["paths"].get("pools") or []
+    )
+    items = "".join(f"<li>{_esc(line)}</li>" for line in lines)
+    return f"\n<h2>GPUs per path and pool</h2><ul>{items}</ul><table><tr>{heads}</tr>{body}</table>"
+
+
 def render_html(report: Mapping[str, Any]) -> str:
     """The report as one HTML page: headline and fragmentation figure, a bar chart per
     MIG profile (allocated, free, stranded), fragmentation per pool, the per pool, model
-    and profile table, pending and leaked claims (the first ``LISTED``)."""
+    and profile table, the GPUs per path and pool, pending and leaked claims (the first
+    ``LISTED``)."""
     meta = report.get("meta") or {}
     c = report["cluster"]
     pending = "".join(
@@ -283,7 +357,7 @@ def render_html(report: Mapping[str, Any]) -> str:
 <h2>Fragmentation per pool ({_esc(report.get("pool_label") or "no pool label")})</h2>
 {fragmentation_chart(report["pools"], "pool")}
 <h2>Per pool, model and profile</h2>
-{_html_table(report["rows"], ("pool", "model", "profile"))}
+{_html_table(report["rows"], ("pool", "model", "profile"))}{_html_paths(report)}
 <h2>Pending claims ({c["claims_pending"]})</h2><ul>{pending or "<li>none</li>"}</ul>
 <h2>Claims allocated with no running consumer ({c["claims_leaked"]})</h2>
 <ul>{leaked or "<li>none</li>"}</ul>{idle}

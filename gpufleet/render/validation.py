@@ -56,8 +56,9 @@ def read_report(path: Path, since: float | None = None) -> dict[str, Any] | None
 
 def render_report(console: Console, report: Mapping[str, Any], title: str | None = None) -> None:
     """The headline (``validation: PASS  0 failed, ...``), then one table per area
-    (failures first) with the problems and fix of each failed or warned check under its
-    summary, then the run's figures when the report has them. ``report`` must be usable
+    (failures first) with each check's ``details`` lines, and the problems and fix of each
+    failed or warned check, under its summary, then the run's figures when the report has
+    them. ``report`` must be usable
     (:func:`usable_report`)."""
     checks = list(report["checks"])
     counts = vr.counts(checks)
@@ -92,7 +93,7 @@ def _area_table(area: str, items: list[Mapping[str, Any]]) -> Table:
     table.add_column("check", no_wrap=True)
     table.add_column("summary", overflow="fold")
     for c in items:
-        lines = [c["summary"]]
+        lines = [c["summary"], *(f"  {line}" for line in vr.details_of(c))]
         if c["status"] in (vr.FAIL, vr.WARN):
             problems = c["problems"]
             lines += [

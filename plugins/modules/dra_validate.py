@@ -44,6 +44,19 @@ options:
     type: list
     elements: str
     default: []
+  node_groups:
+    description:
+      - Inventory groups that hold a GPU node, group name to the Kubernetes node names of
+        all its hosts, the GPU group itself left out. The C(gpu_path_*) groups declare the
+        GPU path of their nodes (C(gpu_path_device_plugin), C(gpu_path_dra); a GPU node in
+        neither is on DRA); the groups whose hosts are all GPU nodes make the pools, each
+        node in its innermost ones.
+      - The DRA checks C(nodes.plugin-running) and C(nodes.resourceslices) leave out the
+        nodes of device-plugin pools, which C(nodes.device-plugin-gpus) judges;
+        C(nodes.gpu-paths) reports per pool the path declared against the path its nodes
+        advertise. Empty, every GPU node is on DRA in one pool.
+    type: dict
+    default: {}
   hosts:
     description:
       - "Per host what the playbook read: C(host), C(node), C(gpu_node), C(simulator),
@@ -207,7 +220,8 @@ report:
       (C(kubernetes_version), C(api_requests), C(api_request_log), C(objects),
       C(timings_s), C(duration_s)) and C(checks), failures first, each with C(id),
       C(area), C(title), C(status), C(summary), C(problems) (C(subject), C(status),
-      C(message)), C(evidence) (C(source), C(detail)), C(fix), C(reason) and C(data).
+      C(message)), C(evidence) (C(source), C(detail)), C(fix), C(reason), C(data) and
+      C(details) (lines of what the check found, such as the GPU path per pool).
   returned: success
   type: dict
 exit_code:
@@ -256,6 +270,7 @@ def main() -> None:
         argument_spec=dict(
             **vk.kube_auth_argspec(),
             gpu_nodes=dict(type="list", elements="str", default=[]),
+            node_groups=dict(type="dict", default={}),
             hosts=dict(type="list", elements="dict", default=[]),
             gate_facts=dict(type="raw"),
             gate_hosts=dict(type="list", elements="str", default=[]),

@@ -106,6 +106,7 @@ def test_rules_render_check_and_pass_their_unit_tests(tmp_path: Path) -> None:
         "DRAClaimPending",
         "DRAPodsUnschedulable",
         "GPUNodeWithoutResourceSlice",
+        "GPUNodeDualAdvertised",
         "DRAKubeletPluginDown",
         "DRAPrepareErrors",
         "DRABindingConditionsFailed",
@@ -120,7 +121,7 @@ def test_rules_render_check_and_pass_their_unit_tests(tmp_path: Path) -> None:
         timeout=60,
     )
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 12 rules found" in check.stdout + check.stderr
+    assert "SUCCESS: 13 rules found" in check.stdout + check.stderr
     # the unit tests of the rules run against the rendered file, next to it
     shutil.copy(DATA / "gpufleet-dra.rules.test.yml", rules.parent)
     test = subprocess.run(
@@ -185,6 +186,7 @@ def test_short_durations_reach_the_rules(tmp_path: Path) -> None:
         monitoring_device_idle_for="1m",
         monitoring_claim_create_failed_for="2m",
         monitoring_binding_conditions_failed_for="3m",
+        monitoring_gpu_path_dual_for="4m",
     )
     assert out.returncode == 0, out.stdout + out.stderr
     doc = yaml.safe_load((tmp_path / "out" / "rules" / "gpufleet-dra.rules.yml").read_text())
@@ -193,6 +195,7 @@ def test_short_durations_reach_the_rules(tmp_path: Path) -> None:
     assert rules["DRAAllocatedDeviceIdle"]["for"] == "1m"
     assert rules["DRAClaimCreateFailures"]["for"] == "2m"
     assert rules["DRABindingConditionsFailed"]["for"] == "3m"
+    assert rules["GPUNodeDualAdvertised"]["for"] == "4m"
     assert rules["DRAClaimLeaked"]["for"] == "10m"
 
 

@@ -126,3 +126,76 @@ def test_a_node_advertised_by_the_device_plugin_and_dra_fails_naming_both(
     ext = checks["api.deviceclass-extended-resource"]
     assert ext.status == "pass", ext.problems
     assert "DRAExtendedResource is GA" in ext.summary
+
+
+def test_pools_report_their_declared_path_and_the_dra_checks_leave_device_plugin_nodes_out(
+    apiserver: ControlPlane,
+) -> None:
+    """Pool ``pool_dp`` on the device plugin (one node listing ``nvidia.com/gpu``, one whose
+    plugin stopped at 0), pool ``pool_dra`` on DRA (one node moved, one still on the device
+    plugin): the DRA checks judge ``pool_dra`` only, ``nodes.device-plugin-gpus`` fails the
+    stopped node and ``nodes.gpu-paths`` the node left behind."""
+    cp = apiserver
+    names = ["dp-ok", "dp-stopped", "dra-moved", "dra-behind"]
+    apply(cp, [node(n) for n in names])
+    for name, gpus in (("dp-ok", "8"), ("dp-stopped", "0"), ("dra-behind", "8")):
+        cp.kubectl(
+            "patch",
+            "node",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps(
+                {
+                    "status": {
+                        "capacity": {"cpu": "64", ddc.DEVICE_PLUGIN_RESOURCE: gpus},
+                        "allocatable": {"cpu": "63", ddc.DEVICE_PLUGIN_RESOURCE: gpus},
+                    }
+                }
+            ),
+        )
+    apply(cp, [gpu_slice("dra-moved", 8)])
+
+    listing = vli.list_cluster(vk.Kube(str(cp.kubeconfig)))
+    assert not listing.errors, listing.errors
+    settings = vli.Settings(
+        driver=ddc.NVIDIA_DRIVER,
+        device_classes=[ddc.GPU_CLASS],
+        gpu_nodes=names,
+        node_groups={
+            "pool_dp": ["dp-ok", "dp-stopped"],
+            "pool_dra": ["dra-moved", "dra-behind"],
+            "gpu_path_device_plugin": ["dp-ok", "dp-stopped"],
+            "gpu_path_dra": ["dra-moved", "dra-behind"],
+        },
+    )
+    checks = {c.id: c for c in vc.all_checks(listing, settings)}
+
+    slices = checks["nodes.resourceslices"]
+    assert [p.subject for p in slices.problems] == ["dra-behind"]
+    assert any("left out: 2 GPU node(s)" in e.detail for e in slices.evidence)
+    assert [p.subject for p in checks["nodes.plugin-running"].problems] == [
+        "dra-moved",
+        "dra-behind",
+    ]
+
+    dp = checks["nodes.device-plugin-gpus"]
+    assert [(p.subject, p.status) for p in dp.problems] == [("dp-stopped", "fail")]
+    assert "nvidia.com/gpu=0: NVIDIA's device plugin stopped" in dp.problems[0].message
+    assert dp.data["nodes"] == {
+        "dp-ok": {ddc.DEVICE_PLUGIN_RESOURCE: "8"},
+        "dp-stopped": {ddc.DEVICE_PLUGIN_RESOURCE: "0"},
+    }
+
+    pools = checks["nodes.gpu-paths"]
+    assert [(p.subject, p.status) for p in pools.problems] == [
+        ("dp-stopped", "fail"),
+        ("dra-behind", "fail"),
+    ]
+    assert pools.details[:2] == [
+        "pool_dp: declares device-plugin; 2 node(s) advertise device-plugin 1, none 1 "
+        "(off path: dp-stopped none)",
+        "pool_dra: declares dra; 2 node(s) advertise device-plugin 1, dra 1 "
+        "(off path: dra-behind device-plugin)",
+    ]

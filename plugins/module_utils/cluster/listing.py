@@ -100,7 +100,10 @@ class Settings:
     ``gpu_facts``: node -> ``gpu_facts`` module facts (``gpufleet_gpus``,
     ``gpufleet_gpu_driver_version``); ``mig_layout``: node -> wanted ``{profile: count}``
     per MIG-enabled GPU (a mapping of GPU index -> layout, or one layout for all);
-    ``now``: seconds since the epoch.
+    ``node_groups``: inventory group -> Kubernetes node names of its hosts, for the
+    groups that hold a GPU node (the GPU group itself left out): the ``gpu_path_*``
+    groups that declare a pool's GPU path and the node groups that make the pools
+    (``validate.gpu_paths.declared_paths`` reads them); ``now``: seconds since the epoch.
     """
 
     gpu_nodes: list[str] = field(default_factory=list)
@@ -115,6 +118,7 @@ class Settings:
     gates: dict[str, Any] = field(default_factory=dict)
     gpu_facts: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     mig_layout: dict[str, Any] = field(default_factory=dict)
+    node_groups: dict[str, list[str]] = field(default_factory=dict)
     now: float = 0.0
 
 
@@ -199,7 +203,8 @@ def _pick(obj: Any, keys: Sequence[str]) -> dict[str, Any]:
 
 
 #: The pod fields the checks read (``validate.cluster``: apiserver versions, plugin pods;
-#: ``claims.pods.PodIndex``: pods by name, their claims, done or not, scheduler messages).
+#: ``claims.pods.PodIndex``: pods by name, their claims, done or not, scheduler messages;
+#: the report: the extended resources of its containers, ``trim_pod``).
 POD_FIELDS = {
     "metadata": ("name", "namespace", "uid", "labels", "deletionTimestamp"),
     "spec": ("nodeName", "resourceClaims"),
@@ -212,14 +217,47 @@ POD_FIELDS = {
 POD_CONDITION = ("PodScheduled", ("type", "status", "reason", "message"))
 
 
+def _extended_resources(resources: Any) -> dict[str, Any]:
+    """A container's ``resources`` with only the extended resources of its ``requests``
+    and ``limits`` (a name with a domain prefix: ``nvidia.com/gpu``; the native ``cpu``,
+    ``memory``, ``ephemeral-storage`` and ``hugepages-*`` have none), which the report
+    counts per node; ``{}`` when it lists none."""
+    out = {}
+    for member in ("requests", "limits"):
+        values = resources.get(member) if isinstance(resources, Mapping) else None
+        if isinstance(values, Mapping):
+            kept = {k: v for k, v in values.items() if "/" in str(k)}
+            if kept:
+                out[member] = kept
+    return out
+
+
+def _container(container: Any, keys: Sequence[str]) -> dict[str, Any]:
+    out = _pick(container, keys)
+    resources = _extended_resources(
+        container.get("resources") if isinstance(container, Mapping) else None
+    )
+    if resources:
+        out["resources"] = resources
+    return out
+
+
 def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """A pod with ``POD_FIELDS`` only, its containers' ``name`` and ``image``, its
-    container statuses' ``name`` and ``ready`` and its ``POD_CONDITION``; volumes,
-    tolerations, env, probes, the other conditions and the rest are dropped."""
+    """A pod with ``POD_FIELDS`` only, its containers' ``name``, ``image`` and extended
+    resources (``_extended_resources``), its init containers' ``name``, ``restartPolicy``
+    and extended resources, its container statuses' ``name`` and ``ready`` and its
+    ``POD_CONDITION``; volumes, tolerations, env, probes, the other resources and
+    conditions and the rest are dropped."""
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     out_spec = _pick(spec, POD_FIELDS["spec"])
-    out_spec["containers"] = [_pick(c, ("name", "image")) for c in spec.get("containers") or []]
+    out_spec["containers"] = [
+        _container(c, ("name", "image")) for c in spec.get("containers") or []
+    ]
+    if spec.get("initContainers"):
+        out_spec["initContainers"] = [
+            _container(c, ("name", "restartPolicy")) for c in spec.get("initContainers") or []
+        ]
     out_status = _pick(status, POD_FIELDS["status"])
     if "conditions" in status:
         kind, fields = POD_CONDITION

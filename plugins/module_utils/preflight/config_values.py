@@ -193,6 +193,7 @@ CONFIG_VARIABLES: dict[str, tuple[str, str]] = {
     "monitoring_dra_gate_missing_for": ("duration", "the alerting rules (for:)"),
     "monitoring_claim_create_failed_for": ("duration", "the alerting rules (for:)"),
     "monitoring_binding_conditions_failed_for": ("duration", "the alerting rules (for:)"),
+    "monitoring_gpu_path_dual_for": ("duration", "the alerting rules (for:)"),
     "monitoring_device_idle_window": ("duration", "the alerting rules (a PromQL range)"),
     "monitoring_device_idle_percent": ("percent", "the alerting rules (a PromQL threshold)"),
     "monitoring_promtool": ("command", "the validate command line of the rendered files"),

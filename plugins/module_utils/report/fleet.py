@@ -1,7 +1,8 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
 """Utilization of a DRA GPU fleet: devices published, allocated and free, GPU memory
-stranded, claims pending and why, claims allocated for nobody, and fragmentation.
+stranded, claims pending and why, claims allocated for nobody, and fragmentation; beside
+it the GPUs NVIDIA's device plugin hands out, per path and pool (``report.paths``).
 
 Pure functions over listed objects (JSON dicts as the API returns them: ResourceSlices,
 ResourceClaims, Pods, Nodes, listed once by ``kube.client.list_cluster``); no I/O.
@@ -70,6 +71,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import activity as fa
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import paths as rpaths
 
 __all__ = [
     "ALL_ALLOCATED",
@@ -197,6 +199,18 @@ OBJECT_SHAPES: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
     "pods": (
         *_META,
         ("spec.nodeName", _STR),
+        *(
+            shape
+            for member in ("containers", "initContainers")
+            for shape in (
+                (f"spec.{member}", _LIST),
+                (f"spec.{member}.*", _MAP),
+                (f"spec.{member}.*.resources", _MAP),
+                (f"spec.{member}.*.resources.requests", _MAP),
+                (f"spec.{member}.*.resources.limits", _MAP),
+            )
+        ),
+        ("spec.initContainers.*.restartPolicy", _STR),
         ("spec.resourceClaims", _LIST),
         ("spec.resourceClaims.*", _MAP),
         ("spec.resourceClaims.*.resourceClaimName", _STR),
@@ -205,7 +219,10 @@ OBJECT_SHAPES: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
         ("status.resourceClaimStatuses.*", _MAP),
         ("status.resourceClaimStatuses.*.resourceClaimName", _STR),
     ),
-    "nodes": _META,
+    "nodes": (
+        *_META,
+        ("status.allocatable", _MAP),
+    ),
 }
 
 
@@ -705,8 +722,10 @@ def build_report(
     pending and leaked counts), ``pools``, ``models``, ``profiles`` (per model and
     profile) and ``rows`` (per pool, model and profile) with ``Totals``; ``nodes`` (per
     node its free memory, largest free device and fragmentation); ``pending`` and
-    ``leaked`` claims; ``cluster.objects_skipped``: per kind the objects not read
-    (``readable_objects``). Memory figures are bytes. With ``activity`` (percent per
+    ``leaked`` claims; ``paths``: devices, allocations and utilization per GPU path
+    (NVIDIA's device plugin and DRA), for the cluster and per pool
+    (``report.paths.path_figures``); ``cluster.objects_skipped``: per kind the objects not
+    read (``readable_objects``). Memory figures are bytes. With ``activity`` (percent per
     device id over ``activity_window``, ``report.activity.fetch``): ``idle``, the allocated
     devices below ``idle_below`` percent, and ``activity``; both None without it."""
     skipped = {}
@@ -749,6 +768,7 @@ def build_report(
         "nodes": node_rows,
         "pending": [p.to_dict() for p in pending],
         "leaked": leaked,
+        "paths": rpaths.path_figures(nodes, pods, devices, pools, WHOLE_GPU, NO_POOL),
         "pool_label": pool_label,
         "driver": driver,
         **_activity(devices, activity, activity_window, idle_below),

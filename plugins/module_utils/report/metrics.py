@@ -2,7 +2,8 @@
 # Apache License 2.0 (see LICENSE)
 """The utilization report (``report.fleet.build_report``) as Prometheus metrics, for the
 alerting rules that need object state no Kubernetes component exports per object: claims
-allocated for nobody, claims pending, GPU nodes that publish no device.
+allocated for nobody, claims pending, GPU nodes that publish no device, nodes whose GPUs
+NVIDIA's device plugin advertises as well.
 
 ``render(report, nodes)`` returns the text exposition format (version 0.0.4, the format
 Prometheus scrapes from ``/metrics`` and node_exporter's textfile collector reads):
@@ -13,7 +14,14 @@ Prometheus scrapes from ``/metrics`` and node_exporter's textfile collector read
   report's ``pending``; ``reason`` its first reason);
 - ``gpufleet_gpu_node_resourceslice_devices{node}`` devices of the reported driver that
   ResourceSlices publish on each GPU node (a node labeled ``nvidia.com/gpu.present=true``,
-  ``node_labels.DEFAULT_LABELS``), 0 for a GPU node with none;
+  ``node_labels.DEFAULT_LABELS``), 0 for a GPU node with none, and on each other listed
+  node they publish devices on;
+- ``gpufleet_node_device_plugin_allocatable{node, resource}`` each device plugin resource
+  (``nvidia.com/gpu``, ``nvidia.com/mig-*``: ``dra_driver.gpu_paths``) a Node lists in
+  ``status.allocatable``, as a whole count (``report.paths.whole``; 0 for one listed at 0,
+  a device plugin that stopped), the series kube-state-metrics names
+  ``kube_node_status_allocatable{resource="nvidia_com_gpu"}``; with the previous one it
+  shows a node advertised by both NVIDIA's device plugin and the DRA driver;
 - ``gpufleet_dra_devices{state}`` published devices, ``allocated`` and ``free``;
 - ``gpufleet_dra_claims_leaked``, ``gpufleet_dra_claims_pending`` the counts.
 
@@ -28,6 +36,10 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.node_labels import (
     DEFAULT_LABELS,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
+    gpu_paths as gp,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import paths as rpaths
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -60,10 +72,48 @@ def gpu_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[str]:
     return sorted(out)
 
 
+def device_plugin_allocatable(nodes: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, int]]:
+    """``(node, resource, whole count)`` for each device plugin resource each Node lists
+    in ``status.allocatable``, by node and resource."""
+    out = []
+    for node in nodes:
+        meta = node.get("metadata") if isinstance(node, Mapping) else None
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+            continue
+        listed = gp.device_plugin_resources(node.get("status"))
+        for resource, (member, quantity) in sorted(listed.items()):
+            if member == "allocatable":
+                out.append((meta["name"], resource, rpaths.whole(quantity)))
+    return sorted(out)
+
+
+def _resourceslice_samples(
+    report: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """``gpufleet_gpu_node_resourceslice_devices`` of each GPU node among ``nodes`` and
+    each other listed node the report's devices are published on."""
+    published: dict[str, int] = {}
+    for row in report.get("nodes") or []:
+        published[row["node"]] = published.get(row["node"], 0) + int(row["devices_published"])
+    listed = {
+        n["metadata"]["name"]
+        for n in nodes
+        if isinstance(n, Mapping)
+        and isinstance(n.get("metadata"), Mapping)
+        and isinstance(n["metadata"].get("name"), str)
+    }
+    publishing = {n for n, count in published.items() if count and n in listed}
+    return [
+        _series("gpufleet_gpu_node_resourceslice_devices", {"node": n}, published.get(n, 0))
+        for n in sorted(set(gpu_nodes(nodes)) | publishing)
+    ]
+
+
 def render(report: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> str:
     """The metrics of ``report`` (``report.fleet.build_report``) and the GPU nodes among
     ``nodes`` (Node objects as the API returns them), as exposition text."""
     lines: list[str] = []
+    nodes = list(nodes)
 
     def family(name: str, kind: str, doc: str, samples: list[str]) -> None:
         lines.extend([f"# HELP {name} {doc}", f"# TYPE {name} {kind}", *samples])
@@ -102,16 +152,24 @@ def render(report: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> str
             for item in report.get("pending") or []
         ],
     )
-    published: dict[str, int] = {}
-    for row in report.get("nodes") or []:
-        published[row["node"]] = published.get(row["node"], 0) + int(row["devices_published"])
     family(
         "gpufleet_gpu_node_resourceslice_devices",
         "gauge",
         "Devices of the driver that ResourceSlices publish on each GPU node.",
+        _resourceslice_samples(report, nodes),
+    )
+    family(
+        "gpufleet_node_device_plugin_allocatable",
+        "gauge",
+        "Device plugin resources (nvidia.com/gpu, nvidia.com/mig-*) in each Node's "
+        "status.allocatable.",
         [
-            _series("gpufleet_gpu_node_resourceslice_devices", {"node": n}, published.get(n, 0))
-            for n in gpu_nodes(nodes)
+            _series(
+                "gpufleet_node_device_plugin_allocatable",
+                {"node": node, "resource": resource},
+                count,
+            )
+            for node, resource, count in device_plugin_allocatable(nodes)
         ],
     )
     cluster = report.get("cluster") or {}

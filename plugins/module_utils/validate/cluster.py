@@ -25,13 +25,19 @@ id                                 what it checks
 ``api.deviceclass-extended-resource`` no DeviceClass sets extendedResourceName where
                                    the release does not serve it (DRAExtendedResource)
 ``nodes.gpu-labels``               every GPU node has the GPU labels
-``nodes.plugin-running``           the DRA kubelet plugin pod runs on every GPU node
-``nodes.resourceslices``           each GPU node publishes ResourceSlices whose devices
-                                   match its GPUs (facts) and the wanted MIG layout
+``nodes.plugin-running``           the DRA kubelet plugin pod runs on every GPU node of
+                                   a DRA pool
+``nodes.resourceslices``           each GPU node of a DRA pool publishes ResourceSlices
+                                   whose devices match its GPUs (facts) and the wanted
+                                   MIG layout
 ``nodes.orphan-slices``            no ResourceSlice of a node without its plugin pod
 ``nodes.gpu-path-dual``            no node advertises its GPUs both as nvidia.com/gpu
                                    (device plugin) and in ResourceSlices (DRA)
 ``nodes.gpu-path-none``            every GPU node advertises its GPUs one way
+``nodes.device-plugin-gpus``       each GPU node of a device-plugin pool lists
+                                   nvidia.com/gpu above 0 in status.allocatable
+``nodes.gpu-paths``                per pool, the path it declares (inventory groups
+                                   gpu_path_*) against what its nodes advertise
 ``claims.leaked``                  no claim holds devices for pods that are gone
 ``claims.pending``                 no claim pending longer than the threshold
 ``claims.prepare-failed``          no kubelet Event FailedPrepareDynamicResources: a

@@ -12,6 +12,13 @@ device plugin or DRA, never both on one node.
   ``dra``, ``both`` or ``none``) and the nodes per path (``counts``).
 * ``nodes.gpu-path-none``: every GPU node (labels ``gpu_labels``, or in the inventory's
   ``gpu_nodes``) advertises its GPUs one way or the other.
+* ``nodes.device-plugin-gpus``: every GPU node whose pool declares the device-plugin path
+  lists ``nvidia.com/gpu`` (or ``nvidia.com/mig-*``, the device plugin's mixed MIG
+  strategy) above 0 in ``status.allocatable``, the quantity the scheduler hands out. The
+  DRA checks (``nodes.plugin-running``, ``nodes.resourceslices``) leave these nodes out.
+* ``nodes.gpu-paths``: per pool (node group of the inventory) the path it declares, its
+  nodes and the path each advertises; passes when they agree. Its ``data.pools`` and the
+  check's ``details`` (one line per pool) are the path report.
 * ``api.deviceclass-extended-resource``: no DeviceClass sets ``spec.extendedResourceName``
   where the cluster's release does not serve the field: the gate ``DRAExtendedResource``
   is off there (the version model's stage per release; the gate audit's kube-apiserver
@@ -19,6 +26,13 @@ device plugin or DRA, never both on one node.
   field of a disabled gate on write (``pkg/registry/resource/deviceclass/strategy.go``
   ``dropDisabledFields``), and kube-scheduler serves pods that ask for the resource
   through DRA only with the gate on.
+
+The path a GPU node's pool declares has one owner here, ``declared_paths``: the groups of
+``Settings.node_groups`` read by ``dra_driver.gpu_paths.inventory_paths`` (a node in no
+``gpu_path_*`` group is on ``DEFAULT_PATH``). Its pool is its innermost node groups: the
+groups of ``node_groups`` whose every host is a GPU node, other than the path groups, less
+any that holds another of the node's node groups (``gpu_nodes`` > ``gpu_h200``: the pool
+is ``gpu_h200``); a node in two groups that do not nest is in both (``gpu_h200+rack_7``).
 
 Pure functions over ``cluster.listing.Listing``: the objects were listed once, each list
 call under the client's one deadline (``cluster.listing.list_cluster``).
@@ -56,8 +70,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report i
 
 __all__ = [
     "EXTENDED_RESOURCE_GATE",
+    "NOT_IN_INVENTORY",
+    "NO_NODE_GROUP",
+    "Declared",
     "NodeGpus",
     "advertisers",
+    "declared_paths",
     "extended_resource_served",
     "gpu_paths_checks",
 ]
@@ -66,6 +84,75 @@ __all__ = [
 EXTENDED_RESOURCE_GATE = "DRAExtendedResource"
 #: ResourceSlices a finding names one by one; the rest are counted.
 MAX_SLICES_NAMED = 3
+#: Nodes a line of the path report names one by one; the rest are counted.
+MAX_NODES_NAMED = 5
+#: Pool of a GPU node of the inventory in no node group but the GPU group.
+NO_NODE_GROUP = "(no node group)"
+#: Pool of a node that carries the GPU labels or advertises GPUs but is not a GPU node
+#: of the inventory: no path is declared for it.
+NOT_IN_INVENTORY = "(not in the inventory)"
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What the inventory declares for one GPU node: ``pool`` (its innermost node
+    groups, ``+``-joined, or ``NO_NODE_GROUP``), ``paths`` (the known paths of its
+    ``gpu_path_*`` groups, ``gp.PATHS`` order; none: ``gp.DEFAULT_PATH``)."""
+
+    node: str
+    pool: str
+    paths: tuple[str, ...] = ()
+
+    @property
+    def path(self) -> str:
+        """``device-plugin`` or ``dra``; ``both`` for a node in both path groups (which
+        preflight refuses: ``gpu-path-both``)."""
+        if len(self.paths) > 1:
+            return gp.BOTH
+        return self.paths[0] if self.paths else gp.DEFAULT_PATH
+
+    def source(self) -> str:
+        """Where the path comes from: ``group gpu_path_device_plugin``, or the default."""
+        if self.paths:
+            return "group " + " and ".join(gp.path_group(p) for p in self.paths)
+        return f"in no {gp.PATH_GROUP_PREFIX}* group, the default"
+
+    def groups(self) -> str:
+        """The path groups the node is in: ``gpu_path_device_plugin and gpu_path_dra``."""
+        return " and ".join(gp.path_group(p) for p in self.paths)
+
+    def on_path(self) -> str:
+        """``the inventory puts pool gpu_h200 on dra (group gpu_path_dra)``."""
+        who = "the node" if self.pool == NO_NODE_GROUP else f"pool {self.pool}"
+        return f"the inventory puts {who} on {self.path} ({self.source()})"
+
+
+def declared_paths(settings: Settings) -> dict[str, Declared]:
+    """Node name -> ``Declared`` for every GPU node of the inventory
+    (``settings.gpu_nodes``), from ``settings.node_groups`` (group -> node names; a
+    value that is not a list names no node)."""
+    gpu = set(settings.gpu_nodes)
+    path_groups: dict[str, list[str]] = {n: [] for n in settings.gpu_nodes}
+    node_groups: dict[str, list[frozenset[str]]] = {n: [] for n in settings.gpu_nodes}
+    named: dict[frozenset[str], set[str]] = {}
+    for group, members in sorted(settings.node_groups.items()):
+        hosts = frozenset(str(m) for m in members) if isinstance(members, list) else frozenset()
+        if str(group).startswith(gp.PATH_GROUP_PREFIX):
+            for m in hosts & gpu:
+                path_groups[m].append(str(group))
+        elif hosts and hosts <= gpu:
+            named.setdefault(hosts, set()).add(str(group))
+            for m in hosts:
+                if hosts not in node_groups[m]:
+                    node_groups[m].append(hosts)
+    out = {}
+    for n in settings.gpu_nodes:
+        mine = node_groups[n]
+        innermost = [h for h in mine if not any(o < h for o in mine)]
+        pool = "+".join(sorted(g for h in innermost for g in named[h])) or NO_NODE_GROUP
+        paths, _unknown = gp.inventory_paths(path_groups[n])  # preflight names the unknown
+        out[n] = Declared(n, pool, tuple(paths))
+    return out
 
 
 @dataclass
@@ -114,6 +201,13 @@ def _count(quantity: Any) -> Any:
     return value if value >= 0 else None
 
 
+def _whole(quantity: Any) -> int | None:
+    """The quantity as a whole count above 0 (``8``, ``1k``), else None (``0``, ``500m``,
+    ``abc``): an extended resource is handed out in whole units."""
+    value = _count(quantity)
+    return int(value) if value is not None and value > 0 and value.denominator == 1 else None
+
+
 def _is_gpu_node(labels: Any, gpu_labels: Mapping[str, str]) -> bool:
     return (
         bool(gpu_labels)
@@ -158,18 +252,27 @@ def advertisers(listing: Listing, settings: Settings) -> dict[str, NodeGpus]:
 def gpu_paths_checks(
     listing: Listing, settings: Settings, audit: Mapping[str, Any] | None = None
 ) -> list[Check]:
-    """``nodes.gpu-path-dual``, ``nodes.gpu-path-none``, ``api.deviceclass-extended-resource``.
-    ``audit``: the gate audit (``gate_audit.report``'s dict), whose kube-apiserver flags
-    say whether ``DRAExtendedResource`` was set there."""
+    """``nodes.gpu-path-dual``, ``nodes.gpu-path-none``, ``nodes.device-plugin-gpus``,
+    ``nodes.gpu-paths``, ``api.deviceclass-extended-resource``. ``audit``: the gate audit
+    (``gate_audit.report``'s dict), whose kube-apiserver flags say whether
+    ``DRAExtendedResource`` was set there."""
     why = _unlisted(listing)
     if why:
         checks = [
             skipped("nodes.gpu-path-dual", _DUAL_TITLE, why),
             skipped("nodes.gpu-path-none", _NONE_TITLE, why),
+            skipped(_DP_ID, _DP_TITLE, why),
+            skipped(_POOLS_ID, _POOLS_TITLE, why),
         ]
     else:
         nodes = advertisers(listing, settings)
-        checks = [_dual_check(listing, settings, nodes), _none_check(listing, settings, nodes)]
+        declared = declared_paths(settings)
+        checks = [
+            _dual_check(listing, settings, nodes, declared),
+            _none_check(listing, settings, nodes),
+            _device_plugin_check(listing, settings, nodes, declared),
+            _pools_check(listing, settings, nodes, declared),
+        ]
     checks.append(_extended_resource_check(listing, settings, audit))
     return checks
 
@@ -206,7 +309,22 @@ def _evidence(listing: Listing, settings: Settings) -> list[Evidence]:
     ]
 
 
-def _dual_check(listing: Listing, settings: Settings, nodes: Mapping[str, NodeGpus]) -> Check:
+def _keep_side(declared: Declared | None) -> str:
+    """What a node on both paths should keep, from the path its pool declares."""
+    if declared is None:
+        return "; the node is not a GPU node of the inventory, so no path is declared for it"
+    if declared.path == gp.BOTH:
+        return f"; it is in both {declared.groups()}: keep its pool in one"
+    other = gp.DRA if declared.path == gp.DEVICE_PLUGIN else gp.DEVICE_PLUGIN
+    return f"; {declared.on_path()}: remove the {other} advertiser"
+
+
+def _dual_check(
+    listing: Listing,
+    settings: Settings,
+    nodes: Mapping[str, NodeGpus],
+    declared: Mapping[str, Declared],
+) -> Check:
     c = Check("nodes.gpu-path-dual", _DUAL_TITLE, evidence=_evidence(listing, settings))
     for name in sorted(nodes):
         info = nodes[name]
@@ -218,7 +336,7 @@ def _dual_check(listing: Listing, settings: Settings, nodes: Mapping[str, NodeGp
             f"{info.plugin_text()} (NVIDIA device plugin) and {info.devices} device(s) in "
             f"ResourceSlice(s) {info.slices_text()} of driver "
             f"{', '.join(sorted(info.drivers))} (DRA): two advertisers of the same GPUs, "
-            "the scheduler can hand one GPU out twice",
+            "the scheduler can hand one GPU out twice" + _keep_side(declared.get(name)),
         )
     paths = {
         n: nodes[n].path for n in sorted(nodes) if nodes[n].gpu_node or nodes[n].path != gp.NONE
@@ -283,6 +401,227 @@ def _none_check(listing: Listing, settings: Settings, nodes: Mapping[str, NodeGp
         "plugin (group gpu_path_device_plugin): NVIDIA's device plugin on the node"
     )
     return finish(c, f"{len(gpu)} GPU node(s) advertise their GPUs")
+
+
+_DP_ID = "nodes.device-plugin-gpus"
+_DP_TITLE = (
+    f"every node of a device-plugin pool lists {ddc.DEVICE_PLUGIN_RESOURCE} in status.allocatable"
+)
+
+
+def _device_plugin_problem(info: NodeGpus) -> str | None:
+    """Why a node of a device-plugin pool offers no GPU to the scheduler, or None when
+    ``status.allocatable`` lists a device plugin resource at a whole count above 0."""
+    if any(m == "allocatable" and _whole(q) for m, q in info.plugin.values()):
+        return None
+    odd = sorted(f"{r}={q}" for r, (m, q) in info.plugin.items() if m == "allocatable")
+    if odd:
+        return (
+            f"{', '.join(odd)} in status.allocatable is not a whole count above 0: the "
+            "scheduler cannot hand out a GPU of the node"
+        )
+    listed = sorted(f"{r}={q}" for r, (m, q) in info.plugin.items() if m == "capacity")
+    if listed:
+        return (
+            f"{', '.join(listed)} in status.capacity but not in status.allocatable: the "
+            "scheduler reads allocatable, so pods asking for "
+            f"{ddc.DEVICE_PLUGIN_RESOURCE} do not land here"
+        )
+    stopped = (
+        f"{', '.join(f'{r}=0' for r in sorted(info.stopped))}: NVIDIA's device plugin stopped"
+        if info.stopped
+        else f"no {ddc.DEVICE_PLUGIN_RESOURCE} (nor {gp.DEVICE_PLUGIN_MIG_PREFIX}*): NVIDIA's "
+        "device plugin has not registered with the kubelet"
+    )
+    return (
+        f"{stopped}, so status.allocatable offers no GPU and pods asking for "
+        f"{ddc.DEVICE_PLUGIN_RESOURCE} stay Pending"
+    )
+
+
+def _device_plugin_check(
+    listing: Listing,
+    settings: Settings,
+    nodes: Mapping[str, NodeGpus],
+    declared: Mapping[str, Declared],
+) -> Check:
+    """``nodes.device-plugin-gpus`` over the GPU nodes of the inventory whose pool
+    declares the device-plugin path and that have a Node object (one without is
+    ``nodes.gpu-labels``' finding)."""
+    group = gp.path_group(gp.DEVICE_PLUGIN)
+    mine = [n for n in sorted(declared) if declared[n].path == gp.DEVICE_PLUGIN]
+    listed = [n for n in mine if n in nodes]
+    c = Check(
+        _DP_ID,
+        _DP_TITLE,
+        evidence=[
+            Evidence(
+                f"{listing.src('nodes')} status.allocatable",
+                f"{len(listed)} node(s) of a device-plugin pool ({group}) listed"
+                + (f", {len(mine) - len(listed)} without a Node object" if mine != listed else ""),
+            )
+        ],
+    )
+    if not listed:
+        return skipped(
+            c.id, c.title, f"no GPU node of the inventory is on the device-plugin path ({group})"
+        )
+    c.data["nodes"] = {}
+    for name in listed:
+        info = nodes[name]
+        listed_here = {r: "0" for r in info.stopped} | {r: q for r, (_m, q) in info.plugin.items()}
+        c.data["nodes"][name] = dict(sorted(listed_here.items()))
+        why = _device_plugin_problem(info)
+        if why:
+            c.problem(name, FAIL, f"{declared[name].on_path()}: {why}")
+    c.fix = (
+        "start NVIDIA's device plugin on the node: its pod there (kubectl get pods -A -o wide "
+        "--field-selector spec.nodeName=<node>), its DaemonSet's nodeSelector and tolerations "
+        "against the node, and its log (the NVIDIA driver and container runtime it needs); "
+        f"it registers {ddc.DEVICE_PLUGIN_RESOURCE} with the kubelet once it runs. If the "
+        f"pool moved to DRA, move its node group from {group} to {gp.path_group(gp.DRA)}"
+    )
+    return finish(
+        c, f"{len(listed)} node(s) of device-plugin pools list {ddc.DEVICE_PLUGIN_RESOURCE}"
+    )
+
+
+_POOLS_ID = "nodes.gpu-paths"
+_POOLS_TITLE = "each GPU pool advertises its GPUs through the path it declares"
+
+
+def _advertised_text(info: NodeGpus | None, driver: str) -> str:
+    """What a node advertises, in words, for a finding."""
+    if info is None or info.path == gp.NONE:
+        return "advertises no GPU (nodes.gpu-path-none)"
+    if info.path == gp.BOTH:
+        return "advertises its GPUs both ways (nodes.gpu-path-dual)"
+    if info.path == gp.DEVICE_PLUGIN:
+        return (
+            f"advertises {info.plugin_text()} (NVIDIA device plugin) and no device in a "
+            f"ResourceSlice of driver {driver}"
+        )
+    return (
+        f"advertises {info.devices} device(s) in ResourceSlice(s) {info.slices_text()} (DRA) "
+        f"and no {ddc.DEVICE_PLUGIN_RESOURCE}"
+    )
+
+
+def _mismatch(d: Declared, info: NodeGpus | None, driver: str) -> str:
+    """The finding of a node that does not advertise the path its pool declares."""
+    if d.path == gp.BOTH:
+        return (
+            f"pool {d.pool} is in both {d.groups()}: a pool declares one path "
+            "(preflight's gpu-path-both)"
+        )
+    what = _advertised_text(info, driver)
+    effect = {
+        gp.DEVICE_PLUGIN: f"pods asking for {ddc.DEVICE_PLUGIN_RESOURCE} do not get its GPUs",
+        gp.DRA: "ResourceClaims cannot be allocated its GPUs",
+    }[d.path]
+    return f"{d.on_path()} but the node {what}: {effect}"
+
+
+def _pool_line(pool: str, rows: Mapping[str, Mapping[str, str]]) -> str:
+    """``gpu_h100: declares device-plugin; 2 node(s) advertise device-plugin 1, dra 1
+    (h100-02 dra)``: one line of the path report."""
+    declared = sorted({r["declared"] for r in rows.values()})
+    counts: dict[str, int] = {}
+    for r in rows.values():
+        counts[r["advertised"]] = counts.get(r["advertised"], 0) + 1
+    off = [f"{n} {r['advertised']}" for n, r in sorted(rows.items()) if not _agrees(r)]
+    shown = ", ".join(off[:MAX_NODES_NAMED]) + (
+        f" and {len(off) - MAX_NODES_NAMED} more" if len(off) > MAX_NODES_NAMED else ""
+    )
+    return (
+        f"{pool}: declares {' and '.join(declared)}; {len(rows)} node(s) advertise "
+        + ", ".join(f"{p} {n}" for p, n in sorted(counts.items()))
+        + (f" (off path: {shown})" if off else "")
+    )
+
+
+def _agrees(row: Mapping[str, str]) -> bool:
+    """Whether a node advertises what its pool declares (a node in both path groups never
+    does; one outside the inventory, or without a Node object, is not judged)."""
+    if row["declared"] == gp.BOTH:
+        return False
+    return row["declared"] == "-" or row["advertised"] in (row["declared"], "absent")
+
+
+def _pool_rows(
+    nodes: Mapping[str, NodeGpus], declared: Mapping[str, Declared]
+) -> dict[str, dict[str, dict[str, str]]]:
+    """Pool -> node -> {declared, advertised}: every GPU node of the inventory
+    (``absent`` without a Node object) and, in ``NOT_IN_INVENTORY`` with ``-`` declared,
+    every other node that carries the GPU labels or advertises GPUs."""
+    pools: dict[str, dict[str, dict[str, str]]] = {}
+    for name, d in declared.items():
+        info = nodes.get(name)
+        pools.setdefault(d.pool, {})[name] = {
+            "declared": d.path,
+            "advertised": info.path if info is not None else "absent",
+        }
+    for name, info in nodes.items():
+        if name not in declared and (info.gpu_node or info.path != gp.NONE):
+            pools.setdefault(NOT_IN_INVENTORY, {})[name] = {
+                "declared": "-",
+                "advertised": info.path,
+            }
+    return pools
+
+
+def _pools_check(
+    listing: Listing,
+    settings: Settings,
+    nodes: Mapping[str, NodeGpus],
+    declared: Mapping[str, Declared],
+) -> Check:
+    """``nodes.gpu-paths``: the path report per pool; a node of the inventory that
+    advertises another path than its pool declares fails (``absent`` nodes are
+    ``nodes.gpu-labels``' finding, nodes outside the inventory are listed only)."""
+    c = Check(_POOLS_ID, _POOLS_TITLE, evidence=_evidence(listing, settings))
+    c.evidence.append(
+        Evidence(
+            "inventory: gpu_nodes and node groups",
+            f"{len(declared)} GPU node(s) in "
+            f"{len({d.pool for d in declared.values()})} pool(s); path groups "
+            f"{gp.path_group(gp.DEVICE_PLUGIN)}, {gp.path_group(gp.DRA)} (neither: "
+            f"{gp.DEFAULT_PATH})",
+        )
+    )
+    pools = _pool_rows(nodes, declared)
+    if not pools:
+        return skipped(
+            c.id,
+            c.title,
+            "no GPU node: the inventory group gpu_nodes is empty and no node carries the "
+            "GPU labels or advertises GPUs",
+            c.evidence,
+        )
+    for name in sorted(declared):
+        row = pools[declared[name].pool][name]
+        if not _agrees(row):
+            c.problem(name, FAIL, _mismatch(declared[name], nodes.get(name), settings.driver))
+    order = sorted(pools, key=lambda p: (p == NOT_IN_INVENTORY, p))  # the judged ones first
+    c.data["pools"] = [
+        {
+            "pool": pool,
+            "declared": " and ".join(sorted({r["declared"] for r in pools[pool].values()})),
+            "nodes": dict(sorted(pools[pool].items())),
+            "agree": all(_agrees(r) for r in pools[pool].values()),
+        }
+        for pool in order
+    ]
+    c.details = [_pool_line(pool, pools[pool]) for pool in order]
+    c.fix = (
+        "bring each node to the path its pool declares, or declare the path the pool is on: "
+        "to finish a move to DRA remove NVIDIA's device plugin from the node and let the DRA "
+        f"kubelet plugin publish its devices (nodes.plugin-running); to keep a pool on the "
+        f"device plugin put its node group in {gp.path_group(gp.DEVICE_PLUGIN)} and keep the "
+        "DRA kubelet plugin off it (dra_driver_node_selector); a pool is in one path group"
+    )
+    judged = [p for p in pools if p != NOT_IN_INVENTORY]
+    return finish(c, f"{len(judged)} pool(s) advertise the path they declare")
 
 
 def extended_resource_served(

@@ -1,12 +1,16 @@
 # Copyright: gpufleet contributors
 # Apache License 2.0 (see LICENSE)
 """Validation checks of the GPU nodes: ``nodes.gpu-labels``, ``nodes.plugin-running`` (the
-DRA kubelet plugin pod on every GPU node), ``nodes.resourceslices`` (devices published that
-match the node's GPUs and the wanted MIG layout: ``expected_devices``) and
+DRA kubelet plugin pod on every GPU node of a DRA pool), ``nodes.resourceslices`` (devices
+published that match the node's GPUs and the wanted MIG layout: ``expected_devices``, on
+every GPU node of a DRA pool) and
 ``nodes.orphan-slices`` (slices of a node that is gone, or of a driver whose plugin does not
 run on the node: the configured driver and, for NVIDIA's chart, its ComputeDomain driver
 ``compute-domain.nvidia.com``, whose plugin is the ``compute-domains`` container of the
-same pods). Source of the ResourceSlice fields: ``spec.nodeName``,
+same pods). The GPU nodes whose pool declares the device-plugin path
+(``validate.gpu_paths.declared_paths``) run no DRA kubelet plugin and publish no
+ResourceSlice: the two DRA checks leave them out, ``nodes.device-plugin-gpus`` judges them.
+Source of the ResourceSlice fields: ``spec.nodeName``,
 ``spec.driver``, ``spec.pool.generation`` and devices
 (``staging/src/k8s.io/api/resource/v1/types.go``).
 """
@@ -30,6 +34,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
     parse_label_selector,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
+    gpu_paths as gp,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.gpu_paths import (
+    declared_paths,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
     FAIL,
     Check,
@@ -52,6 +62,39 @@ def _gpu_nodes(listing: Listing, settings: Settings) -> tuple[list[str], list[st
     return [n for n in settings.gpu_nodes if n in names], [
         n for n in settings.gpu_nodes if n not in names
     ]
+
+
+def _dra_nodes(listing: Listing, settings: Settings) -> tuple[list[str], list[str]]:
+    """(GPU nodes of the inventory with a Node object whose pool is on DRA, or declares
+    both paths; those whose pool declares the device-plugin path)."""
+    present, _missing = _gpu_nodes(listing, settings)
+    declared = declared_paths(settings)
+    plugin = [n for n in present if declared[n].path == gp.DEVICE_PLUGIN]
+    return [n for n in present if n not in plugin], plugin
+
+
+def _left_out(plugin: list[str]) -> Evidence:
+    """The evidence that names the device-plugin nodes a DRA check leaves out."""
+    shown = ", ".join(plugin[:10]) + (f" and {len(plugin) - 10} more" if len(plugin) > 10 else "")
+    return Evidence(
+        f"inventory group {gp.path_group(gp.DEVICE_PLUGIN)}",
+        f"left out: {len(plugin)} GPU node(s) of device-plugin pools ({shown or 'none'}); "
+        "nodes.device-plugin-gpus judges them",
+    )
+
+
+def _left_out_summary(plugin: list[str]) -> str:
+    return f" ({len(plugin)} of device-plugin pools left out)" if plugin else ""
+
+
+def _all_on_device_plugin(plugin: list[str]) -> str:
+    return (
+        f"every GPU node with a Node object is on the device-plugin path "
+        f"({gp.path_group(gp.DEVICE_PLUGIN)}, {len(plugin)} node(s)): no DRA kubelet plugin "
+        "or ResourceSlice is expected"
+        if plugin
+        else "no GPU node of the inventory has a Node object"
+    )
 
 
 def plugin_pods(listing: Listing, settings: Settings) -> dict[str, list[Mapping[str, Any]]]:
@@ -99,10 +142,11 @@ def _serves(pod: Mapping[str, Any], driver: str) -> bool:
 
 def nodes_checks(listing: Listing, settings: Settings) -> list[Check]:
     plugins = plugin_pods(listing, settings)  # one walk over the pods for both checks
+    dra, plugin = _dra_nodes(listing, settings)
     return [
         _labels_check(listing, settings),
-        _plugin_check(listing, settings, plugins),
-        _slices_check(listing, settings),
+        _plugin_check(listing, settings, plugins, (dra, plugin)),
+        _slices_check(listing, settings, (dra, plugin)),
         _orphans_check(listing, settings, plugins),
     ]
 
@@ -152,9 +196,13 @@ def _labels_check(listing: Listing, settings: Settings) -> Check:
 
 
 def _plugin_check(
-    listing: Listing, settings: Settings, pods: Mapping[str, list[Mapping[str, Any]]]
+    listing: Listing,
+    settings: Settings,
+    pods: Mapping[str, list[Mapping[str, Any]]],
+    paths: tuple[list[str], list[str]],
 ) -> Check:
-    present, _unused = _gpu_nodes(listing, settings)
+    """``nodes.plugin-running`` on the GPU nodes of DRA pools (``paths``: ``_dra_nodes``)."""
+    present, plugin = paths
     where = (
         f"namespace {settings.plugin_namespace}" if settings.plugin_namespace else "all namespaces"
     )
@@ -185,8 +233,10 @@ def _plugin_check(
             ),
         ],
     )
+    if plugin:
+        c.evidence.append(_left_out(plugin))
     if not present:
-        return skipped(c.id, c.title, "no GPU node of the inventory has a Node object", c.evidence)
+        return skipped(c.id, c.title, _all_on_device_plugin(plugin), c.evidence)
     for node in present:
         mine = pods.get(node, [])
         if not mine:
@@ -203,7 +253,9 @@ def _plugin_check(
         "check the DaemonSet's nodeSelector/affinity against the node labels and the pod's "
         "events (kubectl -n <namespace> describe pod -l " + settings.plugin_selector + ")"
     )
-    return finish(c, f"plugin pod Running on all {len(present)} GPU node(s)")
+    return finish(
+        c, f"plugin pod Running on all {len(present)} GPU node(s)" + _left_out_summary(plugin)
+    )
 
 
 def attr_value(device: Mapping[str, Any], name: str) -> Any:
@@ -347,8 +399,11 @@ def _compare_mig_layout(
             )
 
 
-def _slices_check(listing: Listing, settings: Settings) -> Check:
-    present, _unused = _gpu_nodes(listing, settings)
+def _slices_check(
+    listing: Listing, settings: Settings, paths: tuple[list[str], list[str]]
+) -> Check:
+    """``nodes.resourceslices`` on the GPU nodes of DRA pools (``paths``: ``_dra_nodes``)."""
+    present, plugin = paths
     # one pass over the slices: devices counted per node, kept only for the nodes
     # whose GPU facts they are compared with
     compare = {n for n in present if (settings.gpu_facts.get(n) or {}).get("gpufleet_gpus")}
@@ -381,8 +436,10 @@ def _slices_check(listing: Listing, settings: Settings) -> Check:
         return skipped(
             c.id, c.title, f"ResourceSlices could not be listed: {listing.errors['resourceslices']}"
         )
+    if plugin:
+        c.evidence.append(_left_out(plugin))
     if not present:
-        return skipped(c.id, c.title, "no GPU node of the inventory has a Node object", c.evidence)
+        return skipped(c.id, c.title, _all_on_device_plugin(plugin), c.evidence)
     compared = 0
     for node in present:
         devices = kept.get(node, [])
@@ -413,7 +470,8 @@ def _slices_check(listing: Listing, settings: Settings) -> Check:
     return finish(
         c,
         f"{len(present)} GPU node(s) publish devices"
-        + (f" matching the GPU facts on {compared}" if compared else ""),
+        + (f" matching the GPU facts on {compared}" if compared else "")
+        + _left_out_summary(plugin),
     )
 
 

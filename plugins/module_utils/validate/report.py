@@ -12,8 +12,11 @@ A check::
      "summary": "1 of 2 GPU nodes lacks nvidia.com/gpu.present=true",
      "problems": [{"subject": "gpu-2", "status": "fail", "message": "..."}],
      "evidence": [{"source": "GET /api/v1/nodes", "detail": "2 nodes listed"}],
-     "fix": "gpufleet ... ", "reason": null}
+     "fix": "gpufleet ... ", "reason": null, "data": {...},
+     "details": ["gpu_h100: declares device-plugin; 2 node(s) advertise device-plugin 2"]}
 
+``details`` are lines of what the check found, shown under its summary whatever its
+status (a report section, such as the GPU path per pool); ``data`` the same as JSON.
 ``status`` is ``pass``, ``warn``, ``fail`` or ``skip`` (``reason`` says why it was
 skipped). The report's exit code follows the CLI contract: 0 when no check failed, 1
 when one did (2, validation could not run, never comes from a report).
@@ -39,6 +42,7 @@ __all__ = [
     "Evidence",
     "Problem",
     "Report",
+    "details_of",
     "exit_code",
     "render_junit",
     "render_markdown",
@@ -97,7 +101,8 @@ class Problem:
 @dataclass
 class Check:
     """One check. ``status`` defaults to the worst of ``problems`` (``pass`` without any)
-    unless given; ``skip`` needs ``reason``."""
+    unless given; ``skip`` needs ``reason``. ``details``: lines the renderings show under
+    the summary whatever the status."""
 
     id: str
     title: str
@@ -108,6 +113,7 @@ class Check:
     fix: str | None = None
     reason: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    details: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.status:
@@ -138,6 +144,7 @@ class Check:
             "fix": self.fix,
             "reason": self.reason,
             "data": self.data,
+            "details": list(self.details),
         }
 
 
@@ -236,8 +243,16 @@ def _problem_lines(check: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def details_of(check: Mapping[str, Any]) -> list[str]:
+    """The check's ``details`` lines (none for a report written before they existed, or
+    a member that is not a list of lines)."""
+    details = check.get("details")
+    return [str(x) for x in details] if isinstance(details, list) else []
+
+
 def render_text(report: Mapping[str, Any]) -> list[str]:
-    """Plain lines: one per check (failures first), its problems and fix indented."""
+    """Plain lines: one per check (failures first), its details, problems and fix
+    indented."""
     c = report.get("counts") or {}
     lines = [
         f"validation: {report.get('status', '?').upper()} - {c.get(FAIL, 0)} failed, "
@@ -245,6 +260,7 @@ def render_text(report: Mapping[str, Any]) -> list[str]:
     ]
     for check in report.get("checks") or []:
         lines.append(f"{check['status'].upper():<4} {check['id']}: {check['summary']}")
+        lines += [f"       {x}" for x in details_of(check)]
         if check["status"] in (FAIL, WARN):
             lines += [f"       {x}" for x in _problem_lines(check)]
             if check.get("fix"):
@@ -286,7 +302,7 @@ def render_junit(report: Mapping[str, Any], name: str = "gpufleet validate") -> 
             case = ET.SubElement(
                 suite, "testcase", classname=f"gpufleet.validate.{area}", name=c["id"]
             )
-            body = [c["summary"], *_problem_lines(c)]
+            body = [c["summary"], *details_of(c), *_problem_lines(c)]
             if c.get("fix"):
                 body.append(f"fix: {c['fix']}")
             if c["status"] == FAIL:
@@ -294,7 +310,7 @@ def render_junit(report: Mapping[str, Any], name: str = "gpufleet validate") -> 
                 failure.text = "\n".join(body)
             elif c["status"] == SKIP:
                 ET.SubElement(case, "skipped", message=c.get("reason") or c["summary"])
-            out = [*(body if c["status"] == WARN else [])]
+            out = [*(body if c["status"] == WARN else details_of(c))]
             out += [f"evidence: {e['source']}: {e['detail']}" for e in c.get("evidence") or []]
             if out:
                 ET.SubElement(case, "system-out").text = "\n".join(out)
@@ -311,7 +327,8 @@ _ICON = {FAIL: "FAIL", WARN: "WARN", SKIP: "SKIP", PASS: "PASS"}
 
 def render_markdown(report: Mapping[str, Any]) -> str:
     """Markdown: a headline, a table per area (failures first), then the details (problems,
-    evidence, fix) of every check that failed or warned."""
+    evidence, fix) of every check that failed or warned, and the ``details`` lines of
+    every check that has them."""
     c = report.get("counts") or {}
     meta = report.get("meta") or {}
     out = [
@@ -331,17 +348,18 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         for x in sort_checks(items):
             out.append(f"| {_ICON[x['status']]} | `{x['id']}` | {_md(x['summary'])} |")
         out.append("")
-    bad = [x for x in checks if x["status"] in (FAIL, WARN)]
+    bad = [x for x in checks if x["status"] in (FAIL, WARN) or details_of(x)]
     if bad:
         out += ["## details", ""]
         for x in bad:
             out.append(f"### {_ICON[x['status']]} `{x['id']}`: {x['title']}")
             out.append("")
+            out += [f"- {_md(line)}" for line in details_of(x)]
             for p in x.get("problems") or []:
                 out.append(
                     f"- **{p['status']}** {_md(p['subject'] or '(cluster)')}: {_md(p['message'])}"
                 )
-            for e in x.get("evidence") or []:
+            for e in x.get("evidence") or [] if x["status"] in (FAIL, WARN) else []:
                 out.append(f"- evidence: {_md(e['source'])}: {_md(e['detail'])}")
             if x.get("fix"):
                 out.append(f"- fix: {_md(x['fix'])}")

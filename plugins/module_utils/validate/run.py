@@ -73,6 +73,11 @@ def settings_from(
         gates=dict(options.get("gates") or {}),
         gpu_facts=gpu_facts,
         mig_layout=layouts,
+        node_groups={
+            str(g): [str(n) for n in members]
+            for g, members in (options.get("node_groups") or {}).items()
+            if isinstance(members, list)
+        },
         now=time.time(),
     )
 

@@ -3,6 +3,7 @@ of ``report.fleet``, and its exit 2 with one line when the cluster cannot be rea
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import xml.etree.ElementTree as ET
@@ -11,14 +12,17 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
 from click.testing import CliRunner
+from rich.console import Console
 
 from gpufleet.cli import main
+from gpufleet.commands import report as report_cmd
 from gpufleet.render import fleet_report as rp
 from tests.integration.test_hostile_input_servers import (
     assert_names_server,
     timed,
     write_kubeconfig,
 )
+from tests.unit.report import test_paths as mixed
 from tests.unit.report.test_fleet import CLAIMS, NODES, PODS, SLICES
 
 pytestmark = pytest.mark.unit
@@ -100,3 +104,58 @@ def test_an_output_in_a_missing_directory_is_refused_before_reading(tmp_path: Pa
     result = CliRunner().invoke(main, ["report", "--html", str(target)])
     assert result.exit_code == 2, result.output
     assert "does not exist" in result.output
+
+
+@pytest.fixture(scope="module")
+def mixed_doc() -> dict:
+    """The fleet of tests/unit/report/test_paths.py: pools on the device plugin and on DRA."""
+    report = fr.build_report(mixed.SLICES, mixed.CLAIMS, mixed.PODS, mixed.NODES)
+    report["meta"] = META
+    return report
+
+
+def test_the_path_lines_name_each_paths_figures(mixed_doc: dict) -> None:
+    assert rp.path_lines(mixed_doc) == [
+        "device-plugin: 16 of 25 devices allocated (64.0%) on 4 node(s)",
+        "dra: 2 of 5 devices allocated (40.0%) on 2 node(s)",
+        "1 node(s) advertise their GPUs through both paths and count on both: both-1 "
+        "(gpufleet validate: nodes.gpu-path-dual)",
+    ]
+    assert rp.path_lines({"cluster": {}}) == []  # a report written before the figures
+
+
+def test_the_terminal_shows_the_paths_per_pool(mixed_doc: dict) -> None:
+    console = Console(record=True, width=200)
+    report_cmd.render_terminal(console, mixed_doc)
+    text = console.export_text()
+    assert "GPUs per path (NVIDIA device plugin, DRA) and pool" in text
+    rows = [" ".join(line.split()) for line in text.splitlines()]
+    assert "│ NVIDIA-H100 │ device-plugin │ 2 │ 16 │ 13 │ 3 │ 81.2% │ gpu 13/16 │" in rows
+    assert "│ NVIDIA-H200 │ dra │ 2 │ 5 │ 2 │ 3 │ 40.0% │ 1g.18gb 1/2, gpu 1/3 │" in rows
+    assert "device-plugin: 16 of 25 devices allocated (64.0%) on 4 node(s)" in text
+
+
+def test_markdown_and_html_have_the_paths_per_pool(mixed_doc: dict) -> None:
+    md = rp.render_markdown(mixed_doc)
+    assert "## GPUs per path and pool" in md
+    assert "- dra: 2 of 5 devices allocated (40.0%) on 2 node(s)" in md
+    assert "| NVIDIA-A100 | device-plugin | 1 | 8 | 2 | 6 | 25.0% | 1g.10gb 2/7, gpu 0/1 |" in md
+    assert "| NVIDIA-H200 | dra | 2 | 5 | 2 | 3 | 40.0% | 1g.18gb 1/2, gpu 1/3 |" in md
+    page = rp.render_html(mixed_doc)
+    assert "<h2>GPUs per path and pool</h2>" in page
+    assert '<td class="t">NVIDIA-H200</td><td class="t">dra</td><td>2</td><td>5</td>' in page
+
+
+def test_the_json_report_carries_the_path_figures(mixed_doc: dict, tmp_path: Path) -> None:
+    from gpufleet.commands._output import write_json
+
+    out = tmp_path / "r.json"
+    write_json(mixed_doc, str(out))
+    doc = json.loads(out.read_text())
+    assert doc["paths"]["cluster"][0]["utilization"] == 0.64
+    assert [(r["pool"], r["path"], r["allocated"]) for r in doc["paths"]["pools"]] == [
+        ("NVIDIA-A100", "device-plugin", 2),
+        ("NVIDIA-H100", "device-plugin", 13),
+        ("NVIDIA-H200", "device-plugin", 1),
+        ("NVIDIA-H200", "dra", 2),
+    ]

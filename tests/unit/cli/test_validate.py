@@ -80,3 +80,15 @@ def test_explain_refuses_a_reference_without_namespace() -> None:
     result = CliRunner().invoke(main, ["claims", "explain", "just-a-name"])
     assert result.exit_code == 2
     assert "is not NAMESPACE/CLAIM" in result.output
+
+
+def test_the_details_of_a_passing_check_are_in_its_row() -> None:
+    paths = vr.Check(
+        "nodes.gpu-paths", "paths", details=["gpu_h200: declares dra; 3 node(s) advertise dra 3"]
+    )
+    console = Console(record=True, width=160)
+    validation.render_report(console, vr.Report([vr.finish(paths, "1 pool(s) agree")]).to_dict())
+    text = console.export_text()
+    assert text.index("1 pool(s) agree") < text.index(
+        "gpu_h200: declares dra; 3 node(s) advertise dra 3"
+    )

@@ -184,6 +184,51 @@ def test_trims_drop_what_no_check_reads() -> None:
     assert slim.claims[2]["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"]
 
 
+def test_a_trimmed_pod_keeps_the_extended_resources_the_report_counts() -> None:
+    p = pod("train", node_name="gpu-1")
+    p["spec"]["containers"] = [
+        {
+            "name": "train",
+            "image": "cuda",
+            "resources": {
+                "requests": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2"},
+                "limits": {"memory": "8Gi", "nvidia.com/gpu": "2", "hugepages-2Mi": "1Gi"},
+            },
+            "env": [{"name": "X", "value": "1"}],
+        },
+        {"name": "log", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}},
+    ]
+    p["spec"]["initContainers"] = [
+        {
+            "name": "warm",
+            "image": "cuda",
+            "restartPolicy": "Always",
+            "resources": {"limits": {"nvidia.com/mig-1g.18gb": "1"}},
+            "command": ["sleep"],
+        }
+    ]
+    spec = vli.trim_pod(p)["spec"]
+    assert spec["containers"] == [
+        {
+            "name": "train",
+            "image": "cuda",
+            "resources": {
+                "requests": {"nvidia.com/gpu": "2"},
+                "limits": {"nvidia.com/gpu": "2"},
+            },
+        },
+        {"name": "log", "image": "busybox"},
+    ]
+    assert spec["initContainers"] == [
+        {
+            "name": "warm",
+            "restartPolicy": "Always",
+            "resources": {"limits": {"nvidia.com/mig-1g.18gb": "1"}},
+        }
+    ]
+    assert "initContainers" not in vli.trim_pod(pod("plain"))["spec"]
+
+
 def test_equal_device_values_are_shared_between_devices() -> None:
     trim = vli.TRIMS["resourceslices"]()
     a = trim(as_listed(resource_slice("gpu-1", [gpu_device(0, "GPU-0")])))

@@ -138,3 +138,24 @@ def test_a_version_outside_the_model_skips_the_extended_resource_check(version: 
     ]
     c = _checks(listing, settings)["api.deviceclass-extended-resource"]
     assert c.status == "skip" and "the version model refuses" in (c.reason or "")
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        {"gpu_path_device_plugin": "gpu-1"},
+        {"gpu_path_device_plugin": None, "gpu_h200": {"gpu-1": True}},
+        {"gpu_path_device_plugin": [None, 7], "gpu_h200": []},
+        {"gpu_path_dra_mig": ["gpu-1"]},
+    ],
+    ids=["string", "not-lists", "no-node-names", "unknown-path"],
+)
+def test_node_groups_that_name_no_node_declare_the_default(groups: Any) -> None:
+    listing, settings = healthy()
+    settings.node_groups = groups
+    declared = vgp.declared_paths(settings)
+    assert {n: (d.pool, d.path) for n, d in declared.items()} == {
+        "gpu-1": ("(no node group)", "dra"),
+        "gpu-2": ("(no node group)", "dra"),
+    }
+    assert _checks(listing, settings)["nodes.gpu-paths"].status == "pass"

@@ -70,7 +70,7 @@ def test_every_family_has_help_and_type_once() -> None:
     report, nodes = fleet()
     text = fm.render(report, nodes)
     types = re.findall(r"^# TYPE (\S+) gauge$", text, re.M)
-    assert len(types) == len(set(types)) == 6
+    assert len(types) == len(set(types)) == 7
     for name in types:
         assert f"# HELP {name} " in text
 
@@ -92,3 +92,34 @@ def test_serve_address_is_checked() -> None:
         with pytest.raises(click.BadParameter) as err:
             rs.parse_address(bad)
         assert repr(bad) in err.value.message and "--serve" in str(err.value.param_hint)
+
+
+def with_allocatable(node: dict[str, Any], resources: dict[str, Any]) -> dict[str, Any]:
+    return {**node, "status": {"capacity": dict(resources), "allocatable": dict(resources)}}
+
+
+def test_device_plugin_resources_in_allocatable_are_series_per_node_and_resource() -> None:
+    report, nodes = fleet()
+    nodes = [
+        with_allocatable(nodes[0], {"cpu": "64", "nvidia.com/gpu": "2"}),  # and 2 DRA devices
+        with_allocatable(nodes[1], {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.18gb": 7}),
+        with_allocatable(nodes[2], {"cpu": "8", "example.com/fpga": "1"}),
+    ]
+    got = samples(fm.render(report, nodes))
+    plugin = {s: v for s, v in got.items() if s.startswith("gpufleet_node_device_plugin_")}
+    assert plugin == {
+        'gpufleet_node_device_plugin_allocatable{node="w1",resource="nvidia.com/gpu"}': 2,
+        'gpufleet_node_device_plugin_allocatable{node="w2",resource="nvidia.com/gpu"}': 0,
+        'gpufleet_node_device_plugin_allocatable{node="w2",resource="nvidia.com/mig-1g.18gb"}': 7,
+    }
+
+
+def test_a_node_publishing_devices_without_the_gpu_label_is_a_series_too() -> None:
+    slices = [rslice("spare", [device("gpu-0", "NVIDIA H200", "141Gi")])]
+    nodes = [{"metadata": {"name": "spare", "labels": {}}}]
+    report = fr.build_report(slices, [], [], nodes, driver=DRIVER)
+    got = samples(fm.render(report, nodes))
+    assert got['gpufleet_gpu_node_resourceslice_devices{node="spare"}'] == 1
+    # a device published for no listed node names no node
+    report = fr.build_report(slices, [], [], [], driver=DRIVER)
+    assert not any("resourceslice_devices{" in s for s in samples(fm.render(report, [])))

@@ -63,7 +63,9 @@ def test_a_node_advertised_by_the_device_plugin_and_a_resourceslice_fails_naming
     assert c.problems[0].message == (
         "nvidia.com/gpu=8 in status.allocatable (NVIDIA device plugin) and 1 device(s) in "
         "ResourceSlice(s) gpu-1-gpu.nvidia.com-1 of driver gpu.nvidia.com (DRA): two "
-        "advertisers of the same GPUs, the scheduler can hand one GPU out twice"
+        "advertisers of the same GPUs, the scheduler can hand one GPU out twice; the "
+        "inventory puts the node on dra (in no gpu_path_* group, the default): remove the "
+        "device-plugin advertiser"
     )
     assert c.data["paths"] == {"gpu-1": "both", "gpu-2": "dra"}
     assert "devicePlugin.enabled=false" in (c.fix or "")

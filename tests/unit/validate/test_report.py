@@ -113,3 +113,42 @@ def test_text_rendering() -> None:
     lines = vr.render_text(sample())
     assert lines[0] == "validation: FAIL - 1 failed, 1 warnings, 1 skipped, 1 passed"
     assert lines[1] == "FAIL nodes.gpu-labels: gpu-2: nvidia.com/gpu.present absent"
+
+
+def with_details() -> dict:
+    paths = vr.Check(
+        "nodes.gpu-paths",
+        "paths",
+        details=["gpu_h100: declares device-plugin; 2 node(s) advertise device-plugin 2"],
+        evidence=[vr.Evidence("GET /api/v1/nodes", "4 nodes")],
+    )
+    return vr.Report([vr.finish(paths, "1 pool(s) advertise the path they declare")]).to_dict()
+
+
+def test_details_are_shown_under_a_passing_check_in_every_rendering() -> None:
+    report = with_details()
+    line = "gpu_h100: declares device-plugin; 2 node(s) advertise device-plugin 2"
+    assert report["checks"][0]["details"] == [line]
+    assert vr.render_text(report)[1:] == [
+        "PASS nodes.gpu-paths: 1 pool(s) advertise the path they declare",
+        f"       {line}",
+    ]
+    md = vr.render_markdown(report)
+    assert f"### PASS `nodes.gpu-paths`: paths\n\n- {line}\n" in md
+    assert "evidence" not in md  # the evidence of a passing check stays in the JSON
+    (case,) = ET.fromstring(vr.render_junit(report)).iter("testcase")
+    assert case.find("system-out").text.splitlines() == [
+        line,
+        "evidence: GET /api/v1/nodes: 4 nodes",
+    ]
+
+
+def test_a_report_without_details_renders_as_before() -> None:
+    report = with_details()
+    del report["checks"][0]["details"]
+    assert vr.render_text(report)[1:] == [
+        "PASS nodes.gpu-paths: 1 pool(s) advertise the path they declare"
+    ]
+    report["checks"][0]["details"] = "not a list"
+    assert vr.details_of(report["checks"][0]) == []
+    assert "## details" not in vr.render_markdown(report)
