@@ -41,6 +41,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.migrate import plan as mp
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import paths as rpaths
 
 __all__ = ["MOVING", "PATH_LABEL", "MoveFailed", "NodeRecord", "advertised", "move_batch"]
 
@@ -100,16 +101,9 @@ class Clock:
 
 
 def advertised(state: Mapping[str, Any]) -> str:
-    """What a node advertises, from ``cluster.node_state.node_state``'s answer: the
-    device plugin's resources in its allocatable (a quantity that is not a whole number
-    counts as advertised, as validate reads it), DRA devices in its slices."""
-    plugin = any(
-        not str(value).strip().isdigit() or int(str(value).strip()) > 0
-        for _member, value in gp.device_plugin_resources(
-            {"allocatable": state.get("allocatable") or {}}
-        ).values()
-    )
-    return gp.node_path(plugin, int(state.get("devices") or 0) > 0)
+    """What a node advertises, from ``cluster.node_state.node_state``'s answer
+    (``migrate.plan.advertises``)."""
+    return mp.advertises(state.get("allocatable"), int(state.get("devices") or 0))
 
 
 def _label_patch(value: str | None) -> dict[str, Any]:
@@ -131,7 +125,7 @@ def _gpu_pods_on(request: Request, node: str) -> list[tuple[str, str]]:
         phase = (pod.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
             continue
-        if mp.pod_gpu_requests(pod) or spec.get("resourceClaims"):
+        if rpaths.pod_requests(pod) or spec.get("resourceClaims"):
             out.append((str(meta.get("namespace")), str(meta.get("name"))))
     return sorted(out)
 

@@ -38,13 +38,14 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import paths as rpaths
 
 __all__ = [
     "NodeMove",
     "PoolHost",
     "PoolMove",
+    "advertises",
     "build_plan",
-    "pod_gpu_requests",
 ]
 
 
@@ -132,59 +133,6 @@ class PoolMove:
         }
 
 
-def _quantity(value: Any) -> int:
-    """An extended resource's quantity as a whole count (the API allows only integers for
-    them); anything else counts 0."""
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        return 0
-    return max(number, 0)
-
-
-def _is_gpu_resource(name: str) -> bool:
-    return name == ddc.DEVICE_PLUGIN_RESOURCE or name.startswith(gp.DEVICE_PLUGIN_MIG_PREFIX)
-
-
-def _container_gpus(container: Any) -> dict[str, int]:
-    if not isinstance(container, Mapping):
-        return {}
-    resources = container.get("resources")
-    if not isinstance(resources, Mapping):
-        return {}
-    out: dict[str, int] = {}
-    # an extended resource's request equals its limit; a limit alone is also the request
-    for member in ("limits", "requests"):
-        values = resources.get(member)
-        if isinstance(values, Mapping):
-            for name, value in values.items():
-                if _is_gpu_resource(str(name)):
-                    out[str(name)] = _quantity(value)
-    return out
-
-
-def pod_gpu_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """The device plugin's resources a pod asks for, as the scheduler counts them: the sum
-    over its containers and its sidecars (init containers with ``restartPolicy: Always``),
-    or the largest single init container where that is more."""
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-    total: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    inits = spec.get("initContainers") or []
-    sidecars = [c for c in inits if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"]
-    for container in list(spec.get("containers") or []) + sidecars:
-        for name, count in _container_gpus(container).items():
-            total[name] = total.get(name, 0) + count
-    for container in inits:
-        if container in sidecars:
-            continue
-        for name, count in _container_gpus(container).items():
-            init_peak[name] = max(init_peak.get(name, 0), count)
-    for name, count in init_peak.items():
-        total[name] = max(total.get(name, 0), count)
-    return {k: v for k, v in sorted(total.items()) if v > 0}
-
-
 def _pod_claims(pod: Mapping[str, Any]) -> list[str]:
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     return [
@@ -214,7 +162,7 @@ def _gpu_pods(pods: Iterable[Mapping[str, Any]], node: str) -> list[dict[str, An
         spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
         if spec.get("nodeName") != node or not _running(pod):
             continue
-        requests = pod_gpu_requests(pod)
+        requests = rpaths.pod_requests(pod)
         claims = _pod_claims(pod)
         if not requests and not claims:
             continue
@@ -231,15 +179,25 @@ def _gpu_pods(pods: Iterable[Mapping[str, Any]], node: str) -> list[dict[str, An
     return sorted(out, key=lambda p: (p["namespace"], p["name"]))
 
 
+def advertises(allocatable: Any, devices: int) -> str:
+    """What a node advertises (``device-plugin``, ``dra``, ``both``, ``none``): the device
+    plugin's resources in its ``status.allocatable`` (a quantity that is not a whole
+    count counts as advertised, as validate reads it: fail closed), and ``devices``, the
+    DRA devices its ResourceSlices publish."""
+    listed = gp.device_plugin_resources({"allocatable": allocatable or {}})
+    plugin = any(
+        not str(value).strip().isdigit() or int(str(value).strip()) > 0
+        for _member, value in listed.values()
+    )
+    return gp.node_path(plugin, devices > 0)
+
+
 def _advertises(node: Mapping[str, Any] | None, slice_nodes: set[str]) -> str:
     if node is None:
         return gp.NONE
     name = str((node.get("metadata") or {}).get("name") or "")
-    plugin = any(
-        _quantity(value) > 0 or not str(value).strip().isdigit()
-        for _member, value in gp.device_plugin_resources(node.get("status")).values()
-    )
-    return gp.node_path(plugin, name in slice_nodes)
+    status = node.get("status") if isinstance(node.get("status"), Mapping) else {}
+    return advertises(status.get("allocatable"), 1 if name in slice_nodes else 0)
 
 
 def _slice_nodes(slices: Iterable[Mapping[str, Any]], drivers: Sequence[str]) -> set[str]:

@@ -139,33 +139,18 @@ def test_a_pool_already_there_says_so() -> None:
 
 
 @pytest.mark.parametrize(
-    ("containers", "inits", "expected"),
+    ("allocatable", "devices", "expected"),
     [
-        ([{"limits": {"nvidia.com/gpu": "1"}}, {"requests": {"nvidia.com/gpu": "2"}}], [], 3),
-        ([{"limits": {"nvidia.com/gpu": "1"}}], [{"limits": {"nvidia.com/gpu": "4"}}], 4),
-        (
-            [{"limits": {"nvidia.com/gpu": "1"}}],
-            [{"limits": {"nvidia.com/gpu": "1"}, "always": 1}],
-            2,
-        ),
-        ([{"limits": {"nvidia.com/gpu": "x"}}], [], 0),
+        ({"nvidia.com/gpu": "8"}, 0, "device-plugin"),
+        ({"nvidia.com/gpu": "0", "cpu": "8"}, 4, "dra"),
+        ({"nvidia.com/mig-1g.18gb": "2"}, 4, "both"),
+        ({"nvidia.com/gpu": "abc"}, 0, "device-plugin"),  # not a count: fail closed
+        ({}, 0, "none"),
+        (None, 0, "none"),
     ],
 )
-def test_pod_requests_count_as_the_scheduler_does(
-    containers: list[dict[str, Any]], inits: list[dict[str, Any]], expected: int
-) -> None:
-    def container(r: dict[str, Any]) -> dict[str, Any]:
-        c: dict[str, Any] = {
-            "name": "c",
-            "resources": {k: v for k, v in r.items() if k != "always"},
-        }
-        if "always" in r:
-            c["restartPolicy"] = "Always"
-        return c
-
-    spec = {"containers": [container(c) for c in containers],
-            "initContainers": [container(c) for c in inits]}  # fmt: skip
-    assert mp.pod_gpu_requests({"spec": spec}).get("nvidia.com/gpu", 0) == expected
+def test_what_a_node_advertises(allocatable: Any, devices: int, expected: str) -> None:
+    assert mp.advertises(allocatable, devices) == expected
 
 
 @pytest.mark.parametrize(("field", "value"), [("to_path", "gpu"), ("hosts", []), ("batch_size", 0)])
