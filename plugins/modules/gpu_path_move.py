@@ -14,8 +14,8 @@ description:
   - Runs on the control host (role C(gpu_path_migrate)), once per batch of the plan that
     module M(gpufleet.cluster.gpu_path_plan) made. For every node of O(nodes), phase by
     phase - cordon (a node cordoned before stays so); evict the GPU pods on it through the
-    Eviction API (PodDisruptionBudgets are kept: an eviction they refuse is asked again
-    until O(evict_timeout)) and wait until they are gone; set the node label
+    Eviction API, which keeps PodDisruptionBudgets (an eviction one refuses is asked again
+    until O(evict_timeout)), and wait until they are gone; set the node label
     C(gpufleet.io/gpu-path) to C(moving), which neither advertiser selects, and wait until
     the node advertises no GPU (the device plugin's C(nvidia.com/gpu) at 0, no devices of
     O(driver) in its ResourceSlices); set the label to O(to) and wait until the node

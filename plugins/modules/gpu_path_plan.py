@@ -102,21 +102,16 @@ plan:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
-    Settings,
-    list_cluster,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import list_cluster
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import k8s_names
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.migrate import plan as mp
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import (
-    gpu_paths as vgp,
-)
 
 HOST_OPTIONS = {
     "host": {"type": "str", "required": True},
@@ -158,8 +153,8 @@ def main() -> None:
             named = ", ".join([gp.path_group(x) for x in paths] + unknown)
             module.fail_json(
                 msg=f"host {h['host']} of pool {p['pool']} is in {named}; fix: keep it in one "
-                f"of {' or '.join(gp.path_group(x) for x in gp.PATHS)} (gpufleet preflight "
-                "says the same)"
+                f"of {' or '.join(gp.path_group(x) for x in gp.PATHS)} (the preflight role "
+                "refuses it too)"
             )
         why = k8s_names.dns1123_subdomain(h["node"])
         if why:
@@ -185,9 +180,7 @@ def main() -> None:
             module.fail_json(msg=f"listing {kind}: {error}")
     version = str((listing.version or {}).get("gitVersion") or "")
     try:
-        served = vgp.extended_resource_served(
-            version, Settings(driver=p["driver"], device_classes=list(ddc.GPU_DEVICE_CLASSES))
-        )
+        served = dra_plan.extended_resource_served(version)
     except dra_core.VersionModelError as err:
         served = (False, f"Kubernetes {version} is outside the version model ({err})")
     plan = mp.build_plan(

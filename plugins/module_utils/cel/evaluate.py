@@ -39,6 +39,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import (
+    QuantityError,
+    parse_quantity,
+    quantity_int64,
+)
+
 __all__ = [
     "CelError",
     "Quantity",
@@ -48,7 +54,6 @@ __all__ = [
     "device_activation",
     "functions",
     "parse",
-    "parse_quantity",
 ]
 
 
@@ -68,107 +73,16 @@ def _celpy():
     return celpy
 
 
-# ------------------------------------------------------------------ Quantity
-
-_QUANTITY_RE = re.compile(
-    r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
-)
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 10**3),
-    "": Fraction(1),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-}
-
-
-def parse_quantity(text: Any) -> Fraction:
-    """A Kubernetes quantity (``"16Gi"``, ``"500m"``, ``"1e3"``, ``"143771Mi"``) as an exact
-    Fraction in base units. Raises CelError naming the text when it is not a quantity
-    (``resource.ParseQuantity``)."""
-    if isinstance(text, bool):
-        raise CelError(f"quantity {text!r} is not a Kubernetes quantity")
-    if isinstance(text, int):
-        return Fraction(text)
-    m = _QUANTITY_RE.match(str(text).strip())
-    if not m:
-        raise CelError(
-            f"{text!r} is not a Kubernetes quantity (e.g. 16Gi, 500m, 1e3): "
-            "resource.ParseQuantity refuses it"
-        )
-    number = Fraction(m.group(1))
-    suffix = m.group(2) or ""
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return number * _DECIMAL[suffix]
-    return number * Fraction(10) ** int(suffix[1:])
-
-
-_SUFFIX_RE = re.compile(r"^(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
-_BINARY_EXP = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL_EXP = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12}
-_DECIMAL_EXP.update({"P": 15, "E": 18})
-
-
-def quantity_int64(text: str) -> int | None:
-    """What ``Quantity.AsInt64`` gives for a quantity parsed from ``text``: the integer, or
-    None where Kubernetes cannot (``k8s.io/apimachinery/pkg/api/resource/quantity.go``:
-    ``ParseQuantity`` keeps a mantissa and a decimal scale in an int64 only on its fast
-    path, with at most 18 digits (binary suffixes: 15 less about 3 per 10 bits), else an
-    inf.Dec; ``int64Amount.AsInt64`` refuses a negative scale, such as ``1000m``, and an
-    overflow). Quantities from ``add``/``sub`` are not covered."""
-    t = str(text).strip()
-    if t == "0":
-        return 0
-    m = re.match(r"^([+-]?)0*(\d*)(?:\.(\d*))?(.*)$", t)
-    if not m or not _SUFFIX_RE.match(m.group(4)):
-        return None
-    negative, num, denom, suffix = (
-        m.group(1) == "-",
-        m.group(2) or "0",
-        m.group(3) or "",
-        m.group(4),
-    )
-    mantissa = 1
-    if suffix in _BINARY_EXP:
-        exponent = _BINARY_EXP[suffix]
-        if denom:
-            return None
-        mantissa = 1 << exponent
-        precision = 15 - len(num) - int(exponent * 3 / 10) - 1
-        scale = 0
-    else:
-        scale = _DECIMAL_EXP[suffix] if suffix in _DECIMAL_EXP else int(suffix[1:])
-        precision = 18 - (len(num) + len(denom))
-    if precision < 0:
-        return None
-    scale -= len(denom)
-    if scale < -9:
-        return None
-    value = int(num + denom) * mantissa
-    if value >= 2**63:
-        return None
-    value = -value if negative else value
-    if scale < 0:
-        return None
-    value *= 10**scale
-    return value if -(2**63) <= value < 2**63 else None
-
-
 class Quantity:
     """A ``Quantity`` value of the environment: exact ``value`` (Fraction), the text it
     was written as (kept for messages) and ``int64``, what Kubernetes' ``AsInt64`` gives
     for it (None: it cannot; see :func:`quantity_int64`)."""
 
     def __init__(self, value: Any, text: str | None = None) -> None:
-        self.value = value if isinstance(value, Fraction) else parse_quantity(value)
+        try:
+            self.value = value if isinstance(value, Fraction) else parse_quantity(value)
+        except QuantityError as err:
+            raise CelError(str(err)) from None
         self.text = text if text is not None else str(value)
         self.int64 = (
             None if isinstance(value, Fraction) and text is None else (quantity_int64(self.text))
@@ -291,13 +205,13 @@ def _quantity_functions(ct: Any) -> dict[str, Callable[..., Any]]:
     def quantity(s: Any) -> Quantity:
         try:
             return Quantity(parse_quantity(str(s)), str(s))
-        except CelError as err:
+        except QuantityError as err:
             raise ValueError(str(err)) from None
 
     def is_quantity(s: Any) -> Any:
         try:
             parse_quantity(str(s))
-        except CelError:
+        except QuantityError:
             return ct.BoolType(False)
         return ct.BoolType(True)
 

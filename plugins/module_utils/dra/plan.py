@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import next_release
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import release_data as _releases
@@ -574,3 +575,46 @@ def _plan_warnings(v: KubeVersion) -> list[str]:
         )
     warnings.extend(next_release.advice(v))
     return warnings
+
+
+#: The gate behind DeviceClass ``spec.extendedResourceName`` (KEP-5004).
+EXTENDED_RESOURCE_GATE = "DRAExtendedResource"
+
+
+def extended_resource_served(
+    version: str,
+    features: Sequence[str] = (),
+    gates: Mapping[str, Any] | None = None,
+    audit: Mapping[str, Any] | None = None,
+) -> tuple[bool, str]:
+    """Whether kube-apiserver at ``version`` serves DeviceClass ``extendedResourceName``
+    (``DRAExtendedResource`` on), and why: the gate's state in the version model; for a
+    gate that can be set, the gate audit's kube-apiserver flags where it read any
+    (every kube-apiserver must have it on), else the plan for ``features`` and ``gates``
+    (what the version model was asked for). Raises VersionModelError for a version
+    outside the model."""
+    st = gate_state(EXTENDED_RESOURCE_GATE, version)
+    state = f"{EXTENDED_RESOURCE_GATE} is {st.describe()} in {version.lstrip('v')}"
+    if st.status == REMOVED:
+        last = gate_state(EXTENDED_RESOURCE_GATE, KubeVersion(1, (st.removed_in or st.minor) - 1))
+        return last.locked and last.default, state
+    if not st.known or st.locked:
+        return st.known and st.default, state
+    cells = (((audit or {}).get("summary") or {}).get("cells") or {}).get(APISERVER) or {}
+    read = {
+        host: (cell.get("feature_gates") or {}).get(EXTENDED_RESOURCE_GATE, st.default)
+        for host, cell in sorted(cells.items())
+        if isinstance(cell, Mapping) and cell.get("state") != "absent"
+    }
+    if read:
+        off = [h for h, v in read.items() if v is not True]
+        if off:
+            where = ", ".join(off)
+            return False, f"{state}, and off on the kube-apiserver of {where} (gate audit)"
+        return True, f"{state}, on every kube-apiserver (gate audit)"
+    try:
+        plan = plan_components(version, features, gates)
+    except VersionModelError:
+        return st.default, state
+    on = bool(plan.wishes.get(EXTENDED_RESOURCE_GATE, st.default))
+    return on, f"{state}, {'on' if on else 'off'} as planned for the features and gates asked for"

@@ -224,6 +224,110 @@ def _class_map(device_classes: Iterable[Mapping[str, Any]]) -> tuple[dict[str, s
     return served, ddc.GPU_CLASS in names
 
 
+def _node_moves(
+    pool: str, hosts: Sequence[PoolHost], by_name: Mapping[str, Any], slice_nodes: set[str],
+    pods: Sequence[Mapping[str, Any]], blockers: list[Blocker],
+) -> list[NodeMove]:  # fmt: skip
+    moves = []
+    for host in hosts:
+        node = by_name.get(host.node)
+        move = NodeMove(host.host, host.node, _advertises(node, slice_nodes))
+        if node is None:
+            blockers.append(
+                Blocker(
+                    "node-missing",
+                    host.node,
+                    f"host {host.host} of pool {pool} has no Node {host.node} in the cluster",
+                    "join the node first, or set kubernetes_node_name for the host",
+                )
+            )
+        elif move.advertises == gp.BOTH:
+            blockers.append(
+                Blocker(
+                    "node-dual",
+                    host.node,
+                    f"node {host.node} advertises its GPUs both through the device plugin "
+                    "and through DRA already",
+                    "stop one advertiser on the node first (gpufleet validate names both)",
+                )
+            )
+        move.pods = _gpu_pods(pods, host.node)
+        moves.append(move)
+    return moves
+
+
+def _to_dra_blockers(
+    pool: str,
+    moves: Sequence[NodeMove],
+    served_by: Mapping[str, str],
+    gpu_class: bool,
+    extended_resource_served: tuple[bool, str],
+) -> list[Blocker]:
+    out = []
+    if not gpu_class:
+        out.append(
+            Blocker(
+                "no-dra-driver",
+                "",
+                f"no DeviceClass {ddc.GPU_CLASS} in the cluster: no DRA driver would "
+                f"publish the GPUs of pool {pool} after the move",
+                "install the DRA driver first (playbooks/site.yml, role dra_driver)",
+            )
+        )
+    asked = list(served_by)
+    ok, why = extended_resource_served
+    if asked and not ok:
+        out.append(
+            Blocker(
+                "extended-resource-not-served",
+                "",
+                f"pods of pool {pool} ask for {', '.join(asked)}, but {why}: after the "
+                "move nothing would serve them",
+                "upgrade to a release that serves DeviceClass extendedResourceName "
+                "(DRAExtendedResource), or move those workloads to claims first",
+            )
+        )
+    for resource in asked:
+        if ok and not served_by[resource]:
+            users = [
+                f"{p['namespace']}/{p['name']}"
+                for m in moves
+                for p in m.pods
+                if resource in p["requests"]
+            ]
+            out.append(
+                Blocker(
+                    "extended-resource-unmapped",
+                    "",
+                    f"no DeviceClass sets extendedResourceName: {resource}, which "
+                    f"{len(users)} pod(s) of pool {pool} ask for ({', '.join(users[:5])})",
+                    f"add a DeviceClass with extendedResourceName: {resource} (the DRA "
+                    f"driver's chart sets {ddc.DEVICE_PLUGIN_RESOURCE} on {ddc.GPU_CLASS}), "
+                    f"or change those workloads to ask for {ddc.DEVICE_PLUGIN_RESOURCE} or a "
+                    "claim",
+                )
+            )
+    return out
+
+
+def _to_device_plugin_blockers(pool: str, moves: Sequence[NodeMove]) -> list[Blocker]:
+    holders = [
+        (m.node, f"{p['namespace']}/{p['name']}") for m in moves for p in m.pods if p["claims"]
+    ]
+    if not holders:
+        return []
+    return [
+        Blocker(
+            "claims-on-device-plugin",
+            holders[0][0],
+            f"{len(holders)} pod(s) of pool {pool} hold ResourceClaims "
+            f"({', '.join(h for _n, h in holders[:5])}): nothing serves claims on a "
+            "device-plugin pool",
+            "move those workloads to a DRA pool first",
+        )
+    ]
+
+
 def build_plan(
     pool: str,
     to_path: str,
@@ -250,98 +354,19 @@ def build_plan(
     if batch_size < 1:
         raise ValueError(f"batch_size {batch_size!r} is below 1")
     by_name = {str((n.get("metadata") or {}).get("name") or ""): n for n in nodes}
-    pods = list(pods)
-    drivers = tuple(drivers)
-    slice_nodes = _slice_nodes(slices, drivers)
     served, gpu_class = _class_map(device_classes)
     declared = sorted({h.declared for h in hosts})
     from_path = declared[0] if len(declared) == 1 else "mixed"
     blockers: list[Blocker] = []
-    notes: list[str] = []
-    moves: list[NodeMove] = []
-    for host in hosts:
-        node = by_name.get(host.node)
-        move = NodeMove(host.host, host.node, _advertises(node, slice_nodes))
-        if node is None:
-            blockers.append(
-                Blocker(
-                    "node-missing",
-                    host.node,
-                    f"host {host.host} of pool {pool} has no Node {host.node} in the cluster",
-                    "join the node first, or set kubernetes_node_name for the host",
-                )
-            )
-        elif move.advertises == gp.BOTH:
-            blockers.append(
-                Blocker(
-                    "node-dual",
-                    host.node,
-                    f"node {host.node} advertises its GPUs both through the device plugin "
-                    "and through DRA already",
-                    "stop one advertiser on the node first (gpufleet validate names both)",
-                )
-            )
-        move.pods = _gpu_pods(pods, host.node)
-        moves.append(move)
+    slice_nodes = _slice_nodes(slices, tuple(drivers))
+    moves = _node_moves(pool, hosts, by_name, slice_nodes, list(pods), blockers)
     asked = sorted({r for m in moves for p in m.pods for r in p["requests"]})
     served_by = {r: served.get(r, "") for r in asked}
     if to_path == gp.DRA:
-        if not gpu_class:
-            blockers.append(
-                Blocker(
-                    "no-dra-driver",
-                    "",
-                    f"no DeviceClass {ddc.GPU_CLASS} in the cluster: no DRA driver would "
-                    f"publish the GPUs of pool {pool} after the move",
-                    "install the DRA driver first (playbooks/site.yml, role dra_driver)",
-                )
-            )
-        ok, why = extended_resource_served
-        if asked and not ok:
-            blockers.append(
-                Blocker(
-                    "extended-resource-not-served",
-                    "",
-                    f"pods of pool {pool} ask for {', '.join(asked)}, but {why}: after the "
-                    "move nothing would serve them",
-                    "upgrade to a release that serves DeviceClass extendedResourceName "
-                    "(DRAExtendedResource), or move those workloads to claims first",
-                )
-            )
-        for resource in asked:
-            if ok and not served_by[resource]:
-                users = [
-                    f"{p['namespace']}/{p['name']}"
-                    for m in moves
-                    for p in m.pods
-                    if resource in p["requests"]
-                ]
-                blockers.append(
-                    Blocker(
-                        "extended-resource-unmapped",
-                        "",
-                        f"no DeviceClass sets extendedResourceName: {resource}, which "
-                        f"{len(users)} pod(s) of pool {pool} ask for ({', '.join(users[:5])})",
-                        f"add a DeviceClass with extendedResourceName: {resource} (the DRA "
-                        "driver's chart sets nvidia.com/gpu on gpu.nvidia.com), or change "
-                        "those workloads to ask for nvidia.com/gpu or a claim",
-                    )
-                )
+        blockers += _to_dra_blockers(pool, moves, served_by, gpu_class, extended_resource_served)
     else:
-        holders = [
-            (m.node, f"{p['namespace']}/{p['name']}") for m in moves for p in m.pods if p["claims"]
-        ]
-        if holders:
-            blockers.append(
-                Blocker(
-                    "claims-on-device-plugin",
-                    holders[0][0],
-                    f"{len(holders)} pod(s) of pool {pool} hold ResourceClaims "
-                    f"({', '.join(h for _n, h in holders[:5])}): nothing serves claims on a "
-                    "device-plugin pool",
-                    "move those workloads to a DRA pool first",
-                )
-            )
+        blockers += _to_device_plugin_blockers(pool, moves)
+    notes = []
     if from_path == to_path and all(m.advertises == to_path for m in moves):
         notes.append(f"pool {pool} is on {to_path} already and every node advertises it")
     moves.sort(key=lambda m: (len(m.pods), m.node))

@@ -56,10 +56,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cel.evaluate import (
-    CelError,
-    parse_quantity,
-)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import leaks as cleaks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
@@ -70,6 +66,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
     NVIDIA_DRIVER,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import parse_quantity
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import activity as fa
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import paths as rpaths
 
@@ -381,7 +378,7 @@ def memory_bytes(value: Any) -> int:
         return 0
     try:
         return int(parse_quantity(value))
-    except (CelError, ValueError, TypeError, OverflowError):
+    except (ValueError, TypeError, OverflowError):
         return 0
 
 

@@ -43,16 +43,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cel.evaluate import (
-    CelError,
-    parse_quantity,
-)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     DEVICE_PLUGIN_RESOURCE,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import parse_quantity
 
 __all__ = [
     "DONE_PHASES",
@@ -78,7 +75,7 @@ def whole(quantity: Any) -> int:
         return 0
     try:
         value = parse_quantity(quantity)
-    except (CelError, ValueError, TypeError, OverflowError):
+    except (ValueError, TypeError, OverflowError):
         return 0
     return int(value) if value > 0 and value.denominator == 1 else 0
 

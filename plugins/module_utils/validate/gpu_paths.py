@@ -44,7 +44,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
     Listing,
@@ -60,6 +59,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import (
+    QuantityError,
+    parse_quantity,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
     FAIL,
     Check,
@@ -69,19 +72,15 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report i
 )
 
 __all__ = [
-    "EXTENDED_RESOURCE_GATE",
     "NOT_IN_INVENTORY",
     "NO_NODE_GROUP",
     "Declared",
     "NodeGpus",
     "advertisers",
     "declared_paths",
-    "extended_resource_served",
     "gpu_paths_checks",
 ]
 
-#: The gate behind DeviceClass ``spec.extendedResourceName`` (KEP-5004).
-EXTENDED_RESOURCE_GATE = "DRAExtendedResource"
 #: ResourceSlices a finding names one by one; the rest are counted.
 MAX_SLICES_NAMED = 3
 #: Nodes a line of the path report names one by one; the rest are counted.
@@ -195,8 +194,8 @@ def _count(quantity: Any) -> Any:
     """The quantity as a number (a Fraction), or None when it is not a non-negative
     Kubernetes quantity."""
     try:
-        value = vcel.parse_quantity(quantity)
-    except vcel.CelError:
+        value = parse_quantity(quantity)
+    except QuantityError:
         return None
     return value if value >= 0 else None
 
@@ -624,42 +623,6 @@ def _pools_check(
     return finish(c, f"{len(judged)} pool(s) advertise the path they declare")
 
 
-def extended_resource_served(
-    version: str, settings: Settings, audit: Mapping[str, Any] | None = None
-) -> tuple[bool, str]:
-    """Whether kube-apiserver at ``version`` serves DeviceClass ``extendedResourceName``
-    (``DRAExtendedResource`` on), and why: the gate's state in the version model; for a
-    gate that can be set, the gate audit's kube-apiserver flags where it read any
-    (every kube-apiserver must have it on), else the plan for ``settings.features`` and
-    ``settings.gates``. Raises VersionModelError for a version outside the model."""
-    st = dra_gates.gate_state(EXTENDED_RESOURCE_GATE, version)
-    state = f"{EXTENDED_RESOURCE_GATE} is {st.describe()} in {version.lstrip('v')}"
-    if st.status == dra_gates.REMOVED:
-        last = dra_gates.gate_state(
-            EXTENDED_RESOURCE_GATE, dra_core.KubeVersion(1, (st.removed_in or st.minor) - 1)
-        )
-        return last.locked and last.default, state
-    if not st.known or st.locked:
-        return st.known and st.default, state
-    cells = (((audit or {}).get("summary") or {}).get("cells") or {}).get(dra_core.APISERVER) or {}
-    read = {
-        host: (cell.get("feature_gates") or {}).get(EXTENDED_RESOURCE_GATE, st.default)
-        for host, cell in sorted(cells.items())
-        if isinstance(cell, Mapping) and cell.get("state") != "absent"
-    }
-    if read:
-        off = [h for h, v in read.items() if v is not True]
-        if off:
-            return False, f"{state}, and off on the kube-apiserver of {', '.join(off)} (gate audit)"
-        return True, f"{state}, on every kube-apiserver (gate audit)"
-    try:
-        plan = dra_plan.plan_components(version, settings.features, settings.gates)
-    except dra_core.VersionModelError:
-        return st.default, state
-    on = bool(plan.wishes.get(EXTENDED_RESOURCE_GATE, st.default))
-    return on, f"{state}, {'on' if on else 'off'} as planned for the features and gates asked for"
-
-
 def _extended_resource_check(
     listing: Listing, settings: Settings, audit: Mapping[str, Any] | None
 ) -> Check:
@@ -691,7 +654,9 @@ def _extended_resource_check(
     if not version:
         return skipped(cid, title, "the Kubernetes version is unknown", c.evidence)
     try:
-        served, why = extended_resource_served(version, settings, audit)
+        served, why = dra_plan.extended_resource_served(
+            version, settings.features, settings.gates, audit
+        )
     except dra_core.VersionModelError as err:
         return skipped(cid, title, f"the version model refuses {version}: {err}", c.evidence)
     c.evidence.append(Evidence("DRA version model", why))
@@ -704,12 +669,12 @@ def _extended_resource_check(
                 "kube-apiserver does not serve the field and no pod asking for "
                 f"{value} is served by DRA",
             )
-    st = dra_gates.gate_state(EXTENDED_RESOURCE_GATE, version)
+    st = dra_gates.gate_state(dra_plan.EXTENDED_RESOURCE_GATE, version)
     turn_on = (
         "turn the gate on in every component: dra_feature_gates_features: [extended-resource], "
         "then gpufleet gates apply -i INVENTORY"
         if st.known and not st.locked
-        else f"upgrade to a release that serves it ({EXTENDED_RESOURCE_GATE} since "
+        else f"upgrade to a release that serves it ({dra_plan.EXTENDED_RESOURCE_GATE} since "
         f"1.{st.since}: gpufleet upgrade -i INVENTORY --to 1.X.Y, one minor at a time)"
     )
     c.fix = (

@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
     MIB,
@@ -36,6 +35,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import (
+    QuantityError,
+    parse_quantity,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.gpu_paths import (
     declared_paths,
@@ -354,8 +357,8 @@ def _compare_devices(
         cap = _capacity(d, "memory")
         if e.get("memory") and cap is not None:
             try:
-                mib = vcel.parse_quantity(cap) / MIB
-            except vcel.CelError:
+                mib = parse_quantity(cap) / MIB
+            except QuantityError:
                 mib = None
             if mib is not None and mib != e["memory"]:
                 diffs.append(f"memory is {cap}, the host says {e['memory']}Mi")

@@ -4,7 +4,6 @@ extensions, the ``device`` variable, and the reasons given for a selector that f
 from __future__ import annotations
 
 import itertools
-from fractions import Fraction
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vc
@@ -28,29 +27,6 @@ def mig() -> dict:
 
 def run(expr: str, act: dict) -> vc.SelectorResult:
     return vc.Selector(expr).evaluate(act)
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        ("16Gi", Fraction(16 * 2**30)),
-        ("143771Mi", Fraction(143771 * 2**20)),
-        ("500m", Fraction(1, 2)),
-        ("1k", Fraction(1000)),
-        ("1e3", Fraction(1000)),
-        ("1.5Gi", Fraction(3 * 2**29)),
-        ("16", Fraction(16)),
-        ("2E", Fraction(2 * 10**18)),
-    ],
-)
-def test_quantity_parses_kubernetes_suffixes(text: str, value: Fraction) -> None:
-    assert vc.parse_quantity(text) == value
-
-
-@pytest.mark.parametrize("text", ["16GB", "Gi", "", "1.2.3", "ten"])
-def test_quantity_refuses_what_parse_quantity_refuses(text: str) -> None:
-    with pytest.raises(vc.CelError, match="not a Kubernetes quantity"):
-        vc.parse_quantity(text)
 
 
 def test_semver_precedence_follows_semver_2() -> None:
