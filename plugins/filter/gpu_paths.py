@@ -15,7 +15,7 @@ description:
     C(gpu_path_*) group that names no path (preflight's C(gpu-path-both) and
     C(gpu-path-unknown)), so that a role run without preflight refuses it too.
   - Filter C(gpu_path_labels) takes the same pairs, with Kubernetes node names, and returns
-    the label each node gets, C({node: {gpufleet.io/gpu-path: PATH}}), for the
+    the label each node gets (node name to C(gpufleet.io/gpu-path=PATH)), for the
     C(node_labels) option of the C(gpu_node_labels) module.
 options:
   _input:
@@ -39,9 +39,9 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - C(gpu_path_pools), path to names, with both paths as keys, for example
-      C({device-plugin: [h100-01], dra: [h200-01, h200-02]}); C(gpu_path_labels), node name to
-      C({gpufleet.io/gpu-path: PATH}).
+    - C(gpu_path_pools) gives path to names, with both paths as keys (C(device-plugin) and
+      C(dra)); C(gpu_path_labels) gives node name to the mapping of the label
+      C(gpufleet.io/gpu-path) to the node's path.
   type: dict
 """
 
