@@ -101,14 +101,19 @@ def dra_driver_chart_drivers(driver):
     return list(ddc.chart_drivers(str(driver or "")))
 
 
-def dra_driver_node_problems(nodes, gpu_nodes, values, legacy_chart=False, coexist=False):
-    """List of problems of the GPU nodes (see dra_driver_nodes.node_problems)."""
+def dra_driver_node_problems(
+    nodes, gpu_nodes, values, legacy_chart=False, coexist=False, device_plugin_nodes=None
+):
+    """List of problems of the GPU nodes: ``gpu_nodes`` those of the DRA pools,
+    ``device_plugin_nodes`` those of the device-plugin pools (see
+    dra_driver.nodes.node_problems)."""
     return ddn.node_problems(
         list(nodes or []),
         list(gpu_nodes or []),
         dict(values or {}),
         legacy_chart=bool(legacy_chart),
         coexist_with_device_plugin=bool(coexist),
+        device_plugin_nodes=list(device_plugin_nodes or []),
     )
 
 

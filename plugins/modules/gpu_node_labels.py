@@ -13,6 +13,9 @@ version_added: "0.1.0"
 description:
   - Sets labels (default C(nvidia.com/gpu.present=true)) and optional taints on the named
     Kubernetes nodes, and with O(remove_from_others) removes them from every other node.
+  - Labels of single nodes (O(node_labels)) are merged over O(labels) on their node; the
+    gpu_node_labels role sets the GPU path of each node's pool this way
+    (C(gpufleet.io/gpu-path=device-plugin) or C(=dra)).
   - The NVIDIA DRA driver's kubelet-plugin DaemonSet requires one of
     C(feature.node.kubernetes.io/pci-10de.present=true),
     C(feature.node.kubernetes.io/cpu-model.vendor_id=NVIDIA) or C(nvidia.com/gpu.present=true)
@@ -47,6 +50,13 @@ options:
         unquoted YAML boolean becomes C("true")/C("false").
     type: dict
     default: {"nvidia.com/gpu.present": "true"}
+  node_labels:
+    description:
+      - Labels of single nodes, node name (one of O(nodes)) to labels, merged over O(labels)
+        on that node (a key here wins).
+      - With O(remove_from_others), their keys are removed from the nodes not in O(nodes) too.
+    type: dict
+    default: {}
   taints:
     description:
       - Taints to set on every node of O(nodes). A taint with the same key and effect but
@@ -110,6 +120,15 @@ EXAMPLES = r"""
   delegate_to: localhost
   run_once: true
 
+- name: GPU labels | One pool on the device plugin, one on DRA
+  gpufleet.cluster.gpu_node_labels:
+    nodes: [gpu-a-01, gpu-b-01]
+    node_labels:
+      gpu-a-01: {gpufleet.io/gpu-path: device-plugin}
+      gpu-b-01: {gpufleet.io/gpu-path: dra}
+  delegate_to: localhost
+  run_once: true
+
 - name: GPU labels | Label and taint, and clean nodes that are no longer GPU nodes
   gpufleet.cluster.gpu_node_labels:
     nodes: "{{ groups['gpu_nodes'] | map('extract', hostvars, 'kubernetes_node_name') | list }}"
@@ -170,6 +189,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.node_labe
     NodeLabelError,
     apply_patches,
     normalize_labels,
+    normalize_node_labels,
     normalize_taints,
     plan_labels,
 )
@@ -251,6 +271,7 @@ ARGUMENT_SPEC = dict(
     **vk.kube_auth_argspec(),
     nodes=dict(type="list", elements="str", required=True),
     labels=dict(type="dict", default={"nvidia.com/gpu.present": "true"}),
+    node_labels=dict(type="dict", default={}),
     taints=dict(
         type="list",
         elements="dict",
@@ -285,6 +306,7 @@ def main() -> None:
         )
     try:
         labels = normalize_labels(params["labels"], "labels")
+        node_labels = normalize_node_labels(params["node_labels"], params["nodes"])
         taints = normalize_taints(
             [{k: v for k, v in t.items() if v is not None} for t in params["taints"]], "taints"
         )
@@ -303,7 +325,9 @@ def main() -> None:
     result: dict = {"changed": False, "api_requests": api.summary()}
     try:
         nodes = api.list_all(params["page_size"])
-        plan = plan_labels(nodes, params["nodes"], labels, taints, params["remove_from_others"])
+        plan = plan_labels(
+            nodes, params["nodes"], labels, taints, params["remove_from_others"], node_labels
+        )
     except NodeLabelError as exc:
         module.fail_json(msg=str(exc), api_requests=api.summary())
     except KubeError as exc:
@@ -340,6 +364,7 @@ def main() -> None:
             labels,
             taints,
             is_conflict=lambda err: isinstance(err, KubeError) and err.status == 409,
+            node_labels=node_labels,
         )
         if failure is not None:
             module.fail_json(

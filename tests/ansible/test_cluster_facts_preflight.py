@@ -79,6 +79,7 @@ def test_every_role_variable_defaults_to_its_cluster_variable(tmp_path: Path) ->
             "claim_templates_kubeconfig": "/srv/k/admin.conf",
         },
         "gpu_node_labels": {"gpu_node_labels_kubeconfig": "/srv/k/admin.conf"},
+        "device_plugin": {"device_plugin_kubeconfig": "/srv/k/admin.conf"},
         "mig": {"mig_kubeconfig": "/srv/k/admin.conf", "mig_dra_plugin_namespace": "gpu-dra"},
         "nvidia_container_toolkit": {"nvidia_container_toolkit_kubeconfig": "/srv/k/admin.conf"},
         "validate": {

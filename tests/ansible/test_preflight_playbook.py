@@ -140,6 +140,7 @@ def test_site_runs_preflight_first_and_the_roles_in_order() -> None:
         "Kubeadm",
         "DRA gates",
         "GPU labels",
+        "Device plugin",
         "DRA driver",
         "MIG",
         "Monitoring",
@@ -148,6 +149,14 @@ def test_site_runs_preflight_first_and_the_roles_in_order() -> None:
     ]
     present = [a for a in order if a in areas]
     assert present == sorted(present, key=areas.index)
-    assert {"Driver", "Toolkit", "Kubeadm", "DRA gates", "GPU labels", "DRA driver"} <= set(areas)
+    assert {
+        "Driver",
+        "Toolkit",
+        "Kubeadm",
+        "DRA gates",
+        "GPU labels",
+        "Device plugin",
+        "DRA driver",
+    } <= set(areas)
     assert "Monitoring" in areas  # the sample sets site_monitoring: true
     assert "Kueue" in areas  # the sample sets site_kueue: true

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import gpu_paths as gp
 from rich.console import Console
 
 from gpufleet import runner
@@ -33,6 +34,8 @@ from tests.integration.conftest import DEFAULT_VERSION
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 LABEL = "nvidia.com/gpu.present"
+#: The GPU path label every GPU node gets too; the inventory here declares no path (dra).
+PATH_LABELS = {gp.PATH_LABEL: gp.DRA}
 TAINT = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
 NODES = 500
 GPU_NODES = 400
@@ -123,8 +126,8 @@ def run_role(
     return result.status, results[0]
 
 
-def node_state(cp: ControlPlane) -> dict[str, tuple[str | None, bool]]:
-    """node name -> (value of LABEL, has TAINT)."""
+def node_state(cp: ControlPlane) -> dict[str, tuple[str | None, bool, str | None]]:
+    """node name -> (value of LABEL, has TAINT, value of the GPU path label)."""
     from kubernetes import client
 
     core = client.CoreV1Api(cp.api_client())
@@ -132,7 +135,8 @@ def node_state(cp: ControlPlane) -> dict[str, tuple[str | None, bool]]:
     for n in core.list_node().items:
         taints = n.spec.taints or []
         has = any(t.key == TAINT["key"] and t.effect == TAINT["effect"] for t in taints)
-        out[n.metadata.name] = ((n.metadata.labels or {}).get(LABEL), has)
+        labels = n.metadata.labels or {}
+        out[n.metadata.name] = (labels.get(LABEL), has, labels.get(gp.PATH_LABEL))
     return out
 
 
@@ -153,7 +157,7 @@ def test_labels_500_nodes_with_one_list_and_only_needed_patches(
             kwok_node_manifest(
                 gpu_name(i),
                 kubelet_version=DEFAULT_VERSION,
-                labels={LABEL: "true"} if pre else None,
+                labels={LABEL: "true"} | PATH_LABELS if pre else None,
                 taints=[TAINT] if pre else (),
             )
         )
@@ -179,8 +183,8 @@ def test_labels_500_nodes_with_one_list_and_only_needed_patches(
     assert res["api_requests"]["list"] == seen["LIST"] <= max_lists
     assert seen["GET"] == res["api_requests"]["get"] == 0
     state = node_state(cp)
-    assert all(state[gpu_name(i)] == ("true", True) for i in range(GPU_NODES))
-    assert all(state[f"cpu-node-{i:03d}"] == (None, False) for i in range(NODES - GPU_NODES))
+    assert all(state[gpu_name(i)] == ("true", True, gp.DRA) for i in range(GPU_NODES))
+    assert all(state[f"cpu-node-{i:03d}"] == (None, False, None) for i in range(NODES - GPU_NODES))
 
     # 2. second run: nothing differs, so only the list requests are made
     before = node_requests(cp)
@@ -201,7 +205,7 @@ def test_labels_500_nodes_with_one_list_and_only_needed_patches(
     assert status == EXIT_OK
     assert sorted(res["changed_nodes"]) == [gpu_name(i) for i in range(300, GPU_NODES)]
     assert seen["PATCH"] == 0
-    assert node_state(cp)[gpu_name(350)] == ("true", True)
+    assert node_state(cp)[gpu_name(350)] == ("true", True, gp.DRA)
 
     before = node_requests(cp)
     status, res = run_role(tmp_path, fewer, gpu_node_labels_remove_from_others=True)
@@ -212,8 +216,8 @@ def test_labels_500_nodes_with_one_list_and_only_needed_patches(
     assert res["api_requests"]["patch"] == seen["PATCH"] == GPU_NODES - 300
     assert res["api_requests"]["list"] == seen["LIST"] <= max_lists
     state = node_state(cp)
-    assert all(state[gpu_name(i)] == ("true", True) for i in range(300))
-    assert all(state[gpu_name(i)] == (None, False) for i in range(300, GPU_NODES))
+    assert all(state[gpu_name(i)] == ("true", True, gp.DRA) for i in range(300))
+    assert all(state[gpu_name(i)] == (None, False, None) for i in range(300, GPU_NODES))
 
 
 def test_missing_node_fails_naming_it_and_patches_nothing(

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import gpu_paths as gp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.migrate import move as mm
 
@@ -59,7 +60,7 @@ class Advertisers(threading.Thread):
             time.sleep(0.05)
 
     def tick(self, node: str) -> None:
-        label = (self.core.read_node(node).metadata.labels or {}).get(mm.PATH_LABEL)
+        label = (self.core.read_node(node).metadata.labels or {}).get(gp.PATH_LABEL)
         for path in ("device-plugin", "dra"):
             want = label == path and path not in self.broken
             if want == self.state[node][path]:
@@ -108,7 +109,7 @@ def cluster(apiserver: ControlPlane) -> Iterator[tuple[Any, vk.Kube]]:
         core.create_namespace({"metadata": {"name": NAMESPACE}})
         core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": "default"}})
     yield api, vk.Kube(str(apiserver.kubeconfig))
-    for node in core.list_node(label_selector=mm.PATH_LABEL).items:
+    for node in core.list_node(label_selector=gp.PATH_LABEL).items:
         core.delete_node(node.metadata.name)
     for pod in core.list_namespaced_pod(NAMESPACE).items:
         core.delete_namespaced_pod(pod.metadata.name, NAMESPACE, grace_period_seconds=0)
@@ -124,7 +125,7 @@ def make_nodes(api: Any, names: list[str], path: str, cordoned: tuple[str, ...] 
     core = client.CoreV1Api(api)
     for name in names:
         manifest = kwok_node_manifest(
-            name, kubelet_version=DEFAULT_VERSION, labels={mm.PATH_LABEL: path}
+            name, kubelet_version=DEFAULT_VERSION, labels={gp.PATH_LABEL: path}
         )
         manifest["spec"] = {"unschedulable": True} if name in cordoned else {}
         core.create_node(manifest)
@@ -145,7 +146,7 @@ def node_view(api: Any, name: str) -> tuple[str | None, bool]:
     from kubernetes import client
 
     node = client.CoreV1Api(api).read_node(name)
-    return (node.metadata.labels or {}).get(mm.PATH_LABEL), bool(node.spec.unschedulable)
+    return (node.metadata.labels or {}).get(gp.PATH_LABEL), bool(node.spec.unschedulable)
 
 
 def started(api: Any, nodes: list[str], path: str) -> Advertisers:

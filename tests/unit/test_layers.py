@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kube", "nvidia"),
     ("dra", "mig"),
     ("cel", "kubeadm", "dra_driver", "cluster", "host"),
-    ("claims", "kueue"),
+    ("claims", "kueue", "device_plugin"),
     ("gate_audit", "report"),
     ("preflight", "validate", "upgrade", "migrate"),
 )

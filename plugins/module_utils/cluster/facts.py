@@ -75,6 +75,7 @@ CLUSTER_FACTS: tuple[ClusterFact, ...] = (
             "nvidia_container_toolkit_kubeconfig",
             "dra_feature_gates_kubeconfig",
             "gpu_node_labels_kubeconfig",
+            "device_plugin_kubeconfig",
             "dra_driver_kubeconfig",
             "mig_kubeconfig",
             "claim_templates_kubeconfig",

@@ -13,7 +13,9 @@ affinity on one of ``feature.node.kubernetes.io/pci-10de.present=true``,
 ``nvidia.com/gpu.present=true`` (chart ``dra-driver-nvidia-gpu`` values.yaml
 ``kubeletPlugin.affinity``); without Node Feature Discovery or the GPU Operator nothing
 sets them and the DaemonSet schedules nowhere (kubernetes-sigs/dra-driver-nvidia-gpu#1084).
-``DEFAULT_LABELS`` is therefore ``{"nvidia.com/gpu.present": "true"}``.
+``DEFAULT_LABELS`` is therefore ``{"nvidia.com/gpu.present": "true"}``. Labels of one
+node only (``node_labels``: the GPU path of its pool, which differs from pool to pool) are
+merged over the labels every node gets.
 
 Patches are JSON merge patches (RFC 7386, ``application/merge-patch+json``): labels are
 set with ``{"metadata": {"labels": {key: value}}}`` and removed with ``{key: null}``; a
@@ -48,6 +50,7 @@ __all__ = [
     "PatchFailure",
     "apply_patches",
     "normalize_labels",
+    "normalize_node_labels",
     "normalize_taints",
     "plan_labels",
 ]
@@ -118,6 +121,56 @@ def normalize_labels(labels: Mapping[str, Any] | None, what: str = "labels") -> 
     if not isinstance(labels, Mapping):
         raise NodeLabelError(f"{what}={labels!r} is not a mapping; fix: give label keys to values")
     return {_check_qualified_name(k, what): _label_value(k, v, what) for k, v in labels.items()}
+
+
+def normalize_node_labels(
+    node_labels: Mapping[str, Any] | None, nodes: Sequence[str], what: str = "node_labels"
+) -> dict[str, dict[str, str]]:
+    """Validated labels of single nodes: node name -> labels, each node one of ``nodes``.
+
+    Raises NodeLabelError naming ``what`` for a value that is not a mapping, a node not in
+    ``nodes``, or a bad label key or value.
+    """
+    if not node_labels:
+        return {}
+    if not isinstance(node_labels, Mapping):
+        raise NodeLabelError(
+            f"{what}={node_labels!r} is not a mapping; fix: give node names to labels"
+        )
+    listed = {str(n) for n in nodes}
+    unknown = sorted(str(n) for n in node_labels if str(n) not in listed)
+    if unknown:
+        raise NodeLabelError(
+            f"{what} names node(s) {', '.join(unknown)} that are not in nodes; fix: give "
+            "labels only for the nodes listed"
+        )
+    return {
+        str(name): normalize_labels(labels, f"{what}[{str(name)!r}]")
+        for name, labels in node_labels.items()
+    }
+
+
+def _removal_labels(
+    labels: Mapping[str, str], node_labels: Mapping[str, Mapping[str, str]]
+) -> dict[str, str]:
+    """Every label key set on some node (values do not matter for a removal)."""
+    out = dict(labels)
+    for per_node in node_labels.values():
+        out.update(per_node)
+    return out
+
+
+def _labels_for(
+    name: str,
+    role: str,
+    labels: Mapping[str, str],
+    node_labels: Mapping[str, Mapping[str, str]],
+) -> dict[str, str]:
+    """The labels a node of ``role`` gets (``gpu``: ``labels`` with its own ``node_labels``
+    merged over them) or loses (``other``: every key of either)."""
+    if role == "gpu":
+        return {**labels, **node_labels.get(name, {})}
+    return _removal_labels(labels, node_labels)
 
 
 def normalize_taints(
@@ -291,30 +344,35 @@ def plan_labels(
     labels: Mapping[str, Any] | None = None,
     taints: Sequence[Mapping[str, Any]] | None = None,
     remove_from_others: bool = False,
+    node_labels: Mapping[str, Any] | None = None,
 ) -> LabelPlan:
     """Compare the listed ``nodes`` with the wanted state and return the patches.
 
     ``gpu_nodes``: Kubernetes node names that get ``labels`` (default ``DEFAULT_LABELS``) and
-    ``taints``; with ``remove_from_others`` every other node loses those label keys and
-    taints (key and effect). Names in ``gpu_nodes`` with no Node go to ``missing``.
+    ``taints``, and each its own ``node_labels`` (node name -> labels, merged over
+    ``labels``); with ``remove_from_others`` every other node loses all those label keys and
+    the taints (key and effect). Names in ``gpu_nodes`` with no Node go to ``missing``.
 
-    Raises NodeLabelError for bad labels or taints, or a node name given twice.
+    Raises NodeLabelError for bad labels or taints, node labels of a node not in
+    ``gpu_nodes``, or a node name given twice.
     """
     wanted_labels = normalize_labels(DEFAULT_LABELS if labels is None else labels)
     wanted_taints = normalize_taints(taints)
     names = [str(n) for n in gpu_nodes]
+    per_node = normalize_node_labels(node_labels, names)
     dupes = sorted(n for n, count in Counter(names).items() if count > 1)
     if dupes:
         raise NodeLabelError(
             f"nodes lists {', '.join(dupes)} more than once; fix: give each node name once "
             "(two inventory hosts may map to one kubernetes_node_name)"
         )
-    if not wanted_labels and not wanted_taints:
+    if not wanted_labels and not wanted_taints and not any(per_node.values()):
         raise NodeLabelError(
             "labels and taints are both empty: nothing to set; fix: give labels, e.g. "
             '{"nvidia.com/gpu.present": "true"}'
         )
     wanted = set(names)
+    removal = _removal_labels(wanted_labels, per_node)
     plan = LabelPlan()
     found: set[str] = set()
     for node in nodes:
@@ -322,13 +380,14 @@ def plan_labels(
         name = _node_name(node)
         if name in wanted:
             found.add(name)
-            patch = node_patch(node, wanted_labels, wanted_taints, present=True)
+            mine = _labels_for(name, "gpu", wanted_labels, per_node)
+            patch = node_patch(node, mine, wanted_taints, present=True)
             if patch is None:
                 plan.unchanged.append(name)
             else:
                 plan.patches.append(patch)
         elif remove_from_others:
-            patch = node_patch(node, wanted_labels, wanted_taints, present=False)
+            patch = node_patch(node, removal, wanted_taints, present=False)
             if patch is not None:
                 plan.patches.append(patch)
     plan.missing = [n for n in names if n not in found]
@@ -352,18 +411,21 @@ def apply_patches(
     is_conflict: Callable[[Exception], bool],
     workers: int = PATCH_WORKERS,
     retries: int = CONFLICT_RETRIES,
+    node_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[list[NodePatch], PatchFailure | None]:
     """Send every patch (``send(node name, merge-patch body)``), up to ``workers`` at once.
 
     On an error for which ``is_conflict`` is true (409: the node changed since the list)
-    the node is read again (``reread(name)``) and its patch recomputed with ``labels`` and
-    ``taints`` (normalized), at most ``retries`` times; a node that no longer needs a patch
-    is dropped. Any other error ends the run: patches not yet started are not sent.
+    the node is read again (``reread(name)``) and its patch recomputed with ``labels``,
+    its ``node_labels`` and ``taints`` (normalized), at most ``retries`` times; a node that
+    no longer needs a patch is dropped. Any other error ends the run: patches not yet
+    started are not sent.
 
     Returns the patches applied (in the order of ``patches``, each as last sent) and the
     first failure, or None. ``send`` and ``reread`` are called from worker threads.
     """
     stop = threading.Event()
+    per_node = dict(node_labels or {})
 
     def one(item: NodePatch) -> NodePatch | PatchFailure | None:
         if stop.is_set():
@@ -380,7 +442,8 @@ def apply_patches(
                     except Exception as read_err:
                         stop.set()
                         return PatchFailure(patch, read_err)
-                    renewed = node_patch(fresh, labels, taints, present=patch.role == "gpu")
+                    mine = _labels_for(patch.name, patch.role, labels, per_node)
+                    renewed = node_patch(fresh, mine, taints, present=patch.role == "gpu")
                     if renewed is None:
                         return None
                     patch = renewed

@@ -16,8 +16,15 @@ In the inventory a pool takes its path by group: ``gpu_path_device_plugin`` or
 child; a GPU host in neither is on ``DEFAULT_PATH``. A group named ``gpu_path_<other>``
 names an unknown path.
 
-On the cluster a node's path is what it advertises (``node_path``): ``device-plugin``,
-``dra``, ``both`` or ``none``.
+On the cluster a GPU node carries its pool's path as the label ``PATH_LABEL``
+(``gpufleet.io/gpu-path=device-plugin`` or ``=dra``, set by the gpu_node_labels role from the
+inventory groups, ``path_labels``), which the DaemonSets of the two paths select; what a node
+advertises is its path as the cluster shows it (``node_path``): ``device-plugin``, ``dra``,
+``both`` or ``none``.
+
+The roles read the inventory through ``host_path`` and ``pools``, which refuse a host on both
+paths or in a ``gpu_path_*`` group that names no path (preflight's ``gpu-path-both`` and
+``gpu-path-unknown``, for a role run without preflight).
 
 Sources: the device plugin's resource names (NVIDIA/k8s-device-plugin
 ``internal/rm/rm.go``, ``api/config/v1/resources.go``); the kubelet keeps an extended
@@ -31,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import RefusedValue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     DEVICE_PLUGIN_RESOURCE,
     NVIDIA_DRIVER,
@@ -45,11 +53,16 @@ __all__ = [
     "NONE",
     "PATHS",
     "PATH_GROUP_PREFIX",
+    "PATH_LABEL",
+    "GpuPathError",
     "device_plugin_resources",
     "gpu_drivers",
+    "host_path",
     "inventory_paths",
     "node_path",
     "path_group",
+    "path_labels",
+    "pools",
 ]
 
 DEVICE_PLUGIN = "device-plugin"
@@ -66,6 +79,15 @@ DEFAULT_PATH = DRA
 PATH_GROUP_PREFIX = "gpu_path_"
 #: The device plugin's MIG resources with its mixed strategy (``nvidia.com/mig-1g.18gb``).
 DEVICE_PLUGIN_MIG_PREFIX = "nvidia.com/mig-"
+#: The Node label that carries a GPU node's path (value ``device-plugin`` or ``dra``, both
+#: valid label values); the prefix is the collection's own (``gpufleet.io/``), as on its
+#: other objects.
+PATH_LABEL = "gpufleet.io/gpu-path"
+
+
+class GpuPathError(RefusedValue):
+    """A host whose groups declare no single known path: ``variable`` is ``group_names``,
+    ``value`` the offending groups; ``str()`` names the host, the groups and the fix."""
 
 
 def path_group(path: str) -> str:
@@ -81,6 +103,50 @@ def inventory_paths(groups: Iterable[str]) -> tuple[list[str], list[str]]:
     paths = [p for p in PATHS if path_group(p) in names]
     unknown = sorted(g for g in names if g.startswith(PATH_GROUP_PREFIX) and g not in by_group)
     return paths, unknown
+
+
+def host_path(host: str, groups: Iterable[str]) -> str:
+    """The path of the GPU host ``host`` from its inventory ``groups``: the one it declares,
+    else ``DEFAULT_PATH``. Raises GpuPathError for a host on both paths or in a
+    ``gpu_path_*`` group that names no known path."""
+    paths, unknown = inventory_paths(groups)
+    known = " or ".join(path_group(p) for p in PATHS)
+    if unknown:
+        raise GpuPathError(
+            "group_names",
+            unknown,
+            f"host {host} is in {', '.join(unknown)}, which names no GPU path",
+            f"put the host's node group in {known} instead; a GPU host in neither is on the "
+            f"{DEFAULT_PATH} path",
+        )
+    if len(paths) > 1:
+        groups_of = [path_group(p) for p in paths]
+        raise GpuPathError(
+            "group_names",
+            groups_of,
+            f"host {host} is on both GPU paths: the device plugin and the DRA driver would "
+            "each advertise its GPUs, and the scheduler would hand one GPU out twice",
+            f"keep the host's node group in one of {' or '.join(groups_of)}",
+        )
+    return paths[0] if paths else DEFAULT_PATH
+
+
+def pools(hosts: Iterable[tuple[str, Iterable[str]]]) -> dict[str, list[str]]:
+    """The GPU hosts by path: ``hosts`` is ``(name, groups)`` pairs (an inventory host or its
+    node name, and the host's inventory groups); returns path -> names, with every path of
+    ``PATHS`` as a key and the names in the order given. Raises GpuPathError as
+    ``host_path`` does."""
+    out: dict[str, list[str]] = {p: [] for p in PATHS}
+    for name, groups in hosts:
+        out[host_path(str(name), groups)].append(str(name))
+    return out
+
+
+def path_labels(hosts: Iterable[tuple[str, Iterable[str]]]) -> dict[str, dict[str, str]]:
+    """``{name: {PATH_LABEL: path}}`` for ``(name, groups)`` pairs (a node name and its
+    host's inventory groups): the label each GPU node gets. Raises GpuPathError as
+    ``host_path`` does."""
+    return {str(name): {PATH_LABEL: host_path(str(name), groups)} for name, groups in hosts}
 
 
 def gpu_drivers(driver: str) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import gpu_paths as gp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     DEVICE_PLUGIN_RESOURCE,
 )
@@ -93,18 +94,21 @@ def scheduling_problem(
     node_selector: Mapping[str, str] | None,
     affinity: Mapping[str, Any] | None,
     tolerations: Sequence[Mapping[str, Any]] | None,
+    *,
+    values: str = "kubeletPlugin.",
+    plugin: str = "the kubelet plugin's",
 ) -> str:
     """Why a DaemonSet pod with this nodeSelector/affinity/tolerations cannot run on
     ``node`` (a Node object), or "" when it can. Only required node affinity counts, and
     only NoSchedule/NoExecute taints other than the node-condition taints every DaemonSet
     pod tolerates (the DaemonSet controller's rules, pkg/controller/daemon/daemon_controller.go
-    NodeShouldRunDaemonPod)."""
+    NodeShouldRunDaemonPod). The reason names the chart values by ``values`` (their prefix:
+    ``kubeletPlugin.`` for the DRA driver's chart, ``""`` for charts with top-level
+    ``nodeSelector``) and the pod's owner by ``plugin``."""
     labels = node.get("metadata", {}).get("labels") or {}
     missing = [f"{k}={v}" for k, v in (node_selector or {}).items() if labels.get(k) != str(v)]
     if missing:
-        return (
-            "lacks the label(s) " + ", ".join(missing) + " that kubeletPlugin.nodeSelector requires"
-        )
+        return "lacks the label(s) " + ", ".join(missing) + f" that {values}nodeSelector requires"
     required = ((affinity or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
@@ -116,7 +120,7 @@ def scheduling_problem(
             " and ".join(_describe_expr(e) for e in t.get("matchExpressions") or []) for t in terms
         ]
         return (
-            "matches none of the kubelet plugin's required node affinity terms: it needs one of "
+            f"matches none of {plugin} required node affinity terms: it needs one of "
             + "; ".join(wants)
         )
     for taint in node.get("spec", {}).get("taints") or []:
@@ -128,7 +132,7 @@ def scheduling_problem(
             value = f"={taint['value']}" if taint.get("value") else ""
             return (
                 f"has the taint {taint.get('key')}{value}:{taint.get('effect')} that "
-                "kubeletPlugin.tolerations do not tolerate"
+                f"{values}tolerations do not tolerate"
             )
     return ""
 
@@ -170,14 +174,20 @@ def node_problems(
     *,
     legacy_chart: bool = False,
     coexist_with_device_plugin: bool = False,
+    device_plugin_nodes: Sequence[str] = (),
 ) -> list[str]:
     """Problems of the GPU nodes found in one Node list, each naming the node and the fix.
+
+    ``gpu_nodes`` are the nodes of the DRA pools (every GPU node where the inventory has no
+    device-plugin pool), ``device_plugin_nodes`` those of the device-plugin pools.
 
     - a GPU host without a Node object;
     - a GPU node the kubelet plugin would not be scheduled on with ``values`` (its
       ``kubeletPlugin.nodeSelector``, ``affinity`` or the chart default, ``tolerations``);
     - a GPU node whose ``status.allocatable`` has ``nvidia.com/gpu`` (the classic NVIDIA
-      device plugin runs there), unless ``coexist_with_device_plugin``.
+      device plugin runs there), unless ``coexist_with_device_plugin``;
+    - a node of a device-plugin pool the kubelet plugin would be scheduled on (two
+      advertisers of its GPUs); ``coexist_with_device_plugin`` does not accept this one.
     """
     by_name = {node_name_of(n): n for n in nodes}
     plugin = values.get("kubeletPlugin") or {}
@@ -209,5 +219,19 @@ def node_problems(
                 "device plugin runs there and would hand out the same GPUs as DRA; fix: remove "
                 "the device plugin (GPU Operator devicePlugin.enabled=false) or set "
                 "dra_driver_coexist_with_device_plugin: true"
+            )
+    for name in device_plugin_nodes:
+        node = by_name.get(name)
+        if node is None:
+            continue
+        if not scheduling_problem(
+            node, plugin.get("nodeSelector"), affinity, plugin.get("tolerations")
+        ):
+            out.append(
+                f"GPU node {name} is on the device-plugin path (group "
+                f"{gp.path_group(gp.DEVICE_PLUGIN)}) but the kubelet plugin would run there "
+                "too, and both would hand out its GPUs; fix: label it with the gpu_node_labels "
+                f"role ({gp.PATH_LABEL}={gp.DEVICE_PLUGIN}) and keep {gp.PATH_LABEL} out of "
+                "dra_driver_node_selector and dra_driver_extra_values.kubeletPlugin"
             )
     return out

@@ -57,6 +57,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core a
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import gates as dra_gates
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import gpu_paths as gp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     BELOW_CHART_KUBE_VERSION,
     BELOW_DOCUMENTED_MINIMUM,
@@ -265,7 +266,9 @@ def plan(inputs: Mapping[str, Any]) -> DraDriverPlan:
     - ``gpu_operator`` (bool), ``nvidia_driver_root`` (str, "" = by ``gpu_operator``)
     - ``compute_domains`` (bool), ``sharing`` (list), ``dynamic_mig`` (bool),
       ``feature_gates`` (dict), ``resource_api_version`` (str, "" = the chart detects it)
-    - ``node_selector`` (dict), ``node_taints`` (list of ``{key, value?, effect}``)
+    - ``node_selector`` (dict), ``node_taints`` (list of ``{key, value?, effect}``),
+      ``device_plugin_pool`` (bool: a GPU host of the inventory is on the device-plugin path;
+      the selector then also asks for ``gpufleet.io/gpu-path: dra``)
     - ``namespace`` (str), ``extra_values`` (dict merged last)
     - ``installed`` (None or ``{"chart": "<name>-<version>", "values": {...}}`` of the release)
     """
@@ -447,13 +450,29 @@ def _resource_api(
 def _kubelet_plugin_placement(
     inputs: Mapping[str, Any],
 ) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The kubelet plugin's ``nodeSelector`` and ``tolerations``."""
+    """The kubelet plugin's ``nodeSelector`` and ``tolerations``. Where the inventory has a
+    device-plugin pool (``device_plugin_pool``) the selector also asks for the DRA path label
+    (``gpufleet.io/gpu-path: dra``, set by the gpu_node_labels role), so that the plugin
+    stays off the device-plugin pools; without one the selector is the one given, as before
+    the inventory declared paths."""
     node_selector = inputs.get("node_selector") or {}
     if not isinstance(node_selector, Mapping):
         raise DraDriverError(
             "dra_driver_node_selector", node_selector, "not a mapping", "give label key -> value"
         )
     node_selector = {str(k): str(v) for k, v in node_selector.items()}
+    if gp.PATH_LABEL in node_selector and node_selector[gp.PATH_LABEL] != gp.DRA:
+        raise DraDriverError(
+            "dra_driver_node_selector",
+            node_selector,
+            f"selects {gp.PATH_LABEL}={node_selector[gp.PATH_LABEL]}, the nodes of another GPU "
+            "path than DRA: the kubelet plugin would advertise the GPUs the device plugin "
+            "already hands out",
+            f"drop {gp.PATH_LABEL} from it (the role adds {gp.PATH_LABEL}: {gp.DRA} itself "
+            "where the inventory has a device-plugin pool)",
+        )
+    if bool(inputs.get("device_plugin_pool")):
+        node_selector[gp.PATH_LABEL] = gp.DRA
     return node_selector, tolerations_for(inputs.get("node_taints") or [])
 
 

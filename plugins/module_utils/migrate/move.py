@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE)
 """Moving one batch of a GPU pool's nodes to the other GPU path, over the API.
 
-The path label (``PATH_LABEL``) decides where each advertiser runs: the device plugin's
+The path label (``gpu_paths.PATH_LABEL``) decides where each advertiser runs: the device plugin's
 DaemonSet selects ``device-plugin``, the DRA kubelet plugin's ``dra``
 (roles ``device_plugin`` and ``dra_driver``). Per batch, in order, each phase for every
 node of the batch before the next phase:
@@ -43,10 +43,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import clien
 from ansible_collections.gpufleet.cluster.plugins.module_utils.migrate import plan as mp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import paths as rpaths
 
-__all__ = ["MOVING", "PATH_LABEL", "MoveFailed", "NodeRecord", "advertised", "move_batch"]
+__all__ = ["MOVING", "MoveFailed", "NodeRecord", "advertised", "move_batch"]
 
-#: The node label that says which advertiser runs on a GPU node.
-PATH_LABEL = "gpufleet.io/gpu-path"
 #: The label's value while a node is between paths: neither advertiser selects it.
 MOVING = "moving"
 
@@ -107,7 +105,7 @@ def advertised(state: Mapping[str, Any]) -> str:
 
 
 def _label_patch(value: str | None) -> dict[str, Any]:
-    return {"metadata": {"labels": {PATH_LABEL: value}}}
+    return {"metadata": {"labels": {gp.PATH_LABEL: value}}}
 
 
 def _pods_path(namespace: str, name: str = "") -> str:
@@ -268,7 +266,7 @@ def move_batch(
         for record in records:
             state = batch.state(record.node)
             record.was_cordoned = bool(state["unschedulable"])
-            record.label_before = state["labels"].get(PATH_LABEL)
+            record.label_before = state["labels"].get(gp.PATH_LABEL)
             if advertised(state) == gp.BOTH:
                 raise _Stop(record.node, "read", f"node {record.node} advertises both already")
         _phase(records, "cordon", clock, batch.cordon)

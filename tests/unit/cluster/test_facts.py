@@ -138,3 +138,15 @@ def test_preflight_collects_every_cluster_variable() -> None:
     tasks = (ROOT / "roles" / "preflight" / "tasks" / "main.yml").read_text()
     names = "|".join(f.name.removeprefix("gpufleet_") for f in cf.CLUSTER_FACTS)
     assert f"'^gpufleet_({names})$'" in tasks
+
+
+@pytest.mark.unit
+def test_the_device_plugin_kubeconfig_is_judged_against_the_clusters() -> None:
+    (p,) = cf.disagreements(
+        {"gpufleet_kubeconfig": "~/.kube/prod.conf", "device_plugin_kubeconfig": "/tmp/other.conf"}
+    )
+    assert (p["rule"], p["variable"], p["value"]) == (
+        "cluster-fact-mismatch",
+        "device_plugin_kubeconfig",
+        "/tmp/other.conf",
+    )

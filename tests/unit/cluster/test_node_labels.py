@@ -8,6 +8,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.node_labe
     NodeLabelError,
     apply_patches,
     normalize_labels,
+    normalize_node_labels,
     normalize_taints,
     plan_labels,
 )
@@ -228,3 +229,100 @@ def test_a_failure_stops_the_patches_not_yet_started() -> None:
     assert failure is not None and failure.patch.name == "gpu-0"
     assert isinstance(failure.error, PermissionError)
     assert sent == ["gpu-0"] and done == []
+
+
+# ----------------------------------------------------------------------------- per-node labels
+
+PATH = "gpufleet.io/gpu-path"
+
+
+def test_node_labels_are_merged_over_the_labels_of_their_node_only() -> None:
+    nodes = [node("h100-01"), node("h200-01", {"nvidia.com/gpu.present": "true"})]
+    plan = plan_labels(
+        nodes,
+        ["h100-01", "h200-01"],
+        node_labels={"h100-01": {PATH: "device-plugin"}, "h200-01": {PATH: "dra"}},
+    )
+    assert {p.name: p.patch for p in plan.patches} == {
+        "h100-01": {
+            "metadata": {"labels": {"nvidia.com/gpu.present": "true", PATH: "device-plugin"}}
+        },
+        "h200-01": {"metadata": {"labels": {PATH: "dra"}}},
+    }
+
+
+def test_a_pool_that_moves_gets_the_new_path_and_keeps_the_rest() -> None:
+    moved = node("h100-01", {"nvidia.com/gpu.present": "true", PATH: "device-plugin"})
+    plan = plan_labels([moved], ["h100-01"], node_labels={"h100-01": {PATH: "dra"}})
+    (patch,) = plan.patches
+    assert patch.labels == {PATH: ["device-plugin", "dra"]}
+    assert patch.patch == {"metadata": {"labels": {PATH: "dra"}}}
+
+
+def test_a_node_label_wins_over_the_same_key_in_labels() -> None:
+    plan = plan_labels(
+        [node("a")], ["a"], labels={PATH: "dra"}, node_labels={"a": {PATH: "device-plugin"}}
+    )
+    assert plan.patches[0].patch == {"metadata": {"labels": {PATH: "device-plugin"}}}
+
+
+def test_removal_from_others_removes_the_node_label_keys_too() -> None:
+    left = node("old-gpu", {"nvidia.com/gpu.present": "true", PATH: "dra", "keep": "1"})
+    plan = plan_labels(
+        [node("gpu", {"nvidia.com/gpu.present": "true", PATH: "dra"}), left],
+        ["gpu"],
+        node_labels={"gpu": {PATH: "dra"}},
+        remove_from_others=True,
+    )
+    (patch,) = plan.patches
+    assert patch.name == "old-gpu" and patch.role == "other"
+    assert patch.patch == {"metadata": {"labels": {"nvidia.com/gpu.present": None, PATH: None}}}
+
+
+def test_node_labels_of_a_node_not_listed_are_refused() -> None:
+    with pytest.raises(NodeLabelError) as info:
+        plan_labels([node("a")], ["a"], node_labels={"b": {PATH: "dra"}})
+    assert str(info.value) == (
+        "node_labels names node(s) b that are not in nodes; fix: give labels only for the "
+        "nodes listed"
+    )
+
+
+def test_a_bad_node_label_value_names_the_node() -> None:
+    with pytest.raises(NodeLabelError, match=r"node_labels\['a'\]\[.gpufleet.io/gpu-path.\]"):
+        normalize_node_labels({"a": {PATH: "device plugin"}}, ["a"])
+
+
+def test_only_node_labels_is_something_to_set() -> None:
+    plan = plan_labels([node("a")], ["a"], labels={}, node_labels={"a": {PATH: "dra"}})
+    assert plan.patches[0].patch == {"metadata": {"labels": {PATH: "dra"}}}
+
+
+def test_conflict_recomputes_with_the_node_labels_of_that_node() -> None:
+    plan = plan_labels(
+        [node("gpu-1", rv="7")],
+        ["gpu-1"],
+        labels={},
+        node_labels={"gpu-1": {PATH: "device-plugin"}},
+        taints=[GPU_TAINT],
+    )
+    fresh = node("gpu-1", {PATH: "dra"}, taints=[], rv="8")
+    bodies: list[dict] = []
+
+    def send(name: str, body: dict) -> None:
+        bodies.append(body)
+        if body["metadata"].get("resourceVersion") == "7":
+            raise Conflict()
+
+    done, failure = apply_patches(
+        plan.patches,
+        send,
+        lambda name: fresh,
+        {},
+        normalize_taints([GPU_TAINT]),
+        is_conflict=lambda err: isinstance(err, Conflict),
+        node_labels={"gpu-1": {PATH: "device-plugin"}},
+    )
+    assert failure is None
+    assert bodies[1]["metadata"]["labels"] == {PATH: "device-plugin"}
+    assert done[0].labels == {PATH: ["dra", "device-plugin"]}

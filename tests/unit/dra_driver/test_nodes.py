@@ -67,3 +67,46 @@ def test_device_plugin_on_gpu_node_is_refused_unless_coexisting() -> None:
 def test_gpu_host_without_node_is_named() -> None:
     problems = ddn.node_problems([], ["gpu-9"], ddv.plan(inputs()).values)
     assert problems and problems[0].startswith("GPU node gpu-9: no Node object")
+
+
+# ----------------------------------------------------------------------------- GPU paths
+
+DP = {"gpufleet.io/gpu-path": "device-plugin"}
+DRA = {"gpufleet.io/gpu-path": "dra"}
+
+
+def test_with_a_device_plugin_pool_the_plugin_stays_off_its_nodes() -> None:
+    values = ddv.plan(inputs(device_plugin_pool=True)).values
+    nodes = [node("h200-01", GPU_LABEL | DRA), node("h100-01", GPU_LABEL | DP)]
+    assert ddn.node_problems(nodes, ["h200-01"], values, device_plugin_nodes=["h100-01"]) == []
+
+
+def test_a_device_plugin_node_the_kubelet_plugin_would_reach_is_refused() -> None:
+    # the node still carries the path of the pool it left (gpu_node_labels has not run)
+    values = ddv.plan(inputs(device_plugin_pool=True)).values
+    unlabelled = node("h100-01", GPU_LABEL | DRA)
+    problems = ddn.node_problems(
+        [unlabelled], [], values, coexist_with_device_plugin=True, device_plugin_nodes=["h100-01"]
+    )
+    assert problems == [
+        "GPU node h100-01 is on the device-plugin path (group gpu_path_device_plugin) but the "
+        "kubelet plugin would run there too, and both would hand out its GPUs; fix: label it "
+        "with the gpu_node_labels role (gpufleet.io/gpu-path=device-plugin) and keep "
+        "gpufleet.io/gpu-path out of dra_driver_node_selector and "
+        "dra_driver_extra_values.kubeletPlugin"
+    ]
+
+
+def test_the_device_plugin_refusal_looks_at_dra_nodes_only() -> None:
+    values = ddv.plan(inputs(device_plugin_pool=True)).values
+    advertising = node("h100-01", GPU_LABEL | DP, allocatable={"nvidia.com/gpu": "8"})
+    dra = node("h200-01", GPU_LABEL | DRA, allocatable={"nvidia.com/gpu": "0"})
+    assert (
+        ddn.node_problems([advertising, dra], ["h200-01"], values, device_plugin_nodes=["h100-01"])
+        == []
+    )
+    dra["status"]["allocatable"]["nvidia.com/gpu"] = "8"
+    (problem,) = ddn.node_problems(
+        [advertising, dra], ["h200-01"], values, device_plugin_nodes=["h100-01"]
+    )
+    assert problem.startswith("GPU node h200-01 advertises nvidia.com/gpu=8 in status.allocatable")

@@ -371,3 +371,29 @@ def test_stand_in_is_told_the_release_it_stands_in_for() -> None:
         assert values["simulator"] == {"nvidiaChartVersion": text}
     # NVIDIA's own chart gets no key of the simulator
     assert "simulator" not in ddv.plan(inputs()).values
+
+
+# ----------------------------------------------------------------------------- GPU paths
+
+
+def test_without_a_device_plugin_pool_the_selector_is_unchanged() -> None:
+    for pool in (None, False):
+        over = {} if pool is None else {"device_plugin_pool": pool}
+        plugin = ddv.plan(inputs(**over)).values["kubeletPlugin"]
+        assert plugin["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+
+
+def test_a_device_plugin_pool_adds_the_dra_path_to_the_selector() -> None:
+    plugin = ddv.plan(inputs(device_plugin_pool=True)).values["kubeletPlugin"]
+    assert plugin["nodeSelector"] == {
+        "nvidia.com/gpu.present": "true",
+        "gpufleet.io/gpu-path": "dra",
+    }
+
+
+def test_a_selector_on_the_device_plugin_path_is_refused() -> None:
+    selector = {"nvidia.com/gpu.present": "true", "gpufleet.io/gpu-path": "device-plugin"}
+    err = refused(node_selector=selector)
+    assert err.variable == "dra_driver_node_selector"
+    assert "selects gpufleet.io/gpu-path=device-plugin" in err.reason
+    assert err.fix.startswith("drop gpufleet.io/gpu-path from it")

@@ -1,0 +1,98 @@
+"""Filters of the GPU path each pool declares in the inventory (module_utils
+dra_driver.gpu_paths): the GPU hosts by path, and the path label of each GPU node."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: gpu_path_pools
+short_description: The GPU hosts of a group by the GPU path their inventory groups declare
+version_added: 0.1.0
+description:
+  - A GPU pool hands out its GPUs through NVIDIA's device plugin (inventory group
+    C(gpu_path_device_plugin)) or through DRA (C(gpu_path_dra)); a GPU host in neither is on
+    DRA. Returns the names given, by path.
+  - Fails naming the host, its groups and the fix for a host on both paths or in a
+    C(gpu_path_*) group that names no path (preflight's C(gpu-path-both) and
+    C(gpu-path-unknown)), so that a role run without preflight refuses it too.
+  - Filter C(gpu_path_labels) takes the same pairs, with Kubernetes node names, and returns
+    the label each node gets (node name to C(gpufleet.io/gpu-path=PATH)), for the
+    C(node_labels) option of the C(gpu_node_labels) module.
+options:
+  _input:
+    description:
+      - Pairs C([name, group_names]), an inventory host (or its node name) and the host's
+        inventory groups.
+    type: list
+    elements: list
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: DRA driver | GPU hosts by path
+  ansible.builtin.set_fact:
+    dra_driver_pools: >-
+      {{ groups['gpu_nodes']
+         | zip(groups['gpu_nodes'] | map('extract', hostvars, 'group_names'))
+         | gpufleet.cluster.gpu_path_pools }}
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - C(gpu_path_pools) gives path to names, with both paths as keys (C(device-plugin) and
+      C(dra)); C(gpu_path_labels) gives node name to the mapping of the label
+      C(gpufleet.io/gpu-path) to the node's path.
+  type: dict
+"""
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import gpu_paths as gp
+
+
+def _is_list(value):
+    return hasattr(value, "__iter__") and not isinstance(value, (str, bytes, Mapping))
+
+
+def _pairs(value, name):
+    """``[(name, [group, ...]), ...]`` from what the role passes (``zip`` gives tuples, a
+    template's list gives lists); AnsibleFilterError for another shape."""
+    if not _is_list(value):
+        raise AnsibleFilterError(f"{name} takes a list of [name, group_names] pairs")
+    out = []
+    for item in value:
+        pair = list(item) if _is_list(item) else None
+        if pair is None or len(pair) != 2:
+            raise AnsibleFilterError(f"{name} takes [name, group_names] pairs, not {item!r}")
+        groups = pair[1]
+        if not _is_list(groups):
+            raise AnsibleFilterError(
+                f"{name}: the groups of {pair[0]} are {groups!r}, not a list of group names"
+            )
+        out.append((str(pair[0]), [str(g) for g in groups]))
+    return out
+
+
+def gpu_path_pools(pairs):
+    """``{path: [names]}`` (see gpu_paths.pools); AnsibleFilterError with the refusal."""
+    try:
+        return gp.pools(_pairs(pairs, "gpu_path_pools"))
+    except gp.GpuPathError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def gpu_path_labels(pairs):
+    """``{node: {PATH_LABEL: path}}`` (see gpu_paths.path_labels)."""
+    try:
+        return gp.path_labels(_pairs(pairs, "gpu_path_labels"))
+    except gp.GpuPathError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "gpu_path_pools": gpu_path_pools,
+            "gpu_path_labels": gpu_path_labels,
+        }
