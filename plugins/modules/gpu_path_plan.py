@@ -16,7 +16,9 @@ description:
     C(spec.nodeName)), the ResourceSlices of O(driver) and the DeviceClasses, and returns
     the plan of moving the pool O(pool) to the path O(to) - the nodes in batches of
     O(batch_size), the GPU pods each batch evicts, the DeviceClass that serves each
-    extended resource those pods ask for after a move to DRA, and what blocks the move.
+    extended resource those pods ask for after a move to DRA, and what blocks the move
+    (among it, advertisers whose DaemonSets do not select nodes by the path label
+    C(gpufleet.io/gpu-path)).
   - The path each host is on now is the one its inventory groups declare
     (C(gpu_path_device_plugin), C(gpu_path_dra); a GPU host in neither is on DRA).
   - Changes nothing.
@@ -165,7 +167,9 @@ def main() -> None:
         hosts.append(mp.PoolHost(h["host"], h["node"], paths[0] if paths else gp.DEFAULT_PATH))
     try:
         kube = vk.Kube(p["kubeconfig"], p["context"])
-        listing = list_cluster(kube, kinds=("nodes", "resourceslices", "deviceclasses"))
+        listing = list_cluster(
+            kube, kinds=("nodes", "resourceslices", "deviceclasses", "daemonsets")
+        )
         pods = [
             pod
             for h in hosts
@@ -176,7 +180,7 @@ def main() -> None:
     except vk.KubeError as err:
         module.fail_json(msg=f"reading the cluster: {err}")
     for kind, error in listing.errors.items():
-        if kind in ("nodes", "deviceclasses"):
+        if kind in ("nodes", "deviceclasses", "daemonsets"):
             module.fail_json(msg=f"listing {kind}: {error}")
     version = str((listing.version or {}).get("gitVersion") or "")
     try:
@@ -194,6 +198,7 @@ def main() -> None:
         batch_size=p["batch_size"],
         drivers=gp.gpu_drivers(p["driver"]),
         extended_resource_served=served,
+        daemonsets=list(listing.daemonsets),
     )
     module.exit_json(changed=False, plan={**plan.to_dict(), "kubernetes_version": version})
 

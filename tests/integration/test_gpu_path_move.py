@@ -108,6 +108,19 @@ def cluster(apiserver: ControlPlane) -> Iterator[tuple[Any, vk.Kube]]:
     if NAMESPACE not in {n.metadata.name for n in core.list_namespace().items}:
         core.create_namespace({"metadata": {"name": NAMESPACE}})
         core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": "default"}})
+    apps = client.AppsV1Api(api)
+    if not apps.list_namespaced_daemon_set(NAMESPACE).items:
+        # the two advertisers as the roles deploy them, each selecting its path (no
+        # controller runs them here: the Advertisers thread plays what they would do)
+        for name, path in (("device-plugin", "device-plugin"), ("kubelet-plugin", "dra")):
+            labels = {"app": name}
+            apps.create_namespaced_daemon_set(NAMESPACE, {
+                "metadata": {"name": name},
+                "spec": {"selector": {"matchLabels": labels}, "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"nodeSelector": {gp.PATH_LABEL: path},
+                             "containers": [{"name": "c", "image": "registry.example/c:1"}]}}},
+            })  # fmt: skip
     yield api, vk.Kube(str(apiserver.kubeconfig))
     for node in core.list_node(label_selector=gp.PATH_LABEL).items:
         core.delete_node(node.metadata.name)

@@ -22,7 +22,13 @@ without GPUs after the move blocks the plan:
   maps it);
 * ``claims-on-device-plugin``: moving to the device plugin while pods of the pool hold
   ResourceClaims (nothing would serve them there);
-* ``no-dra-driver``: moving to DRA with no DeviceClass of the GPU driver in the cluster.
+* ``no-dra-driver``: moving to DRA with no DeviceClass of the GPU driver in the cluster;
+* ``no-new-advertiser``: no DaemonSet selects nodes by the path label at the target path
+  (``gpu_paths.PATH_LABEL``): nothing would start advertising the pool's GPUs;
+* ``old-advertiser-not-by-path``: no DaemonSet selects nodes by the path label at the
+  pool's path now: the advertiser that runs there does not follow the label, so moving
+  the label would not stop it (the ``dra_driver`` role selects by path once the
+  inventory has a device-plugin pool).
 
 Batches: ``batch_size`` nodes at a time (at least 1), nodes with the fewest GPU pods
 first, then by name, so that a failure shows on the batch that disturbs least.
@@ -328,6 +334,66 @@ def _to_device_plugin_blockers(pool: str, moves: Sequence[NodeMove]) -> list[Blo
     ]
 
 
+def _selected_paths(daemonsets: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The path label values DaemonSets select nodes by: their pod template's
+    ``nodeSelector``, or a required node-affinity term ``In`` one value."""
+    out = set()
+    for ds in daemonsets:
+        spec = (((ds.get("spec") or {}).get("template") or {}).get("spec")) or {}
+        selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
+        if isinstance(selector, Mapping) and selector.get(gp.PATH_LABEL):
+            out.add(str(selector[gp.PATH_LABEL]))
+        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or {}
+        for term in required.get("nodeSelectorTerms") or []:
+            for expr in (term or {}).get("matchExpressions") or []:
+                values = expr.get("values") or []
+                ours = expr.get("key") == gp.PATH_LABEL and expr.get("operator") == "In"
+                if ours and len(values) == 1:
+                    out.add(str(values[0]))
+    return out
+
+
+def _advertiser_blockers(
+    pool: str, from_path: str, to_path: str, daemonsets: Iterable[Mapping[str, Any]] | None
+) -> list[Blocker]:
+    if daemonsets is None:  # not read: the caller could not list them
+        return []
+    selected = _selected_paths(daemonsets)
+    out = []
+    if to_path not in selected:
+        fix = (
+            "install NVIDIA's device plugin for path pools first: a pool in "
+            "gpu_path_device_plugin and playbooks/site.yml (role device_plugin)"
+            if to_path == gp.DEVICE_PLUGIN
+            else "run playbooks/site.yml (role dra_driver) with the pool still in "
+            "gpu_path_device_plugin: its kubelet plugin then selects by path"
+        )
+        out.append(
+            Blocker(
+                "no-new-advertiser",
+                "",
+                f"no DaemonSet selects nodes labelled {gp.PATH_LABEL}={to_path}: nothing "
+                f"would start advertising the GPUs of pool {pool} after the move",
+                fix,
+            )
+        )
+    if from_path in gp.PATHS and from_path != to_path and from_path not in selected:
+        out.append(
+            Blocker(
+                "old-advertiser-not-by-path",
+                "",
+                f"no DaemonSet selects nodes labelled {gp.PATH_LABEL}={from_path}: the "
+                f"{from_path} advertiser of pool {pool} does not follow the label, so the "
+                "move could not stop it",
+                "run playbooks/site.yml with a device-plugin pool in the inventory (the "
+                "roles then place each advertiser by path), then move",
+            )
+        )
+    return out
+
+
 def build_plan(
     pool: str,
     to_path: str,
@@ -340,11 +406,14 @@ def build_plan(
     batch_size: int = 1,
     drivers: Sequence[str] = (ddc.NVIDIA_DRIVER,),
     extended_resource_served: tuple[bool, str] = (True, ""),
+    daemonsets: Iterable[Mapping[str, Any]] | None = None,
 ) -> PoolMove:
     """The plan of moving ``hosts`` (the pool ``pool``) to ``to_path``.
 
     ``extended_resource_served``: whether the cluster's release serves DeviceClass
     ``extendedResourceName`` and, when not, why (the caller asks the version model).
+    ``daemonsets``: the cluster's DaemonSets, to find the advertisers that select nodes
+    by the path label (None: not judged).
     Raises ValueError for a ``to_path`` that is not a path, an empty pool or a batch size
     below 1 (the caller judged them; this is the last guard)."""
     if to_path not in gp.PATHS:
@@ -366,6 +435,7 @@ def build_plan(
         blockers += _to_dra_blockers(pool, moves, served_by, gpu_class, extended_resource_served)
     else:
         blockers += _to_device_plugin_blockers(pool, moves)
+    blockers += _advertiser_blockers(pool, from_path, to_path, daemonsets)
     notes = []
     if from_path == to_path and all(m.advertises == to_path for m in moves):
         notes.append(f"pool {pool} is on {to_path} already and every node advertises it")

@@ -157,3 +157,36 @@ def test_what_a_node_advertises(allocatable: Any, devices: int, expected: str) -
 def test_input_the_caller_should_have_refused_raises(field: str, value: Any) -> None:
     with pytest.raises(ValueError, match=field if field != "hosts" else "no hosts"):
         plan(**{field: value})
+
+
+def daemonset(selector: dict[str, str] | None = None, affinity_value: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeSelector": selector or {}}
+    if affinity_value:
+        term = {
+            "matchExpressions": [
+                {"key": "gpufleet.io/gpu-path", "operator": "In", "values": [affinity_value]}
+            ]
+        }
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+            }
+        }
+    return {"spec": {"template": {"spec": spec}}}  # fmt: skip
+
+
+def test_both_advertisers_must_follow_the_path_label() -> None:
+    by_path = [
+        daemonset(affinity_value="device-plugin"),
+        daemonset({"nvidia.com/gpu.present": "true", "gpufleet.io/gpu-path": "dra"}),
+    ]
+    assert not plan(daemonsets=by_path).blocked
+    # the DRA kubelet plugin of an inventory with no device-plugin pool selects GPU nodes
+    # only: moving a pool to the device plugin could not stop it
+    dra_only = [daemonset({"nvidia.com/gpu.present": "true"})]
+    hosts = [mp.PoolHost("gpu-a", "node-gpu-a", "dra")]
+    p = plan(hosts=hosts, to_path="device-plugin", nodes=[node("node-gpu-a")],
+             slices=[rslice("node-gpu-a")], daemonsets=dra_only)  # fmt: skip
+    assert [b.rule for b in p.blockers] == ["no-new-advertiser", "old-advertiser-not-by-path"]
+    assert "gpufleet.io/gpu-path=device-plugin" in p.blockers[0].message
+    assert "role device_plugin" in p.blockers[0].fix
