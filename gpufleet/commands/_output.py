@@ -22,6 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.files import (
+    DEV_NULL,
+    not_a_regular_file,
+)
 
 from gpufleet.exit import EXIT_CANNOT_RUN
 
@@ -30,27 +34,12 @@ REPORT_NAME = "validate-latest.json"
 #: The output value that means standard output.
 STDOUT = "-"
 #: The one device an output may be: writing to it never blocks and never fails.
-DEV_NULL = "/dev/null"
 
 
 class OutputError(click.ClickException):
     """An output that cannot be written: exit 2 with ``Error: <message>``."""
 
     exit_code = EXIT_CANNOT_RUN
-
-
-def _kind(mode: int) -> str | None:
-    """What a file of ``mode`` is when it is no regular file, else None."""
-    for test, name in (
-        (stat.S_ISFIFO, "a named pipe"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISDIR, "a directory"),
-    ):
-        if test(mode):
-            return name
-    return None if stat.S_ISREG(mode) else "not a regular file"
 
 
 def _not_a_file(option: str, value: str, kind: str) -> click.BadParameter:
@@ -92,7 +81,7 @@ def check_outputs(paths: Mapping[str, str | None]) -> None:
                 f"{value} is a directory; fix: give a file path, e.g. {path / 'report.out'}",
                 param_hint=f"'{option}'",
             )
-        kind = _kind(mode) if mode is not None else None
+        kind = not_a_regular_file(mode) if mode is not None else None
         if kind and os.path.realpath(value) != DEV_NULL:
             raise _not_a_file(option, value, kind)
         if not path.parent.is_dir():
@@ -132,7 +121,7 @@ def write_output(text: str, target: str, option: str) -> None:
             "a writable regular file path"
         ) from None
     try:
-        kind = _kind(os.fstat(fd).st_mode)
+        kind = not_a_regular_file(os.fstat(fd).st_mode)
         if kind and os.path.realpath(target) != DEV_NULL:
             raise OutputError(str(_not_a_file(option, target, kind).message))
         data = text.encode("utf-8")

@@ -235,10 +235,10 @@ junit:
 """
 
 import json
-import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import files
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     GPU_DEVICE_CLASSES,
     NVIDIA_DRIVER,
@@ -246,23 +246,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import run as validate_run
-
-
-def write_file(module: AnsibleModule, option: str, path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory (a reader
-    never sees half a report); fail naming ``option`` when the directory cannot be
-    created."""
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    except OSError as err:
-        module.fail_json(
-            msg=f"{option}={path!r}: its directory cannot be created ({err.strerror}); "
-            "give a path in a writable directory"
-        )
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def main() -> None:
@@ -321,7 +304,7 @@ def main() -> None:
         ("junit_file", lambda: vr.render_junit(report)),
     ):
         if params[key]:
-            write_file(module, key, params[key], text())
+            files.write_output(module, f"{key} (validate_{key})", params[key], text())
     code = vr.exit_code(report)
     extra = {"junit": vr.render_junit(report)} if params["return_junit"] else {}
     module.exit_json(

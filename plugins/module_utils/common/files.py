@@ -3,9 +3,77 @@ the backup (beside the file, or outside the static pod directory), the atomic wr
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 import time
+
+#: The one special file an output may be: its writes go nowhere.
+DEV_NULL = "/dev/null"
+
+
+def not_a_regular_file(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is no regular file (``a directory``, ``a named
+    pipe``...), else None."""
+    for test, name in (
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def write_output(module, option: str, path: str, text: str) -> None:
+    """Write a report the run produced (``text``) to ``path``, the value of ``option``:
+    through a temporary file of its own directory (a reader never sees half a report; the
+    name is the system's, so nothing set up beforehand is followed), then one rename.
+    Fails the module naming ``option``, the path and a fix when the path is a directory,
+    pipe, socket or device (``/dev/null`` aside: nothing is written), or when it cannot be
+    written."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except (OSError, ValueError) as err:
+        reason = getattr(err, "strerror", None) or err
+        module.fail_json(
+            msg=f"{option}={path!r}: {reason}; fix: give a file path in a directory that "
+            "exists or can be made"
+        )
+    kind = not_a_regular_file(mode) if mode is not None else None
+    if kind and os.path.realpath(path) == DEV_NULL:
+        return
+    if kind:
+        module.fail_json(
+            msg=f"{option}={path!r} is {kind}; a report is written to a regular file; fix: "
+            "give a file path (e.g. /var/log/gpufleet/validate.json)"
+        )
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpufleet-")
+    except OSError as err:
+        module.fail_json(
+            msg=f"{option}={path!r}: its directory cannot be written ({err.strerror}); "
+            "fix: give a path in a writable directory"
+        )
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        module.fail_json(
+            msg=f"{option}={path!r} cannot be written ({err.strerror}); fix: give a path in "
+            "a writable directory"
+        )
 
 
 def write_atomic(module, path: str, text: str) -> None:

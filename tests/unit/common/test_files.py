@@ -117,3 +117,38 @@ def test_check_mode_writes_nothing(tmp_path: Path) -> None:
     target.write_text("before")
     assert files.backup_and_write(module, str(target), "after", backup=True) is None
     assert target.read_text() == "before"
+
+
+def test_a_report_is_written_whole_to_a_regular_file(module: FakeModule, tmp_path: Path) -> None:
+    target = tmp_path / "reports" / "validate.json"
+    files.write_output(module, "report_file", str(target), '{"a": 1}')
+    assert target.read_text() == '{"a": 1}'
+    assert [p.name for p in target.parent.iterdir()] == ["validate.json"]  # no temporary left
+    files.write_output(module, "report_file", str(target), "{}")
+    assert target.read_text() == "{}"
+
+
+def test_a_report_into_a_directory_or_a_pipe_is_refused_by_name(
+    module: FakeModule, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path, kind in ((tmp_path, "a directory"), (fifo, "a named pipe")):
+        with pytest.raises(Failed) as err:
+            files.write_output(module, "report_file (validate_report_file)", str(path), "{}")
+        msg = str(err.value)
+        assert f"report_file (validate_report_file)={str(path)!r} is {kind}" in msg
+        assert "fix: give a file path" in msg
+
+
+def test_a_report_to_dev_null_writes_nothing(module: FakeModule) -> None:
+    files.write_output(module, "report_file", "/dev/null", "{}")
+
+
+def test_a_report_in_a_directory_that_cannot_be_made_is_refused(
+    module: FakeModule, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(Failed, match="Not a directory; fix: give a file path in a directory"):
+        files.write_output(module, "junit_file", str(blocker / "sub" / "r.xml"), "<x/>")
