@@ -24,6 +24,8 @@ ARGS: dict[str, dict[str, Any]] = {
     "dra_gate_audit": {"facts": {}},
     "dra_validate": {},
     "gpu_node_labels": {"nodes": []},
+    "gpu_path_move": {"nodes": ["gpu-1"], "to": "dra"},
+    "gpu_path_plan": {"pool": "gpu_a", "to": "dra", "hosts": [{"host": "gpu-1", "node": "gpu-1"}]},
     "kubeadm_config_gates": {},
     "upgrade_node_state": {"node": "gpu-1"},
     "upgrade_plan": {"target": "1.38.0", "hosts": []},
