@@ -117,9 +117,7 @@ def test_scheduling_matches_what_the_node_check_assumes(helm: Path, tmp_path: Pa
     bare = {"metadata": {"name": "gpu-2", "labels": {}}, "spec": {}}
     assert spec["affinity"] == ddn.default_affinity(legacy=False)
     for n in (labelled, bare):
-        live = ddn.scheduling_problem(
-            n, spec.get("nodeSelector"), spec["affinity"], spec["tolerations"]
-        )
+        live = ddn.kubelet_plugin_problem(n, spec)
         assert bool(live) == bool(ddn.node_problems([n], [n["metadata"]["name"]], p.values))
     assert ddn.node_problems([labelled], ["gpu-1"], p.values) == []
 

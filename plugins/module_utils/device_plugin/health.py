@@ -28,7 +28,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     DEVICE_PLUGIN_RESOURCE,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.nodes import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.daemonsets import (
+    release_daemonset,
+    rollout_verdict,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.scheduling import (
     node_name_of,
 )
 
@@ -47,54 +51,15 @@ def find_daemonset(
     daemonsets: Sequence[Mapping[str, Any]], release: str, name: str = ""
 ) -> Mapping[str, Any] | None:
     """The release's device-plugin DaemonSet from one DaemonSet list: ``name`` when given,
-    else the one with Helm's ``meta.helm.sh/release-name`` annotation equal to ``release``
-    whose name has ``device-plugin`` in it (NVIDIA's ``<release>-nvidia-device-plugin``, or
-    the release's name when it holds the chart's; the stand-in's ``<name>-device-plugin``),
-    not the chart's MPS control daemon or GPU feature discovery."""
-    for ds in daemonsets:
-        meta = ds.get("metadata") or {}
-        ds_name = str(meta.get("name") or "")
-        if name:
-            if ds_name == name:
-                return ds
-            continue
-        ann = meta.get("annotations") or {}
-        if (
-            ann.get("meta.helm.sh/release-name") == release
-            and "device-plugin" in ds_name
-            and not ds_name.endswith(_OTHER_DAEMONSETS)
-        ):
-            return ds
-    return None
+    else the one of Helm release ``release`` (``kube.daemonsets.release_daemonset``) whose
+    name has ``device-plugin`` in it (NVIDIA's ``<release>-nvidia-device-plugin``, or the
+    release's name when it holds the chart's; the stand-in's ``<name>-device-plugin``), not
+    the chart's MPS control daemon or GPU feature discovery."""
+    return release_daemonset(daemonsets, release, name, is_it=_is_plugin)
 
 
-def _pod_spec(ds: Mapping[str, Any]) -> Mapping[str, Any]:
-    return ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-
-
-def _misplaced(
-    ds: Mapping[str, Any], plugin_nodes: Sequence[str], nodes: Sequence[Mapping[str, Any]]
-) -> str:
-    """Why the DaemonSet's pods are not on exactly the device-plugin nodes: the ones its pod
-    template does not fit, and the other nodes it fits."""
-    spec = _pod_spec(ds)
-    by_name = {node_name_of(n): n for n in nodes}
-    wanted = set(plugin_nodes)
-    misfits = []
-    for name in plugin_nodes:
-        node = by_name.get(name)
-        why = "has no Node object" if node is None else why_not_here(node, spec)
-        if why:
-            misfits.append(f"{name} {why}")
-    extra = sorted(
-        node_name_of(n)
-        for n in nodes
-        if node_name_of(n) not in wanted and not why_not_here(n, spec)
-    )
-    text = "; ".join(misfits)
-    if extra:
-        text += ("; " if text else "") + "it also fits other node(s) " + ", ".join(extra)
-    return text
+def _is_plugin(ds_name: str) -> bool:
+    return "device-plugin" in ds_name and not ds_name.endswith(_OTHER_DAEMONSETS)
 
 
 def daemonset_verdict(
@@ -105,59 +70,23 @@ def daemonset_verdict(
     release: str = "",
     namespace: str = "",
 ) -> dict[str, Any]:
-    """Whether the DaemonSet runs a ready pod on every device-plugin node, and only there.
-
-    Returns ``{"ok": bool, "final": bool, "message": str}``. ``ok`` needs the controller to
-    have seen the newest spec (``status.observedGeneration >= metadata.generation``),
-    ``desiredNumberScheduled == len(plugin_nodes) > 0`` and ``numberReady`` and
-    ``updatedNumberScheduled`` equal to it. ``final`` is True when waiting cannot help: the
-    controller has seen the spec and schedules another number of pods; the message then
-    names the device-plugin nodes the pod does not fit and the other nodes it fits.
-    """
-    if ds is None:
-        return {
-            "ok": False,
-            "final": False,
-            "message": f"no device-plugin DaemonSet of release {release!r} in namespace "
-            f"{namespace!r} yet",
-        }
-    meta, status = ds.get("metadata") or {}, ds.get("status") or {}
-    name = f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
-    desired = int(status.get("desiredNumberScheduled") or 0)
-    ready = int(status.get("numberReady") or 0)
-    updated = int(status.get("updatedNumberScheduled") or 0)
-    seen = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
-    want = len(plugin_nodes)
-    counts = f"desiredNumberScheduled {desired}, numberReady {ready}, updated {updated}"
-    if not seen:
-        return {
-            "ok": False,
-            "final": False,
-            "message": f"DaemonSet {name}: rollout not observed yet ({counts})",
-        }
-    if desired != want or desired == 0:
-        text = (
-            f"DaemonSet {name} is scheduled on {desired} node(s) but there are {want} "
-            f"device-plugin node(s) ({counts})"
-        )
-        why = _misplaced(ds, plugin_nodes, nodes)
-        text += (f"; {why}" if why else "") + (
-            f"; fix: label the nodes with the gpu_node_labels role ({gp.PATH_LABEL}="
-            f"{gp.DEVICE_PLUGIN} on the device-plugin pools, {gp.PATH_LABEL}={gp.DRA} on the "
-            "others) or set device_plugin_node_selector to match them"
-        )
-        return {"ok": False, "final": True, "message": text}
-    if ready != desired or updated != desired:
-        return {
-            "ok": False,
-            "final": False,
-            "message": f"DaemonSet {name}: {ready} of {desired} pods ready, {updated} updated",
-        }
-    return {
-        "ok": True,
-        "final": True,
-        "message": f"DaemonSet {name}: {ready} of {desired} pods ready",
-    }
+    """Whether the DaemonSet runs a ready pod on every device-plugin node, and only there:
+    ``kube.daemonsets.rollout_verdict`` (``{"ok", "final", "message"}``; 0 of 0 does not
+    pass), whose message names the device-plugin nodes the pod does not fit, the other nodes
+    it fits, and the fix."""
+    return rollout_verdict(
+        ds,
+        plugin_nodes,
+        nodes,
+        why_not_here=why_not_here,
+        what="device-plugin",
+        wanted_as="device-plugin",
+        fix=f"label the nodes with the gpu_node_labels role ({gp.PATH_LABEL}="
+        f"{gp.DEVICE_PLUGIN} on the device-plugin pools, {gp.PATH_LABEL}={gp.DRA} on the "
+        "others) or set device_plugin_node_selector to match them",
+        release=release,
+        namespace=namespace,
+    )
 
 
 def _count(quantity: Any) -> int | None:

@@ -5,7 +5,7 @@ Node list before anything is installed (``node_problems``): every node of a devi
 pool must get a pod, no node of a DRA pool may (its GPUs would be advertised twice, once
 as ``nvidia.com/gpu`` and once in the DRA driver's ResourceSlices).
 
-The scheduling rules are the DaemonSet controller's, as ``dra_driver.nodes
+The scheduling rules are the DaemonSet controller's, as ``kube.scheduling
 .scheduling_problem`` applies them.
 """
 
@@ -19,7 +19,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin.cha
     DEFAULT_AFFINITY,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import gpu_paths as gp
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.nodes import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.scheduling import (
     node_name_of,
     scheduling_problem,
 )
@@ -51,14 +51,7 @@ def placement(values: Mapping[str, Any], stand_in: bool = False) -> dict[str, An
 def why_not_here(node: Mapping[str, Any], where: Mapping[str, Any]) -> str:
     """Why the pod of ``where`` (``placement``, or a DaemonSet's pod spec) cannot run on
     ``node``, or ""."""
-    return scheduling_problem(
-        node,
-        where.get("nodeSelector"),
-        where.get("affinity"),
-        where.get("tolerations"),
-        values="",
-        plugin="the device plugin's",
-    )
+    return scheduling_problem(node, where, values="", owner="the device plugin's")
 
 
 def node_problems(

@@ -46,6 +46,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
     ChartSource,
     parse_release_chart,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.scheduling import (
+    tolerations_for,
+)
 
 __all__ = [
     "DevicePluginPlan",
@@ -99,26 +102,6 @@ def selector_affinity(selector: Mapping[str, str]) -> dict[str, Any]:
             }
         }
     }
-
-
-def tolerations_for(taints: Iterable[Any]) -> list[dict[str, Any]]:
-    """The chart's own tolerations, then one per taint of the GPU nodes (as
-    ``gpu_node_labels_taints`` gives them, ``{key, value?, effect}``), by key and effect."""
-    out = [dict(t) for t in CHART_TOLERATIONS]
-    for taint in taints or ():
-        if not isinstance(taint, Mapping) or not taint.get("key"):
-            raise DevicePluginError(
-                "device_plugin_node_taints",
-                taint,
-                "each taint needs a key (and an effect)",
-                "give taints as {key: nvidia.com/gpu, effect: NoSchedule}",
-            )
-        tol = {"key": str(taint["key"]), "operator": "Exists"}
-        if taint.get("effect"):
-            tol["effect"] = str(taint["effect"])
-        if tol not in out:
-            out.append(tol)
-    return out
 
 
 @dataclass(frozen=True)
@@ -183,7 +166,12 @@ def plan(inputs: Mapping[str, Any]) -> DevicePluginPlan:
     _check_release_name(inputs.get("release_name"))
     namespace = inputs.get("namespace")
     selector = _node_selector(inputs.get("node_selector"))
-    tolerations = tolerations_for(inputs.get("node_taints") or [])
+    tolerations = tolerations_for(
+        inputs.get("node_taints") or [],
+        CHART_TOLERATIONS,
+        variable="device_plugin_node_taints",
+        error=DevicePluginError,
+    )
     options = _plugin_options(inputs)
     extra = inputs.get("extra_values") or {}
     if not isinstance(extra, Mapping):

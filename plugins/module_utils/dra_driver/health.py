@@ -15,13 +15,17 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
     NVIDIA_DRIVER,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.nodes import (
-    node_name_of,
-    scheduling_problem,
+    kubelet_plugin_problem,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.daemonsets import (
+    release_daemonset,
+    rollout_verdict,
 )
 
 __all__ = [
     "daemonset_verdict",
     "expected_devices",
+    "find_kubelet_plugin_daemonset",
     "slice_verdict",
 ]
 
@@ -35,19 +39,13 @@ def find_kubelet_plugin_daemonset(
     daemonsets: Sequence[Mapping[str, Any]], release: str, name: str = ""
 ) -> Mapping[str, Any] | None:
     """The release's kubelet-plugin DaemonSet from one DaemonSet list: ``name`` when given,
-    else the one with Helm's ``meta.helm.sh/release-name`` annotation equal to ``release``
-    and ``kubelet-plugin`` or ``kubeletplugin`` in its name."""
-    for ds in daemonsets:
-        meta = ds.get("metadata") or {}
-        if name:
-            if meta.get("name") == name:
-                return ds
-            continue
-        ann = meta.get("annotations") or {}
-        ds_name = str(meta.get("name") or "").replace("-", "")
-        if ann.get("meta.helm.sh/release-name") == release and "kubeletplugin" in ds_name:
-            return ds
-    return None
+    else the one of Helm release ``release`` with ``kubelet-plugin`` or ``kubeletplugin`` in
+    its name (``kube.daemonsets.release_daemonset``)."""
+    return release_daemonset(daemonsets, release, name, is_it=_is_kubelet_plugin)
+
+
+def _is_kubelet_plugin(ds_name: str) -> bool:
+    return "kubeletplugin" in ds_name.replace("-", "")
 
 
 def daemonset_verdict(
@@ -58,88 +56,24 @@ def daemonset_verdict(
     release: str = "",
     namespace: str = "",
 ) -> dict[str, Any]:
-    """Whether the kubelet-plugin DaemonSet runs on every GPU node.
-
-    Returns ``{"ok": bool, "final": bool, "message": str}``. ``ok`` needs the controller to
-    have seen the newest spec (``status.observedGeneration >= metadata.generation``),
-    ``desiredNumberScheduled == len(gpu_nodes) > 0`` and ``numberReady`` and
-    ``updatedNumberScheduled`` equal to it. ``final`` is True when waiting cannot help: the
-    controller has seen the spec and schedules the wrong number of pods (for example 0 of 0:
-    kubernetes-sigs/dra-driver-nvidia-gpu#1084). The message names the GPU nodes the pod
-    template does not fit (missing labels, untolerated taints) from the live DaemonSet.
-    """
-    where = f"{namespace}/" if namespace else ""
-    if ds is None:
-        return {
-            "ok": False,
-            "final": False,
-            "message": f"no kubelet-plugin DaemonSet of release {release!r} in namespace "
-            f"{namespace!r} yet",
-        }
-    meta, status = ds.get("metadata") or {}, ds.get("status") or {}
-    name = f"{where}{meta.get('name')}"
-    desired = int(status.get("desiredNumberScheduled") or 0)
-    ready = int(status.get("numberReady") or 0)
-    updated = int(status.get("updatedNumberScheduled") or 0)
-    seen = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
-    want = len(gpu_nodes)
-    counts = f"desiredNumberScheduled {desired}, numberReady {ready}, updated {updated}"
-    if not seen:
-        return {
-            "ok": False,
-            "final": False,
-            "message": f"DaemonSet {name}: rollout not observed yet ({counts})",
-        }
-    if desired != want or desired == 0:
-        spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-        by_name = {node_name_of(n): n for n in nodes}
-        misfits = []
-        for node_name in gpu_nodes:
-            node = by_name.get(node_name)
-            why = (
-                "has no Node object"
-                if node is None
-                else scheduling_problem(
-                    node, spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")
-                )
-            )
-            if why:
-                misfits.append(f"{node_name} {why}")
-        extra = [
-            node_name_of(n)
-            for n in nodes
-            if node_name_of(n) not in gpu_nodes
-            and not scheduling_problem(
-                n, spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")
-            )
-        ]
-        text = (
-            f"DaemonSet {name} is scheduled on {desired} node(s) but there are {want} GPU "
-            f"node(s) ({counts})"
-        )
-        if desired == 0:
-            text += "; a DaemonSet with 0 of 0 pods ready serves no GPU"
-        if misfits:
-            text += "; " + "; ".join(misfits)
-        if extra:
-            text += "; it also fits non-GPU node(s) " + ", ".join(sorted(extra))
-        text += (
-            "; fix: label the GPU nodes (playbooks/gpu_node_labels.yml, "
-            "nvidia.com/gpu.present=true) or set dra_driver_node_selector or "
-            "dra_driver_extra_values.kubeletPlugin to match them"
-        )
-        return {"ok": False, "final": True, "message": text}
-    if ready != desired or updated != desired:
-        return {
-            "ok": False,
-            "final": False,
-            "message": f"DaemonSet {name}: {ready} of {desired} pods ready, {updated} updated",
-        }
-    return {
-        "ok": True,
-        "final": True,
-        "message": f"DaemonSet {name}: {ready} of {desired} pods ready",
-    }
+    """Whether the kubelet-plugin DaemonSet runs a ready pod on every GPU node of the DRA
+    pools (``gpu_nodes``), and only there: ``kube.daemonsets.rollout_verdict``, which
+    returns ``{"ok", "final", "message"}`` and does not pass 0 of 0
+    (kubernetes-sigs/dra-driver-nvidia-gpu#1084). The message names the GPU nodes the live
+    pod template does not fit (missing labels, untolerated taints, in the words of the
+    chart's ``kubeletPlugin`` values), the other nodes it fits, and the fix."""
+    return rollout_verdict(
+        ds,
+        gpu_nodes,
+        nodes,
+        why_not_here=kubelet_plugin_problem,
+        what="kubelet-plugin",
+        wanted_as="GPU",
+        fix="label the GPU nodes (playbooks/gpu_node_labels.yml, nvidia.com/gpu.present=true) "
+        "or set dra_driver_node_selector or dra_driver_extra_values.kubeletPlugin to match them",
+        release=release,
+        namespace=namespace,
+    )
 
 
 def expected_devices(gpus: Sequence[Mapping[str, Any]] | None) -> int | None:

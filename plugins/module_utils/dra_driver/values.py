@@ -47,7 +47,7 @@ module checks the inputs and builds the Helm values (``plan``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +85,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.gates 
     check_dynamic_mig_release,
     driver_feature_gates,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.scheduling import (
+    tolerations_for,
+)
 
 __all__ = [
     "DraDriverPlan",
@@ -97,27 +100,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # Values
 # --------------------------------------------------------------------------------------
-
-
-def tolerations_for(taints: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Tolerations for the GPU nodes' taints (as ``gpu_node_labels_taints`` gives them,
-    ``{key, value?, effect}``), always with the chart's own ``nvidia.com/gpu:NoSchedule``
-    toleration first. Each taint is tolerated by key and effect (``operator: Exists``)."""
-    out = [dict(GPU_TOLERATION)]
-    for taint in taints or ():
-        if not isinstance(taint, Mapping) or not taint.get("key"):
-            raise DraDriverError(
-                "dra_driver_node_taints",
-                taint,
-                "each taint needs a key (and an effect)",
-                "give taints as {key: nvidia.com/gpu, effect: NoSchedule}",
-            )
-        tol = {"key": str(taint["key"]), "operator": "Exists"}
-        if taint.get("effect"):
-            tol["effect"] = str(taint["effect"])
-        if tol not in out:
-            out.append(tol)
-    return out
 
 
 @dataclass(frozen=True)
@@ -473,7 +455,13 @@ def _kubelet_plugin_placement(
         )
     if bool(inputs.get("device_plugin_pool")):
         node_selector[gp.PATH_LABEL] = gp.DRA
-    return node_selector, tolerations_for(inputs.get("node_taints") or [])
+    tolerations = tolerations_for(
+        inputs.get("node_taints") or [],
+        [GPU_TOLERATION],
+        variable="dra_driver_node_taints",
+        error=DraDriverError,
+    )
+    return node_selector, tolerations
 
 
 def _release_action(

@@ -14,8 +14,8 @@ from tests.unit.device_plugin.plugin_inputs import (
     ON_PLUGIN,
     STAND_IN_CHART,
     inputs,
-    node,
 )
+from tests.unit.kube.api_objects import node
 
 pytestmark = pytest.mark.unit
 

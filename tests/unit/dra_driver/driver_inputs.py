@@ -1,5 +1,5 @@
-"""Inputs of the driver's values plan and the nodes it runs on, shared by the values, node and
-health tests.
+"""Inputs of the driver's values plan, shared by the values, node and health tests (their
+Node objects come from ``tests.unit.kube.api_objects``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,3 @@ def inputs(**over: Any) -> dict[str, Any]:
     }
     base.update(over)
     return base
-
-
-def node(name: str, labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"metadata": {"name": name, "labels": labels or {}}, "spec": {}}
-    if "taints" in extra:
-        out["spec"]["taints"] = extra["taints"]
-    if "allocatable" in extra:
-        out["status"] = {"allocatable": extra["allocatable"]}
-    return out

@@ -9,30 +9,24 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import health as ddh
 
-from tests.unit.dra_driver.driver_inputs import GPU_LABEL, node
+from tests.unit.dra_driver.driver_inputs import GPU_LABEL
+from tests.unit.kube import api_objects
+from tests.unit.kube.api_objects import node
 
 pytestmark = pytest.mark.unit
 
 
-def daemonset(
-    desired: int, ready: int, *, gen: int = 2, seen: int = 2, selector: dict | None = None
-) -> dict:
-    return {
-        "metadata": {
-            "name": "nvidia-dra-driver-gpu-kubelet-plugin",
-            "generation": gen,
-            "annotations": {"meta.helm.sh/release-name": "nvidia-dra-driver-gpu"},
-        },
-        "spec": {
-            "template": {"spec": {"nodeSelector": selector if selector is not None else GPU_LABEL}}
-        },
-        "status": {
-            "desiredNumberScheduled": desired,
-            "numberReady": ready,
-            "updatedNumberScheduled": ready,
-            "observedGeneration": seen,
-        },
-    }
+def daemonset(desired: int, ready: int, *, gen: int = 2, seen: int = 2) -> dict[str, Any]:
+    return api_objects.daemonset(
+        "nvidia-dra-driver-gpu-kubelet-plugin",
+        "nvidia-dra-driver-gpu",
+        {"nodeSelector": GPU_LABEL},
+        desired=desired,
+        ready=ready,
+        updated=ready,
+        generation=gen,
+        observed=seen,
+    )
 
 
 def test_zero_of_zero_daemonset_fails_naming_node_and_label() -> None:
@@ -40,48 +34,45 @@ def test_zero_of_zero_daemonset_fails_naming_node_and_label() -> None:
     nodes = [node("gpu-1", {})]
     verdict = ddh.daemonset_verdict(daemonset(0, 0), ["gpu-1"], nodes, namespace="ns")
     assert verdict["ok"] is False and verdict["final"] is True
-    assert "0 of 0" in verdict["message"]
-    assert "gpu-1 lacks the label(s) nvidia.com/gpu.present=true" in verdict["message"]
+    assert verdict["message"] == (
+        "DaemonSet ns/nvidia-dra-driver-gpu-kubelet-plugin is scheduled on 0 node(s) but there "
+        "are 1 GPU node(s) (desiredNumberScheduled 0, numberReady 0, updated 0); a DaemonSet "
+        "with 0 of 0 pods ready runs nowhere; gpu-1 lacks the label(s) "
+        "nvidia.com/gpu.present=true that kubeletPlugin.nodeSelector requires; fix: label the "
+        "GPU nodes (playbooks/gpu_node_labels.yml, nvidia.com/gpu.present=true) or set "
+        "dra_driver_node_selector or dra_driver_extra_values.kubeletPlugin to match them"
+    )
 
 
-def test_daemonset_ready_on_every_gpu_node() -> None:
-    nodes = [node("gpu-1", GPU_LABEL), node("gpu-2", GPU_LABEL)]
-    verdict = ddh.daemonset_verdict(daemonset(2, 2), ["gpu-1", "gpu-2"], nodes)
-    assert verdict == {"ok": True, "final": True, "message": verdict["message"]}
-    assert "2 of 2" in verdict["message"]
-
-
-def test_daemonset_not_ready_yet_keeps_waiting() -> None:
-    nodes = [node("gpu-1", GPU_LABEL)]
-    assert ddh.daemonset_verdict(daemonset(1, 0), ["gpu-1"], nodes) == {
-        "ok": False,
-        "final": False,
-        "message": "DaemonSet nvidia-dra-driver-gpu-kubelet-plugin: 0 of 1 pods ready, 0 updated",
-    }
-    unseen = ddh.daemonset_verdict(daemonset(0, 0, gen=3, seen=2), ["gpu-1"], nodes)
-    assert unseen["final"] is False
-
-
-def test_daemonset_on_fewer_nodes_than_gpu_nodes() -> None:
-    nodes = [node("gpu-1", GPU_LABEL), node("gpu-2", {})]
-    verdict = ddh.daemonset_verdict(daemonset(1, 1), ["gpu-1", "gpu-2"], nodes)
-    assert verdict["final"] and not verdict["ok"]
-    assert "gpu-2 lacks" in verdict["message"] and "gpu-1 lacks" not in verdict["message"]
-
-
-def test_daemonset_on_a_non_gpu_node_is_named() -> None:
-    nodes = [node("gpu-1", GPU_LABEL), node("cpu-1", GPU_LABEL)]
-    verdict = ddh.daemonset_verdict(daemonset(2, 2), ["gpu-1"], nodes)
-    assert not verdict["ok"] and "non-GPU node(s) cpu-1" in verdict["message"]
+def test_the_live_pod_template_is_judged_by_the_kubelet_plugins_values() -> None:
+    tainted = node("gpu-2", GPU_LABEL, taints=[{"key": "dedicated", "effect": "NoSchedule"}])
+    verdict = ddh.daemonset_verdict(daemonset(1, 1), ["gpu-1", "gpu-2"], [node("gpu-1"), tainted])
+    assert (
+        "gpu-1 lacks the label(s) nvidia.com/gpu.present=true that kubeletPlugin"
+        in (verdict["message"])
+    )
+    assert (
+        "gpu-2 has the taint dedicated:NoSchedule that kubeletPlugin.tolerations"
+        in (verdict["message"])
+    )
 
 
 def test_find_daemonset_by_release_annotation() -> None:
     other = daemonset(1, 1)
     other["metadata"]["annotations"] = {"meta.helm.sh/release-name": "other"}
+    controller = daemonset(1, 1)
+    controller["metadata"]["name"] = "nvidia-dra-driver-gpu-controller"
     mine = daemonset(1, 1)
-    assert ddh.find_kubelet_plugin_daemonset([other, mine], "nvidia-dra-driver-gpu") is mine
+    assert (
+        ddh.find_kubelet_plugin_daemonset([other, controller, mine], "nvidia-dra-driver-gpu")
+        is mine
+    )
     assert ddh.find_kubelet_plugin_daemonset([other], "nvidia-dra-driver-gpu") is None
-    assert ddh.daemonset_verdict(None, ["gpu-1"], [], release="r", namespace="n")["final"] is False
+    assert ddh.daemonset_verdict(None, ["gpu-1"], [], release="r", namespace="n") == {
+        "ok": False,
+        "final": False,
+        "message": "no kubelet-plugin DaemonSet of release 'r' in namespace 'n' yet",
+    }
 
 
 def gpu(mig: str = "Disabled", devices: int = 0) -> dict[str, Any]:

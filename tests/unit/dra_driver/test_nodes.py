@@ -8,7 +8,8 @@ import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import nodes as ddn
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import values as ddv
 
-from tests.unit.dra_driver.driver_inputs import GPU_LABEL, inputs, node
+from tests.unit.dra_driver.driver_inputs import GPU_LABEL, inputs
+from tests.unit.kube.api_objects import node
 
 pytestmark = pytest.mark.unit
 
@@ -47,12 +48,6 @@ def test_untolerated_taint_is_named() -> None:
     assert "taint dedicated=ml:NoSchedule" in problems[0]
     tolerant = ddv.plan(inputs(node_taints=[{"key": "dedicated", "effect": "NoSchedule"}])).values
     assert ddn.node_problems([n], ["gpu-1"], tolerant) == []
-
-
-def test_node_condition_taints_do_not_stop_a_daemonset() -> None:
-    values = ddv.plan(inputs()).values
-    pressure = [{"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}]
-    assert ddn.node_problems([node("gpu-1", GPU_LABEL, taints=pressure)], ["gpu-1"], values) == []
 
 
 def test_device_plugin_on_gpu_node_is_refused_unless_coexisting() -> None:
