@@ -151,11 +151,17 @@ def migrate(
         extravars["gpu_path_migrate_batch_size"] = batch_size
     if kubeconfig:
         extravars["gpu_path_migrate_kubeconfig"] = kubeconfig
-    _status, planned = _run(inventory, {**extravars, "gpu_path_migrate_plan_only": True}, console)
+    status, planned = _run(inventory, {**extravars, "gpu_path_migrate_plan_only": True}, console)
     refusal = planned.refusal()
     if refusal:
         _refuse(refusal, "correct what the message names and plan again.")
-    plan = planned.plan or {}
+    if planned.plan is None:
+        _refuse(
+            f"the planning run of playbooks/migrate.yml gave no plan (run status "
+            f"{status}; see the ansible log above).",
+            "fix what the run reports and plan again.",
+        )
+    plan = planned.plan
     if as_json:
         sys.stdout.write(json.dumps(plan, indent=2, sort_keys=True) + "\n")
     else:

@@ -35,7 +35,7 @@ extends_documentation_fragment:
   - gpufleet.cluster.kube_auth
 options:
   nodes:
-    description: Kubernetes node names of the batch.
+    description: Kubernetes node names of the batch (at least one).
     type: list
     elements: str
     required: true
@@ -58,7 +58,7 @@ options:
     type: int
     default: 300
   interval:
-    description: Seconds between two reads of a node while waiting.
+    description: Seconds between two reads of a node while waiting (a finite number above 0).
     type: float
     default: 2
 attributes:
@@ -100,6 +100,8 @@ phase:
   type: str
 """
 
+import math
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import k8s_names
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
@@ -124,14 +126,26 @@ def main() -> None:
         supports_check_mode=False,
     )
     p = module.params
+    if not p["nodes"]:
+        module.fail_json(
+            msg="nodes is empty; fix: give the Node names of one batch of the plan", nodes=[]
+        )
     for name in p["nodes"]:
         why = k8s_names.dns1123_subdomain(name)
         if why:
             module.fail_json(msg=f"node name {name!r} {why}; fix: give the Node's name", nodes=[])
+    why = k8s_names.driver_name(p["driver"])
+    if why:
+        module.fail_json(
+            msg=f"driver {p['driver']!r} {why}; fix: give the DRA driver's name, such as "
+            f"{ddc.NVIDIA_DRIVER}",
+            nodes=[],
+        )
     for option in ("evict_timeout", "advertise_timeout", "interval"):
-        if p[option] <= 0:
+        if not math.isfinite(p[option]) or p[option] <= 0:
             module.fail_json(
-                msg=f"{option} {p[option]} is not above 0; fix: give seconds", nodes=[]
+                msg=f"{option} {p[option]} is not a number of seconds above 0; fix: give seconds",
+                nodes=[],
             )
     try:
         kube = vk.Kube(p["kubeconfig"], p["context"])

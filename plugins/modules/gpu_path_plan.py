@@ -148,6 +148,12 @@ def main() -> None:
         module.fail_json(
             msg=f"batch_size {p['batch_size']} is below 1; fix: move 1 or more nodes at a time"
         )
+    why = k8s_names.driver_name(p["driver"])
+    if why:
+        module.fail_json(
+            msg=f"driver {p['driver']!r} {why}; fix: give the DRA driver's name, such as "
+            f"{ddc.NVIDIA_DRIVER}"
+        )
     hosts = []
     for h in p["hosts"]:
         paths, unknown = gp.inventory_paths(h["groups"])

@@ -39,11 +39,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.scheduling import TAINT_EFFECTS
+
 __all__ = [
     "CONFLICT_RETRIES",
     "DEFAULT_LABELS",
     "PATCH_WORKERS",
-    "TAINT_EFFECTS",
     "LabelPlan",
     "NodeLabelError",
     "NodePatch",
@@ -56,7 +57,6 @@ __all__ = [
 ]
 
 DEFAULT_LABELS: dict[str, str] = {"nvidia.com/gpu.present": "true"}
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 #: Patches in flight at once. Kubernetes has no bulk update, so 1,000 nodes to label are
 #: 1,000 requests; sent one after the other their round trips add up (about 5 s on a
 #: two-CPU control host), eight at a time they overlap. Far below kube-apiserver's

@@ -4,7 +4,8 @@
 (``staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go``: ``IsDNS1123Label``,
 ``IsDNS1123Subdomain``, ``IsValidLabelValue``, ``IsQualifiedName`` and their length
 constants ``DNS1123LabelMaxLength`` 63, ``DNS1123SubdomainMaxLength`` 253,
-``LabelValueMaxLength`` 63, ``qualifiedNameMaxLength`` 63).
+``LabelValueMaxLength`` 63, ``qualifiedNameMaxLength`` 63), and the DRA driver names of
+``pkg/apis/resource/validation`` (``ValidateCSIDriverName``, ``DriverNameMaxLength`` 63).
 
 Each check matches the whole text: a trailing newline or space is refused (Python's ``$``
 would let ``"team-a\\n"`` through). Each returns the reason the value is refused, or None.
@@ -19,10 +20,12 @@ from typing import Any
 __all__ = [
     "DNS1123_LABEL_MAX",
     "DNS1123_SUBDOMAIN_MAX",
+    "DRIVER_NAME_MAX",
     "LABEL_VALUE_MAX",
     "QUALIFIED_NAME_MAX",
     "dns1123_label",
     "dns1123_subdomain",
+    "driver_name",
     "label_value",
     "qualified_name",
 ]
@@ -31,6 +34,7 @@ DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
 LABEL_VALUE_MAX = 63
 QUALIFIED_NAME_MAX = 63
+DRIVER_NAME_MAX = 63
 
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -105,3 +109,17 @@ def qualified_name(value: Any) -> str | None:
             "characters of letters, digits, '-', '_' and '.', starting and ending alphanumeric)"
         )
     return None
+
+
+def driver_name(value: Any) -> str | None:
+    """Why ``value`` is not a DRA driver name (a DNS subdomain of at most 63 characters,
+    upper case allowed: ``ValidateCSIDriverName``), or None."""
+    text = _text(value)
+    return _judged(
+        text.lower() if text is not None else value,
+        _SUBDOMAIN,
+        DRIVER_NAME_MAX,
+        "a DRA driver name",
+        "a DNS subdomain (letters, digits, '-' and '.', each part starting and ending with a "
+        "letter or digit)",
+    )

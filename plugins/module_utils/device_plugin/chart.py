@@ -103,7 +103,11 @@ class DevicePluginError(RefusedValue):
     ``"<variable>=<value>: <reason>; fix: <fix>"``."""
 
 
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.\-]+))?(?:\+[0-9A-Za-z.\-]+)?\Z")
+#: ASCII digits only, at most 18 to a number (``\d`` would take full-width digits, and a
+#: number of thousands of digits is no release).
+_VERSION_RE = re.compile(
+    r"^v?([0-9]{1,18})\.([0-9]{1,18})\.([0-9]{1,18})(?:-([0-9A-Za-z.\-]+))?(?:\+[0-9A-Za-z.\-]+)?\Z"
+)
 
 
 @dataclass(frozen=True, order=True)

@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import k8s_names
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import plain_value
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import (
+    plain_value,
+    variable_bool,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.merge import deep_merge
 from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin.chart import (
     CHART_TOLERATIONS,
@@ -158,7 +161,7 @@ def plan(inputs: Mapping[str, Any]) -> DevicePluginPlan:
         version,
         chart_path=str(inputs.get("chart_path") or ""),
         local_chart=inputs.get("local_chart"),
-        stand_in=bool(inputs.get("chart_stand_in")),
+        stand_in=_stand_in(inputs.get("chart_stand_in")),
         repo_url=str(inputs.get("chart_repo_url") or ""),
     )
     if newer_than_read(version) and not source.stand_in:
@@ -209,6 +212,17 @@ def plan(inputs: Mapping[str, Any]) -> DevicePluginPlan:
     )
 
 
+def _stand_in(value: Any) -> bool:
+    """``chart_stand_in`` as Ansible reads a boolean (``"false"`` from an INI inventory is
+    false); unset is false."""
+    parsed = False if value is None or value == "" else variable_bool(value)
+    if parsed is None:
+        raise DevicePluginError(
+            "device_plugin_chart_stand_in", value, "not a boolean", "give true or false"
+        )
+    return parsed
+
+
 def _check_release_name(value: Any) -> None:
     why = k8s_names.dns1123_subdomain(value)
     if why is None and len(value) > RELEASE_NAME_MAX:
@@ -225,7 +239,28 @@ def _node_selector(value: Any) -> dict[str, str]:
         raise DevicePluginError(
             "device_plugin_node_selector", value, "not a mapping", "give label key -> value"
         )
-    selector = {str(k): str(v) for k, v in value.items()}
+    selector = {}
+    for key, raw in value.items():
+        # YAML's unquoted true is a boolean; label values are text, and the GPU labels "true"
+        text = ("true" if raw else "false") if isinstance(raw, bool) else raw
+        text = str(text) if isinstance(text, int | float) else text
+        why = k8s_names.qualified_name(key)
+        if why:
+            raise DevicePluginError(
+                "device_plugin_node_selector",
+                value,
+                f"its key {key!r} {why}",
+                "give label keys such as nvidia.com/gpu.present",
+            )
+        why = k8s_names.label_value(text)
+        if why:
+            raise DevicePluginError(
+                f"device_plugin_node_selector.{key}",
+                raw,
+                why,
+                'give a label value such as "true"',
+            )
+        selector[key] = text
     if selector.get(gp.PATH_LABEL, gp.DEVICE_PLUGIN) != gp.DEVICE_PLUGIN:
         raise DevicePluginError(
             "device_plugin_node_selector",
@@ -444,9 +479,17 @@ def _check_config(config: Any) -> None:
     configs in the map, a default must be found (``_helpers.tpl`` ``hasDefaultConfig``:
     ``config.default``, else the fallback strategies ``named``: an entry ``default``,
     ``single``: the only entry, ``empty``: always)."""
-    if not isinstance(config, Mapping):
+    if config is None:
         return
-    entries = config.get("map") or {}
+    entries = config.get("map") if isinstance(config, Mapping) else None
+    if not isinstance(config, Mapping) or not isinstance(entries or {}, Mapping):
+        raise DevicePluginError(
+            "device_plugin_extra_values.config",
+            config,
+            "the chart reads config as a mapping with a map of config name -> config",
+            "give configs with device_plugin_config (or device_plugin_config_name)",
+        )
+    entries = entries or {}
     if config.get("name") and entries:
         raise DevicePluginError(
             "device_plugin_extra_values.config",

@@ -3,7 +3,12 @@
 """Kubernetes quantities (``k8s.io/apimachinery/pkg/api/resource``): ``16Gi``, ``500m``,
 ``1e3`` parsed exactly (``parse_quantity``), and what ``Quantity.AsInt64`` gives for one
 (``quantity_int64``). Standard library only: node capacities, pod requests and CEL's
-quantity library all read them."""
+quantity library all read them.
+
+A quantity is computed exactly, so its size is bounded: at most ``MAX_DIGITS`` digits and a
+decimal exponent of at most ``MAX_EXPONENT`` either way (``1e999999999`` would take minutes
+and gigabytes to compute; Kubernetes documents 2^63-1 as the largest quantity,
+``quantity.go``). Larger ones are refused as QuantityError."""
 
 from __future__ import annotations
 
@@ -18,8 +23,14 @@ class QuantityError(ValueError):
     """A text that is not a Kubernetes quantity; ``str()`` names it."""
 
 
+#: The most digits of a quantity's number, and the largest decimal exponent (its ``e``
+#: suffix) either way, that ``parse_quantity`` computes.
+MAX_DIGITS = 1000
+MAX_EXPONENT = 1000
+
+
 _QUANTITY_RE = re.compile(
-    r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
+    r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$", re.ASCII
 )
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -50,8 +61,22 @@ def parse_quantity(text: Any) -> Fraction:
             f"{text!r} is not a Kubernetes quantity (e.g. 16Gi, 500m, 1e3): "
             "resource.ParseQuantity refuses it"
         )
-    number = Fraction(m.group(1))
     suffix = m.group(2) or ""
+    scientific = suffix[:1] in ("e", "E") and suffix not in _BINARY and suffix not in _DECIMAL
+    exponent = suffix[1:].lstrip("+-").lstrip("0") if scientific else ""
+    digits = len(m.group(1).lstrip("+-").replace(".", ""))
+    if (
+        digits > MAX_DIGITS
+        or len(exponent) > len(str(MAX_EXPONENT))
+        or (exponent and int(exponent) > MAX_EXPONENT)
+    ):
+        shown = str(text) if len(str(text)) <= 40 else str(text)[:40] + "..."
+        raise QuantityError(
+            f"{shown!r} is beyond the quantities read here (at most {MAX_DIGITS} "
+            f"digits and an exponent of at most {MAX_EXPONENT}); Kubernetes documents 2^63-1 as "
+            "the largest quantity"
+        )
+    number = Fraction(m.group(1))
     if suffix in _BINARY:
         return number * _BINARY[suffix]
     if suffix in _DECIMAL:
@@ -59,7 +84,7 @@ def parse_quantity(text: Any) -> Fraction:
     return number * Fraction(10) ** int(suffix[1:])
 
 
-_SUFFIX_RE = re.compile(r"^(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+_SUFFIX_RE = re.compile(r"^(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d{1,12})?$", re.ASCII)
 _BINARY_EXP = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL_EXP = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12}
 _DECIMAL_EXP.update({"P": 15, "E": 18})
@@ -75,7 +100,7 @@ def quantity_int64(text: str) -> int | None:
     t = str(text).strip()
     if t == "0":
         return 0
-    m = re.match(r"^([+-]?)0*(\d*)(?:\.(\d*))?(.*)$", t)
+    m = re.match(r"^([+-]?)0*(\d*)(?:\.(\d*))?(.*)$", t, re.ASCII)
     if not m or not _SUFFIX_RE.match(m.group(4)):
         return None
     negative, num, denom, suffix = (
@@ -106,5 +131,7 @@ def quantity_int64(text: str) -> int | None:
     value = -value if negative else value
     if scale < 0:
         return None
+    if scale > 18:  # beyond int64 (and 10**scale would be computed for nothing)
+        return 0 if value == 0 else None
     value *= 10**scale
     return value if -(2**63) <= value < 2**63 else None

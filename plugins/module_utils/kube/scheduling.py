@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import k8s_names
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import RefusedValue
 
 __all__ = [
     "DAEMONSET_TOLERATED_TAINTS",
+    "TAINT_EFFECTS",
     "node_name_of",
     "scheduling_problem",
     "tolerations_for",
@@ -27,6 +29,9 @@ __all__ = [
 
 #: Taints every DaemonSet pod tolerates: the DaemonSet controller adds these tolerations
 #: itself (pkg/controller/daemon/util/daemonset_util.go AddOrUpdateDaemonPodTolerations).
+#: The effects a node taint may have (``k8s.io/api/core/v1`` ``TaintEffect``).
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
 DAEMONSET_TOLERATED_TAINTS = frozenset(
     {
         "node.kubernetes.io/not-ready",
@@ -150,15 +155,31 @@ def tolerations_for(
     (``operator: Exists``, so any value is tolerated).
 
     Raises ``error`` (a ``RefusedValue``; the caller's own class) naming ``variable`` (the
-    role variable the taints come from) for a taint that is not a mapping with a key."""
+    role variable the taints come from) for taints that are not a list, or a taint that is
+    not a mapping with a key that is a qualified name and an effect of ``TAINT_EFFECTS``."""
     out = [dict(t) for t in kept]
-    for taint in taints or ():
+    if not isinstance(taints, list | tuple):
+        raise error(
+            variable,
+            taints,
+            "not a list",
+            "give taints as a list of {key: nvidia.com/gpu, effect: NoSchedule}",
+        )
+    for taint in taints:
         if not isinstance(taint, Mapping) or not taint.get("key"):
             raise error(
                 variable,
                 taint,
                 "each taint needs a key (and an effect)",
                 "give taints as {key: nvidia.com/gpu, effect: NoSchedule}",
+            )
+        why = k8s_names.qualified_name(taint["key"])
+        if why or taint.get("effect") not in (None, "", *TAINT_EFFECTS):
+            raise error(
+                variable,
+                taint,
+                f"its key {why}" if why else f"its effect is none of {', '.join(TAINT_EFFECTS)}",
+                "give taints as {key: nvidia.com/gpu, effect: NoSchedule}, as the nodes have them",
             )
         tol = {"key": str(taint["key"]), "operator": "Exists"}
         if taint.get("effect"):

@@ -113,18 +113,55 @@ def _pods_path(namespace: str, name: str = "") -> str:
     return f"{base}/{urllib.parse.quote(name, safe='')}" if name else base
 
 
+def _items(answer: Any, path: str) -> list[Mapping[str, Any]]:
+    """The objects of a list answer (none for an empty answer). Raises KubeError for an
+    answer that is not an object whose ``items`` is a list of objects: what it lists cannot
+    be known, so the batch fails and is put back."""
+    if answer is None:
+        return []
+    items = answer.get("items") if isinstance(answer, Mapping) else None
+    if not isinstance(answer, Mapping):
+        odd = f"a {type(answer).__name__}, not an object"
+    elif items is None:
+        return []
+    elif not isinstance(items, list):
+        odd = f"items of type {type(items).__name__}"
+    elif not all(isinstance(i, Mapping) for i in items):
+        odd = "an item that is not an object"
+    else:
+        return items
+    raise vk.KubeError(
+        None,
+        f"the answer to GET {path} is {odd}: not the Kubernetes API's list; fix: check that "
+        "the kubeconfig names the cluster's kube-apiserver",
+    )
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is an object, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _gpu_pods_on(request: Request, node: str) -> list[tuple[str, str]]:
     query = [("fieldSelector", f"spec.nodeName={node}")]
     answer = request("GET", "/api/v1/pods", query=query)
     out = []
-    for pod in (answer or {}).get("items") or []:
-        meta = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        phase = (pod.get("status") or {}).get("phase")
+    for pod in _items(answer, "/api/v1/pods"):
+        meta, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
+        phase = _map(pod.get("status")).get("phase")
         if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
             continue
-        if rpaths.pod_requests(pod) or spec.get("resourceClaims"):
-            out.append((str(meta.get("namespace")), str(meta.get("name"))))
+        if not (rpaths.pod_requests(pod) or spec.get("resourceClaims")):
+            continue
+        namespace, name = meta.get("namespace"), meta.get("name")
+        if not (isinstance(namespace, str) and namespace and isinstance(name, str) and name):
+            raise vk.KubeError(
+                None,
+                f"a GPU pod on node {node} has no namespace and name to evict it by "
+                f"(metadata {str(pod.get('metadata'))[:80]}); fix: check that the kubeconfig "
+                "names the cluster's kube-apiserver",
+            )
+        out.append((namespace, name))
     return sorted(out)
 
 
@@ -146,7 +183,7 @@ class _Batch:
     def state(self, node: str) -> dict[str, Any]:
         return ns.node_state(
             lambda path: self.request("GET", path),
-            lambda path, query: (self.request("GET", path, query=query) or {}).get("items") or [],
+            lambda path, query: _items(self.request("GET", path, query=query), path),
             node,
             self.driver,
         )

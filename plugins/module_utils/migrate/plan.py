@@ -32,6 +32,10 @@ without GPUs after the move blocks the plan:
 
 Batches: ``batch_size`` nodes at a time (at least 1), nodes with the fewest GPU pods
 first, then by name, so that a failure shows on the batch that disturbs least.
+
+Objects and fields of another type than the API's (an item that is no object, a list where
+a map belongs) read as absent, never raise: a Node that is none is missing, a DaemonSet
+that is none selects nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +47,10 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import (
+    QuantityError,
+    parse_quantity,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import paths as rpaths
 
@@ -139,24 +147,41 @@ class PoolMove:
         }
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is an object, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def _objects(items: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The items that are objects."""
+    return [i for i in items if isinstance(i, Mapping)]
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    name = _map(obj.get("metadata")).get("name")
+    return name if isinstance(name, str) else ""
+
+
 def _pod_claims(pod: Mapping[str, Any]) -> list[str]:
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     return [
         str(c.get("name"))
-        for c in spec.get("resourceClaims") or []
+        for c in _list(_map(pod.get("spec")).get("resourceClaims"))
         if isinstance(c, Mapping) and c.get("name")
     ]
 
 
 def _running(pod: Mapping[str, Any]) -> bool:
-    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    status, meta = _map(pod.get("status")), _map(pod.get("metadata"))
     return status.get("phase") not in ("Succeeded", "Failed") and not meta.get("deletionTimestamp")
 
 
 def _owner(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-    for ref in meta.get("ownerReferences") or []:
+    for ref in _list(_map(pod.get("metadata")).get("ownerReferences")):
         if isinstance(ref, Mapping) and ref.get("controller"):
             return f"{ref.get('kind')}/{ref.get('name')}"
     return ""
@@ -164,15 +189,14 @@ def _owner(pod: Mapping[str, Any]) -> str:
 
 def _gpu_pods(pods: Iterable[Mapping[str, Any]], node: str) -> list[dict[str, Any]]:
     out = []
-    for pod in pods:
-        spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-        if spec.get("nodeName") != node or not _running(pod):
+    for pod in _objects(pods):
+        if _map(pod.get("spec")).get("nodeName") != node or not _running(pod):
             continue
         requests = rpaths.pod_requests(pod)
         claims = _pod_claims(pod)
         if not requests and not claims:
             continue
-        meta = pod.get("metadata") or {}
+        meta = _map(pod.get("metadata"))
         out.append(
             {
                 "namespace": str(meta.get("namespace") or ""),
@@ -185,31 +209,36 @@ def _gpu_pods(pods: Iterable[Mapping[str, Any]], node: str) -> list[dict[str, An
     return sorted(out, key=lambda p: (p["namespace"], p["name"]))
 
 
+def _listed_at_zero(quantity: Any) -> bool:
+    """Whether a device plugin resource is listed at 0 (``0``, ``0k``, ``-0``: its plugin
+    stopped); a quantity that is not one (``abc``, ``²``) is not: fail closed."""
+    try:
+        return parse_quantity(quantity) == 0
+    except QuantityError:
+        return False
+
+
 def advertises(allocatable: Any, devices: int) -> str:
     """What a node advertises (``device-plugin``, ``dra``, ``both``, ``none``): the device
-    plugin's resources in its ``status.allocatable`` (a quantity that is not a whole
-    count counts as advertised, as validate reads it: fail closed), and ``devices``, the
-    DRA devices its ResourceSlices publish."""
+    plugin's resources in its ``status.allocatable`` listed at anything but 0 (a quantity
+    that is not a count counts as advertised, as validate reads it: fail closed), and
+    ``devices``, the DRA devices its ResourceSlices publish."""
     listed = gp.device_plugin_resources({"allocatable": allocatable or {}})
-    plugin = any(
-        not str(value).strip().isdigit() or int(str(value).strip()) > 0
-        for _member, value in listed.values()
-    )
+    plugin = any(not _listed_at_zero(value) for _member, value in listed.values())
     return gp.node_path(plugin, devices > 0)
 
 
 def _advertises(node: Mapping[str, Any] | None, slice_nodes: set[str]) -> str:
     if node is None:
         return gp.NONE
-    name = str((node.get("metadata") or {}).get("name") or "")
-    status = node.get("status") if isinstance(node.get("status"), Mapping) else {}
-    return advertises(status.get("allocatable"), 1 if name in slice_nodes else 0)
+    devices = 1 if _name(node) in slice_nodes else 0
+    return advertises(_map(node.get("status")).get("allocatable"), devices)
 
 
 def _slice_nodes(slices: Iterable[Mapping[str, Any]], drivers: Sequence[str]) -> set[str]:
     out = set()
-    for rslice in slices:
-        spec = rslice.get("spec") if isinstance(rslice.get("spec"), Mapping) else {}
+    for rslice in _objects(slices):
+        spec = _map(rslice.get("spec"))
         if spec.get("driver") in drivers and spec.get("nodeName") and spec.get("devices"):
             out.add(str(spec["nodeName"]))
     return out
@@ -220,11 +249,10 @@ def _class_map(device_classes: Iterable[Mapping[str, Any]]) -> tuple[dict[str, s
     DeviceClasses exist: ``dra_driver.chart.GPU_DEVICE_CLASSES``, which the chart writes)."""
     served: dict[str, str] = {}
     names = set()
-    for dc in sorted(device_classes, key=lambda d: str((d.get("metadata") or {}).get("name"))):
-        name = str((dc.get("metadata") or {}).get("name") or "")
+    for dc in sorted(_objects(device_classes), key=_name):
+        name = _name(dc)
         names.add(name)
-        spec = dc.get("spec") if isinstance(dc.get("spec"), Mapping) else {}
-        resource = spec.get("extendedResourceName")
+        resource = _map(dc.get("spec")).get("extendedResourceName")
         if isinstance(resource, str) and resource and resource not in served:
             served[resource] = name
     return served, ddc.GPU_CLASS in names
@@ -338,20 +366,19 @@ def _selected_paths(daemonsets: Iterable[Mapping[str, Any]]) -> set[str]:
     """The path label values DaemonSets select nodes by: their pod template's
     ``nodeSelector``, or a required node-affinity term ``In`` one value."""
     out = set()
-    for ds in daemonsets:
-        spec = (((ds.get("spec") or {}).get("template") or {}).get("spec")) or {}
-        selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
-        if isinstance(selector, Mapping) and selector.get(gp.PATH_LABEL):
-            out.add(str(selector[gp.PATH_LABEL]))
-        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        ) or {}
-        for term in required.get("nodeSelectorTerms") or []:
-            for expr in (term or {}).get("matchExpressions") or []:
-                values = expr.get("values") or []
+    for ds in _objects(daemonsets):
+        spec = _map(_map(_map(ds.get("spec")).get("template")).get("spec"))
+        selected = _map(spec.get("nodeSelector")).get(gp.PATH_LABEL)
+        if isinstance(selected, str) and selected:
+            out.add(selected)
+        affinity = _map(_map(spec.get("affinity")).get("nodeAffinity"))
+        required = _map(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+        for term in _objects(_list(required.get("nodeSelectorTerms"))):
+            for expr in _objects(_list(term.get("matchExpressions"))):
+                values = _list(expr.get("values"))
                 ours = expr.get("key") == gp.PATH_LABEL and expr.get("operator") == "In"
-                if ours and len(values) == 1:
-                    out.add(str(values[0]))
+                if ours and len(values) == 1 and isinstance(values[0], str):
+                    out.add(values[0])
     return out
 
 
@@ -415,14 +442,15 @@ def build_plan(
     ``daemonsets``: the cluster's DaemonSets, to find the advertisers that select nodes
     by the path label (None: not judged).
     Raises ValueError for a ``to_path`` that is not a path, an empty pool or a batch size
-    below 1 (the caller judged them; this is the last guard)."""
+    that is not a whole number of at least 1 (the caller judged them; this is the last
+    guard)."""
     if to_path not in gp.PATHS:
         raise ValueError(f"to_path {to_path!r} is not one of {', '.join(gp.PATHS)}")
     if not hosts:
         raise ValueError(f"pool {pool!r} has no hosts")
-    if batch_size < 1:
-        raise ValueError(f"batch_size {batch_size!r} is below 1")
-    by_name = {str((n.get("metadata") or {}).get("name") or ""): n for n in nodes}
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size {batch_size!r} is not a whole number of at least 1")
+    by_name = {_name(n): n for n in _objects(nodes)}
     served, gpu_class = _class_map(device_classes)
     declared = sorted({h.declared for h in hosts})
     from_path = declared[0] if len(declared) == 1 else "mixed"

@@ -128,16 +128,21 @@ def _add(total: dict[str, int], more: Mapping[str, int]) -> None:
         total[name] = total.get(name, 0) + count
 
 
+def _listed(value: Any) -> list[Any]:
+    """``value`` when it is a list, else none (a field of another type than the API's)."""
+    return value if isinstance(value, list) else []
+
+
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
     """Device plugin resource -> whole count the pod requests, as the scheduler counts it
     (module docstring: ``PodRequests``)."""
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     total: dict[str, int] = {}
-    for c in spec.get("containers") or []:
+    for c in _listed(spec.get("containers")):
         _add(total, _container_requests(c))
     sidecars: dict[str, int] = {}
     init_max: dict[str, int] = {}
-    for c in spec.get("initContainers") or []:
+    for c in _listed(spec.get("initContainers")):
         wants = _container_requests(c)
         if isinstance(c, Mapping) and c.get("restartPolicy") == SIDECAR:
             _add(total, wants)

@@ -45,3 +45,10 @@ def test_as_int64_is_what_kubernetes_gives(text: str, value: int | None) -> None
 def test_a_boolean_is_no_quantity() -> None:
     with pytest.raises(kq.QuantityError):
         kq.parse_quantity(True)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("10Ei", 10 * 2**60), ("3E", 3 * 10**18), ("1e3", 1000)]
+)
+def test_an_exa_suffix_is_no_exponent(text: str, value: int) -> None:
+    assert kq.parse_quantity(text) == value
