@@ -272,6 +272,8 @@ CLEAN_LAB_SKIPS = {
     # no NVIDIA driver under any root: the simulator answers nvidia-smi (hosts.cdi-hook is
     # judged: the lab's GPU nodes carry NVIDIA's real hook, which the simulator's specs call)
     "hosts.driver-root": "every GPU node has a simulated GPU",
+    # inventory/lab puts every GPU node on DRA: no pool uses NVIDIA's device plugin
+    "nodes.device-plugin-gpus": "no GPU node of the inventory is on the device-plugin path",
 }
 
 
