@@ -59,6 +59,16 @@ def apply(cp: ControlPlane, objs: list[dict[str, Any]]) -> None:
     cp.kubectl("apply", "-f", str(path))
 
 
+def advertise_device_plugin(cp: ControlPlane, name: str, gpus: str) -> None:
+    """The Node's status as the kubelet writes it for a device plugin of ``gpus`` GPUs."""
+    status = {
+        "capacity": {"cpu": "64", ddc.DEVICE_PLUGIN_RESOURCE: gpus},
+        "allocatable": {"cpu": "63", ddc.DEVICE_PLUGIN_RESOURCE: gpus},
+    }
+    cp.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p",
+               json.dumps({"status": status}))  # fmt: skip
+
+
 def test_a_node_advertised_by_the_device_plugin_and_dra_fails_naming_both(
     apiserver: ControlPlane,
 ) -> None:
@@ -77,22 +87,7 @@ def test_a_node_advertised_by_the_device_plugin_and_dra_fails_naming_both(
         [node("both-1"), node("dra-1"), node("plugin-1"), node("bare-1"), gpu_class],
     )
     for name in ("both-1", "plugin-1"):
-        cp.kubectl(
-            "patch",
-            "node",
-            name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps(
-                {
-                    "status": {
-                        "capacity": {"cpu": "64", ddc.DEVICE_PLUGIN_RESOURCE: "8"},
-                        "allocatable": {"cpu": "63", ddc.DEVICE_PLUGIN_RESOURCE: "8"},
-                    }
-                }
-            ),
-        )
+        advertise_device_plugin(cp, name, "8")
     apply(cp, [gpu_slice("both-1", 8), gpu_slice("dra-1", 8)])
     stored = cp.get_json(f"/apis/resource.k8s.io/v1/deviceclasses/{ddc.GPU_CLASS}")
     assert stored["spec"]["extendedResourceName"] == ddc.DEVICE_PLUGIN_RESOURCE
@@ -139,22 +134,7 @@ def test_pools_report_their_declared_path_and_the_dra_checks_leave_device_plugin
     names = ["dp-ok", "dp-stopped", "dra-moved", "dra-behind"]
     apply(cp, [node(n) for n in names])
     for name, gpus in (("dp-ok", "8"), ("dp-stopped", "0"), ("dra-behind", "8")):
-        cp.kubectl(
-            "patch",
-            "node",
-            name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps(
-                {
-                    "status": {
-                        "capacity": {"cpu": "64", ddc.DEVICE_PLUGIN_RESOURCE: gpus},
-                        "allocatable": {"cpu": "63", ddc.DEVICE_PLUGIN_RESOURCE: gpus},
-                    }
-                }
-            ),
-        )
+        advertise_device_plugin(cp, name, gpus)
     apply(cp, [gpu_slice("dra-moved", 8)])
 
     listing = vli.list_cluster(vk.Kube(str(cp.kubeconfig)))
