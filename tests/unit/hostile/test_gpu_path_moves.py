@@ -700,12 +700,12 @@ EXTRA_VAR_REFUSALS = {
     "batch-size-word": (
         "gpu_path_migrate_batch_size=abc",
         "abc",
-        "argument 'gpu_path_migrate_batch_size' is of type str",
+        "argument 'gpu_path_migrate_batch_size' is of type",  # then str (2.19) or a class (2.17)
     ),
     "evict-timeout-list": (
         "gpu_path_migrate_evict_timeout=[1]",
         [1],
-        "argument 'gpu_path_migrate_evict_timeout' is of type list",
+        "argument 'gpu_path_migrate_evict_timeout' is of type",
     ),
     "evict-timeout-0": ("gpu_path_migrate_evict_timeout=0", 0, "gpu_path_migrate_evict_timeout=0"),
     "evict-timeout-minus-5": (
