@@ -43,6 +43,9 @@ __all__ = [
 #: server that accepts connections and never answers ends a request after 15 s.
 CONNECT_TIMEOUT = 5
 READ_TIMEOUT = 15
+#: (connect, read) seconds of every request: a ``Kube``'s unless it is given its own, and
+#: ``_request_timeout`` of every call made with the client's generated API classes.
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT, READ_TIMEOUT)
 #: Seconds one request may take in all: connect, headers and body
 #: (``common.http_exchange.read_within`` reads the body under it), however slowly the server sends.
 #: A page of 2,000 pods from a loaded API server comes in a few seconds.
@@ -78,8 +81,9 @@ class Kube:
     """One API server connection from a kubeconfig (``None``: ``KUBECONFIG`` or
     ``~/.kube/config``; in a pod, the in-cluster configuration). ``connections``: HTTP
     connections kept for requests sent from several threads at once (default: the
-    client's, five per CPU). Raises KubeError when the kubeconfig cannot be loaded or the
-    ``kubernetes`` package is missing.
+    client's, five per CPU). ``timeout``: (connect, read) seconds of each request (default:
+    ``REQUEST_TIMEOUT`` as it is when the Kube is made). Raises KubeError when the
+    kubeconfig cannot be loaded or the ``kubernetes`` package is missing.
 
     Requests go through the client's ``ApiClient`` only, never its generated API classes
     (``CoreV1Api`` alone takes about a second of CPU to import, and each of its calls
@@ -90,21 +94,19 @@ class Kube:
         kubeconfig: str | None = None,
         context: str | None = None,
         connections: int | None = None,
-        timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
+        timeout: tuple[float, float] | None = None,
     ) -> None:
         self.client = api_client(kubeconfig, context, connections)
         self._counters(timeout)
 
-    def _counters(self, timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)) -> None:
+    def _counters(self, timeout: tuple[float, float] | None = None) -> None:
         self.requests = 0
         self.log: list[str] = []
         self._lock = threading.Lock()
-        self.timeout = timeout
+        self.timeout = REQUEST_TIMEOUT if timeout is None else timeout
 
     @classmethod
-    def from_client(
-        cls, api_client: Any, timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT)
-    ) -> Kube:
+    def from_client(cls, api_client: Any, timeout: tuple[float, float] | None = None) -> Kube:
         """A Kube over an existing ``kubernetes.client.ApiClient``."""
         kube = cls.__new__(cls)
         kube.client = bound_connections(api_client)
@@ -397,10 +399,6 @@ class PagedList:
     def stored_bytes(self) -> int:
         """Bytes of the compressed pages."""
         return sum(len(b) for b in self._pages)
-
-
-#: ``_request_timeout`` of every call made with the client's generated API classes.
-REQUEST_TIMEOUT = (CONNECT_TIMEOUT, READ_TIMEOUT)
 
 
 def kube_auth_argspec() -> dict[str, dict[str, str]]:
