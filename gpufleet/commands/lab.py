@@ -33,7 +33,9 @@ class _ReleaseOption(click.Option):
         return super().get_help_record(ctx)
 
 
-HEADERS = ["node", "role", "address", "container", "status", "kubelet", "GPU (simulator)"]
+HEADERS = [
+    "node", "role", "address", "container", "status", "kubelet", "GPU (simulator)", "GPU path"
+]  # fmt: skip
 
 
 def _table(st: dict) -> Table:
@@ -73,7 +75,21 @@ def lab() -> None:
 @click.option(
     "--gpus-per-node", default=1, show_default=True, type=int, help="Simulated GPUs per worker."
 )
-def up(kubernetes_version: str, workers: int, gpu_model: str, gpus_per_node: int) -> None:
+@click.option(
+    "--device-plugin-workers",
+    default=0,
+    show_default=True,
+    type=int,
+    help="How many of the GPU workers (the last ones) form a pool on NVIDIA's device plugin "
+    "path (the simulator stands in for the plugin); the others are on DRA.",
+)
+def up(
+    kubernetes_version: str,
+    workers: int,
+    gpu_model: str,
+    gpus_per_node: int,
+    device_plugin_workers: int,
+) -> None:
     """Build (once, cached) and start the lab; ends when every node is Ready.
 
     Exit status: 0 the lab is up, 1 it could not be brought up, 2 bad options.
@@ -81,7 +97,9 @@ def up(kubernetes_version: str, workers: int, gpu_model: str, gpus_per_node: int
     from gpufleet.lab import cluster
 
     console = Console(stderr=True)
-    spec = cluster.LabSpec(kubernetes_version, workers, gpu_model, gpus_per_node)
+    spec = cluster.LabSpec(
+        kubernetes_version, workers, gpu_model, gpus_per_node, device_plugin_workers
+    )
     try:
         spec = spec.validated()
     except cluster.LabError as e:

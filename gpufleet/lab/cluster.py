@@ -61,12 +61,15 @@ def _shown(value: object, limit: int = 60) -> str:
 @dataclass(frozen=True)
 class LabSpec:
     """What ``gpufleet lab up`` builds: the release, the number of GPU workers, the
-    simulated GPU model and how many GPUs each worker has."""
+    simulated GPU model, how many GPUs each worker has, and how many of the workers (the
+    last ones) form a pool on NVIDIA's device plugin path (the simulator's device-plugin
+    mode stands in for the plugin) instead of DRA."""
 
     kubernetes_version: str = ""
     workers: int = 2
     gpu_model: str = "NVIDIA H200"
     gpus_per_node: int = 1
+    device_plugin_workers: int = 0
 
     def validated(self) -> LabSpec:
         """This spec with the default release filled in. Raises ``LabError`` naming the
@@ -89,7 +92,14 @@ class LabSpec:
             )
         if not 1 <= self.gpus_per_node <= 8:
             raise LabError(f"--gpus-per-node {self.gpus_per_node}: use 1 to 8")
-        return LabSpec(version, self.workers, self.gpu_model, self.gpus_per_node)
+        if not 0 <= self.device_plugin_workers <= self.workers:
+            raise LabError(
+                f"--device-plugin-workers {self.device_plugin_workers}: use 0 to --workers "
+                f"({self.workers})"
+            )
+        return LabSpec(
+            version, self.workers, self.gpu_model, self.gpus_per_node, self.device_plugin_workers
+        )
 
 
 @dataclass
@@ -99,6 +109,8 @@ class LabNode:
     ip: str
     gpu_model: str = ""
     gpu_count: int = 0
+    #: A GPU worker's path (``dra_driver.gpu_paths``: ``dra`` or ``device-plugin``).
+    gpu_path: str = ""
 
 
 @dataclass
@@ -222,18 +234,36 @@ def check_running() -> None:
 
 def plan_nodes(spec: LabSpec) -> list[LabNode]:
     """Node names and fixed addresses: ``.10`` for the control plane, ``.11``… for the
-    GPU workers, in :func:`lab_subnet`."""
+    GPU workers, in :func:`lab_subnet`. The last ``spec.device_plugin_workers`` GPU workers
+    are on the device-plugin path, the others on DRA."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
+        gpu_paths as gp,
+    )
+
     net = ipaddress.ip_network(lab_subnet())
     name = lab_name()
     nodes = [LabNode(f"{name}-control-plane", "control-plane", str(net[10]))]
+    first_device_plugin = spec.workers - spec.device_plugin_workers + 1
     for i in range(1, spec.workers + 1):
+        path = gp.DEVICE_PLUGIN if i >= first_device_plugin else gp.DRA
         nodes.append(
             LabNode(
                 f"{name}-gpu-{i}", "gpu-worker", str(net[10 + i]), spec.gpu_model,
-                spec.gpus_per_node,
+                spec.gpus_per_node, path,
             )
         )  # fmt: skip
     return nodes
+
+
+def dra_node_selector(spec: LabSpec) -> dict[str, str]:
+    """The node selector the lab's DRA kubelet plugin adds to its chart's: the DRA path
+    label (``dra_driver.gpu_paths.PATH_LABEL``) where some workers are on the device plugin,
+    else none."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
+        gpu_paths as gp,
+    )
+
+    return {gp.PATH_LABEL: gp.DRA} if spec.device_plugin_workers else {}
 
 
 # --------------------------------------------------------------------------- artefacts
@@ -420,6 +450,9 @@ def build_state(spec: LabSpec, log: Callable[[str], None]) -> LabState:
         "lab_kubeconfig": str(kubeconfig_path()),
         "lab_helm": str(helm),
         "lab_smoke_image": SMOKE_IMAGE,
+        # With a device-plugin pool the DRA kubelet plugin lands on the DRA pool only, as
+        # the dra_driver role places it (playbooks/lab.yml installs it before that role).
+        "lab_dra_node_selector": dra_node_selector(spec),
     }
     if chart is not None and plugin_image is not None:
         repo, tag = plugin_image.ref.rsplit(":", 1)
@@ -610,6 +643,7 @@ def status() -> dict[str, Any]:
         if n.get("role") == "gpu-worker":
             entry["gpu_model"] = n.get("gpu_model")
             entry["gpus"] = n.get("gpu_count")
+            entry["gpu_path"] = n.get("gpu_path") or "dra"  # a state written before paths
         entry.update(k8s_nodes.get(name, {"ready": False, "kubelet_version": None}))
         out["nodes"].append(entry)
     out["ready"] = bool(out["nodes"]) and all(n["ready"] for n in out["nodes"])
@@ -655,6 +689,6 @@ def wait_ready(timeout_s: float = 180) -> dict[str, Any]:
 def summary_rows(st: Mapping[str, Any]) -> list[list[str]]:
     return [
         [n["name"], n["role"], n["ip"], n["container"], "Ready" if n.get("ready") else "NotReady",
-         n.get("kubelet_version") or "-", n.get("gpu_model", "-")]
+         n.get("kubelet_version") or "-", n.get("gpu_model", "-"), n.get("gpu_path", "-")]
         for n in st.get("nodes", [])
     ]  # fmt: skip

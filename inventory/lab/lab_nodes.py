@@ -74,6 +74,29 @@ def load_state() -> dict:
     return {"nodes": default_nodes(), "vars": {}}
 
 
+#: The GPU pools of a lab with a device-plugin pool (``gpufleet lab up
+#: --device-plugin-workers N``): the workers it brought up on DRA, and those on the device
+#: plugin, each pool a child of its ``gpu_path_*`` group. A lab without device-plugin
+#: workers has no pool groups: every GPU node is on DRA.
+POOLS = (("lab_pool_1", "dra"), ("lab_pool_2", "device-plugin"))
+
+
+def path_groups(gpu_nodes: list[dict]) -> dict:
+    """The pool groups and the ``gpu_path_*`` groups that hold them, for GPU worker entries
+    of the state (``gpu_path``: ``dra`` or ``device-plugin``, absent before paths were
+    recorded: ``dra``). Empty when no worker is on the device plugin."""
+    paths = [n.get("gpu_path") or "dra" for n in gpu_nodes]
+    if "device-plugin" not in paths:
+        return {}
+    out = {}
+    for pool, path in POOLS:
+        members = [n["name"] for n, p in zip(gpu_nodes, paths, strict=True) if p == path]
+        if members:
+            out[pool] = {"hosts": members}
+            out["gpu_path_" + path.replace("-", "_")] = {"children": [pool]}
+    return out
+
+
 def inventory(state: dict) -> dict:
     """The inventory of the lab ``state`` describes. ValueError for a node whose name is not
     a Kubernetes node name."""
@@ -97,6 +120,12 @@ def inventory(state: dict) -> dict:
             hv["lab_node_gpu_simulator"] = True
             hv["lab_node_gpu_model"] = n.get("gpu_model", "NVIDIA H200")
             hv["lab_node_gpu_count"] = n.get("gpu_count", 1)
+            if n.get("gpu_path") not in (None, "", "dra", "device-plugin"):
+                raise ValueError(
+                    f"node {n['name']}: gpu_path {str(n['gpu_path'])[:80]!r} is not a GPU "
+                    "path (dra, device-plugin); fix: remove the lab with `gpufleet lab down` "
+                    "and bring it up again"
+                )
         hostvars[n["name"]] = hv
     return {
         "_meta": {"hostvars": hostvars},
@@ -105,6 +134,7 @@ def inventory(state: dict) -> dict:
         "kube_control_plane": {"hosts": cp},
         "kube_node": {"hosts": gpu, "children": ["gpu_nodes"]},
         "gpu_nodes": {"hosts": gpu},
+        **path_groups([n for n in state["nodes"] if n["role"] == "gpu-worker"]),
     }
 
 

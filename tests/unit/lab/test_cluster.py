@@ -29,6 +29,21 @@ def test_plan_nodes_names_and_addresses(monkeypatch: pytest.MonkeyPatch) -> None
         ("lab-x-gpu-3", "gpu-worker", "10.89.70.13"),
     ]
     assert all(n.gpu_model == "NVIDIA H200" for n in nodes[1:])
+    assert [n.gpu_path for n in nodes] == ["", "dra", "dra", "dra"]
+
+
+def test_the_last_workers_form_the_device_plugin_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFLEET_LAB_NAME", "lab-x")
+    spec = cluster.LabSpec("1.37.2", workers=3, device_plugin_workers=2).validated()
+    assert spec.device_plugin_workers == 2
+    paths = {n.name: n.gpu_path for n in cluster.plan_nodes(spec)[1:]}
+    assert paths == {
+        "lab-x-gpu-1": "dra",
+        "lab-x-gpu-2": "device-plugin",
+        "lab-x-gpu-3": "device-plugin",
+    }
+    every = cluster.LabSpec("1.37.2", workers=1, device_plugin_workers=1).validated()
+    assert [n.gpu_path for n in cluster.plan_nodes(every)[1:]] == ["device-plugin"]
 
 
 @pytest.mark.parametrize(
@@ -38,6 +53,8 @@ def test_plan_nodes_names_and_addresses(monkeypatch: pytest.MonkeyPatch) -> None
         (cluster.LabSpec("", workers=0), "--workers 0"),
         (cluster.LabSpec("", gpu_model="NVIDIA T4"), "--gpu-model 'NVIDIA T4' is not simulated"),
         (cluster.LabSpec("", gpus_per_node=9), "--gpus-per-node 9"),
+        (cluster.LabSpec("", device_plugin_workers=3), "--device-plugin-workers 3: use 0 to"),
+        (cluster.LabSpec("", device_plugin_workers=-1), "--device-plugin-workers -1"),
         (cluster.LabSpec("", gpu_model="b" * 10_000), "(10000 characters) is not simulated"),
         (cluster.LabSpec("9" * 10_000), "(10000 characters) is not pinned"),
     ],
