@@ -358,6 +358,18 @@ def _download(module: str, version: str, toolchain: str | None = None) -> Module
     return ModuleInfo(module, version, stamp.strftime("%Y-%m-%dT%H:%M:%SZ"), gomod)
 
 
+def module_source(module: str, version: str) -> Path:
+    """The unpacked source of Go module ``module`` at ``version`` (``v0.17.4``) in the Go
+    module cache (``$GOMODCACHE``), downloaded from the module proxy the first time.
+    Raises :class:`BuildError` when Go is missing or the proxy refuses the module."""
+    workdir = cache_root() / "build"
+    workdir.mkdir(parents=True, exist_ok=True)
+    data = json.loads(_run_go(["mod", "download", "-json", f"{module}@{version}"], cwd=workdir))
+    if data.get("Error") or not data.get("Dir"):
+        raise BuildError(f"go mod download {module}@{version}: {data.get('Error')}")
+    return Path(data["Dir"])
+
+
 # --------------------------------------------------------------------------- planning
 
 

@@ -78,14 +78,7 @@ def image_ref(version: str) -> str:
 def module_dir(version: str) -> Path:
     """Directory of ``sigs.k8s.io/kueue@v<version>`` in the Go module cache (downloaded
     from the module proxy when absent). Raises :class:`binaries.BuildError`."""
-    module = load_releases().tool(TOOL).binaries[0].module
-    workdir = binaries.cache_root() / "build"
-    workdir.mkdir(parents=True, exist_ok=True)
-    out = binaries._run_go(["mod", "download", "-json", f"{module}@v{version}"], cwd=workdir)
-    data = json.loads(out)
-    if data.get("Error") or not data.get("Dir"):
-        raise binaries.BuildError(f"go mod download {module}@v{version}: {data.get('Error')}")
-    return Path(data["Dir"])
+    return binaries.module_source(load_releases().tool(TOOL).binaries[0].module, f"v{version}")
 
 
 def manifests_path(version: str) -> Path:

@@ -16,7 +16,9 @@ description:
   - Fails naming the variable, the value and the fix for a refused input (a chart version that
     is not one or is older than 0.17, an unknown MIG, device list or device ID strategy, a
     relative path, a selector of another GPU path, the C(default) namespace, a C(namespace)
-    value, both C(config.name) and C(config.map), several configs without a default).
+    value, both C(config.name) and C(config.map), several configs without a default, a
+    config whose C(flags.migStrategy) is not the MIG strategy the plugin gets as
+    C(MIG_STRATEGY), which it takes over its config file).
   - The other filters of this file are C(device_plugin_decision) (whether the inventory has a
     device-plugin pool, with the message the role shows), C(device_plugin_node_problems),
     C(device_plugin_daemonset_verdict) and C(device_plugin_advertised_verdict).

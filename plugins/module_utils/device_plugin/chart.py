@@ -25,6 +25,9 @@ Facts and their sources (NVIDIA/k8s-device-plugin, the Go module of each release
   MIG strategies ``none``, ``single``, ``mixed``; device list strategies ``envvar``,
   ``volume-mounts``, ``cdi-annotations``, ``cdi-cri`` (several at once, comma-separated in
   ``DEVICE_LIST_STRATEGY``); device ID strategies ``uuid``, ``index``.
+- The chart passes ``migStrategy`` and the other set options to the plugin's container as
+  variables (``MIG_STRATEGY``...), and the plugin takes its command line, then its
+  variables, then its config file (``api/config/v1/config.go`` ``NewConfig``).
 - Resources: ``nvidia.com/gpu``; with the ``mixed`` strategy a GPU in MIG mode is
   advertised as ``nvidia.com/mig-<profile>`` instead (``internal/rm/rm.go``).
 """

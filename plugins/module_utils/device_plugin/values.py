@@ -28,6 +28,8 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import k8s_names
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import (
+    InputError,
+    load_yaml,
     plain_value,
     variable_bool,
 )
@@ -471,14 +473,15 @@ def _check_values(values: Mapping[str, Any], namespace: Any, stand_in: bool) -> 
             "set where it runs with device_plugin_node_selector instead",
         )
     if not stand_in:
-        _check_config(values.get("config"))
+        _check_config(values.get("config"), values.get("migStrategy"))
 
 
-def _check_config(config: Any) -> None:
+def _check_config(config: Any, mig_strategy: Any = None) -> None:
     """templates/validation.yml: not ``config.name`` with ``config.map``; with several
     configs in the map, a default must be found (``_helpers.tpl`` ``hasDefaultConfig``:
     ``config.default``, else the fallback strategies ``named``: an entry ``default``,
-    ``single``: the only entry, ``empty``: always)."""
+    ``single``: the only entry, ``empty``: always). And no config of the map names another
+    MIG strategy than ``mig_strategy`` (``_check_config_mig``)."""
     if config is None:
         return
     entries = config.get("map") if isinstance(config, Mapping) else None
@@ -497,6 +500,7 @@ def _check_config(config: Any) -> None:
             "the chart fails with both config.name and config.map",
             "give one of them (device_plugin_config or device_plugin_config_name)",
         )
+    _check_config_mig(entries, mig_strategy)
     if not entries or config.get("default"):
         return
     fallbacks = config.get("fallbackStrategies") or ["named", "single"]
@@ -513,6 +517,40 @@ def _check_config(config: Any) -> None:
             "and none is the default, so the chart fails",
             "set device_plugin_config_default to one of them, or name one of them default",
         )
+
+
+def _check_config_mig(entries: Mapping[str, Any], mig_strategy: Any) -> None:
+    """The chart passes ``migStrategy`` (``device_plugin_mig_strategy``, always set by the
+    role) to the plugin as the ``MIG_STRATEGY`` variable of its container
+    (templates/daemonset-device-plugin.yml), and the plugin takes a variable over its
+    config file (``api/config/v1/config.go`` ``NewConfig``: the command line, then the
+    environment, then the file). A config whose ``flags.migStrategy`` names another
+    strategy would be ignored on the nodes that pick it, so it is refused; one that names
+    none, or the same, is kept."""
+    if not isinstance(mig_strategy, str):
+        return
+    for name, text in entries.items():
+        try:
+            body = load_yaml(text, "its text") if isinstance(text, str) else text
+        except InputError as err:
+            raise DevicePluginError(
+                f"device_plugin_config.{name}",
+                text,
+                str(err).split("; fix: ")[0] + ", so the plugin could not read it either",
+                "correct the YAML, or give the config as a mapping ({version: v1, flags: {...}})",
+            ) from None
+        flags = body.get("flags") if isinstance(body, Mapping) else None
+        wanted = flags.get("migStrategy") if isinstance(flags, Mapping) else None
+        if wanted is not None and str(wanted) != mig_strategy:
+            raise DevicePluginError(
+                f"device_plugin_config.{name}.flags.migStrategy",
+                wanted,
+                f"differs from device_plugin_mig_strategy={mig_strategy}, which the chart "
+                "passes to the plugin as MIG_STRATEGY, and the plugin takes that over its "
+                f"config file: the nodes that pick config {name} would not get {wanted}",
+                f"set device_plugin_mig_strategy: {wanted} and give every config that names "
+                f"a migStrategy that one, or drop migStrategy from config {name}",
+            )
 
 
 def _release_action(installed: Any, chart: str, version: str) -> tuple[str, str]:

@@ -686,3 +686,32 @@ def test_other_tags_ldflags_or_output_names_build_apart() -> None:
         lambda t: "-X b" if t is other_flags else "-X a",
     )
     assert groups == [[apiserver], [tagged], [other_flags], [renamed], [clash]]
+
+
+# --------------------------------------------------------------------------- module source
+
+
+def test_module_source_is_the_directory_go_unpacked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[list[str]] = []
+
+    def run_go(args: list[str], cwd: Path | None = None, **_: Any) -> str:
+        calls.append(list(args))
+        assert cwd == tmp_path / "build" and cwd.is_dir()
+        return json.dumps({"Path": "example.com/m", "Version": "v1.2.3", "Dir": "/mod/m@v1.2.3"})
+
+    monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path))
+    monkeypatch.setattr(b, "_run_go", run_go)
+    assert b.module_source("example.com/m", "v1.2.3") == Path("/mod/m@v1.2.3")
+    assert calls == [["mod", "download", "-json", "example.com/m@v1.2.3"]]
+
+
+def test_module_source_names_what_the_proxy_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused = json.dumps({"Path": "example.com/m", "Error": "example.com/m@v9.9.9: not found"})
+    monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path))
+    monkeypatch.setattr(b, "_run_go", lambda *a, **k: refused)
+    with pytest.raises(b.BuildError, match=r"go mod download example.com/m@v9.9.9: .*not found"):
+        b.module_source("example.com/m", "v9.9.9")

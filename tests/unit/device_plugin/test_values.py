@@ -367,6 +367,46 @@ def test_a_config_that_is_no_config_is_refused(body: Any) -> None:
     assert err.variable == "device_plugin_config.a"
 
 
+def test_a_config_naming_another_mig_strategy_is_refused() -> None:
+    """The chart hands device_plugin_mig_strategy to the plugin as MIG_STRATEGY, which the
+    plugin takes over a config file's flags.migStrategy."""
+    mixed = {"version": "v1", "flags": {"migStrategy": "mixed"}}
+    err = refused(config={"default": {"version": "v1"}, "mig": mixed})
+    assert str(err) == (
+        "device_plugin_config.mig.flags.migStrategy=mixed: differs from "
+        "device_plugin_mig_strategy=none, which the chart passes to the plugin as "
+        "MIG_STRATEGY, and the plugin takes that over its config file: the nodes that pick "
+        "config mig would not get mixed; fix: set device_plugin_mig_strategy: mixed and give "
+        "every config that names a migStrategy that one, or drop migStrategy from config mig"
+    )
+    text = "version: v1\nflags:\n  migStrategy: single\n"
+    err = refused(mig_strategy="mixed", config={"default": text})
+    assert (err.variable, err.value) == ("device_plugin_config.default.flags.migStrategy", "single")
+    # from the extra values too: the merged map is what the chart gets
+    err = refused(extra_values={"config": {"map": {"default": json.dumps(mixed)}}})
+    assert err.variable == "device_plugin_config.default.flags.migStrategy"
+
+
+def test_configs_agreeing_with_the_mig_strategy_or_naming_none_are_kept() -> None:
+    configs = {
+        "default": {"version": "v1", "flags": {"migStrategy": "mixed"}},
+        "raw": "version: v1\nflags:\n  migStrategy: mixed\n",
+        "shared": {"version": "v1", "flags": {"failOnInitError": False}},
+    }
+    plan = dpv.plan(inputs(mig_strategy="mixed", config=configs, config_default="default"))
+    assert sorted(plan.values["config"]["map"]) == ["default", "raw", "shared"]
+    # without the role's migStrategy (null in the extra values) the configs decide
+    plan = dpv.plan(inputs(config=configs, extra_values={"migStrategy": None}))
+    assert plan.values["migStrategy"] is None
+
+
+def test_a_config_text_that_is_no_yaml_is_refused() -> None:
+    err = refused(config={"default": "version: v1\nflags: [migStrategy: {"})
+    assert err.variable == "device_plugin_config.default"
+    assert err.reason.startswith("its text is not valid YAML: ")
+    assert err.reason.endswith(", so the plugin could not read it either")
+
+
 def test_a_config_name_that_is_no_configmap_key_is_refused() -> None:
     err = refused(config={"a/b": {"version": "v1"}})
     assert (err.variable, err.value) == ("device_plugin_config", "a/b")
