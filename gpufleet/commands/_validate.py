@@ -31,6 +31,7 @@ def run_validate(
     console: Console,
     *,
     refuse_warnings: bool = False,
+    extravars: Mapping[str, Any] | None = None,
 ) -> int:
     """``playbooks/validate.yml`` with its report written to
     ``$GPUFLEET_CACHE/reports/validate-<job>-<when>.json`` and shown as ``gpufleet up``
@@ -38,7 +39,9 @@ def run_validate(
     ``before`` or ``after``). Returns 0 when the run and every check passed, else 1; with
     ``refuse_warnings`` (the validation before an upgrade, unless the warnings are
     accepted explicitly: ``--accept-warnings``, ``upgrade_accept_warnings``) a check that
-    warned counts as failed too."""
+    warned counts as failed too. ``extravars``: more extra variables of the playbook (such
+    as ``validate_gpu_path_moves`` after a move), passed as data as every extra variable
+    is (``runner.write_extravars``); the report file is the command's own."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 
     from gpufleet.render import validation
@@ -49,7 +52,10 @@ def run_validate(
     started = time.time()
     console.rule(f"validate {when} the {job}")
     status = run_playbook(
-        "validate", inventory, extravars={"validate_report_file": str(path)}, console=console
+        "validate",
+        inventory,
+        extravars={**(extravars or {}), "validate_report_file": str(path)},
+        console=console,
     ).status
     doc = validation.read_report(path, float(int(started)))
     if doc is not None:

@@ -11,9 +11,10 @@ nothing; ``--json`` prints it as JSON on stdout.
 Without ``--plan``: ``playbooks/validate.yml`` before (unless ``--no-validate``), then the
 move, batch by batch (module ``gpufleet.cluster.gpu_path_move``: cordon, evict the GPU
 pods, stop the old advertiser, start the new one, uncordon; a batch that fails is put
-back and the run stops), each batch's phases and times printed, then validate after.
-Afterwards the pool's group belongs in the inventory's ``gpu_path_*`` group of its new
-path: the roles place each advertiser by it, and the command says so.
+back and the run stops), each batch's phases and times printed, then validate after, which
+judges the pool on its new path (``validate_gpu_path_moves``: the inventory still declares
+the old one). Afterwards the pool's group belongs in the inventory's ``gpu_path_*`` group of
+its new path: the roles place each advertiser by it, and the command says so.
 
 Exit codes: 0 planned or moved; 1 the plan is blocked, a batch failed or validate
 failed; 2 the input is refused (a pool that is no group of hosts, a path that is none,
@@ -186,6 +187,10 @@ def migrate(
         "inventory (and remove it from the other gpu_path_* group): the roles place each "
         "advertiser by it, and a run of playbooks/site.yml before that would move it back."
     )
-    if not no_validate and run_validate(list(inventory), "migrate", "after", console) != 0:
+    moves = {"validate_gpu_path_moves": {pool: to_path}}  # the inventory is not moved yet
+    if (
+        not no_validate
+        and run_validate(list(inventory), "migrate", "after", console, extravars=moves) != 0
+    ):
         sys.exit(EXIT_FAILED)
     sys.exit(EXIT_OK)

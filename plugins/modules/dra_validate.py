@@ -47,14 +47,29 @@ options:
   node_groups:
     description:
       - Inventory groups that hold a GPU node, group name to the Kubernetes node names of
-        all its hosts, the GPU group itself left out. The C(gpu_path_*) groups declare the
-        GPU path of their nodes (C(gpu_path_device_plugin), C(gpu_path_dra); a GPU node in
-        neither is on DRA); the groups whose hosts are all GPU nodes make the pools, each
-        node in its innermost ones.
+        all its hosts, the GPU group itself left out (unless O(gpu_path_moves) names it).
+        The C(gpu_path_*) groups declare the GPU path of their nodes
+        (C(gpu_path_device_plugin), C(gpu_path_dra); a GPU node in neither is on DRA); the
+        groups whose hosts are all GPU nodes make the pools, each node in its innermost
+        ones.
       - The DRA checks C(nodes.plugin-running) and C(nodes.resourceslices) leave out the
         nodes of device-plugin pools, which C(nodes.device-plugin-gpus) judges;
         C(nodes.gpu-paths) reports per pool the path declared against the path its nodes
         advertise. Empty, every GPU node is on DRA in one pool.
+    type: dict
+    default: {}
+  gpu_path_moves:
+    description:
+      - Pools moved by C(gpufleet migrate) whose inventory group is not yet in its new
+        C(gpu_path_*) group; their nodes are judged on the new path. Pool group name (a
+        group of O(node_groups)) to path, C(device-plugin) or C(dra).
+      - Every check that reads a pool's declared path (C(nodes.gpu-paths),
+        C(nodes.device-plugin-gpus), C(nodes.gpu-path-dual) and the DRA checks leaving the
+        device-plugin pools out) reads the moved-to path; C(nodes.gpu-paths) names each
+        move in its evidence.
+      - A path that is neither, a pool that is no group of O(node_groups), or two pools
+        moved to different paths that share a node, fail the module before the cluster is
+        read (role variable C(validate_gpu_path_moves)).
     type: dict
     default: {}
   hosts:
@@ -239,6 +254,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import files
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import RefusedValue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     GPU_DEVICE_CLASSES,
     NVIDIA_DRIVER,
@@ -254,6 +270,7 @@ def main() -> None:
             **vk.kube_auth_argspec(),
             gpu_nodes=dict(type="list", elements="str", default=[]),
             node_groups=dict(type="dict", default={}),
+            gpu_path_moves=dict(type="dict", default={}),
             hosts=dict(type="list", elements="dict", default=[]),
             gate_facts=dict(type="raw"),
             gate_hosts=dict(type="list", elements="str", default=[]),
@@ -292,6 +309,10 @@ def main() -> None:
         module.fail_json(
             msg=f"page_size={params['page_size']}: give a number of items >= 1 (validate_page_size)"
         )
+    try:
+        validate_run.gpu_path_moves(params)
+    except RefusedValue as err:
+        module.fail_json(msg=str(err))
     try:
         kube = vk.Kube(params["kubeconfig"], params["context"])
         report = validate_run.run(kube, params)

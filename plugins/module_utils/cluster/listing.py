@@ -103,7 +103,10 @@ class Settings:
     ``node_groups``: inventory group -> Kubernetes node names of its hosts, for the
     groups that hold a GPU node (the GPU group itself left out): the ``gpu_path_*``
     groups that declare a pool's GPU path and the node groups that make the pools
-    (``validate.gpu_paths.declared_paths`` reads them); ``now``: seconds since the epoch.
+    (``validate.gpu_paths.declared_paths`` reads them); ``gpu_path_moves``: pool group ->
+    path (``device-plugin`` or ``dra``) for the pools ``gpufleet migrate`` moved whose group
+    is not yet in its new ``gpu_path_*`` group: their nodes declare the new path
+    (``declared_paths`` applies it); ``now``: seconds since the epoch.
     """
 
     gpu_nodes: list[str] = field(default_factory=list)
@@ -119,6 +122,7 @@ class Settings:
     gpu_facts: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     mig_layout: dict[str, Any] = field(default_factory=dict)
     node_groups: dict[str, list[str]] = field(default_factory=dict)
+    gpu_path_moves: dict[str, str] = field(default_factory=dict)
     now: float = 0.0
 
 

@@ -33,6 +33,10 @@ The path a GPU node's pool declares has one owner here, ``declared_paths``: the 
 groups of ``node_groups`` whose every host is a GPU node, other than the path groups, less
 any that holds another of the node's node groups (``gpu_nodes`` > ``gpu_h200``: the pool
 is ``gpu_h200``); a node in two groups that do not nest is in both (``gpu_h200+rack_7``).
+A node in a group of ``Settings.gpu_path_moves`` (a pool ``gpufleet migrate`` moved whose
+group is not yet in its new ``gpu_path_*`` group) declares the moved-to path instead; every
+check that reads a declared path reads it from ``declared_paths``, and ``nodes.gpu-paths``
+names each move in its evidence.
 
 Pure functions over ``cluster.listing.Listing``: the objects were listed once, each list
 call under the client's one deadline (``cluster.listing.list_cluster``).
@@ -92,36 +96,64 @@ NO_NODE_GROUP = "(no node group)"
 NOT_IN_INVENTORY = "(not in the inventory)"
 
 
+def _path_of(paths: tuple[str, ...]) -> str:
+    """The path of a node in the path groups of ``paths``: the one, ``both``, or none of
+    them ``gp.DEFAULT_PATH``."""
+    if len(paths) > 1:
+        return gp.BOTH
+    return paths[0] if paths else gp.DEFAULT_PATH
+
+
+def _source(paths: tuple[str, ...]) -> str:
+    """Where the inventory's path comes from: ``group gpu_path_device_plugin``, or the
+    default."""
+    if paths:
+        return "group " + " and ".join(gp.path_group(p) for p in paths)
+    return f"in no {gp.PATH_GROUP_PREFIX}* group, the default"
+
+
 @dataclass(frozen=True)
 class Declared:
     """What the inventory declares for one GPU node: ``pool`` (its innermost node
     groups, ``+``-joined, or ``NO_NODE_GROUP``), ``paths`` (the known paths of its
-    ``gpu_path_*`` groups, ``gp.PATHS`` order; none: ``gp.DEFAULT_PATH``)."""
+    ``gpu_path_*`` groups, ``gp.PATHS`` order; none: ``gp.DEFAULT_PATH``). A node of a
+    pool ``gpufleet migrate`` moved (``Settings.gpu_path_moves``) declares the moved-to
+    path instead: ``moved_pools`` are the moved groups it is in, ``inventory`` the paths
+    its ``gpu_path_*`` groups still declare."""
 
     node: str
     pool: str
     paths: tuple[str, ...] = ()
+    moved_pools: tuple[str, ...] = ()
+    inventory: tuple[str, ...] = ()
 
     @property
     def path(self) -> str:
         """``device-plugin`` or ``dra``; ``both`` for a node in both path groups (which
         preflight refuses: ``gpu-path-both``)."""
-        if len(self.paths) > 1:
-            return gp.BOTH
-        return self.paths[0] if self.paths else gp.DEFAULT_PATH
+        return _path_of(self.paths)
 
     def source(self) -> str:
-        """Where the path comes from: ``group gpu_path_device_plugin``, or the default."""
-        if self.paths:
-            return "group " + " and ".join(gp.path_group(p) for p in self.paths)
-        return f"in no {gp.PATH_GROUP_PREFIX}* group, the default"
+        """Where the path comes from: ``group gpu_path_device_plugin``, the default, or
+        the move with what the inventory still declares."""
+        if not self.moved_pools:
+            return _source(self.paths)
+        return (
+            f"validate_gpu_path_moves; the inventory still declares "
+            f"{_path_of(self.inventory)}, {_source(self.inventory)}"
+        )
 
     def groups(self) -> str:
         """The path groups the node is in: ``gpu_path_device_plugin and gpu_path_dra``."""
         return " and ".join(gp.path_group(p) for p in self.paths)
 
     def on_path(self) -> str:
-        """``the inventory puts pool gpu_h200 on dra (group gpu_path_dra)``."""
+        """``the inventory puts pool gpu_h200 on dra (group gpu_path_dra)``, or for a
+        moved pool ``gpufleet migrate moved pool gpu_h100 to dra (validate_gpu_path_moves;
+        the inventory still declares device-plugin, group gpu_path_device_plugin)``."""
+        if self.moved_pools:
+            moved = " and ".join(self.moved_pools)
+            return f"gpufleet migrate moved pool {moved} to {self.path} ({self.source()})"
         who = "the node" if self.pool == NO_NODE_GROUP else f"pool {self.pool}"
         return f"the inventory puts {who} on {self.path} ({self.source()})"
 
@@ -129,13 +161,19 @@ class Declared:
 def declared_paths(settings: Settings) -> dict[str, Declared]:
     """Node name -> ``Declared`` for every GPU node of the inventory
     (``settings.gpu_nodes``), from ``settings.node_groups`` (group -> node names; a
-    value that is not a list names no node)."""
+    value that is not a list names no node). The one place ``settings.gpu_path_moves``
+    applies: a node in a moved pool's group declares the moved-to path, in place of its
+    ``gpu_path_*`` groups."""
     gpu = set(settings.gpu_nodes)
     path_groups: dict[str, list[str]] = {n: [] for n in settings.gpu_nodes}
+    moved: dict[str, list[str]] = {n: [] for n in settings.gpu_nodes}
     node_groups: dict[str, list[frozenset[str]]] = {n: [] for n in settings.gpu_nodes}
     named: dict[frozenset[str], set[str]] = {}
     for group, members in sorted(settings.node_groups.items()):
         hosts = frozenset(str(m) for m in members) if isinstance(members, list) else frozenset()
+        if str(group) in settings.gpu_path_moves:
+            for m in hosts & gpu:
+                moved[m].append(str(group))
         if str(group).startswith(gp.PATH_GROUP_PREFIX):
             for m in hosts & gpu:
                 path_groups[m].append(str(group))
@@ -150,7 +188,12 @@ def declared_paths(settings: Settings) -> dict[str, Declared]:
         innermost = [h for h in mine if not any(o < h for o in mine)]
         pool = "+".join(sorted(g for h in innermost for g in named[h])) or NO_NODE_GROUP
         paths, _unknown = gp.inventory_paths(path_groups[n])  # preflight names the unknown
-        out[n] = Declared(n, pool, tuple(paths))
+        if moved[n]:
+            to = {settings.gpu_path_moves[g] for g in moved[n]}
+            now = tuple(p for p in gp.PATHS if p in to)
+            out[n] = Declared(n, pool, now, tuple(moved[n]), tuple(paths))
+        else:
+            out[n] = Declared(n, pool, tuple(paths))
     return out
 
 
@@ -569,6 +612,30 @@ def _pool_rows(
     return pools
 
 
+def _move_text(pool: str, path: str, declared: Mapping[str, Declared]) -> str:
+    """The evidence of one move: ``gpufleet migrate moved pool gpu_h100 to dra; the
+    inventory still declares device-plugin (group gpu_path_device_plugin) for its 2 node(s),
+    which are judged on dra until group gpu_h100 is a child of gpu_path_dra``."""
+    mine = [d for d in declared.values() if pool in d.moved_pools]
+    said = f"gpufleet migrate moved pool {pool} to {path}"
+    if not mine:
+        return f"{said}; no GPU node of the inventory is in it"
+    still = sorted(
+        {
+            f"{_path_of(d.inventory)} ({_source(d.inventory)})"
+            for d in mine
+            if _path_of(d.inventory) != path
+        }
+    )
+    if not still:
+        return f"{said}; the inventory declares {path} for its {len(mine)} node(s) already"
+    return (
+        f"{said}; the inventory still declares {' and '.join(still)} for its {len(mine)} "
+        f"node(s), which are judged on {path} until group {pool} is a child of "
+        f"{gp.path_group(path)}"
+    )
+
+
 def _pools_check(
     listing: Listing,
     settings: Settings,
@@ -588,6 +655,10 @@ def _pools_check(
             f"{gp.DEFAULT_PATH})",
         )
     )
+    c.evidence += [
+        Evidence("validate_gpu_path_moves (gpufleet migrate)", _move_text(pool, path, declared))
+        for pool, path in sorted(settings.gpu_path_moves.items())
+    ]
     pools = _pool_rows(nodes, declared)
     if not pools:
         return skipped(
@@ -618,6 +689,10 @@ def _pools_check(
         f"kubelet plugin publish its devices (nodes.plugin-running); to keep a pool on the "
         f"device plugin put its node group in {gp.path_group(gp.DEVICE_PLUGIN)} and keep the "
         "DRA kubelet plugin off it (dra_driver_node_selector); a pool is in one path group"
+    ) + "".join(
+        f"; make group {pool} a child of {gp.path_group(path)} in the inventory (gpufleet "
+        f"migrate moved it to {path})"
+        for pool, path in sorted(settings.gpu_path_moves.items())
     )
     judged = [p for p in pools if p != NOT_IN_INVENTORY]
     return finish(c, f"{len(judged)} pool(s) advertise the path they declare")

@@ -17,8 +17,10 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     listing as cluster_listing,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import RefusedValue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import gpu_paths as gp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import NVIDIA_DRIVER
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import audit as ga
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate_audit import (
@@ -38,7 +40,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report i
     finish,
 )
 
-__all__ = ["run", "settings_from"]
+__all__ = ["MOVES_VARIABLE", "gpu_path_moves", "run", "settings_from"]
+
+#: The role variable of the module option ``gpu_path_moves``, which its refusals name.
+MOVES_VARIABLE = "validate_gpu_path_moves"
+#: Characters of a value a refusal quotes (the values come from a command line).
+QUOTED = 80
 
 
 def _given(value: Any, default: Any) -> Any:
@@ -73,13 +80,80 @@ def settings_from(
         gates=dict(options.get("gates") or {}),
         gpu_facts=gpu_facts,
         mig_layout=layouts,
-        node_groups={
-            str(g): [str(n) for n in members]
-            for g, members in (options.get("node_groups") or {}).items()
-            if isinstance(members, list)
-        },
+        node_groups=_node_groups(options),
+        gpu_path_moves=gpu_path_moves(options),
         now=time.time(),
     )
+
+
+def _node_groups(options: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The option ``node_groups``: group -> node names (a value that is no list left out)."""
+    return {
+        str(g): [str(n) for n in members]
+        for g, members in (options.get("node_groups") or {}).items()
+        if isinstance(members, list)
+    }
+
+
+def _quoted(value: Any) -> str:
+    """``value`` as a refusal quotes it: its repr, cut to ``QUOTED`` characters."""
+    text = repr(value[: QUOTED + 1] if isinstance(value, str) else value)
+    return text if len(text) <= QUOTED else text[:QUOTED] + "..."
+
+
+def gpu_path_moves(options: Mapping[str, Any]) -> dict[str, str]:
+    """The option ``gpu_path_moves``: pool group -> the path ``gpufleet migrate`` moved the
+    pool to (``device-plugin`` or ``dra``), for pools whose group is not yet in its new
+    ``gpu_path_*`` group. Raises RefusedValue naming ``validate_gpu_path_moves``, the pool
+    and the value for a value that is no mapping, a path that is none of ``gp.PATHS`` and
+    a pool that is no group of ``node_groups`` (an inventory group with a GPU node)."""
+    moves = options.get("gpu_path_moves") or {}
+    paths = " or ".join(gp.PATHS)
+    if not isinstance(moves, Mapping):
+        raise RefusedValue(
+            MOVES_VARIABLE,
+            _quoted(moves),
+            "is not a mapping of pool group to GPU path",
+            f"give {{POOL: PATH}} with PATH {paths}, as gpufleet migrate passes it",
+        )
+    groups = _node_groups(options)
+    out: dict[str, str] = {}
+    for pool, path in moves.items():
+        where = f"{MOVES_VARIABLE}[{_quoted(pool)}]"
+        if not isinstance(path, str) or path not in gp.PATHS:
+            raise RefusedValue(
+                where,
+                _quoted(path),
+                "names no GPU path",
+                f"give {paths}: the path gpufleet migrate --to moved the pool to",
+            )
+        if pool not in groups:
+            raise RefusedValue(
+                where,
+                _quoted(path),
+                f"{_quoted(pool)} is no inventory group with a GPU node",
+                "name the pool's inventory group, as gpufleet migrate --pool names it, or "
+                "leave the pool out",
+            )
+        out[str(pool)] = path
+    _one_path_per_node(out, groups)
+    return out
+
+
+def _one_path_per_node(moves: Mapping[str, str], groups: Mapping[str, list[str]]) -> None:
+    """Refuse moves that put one node on both paths (in a pool moved to each)."""
+    moved_to: dict[str, tuple[str, str]] = {}
+    for pool, path in sorted(moves.items()):
+        for node in groups[pool]:
+            other, other_path = moved_to.setdefault(node, (pool, path))
+            if other_path != path:
+                raise RefusedValue(
+                    MOVES_VARIABLE,
+                    _quoted(dict(moves)),
+                    f"node {_quoted(node)} is in pool {_quoted(other)} moved to {other_path} "
+                    f"and in pool {_quoted(pool)} moved to {path}",
+                    "give each node one path: name the pool gpufleet migrate moved",
+                )
 
 
 def gate_audit(

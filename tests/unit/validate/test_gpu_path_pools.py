@@ -2,7 +2,8 @@
 ``nodes.py``): the path each GPU node's pool declares in the inventory
 (``declared_paths``), the DRA checks leaving the device-plugin pools out, the device
 plugin's own check (``nodes.device-plugin-gpus``) and the path report per pool
-(``nodes.gpu-paths``), in the JSON and text reports.
+(``nodes.gpu-paths``), in the JSON and text reports; a pool ``gpufleet migrate`` moved
+before the inventory was (``Settings.gpu_path_moves``, module option ``gpu_path_moves``).
 
 The fleet: pool ``gpu_h100`` on the device plugin (group ``gpu_path_device_plugin``), pool
 ``gpu_h200`` on DRA (group ``gpu_path_dra``), both inside the node group ``gpus``; a CPU
@@ -401,3 +402,196 @@ def test_the_path_report_is_in_the_json_and_text_reports_of_a_passing_run() -> N
         "       gpu_h100: declares device-plugin; 2 node(s) advertise device-plugin 2",
         "       gpu_h200: declares dra; 2 node(s) advertise dra 2",
     ]
+
+
+# ------------------------------------------------------------------ a pool gpufleet migrate moved
+
+
+def moved_to_dra(listing: vli.Listing) -> None:
+    """The nodes of ``gpu_h100`` as a move to DRA leaves them: the device plugin's resource
+    at 0, the DRA kubelet plugin running and publishing the GPUs."""
+    for i, name in enumerate(H100):
+        listing.nodes[2 + i] = plugin_node(name, {"nvidia.com/gpu": "0"})
+        listing.pods.append(pod(f"plugin-{name}", "dra", node_name=name, labels=PLUGIN))
+        listing.slices.append(resource_slice(name, [gpu_device(0, f"GPU-{name}")]))
+
+
+def test_without_the_move_a_moved_pool_fails_on_the_path_the_inventory_still_declares() -> None:
+    listing, settings = fleet()  # gpu_h100 is still a child of gpu_path_device_plugin
+    moved_to_dra(listing)
+    c = checks(listing, settings)
+    assert [p.subject for p in c["nodes.gpu-paths"].problems] == H100
+    assert [p.subject for p in c["nodes.device-plugin-gpus"].problems] == H100
+
+
+def test_a_pool_moved_to_dra_passes_on_its_new_path_with_the_move_in_the_evidence() -> None:
+    listing, settings = fleet()
+    moved_to_dra(listing)
+    settings.gpu_path_moves = {"gpu_h100": "dra"}
+    c = checks(listing, settings)
+    failed = {k: [p.message for p in v.problems] for k, v in c.items() if v.status == "fail"}
+    assert failed == {}
+    pools = c["nodes.gpu-paths"]
+    assert pools.status == "pass"
+    assert pools.details[0] == "gpu_h100: declares dra; 2 node(s) advertise dra 2"
+    assert pools.data["pools"][0]["declared"] == "dra"
+    moves = [e.detail for e in pools.evidence if e.source.startswith("validate_gpu_path_moves")]
+    assert moves == [
+        "gpufleet migrate moved pool gpu_h100 to dra; the inventory still declares "
+        "device-plugin (group gpu_path_device_plugin) for its 2 node(s), which are judged on "
+        "dra until group gpu_h100 is a child of gpu_path_dra"
+    ]
+    # the DRA checks judge the moved nodes, the device plugin's check has none left
+    assert c["nodes.plugin-running"].summary == "plugin pod Running on all 4 GPU node(s)"
+    assert c["nodes.resourceslices"].status == "pass"
+    assert c["nodes.device-plugin-gpus"].status == "skip"
+
+
+def test_a_moved_pool_whose_nodes_are_still_on_the_old_path_fails_naming_the_move() -> None:
+    listing, settings = fleet()  # the nodes of gpu_h100 still advertise nvidia.com/gpu=8
+    settings.gpu_path_moves = {"gpu_h100": "dra"}
+    c = checks(listing, settings)
+    pools = c["nodes.gpu-paths"]
+    assert [(p.subject, p.status) for p in pools.problems] == [(n, "fail") for n in H100]
+    assert pools.problems[0].message == (
+        "gpufleet migrate moved pool gpu_h100 to dra (validate_gpu_path_moves; the inventory "
+        "still declares device-plugin, group gpu_path_device_plugin) but the node advertises "
+        "nvidia.com/gpu=8 in status.allocatable (NVIDIA device plugin) and no device in a "
+        "ResourceSlice of driver gpu.nvidia.com: ResourceClaims cannot be allocated its GPUs"
+    )
+    assert "make group gpu_h100 a child of gpu_path_dra in the inventory" in (pools.fix or "")
+    assert [p.subject for p in c["nodes.plugin-running"].problems] == H100
+    assert [p.subject for p in c["nodes.resourceslices"].problems] == H100
+
+
+def test_a_pool_moved_to_the_device_plugin_is_judged_by_the_device_plugins_check() -> None:
+    listing, settings = fleet()
+    for i, name in enumerate(H200):  # DRA gone from gpu_h200, the device plugin up
+        listing.nodes[4 + i] = plugin_node(name)
+    listing.pods = [p for p in listing.pods if not p["metadata"]["name"].startswith("plugin-")]
+    listing.slices = []
+    settings.gpu_path_moves = {"gpu_h200": "device-plugin"}
+    got = vgp.declared_paths(settings)
+    assert {n: got[n].path for n in H200} == {n: "device-plugin" for n in H200}
+    assert got["h200-1"].moved_pools == ("gpu_h200",)
+    assert got["h200-1"].inventory == ("dra",)
+    c = checks(listing, settings)
+    assert {k: v.status for k, v in c.items() if v.status == "fail"} == {}
+    assert sorted(c["nodes.device-plugin-gpus"].data["nodes"]) == [*H100, *H200]
+    for cid in ("nodes.plugin-running", "nodes.resourceslices"):
+        assert c[cid].status == "skip"
+    (move,) = [e.detail for e in c["nodes.gpu-paths"].evidence if "gpufleet migrate" in e.detail]
+    assert move.startswith(
+        "gpufleet migrate moved pool gpu_h200 to device-plugin; the inventory still declares "
+        "dra (group gpu_path_dra) for its 2 node(s)"
+    )
+
+
+def test_a_move_applies_to_every_gpu_node_of_the_group_moved() -> None:
+    _, settings = fleet()
+    settings.gpu_path_moves = {"gpus": "device-plugin"}  # the group holding both pools
+    got = vgp.declared_paths(settings)
+    assert {n: (d.pool, d.path) for n, d in got.items()} == {
+        "h100-1": ("gpu_h100", "device-plugin"),
+        "h100-2": ("gpu_h100", "device-plugin"),
+        "h200-1": ("gpu_h200", "device-plugin"),
+        "h200-2": ("gpu_h200", "device-plugin"),
+    }
+    assert got["h100-1"].moved_pools == ("gpus",)
+    assert got["h200-1"].on_path() == (
+        "gpufleet migrate moved pool gpus to device-plugin (validate_gpu_path_moves; the "
+        "inventory still declares dra, group gpu_path_dra)"
+    )
+
+
+def test_a_move_the_inventory_already_declares_is_named_as_such() -> None:
+    listing, settings = fleet()
+    settings.gpu_path_moves = {"gpu_h200": "dra"}
+    c = checks(listing, settings)["nodes.gpu-paths"]
+    assert c.status == "pass"
+    assert [e.detail for e in c.evidence if "gpufleet migrate" in e.detail] == [
+        "gpufleet migrate moved pool gpu_h200 to dra; the inventory declares dra for its 2 "
+        "node(s) already"
+    ]
+
+
+def test_the_moves_reach_the_settings_from_the_module_options() -> None:
+    options = {"gpu_nodes": ["a"], "node_groups": {"gpu_a": ["a"], "gpu_path_dra": ["a"]}}
+    settings = vrun.settings_from({**options, "gpu_path_moves": {"gpu_a": "device-plugin"}}, [])
+    assert settings.gpu_path_moves == {"gpu_a": "device-plugin"}
+    assert vgp.declared_paths(settings)["a"].path == "device-plugin"
+    assert vrun.settings_from(options, []).gpu_path_moves == {}
+    assert vrun.settings_from({**options, "gpu_path_moves": None}, []).gpu_path_moves == {}
+
+
+LONG = "x" * 5000
+MOVE_REFUSALS: dict[str, tuple[Any, str]] = {
+    "path-gpu": (
+        {"gpu_a": "gpu"},
+        "validate_gpu_path_moves['gpu_a']='gpu': names no GPU path; fix: give device-plugin "
+        "or dra: the path gpufleet migrate --to moved the pool to",
+    ),
+    "path-list": (
+        {"gpu_a": ["dra"]},
+        "validate_gpu_path_moves['gpu_a']=['dra']: names no GPU path; fix: give",
+    ),
+    "path-long": (
+        {"gpu_a": LONG},
+        f"validate_gpu_path_moves['gpu_a']={repr(LONG[:81])[:80]}...: names no GPU path",
+    ),
+    "pool-unknown": (
+        {"gpu_b": "dra"},
+        "validate_gpu_path_moves['gpu_b']='dra': 'gpu_b' is no inventory group with a GPU node; "
+        "fix: name the pool's inventory group, as gpufleet migrate --pool names it, or leave "
+        "the pool out",
+    ),
+    "pool-long": (
+        {LONG: "dra"},
+        f"validate_gpu_path_moves[{repr(LONG[:81])[:80]}...]='dra': {repr(LONG[:81])[:80]}... "
+        "is no inventory group",
+    ),
+    "not-a-mapping": (
+        ["gpu_a"],
+        "validate_gpu_path_moves=['gpu_a']: is not a mapping of pool group to GPU path; fix: "
+        "give {POOL: PATH} with PATH device-plugin or dra",
+    ),
+    "one-node-both-paths": (
+        {"gpu_a": "dra", "rack_1": "device-plugin"},
+        "validate_gpu_path_moves={'gpu_a': 'dra', 'rack_1': 'device-plugin'}: node 'a' is in "
+        "pool 'gpu_a' moved to dra and in pool 'rack_1' moved to device-plugin; fix: give "
+        "each node one path",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MOVE_REFUSALS)
+def test_a_move_of_no_path_or_of_no_pool_is_refused_naming_the_variable(case: str) -> None:
+    moves, said = MOVE_REFUSALS[case]
+    options = {
+        "gpu_nodes": ["a"],
+        "node_groups": {"gpu_a": ["a"], "rack_1": ["a"], "gpu_path_dra": ["a"]},
+        "gpu_path_moves": moves,
+    }
+    with pytest.raises(ValueError) as err:
+        vrun.settings_from(options, [])
+    assert str(err.value).startswith(said)
+    assert len(str(err.value)) < 400
+
+
+def test_the_module_refuses_a_move_before_it_reads_the_kubeconfig(tmp_path: Any) -> None:
+    from ansible_collections.gpufleet.cluster.plugins.modules import dra_validate
+
+    from tests.harness.ansible_module import run_module
+
+    res = run_module(
+        dra_validate,
+        {
+            "kubeconfig": str(tmp_path / "missing"),
+            "gpu_nodes": ["a"],
+            "node_groups": {"gpu_a": ["a"]},
+            "gpu_path_moves": {"gpu_a": "gpu"},
+        },
+    )
+    assert res["failed"] is True
+    assert res["msg"].startswith("validate_gpu_path_moves['gpu_a']='gpu': names no GPU path")
+    assert "missing" not in res["msg"]
