@@ -103,6 +103,24 @@ def _run(
     return status, run
 
 
+def _moved_before(plan: dict[str, Any], console: Console) -> dict[str, Any] | None:
+    """The validation before the move judges the pool on the path every node of it
+    advertises now where that is not the path the inventory declares: a pool moved by an
+    earlier run whose inventory group was not moved yet (the move back, or the rest of
+    it). None when the inventory holds (or the nodes advertise no one path: then validate
+    judges them against the inventory and says so)."""
+    now = {str(n.get("advertises")) for n in plan.get("nodes") or [] if isinstance(n, dict)}
+    path = next(iter(now)) if len(now) == 1 else None
+    if path not in PATHS or path == plan.get("from"):
+        return None
+    pool = str(plan.get("pool"))
+    console.print(
+        f"every node of pool {pool} advertises {path} while the inventory declares "
+        f"{plan.get('from')}: validate before the move judges the pool on {path}"
+    )
+    return {"validate_gpu_path_moves": {pool: path}}
+
+
 @click.command("migrate")
 @click.option(
     "-i",
@@ -171,7 +189,12 @@ def migrate(
         sys.exit(EXIT_FAILED)
     if plan_only:
         sys.exit(EXIT_OK)
-    if not no_validate and run_validate(list(inventory), "migrate", "before", console) != 0:
+    if not no_validate and (
+        run_validate(
+            list(inventory), "migrate", "before", console, extravars=_moved_before(plan, console)
+        )
+        != 0
+    ):
         console.print("[red]validate failed before the move: nothing was moved[/red]")
         sys.exit(EXIT_FAILED)
     status, moved = _run(inventory, {**extravars, "gpu_path_migrate_plan_only": False}, console)
@@ -182,11 +205,15 @@ def migrate(
             console.print(f"[red]{task}: {' '.join(str(res.get('msg') or '').split())}[/red]")
         sys.exit(EXIT_FAILED)
     group = f"gpu_path_{to_path.replace('-', '_')}"
-    console.print(
-        f"pool {pool} moved to {to_path}. Next: make group {pool} a child of {group} in the "
-        "inventory (and remove it from the other gpu_path_* group): the roles place each "
-        "advertiser by it, and a run of playbooks/site.yml before that would move it back."
-    )
+    if plan.get("from") == to_path:
+        console.print(f"pool {pool} moved to {to_path}, the path the inventory declares.")
+    else:
+        console.print(
+            f"pool {pool} moved to {to_path}. Next: make group {pool} a child of {group} in "
+            "the inventory (and remove it from the other gpu_path_* group): the roles place "
+            "each advertiser by it, and a run of playbooks/site.yml before that would move "
+            "it back."
+        )
     moves = {"validate_gpu_path_moves": {pool: to_path}}  # the inventory is not moved yet
     if (
         not no_validate

@@ -164,7 +164,8 @@ def lab() -> Iterator[PathsLab]:
         print(f"\nlab up {lab_up_s:.0f}s, gpufleet up {time.monotonic() - t:.0f}s")
         status = json.loads(_gpufleet("lab", "status", "--json").stdout)
         pl = PathsLab(status)
-        pl.run("create", "namespace", NS)
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
+        pl.run("apply", "-f", "-", stdin=json.dumps(namespace))  # a kept lab has it
         yield pl
     finally:
         if os.environ.get("GPUFLEET_TEST_KEEP_LAB") != "1":
@@ -439,14 +440,9 @@ def test_migrate_moves_the_device_plugin_pool_to_dra_and_back(lab: PathsLab) -> 
             "container": {"resources": {"limits": {"nvidia.com/gpu": "1"}}},
         },
     )
-    probe["spec"]["containers"][0]["command"] = ["/bin/busybox", "true"]
     lab.run("apply", "-f", "-", stdin=json.dumps(probe))
-    lab.wait_for(
-        "the probe pod to succeed",
-        lambda: (
-            lab.json("get", "pod", "dra-served", "-n", NS)["status"].get("phase") == "Succeeded"
-        ),
-    )
+    # read while it runs: a finished pod's claim is deallocated and deleted
+    lab.run("wait", "-n", NS, "pod/dra-served", "--for=condition=Ready", "--timeout=180s")
     served = lab.json("get", "pod", "dra-served", "-n", NS)["status"]["extendedResourceClaimStatus"]
     assert [m["resourceName"] for m in served["requestMappings"]] == ["nvidia.com/gpu"]
     claim = lab.json("get", "resourceclaim", served["resourceClaimName"], "-n", NS)

@@ -137,6 +137,18 @@ def assert_ended_at_timeout(
     assert "fix:" in said, said
 
 
+def assert_names_refusing_server(result: Result, server: str, elapsed: float) -> None:
+    """A command against a ``server`` that refuses the connection (nothing listens): exit 2
+    within ``BOUND_S``, no traceback, the server and a fix named."""
+    out = " ".join(result.output.split())
+    assert result.exception is None or isinstance(result.exception, SystemExit), out
+    assert "Traceback" not in out, out
+    assert elapsed < BOUND_S, f"took {elapsed:.1f} s: {out}"
+    assert result.exit_code == 2, out
+    assert server in out, out
+    assert "fix:" in out, out
+
+
 def assert_names_server(
     result: Result, server: str, elapsed: float, timeout: tuple[float, float], bound: float = 0
 ) -> None:

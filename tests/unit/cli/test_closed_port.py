@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from gpufleet.cli import main
 from tests.integration.test_hostile_input_servers import (
-    assert_names_server,
+    assert_names_refusing_server,
     timed,
     write_kubeconfig,
 )
@@ -28,5 +28,5 @@ def test_a_closed_port_is_named_at_once(tmp_path: Path) -> None:
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server)
     argv = ["claims", "gc", "--kubeconfig", str(kubeconfig)]
     result, elapsed = timed(CliRunner().invoke, main, argv, env={"COLUMNS": "2000"})
-    assert_names_server(result, server, elapsed)
+    assert_names_refusing_server(result, server, elapsed)
     assert elapsed < 10, elapsed

@@ -1,7 +1,9 @@
 """``gpufleet migrate`` and the validation around a move (gpufleet/commands/migrate.py,
 gpufleet/commands/_validate.py): the validation after the move judges the pool on its new
-path (``validate_gpu_path_moves``), the one before on the path the inventory declares; the
-variable reaches the playbook as data and the validate role hands it to the module."""
+path (``validate_gpu_path_moves``), the one before on the path the inventory declares, or
+on the one path every node advertises now when that differs (a pool moved back before its
+inventory group was moved); the variable reaches the playbook as data and the validate role
+hands it to the module."""
 
 from __future__ import annotations
 
@@ -68,6 +70,57 @@ def test_validate_after_the_move_judges_the_pool_on_its_new_path(
         ("before", None),
         ("after", {"validate_gpu_path_moves": {"gpu_a100": "dra"}}),
     ]
+    said = " ".join(result.output.split())
+    assert "Next: make group gpu_a100 a child of gpu_path_dra in the inventory" in said
+
+
+@pytest.mark.parametrize(
+    "advertised, before",
+    [
+        (["dra", "dra"], {"validate_gpu_path_moves": {"gpu_a100": "dra"}}),
+        (["dra", "device-plugin"], None),  # no one path: judged against the inventory
+        (["none", "none"], None),
+        (["device-plugin", "device-plugin"], None),  # what the inventory declares
+    ],
+)
+def test_validate_before_a_move_back_judges_the_pool_on_the_path_it_advertises(
+    monkeypatch: pytest.MonkeyPatch,
+    validations: list[tuple[str, Any]],
+    advertised: list[str],
+    before: Any,
+) -> None:
+    nodes = [
+        {**PLAN["nodes"][0], "node": f"gpu-{i}", "advertises": a} for i, a in enumerate(advertised)
+    ]
+    plan = {**PLAN, "to": "device-plugin", "nodes": nodes}
+    monkeypatch.setattr(migrate_cmd, "_run", lambda *a: (0, migrate_cmd.MigrateRun(plan=plan)))
+    argv = ["migrate", "-i", "hosts.yml", "--pool", "gpu_a100", "--to", "device-plugin"]
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 0, result.output
+    assert validations == [
+        ("before", before),
+        ("after", {"validate_gpu_path_moves": {"gpu_a100": "device-plugin"}}),
+    ]
+    said = " ".join(result.output.split())
+    assert ("validate before the move judges the pool on dra" in said) == bool(before), said
+    assert "pool gpu_a100 moved to device-plugin, the path the inventory declares." in said
+
+
+def test_a_move_to_the_path_the_inventory_declares_asks_no_inventory_change(
+    monkeypatch: pytest.MonkeyPatch, validations: list[tuple[str, Any]]
+) -> None:
+    plan = {**PLAN, "from": "dra", "nodes": [{**PLAN["nodes"][0], "advertises": "device-plugin"}]}
+    monkeypatch.setattr(migrate_cmd, "_run", lambda *a: (0, migrate_cmd.MigrateRun(plan=plan)))
+    argv = ["migrate", "-i", "hosts.yml", "--pool", "gpu_a100", "--to", "dra"]
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "pool gpu_a100 moved to dra, the path the inventory declares." in said
+    assert "Next:" not in said
+    assert validations[0] == (
+        "before",
+        {"validate_gpu_path_moves": {"gpu_a100": "device-plugin"}},
+    )
 
 
 def test_without_validate_no_move_is_passed_anywhere(validations: list[tuple[str, Any]]) -> None:

@@ -18,7 +18,7 @@ from gpufleet.cli import main
 from gpufleet.commands import report as report_cmd
 from gpufleet.render import fleet_report as rp
 from tests.integration.test_hostile_input_servers import (
-    assert_names_server,
+    assert_names_refusing_server,
     timed,
     write_kubeconfig,
 )
@@ -85,7 +85,7 @@ def test_a_closed_port_ends_with_exit_2_and_one_line(tmp_path: Path) -> None:
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server)
     argv = ["report", "--kubeconfig", str(kubeconfig), "--json", str(tmp_path / "r.json")]
     result, elapsed = timed(CliRunner().invoke, main, argv, env={"COLUMNS": "2000"})
-    assert_names_server(result, server, elapsed)
+    assert_names_refusing_server(result, server, elapsed)
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "r.json").exists()
 

@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 from gpufleet.cli import main
 from tests.integration.test_hostile_input_servers import (
     assert_names_server,
+    short_timeout,  # noqa: F401 - a fixture
     silent_server,  # noqa: F401 - a fixture
     timed,
     write_kubeconfig,
@@ -93,11 +94,12 @@ def test_objects_of_odd_shapes_from_the_server_are_skipped_and_counted(tmp_path:
 def test_report_ends_when_the_server_never_answers(
     tmp_path: Path,
     silent_server: tuple[str, int],  # noqa: F811 - the fixture
+    short_timeout: tuple[float, float],  # noqa: F811 - the fixture
 ) -> None:
     server = "http://{}:{}".format(*silent_server)
     out = tmp_path / "r.json"
     result, elapsed = timed(_report, write_kubeconfig(tmp_path / "kc", server), "--json", str(out))
-    assert_names_server(result, server, elapsed)
+    assert_names_server(result, server, elapsed, short_timeout)
     assert not out.exists()
 
 
