@@ -34,13 +34,16 @@ def check_kubeconfig(kubeconfig: str | None) -> None:
             raise click.BadParameter(exc.message, param_hint="'--kubeconfig'") from None
 
 
-def read_cluster(kubeconfig: str | None, context: str | None) -> tuple[vk.Kube, Any]:
-    """The listing of ``KINDS`` (``cluster.listing.Listing``); exits 2 with one line when
-    the kubeconfig cannot be loaded, the API server does not answer, resource.k8s.io is
-    not served or a kind cannot be listed."""
+def read_cluster(
+    kubeconfig: str | None, context: str | None, optional: tuple[str, ...] = ()
+) -> tuple[vk.Kube, Any]:
+    """The listing of ``KINDS`` and the ``optional`` kinds (``cluster.listing.Listing``;
+    an optional kind that cannot be listed is left in ``errors``); exits 2 with one line
+    when the kubeconfig cannot be loaded, the API server does not answer, resource.k8s.io
+    is not served or a kind of ``KINDS`` cannot be listed."""
     try:
         kube = vk.Kube(kubeconfig, context)
-        listing = cluster_listing.list_cluster(kube, kinds=KINDS)
+        listing = cluster_listing.list_cluster(kube, kinds=KINDS + optional)
     except vk.KubeError as err:
         _fail(err.message if err.status is None else f"{err.status}: {err.message}")
     if not listing.resource_version:

@@ -1,6 +1,7 @@
 """``gpufleet report``: how the GPUs of a DRA cluster are used, from one listing.
 
-``gpufleet report [--kubeconfig PATH] [--context NAME] [--pool-label LABEL] [--json
+``gpufleet report [--kubeconfig PATH] [--context NAME] [--pool-label LABEL]
+[--team-label LABEL] [--json
 FILE|-] [--markdown FILE] [--html FILE] [--metrics FILE] [--serve HOST:PORT] [--prometheus
 URL [--idle-window 1h] [--idle-below 5]]`` lists
 Nodes, Pods, ResourceSlices and ResourceClaims once each (paged, every request with a timeout:
@@ -9,7 +10,9 @@ devices and GPU memory published, allocated, free and stranded, the fragmentatio
 pending claims and why, the claims allocated with no running consumer and, with
 ``--prometheus``, the allocated devices idle over the window (``report.activity``); beside
 them, per pool, the GPUs NVIDIA's device plugin advertises and its pods hold, so that both
-paths are counted (``report.paths``). The figures and their definitions are
+paths are counted (``report.paths``); and per team (the ``--team-label`` label of
+the claim's Namespace, listed too) and namespace the devices and GPU memory allocated, idle
+and leaked (``report.teams``). The figures and their definitions are
 ``plugins/module_utils/report/fleet.py`` and ``paths.py`` (docs/report.md).
 
 ``--metrics FILE`` writes the leaked and pending claims and the devices of every GPU node
@@ -28,10 +31,12 @@ import datetime as _dt
 from typing import Any, NoReturn
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import k8s_names as kn
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import activity as fa
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import metrics as fm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import teams as ft
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -80,6 +85,25 @@ def _paths_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def _teams_table(report: dict[str, Any]) -> Table:
+    teams = report["teams"]
+    table = Table(
+        title=f"GPUs held per team ({teams['label']} label of the claim's namespace)",
+        title_justify="left",
+    )
+    table.add_column("team", no_wrap=True)
+    for _, head, _ in rp.TEAM_COLUMNS:
+        table.add_column(head, justify="right")
+    table.add_column("namespaces")
+    for row in teams["teams"][:SHOWN]:
+        table.add_row(
+            escape(row["team"]),
+            *rp.team_cells(row, teams["idle_measured"]),
+            escape(", ".join(row["namespaces"])),
+        )
+    return table
+
+
 def render_terminal(console: Console, report: dict[str, Any]) -> None:
     """The table per pool, model and profile, the table per GPU path and pool, the
     headline with a line per path, fragmentation per pool, and the first ``SHOWN``
@@ -88,7 +112,9 @@ def render_terminal(console: Console, report: dict[str, Any]) -> None:
     paths = rp.path_lines(report)
     if paths:
         console.print(_paths_table(report))
-    for line in [*rp.headline(report), *paths]:
+    if (report.get("teams") or {}).get("teams"):
+        console.print(_teams_table(report))
+    for line in [*rp.headline(report), *paths, *rp.team_lines(report)]:
         console.print(escape(line))
     for pool in report["pools"]:
         console.print(
@@ -118,10 +144,14 @@ def render_terminal(console: Console, report: dict[str, Any]) -> None:
 
 
 def _serve(
-    address: tuple[str, int], kubeconfig: str | None, context: str | None, pool_label: str
+    address: tuple[str, int],
+    kubeconfig: str | None,
+    context: str | None,
+    labels: tuple[str, str],
+    activity: tuple[str | None, str, float],
 ) -> None:
     try:
-        server = rs.make_server(address, lambda: rs.scrape(kubeconfig, context, pool_label))
+        server = rs.make_server(address, lambda: rs.scrape(kubeconfig, context, *labels, *activity))
     except OSError as err:
         _fail(f"--serve {address[0]}:{address[1]}: {err.strerror}; fix: pick a free port")
     Console(stderr=True).print(
@@ -135,6 +165,18 @@ def _serve(
         server.server_close()
 
 
+def check_team_label(value: str) -> str:
+    """``value`` when it is a Kubernetes label key; click.BadParameter (exit 2) otherwise."""
+    why = kn.qualified_name(value)
+    if why:
+        raise click.BadParameter(
+            f"{value!r} {why}; fix: give a label key such as {ft.DEFAULT_TEAM_LABEL} "
+            "(the label of your namespaces that names their team)",
+            param_hint="'--team-label'",
+        )
+    return value
+
+
 @click.command("report")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Kubeconfig.")
 @click.option("--context", default=None, help="Kubeconfig context.")
@@ -143,6 +185,13 @@ def _serve(
     default=fr.DEFAULT_POOL_LABEL,
     show_default=True,
     help="Node label whose value names the node pool ('': one pool).",
+)
+@click.option(
+    "--team-label",
+    default=ft.DEFAULT_TEAM_LABEL,
+    show_default=True,
+    callback=lambda _ctx, _param, value: check_team_label(value),
+    help="Namespace label whose value names the team of the claims in it.",
 )
 @click.option("--json", "json_file", metavar="FILE", help="Write the report as JSON ('-': stdout).")
 @click.option("--markdown", metavar="FILE", help="Write the report as Markdown ('-': stdout).")
@@ -183,6 +232,7 @@ def report(
     kubeconfig: str | None,
     context: str | None,
     pool_label: str,
+    team_label: str,
     json_file: str | None,
     markdown: str | None,
     html_file: str | None,
@@ -216,9 +266,11 @@ def report(
         except vk.KubeError as exc:
             raise click.BadParameter(exc.message, param_hint="'--kubeconfig'") from None
     if address:
-        _serve(address, kubeconfig, context, pool_label)
+        labels = (pool_label, team_label)
+        _serve(address, kubeconfig, context, labels, (prometheus, idle_window, idle_below))
         return
-    kube, listing = read_cluster(kubeconfig, context)
+    kube, listing = read_cluster(kubeconfig, context, optional=("namespaces",))
+    namespaces_error = listing.errors.get("namespaces")
     activity = None
     if prometheus:
         try:
@@ -234,7 +286,11 @@ def report(
         activity=activity,
         activity_window=idle_window,
         idle_below=idle_below,
+        namespaces=None if namespaces_error else listing.namespaces,
+        team_label=team_label,
     )
+    if namespaces_error:
+        doc["teams"]["namespaces_error"] = namespaces_error.splitlines()[0][:200]
     doc["meta"] = {
         "server": kube.server,
         "kubernetes_version": (listing.version or {}).get("gitVersion", "?"),

@@ -17,8 +17,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     listing as cluster_listing,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import activity as fa
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import metrics as fm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import teams as ft
 
 from gpufleet.commands._cluster import KINDS
 
@@ -35,21 +37,47 @@ def parse_address(text: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def scrape(kubeconfig: str | None, context: str | None, pool_label: str) -> tuple[int, str]:
-    """(HTTP status, exposition text) of one listing of the cluster."""
+def scrape(
+    kubeconfig: str | None,
+    context: str | None,
+    pool_label: str,
+    team_label: str = ft.DEFAULT_TEAM_LABEL,
+    prometheus: str | None = None,
+    idle_window: str = fa.DEFAULT_WINDOW,
+    idle_below: float = fa.DEFAULT_IDLE_PERCENT,
+) -> tuple[int, str]:
+    """(HTTP status, exposition text) of one listing of the cluster (its Namespaces too,
+    for the teams; the figures per namespace stand without them) and, with
+    ``prometheus``, of the allocated devices' activity (a query that fails leaves the idle
+    series out, with the error as a comment)."""
     try:
         kube = vk.Kube(kubeconfig, context)
-        listing = cluster_listing.list_cluster(kube, kinds=KINDS)
+        listing = cluster_listing.list_cluster(kube, kinds=(*KINDS, "namespaces"))
     except vk.KubeError as err:
         return 503, f"# {err.message.splitlines()[0]}\ngpufleet_report_up 0\n"
     failed = {k: v for k, v in listing.errors.items() if k in KINDS}
     if not listing.resource_version or failed:
         why = "; ".join(f"{k}: {v}" for k, v in failed.items()) or "resource.k8s.io not served"
         return 503, f"# cannot list {why.splitlines()[0]}\ngpufleet_report_up 0\n"
+    activity, note = None, ""
+    if prometheus:
+        try:
+            activity = fa.fetch(prometheus, idle_window)
+        except fa.ActivityError as exc:
+            note = f"# idle not measured: {str(exc).splitlines()[0][:200]}\n"
     doc = fr.build_report(
-        listing.slices, listing.claims, listing.pods, listing.nodes, pool_label=pool_label
+        listing.slices,
+        listing.claims,
+        listing.pods,
+        listing.nodes,
+        pool_label=pool_label,
+        namespaces=None if "namespaces" in listing.errors else listing.namespaces,
+        team_label=team_label,
+        activity=activity,
+        activity_window=idle_window,
+        idle_below=idle_below,
     )
-    return 200, fm.render(doc, listing.nodes) + "gpufleet_report_up 1\n"
+    return 200, note + fm.render(doc, listing.nodes) + "gpufleet_report_up 1\n"
 
 
 def make_server(

@@ -102,6 +102,53 @@ def idle_items(report: Mapping[str, Any]) -> list[str]:
     ]
 
 
+#: Columns of the per team and per namespace tables: (key, heading, bytes or not).
+TEAM_COLUMNS = (
+    ("devices_allocated", "allocated", False),
+    ("memory_allocated", "allocated GiB", True),
+    ("devices_idle", "idle", False),
+    ("memory_idle", "idle GiB", True),
+    ("devices_leaked", "leaked", False),
+    ("memory_leaked", "leaked GiB", True),
+)
+
+
+def team_cells(row: Mapping[str, Any], idle_measured: bool) -> list[str]:
+    """The ``TEAM_COLUMNS`` of a team or namespace row, ``-`` for idle when not measured."""
+    return [
+        "-" if "idle" in k and not idle_measured else cell(row, k, b) for k, _, b in TEAM_COLUMNS
+    ]
+
+
+def _held(row: Mapping[str, Any], what: str) -> str:
+    n = row[f"devices_{what}"]
+    return f"{row['team']} {n} device{'s' * (n != 1)} {gib(row[f'memory_{what}'])} GiB"
+
+
+def team_lines(report: Mapping[str, Any]) -> list[str]:
+    """Who holds idle and leaked GPUs: one line for the idle devices per team (most idle
+    memory first), one for the leaked ones, and a note when the Namespaces (and so
+    their team labels) could not be listed; none for a report without ``teams``."""
+    t = report.get("teams")
+    if not isinstance(t, Mapping):
+        return []
+    label = t.get("label", "")
+    rows = t.get("teams") or []
+    if t.get("idle_measured"):
+        idle = ", ".join(_held(r, "idle") for r in rows if r["devices_idle"]) or "none"
+    else:
+        idle = "not measured (--prometheus)"
+    ranked = sorted(rows, key=lambda r: (-r["memory_leaked"], r["team"]))
+    leaked = ", ".join(_held(r, "leaked") for r in ranked if r["devices_leaked"]) or "none"
+    lines = [f"idle GPUs by team ({label}): {idle}", f"leaked GPUs by team ({label}): {leaked}"]
+    if not t.get("namespaces_listed", True):
+        why = f": {t['namespaces_error']}" if t.get("namespaces_error") else ""
+        lines.append(
+            f"namespaces not listed{why}; every team is (no team) (fix: allow list on namespaces)"
+        )
+    return lines
+
+
 #: Columns of the per path tables: the pool and path, then these keys.
 PATH_COLUMNS = ("nodes", "devices", "allocated", "free", "utilization")
 
@@ -161,6 +208,31 @@ def _md_paths(report: Mapping[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def _md_teams(report: Mapping[str, Any]) -> list[str]:
+    """The section of devices and memory held per team and per namespace."""
+    lines = team_lines(report)
+    if not lines:
+        return []
+    t = report["teams"]
+    measured = bool(t.get("idle_measured"))
+    out = ["## Waste by team", "", *(f"- {_md_cell(line)}" for line in lines), ""]
+    for key, rows in (("team", t.get("teams") or []), ("namespace", t.get("namespaces") or [])):
+        keys = (key,) if key == "team" else ("namespace", "team")
+        heads = [*keys, *(h for _, h, _ in TEAM_COLUMNS)]
+        out += ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+        for row in rows:
+            cells = [str(row[k]) for k in keys] + team_cells(row, measured)
+            out.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+        out.append("")
+    return out
+
+
+def _md_cell(text: str) -> str:
+    """A table cell: ``|`` escaped, ``<``, ``>`` and ``&`` as entities, no line break."""
+    text = html.escape(" ".join(text.split()), quote=False)
+    return text.replace("|", "\\|")
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     """The report as Markdown: headline, per pool and per model fragmentation, the per
     pool, model and profile table, the GPUs per path and pool, pending and leaked claims
@@ -187,6 +259,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         *_md_table(report["rows"], ("pool", "model", "profile")),
         "",
         *_md_paths(report),
+        *_md_teams(report),
         "## Pending claims",
         "",
     ]
@@ -316,6 +389,31 @@ def _html_paths(report: Mapping[str, Any]) -> str:
     return f"\n<h2>GPUs per path and pool</h2><ul>{items}</ul><table><tr>{heads}</tr>{body}</table>"
 
 
+def _html_teams(report: Mapping[str, Any]) -> str:
+    """The section of devices and memory held per team and per namespace, empty for a
+    report without it."""
+    lines = team_lines(report)
+    if not lines:
+        return ""
+    t = report["teams"]
+    measured = bool(t.get("idle_measured"))
+    tables = []
+    for key, rows in (("team", t.get("teams") or []), ("namespace", t.get("namespaces") or [])):
+        keys = (key,) if key == "team" else ("namespace", "team")
+        heads = "".join(f'<th class="t">{k}</th>' for k in keys)
+        heads += "".join(f"<th>{_esc(h)}</th>" for _, h, _ in TEAM_COLUMNS)
+        body = "".join(
+            "<tr>"
+            + "".join(f'<td class="t">{_esc(row[k])}</td>' for k in keys)
+            + "".join(f"<td>{_esc(c)}</td>" for c in team_cells(row, measured))
+            + "</tr>"
+            for row in rows
+        )
+        tables.append(f"<table><tr>{heads}</tr>{body}</table>")
+    items = "".join(f"<li>{_esc(line)}</li>" for line in lines)
+    return f"\n<h2>Waste by team</h2><ul>{items}</ul>" + "<p></p>".join(tables)
+
+
 def render_html(report: Mapping[str, Any]) -> str:
     """The report as one HTML page: headline and fragmentation figure, a bar chart per
     MIG profile (allocated, free, stranded), fragmentation per pool, the per pool, model
@@ -358,6 +456,7 @@ def render_html(report: Mapping[str, Any]) -> str:
 {fragmentation_chart(report["pools"], "pool")}
 <h2>Per pool, model and profile</h2>
 {_html_table(report["rows"], ("pool", "model", "profile"))}{_html_paths(report)}
+{_html_teams(report)}
 <h2>Pending claims ({c["claims_pending"]})</h2><ul>{pending or "<li>none</li>"}</ul>
 <h2>Claims allocated with no running consumer ({c["claims_leaked"]})</h2>
 <ul>{leaked or "<li>none</li>"}</ul>{idle}

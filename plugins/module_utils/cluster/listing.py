@@ -76,6 +76,7 @@ class Listing:
     classes: Objects = field(default_factory=list)
     daemonsets: Objects = field(default_factory=list)
     events: Objects = field(default_factory=list)
+    namespaces: Objects = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     requests: int = 0
     sources: dict[str, str] = field(default_factory=dict)
@@ -345,6 +346,11 @@ EVENT_FIELDS = (
 )
 
 
+def trim_namespace(namespace: dict[str, Any]) -> dict[str, Any]:
+    """A Namespace with its name and labels only (the report's teams read the labels)."""
+    return {"metadata": _pick(namespace.get("metadata"), ("name", "labels"))}
+
+
 def trim_event(event: dict[str, Any]) -> dict[str, Any]:
     """An Event with ``EVENT_FIELDS`` and its name and namespace only."""
     out = _pick(event, EVENT_FIELDS)
@@ -361,6 +367,7 @@ TRIMS: dict[str, Callable[[], Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "deviceclasses": lambda: strip_managed_fields,
     "daemonsets": lambda: strip_managed_fields,
     "events": lambda: trim_event,
+    "namespaces": lambda: trim_namespace,
 }
 
 
@@ -437,6 +444,7 @@ def list_cluster(
         "nodes": "/api/v1/nodes",
         "pods": "/api/v1/pods",
         "events": "/api/v1/events",
+        "namespaces": "/api/v1/namespaces",
         "daemonsets": f"/apis/apps/v1/namespaces/{plugin_namespace}/daemonsets"
         if plugin_namespace
         else "/apis/apps/v1/daemonsets",

@@ -69,6 +69,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import clien
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import parse_quantity
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import activity as fa
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import paths as rpaths
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import teams as rteams
 
 __all__ = [
     "ALL_ALLOCATED",
@@ -219,6 +220,11 @@ OBJECT_SHAPES: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
     "nodes": (
         *_META,
         ("status.allocatable", _MAP),
+    ),
+    "namespaces": (
+        ("metadata", _MAP),
+        ("metadata.name", _STR),
+        ("metadata.labels", _MAP),
     ),
 }
 
@@ -714,6 +720,8 @@ def build_report(
     activity: Mapping[str, float] | None = None,
     activity_window: str = fa.DEFAULT_WINDOW,
     idle_below: float = fa.DEFAULT_IDLE_PERCENT,
+    namespaces: Sequence[Mapping[str, Any]] | None = None,
+    team_label: str = rteams.DEFAULT_TEAM_LABEL,
 ) -> dict[str, Any]:
     """The utilization report as a JSON-ready dict: ``cluster`` (totals, fragmentation,
     pending and leaked counts), ``pools``, ``models``, ``profiles`` (per model and
@@ -724,12 +732,17 @@ def build_report(
     (``report.paths.path_figures``); ``cluster.objects_skipped``: per kind the objects not
     read (``readable_objects``). Memory figures are bytes. With ``activity`` (percent per
     device id over ``activity_window``, ``report.activity.fetch``): ``idle``, the allocated
-    devices below ``idle_below`` percent, and ``activity``; both None without it."""
+    devices below ``idle_below`` percent, and ``activity``; both None without it.
+    ``teams``: per team (the ``team_label`` label of the claim's Namespace among
+    ``namespaces``; None: not listed) and per namespace the devices and memory allocated,
+    idle and leaked (``report.teams.waste``)."""
     skipped = {}
     slices, skipped["resourceslices"] = readable_objects("resourceslices", slices)
     claims, skipped["resourceclaims"] = readable_objects("resourceclaims", claims)
     pods, skipped["pods"] = readable_objects("pods", pods)
     nodes, skipped["nodes"] = readable_objects("nodes", nodes)
+    if namespaces is not None:
+        namespaces, skipped["namespaces"] = readable_objects("namespaces", namespaces)
     pools = node_pools(nodes, pool_label)
     devices = devices_of(slices, claims, pools, driver)
     pending, shapes = pending_claims(claims, pods, devices, driver)
@@ -746,6 +759,14 @@ def build_report(
     node_rows = _group(devices, _Key("node", "pool"), stranded, True)
     for row in node_rows:
         row["largest_free"] = largest[row["node"]]
+    figures = _activity(devices, activity, activity_window, idle_below)
+    teams = rteams.waste(
+        ((d.id, d.claim or "", d.memory) for d in devices if d.allocated),
+        None if figures["idle"] is None else (item["device"] for item in figures["idle"]),
+        (item["claim"] for item in leaked),
+        None if namespaces is None else rteams.namespace_labels(namespaces),
+        team_label,
+    )
     return {
         "cluster": {
             **totals.to_dict(),
@@ -768,7 +789,8 @@ def build_report(
         "paths": rpaths.path_figures(nodes, pods, devices, pools, WHOLE_GPU, NO_POOL),
         "pool_label": pool_label,
         "driver": driver,
-        **_activity(devices, activity, activity_window, idle_below),
+        **figures,
+        "teams": teams,
     }
 
 

@@ -23,7 +23,14 @@ Prometheus scrapes from ``/metrics`` and node_exporter's textfile collector read
   ``kube_node_status_allocatable{resource="nvidia_com_gpu"}``; with the previous one it
   shows a node advertised by both NVIDIA's device plugin and the DRA driver;
 - ``gpufleet_dra_devices{state}`` published devices, ``allocated`` and ``free``;
-- ``gpufleet_dra_claims_leaked``, ``gpufleet_dra_claims_pending`` the counts.
+- ``gpufleet_dra_claims_leaked``, ``gpufleet_dra_claims_pending`` the counts;
+- ``gpufleet_team_{allocated,idle,leaked}_gpu_memory_bytes{team}`` and
+  ``gpufleet_team_{allocated,idle,leaked}_devices{team}``: GPU memory and devices of the
+  reported driver allocated to the claims of each team (the report's ``teams``,
+  ``report.teams.waste``), idle among them (only with the activity measured: no sample
+  otherwise) and leaked; ``gpufleet_namespace_...{namespace, team}`` the same per
+  namespace. ``topk(1, gpufleet_team_idle_gpu_memory_bytes)`` names the team holding the
+  most idle GPU memory.
 
 The rules that read them are in roles/monitoring (docs/monitoring.md). Pure: no I/O.
 """
@@ -107,6 +114,35 @@ def _resourceslice_samples(
         _series("gpufleet_gpu_node_resourceslice_devices", {"node": n}, published.get(n, 0))
         for n in sorted(set(gpu_nodes(nodes)) | publishing)
     ]
+
+
+#: What each team and namespace family counts: (state, its help text).
+HELD = (
+    ("allocated", "allocated to the ResourceClaims"),
+    ("idle", "allocated and idle (below the activity threshold)"),
+    ("leaked", "allocated to ResourceClaims no live pod uses"),
+)
+
+
+def team_samples(report: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """(name, help, samples) of the per team and per namespace families."""
+    teams = report.get("teams") or {}
+    measured = bool(teams.get("idle_measured"))
+    out = []
+    for group, keys in (("team", ("team",)), ("namespace", ("namespace", "team"))):
+        rows = teams.get(f"{group}s") or []
+        for state, doc in HELD:
+            for unit, key, what in (
+                ("gpu_memory_bytes", "memory", "GPU memory (bytes)"),
+                ("devices", "devices", "Devices"),
+            ):
+                name = f"gpufleet_{group}_{state}_{unit}"
+                samples = [
+                    _series(name, {k: row[k] for k in keys}, row[f"{key}_{state}"])
+                    for row in (rows if state != "idle" or measured else [])
+                ]
+                out.append((name, f"{what} of the DRA driver {doc} of each {group}.", samples))
+    return out
 
 
 def render(report: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> str:
@@ -195,4 +231,6 @@ def render(report: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> str
         "ResourceClaims without an allocation.",
         [_series("gpufleet_dra_claims_pending", {}, cluster.get("claims_pending", 0))],
     )
+    for name, doc, samples in team_samples(report):
+        family(name, "gauge", doc, samples)
     return "\n".join(lines) + "\n"

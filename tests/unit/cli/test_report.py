@@ -159,3 +159,111 @@ def test_the_json_report_carries_the_path_figures(mixed_doc: dict, tmp_path: Pat
         ("NVIDIA-H200", "device-plugin", 1),
         ("NVIDIA-H200", "dra", 2),
     ]
+
+
+@pytest.fixture(scope="module")
+def teams_doc() -> dict:
+    """The fleet of tests/unit/report/test_teams.py: team vision in two namespaces, a
+    namespace with no team, idle and leaked devices."""
+    from tests.unit.report import test_teams as tt
+
+    report = tt.build()
+    report["meta"] = META
+    return report
+
+
+IDLE_LINE = (
+    "idle GPUs by team (gpufleet.io/team): vision 2 devices 282.0 GiB, (no team) 1 device 10.0 GiB"
+)
+LEAKED_LINE = "leaked GPUs by team (gpufleet.io/team): vision 1 device 141.0 GiB"
+
+
+def test_the_team_lines_answer_who_holds_idle_and_leaked_gpus(teams_doc: dict) -> None:
+    assert rp.team_lines(teams_doc) == [IDLE_LINE, LEAKED_LINE]
+    assert rp.team_lines({"cluster": {}}) == []  # a report written before the figures
+
+
+def test_the_terminal_shows_the_teams(teams_doc: dict) -> None:
+    console = Console(record=True, width=200)
+    report_cmd.render_terminal(console, teams_doc)
+    text = console.export_text()
+    assert IDLE_LINE in text and LEAKED_LINE in text
+    rows = [" ".join(line.split()) for line in text.splitlines()]
+    assert "│ vision │ 3 │ 322.0 │ 2 │ 282.0 │ 1 │ 141.0 │ ml-dev, ml-train │" in rows
+    assert "│ (no team) │ 1 │ 10.0 │ 1 │ 10.0 │ 0 │ 0.0 │ sandbox │" in rows
+
+
+def test_markdown_html_and_json_have_the_teams(teams_doc: dict, tmp_path: Path) -> None:
+    md = rp.render_markdown(teams_doc)
+    assert "## Waste by team" in md and f"- {IDLE_LINE}" in md
+    assert "| vision | 3 | 322.0 | 2 | 282.0 | 1 | 141.0 |" in md
+    assert "| ml-dev | vision | 2 | 181.0 | 1 | 141.0 | 1 | 141.0 |" in md
+    page = rp.render_html(teams_doc)
+    assert f"<li>{IDLE_LINE}</li>" in page
+    assert '<td class="t">sandbox</td><td class="t">(no team)</td><td>1</td>' in page
+    ET.fromstring(page.split("<body>", 1)[1].split("</body>")[0].join(["<b>", "</b>"]))
+    from gpufleet.commands._output import write_json
+
+    out = tmp_path / "r.json"
+    write_json(teams_doc, str(out))
+    team = json.loads(out.read_text())["teams"]["teams"][0]
+    assert (team["team"], team["memory_idle"], team["namespaces"]) == (
+        "vision",
+        282 * 2**30,
+        ["ml-dev", "ml-train"],
+    )
+
+
+def test_team_names_are_escaped_in_every_page(teams_doc: dict) -> None:
+    doc = json.loads(json.dumps(teams_doc))
+    doc["teams"]["teams"][0]["team"] = "[red]<b>x|y</b>"
+    page = rp.render_html(doc)
+    assert "<b>x|y</b>" not in page and "&lt;b&gt;x|y&lt;/b&gt;" in page
+    md = rp.render_markdown(doc)
+    assert "| [red]&lt;b&gt;x\\|y&lt;/b&gt; | 3 |" in md
+    console = Console(record=True, width=200)
+    report_cmd.render_terminal(console, doc)
+    assert "[red]<b>x|y</b>" in console.export_text()
+
+
+def test_without_activity_idle_is_shown_as_not_measured() -> None:
+    from tests.unit.report import test_teams as tt
+
+    doc = tt.build(activity=None)
+    assert rp.team_lines(doc)[0] == (
+        "idle GPUs by team (gpufleet.io/team): not measured (--prometheus)"
+    )
+    assert "| vision | 3 | 322.0 | - | - | 1 | 141.0 |" in rp.render_markdown({**doc, "meta": META})
+
+
+@pytest.mark.parametrize("bad", ["team label", "-team", "a/b/c", "x" * 64, ""])
+def test_a_team_label_that_is_not_a_label_key_is_refused(bad: str) -> None:
+    result = CliRunner().invoke(main, ["report", "--team-label", bad])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "'--team-label'" in text and repr(bad) in text and "fix:" in text
+
+
+def test_each_scrape_sums_the_teams_with_the_activity(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as cl
+
+    from gpufleet.commands import report_serve as rs
+    from tests.unit.report import test_teams as tt
+
+    listing = cl.Listing(resource_version="v1", nodes=tt.NODES, pods=tt.PODS)
+    listing.slices, listing.claims, listing.namespaces = tt.SLICES, tt.CLAIMS, tt.NAMESPACES
+    monkeypatch.setattr(rs.vk, "Kube", lambda *_: object())
+    monkeypatch.setattr(rs.cluster_listing, "list_cluster", lambda *_a, **_k: listing)
+    monkeypatch.setattr(rs.fa, "fetch", lambda *_: dict(tt.ACTIVITY))
+    status, text = rs.scrape(None, None, fr.DEFAULT_POOL_LABEL, prometheus="http://p:9090")
+    assert status == 200
+    assert f'gpufleet_team_idle_gpu_memory_bytes{{team="vision"}} {282 * 2**30}' in text
+
+    def down(*_: object) -> dict:
+        raise rs.fa.ActivityError("http://p:9090 does not answer")
+
+    monkeypatch.setattr(rs.fa, "fetch", down)
+    status, text = rs.scrape(None, None, fr.DEFAULT_POOL_LABEL, prometheus="http://p:9090")
+    assert status == 200 and text.startswith("# idle not measured: http://p:9090 does not")
+    assert "gpufleet_team_idle_gpu_memory_bytes{" not in text
+    assert 'gpufleet_team_leaked_devices{team="vision"} 1' in text

@@ -258,3 +258,19 @@ def test_label_selector(selector: str, labels: dict, matches: bool) -> None:
 def test_bad_label_selector_names_the_term() -> None:
     with pytest.raises(ValueError, match="'a in x'"):
         vli.parse_label_selector("a in x")
+
+
+def test_a_namespace_keeps_its_name_and_labels_only() -> None:
+    ns = {
+        "metadata": {
+            "name": "ml",
+            "labels": {"gpufleet.io/team": "vision"},
+            "annotations": {"a": "b" * 1000},
+            "managedFields": [{}],
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
+    assert vli.TRIMS["namespaces"]()(ns) == {
+        "metadata": {"name": "ml", "labels": {"gpufleet.io/team": "vision"}}
+    }

@@ -70,7 +70,8 @@ def test_every_family_has_help_and_type_once() -> None:
     report, nodes = fleet()
     text = fm.render(report, nodes)
     types = re.findall(r"^# TYPE (\S+) gauge$", text, re.M)
-    assert len(types) == len(set(types)) == 7
+    # 7 of the cluster, 12 per team and per namespace (allocated, idle, leaked x2)
+    assert len(types) == len(set(types)) == 19
     for name in types:
         assert f"# HELP {name} " in text
 
@@ -123,3 +124,52 @@ def test_a_node_publishing_devices_without_the_gpu_label_is_a_series_too() -> No
     # a device published for no listed node names no node
     report = fr.build_report(slices, [], [], [], driver=DRIVER)
     assert not any("resourceslice_devices{" in s for s in samples(fm.render(report, [])))
+
+
+def test_teams_and_namespaces_hold_allocated_idle_and_leaked_memory() -> None:
+    from tests.unit.report import test_teams as tt
+
+    got = samples(fm.render(tt.build(), tt.NODES))
+    gi = tt.GI
+    assert got['gpufleet_team_allocated_gpu_memory_bytes{team="vision"}'] == 322 * gi
+    assert got['gpufleet_team_idle_gpu_memory_bytes{team="vision"}'] == 282 * gi
+    assert got['gpufleet_team_leaked_gpu_memory_bytes{team="vision"}'] == 141 * gi
+    assert got['gpufleet_team_idle_devices{team="vision"}'] == 2
+    assert got['gpufleet_team_idle_gpu_memory_bytes{team="(no team)"}'] == 10 * gi
+    assert (
+        got['gpufleet_namespace_leaked_gpu_memory_bytes{namespace="ml-dev",team="vision"}']
+        == 141 * gi
+    )
+    assert got['gpufleet_namespace_allocated_devices{namespace="sandbox",team="(no team)"}'] == 1
+
+
+def test_idle_per_team_has_no_sample_without_activity() -> None:
+    from tests.unit.report import test_teams as tt
+
+    text = fm.render(tt.build(activity=None), tt.NODES)
+    assert "# TYPE gpufleet_team_idle_gpu_memory_bytes gauge" in text
+    assert not any(
+        s.startswith(("gpufleet_team_idle_", "gpufleet_namespace_idle_")) for s in samples(text)
+    )
+    assert samples(text)['gpufleet_team_leaked_devices{team="vision"}'] == 1
+
+
+def test_team_label_values_are_escaped() -> None:
+    row = {
+        "team": 'a"b\\c',
+        "namespace": "n",
+        **dict.fromkeys(
+            (
+                "devices_allocated",
+                "memory_allocated",
+                "devices_idle",
+                "memory_idle",
+                "devices_leaked",
+                "memory_leaked",
+            ),
+            1,
+        ),
+    }
+    report = {"teams": {"idle_measured": True, "teams": [row], "namespaces": [row]}}
+    text = fm.render(report, [])
+    assert 'gpufleet_team_idle_devices{team="a\\"b\\\\c"} 1' in text
