@@ -26,6 +26,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
 )
+
+from tests.lab.running import Lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -60,45 +63,45 @@ def _gpufleet(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[
     )
 
 
-class PathsLab:
-    """The lab under test: its nodes by path and kubectl of its release."""
+@dataclass(frozen=True)
+class PathsLab(Lab):
+    """The lab under test (``tests/lab/running.py``), with its nodes by path."""
 
-    def __init__(self, status: dict[str, Any]) -> None:
+    image: str = "localhost/gpufleet/busybox:1"
+
+    @classmethod
+    def from_status(cls, status: dict[str, Any]) -> PathsLab:
         from gpufleet.build import binaries
 
-        self.status = status
-        self.kubeconfig = status["kubeconfig"]
-        self.kubectl = str(binaries.binary_path("kubectl", status["kubernetes_version"]))
-        workers = [n for n in status["nodes"] if n["role"] == "gpu-worker"]
-        self.dra_node = next(n["name"] for n in workers if n["gpu_path"] == gp.DRA)
-        self.dp_node = next(n["name"] for n in workers if n["gpu_path"] == gp.DEVICE_PLUGIN)
-        self.image = "localhost/gpufleet/busybox:1"
+        return cls(
+            name=OWN_LAB["GPUFLEET_LAB_NAME"],
+            kubeconfig=Path(status["kubeconfig"]),
+            kubectl=binaries.binary_path("kubectl", status["kubernetes_version"]),
+            status=status,
+            up_seconds=0.0,
+            lab_env=dict(OWN_LAB),
+        )
+
+    def _worker_on(self, path: str) -> str:
+        return next(
+            n["name"]
+            for n in self.status["nodes"]
+            if n["role"] == "gpu-worker" and n["gpu_path"] == path
+        )
+
+    @property
+    def dra_node(self) -> str:
+        return self._worker_on(gp.DRA)
+
+    @property
+    def dp_node(self) -> str:
+        return self._worker_on(gp.DEVICE_PLUGIN)
 
     def run(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
-        proc = subprocess.run(
-            [self.kubectl, "--kubeconfig", self.kubeconfig, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} exited {proc.returncode}: {proc.stderr}"
-            )
-        return proc.stdout
+        return self.kubectl_run(*args, stdin=stdin, check=check)
 
     def json(self, *args: str) -> Any:
-        return json.loads(self.run(*args, "-o", "json"))
-
-    def node_exec(self, node: str, *cmd: str, check: bool = True) -> str:
-        proc = subprocess.run(
-            ["podman", "exec", node, *cmd], capture_output=True, text=True, timeout=120, check=False
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{' '.join(cmd)} on {node} exited {proc.returncode}")
-        return proc.stdout
+        return self.kubectl_json(*args)
 
     def allocatable_gpus(self, node: str) -> str | None:
         return self.json("get", "node", node)["status"]["allocatable"].get("nvidia.com/gpu")
@@ -109,16 +112,6 @@ class PathsLab:
 
     def path_label(self, node: str) -> str | None:
         return self.json("get", "node", node)["metadata"]["labels"].get(gp.PATH_LABEL)
-
-    def wait_for(self, what: str, predicate: Any, timeout_s: float = 180) -> Any:
-        deadline = time.monotonic() + timeout_s
-        last = None
-        while time.monotonic() < deadline:
-            last = predicate()
-            if last:
-                return last
-            time.sleep(2)
-        raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}; last: {last!r}")
 
     def pod(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         show = "echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; sleep 600"
@@ -163,7 +156,7 @@ def lab() -> Iterator[PathsLab]:
         assert "validation: PASS" in out, out[-6000:]
         print(f"\nlab up {lab_up_s:.0f}s, gpufleet up {time.monotonic() - t:.0f}s")
         status = json.loads(_gpufleet("lab", "status", "--json").stdout)
-        pl = PathsLab(status)
+        pl = PathsLab.from_status(status)
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
         pl.run("apply", "-f", "-", stdin=json.dumps(namespace))  # a kept lab has it
         yield pl

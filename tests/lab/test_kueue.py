@@ -41,7 +41,7 @@ from gpufleet.cli import main as gpufleet_main
 from gpufleet.lab import cluster
 from gpufleet.lab import kueue as lab_kueue
 
-from .conftest import Lab
+from .running import Lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.lab]
 

@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
     templates as claim_templates,
 )
 
-from .conftest import Lab
+from .running import Lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

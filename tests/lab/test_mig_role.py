@@ -26,7 +26,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
     templates as claim_templates,
 )
 
-from .conftest import LAB_ENV, Lab
+from .running import LAB_ENV, Lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.lab]
 

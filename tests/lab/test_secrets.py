@@ -19,7 +19,7 @@ import yaml
 
 from gpufleet.runner import _cache_dir
 
-from .conftest import GPUFLEET, LAB_ENV, Lab
+from .running import GPUFLEET, LAB_ENV, Lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
