@@ -114,12 +114,14 @@ def source_dir() -> Path:
 
 def source_files(src: Path) -> list[Path]:
     """The files whose content decides the binary, sorted: every ``*.go`` file except
-    ``*_test.go``, plus ``go.mod`` and ``go.sum``. Paths are relative to ``src``."""
+    ``*_test.go``, every ``*.json`` file (embedded with ``go:embed``: the MIG profile
+    tables), plus ``go.mod`` and ``go.sum``. Paths are relative to ``src``."""
     files = [
         p.relative_to(src)
         for p in src.rglob("*.go")
         if not p.name.endswith("_test.go") and p.is_file()
     ]
+    files += [p.relative_to(src) for p in src.rglob("*.json") if p.is_file()]
     files += [Path(name) for name in ("go.mod", "go.sum") if (src / name).is_file()]
     return sorted(files, key=lambda p: p.as_posix())
 

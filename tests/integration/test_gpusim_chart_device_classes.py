@@ -127,3 +127,29 @@ def test_an_unknown_mode_is_refused(helm: Path, tmp_path: Path) -> None:
     out = template(helm, tmp_path, {"mode": "both"})
     assert out.returncode != 0
     assert "mode" in out.stderr
+
+
+def plugin_args(helm: Path, tmp_path: Path, values: dict[str, Any]) -> list[str]:
+    out = template(helm, tmp_path, values)
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    (container,) = ds["spec"]["template"]["spec"]["containers"]
+    return container["args"]
+
+
+def test_dynamic_mig_is_off_unless_set(helm: Path, tmp_path: Path) -> None:
+    assert "--dynamic-mig" not in plugin_args(helm, tmp_path, {})
+    assert "--dynamic-mig" not in plugin_args(helm, tmp_path, {"dynamicMIG": False})
+    assert "--dynamic-mig" in plugin_args(helm, tmp_path, {"dynamicMIG": True})
+
+
+def test_dynamic_mig_needs_resource_v1_and_a_boolean(helm: Path, tmp_path: Path) -> None:
+    out = template(
+        helm, tmp_path, {"dynamicMIG": True, "resourceApiVersion": "resource.k8s.io/v1beta2"}
+    )
+    assert out.returncode != 0
+    assert "resource.k8s.io/v1 only" in out.stderr
+    out = template(helm, tmp_path, {"dynamicMIG": "yes"})
+    assert out.returncode != 0
+    assert "dynamicMIG=yes is not a boolean" in out.stderr

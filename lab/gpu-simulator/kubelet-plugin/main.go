@@ -66,6 +66,7 @@ type options struct {
 	cdiHookPath   string
 	pollInterval  time.Duration
 	metricsAddr   string
+	dynamicMIG    bool
 	// device-plugin mode
 	kubeletSocket string
 	devicesDir    string
@@ -76,6 +77,12 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// envBool is true when the variable is "true" or "1".
+func envBool(name string) bool {
+	v := os.Getenv(name)
+	return v == "true" || v == "1"
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -106,6 +113,8 @@ func parseFlags(args []string) (*options, error) {
 		"mode device-plugin: the kubelet's device plugin registration socket; the plugin's endpoint goes in its directory [env KUBELET_SOCKET]")
 	fs.StringVar(&o.devicesDir, "devices-dir", envOr("GPUFLEET_GPUSIM_DEVICES_DIR", deviceplugin.DefaultDevicesDir),
 		"mode device-plugin: host directory for the GPUs' device files mounted into containers [env GPUFLEET_GPUSIM_DEVICES_DIR]")
+	fs.BoolVar(&o.dynamicMIG, "dynamic-mig", envBool("GPUFLEET_GPUSIM_DYNAMIC_MIG"),
+		"mode dra: publish each MIG-capable GPU as partitionable devices (a CounterSet per GPU, the full GPU and every MIG profile at every placement consuming from it), as NVIDIA's driver does with its DynamicMIG feature gate; preparing a MIG device then fails (not simulated) [env GPUFLEET_GPUSIM_DYNAMIC_MIG]")
 	fs.DurationVar(&o.pollInterval, "poll-interval", 2*time.Second,
 		"how often the state file (and in mode device-plugin the kubelet socket) is checked for changes")
 	if err := fs.Parse(args); err != nil {
@@ -237,7 +246,7 @@ func run(o *options) error {
 		logger.Info("Serving simulated GPU metrics", "address", o.metricsAddr, "path", "/metrics")
 	}
 
-	w := &watcher{path: o.stateFile}
+	w := &watcher{path: o.stateFile, dynamicMIG: o.dynamicMIG}
 	publish := func() {
 		changed, infos, devs, err := w.poll()
 		var unservable *devices.UnservableLayoutError
@@ -255,7 +264,11 @@ func run(o *options) error {
 			return
 		}
 		drv.SetDevices(infos)
-		if err := helper.PublishResources(ctx, poolResources(o.nodeName, devs)); err != nil {
+		resources := poolResources(o.nodeName, devs)
+		if w.result != nil && len(w.result.CounterSets) > 0 {
+			resources = partitionablePoolResources(o.nodeName, w.result)
+		}
+		if err := helper.PublishResources(ctx, resources); err != nil {
 			logger.Error(err, "Publishing ResourceSlices failed")
 			return
 		}
@@ -374,12 +387,14 @@ func checkLayout(path string) error {
 // mtime or size makes it read the file; a change of the content's SHA-256 makes
 // it rebuild the devices.
 type watcher struct {
-	path    string
-	seen    bool
-	mtime   time.Time
-	size    int64
-	missing bool
-	digest  [sha256.Size]byte
+	path       string
+	dynamicMIG bool // devices.BuildDynamic instead of devices.Build
+	result     *devices.Result
+	seen       bool
+	mtime      time.Time
+	size       int64
+	missing    bool
+	digest     [sha256.Size]byte
 	// The last unusable version of the file, reported once.
 	bad      bool
 	badMtime time.Time
@@ -394,7 +409,7 @@ func (w *watcher) poll() (changed bool, infos map[string]devices.Info, devs []re
 			return false, nil, nil, nil
 		}
 		klog.Background().Info("State file does not exist; publishing no devices", "path", w.path)
-		w.seen, w.missing = true, true
+		w.seen, w.missing, w.result = true, true, nil
 		return true, map[string]devices.Info{}, nil, nil
 	}
 	if err != nil {
@@ -416,7 +431,11 @@ func (w *watcher) poll() (changed bool, infos map[string]devices.Info, devs []re
 		w.mtime, w.size = fi.ModTime(), fi.Size()
 		return false, nil, nil, nil
 	}
-	res, err := devices.Build(s)
+	build := devices.Build
+	if w.dynamicMIG {
+		build = devices.BuildDynamic
+	}
+	res, err := build(s)
 	if err != nil {
 		w.bad, w.badMtime, w.badSize = true, fi.ModTime(), fi.Size()
 		return false, nil, nil, fmt.Errorf("%s: %w", w.path, err)
@@ -426,6 +445,7 @@ func (w *watcher) poll() (changed bool, infos map[string]devices.Info, devs []re
 		klog.Background().Info("Warning: " + warning)
 	}
 	w.seen, w.missing, w.mtime, w.size, w.digest = true, false, fi.ModTime(), fi.Size(), digest
+	w.result = res
 	return true, res.Infos, res.Devices, nil
 }
 
@@ -439,6 +459,28 @@ func poolResources(nodeName string, devs []resourceapi.Device) resourceslice.Dri
 	}
 	if len(slices) == 0 {
 		slices = []resourceslice.Slice{{Devices: []resourceapi.Device{}}}
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: {Slices: slices}}}
+}
+
+// partitionablePoolResources is the dynamic MIG shape of NVIDIA's driver for
+// Kubernetes 1.35 and later (cmd/gpu-kubelet-plugin/driver.go
+// generateSplitResourceSlices): first the slices of the CounterSets (at most
+// resourceapi.ResourceSliceMaxCounterSets each), then per GPU the slices of its
+// devices (at most resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures each,
+// as they consume counters).
+func partitionablePoolResources(nodeName string, res *devices.Result) resourceslice.DriverResources {
+	var slices []resourceslice.Slice
+	sets := res.CounterSets
+	for start := 0; start < len(sets); start += resourceapi.ResourceSliceMaxCounterSets {
+		end := min(start+resourceapi.ResourceSliceMaxCounterSets, len(sets))
+		slices = append(slices, resourceslice.Slice{SharedCounters: sets[start:end]})
+	}
+	for _, group := range res.DeviceGroups {
+		for start := 0; start < len(group); start += resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures {
+			end := min(start+resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures, len(group))
+			slices = append(slices, resourceslice.Slice{Devices: group[start:end]})
+		}
 	}
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: {Slices: slices}}}
 }

@@ -274,3 +274,56 @@ func TestDevicePluginRefusesToStartWithoutNVIDIACDIHook(t *testing.T) {
 		t.Errorf("created %s before refusing", o.cdiRoot)
 	}
 }
+
+func TestDynamicMIGWatcherAndPoolShape(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	write(t, path, stateWithMIG("Disabled"), time.Unix(1_700_000_000, 0))
+	w := &watcher{path: path, dynamicMIG: true}
+	changed, infos, devs, err := w.poll()
+	if err != nil || !changed || len(devs) != 26 || len(infos) != 26 {
+		t.Fatalf("changed=%v devices=%d infos=%d err=%v", changed, len(devs), len(infos), err)
+	}
+	res := partitionablePoolResources("node-a", w.result)
+	slices := res.Pools["node-a"].Slices
+	if len(slices) != 2 {
+		t.Fatalf("slices = %d, want the counter sets' and the GPU's", len(slices))
+	}
+	if len(slices[0].Devices) != 0 || len(slices[0].SharedCounters) != 1 ||
+		slices[0].SharedCounters[0].Name != "gpu-0-counter-set" {
+		t.Fatalf("first slice = %+v", slices[0])
+	}
+	if len(slices[1].SharedCounters) != 0 || len(slices[1].Devices) != 26 || slices[1].Devices[0].Name != "gpu-0" {
+		t.Fatalf("device slice: %d devices", len(slices[1].Devices))
+	}
+	for _, d := range slices[1].Devices {
+		if len(d.ConsumesCounters) != 1 || d.ConsumesCounters[0].CounterSet != "gpu-0-counter-set" {
+			t.Fatalf("%s consumes %v", d.Name, d.ConsumesCounters)
+		}
+	}
+
+	// Off: the static devices of the same state (the one MIG device, no counters).
+	w = &watcher{path: path}
+	write(t, path, stateWithMIG("Enabled"), time.Unix(1_700_000_100, 0))
+	if _, _, devs, err = w.poll(); err != nil || len(devs) != 1 || len(w.result.CounterSets) != 0 {
+		t.Fatalf("static: %d devices, err %v", len(devs), err)
+	}
+}
+
+func TestDynamicMIGFlag(t *testing.T) {
+	t.Setenv("NODE_NAME", "worker-1")
+	t.Setenv("GPUFLEET_GPUSIM_DYNAMIC_MIG", "")
+	o, err := parseFlags([]string{})
+	if err != nil || o.dynamicMIG {
+		t.Fatalf("default: %v %v", o, err)
+	}
+	if o, err = parseFlags([]string{"--dynamic-mig"}); err != nil || !o.dynamicMIG {
+		t.Fatalf("flag: %v %v", o, err)
+	}
+	t.Setenv("GPUFLEET_GPUSIM_DYNAMIC_MIG", "true")
+	if o, err = parseFlags([]string{}); err != nil || !o.dynamicMIG {
+		t.Fatalf("env: %v %v", o, err)
+	}
+	if o, err = parseFlags([]string{"--dynamic-mig=false"}); err != nil || o.dynamicMIG {
+		t.Fatalf("flag over env: %v %v", o, err)
+	}
+}

@@ -39,6 +39,16 @@ def test_digest_changes_with_sources_not_with_tests(module_copy: Path) -> None:
     assert gp.source_digest(module_copy) != before
 
 
+def test_digest_changes_with_the_embedded_mig_tables(module_copy: Path) -> None:
+    before = gp.source_digest(module_copy)
+    assert "internal/devices/migprofiles.json" in [
+        p.as_posix() for p in gp.source_files(module_copy)
+    ]
+    tables = module_copy / "internal" / "devices" / "migprofiles.json"
+    tables.write_text(tables.read_text().replace('"7g.141gb"', '"7g.140gb"'))
+    assert gp.source_digest(module_copy) != before
+
+
 def test_digest_changes_with_go_sum(module_copy: Path) -> None:
     before = gp.source_digest(module_copy)
     go_sum = module_copy / "go.sum"

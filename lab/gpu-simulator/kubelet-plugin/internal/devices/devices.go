@@ -64,14 +64,23 @@ type Info struct {
 	ProductName string `json:"productName"`
 	PCIBusID    string `json:"pciBusID"` // BDF, e.g. "0000:19:00.0"
 	MemoryMiB   int64  `json:"memoryMiB"`
+	// Why the plugin refuses to prepare this device ("" = it prepares it): set for
+	// the devices of dynamic MIG mode that would need a MIG change at allocation.
+	PrepareError string `json:"prepareError,omitempty"`
 }
 
 // Result is the outcome of Build: the devices in publishing order, the same
 // devices described for preparing, and warnings about the state (for logs).
+//
+// In dynamic MIG mode (BuildDynamic) CounterSets holds one CounterSet per
+// partitionable GPU and DeviceGroups the devices per GPU, each group published
+// in its own ResourceSlice; both are empty otherwise.
 type Result struct {
-	Devices  []resourceapi.Device
-	Infos    map[string]Info
-	Warnings []string
+	Devices      []resourceapi.Device
+	Infos        map[string]Info
+	Warnings     []string
+	CounterSets  []resourceapi.CounterSet
+	DeviceGroups [][]resourceapi.Device
 }
 
 // Build computes the devices of a node from the simulator state.
@@ -106,22 +115,7 @@ func Build(s *state.State) (*Result, error) {
 			return nil, fmt.Errorf("gpu %d pci_bus_id: %w", g.Index, err)
 		}
 		common := func() map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
-			attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-				"productName":           str(g.Name),
-				"brand":                 str(g.Brand),
-				"architecture":          str(g.Architecture),
-				"cudaComputeCapability": version(cc),
-				"driverVersion":         version(driverVersion),
-				"cudaDriverVersion":     version(cudaDriverVersion),
-				deviceattribute.StandardDeviceAttributePCIBusID: str(bdf),
-			}
-			if g.AddressingMode != "" {
-				attrs["addressingMode"] = str(g.AddressingMode)
-			}
-			if g.PCIeRoot != "" {
-				attrs[deviceattribute.StandardDeviceAttributePCIeRoot] = str(g.PCIeRoot)
-			}
-			return attrs
+			return commonAttributes(g, cc, driverVersion, cudaDriverVersion, bdf)
 		}
 
 		if !g.MIGEnabled() {
@@ -269,6 +263,28 @@ func CheckServable(gpus []state.GPU) error {
 		}
 	}
 	return nil
+}
+
+// commonAttributes are the attributes every device of GPU g carries (full GPU
+// and MIG): cc, driverVersion and cudaDriverVersion are semantic versions, bdf
+// the GPU's PCI bus ID in BDF form.
+func commonAttributes(g state.GPU, cc, driverVersion, cudaDriverVersion, bdf string) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		"productName":           str(g.Name),
+		"brand":                 str(g.Brand),
+		"architecture":          str(g.Architecture),
+		"cudaComputeCapability": version(cc),
+		"driverVersion":         version(driverVersion),
+		"cudaDriverVersion":     version(cudaDriverVersion),
+		deviceattribute.StandardDeviceAttributePCIBusID: str(bdf),
+	}
+	if g.AddressingMode != "" {
+		attrs["addressingMode"] = str(g.AddressingMode)
+	}
+	if g.PCIeRoot != "" {
+		attrs[deviceattribute.StandardDeviceAttributePCIeRoot] = str(g.PCIeRoot)
+	}
+	return attrs
 }
 
 func (r *Result) add(dev resourceapi.Device, info Info) error {

@@ -186,6 +186,9 @@ func (d *Driver) planClaim(claim *resourceapi.ResourceClaim) (PreparedClaim, err
 		if !ok {
 			return pc, fmt.Errorf("device %s is not on this node now (the simulator's MIG layout changed after allocation?)", r.Device)
 		}
+		if info.PrepareError != "" {
+			return pc, fmt.Errorf("device %s: %s", r.Device, info.PrepareError)
+		}
 		admin := r.AdminAccess != nil && *r.AdminAccess
 		if owner, busy := inUse[r.Device]; busy && !admin && owner != uid {
 			return pc, fmt.Errorf("device %s is already prepared for claim UID %s", r.Device, owner)

@@ -271,3 +271,31 @@ func TestCorruptCheckpointIsAnError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestPrepareRefusesDynamicMIGDevice(t *testing.T) {
+	e := newEnv(t)
+	d := newDriver(t, e)
+	infos := map[string]devices.Info{}
+	for k, v := range nodeDevices {
+		infos[k] = v
+	}
+	infos["gpu-0-mig-3g71gb-9-4"] = devices.Info{
+		Name: "gpu-0-mig-3g71gb-9-4", Type: devices.TypeMIG, Profile: "3g.71gb",
+		ParentUUID: "GPU-1f6a9c2e-0b4d-4e8a-9c3f-5d2e7a1b8c90", PCIBusID: "0000:19:00.0",
+		PrepareError: devices.NotSimulatedPrepare,
+	}
+	d.SetDevices(infos)
+	uid := "0b1c2d3e-0000-4000-8000-00000000d001"
+	r := prepareOne(t, d, claim(uid, "dyn", result("mig", "gpu-0-mig-3g71gb-9-4")))
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "dynamic MIG prepare is not simulated yet") ||
+		!strings.Contains(r.Err.Error(), "gpu-0-mig-3g71gb-9-4") {
+		t.Fatalf("err = %v", r.Err)
+	}
+	if got := d.PreparedClaims(); len(got) != 0 {
+		t.Fatalf("prepared claims = %v", got)
+	}
+	entries, _ := os.ReadDir(e.cfg.CDIRoot)
+	if len(entries) != 0 {
+		t.Fatalf("CDI specs written: %v", entries)
+	}
+}
