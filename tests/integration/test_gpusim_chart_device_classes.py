@@ -144,6 +144,15 @@ def test_dynamic_mig_is_off_unless_set(helm: Path, tmp_path: Path) -> None:
     assert "--dynamic-mig" in plugin_args(helm, tmp_path, {"dynamicMIG": True})
 
 
+@pytest.mark.parametrize("gate, on", [(True, True), (False, False), ("true", True), (None, False)])
+def test_nvidias_dynamic_mig_gate_turns_the_mode_on(
+    helm: Path, tmp_path: Path, gate: object, on: bool
+) -> None:
+    # the dra_driver role writes NVIDIA's featureGates.DynamicMIG for dra_driver_dynamic_mig
+    args = plugin_args(helm, tmp_path, {"featureGates": {"DynamicMIG": gate, "MPSSupport": True}})
+    assert ("--dynamic-mig" in args) is on
+
+
 def test_dynamic_mig_needs_resource_v1_and_a_boolean(helm: Path, tmp_path: Path) -> None:
     out = template(
         helm, tmp_path, {"dynamicMIG": True, "resourceApiVersion": "resource.k8s.io/v1beta2"}

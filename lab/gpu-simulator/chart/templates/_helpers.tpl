@@ -84,3 +84,11 @@ when it runs as a device plugin (mode device-plugin).
 {{- define "gpusim.draMode" -}}
 {{- eq (.Values.mode | default "dra") "dra" -}}
 {{- end -}}
+
+{{/* "true" when the plugin publishes partitionable devices: dynamicMIG, or NVIDIA's own
+key featureGates.DynamicMIG (what the dra_driver role sets for dra_driver_dynamic_mig). */}}
+{{- define "gpusim.dynamicMIG" -}}
+{{- $gates := .Values.featureGates | default dict -}}
+{{- $nvidia := and (kindIs "map" $gates) (eq (toString (index $gates "DynamicMIG")) "true") -}}
+{{- or (eq (toString .Values.dynamicMIG) "true") $nvidia -}}
+{{- end -}}
