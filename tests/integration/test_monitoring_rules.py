@@ -21,6 +21,7 @@ from gpufleet.build import binaries
 pytestmark = [pytest.mark.integration, pytest.mark.ansible]
 
 DATA = Path(__file__).with_name("data") / "monitoring"
+ROLE_FILES = Path(__file__).resolve().parents[2] / "roles" / "monitoring" / "files"
 BIN = Path(sys.executable).parent
 
 
@@ -172,6 +173,31 @@ def test_scrape_configuration_is_valid_and_names_every_target(tmp_path: Path) ->
     assert values["kubernetesDRA"] == {"enabled": True}
 
 
+def test_the_grafana_dashboard_and_its_provider(tmp_path: Path) -> None:
+    provisioning = tmp_path / "provisioning" / "dashboards"
+    out = render(tmp_path, monitoring_grafana_provisioning_dir=str(provisioning))
+    assert out.returncode == 0, out.stdout + out.stderr
+    dashboards = tmp_path / "out" / "grafana-dashboards"
+    shipped = ROLE_FILES / "gpufleet-dra-dashboard.json"
+    assert (dashboards / shipped.name).read_text() == shipped.read_text()
+    provider = yaml.safe_load((provisioning / "gpufleet.yaml").read_text())
+    assert provider["apiVersion"] == 1
+    (entry,) = provider["providers"]
+    assert entry["type"] == "file" and entry["folder"] == "GPU fleet"
+    assert entry["options"]["path"] == str(dashboards)
+
+
+def test_the_dashboard_by_default_and_none_when_off(tmp_path: Path) -> None:
+    out = render(tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (tmp_path / "out" / "grafana-dashboards" / "gpufleet-dra-dashboard.json").is_file()
+    off = tmp_path / "off"
+    off.mkdir()
+    out = render(off, monitoring_grafana_dashboard=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not (off / "out" / "grafana-dashboards").exists()
+
+
 def test_second_run_changes_nothing(tmp_path: Path) -> None:
     assert render(tmp_path).returncode == 0
     again = render(tmp_path)
@@ -226,8 +252,9 @@ def test_a_bad_duration_is_refused_before_any_file_is_written(
         ("monitoring_scrape_interval", "30s\nremote_write: [{url: 'http://203.0.113.9/'}]"),
         ("monitoring_prometheus_listen", "0.0.0.0:9090\nExecStartPre=/bin/sh -c id"),
         ("monitoring_bearer_token_file", "/t\n  - job_name: extra"),
+        ("monitoring_grafana_folder", "GPU\n  - name: extra"),
     ],
-    ids=["remote-write", "exec-start-pre", "scrape-job"],
+    ids=["remote-write", "exec-start-pre", "scrape-job", "grafana-provider"],
 )
 def test_a_line_break_in_a_value_is_refused_before_any_file_is_written(
     tmp_path: Path, name: str, value: str
