@@ -23,6 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
+    NVIDIA_DRIVER,
+)
+
+from gpufleet.exit import EXIT_FAILED, EXIT_OK
+
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "roles" / "monitoring" / "files" / "gpufleet-dra-dashboard.json"
 UID = "gpufleet-dra"
@@ -34,7 +40,7 @@ SAMPLE_VALUES = {
     "__range": "1h",
     "node": ".*",
     "team": ".*",
-    "driver": "gpu.nvidia.com",
+    "driver": NVIDIA_DRIVER,
     "window": "10m",
 }
 
@@ -498,7 +504,7 @@ def _variables(datasource: Any) -> list[Any]:
         db.TextBoxVariable("driver")
         .label("DRA driver")
         .description("The driver whose kubelet plugin registration the panels look for.")
-        .default_value("gpu.nvidia.com"),
+        .default_value(NVIDIA_DRIVER),
         db.CustomVariable("window")
         .label("Idle window")
         .values("10m,1h,6h,1d")
@@ -518,7 +524,7 @@ def build() -> dict[str, Any]:
         .uid(UID)
         .description(
             "Devices, ResourceClaims, idle and leaked GPUs per team and namespace, and the "
-            "health of the DRA components (gpufleet monitoring role, docs/monitoring.md)."
+            "health of the DRA components (the monitoring role of gpufleet, docs/monitoring.md)."
         )
         .tags(["gpufleet", "dra", "gpu"])
         .time("now-6h", "now")
@@ -563,11 +569,11 @@ def main(argv: list[str]) -> int:
         same = DASHBOARD.is_file() and DASHBOARD.read_text(encoding="utf-8") == text
         if not same:
             print(f"{DASHBOARD} differs; run python -m gpufleet.build.grafana_dashboard")
-        return 0 if same else 1
+        return EXIT_OK if same else EXIT_FAILED
     DASHBOARD.parent.mkdir(parents=True, exist_ok=True)
     DASHBOARD.write_text(text, encoding="utf-8")
     print(DASHBOARD)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":
