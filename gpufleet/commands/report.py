@@ -28,6 +28,7 @@ cannot be written).
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Any, NoReturn
 
 import click
@@ -40,6 +41,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.report import tea
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from gpufleet.commands import report_serve as rs
 from gpufleet.commands._cluster import read_cluster
@@ -49,11 +51,23 @@ from gpufleet.render import fleet_report as rp
 
 #: Pending and leaked claims printed on the terminal (all of them are in --json).
 SHOWN = 15
+#: Control characters (a line break, the escape that starts a terminal sequence) in a name
+#: the cluster gave: shown as ``\xNN``, never sent to the terminal as they are.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _fail(message: str) -> NoReturn:
     Console(stderr=True).print(f"[red]error:[/red] {escape(message)}")
     exit_with(EXIT_CANNOT_RUN)
+
+
+def _plain(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _shown(text: str) -> str:
+    """``text`` as terminal markup: control characters shown (``_plain``), markup escaped."""
+    return escape(_plain(text))
 
 
 def _table(report: dict[str, Any]) -> Table:
@@ -67,7 +81,7 @@ def _table(report: dict[str, Any]) -> Table:
         table.add_column(head, justify="right")
     for row in report["rows"]:
         table.add_row(
-            *(escape(str(row[k])) for k in ("pool", "model", "profile")),
+            *(_shown(str(row[k])) for k in ("pool", "model", "profile")),
             *(rp.cell(row, k, b) for k, _, b in rp.COLUMNS),
         )
     return table
@@ -81,7 +95,7 @@ def _paths_table(report: dict[str, Any]) -> Table:
         table.add_column(name, justify="right")
     table.add_column("allocated/devices per profile")
     for row in report["paths"].get("pools") or []:
-        table.add_row(escape(str(row["pool"])), row["path"], *map(escape, rp.path_cells(row)))
+        table.add_row(_shown(str(row["pool"])), row["path"], *map(_shown, rp.path_cells(row)))
     return table
 
 
@@ -97,9 +111,9 @@ def _teams_table(report: dict[str, Any]) -> Table:
     table.add_column("namespaces")
     for row in teams["teams"][:SHOWN]:
         table.add_row(
-            escape(row["team"]),
+            Text(_plain(row["team"])),
             *rp.team_cells(row, teams["idle_measured"]),
-            escape(", ".join(row["namespaces"])),
+            Text(_plain(", ".join(row["namespaces"]))),
         )
     return table
 
@@ -115,32 +129,32 @@ def render_terminal(console: Console, report: dict[str, Any]) -> None:
     if (report.get("teams") or {}).get("teams"):
         console.print(_teams_table(report))
     for line in [*rp.headline(report), *paths, *rp.team_lines(report)]:
-        console.print(escape(line))
+        console.print(_shown(line))
     for pool in report["pools"]:
         console.print(
-            f"  pool {escape(pool['pool'])}: fragmentation {rp.percent(pool['fragmentation'])}"
+            f"  pool {_shown(pool['pool'])}: fragmentation {rp.percent(pool['fragmentation'])}"
             f" of {rp.gib(pool['memory_free'])} GiB free"
         )
     for p in report["pending"][:SHOWN]:
         shapes = "; ".join(f"{r['request']}: {', '.join(r['shapes'])}" for r in p["requests"])
         console.print(
-            f"  pending {escape(p['claim'])}: [yellow]{p['reason']}[/] ({escape(shapes)})"
+            f"  pending {_shown(p['claim'])}: [yellow]{p['reason']}[/] ({_shown(shapes)})"
         )
     for item in report["leaked"][:SHOWN]:
         console.print(
-            f"  [red]leaked[/] {escape(item['claim'])} ({item['kind']}, "
-            f"{rp.gib(item['memory'])} GiB): {escape(item['reason'])}"
+            f"  [red]leaked[/] {_shown(item['claim'])} ({item['kind']}, "
+            f"{rp.gib(item['memory'])} GiB): {_shown(item['reason'])}"
         )
     for item in (report.get("idle") or [])[:SHOWN]:
         console.print(
-            f"  [yellow]idle[/] {escape(item['claim'])} holds {escape(item['device'])} on "
-            f"{escape(item['node'])}: {item['percent']}% over {report['activity']['window']}"
+            f"  [yellow]idle[/] {_shown(item['claim'])} holds {_shown(item['device'])} on "
+            f"{_shown(item['node'])}: {item['percent']}% over {report['activity']['window']}"
         )
     hidden = max(0, len(report["pending"]) - SHOWN) + max(0, len(report["leaked"]) - SHOWN)
     hidden += max(0, len(report.get("idle") or []) - SHOWN)
     if hidden:
         console.print(f"  ... {hidden} more claims (see --json)")
-    console.print(f"[dim]{escape(rp.source_line(report['meta']))}[/]")
+    console.print(f"[dim]{_shown(rp.source_line(report['meta']))}[/]")
 
 
 def _serve(
@@ -170,7 +184,7 @@ def check_team_label(value: str) -> str:
     why = kn.qualified_name(value)
     if why:
         raise click.BadParameter(
-            f"{value!r} {why}; fix: give a label key such as {ft.DEFAULT_TEAM_LABEL} "
+            f"{value[:80]!r} {why}; fix: give a label key such as {ft.DEFAULT_TEAM_LABEL} "
             "(the label of your namespaces that names their team)",
             param_hint="'--team-label'",
         )

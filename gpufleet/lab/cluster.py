@@ -82,6 +82,13 @@ class LabSpec:
                 f"--kubernetes-version {_shown(self.kubernetes_version)} is not pinned in "
                 f"gpufleet/build/releases.yaml; use one of {', '.join(pinned)}"
             )
+        for option, value in (
+            ("--workers", self.workers),
+            ("--gpus-per-node", self.gpus_per_node),
+            ("--device-plugin-workers", self.device_plugin_workers),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise LabError(f"{option} {_shown(value)}: give a whole number")
         if not 1 <= self.workers <= 8:
             raise LabError(f"--workers {self.workers}: use 1 to 8 GPU worker nodes")
         models = gpusim_admin.simulated_models()

@@ -97,9 +97,30 @@ def path_groups(gpu_nodes: list[dict]) -> dict:
     return out
 
 
+def check_shape(state: object) -> None:
+    """ValueError unless ``state`` has the shape `gpufleet lab up` writes: a mapping whose
+    ``nodes`` is a list of mappings, each with a ``role`` and an ``ip`` that are strings,
+    and whose ``vars`` (if any) is a mapping."""
+    nodes = state.get("nodes") if isinstance(state, dict) else None
+    fields = ("role", "ip")
+    if (
+        not isinstance(nodes, list)
+        or not isinstance(state.get("vars", {}), dict)
+        or not all(
+            isinstance(n, dict) and all(isinstance(n.get(k), str) for k in fields) for n in nodes
+        )
+    ):
+        raise ValueError(
+            f"the lab state {state_path()} is not what `gpufleet lab up` writes (nodes, each "
+            "with a name, role and ip; vars a mapping); fix: remove the lab with "
+            "`gpufleet lab down` and bring it up again"
+        )
+
+
 def inventory(state: dict) -> dict:
-    """The inventory of the lab ``state`` describes. ValueError for a node whose name is not
-    a Kubernetes node name."""
+    """The inventory of the lab ``state`` describes. ValueError for a state of another
+    shape (``check_shape``) and for a node whose name is not a Kubernetes node name."""
+    check_shape(state)
     for n in state["nodes"]:
         if not isinstance(n.get("name"), str) or not NODE_NAME.fullmatch(n["name"]):
             raise ValueError(

@@ -223,9 +223,10 @@ class Kube:
         try:
             if decode is not None:
                 return decode(data or b"{}")
-            return json.loads(data) if data else {}
+            doc = json.loads(data) if data else {}
         except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError
             raise KubeError(None, self.not_json(method, path, err)) from None
+        return without_lone_surrogates(doc) if data and _has_surrogate_escape(data) else doc
 
     def not_json(self, method: str, path: str, why: Any) -> str:
         """What to say when the answer to ``method path`` is not the JSON object the
@@ -767,6 +768,41 @@ def gc_paused() -> Iterator[None]:
 
 
 _WS = re.compile(r"[ \t\n\r]*")
+#: A JSON escape of a UTF-16 surrogate. ``json`` joins a pair into one character but
+#: decodes a lone one to a str that no UTF-8 writer takes (a terminal, a report file).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_surrogate_escape(data: bytes | str) -> bool:
+    if isinstance(data, str):
+        return _SURROGATE_ESCAPE.search(data) is not None
+    return _SURROGATE_ESCAPE_BYTES.search(data) is not None
+
+
+def without_lone_surrogates(doc: Any) -> Any:
+    """``doc`` (decoded JSON) with every lone surrogate of its strings and keys replaced
+    by U+FFFD, in place (a walk without recursion: any depth the decoder read)."""
+    if isinstance(doc, str):
+        return _SURROGATE.sub("\ufffd", doc)
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in [k for k in node if isinstance(k, str) and _SURROGATE.search(k)]:
+                node[_SURROGATE.sub("\ufffd", key)] = node.pop(key)
+            pairs: Iterable[tuple[Any, Any]] = list(node.items())
+        elif isinstance(node, list):
+            pairs = enumerate(node)
+        else:
+            continue
+        for at, value in pairs:
+            if isinstance(value, str):
+                node[at] = _SURROGATE.sub("\ufffd", value)
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+    return doc
 
 
 def _trimmed(item: Any, trim: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Any:
@@ -798,6 +834,7 @@ def decode_list(
     JSON object (``json.JSONDecodeError`` names the position)."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     decoder = json.JSONDecoder()
+    clean = without_lone_surrogates if _has_surrogate_escape(text) else (lambda doc: doc)
     out: dict[str, Any] = {}
     pos = _WS.match(text, 0).end()
     if text[pos : pos + 1] != "{":
@@ -818,7 +855,7 @@ def decode_list(
             else:
                 while True:
                     item, pos = decoder.raw_decode(text, pos)
-                    add(_trimmed(item, trim))
+                    add(_trimmed(clean(item), trim))
                     pos = _WS.match(text, pos).end()
                     sep = text[pos : pos + 1]
                     pos = _WS.match(text, pos + 1).end()
@@ -827,7 +864,8 @@ def decode_list(
                     if sep != ",":
                         raise ValueError(f"expected ',' or ']' at {pos} of a list response")
         else:
-            out[key], pos = decoder.raw_decode(text, pos)
+            value, pos = decoder.raw_decode(text, pos)
+            out[clean(key)] = clean(value)
         pos = _WS.match(text, pos).end()
         sep = text[pos : pos + 1]
         pos = _WS.match(text, pos + 1).end()
