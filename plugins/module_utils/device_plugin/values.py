@@ -536,7 +536,7 @@ def _check_config_mig(entries: Mapping[str, Any], mig_strategy: Any) -> None:
             raise DevicePluginError(
                 f"device_plugin_config.{name}",
                 text,
-                str(err).split("; fix: ")[0] + ", so the plugin could not read it either",
+                str(err).partition("; fix: ")[0] + ", so the plugin could not read it either",
                 "correct the YAML, or give the config as a mapping ({version: v1, flags: {...}})",
             ) from None
         flags = body.get("flags") if isinstance(body, Mapping) else None
