@@ -9,11 +9,12 @@ own flags starts its own with ``start_control_plane``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpufleet.build import release_pins
+from gpufleet.build import binaries, release_pins
 from tests.harness.component_flags import parse_version
 from tests.harness.controlplane import (
     REQUIRED_KUBERNETES_BINARIES,
@@ -113,3 +114,16 @@ def start_control_plane() -> Iterator[StartControlPlane]:
 
 def _timings(cp: ControlPlane) -> str:
     return ", ".join(f"{k} {v:.1f}s" for k, v in cp.timings.items() if k != "total")
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    """The helm the project builds (the chart tests render charts with it); skipped, with
+    the command that builds it, where it is not cached."""
+    path = binaries.binary_path("helm")
+    if not path.is_file():
+        pytest.skip(
+            f"helm is not cached at {path}; build it with: "
+            "python -m gpufleet.build.binaries build --tools helm"
+        )
+    return path

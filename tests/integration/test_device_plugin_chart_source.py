@@ -77,17 +77,6 @@ NFD_KEYS = {
 
 
 @pytest.fixture(scope="module")
-def helm() -> Path:
-    path = binaries.binary_path("helm")
-    if not path.is_file():
-        pytest.skip(
-            f"helm is not cached at {path}; build it with: "
-            "python -m gpufleet.build.binaries build --tools helm"
-        )
-    return path
-
-
-@pytest.fixture(scope="module")
 def chart(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The chart of NVIDIA's release, copied out of the (read-only) Go module cache; asked
     for after helm, so that a machine without helm downloads nothing."""

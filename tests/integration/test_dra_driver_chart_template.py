@@ -20,24 +20,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import nodes as ddn
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import values as ddv
 
-from gpufleet.build import binaries
-
 pytestmark = pytest.mark.integration
 
 CHART = Path(__file__).parents[1] / "unit" / "data" / "charts" / "nvidia-dra-driver-gpu-shape"
 NAMESPACE = "nvidia-dra-driver-gpu"
 RELEASE = "nvidia-dra-driver-gpu"
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    path = binaries.binary_path("helm")
-    if not path.is_file():
-        pytest.skip(
-            f"helm is not cached at {path}; build it with: "
-            "python -m gpufleet.build.binaries build --tools helm"
-        )
-    return path
 
 
 def plan(**over: Any) -> ddv.DraDriverPlan:

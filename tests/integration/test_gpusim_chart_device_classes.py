@@ -18,23 +18,10 @@ import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import values as ddv
 
-from gpufleet.build import binaries
-
 pytestmark = pytest.mark.integration
 
 CHART = Path(__file__).parents[2] / "lab" / "gpu-simulator" / "chart"
 VFIO = "vfio.gpu.nvidia.com"
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    path = binaries.binary_path("helm")
-    if not path.is_file():
-        pytest.skip(
-            f"helm is not cached at {path}; build it with: "
-            "python -m gpufleet.build.binaries build --tools helm"
-        )
-    return path
 
 
 def role_values(chart_version: str) -> dict[str, Any]:
