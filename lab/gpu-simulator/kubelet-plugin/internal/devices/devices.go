@@ -106,16 +106,9 @@ func Build(s *state.State) (*Result, error) {
 
 	res := &Result{Infos: map[string]Info{}}
 	for _, g := range gpus {
-		cc, err := SemverFromNVIDIA(g.ComputeCapability)
+		bdf, common, err := gpuCommon(g, driverVersion, cudaDriverVersion)
 		if err != nil {
-			return nil, fmt.Errorf("gpu %d compute_capability: %w", g.Index, err)
-		}
-		bdf, err := PCIBusIDToBDF(g.PCIBusID)
-		if err != nil {
-			return nil, fmt.Errorf("gpu %d pci_bus_id: %w", g.Index, err)
-		}
-		common := func() map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
-			return commonAttributes(g, cc, driverVersion, cudaDriverVersion, bdf)
+			return nil, err
 		}
 
 		if !g.MIGEnabled() {
@@ -263,6 +256,23 @@ func CheckServable(gpus []state.GPU) error {
 		}
 	}
 	return nil
+}
+
+// gpuCommon reads what every device of GPU g shares: its PCI address (BDF form) and a
+// constructor of the attributes common to the GPU and its MIG devices. The error names the
+// GPU and the field of the state file it could not read.
+func gpuCommon(g state.GPU, driverVersion, cudaDriverVersion string) (string, func() map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, error) {
+	cc, err := SemverFromNVIDIA(g.ComputeCapability)
+	if err != nil {
+		return "", nil, fmt.Errorf("gpu %d compute_capability: %w", g.Index, err)
+	}
+	bdf, err := PCIBusIDToBDF(g.PCIBusID)
+	if err != nil {
+		return "", nil, fmt.Errorf("gpu %d pci_bus_id: %w", g.Index, err)
+	}
+	return bdf, func() map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+		return commonAttributes(g, cc, driverVersion, cudaDriverVersion, bdf)
+	}, nil
 }
 
 // commonAttributes are the attributes every device of GPU g carries (full GPU

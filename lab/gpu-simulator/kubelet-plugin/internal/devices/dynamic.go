@@ -227,16 +227,9 @@ func BuildDynamic(s *state.State) (*Result, error) {
 	var groups []gpuGroup
 	res := &Result{Infos: map[string]Info{}}
 	for _, g := range s.GPUs {
-		cc, err := SemverFromNVIDIA(g.ComputeCapability)
+		bdf, common, err := gpuCommon(g, driverVersion, cudaDriverVersion)
 		if err != nil {
-			return nil, fmt.Errorf("gpu %d compute_capability: %w", g.Index, err)
-		}
-		bdf, err := PCIBusIDToBDF(g.PCIBusID)
-		if err != nil {
-			return nil, fmt.Errorf("gpu %d pci_bus_id: %w", g.Index, err)
-		}
-		common := func() map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
-			return commonAttributes(g, cc, driverVersion, cudaDriverVersion, bdf)
+			return nil, err
 		}
 		gpuName := GPUDeviceName(g.Minor)
 		gpuInfo := Info{
