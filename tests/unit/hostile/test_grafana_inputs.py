@@ -138,6 +138,11 @@ def test_a_folder_name_is_written_as_its_text(tmp_path: Path, value: str) -> Non
     assert provider["type"] == "file" and provider["name"] == "gpufleet"
 
 
+def test_a_null_folder_is_the_general_folder_not_the_text_none(tmp_path: Path) -> None:
+    assert cv.check_values({FOLDER: None}) == []
+    assert _provider(tmp_path, None)["folder"] == ""  # type: ignore[arg-type]
+
+
 def test_a_template_in_the_folder_name_is_never_run(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     assert _provider(tmp_path, pipe_template(marker))["folder"] == pipe_template(marker)
