@@ -244,8 +244,8 @@ class GpuStackPlan:
 def parse_state(data: Mapping[str, Any]) -> StackState:
     """A StackState from its dict (``kubernetes_version``, ``chart``, ``nodes``: each
     ``host``, ``name``, ``driver``, ``toolkit``, ``architectures``, ``gpu_devices``,
-    ``unschedulable``, ``mig``), as the planning playbook gathers it or a snapshot file
-    holds it. Raises GpuStackPlanError naming the field."""
+    ``unschedulable``, ``mig``), as the planning playbook gathers it
+    (``state_from_facts``). Raises GpuStackPlanError naming the field."""
     if not isinstance(data, Mapping):
         raise GpuStackPlanError("the GPU stack state is not a mapping.", _STATE_FIX)
     kube = str(data.get("kubernetes_version") or "").strip()
@@ -279,8 +279,8 @@ def parse_state(data: Mapping[str, Any]) -> StackState:
 
 
 _STATE_FIX = (
-    "plan from the cluster (gpufleet upgrade-gpu-stack -i INVENTORY --plan) or correct the "
-    "snapshot file (docs/upgrade.md, GPU stack)."
+    "plan with playbooks/upgrade_gpu_stack.yml (gpufleet upgrade-gpu-stack -i INVENTORY "
+    "--plan), which builds the state with filter gpufleet.cluster.gpu_stack_state."
 )
 
 
