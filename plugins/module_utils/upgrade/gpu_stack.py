@@ -40,6 +40,7 @@ drained.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.input imp
     parse_min_gpu_percent,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.nodes import NodeState
+from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.waves import (
+    _batches as batches_under_floor,
+)
 
 #: How messages name each input by default (the role variables); the CLI passes the option
 #: for a value that came from one (``--driver``).
@@ -305,6 +309,11 @@ def toolkit_release(text: str | None) -> str | None:
 # --------------------------------------------------------------------------------------
 
 
+_PIN_SUBJECT = re.compile(
+    r"^(nvidia_driver_version|nvidia_driver_branch)=(\S+) (?:is )?(.*)\Z", re.S
+)
+
+
 def judge_driver(
     targets: StackTargets, chart: ddc.ChartVersion | None, names: Mapping[str, str]
 ) -> tuple[nvd.DriverVersion | None, list[Refusal]]:
@@ -317,8 +326,15 @@ def judge_driver(
         pinned = nvd.check_pin(branch, targets.driver, for_dra=False)
     except nvd.PlanError as exc:
         reason, fix = msg.split_fix(str(exc))
-        source = SOURCE_FLOOR if "floor" in reason or "older" in reason else SOURCE_RELEASES
-        return None, [Refusal(name, targets.driver, reason, fix, source)]
+        # check_pin's text opens with the variable and its value: the refusal names them
+        found = _PIN_SUBJECT.match(reason)
+        variable, value = name, targets.driver
+        if found:
+            reason = found.group(3)
+            if found.group(1) == "nvidia_driver_branch":
+                variable, value = names["branch"], branch
+        source = SOURCE_FLOOR if reason.startswith("older than") else SOURCE_RELEASES
+        return None, [Refusal(variable, value, reason, fix, source)]
     if chart is None:
         return pinned, []
     minimum = ddc.chart_driver_minimum(chart, targets.compute_domains)
@@ -550,7 +566,7 @@ def _order(
         for n in state.nodes
     ]
     budget = uw.gpu_budget(everyone, floor, names["min_gpu_available_percent"])
-    batches = uw._batches(
+    batches = batches_under_floor(
         drained, size, budget.total, budget.cordoned, budget.required, floor, budget.name
     )
     waves: list[uw.Wave] = []

@@ -190,8 +190,18 @@ def test_the_option_that_gave_a_value_is_named() -> None:
 def test_a_driver_that_is_no_release_or_not_of_its_branch_is_refused() -> None:
     bad = plan(state(node("w-1")), gs.StackTargets("580.x", "1.20.2", "0.4.0"))
     assert refusals(bad) == [("", "nvidia_driver_version", gs.SOURCE_RELEASES)]
+    assert bad["refused"][0]["message"].startswith(
+        "nvidia_driver_version=580.x: not an NVIDIA driver release (source: NVIDIA driver"
+    )
     other = plan(state(node("w-1")), gs.StackTargets("580.159.04", "1.20.2", "0.4.0", "590"))
-    assert "is not a release of nvidia_driver_branch=590" in other["refused"][0]["reason"]
+    assert other["refused"][0]["reason"] == "not a release of nvidia_driver_branch=590"
+    old = plan(state(node("w-1")), gs.StackTargets("470.256.02", "1.20.2", "0.4.0"))
+    assert refusals(old) == [("", "nvidia_driver_version", gs.SOURCE_FLOOR)]
+    assert old["refused"][0]["reason"].startswith("older than 525.60.13")
+    branch = plan(state(node("w-1")), gs.StackTargets("580.159.04", "1.20.2", "0.4.0", "5x"))
+    assert [(r["variable"], r["value"]) for r in branch["refused"]] == [
+        ("nvidia_driver_branch", "5x")
+    ]
 
 
 def test_a_chart_newer_than_the_clusters_kubernetes_allows_is_refused() -> None:
