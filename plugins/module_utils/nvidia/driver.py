@@ -454,19 +454,16 @@ BRANCH_SUPPORT: dict[str, tuple[str | None, int | None, str]] = {
 
 def release_supports(architecture: str, release: DriverVersion) -> str | None:
     """Why driver ``release`` does not support GPUs of ``architecture`` (from
-    :func:`architecture_of`), naming NVIDIA's document (:data:`BRANCH_SUPPORT`); None when
-    it does or when no bound is known (Turing, Ampere, Ada, Hopper, Grace Hopper from the
-    :data:`DRIVER_FLOOR`; an ``unknown`` architecture is not judged)."""
-    first, last, source = BRANCH_SUPPORT.get(architecture, (None, None, ""))
+    :func:`architecture_of`); None when it does or when no bound is known (Turing, Ampere,
+    Ada, Hopper, Grace Hopper from the :data:`DRIVER_FLOOR`; an ``unknown`` architecture is
+    not judged). NVIDIA's document that says so: ``BRANCH_SUPPORT[architecture][2]``."""
+    first, last, _source = BRANCH_SUPPORT.get(architecture, (None, None, ""))
     if first is not None and release < parse_driver_version(first):
-        return (
-            f"{architecture} GPUs need driver {first} or later; {release} is older "
-            f"(source: {source})"
-        )
+        return f"{architecture} GPUs need driver {first} or later; {release} is older"
     if last is not None and release.branch > last:
         return (
             f"{architecture} GPUs are supported up to branch {last}; {release} is of branch "
-            f"{release.branch} (source: {source})"
+            f"{release.branch}"
         )
     return None
 

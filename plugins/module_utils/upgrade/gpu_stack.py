@@ -424,10 +424,7 @@ def judge_gpus(
                 if last is not None and driver.branch > last
                 else f"give {first} or later"
             )
-            reason = why.split(" (source: ", 1)[0]
-            out.append(
-                Refusal(names["driver"], str(driver), reason, fix, f"{source}", node=node.host)
-            )
+            out.append(Refusal(names["driver"], str(driver), why, fix, source, node=node.host))
     return out
 
 

@@ -365,4 +365,5 @@ def test_release_supports_each_architecture_by_nvidias_documents(
     why = nd.release_supports(arch, nd.parse_driver_version(release))
     assert (why is None) == supported
     if why:
-        assert f"{arch} GPUs" in why and "(source: NVIDIA" in why
+        assert why.startswith(f"{arch} GPUs") and release in why
+        assert nd.BRANCH_SUPPORT[arch][2].startswith("NVIDIA")
