@@ -27,6 +27,7 @@ from gpufleet.commands import (
     report,
     up,
     upgrade,
+    upgrade_gpu_stack,
     validate,
 )
 
@@ -51,6 +52,7 @@ main.add_command(lab.lab)
 main.add_command(validate.validate)
 main.add_command(report.report)
 main.add_command(upgrade.upgrade)
+main.add_command(upgrade_gpu_stack.upgrade_gpu_stack)
 main.add_command(migrate.migrate)
 main.add_command(up.up)
 

@@ -22,6 +22,7 @@ from typing import Any, Optional
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import RefusedValue
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import driver as nvd
 
 __all__ = [
     "CHART_DEVICE_CLASSES",
@@ -38,8 +39,11 @@ __all__ = [
     "ChartSource",
     "ChartVersion",
     "DraDriverError",
+    "chart_downgrade",
+    "chart_driver_minimum",
     "chart_drivers",
     "chart_source",
+    "chart_upgrade_steps",
     "parse_chart_version",
     "parse_release_chart",
 ]
@@ -337,6 +341,58 @@ def parse_release_chart(chart: str) -> tuple[str, str]:
     if not match:
         return chart or "", ""
     return match.group("name"), match.group("version")
+
+
+# --------------------------------------------------------------------------------------
+# What a chart release asks of the host driver, and how releases follow each other
+# --------------------------------------------------------------------------------------
+
+#: Where the chart's rules below come from.
+PREREQUISITES_DOC = "kubernetes-sigs/dra-driver-nvidia-gpu docs/prerequisites.md"
+UPGRADE_DOC = "kubernetes-sigs/dra-driver-nvidia-gpu docs/upgrade.md"
+#: docs/prerequisites.md: ComputeDomains (IMEXDaemonsWithDNSNames) need this driver or later.
+COMPUTE_DOMAIN_DRIVER_MIN = "570.158.01"
+
+
+def chart_driver_minimum(version: ChartVersion, compute_domains: bool = False) -> str:
+    """The oldest host driver release (``"565.0"``, ``"570.158.01"``) that chart ``version``
+    works with: branch ``nvidia.driver.DRA_MIN_BRANCH`` (565) for GPU allocation,
+    ``COMPUTE_DOMAIN_DRIVER_MIN`` with ``compute_domains``. The same for every release from
+    25.3 to 0.5 (``PREREQUISITES_DOC``)."""
+    del version  # one minimum for every release so far; the argument keeps callers exact
+    return COMPUTE_DOMAIN_DRIVER_MIN if compute_domains else f"{nvd.DRA_MIN_BRANCH}.0"
+
+
+def chart_downgrade(installed: ChartVersion, target: ChartVersion) -> str | None:
+    """Why going from the ``installed`` release to ``target`` is not supported, or None:
+    back from 0.4 or later to a calendar release (the kubelet plugin's checkpoint format
+    changed in 0.4, ``UPGRADE_DOC``)."""
+    if not installed.legacy and target.legacy:
+        return (
+            f"the release has {installed.chart_name} {installed.text}; going back to the "
+            "calendar releases is not supported (the kubelet plugin's checkpoint format "
+            "changed in 0.4, docs/upgrade.md)"
+        )
+    return None
+
+
+def chart_upgrade_steps(installed: ChartVersion | None, target: ChartVersion) -> list[str]:
+    """What an upgrade from ``installed`` (None: no release) to ``target`` does before and
+    with ``helm upgrade``, in order (``UPGRADE_DOC``): Helm does not upgrade CRDs, so the
+    target's CRDs are applied first; the first upgrade from a calendar release to 0.4 or
+    later keeps the old object names with ``nameOverride``. Empty when nothing changes."""
+    if installed is not None and installed == target and installed.legacy == target.legacy:
+        return []
+    if installed is None:
+        return [f"helm install {target.chart_name} {target.text} (controller, kubelet plugin)"]
+    steps = [f"apply the CRDs of {target.chart_name} {target.text} (Helm does not upgrade CRDs)"]
+    rename = installed.legacy and not target.legacy
+    override = f" with nameOverride={NAME_OVERRIDE_FROM_LEGACY}" if rename else ""
+    steps.append(
+        f"helm upgrade to {target.chart_name} {target.text}{override}: the controller, then "
+        "the kubelet plugin DaemonSet"
+    )
+    return steps
 
 
 def bool_variable(value: Any, variable: str, shown: Any) -> bool:

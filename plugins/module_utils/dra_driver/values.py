@@ -76,6 +76,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart 
     ChartSource,
     ChartVersion,
     DraDriverError,
+    chart_downgrade,
     chart_kubernetes_minimum,
     chart_source,
     parse_chart_version,
@@ -479,13 +480,12 @@ def _release_action(
         action = "upgrade"
         if inst_name in NVIDIA_CHARTS and inst_version and not source.stand_in:
             inst_v = parse_chart_version(inst_version, "installed chart version")
-            if inst_v.legacy is False and chart_v.legacy:
+            refused = chart_downgrade(inst_v, chart_v)
+            if refused:
                 raise DraDriverError(
                     "dra_driver_chart_version",
                     chart_v.text,
-                    f"the release has {inst_name} {inst_v.text}; going back to the calendar "
-                    "releases is not supported (the kubelet plugin's checkpoint format changed "
-                    "in 0.4, docs/upgrade.md)",
+                    refused,
                     f"keep dra_driver_chart_version at {inst_v.text} or later",
                 )
             if inst_v == chart_v and inst_name == chart_v.chart_name:

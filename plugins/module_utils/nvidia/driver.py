@@ -59,6 +59,7 @@ __all__ = [
     "parse_driver_version",
     "parse_proc_version",
     "parse_smi_list",
+    "release_supports",
     "resolve_distro",
     "verify_driver",
 ]
@@ -430,6 +431,41 @@ def architecture_of(device_id: int) -> str:
     if not matches:
         return "unknown"
     return min(matches, key=lambda r: r[1] - r[0])[2]
+
+
+#: Which driver releases support each architecture: ``(first release, last branch, source)``
+#: (None: no bound). Blackwell from 570.133.20: NVIDIA GPU Operator platform-support.rst
+#: ("HGX B200 requires a driver container version of 570.133.20 or later",
+#: NVIDIA/cloud-native-docs PR #184) and the MIG user guide's B200 row (R570, >= 570.133.20).
+#: Maxwell, Pascal and Volta to branch 580: the R580 data-center release notes (R580 is their
+#: last branch). Kepler to branch 470: NVIDIA's Kepler end-of-support notice (R470 is the last).
+BRANCH_SUPPORT: dict[str, tuple[str | None, int | None, str]] = {
+    "Kepler": (None, 470, "NVIDIA Kepler end-of-support notice: R470 is the last branch"),
+    "Maxwell": (None, LAST_PRE_TURING_BRANCH, "NVIDIA R580 data-center release notes"),
+    "Pascal": (None, LAST_PRE_TURING_BRANCH, "NVIDIA R580 data-center release notes"),
+    "Volta": (None, LAST_PRE_TURING_BRANCH, "NVIDIA R580 data-center release notes"),
+    "Blackwell": (
+        "570.133.20",
+        None,
+        "NVIDIA GPU Operator platform-support (HGX B200) and MIG user guide (B200)",
+    ),
+}
+
+
+def release_supports(architecture: str, release: DriverVersion) -> str | None:
+    """Why driver ``release`` does not support GPUs of ``architecture`` (from
+    :func:`architecture_of`); None when it does or when no bound is known (Turing, Ampere,
+    Ada, Hopper, Grace Hopper from the :data:`DRIVER_FLOOR`; an ``unknown`` architecture is
+    not judged). NVIDIA's document that says so: ``BRANCH_SUPPORT[architecture][2]``."""
+    first, last, _source = BRANCH_SUPPORT.get(architecture, (None, None, ""))
+    if first is not None and release < parse_driver_version(first):
+        return f"{architecture} GPUs need driver {first} or later; {release} is older"
+    if last is not None and release.branch > last:
+        return (
+            f"{architecture} GPUs are supported up to branch {last}; {release} is of branch "
+            f"{release.branch}"
+        )
+    return None
 
 
 def is_gpu(vendor: int, pci_class: int) -> bool:

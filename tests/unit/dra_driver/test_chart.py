@@ -201,3 +201,37 @@ def test_the_charts_drivers_run_in_one_kubelet_plugin_pod() -> None:
     }
     # the ComputeDomain DeviceClasses select by that driver name
     assert all(c.startswith("compute-domain-") for c in ddc.COMPUTE_DOMAIN_DEVICE_CLASSES)
+
+
+# ------------------------------------------------------------ driver minimum, upgrade steps
+
+
+def test_every_chart_release_needs_branch_565_and_compute_domains_570_158_01() -> None:
+    # docs/prerequisites.md of kubernetes-sigs/dra-driver-nvidia-gpu
+    for text in ("25.8.1", "25.12.0", "0.4.0", "0.5.0"):
+        version = ddc.parse_chart_version(text)
+        assert ddc.chart_driver_minimum(version) == "565.0"
+        assert ddc.chart_driver_minimum(version, compute_domains=True) == "570.158.01"
+
+
+def test_going_back_from_0_4_to_a_calendar_release_is_the_one_forbidden_downgrade() -> None:
+    v0_4, v0_5 = ddc.parse_chart_version("0.4.0"), ddc.parse_chart_version("0.5.0")
+    v25_12 = ddc.parse_chart_version("25.12.0")
+    reason = ddc.chart_downgrade(v0_4, v25_12)
+    assert reason is not None
+    assert "dra-driver-nvidia-gpu 0.4.0" in reason and "docs/upgrade.md" in reason
+    assert ddc.chart_downgrade(v25_12, v0_4) is None
+    assert ddc.chart_downgrade(v0_5, v0_4) is None  # no rule of the chart forbids it
+
+
+def test_an_upgrade_applies_the_crds_first_and_renames_with_name_override() -> None:
+    v0_4, v0_5 = ddc.parse_chart_version("0.4.0"), ddc.parse_chart_version("0.5.0")
+    v25_12 = ddc.parse_chart_version("25.12.0")
+    assert ddc.chart_upgrade_steps(v0_4, v0_4) == []
+    assert ddc.chart_upgrade_steps(None, v0_4) == [
+        "helm install dra-driver-nvidia-gpu 0.4.0 (controller, kubelet plugin)"
+    ]
+    rename = ddc.chart_upgrade_steps(v25_12, v0_4)
+    assert rename[0].startswith("apply the CRDs of dra-driver-nvidia-gpu 0.4.0")
+    assert "nameOverride=nvidia-dra-driver-gpu" in rename[1]
+    assert "nameOverride" not in ddc.chart_upgrade_steps(v0_4, v0_5)[1]

@@ -344,3 +344,26 @@ def test_verification_names_lost_gpu_and_wrong_release() -> None:
     assert nd.verify_driver("580.159.04", None, [], 1, [])[0].startswith("no NVIDIA kernel module")
     # /proc/driver/nvidia/version unreadable (a container): nvidia-smi's answer counts
     assert nd.verify_driver("580.159.04", None, ["580.159.04"], 1, gpus) == []
+
+
+@pytest.mark.parametrize(
+    "arch, release, supported",
+    [
+        ("Hopper", "535.129.03", True),
+        ("Volta", "580.159.04", True),
+        ("Volta", "590.44.01", False),
+        ("Pascal", "590.44.01", False),
+        ("Kepler", "525.60.13", False),
+        ("Blackwell", "570.124.06", False),
+        ("Blackwell", "570.133.20", True),
+        ("unknown", "590.44.01", True),
+    ],
+)
+def test_release_supports_each_architecture_by_nvidias_documents(
+    arch: str, release: str, supported: bool
+) -> None:
+    why = nd.release_supports(arch, nd.parse_driver_version(release))
+    assert (why is None) == supported
+    if why:
+        assert why.startswith(f"{arch} GPUs") and release in why
+        assert nd.BRANCH_SUPPORT[arch][2].startswith("NVIDIA")
