@@ -1,9 +1,9 @@
 """``gpufleet report``: how the GPUs of a DRA cluster are used, from one listing.
 
 ``gpufleet report [--kubeconfig PATH] [--context NAME] [--pool-label LABEL]
-[--team-label LABEL] [--json
-FILE|-] [--markdown FILE] [--html FILE] [--metrics FILE] [--serve HOST:PORT] [--prometheus
-URL [--idle-window 1h] [--idle-below 5]]`` lists
+[--team-label LABEL] [--json FILE|-] [--markdown FILE] [--html FILE] [--metrics FILE]
+[--serve HOST:PORT [--refresh SECONDS]] [--prometheus URL [--idle-window 1h]
+[--idle-below 5]]`` lists
 Nodes, Pods, ResourceSlices and ResourceClaims once each (paged, every request with a timeout:
 ``kube.client.list_cluster``) and prints per node pool, GPU model and MIG profile the
 devices and GPU memory published, allocated, free and stranded, the fragmentation, the
@@ -18,7 +18,9 @@ and leaked (``report.teams``). The figures and their definitions are
 ``--metrics FILE`` writes the leaked and pending claims and the devices of every GPU node
 as Prometheus metrics (``report.metrics``); ``--serve HOST:PORT`` lists the cluster again for
 every scrape of ``http://HOST:PORT/metrics`` and serves them until interrupted
-(``report_serve``, docs/monitoring.md).
+(``report_serve``, docs/monitoring.md), and serves at ``http://HOST:PORT/`` the page
+``--html`` writes, listed again when a request comes and the page is ``--refresh SECONDS``
+old (default 30; the page reloads itself as often; docs/report.md).
 
 Exit codes: 0 the report was written, 2 it could not run (kubeconfig, API server
 unreachable or refusing, DRA not served, Prometheus not answering, an output path that
@@ -27,7 +29,6 @@ cannot be written).
 
 from __future__ import annotations
 
-import datetime as _dt
 import re
 from typing import Any, NoReturn
 
@@ -157,19 +158,16 @@ def render_terminal(console: Console, report: dict[str, Any]) -> None:
     console.print(f"[dim]{_shown(rp.source_line(report['meta']))}[/]")
 
 
-def _serve(
-    address: tuple[str, int],
-    kubeconfig: str | None,
-    context: str | None,
-    labels: tuple[str, str],
-    activity: tuple[str | None, str, float],
-) -> None:
+def _serve(address: tuple[str, int], source: rs.Source, refresh: int) -> None:
+    live = rs.LivePage(lambda: rs.page(source, reload_seconds=refresh), refresh)
     try:
-        server = rs.make_server(address, lambda: rs.scrape(kubeconfig, context, *labels, *activity))
+        server = rs.make_server(address, lambda: rs.metrics(source), page=live)
     except OSError as err:
         _fail(f"--serve {address[0]}:{address[1]}: {err.strerror}; fix: pick a free port")
+    url = f"http://{address[0]}:{address[1]}"
     Console(stderr=True).print(
-        f"serving metrics on http://{address[0]}:{address[1]}/metrics (Ctrl-C stops)"
+        f"serving the report on {url}/ (listed again at most every {refresh}s) and metrics "
+        f"on {url}/metrics (listed per scrape); Ctrl-C stops"
     )
     try:
         server.serve_forever()
@@ -221,7 +219,16 @@ def check_team_label(value: str) -> str:
 @click.option(
     "--serve",
     metavar="HOST:PORT",
-    help="Serve the metrics on http://HOST:PORT/metrics, listed again per scrape.",
+    help="Serve the HTML page on http://HOST:PORT/ and the metrics on /metrics (listed "
+    "again per scrape).",
+)
+@click.option(
+    "--refresh",
+    type=click.IntRange(min=1),
+    default=rs.DEFAULT_REFRESH,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --serve: the page at / is listed again at most this often, and reloads itself.",
 )
 @click.option(
     "--prometheus",
@@ -252,6 +259,7 @@ def report(
     html_file: str | None,
     metrics_file: str | None,
     serve: str | None,
+    refresh: int,
     prometheus: str | None,
     idle_window: str,
     idle_below: float,
@@ -280,8 +288,10 @@ def report(
         except vk.KubeError as exc:
             raise click.BadParameter(exc.message, param_hint="'--kubeconfig'") from None
     if address:
-        labels = (pool_label, team_label)
-        _serve(address, kubeconfig, context, labels, (prometheus, idle_window, idle_below))
+        source = rs.Source(
+            kubeconfig, context, pool_label, team_label, prometheus, idle_window, idle_below
+        )
+        _serve(address, source, refresh)
         return
     kube, listing = read_cluster(kubeconfig, context, optional=("namespaces",))
     namespaces_error = listing.errors.get("namespaces")
@@ -305,14 +315,7 @@ def report(
     )
     if namespaces_error:
         doc["teams"]["namespaces_error"] = namespaces_error.splitlines()[0][:200]
-    doc["meta"] = {
-        "server": kube.server,
-        "kubernetes_version": (listing.version or {}).get("gitVersion", "?"),
-        "resource_version": listing.resource_version,
-        "api_requests": kube.requests,
-        "sources": dict(listing.sources),
-        "generated_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+    doc["meta"] = rs.report_meta(kube, listing)
     render_terminal(Console(stderr=stdout_taken(outputs)), doc)
     if json_file:
         write_json(doc, json_file)

@@ -1,10 +1,13 @@
 """The utilization report (``report.fleet.build_report`` plus ``meta``) as Markdown and as
-a self-contained HTML page (inline CSS and inline SVG bar charts, no script and no
-external request, so it can be mailed or attached to a CI run as it is), and the lines
-the terminal shares with them."""
+a self-contained HTML page (one inline style sheet and inline SVG bar charts, no script,
+no style attribute and no external request, so it can be mailed or attached to a CI run
+as it is, and served under ``CONTENT_SECURITY_POLICY``), and the lines the terminal
+shares with them."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -82,8 +85,11 @@ def headline(report: Mapping[str, Any]) -> list[str]:
 
 
 def activity_line(report: Mapping[str, Any]) -> str:
-    """What the GPU activity says of the allocated devices, or that it was not asked."""
+    """What the GPU activity says of the allocated devices, or why it was not measured
+    (``activity_error``: the Prometheus query failed; or it was not asked)."""
     a = report.get("activity")
+    if not a and report.get("activity_error"):
+        return f"GPU activity: {report['activity_error']}"
     if not a:
         return "GPU activity: not measured (--prometheus URL of a Prometheus with DCGM metrics)"
     return (
@@ -284,6 +290,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
 
 # ------------------------------------------------------------------ HTML
 
+ALLOCATED, FREE, STRANDED = "#2271b1", "#9ec2e6", "#dba617"
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#1d2327}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}
@@ -293,8 +300,18 @@ th:first-child,td:first-child,th.t,td.t{text-align:left}
 .big{font-size:2.2em;font-weight:600}.dim{color:#646970}
 .legend span{display:inline-block;width:.9em;height:.9em;margin:0 .3em 0 1em;vertical-align:middle}
 ul{padding-left:1.2em}code{font-size:.9em}
-"""
-ALLOCATED, FREE, STRANDED = "#2271b1", "#9ec2e6", "#dba617"
+""" + "".join(
+    f".legend .{name}{{background:{color}}}"
+    for name, color in (("allocated", ALLOCATED), ("free", FREE), ("stranded", STRANDED))
+)
+#: The Content-Security-Policy a server sends with the page: nothing is loaded (no script,
+#: image, font, frame, form target or base URL), and the one style sheet applied is the
+#: page's own ``CSS``, named by its SHA-256 (so an injected ``<style>`` would not apply).
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; "
+    f"style-src 'sha256-{base64.b64encode(hashlib.sha256(CSS.encode()).digest()).decode()}'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 BAR_W, ROW_H, LABEL_W = 420, 26, 250
 
 
@@ -414,11 +431,13 @@ def _html_teams(report: Mapping[str, Any]) -> str:
     return f"\n<h2>Waste by team</h2><ul>{items}</ul>" + "<p></p>".join(tables)
 
 
-def render_html(report: Mapping[str, Any]) -> str:
+def render_html(report: Mapping[str, Any], reload_seconds: int | None = None) -> str:
     """The report as one HTML page: headline and fragmentation figure, a bar chart per
     MIG profile (allocated, free, stranded), fragmentation per pool, the per pool, model
     and profile table, the GPUs per path and pool, pending and leaked claims (the first
-    ``LISTED``)."""
+    ``LISTED``). ``reload_seconds``: the browser loads the page again after that many
+    seconds (``<meta http-equiv="refresh">``, no script), for the page a server keeps
+    fresh."""
     meta = report.get("meta") or {}
     c = report["cluster"]
     pending = "".join(
@@ -438,12 +457,15 @@ def render_html(report: Mapping[str, Any]) -> str:
         items = "".join(f"<li>{_esc(line)}</li>" for line in idle_items(report))
         idle = f"\n<h2>Allocated devices idle</h2><ul>{items or '<li>none</li>'}</ul>"
     legend = (
-        f'<p class="legend"><span style="background:{ALLOCATED}"></span>allocated'
-        f'<span style="background:{FREE}"></span>free'
-        f'<span style="background:{STRANDED}"></span>stranded share of free memory</p>'
+        '<p class="legend"><span class="allocated"></span>allocated'
+        '<span class="free"></span>free'
+        '<span class="stranded"></span>stranded share of free memory</p>'
     )
+    reload = ""
+    if reload_seconds:
+        reload = f'<meta http-equiv="refresh" content="{int(reload_seconds)}">'
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
+<html lang="en"><head><meta charset="utf-8">{reload}
 <title>GPU fleet utilization</title><style>{CSS}</style></head><body>
 <h1>GPU fleet utilization</h1>
 <p class="dim">{_esc(source_line(meta))}</p>

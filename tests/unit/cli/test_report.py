@@ -8,6 +8,7 @@ import re
 import socket
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
@@ -252,7 +253,8 @@ def test_each_scrape_sums_the_teams_with_the_activity(monkeypatch: pytest.Monkey
 
     listing = cl.Listing(resource_version="v1", nodes=tt.NODES, pods=tt.PODS)
     listing.slices, listing.claims, listing.namespaces = tt.SLICES, tt.CLAIMS, tt.NAMESPACES
-    monkeypatch.setattr(rs.vk, "Kube", lambda *_: object())
+    kube = SimpleNamespace(server="https://10.0.0.1:6443", requests=7)
+    monkeypatch.setattr(rs.vk, "Kube", lambda *_: kube)
     monkeypatch.setattr(rs.cluster_listing, "list_cluster", lambda *_a, **_k: listing)
     monkeypatch.setattr(rs.fa, "fetch", lambda *_: dict(tt.ACTIVITY))
     status, text = rs.scrape(None, None, fr.DEFAULT_POOL_LABEL, prometheus="http://p:9090")
