@@ -157,7 +157,7 @@ def _allocated_device(lab: Lab, pod: str) -> str:
 def _gpu_instances(lab: Lab, node: str) -> list[tuple[str, int, int, int]]:
     """``nvidia-smi mig -lgi`` on the node: (profile, profile ID, start, size) per GI."""
     out = lab.node_exec(node, SMI, "mig", "-lgi", check=False)
-    return sorted((m[1], int(m[2]), int(m[4]), int(m[5])) for m in LGI_ROW.finditer(out))
+    return sorted((m[2], int(m[3]), int(m[5]), int(m[6])) for m in LGI_ROW.finditer(out))
 
 
 def _placement(device: str) -> tuple[int, int]:
@@ -260,5 +260,8 @@ def test_dynamic_mig_placements_follow_the_scheduler(lab: Lab) -> None:
     lab.wait_for(f"no GPU instance on {node}", lambda: _gpu_instances(lab, node) == [], 120)
     mode = lab.node_exec(node, SMI, "--query-gpu=mig.mode.current", "--format=csv,noheader")
     assert mode.strip() == "Disabled", mode  # the last MIG device gone, as NVIDIA's driver does
-    assert lab.kubectl_json("get", "resourceclaims", "-n", NS)["items"] == []
+    lab.wait_for(
+        "the pods' ResourceClaims deleted",
+        lambda: lab.kubectl_json("get", "resourceclaims", "-n", NS)["items"] == [],
+    )
     step.done("no GPU instance left, MIG mode Disabled")
