@@ -83,12 +83,19 @@ def lab() -> None:
     help="How many of the GPU workers (the last ones) form a pool on NVIDIA's device plugin "
     "path (the simulator stands in for the plugin); the others are on DRA.",
 )
+@click.option(
+    "--dynamic-mig",
+    is_flag=True,
+    help="The simulator's DRA plugin publishes partitionable devices as NVIDIA's DynamicMIG "
+    "gate does and creates each MIG device when a claim is prepared (Kubernetes 1.36+).",
+)
 def up(
     kubernetes_version: str,
     workers: int,
     gpu_model: str,
     gpus_per_node: int,
     device_plugin_workers: int,
+    dynamic_mig: bool,
 ) -> None:
     """Build (once, cached) and start the lab; ends when every node is Ready.
 
@@ -98,7 +105,7 @@ def up(
 
     console = Console(stderr=True)
     spec = cluster.LabSpec(
-        kubernetes_version, workers, gpu_model, gpus_per_node, device_plugin_workers
+        kubernetes_version, workers, gpu_model, gpus_per_node, device_plugin_workers, dynamic_mig
     )
     try:
         spec = spec.validated()

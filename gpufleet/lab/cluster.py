@@ -61,15 +61,18 @@ def _shown(value: object, limit: int = 60) -> str:
 @dataclass(frozen=True)
 class LabSpec:
     """What ``gpufleet lab up`` builds: the release, the number of GPU workers, the
-    simulated GPU model, how many GPUs each worker has, and how many of the workers (the
+    simulated GPU model, how many GPUs each worker has, how many of the workers (the
     last ones) form a pool on NVIDIA's device plugin path (the simulator's device-plugin
-    mode stands in for the plugin) instead of DRA."""
+    mode stands in for the plugin) instead of DRA, and whether the DRA pool's plugin runs
+    with dynamic MIG (NVIDIA's ``DynamicMIG`` gate: partitionable devices, MIG devices
+    created at prepare)."""
 
     kubernetes_version: str = ""
     workers: int = 2
     gpu_model: str = "NVIDIA H200"
     gpus_per_node: int = 1
     device_plugin_workers: int = 0
+    dynamic_mig: bool = False
 
     def validated(self) -> LabSpec:
         """This spec with the default release filled in. Raises ``LabError`` naming the
@@ -104,8 +107,44 @@ class LabSpec:
                 f"--device-plugin-workers {self.device_plugin_workers}: use 0 to --workers "
                 f"({self.workers})"
             )
+        if self.dynamic_mig:
+            _check_dynamic_mig(version)
         return LabSpec(
-            version, self.workers, self.gpu_model, self.gpus_per_node, self.device_plugin_workers
+            version,
+            self.workers,
+            self.gpu_model,
+            self.gpus_per_node,
+            self.device_plugin_workers,
+            bool(self.dynamic_mig),
+        )
+
+
+def _check_dynamic_mig(version: str) -> None:
+    """Refuse ``--dynamic-mig`` on a release where NVIDIA's driver does not offer it
+    (``dra_driver.gates.check_dynamic_mig_release``) or where the scheduler would drop the
+    partitionable devices: the lab turns no feature gate on, so DRAPartitionableDevices
+    must be on by default there (beta from 1.36, GA in 1.38). Raises ``LabError``."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import gates
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
+        gates as driver_gates,
+    )
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
+        DraDriverError,
+    )
+
+    major, minor = (int(x) for x in version.split(".")[:2])
+    try:
+        driver_gates.check_dynamic_mig_release((major, minor), "--dynamic-mig", True)
+    except DraDriverError as e:
+        raise LabError(
+            f"--dynamic-mig with --kubernetes-version {version}: {e.reason}; use a newer release"
+        ) from None
+    state = gates.gate_state("DRAPartitionableDevices", version)
+    if not state.default:
+        raise LabError(
+            f"--dynamic-mig with --kubernetes-version {version}: DRAPartitionableDevices is "
+            f"{state.describe()} there and the lab turns no feature gate on; use a release "
+            "where it is on by default (1.36 or newer)"
         )
 
 
@@ -460,6 +499,8 @@ def build_state(spec: LabSpec, log: Callable[[str], None]) -> LabState:
         # With a device-plugin pool the DRA kubelet plugin lands on the DRA pool only, as
         # the dra_driver role places it (playbooks/lab.yml installs it before that role).
         "lab_dra_node_selector": dra_node_selector(spec),
+        # `gpufleet up` on the lab installs the chart again through the dra_driver role.
+        "dra_driver_dynamic_mig": spec.dynamic_mig,
     }
     if chart is not None and plugin_image is not None:
         repo, tag = plugin_image.ref.rsplit(":", 1)
@@ -468,6 +509,7 @@ def build_state(spec: LabSpec, log: Callable[[str], None]) -> LabState:
             "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
             "apiServer": {"host": cp_ip, "port": 6443},
             "kubeletPlugin": {"command": [f"/{images.BIN_DIR}/{gpusim_plugin_name()}"]},
+            "dynamicMIG": spec.dynamic_mig,
         }
     return LabState(spec, nodes, lab_vars, timings)
 

@@ -149,3 +149,35 @@ def test_dynamic_mig_needs_resource_v1_and_a_boolean(helm: Path, tmp_path: Path)
     out = template(helm, tmp_path, {"dynamicMIG": "yes"})
     assert out.returncode != 0
     assert "dynamicMIG=yes is not a boolean" in out.stderr
+
+
+def plugin_pod(helm: Path, tmp_path: Path, values: dict[str, Any]) -> dict[str, Any]:
+    out = template(helm, tmp_path, values)
+    assert out.returncode == 0, out.stderr
+    (ds,) = [d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] == "DaemonSet"]
+    return ds["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("root", [None, "/host-root"])
+def test_dynamic_mig_mounts_the_driver_root_where_the_simulators_nvidia_smi_runs(
+    helm: Path, tmp_path: Path, root: str | None
+) -> None:
+    # The plugin runs the simulator's nvidia-smi chrooted in NVIDIA's driver root, which
+    # writes the state file: the root read-only, the state directory writable inside it.
+    values: dict[str, Any] = {"dynamicMIG": True}
+    if root:
+        values["nvidiaDriverRoot"] = root
+    pod = plugin_pod(helm, tmp_path, values)
+    (container,) = pod["containers"]
+    assert "--driver-root=/driver-root" in container["args"]
+    mounts = {
+        m["mountPath"]: (m["name"], m.get("readOnly", False)) for m in container["volumeMounts"]
+    }
+    assert mounts["/driver-root"] == ("driver-root", True)
+    assert mounts["/driver-root/var/lib/gpufleet-gpu-simulator"] == ("simulator-state", False)
+    assert mounts["/var/lib/gpufleet-gpu-simulator"] == ("simulator-state", True)
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["driver-root"]["hostPath"] == {"path": root or "/", "type": "Directory"}
+    static = plugin_pod(helm, tmp_path, {})
+    assert "driver-root" not in {v["name"] for v in static["volumes"]}
+    assert not any(a.startswith("--driver-root") for a in static["containers"][0]["args"])

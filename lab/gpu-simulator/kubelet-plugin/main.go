@@ -67,6 +67,8 @@ type options struct {
 	pollInterval  time.Duration
 	metricsAddr   string
 	dynamicMIG    bool
+	driverRoot    string
+	nvidiaSMI     string
 	// device-plugin mode
 	kubeletSocket string
 	devicesDir    string
@@ -114,7 +116,11 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.devicesDir, "devices-dir", envOr("GPUFLEET_GPUSIM_DEVICES_DIR", deviceplugin.DefaultDevicesDir),
 		"mode device-plugin: host directory for the GPUs' device files mounted into containers [env GPUFLEET_GPUSIM_DEVICES_DIR]")
 	fs.BoolVar(&o.dynamicMIG, "dynamic-mig", envBool("GPUFLEET_GPUSIM_DYNAMIC_MIG"),
-		"mode dra: publish each MIG-capable GPU as partitionable devices (a CounterSet per GPU, the full GPU and every MIG profile at every placement consuming from it), as NVIDIA's driver does with its DynamicMIG feature gate; preparing a MIG device then fails (not simulated) [env GPUFLEET_GPUSIM_DYNAMIC_MIG]")
+		"mode dra: publish each MIG-capable GPU as partitionable devices (a CounterSet per GPU, the full GPU and every MIG profile at every placement consuming from it), as NVIDIA's driver does with its DynamicMIG feature gate; preparing a MIG device creates its GPU instance and compute instance through the simulator's nvidia-smi, unpreparing destroys them [env GPUFLEET_GPUSIM_DYNAMIC_MIG]")
+	fs.StringVar(&o.driverRoot, "driver-root", envOr("NVIDIA_DRIVER_ROOT", "/"),
+		"--dynamic-mig: the node's root filesystem as the plugin sees it (NVIDIA's driver root); the simulator's nvidia-smi runs chrooted there [env NVIDIA_DRIVER_ROOT]")
+	fs.StringVar(&o.nvidiaSMI, "nvidia-smi-path", envOr("GPUFLEET_GPUSIM_NVIDIA_SMI", driver.DefaultNVIDIASMI),
+		"--dynamic-mig: the simulator's nvidia-smi inside --driver-root [env GPUFLEET_GPUSIM_NVIDIA_SMI]")
 	fs.DurationVar(&o.pollInterval, "poll-interval", 2*time.Second,
 		"how often the state file (and in mode device-plugin the kubelet socket) is checked for changes")
 	if err := fs.Parse(args); err != nil {
@@ -208,12 +214,21 @@ func run(o *options) error {
 		}
 	}
 
+	var mig driver.MIGManager
+	if o.dynamicMIG {
+		if err := driver.CheckNVIDIASMI(o.driverRoot, o.nvidiaSMI); err != nil {
+			// Devices are published all the same; preparing a MIG device then fails.
+			logger.Info("Warning: " + err.Error())
+		}
+		mig = &driver.SimulatorMIG{StatePath: o.stateFile, Root: o.driverRoot, NVIDIASMI: o.nvidiaSMI}
+	}
 	drv, err := driver.New(driver.Config{
 		NodeName:          o.nodeName,
 		CDIRoot:           o.cdiRoot,
 		ClaimsDir:         o.claimsDir,
 		CheckpointPath:    filepath.Join(o.pluginDataDir, "checkpoint.json"),
 		NVIDIACDIHookPath: o.cdiHookPath,
+		MIG:               mig,
 	}, func(err error) {
 		fatal.CompareAndSwap(nil, &err)
 		cancel(err)

@@ -181,3 +181,46 @@ def test_the_main_profile_builds_what_lab_up_asks_for(monkeypatch: pytest.Monkey
     assert asked <= planned, f"lab up builds what scripts/setup does not: {sorted(asked - planned)}"
     ci = {(t.binary.name, t.version) for t in binaries.plan_steps(rel.profile("ci").steps, rel)}
     assert planned <= ci, f"the ci profile lacks part of main: {sorted(planned - ci)}"
+
+
+@pytest.mark.parametrize(
+    "version, words",
+    [
+        ("1.33.13", "which the driver supports from Kubernetes 1.34"),
+        ("1.34.4", "DRAPartitionableDevices is alpha, off by default"),
+        ("1.35.4", "DRAPartitionableDevices is alpha, off by default"),
+    ],
+)
+def test_dynamic_mig_is_refused_where_partitionable_devices_are_off(
+    version: str, words: str
+) -> None:
+    # The lab turns no feature gate on: the scheduler would drop the partitionable devices.
+    with pytest.raises(cluster.LabError) as e:
+        cluster.LabSpec(version, dynamic_mig=True).validated()
+    assert str(e.value).startswith(f"--dynamic-mig with --kubernetes-version {version}: ")
+    assert words in str(e.value)
+
+
+@pytest.mark.parametrize("version", ["", "1.36.3", "1.38.0-beta.0"])
+def test_dynamic_mig_is_kept_where_partitionable_devices_are_on(version: str) -> None:
+    assert cluster.LabSpec(version, dynamic_mig=True).validated().dynamic_mig is True
+    assert cluster.LabSpec(version).validated().dynamic_mig is False
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_dynamic_mig_reaches_the_chart_and_the_dra_driver_role(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dynamic: bool
+) -> None:
+    monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path / "cache"))
+    built = {n: Path("/c") / n for n in ("kubeadm", "containerd", "helm", "nvidia-cdi-hook")}
+    monkeypatch.setattr(cluster, "ensure_binaries", lambda _v, _log: built)
+    plugin = images.ImageSpec(ref=f"{cluster.PLUGIN_IMAGE}:abc", files=())
+    monkeypatch.setattr(cluster, "_plugin_artefacts", lambda _log: (plugin, tmp_path))
+    monkeypatch.setattr(cluster, "busybox_image", lambda: plugin)
+    monkeypatch.setattr(cluster, "_archive", lambda spec: {"ref": spec.ref, "path": "/a"})
+    monkeypatch.setattr(cluster, "simulator_files", lambda _hook: [])
+    monkeypatch.setattr(cluster.images, "control_plane_images", lambda _v, etcd: [])
+    monkeypatch.setattr(cluster.images, "pause_ref", lambda _v: "registry.k8s.io/pause:3.10")
+    state = cluster.build_state(cluster.LabSpec("", workers=1, dynamic_mig=dynamic), print)
+    assert state.vars["lab_gpu_simulator_values"]["dynamicMIG"] is dynamic
+    assert state.vars["dra_driver_dynamic_mig"] is dynamic

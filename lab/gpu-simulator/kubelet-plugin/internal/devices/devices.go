@@ -65,8 +65,19 @@ type Info struct {
 	PCIBusID    string `json:"pciBusID"` // BDF, e.g. "0000:19:00.0"
 	MemoryMiB   int64  `json:"memoryMiB"`
 	// Why the plugin refuses to prepare this device ("" = it prepares it): set for
-	// the devices of dynamic MIG mode that would need a MIG change at allocation.
+	// a full GPU of dynamic MIG mode that holds GPU instances.
 	PrepareError string `json:"prepareError,omitempty"`
+	// DynamicMIG is set on the MIG devices of dynamic MIG mode: the GPU instance
+	// that preparing creates (UUID is then the MIG device's, once created).
+	DynamicMIG *DynamicMIG `json:"dynamicMIG,omitempty"`
+}
+
+// DynamicMIG is the GPU instance of a dynamic MIG device: GI profile ID and
+// placement (in memory slices, as nvidia-smi mig -lgipp prints it).
+type DynamicMIG struct {
+	GIProfileID    int `json:"giProfileID"`
+	PlacementStart int `json:"placementStart"`
+	PlacementSize  int `json:"placementSize"`
 }
 
 // Result is the outcome of Build: the devices in publishing order, the same

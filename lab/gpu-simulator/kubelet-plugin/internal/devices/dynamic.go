@@ -171,20 +171,16 @@ func maxCapacity(m MIGModel) (capacity map[resourceapi.QualifiedName]resourceapi
 	return capacity, slices
 }
 
-// migModeToggles reports whether the GPU can enable and disable MIG mode
+// MIGModeToggles reports whether the GPU can enable and disable MIG mode
 // without a reset (Hopper and later); NVIDIA's driver then publishes the full
 // GPU whatever the current MIG mode.
-func migModeToggles(architecture string) bool {
+func MIGModeToggles(architecture string) bool {
 	switch strings.ToLower(architecture) {
 	case "ampere", "turing", "volta", "pascal", "maxwell", "kepler":
 		return false
 	}
 	return true
 }
-
-// NotSimulatedPrepare is the error of preparing a device that exists only in
-// dynamic MIG mode (a MIG device to be created at allocation).
-const NotSimulatedPrepare = "dynamic MIG prepare is not simulated yet"
 
 // BuildDynamic computes the devices of a node in dynamic MIG mode. The result
 // has CounterSets and, per GPU in PCI bus ID order, DeviceGroups (its devices
@@ -255,15 +251,10 @@ func BuildDynamic(s *state.State) (*Result, error) {
 			})
 			infos[gpuName] = gpuInfo
 		} else {
-			if len(g.GPUInstances) > 0 {
-				res.Warnings = append(res.Warnings, fmt.Sprintf(
-					"GPU %d (%s): %d GPU instances exist; in dynamic MIG mode they are not published (NVIDIA's driver destroys MIG devices it has not prepared when it starts; the simulator leaves them)",
-					g.Index, g.UUID, len(g.GPUInstances)))
-			}
 			setName := CounterSetName(g.Minor)
 			maxCap, slices := maxCapacity(m)
 			counterSet = &resourceapi.CounterSet{Name: setName, Counters: countersOf(maxCap, 0, slices)}
-			if !g.MIGEnabled() || migModeToggles(g.Architecture) {
+			if !g.MIGEnabled() || MIGModeToggles(g.Architecture) {
 				attrs := common()
 				attrs["type"] = str(TypeGPU)
 				attrs["uuid"] = str(g.UUID)
@@ -273,9 +264,9 @@ func BuildDynamic(s *state.State) (*Result, error) {
 						CounterSet: setName, Counters: countersOf(maxCap, 0, slices),
 					}},
 				})
-				if g.MIGEnabled() {
-					gpuInfo.PrepareError = NotSimulatedPrepare + " (the GPU's MIG mode is enabled; " +
-						"NVIDIA's driver would disable it to hand out the full GPU)"
+				if n := len(g.GPUInstances); n > 0 {
+					gpuInfo.PrepareError = fmt.Sprintf("the GPU holds %d GPU instances; "+
+						"the full GPU is handed out only when it holds none", n)
 				}
 				infos[gpuName] = gpuInfo
 			}
@@ -296,7 +287,8 @@ func BuildDynamic(s *state.State) (*Result, error) {
 					infos[name] = Info{
 						Name: name, Type: TypeMIG, ParentUUID: g.UUID, Profile: p.Name,
 						GPUMinor: g.Minor, GPUIndex: g.Index, ProductName: g.Name, PCIBusID: bdf,
-						MemoryMiB: p.MemoryMiB, PrepareError: NotSimulatedPrepare,
+						MemoryMiB:  p.MemoryMiB,
+						DynamicMIG: &DynamicMIG{GIProfileID: p.ID, PlacementStart: start, PlacementSize: p.Slices},
 					}
 				}
 			}

@@ -188,8 +188,11 @@ func checkShape(t *testing.T, res *Result, minor int, g state.GPU, want expected
 			if _, has := attrs["uuid"]; has {
 				t.Errorf("%s has a uuid; a MIG device that does not exist yet has none", d.Name)
 			}
-			if info := res.Infos[d.Name]; !strings.Contains(info.PrepareError, "dynamic MIG prepare is not simulated yet") {
-				t.Errorf("%s: Info.PrepareError = %q", d.Name, info.PrepareError)
+			info := res.Infos[d.Name]
+			if info.PrepareError != "" || info.DynamicMIG == nil {
+				t.Errorf("%s: Info.PrepareError = %q, DynamicMIG = %v", d.Name, info.PrepareError, info.DynamicMIG)
+			} else if got := MIGDeviceName(g.Minor, profile, info.DynamicMIG.GIProfileID, info.DynamicMIG.PlacementStart); got != d.Name {
+				t.Errorf("%s: DynamicMIG %+v names %s", d.Name, *info.DynamicMIG, got)
 			}
 		} else if attrs["type"] != "string:gpu" || attrs["uuid"] != "string:"+g.UUID {
 			t.Errorf("%s attributes %v", d.Name, attrs)
@@ -249,11 +252,11 @@ func TestDynamicTwoH200sMIGEnabled(t *testing.T) {
 	if res.CounterSets[0].Name != "gpu-0-counter-set" || res.DeviceGroups[0][0].Name != "gpu-0" {
 		t.Errorf("first group/counter set is not the GPU at 0000:19:00.0")
 	}
-	if !strings.Contains(res.Infos["gpu-1"].PrepareError, "dynamic MIG prepare is not simulated yet") {
-		t.Errorf("full GPU with MIG enabled: PrepareError %q", res.Infos["gpu-1"].PrepareError)
+	if res.Infos["gpu-1"].PrepareError != "the GPU holds 1 GPU instances; the full GPU is handed out only when it holds none" {
+		t.Errorf("full GPU holding a GPU instance: PrepareError %q", res.Infos["gpu-1"].PrepareError)
 	}
-	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "1 GPU instances exist") {
-		t.Errorf("warnings %v", res.Warnings)
+	if res.Infos["gpu-0"].PrepareError != "" {
+		t.Errorf("full GPU without GPU instances: PrepareError %q", res.Infos["gpu-0"].PrepareError)
 	}
 }
 

@@ -35,6 +35,9 @@ type PreparedDevice struct {
 	AdminAccess  bool         `json:"adminAccess,omitempty"`
 	CDIDeviceIDs []string     `json:"cdiDeviceIDs"`
 	Info         devices.Info `json:"info"`
+	// MIG is the MIG device created for a dynamic MIG device (Info.DynamicMIG);
+	// nil before it is created.
+	MIG *MIGDevice `json:"mig,omitempty"`
 }
 
 func newCheckpoint() *Checkpoint {

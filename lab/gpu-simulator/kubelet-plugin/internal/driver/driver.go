@@ -29,6 +29,9 @@ type Config struct {
 	// NVIDIACDIHookPath is the node's nvidia-cdi-hook that the CDI specs call;
 	// empty means DefaultNVIDIACDIHookPath.
 	NVIDIACDIHookPath string
+	// MIG creates and destroys the MIG devices of dynamic MIG mode; nil refuses
+	// to prepare them.
+	MIG MIGManager
 }
 
 // Driver implements kubeletplugin.DRAPlugin.
@@ -106,9 +109,10 @@ func (d *Driver) PreparedDevices() map[string]ClaimRef {
 	return out
 }
 
-// PrepareResourceClaims writes a CDI spec per claim and returns its CDI device IDs.
-// A claim already in the checkpoint gets the same answer again (its files are
-// rewritten, since /var/run/cdi does not survive a reboot).
+// PrepareResourceClaims creates the MIG devices of dynamic MIG devices, writes a
+// CDI spec per claim and returns its CDI device IDs. A claim already in the
+// checkpoint gets the same answer again (its files are rewritten, since
+// /var/run/cdi does not survive a reboot).
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	logger := klog.FromContext(ctx)
 	d.mu.Lock()
@@ -136,12 +140,17 @@ func (d *Driver) prepareClaim(claim *resourceapi.ResourceClaim) ([]kubeletplugin
 		if err != nil {
 			return nil, err
 		}
-		// Record first, so that an unprepare after a crash still finds the files to remove.
+		// Record first, so that an unprepare after a crash still finds the files to
+		// remove and the MIG devices to destroy.
 		d.checkpoint.Claims[uid] = prepared
 		if err := d.checkpoint.save(d.cfg.CheckpointPath); err != nil {
 			delete(d.checkpoint.Claims, uid)
 			return nil, fmt.Errorf("save checkpoint: %w", err)
 		}
+	}
+	prepared, err := d.createMIGDevices(uid, prepared, known)
+	if err != nil {
+		return nil, err
 	}
 	if err := writeClaimFiles(d.cfg.CDIRoot, d.cfg.ClaimsDir, d.cfg.NVIDIACDIHookPath, d.cfg.NodeName, uid, prepared); err != nil {
 		return nil, err
@@ -211,8 +220,9 @@ func (d *Driver) planClaim(claim *resourceapi.ResourceClaim) (PreparedClaim, err
 	return pc, nil
 }
 
-// UnprepareResourceClaims removes the CDI spec and device files of each claim
-// and drops it from the checkpoint. Unknown claims are not an error.
+// UnprepareResourceClaims destroys the MIG devices created for each claim (dynamic
+// MIG), removes its CDI spec and device files and drops it from the checkpoint.
+// Unknown claims are not an error.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	logger := klog.FromContext(ctx)
 	d.mu.Lock()
@@ -220,6 +230,13 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	result := make(map[types.UID]error, len(claims))
 	for _, claim := range claims {
 		uid := string(claim.UID)
+		if prepared, ok := d.checkpoint.Claims[uid]; ok {
+			if err := d.deleteMIGDevices(uid, prepared); err != nil {
+				logger.Error(err, "Unprepare failed", "claim", claim.NamespacedName, "uid", uid)
+				result[claim.UID] = err
+				continue
+			}
+		}
 		if err := removeClaimFiles(d.cfg.CDIRoot, d.cfg.ClaimsDir, uid); err != nil {
 			result[claim.UID] = err
 			continue

@@ -272,9 +272,9 @@ func TestCorruptCheckpointIsAnError(t *testing.T) {
 	}
 }
 
-func TestPrepareRefusesDynamicMIGDevice(t *testing.T) {
+func TestPrepareRefusesDynamicMIGDeviceWithoutDynamicMIG(t *testing.T) {
 	e := newEnv(t)
-	d := newDriver(t, e)
+	d := newDriver(t, e) // Config.MIG nil: the plugin runs without --dynamic-mig
 	infos := map[string]devices.Info{}
 	for k, v := range nodeDevices {
 		infos[k] = v
@@ -282,12 +282,12 @@ func TestPrepareRefusesDynamicMIGDevice(t *testing.T) {
 	infos["gpu-0-mig-3g71gb-9-4"] = devices.Info{
 		Name: "gpu-0-mig-3g71gb-9-4", Type: devices.TypeMIG, Profile: "3g.71gb",
 		ParentUUID: "GPU-1f6a9c2e-0b4d-4e8a-9c3f-5d2e7a1b8c90", PCIBusID: "0000:19:00.0",
-		PrepareError: devices.NotSimulatedPrepare,
+		DynamicMIG: &devices.DynamicMIG{GIProfileID: 9, PlacementStart: 4, PlacementSize: 4},
 	}
 	d.SetDevices(infos)
 	uid := "0b1c2d3e-0000-4000-8000-00000000d001"
 	r := prepareOne(t, d, claim(uid, "dyn", result("mig", "gpu-0-mig-3g71gb-9-4")))
-	if r.Err == nil || !strings.Contains(r.Err.Error(), "dynamic MIG prepare is not simulated yet") ||
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "runs without dynamic MIG") ||
 		!strings.Contains(r.Err.Error(), "gpu-0-mig-3g71gb-9-4") {
 		t.Fatalf("err = %v", r.Err)
 	}
