@@ -36,6 +36,7 @@ a value that is not a quantity counts as 0 and is listed in ``CounterSet.unreada
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -187,6 +188,13 @@ def _body(device: Mapping[str, Any]) -> Mapping[str, Any]:
     return basic if isinstance(basic, Mapping) else device
 
 
+@functools.lru_cache(maxsize=4096)
+def _quantity(text: str) -> Fraction:
+    """``parse_quantity`` of a text, remembered: a fleet repeats a few counter values
+    (``1``, ``16Gi``) on every device."""
+    return parse_quantity(text)
+
+
 def _amounts(counters: Any, unreadable: list[str] | None = None) -> dict[str, Fraction]:
     """``{counter: {value: quantity}}`` -> ``{counter: Fraction}``; a value that is not a
     quantity counts as 0 (its name goes to ``unreadable``)."""
@@ -196,7 +204,7 @@ def _amounts(counters: Any, unreadable: list[str] | None = None) -> dict[str, Fr
     for name, entry in counters.items():
         value = entry.get("value") if isinstance(entry, Mapping) else None
         try:
-            out[str(name)] = parse_quantity(value)
+            out[str(name)] = _quantity(value) if isinstance(value, str) else parse_quantity(value)
         except (QuantityError, TypeError, ValueError):
             out[str(name)] = Fraction(0)
             if unreadable is not None:

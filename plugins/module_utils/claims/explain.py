@@ -137,8 +137,13 @@ def explain_claim(
     nodes: Sequence[Mapping[str, Any]],
     pods: Sequence[Mapping[str, Any]] | PodIndex = (),
     judge: Callable[[str], Any] | None = None,
+    counter_sets: Mapping[str, ccounters.CounterSet] | None = None,
 ) -> dict[str, Any]:
     """Why ``claim`` is (or would be) not allocated.
+
+    ``counter_sets``: the CounterSets with what the other claims' devices consume
+    (``claims.counters.counter_sets``), computed once by a caller that explains many
+    unallocated claims; None: computed here from ``slices`` and ``claims`` but ``claim``.
 
     ``judge`` gives the compile verdict (``cel.verdicts.Verdict``) on each selector: the one of
     the cluster's release (``gpufleet.build.celcheck.judge_for``); default ``cel.verdicts.judge``,
@@ -174,7 +179,9 @@ def explain_claim(
     devices = published_devices(slices)
     in_use = _in_use(claim, claims)
     uid = metadata(claim).get("uid")
-    sets = ccounters.counter_sets(slices, (c for c in claims if metadata(c).get("uid") != uid))
+    sets = counter_sets
+    if sets is None:
+        sets = ccounters.counter_sets(slices, (c for c in claims if metadata(c).get("uid") != uid))
     node_ready = {metadata(n).get("name"): _node_ready(n) for n in nodes}
     compiled = _Compiled(judge)
     requests_out: list[dict[str, Any]] = []
