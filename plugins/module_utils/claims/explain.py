@@ -494,10 +494,11 @@ def _alternative_verdict(
             )
         return "no-device", summary
     if not fitting and tally.blocked and base["free"] < need:
+        allocated = base["matching"] - tally.blocked - base["free"]
         return "counters", (
-            f"{label}: {base['matching']} of {total} devices match, {tally.blocked} of them "
-            f"not allocated but short of shared counters, {base['free']} free (need {need} on "
-            f"one node): " + _exhausted_text(tally, sets)
+            f"{label}: {base['matching']} of {total} devices match: {allocated} allocated to "
+            f"other claims, {tally.blocked} not allocated but short of shared counters, "
+            f"{base['free']} free (need {need} on one node): " + _exhausted_text(tally, sets)
         )
     if not fitting and base["free"] < base["matching"] and base["free"] < need:
         taken = Counter({r: c for r, c in tally.reasons.items() if r.startswith("allocated to")})

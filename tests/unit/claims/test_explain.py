@@ -214,7 +214,11 @@ def test_explain_any_mig_device_after_seven_1g_is_short_of_counters() -> None:
     # 25 MIG placements: 7 allocated, the other 18 short of counters
     assert (req["matching"], req["free"]) == (25, 0)
     assert ["allocated to claim default/c0", 1] in req["reasons"]
-    assert "18 of them not allocated but short of shared counters" in ex["summary"]
+    assert (
+        "25 of 26 devices match: 7 allocated to other claims, 18 not allocated but short of "
+        "shared counters, 0 free (need 1 on one node): gpu-0-counter-set on h200-node: "
+        "memory-slice-0 1 of 1 consumed, needs 1 (held by default/c0); "
+    ) in ex["summary"]
 
 
 def test_explain_a_3g_without_four_aligned_free_memory_slices() -> None:
