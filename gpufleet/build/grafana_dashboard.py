@@ -152,6 +152,31 @@ def _devices() -> tuple[PanelSpec, ...]:
             (Query(f"count by (dra_pool_name) ({_ALLOCATED})", "{{dra_pool_name}}"),),
             stacked=True,
         ),
+        PanelSpec(
+            "timeseries",
+            "Stranded GPU memory per node (dynamic MIG)",
+            "GPU memory of the free memory slices that no device of a GPU published with "
+            "shared counters can use now, per node (gpufleet report --serve).",
+            (
+                Query(
+                    'sum by (node) (gpufleet_gpu_stranded_memory_bytes{node=~"$node"})',
+                    "{{node}}",
+                ),
+            ),
+            unit="bytes",
+        ),
+        PanelSpec(
+            "timeseries",
+            "Stranded multiprocessors per node (dynamic MIG)",
+            "Free multiprocessors of the GPUs published with shared counters on which no "
+            "device can be allocated any more, per node.",
+            (
+                Query(
+                    'sum by (node) (gpufleet_gpu_stranded_multiprocessors{node=~"$node"})',
+                    "{{node}}",
+                ),
+            ),
+        ),
     )
 
 

@@ -273,6 +273,13 @@ def render_explain(console: Console, result: dict[str, Any]) -> None:
                 "\n".join(f"{r} ({c})" for r, c in n["reasons"]) or "-",
             )
         console.print(table)
+        for cs in req.get("counter_sets") or []:
+            free = ", ".join(map(str, cs["memory_slices_free"])) or "none"
+            console.print(
+                f"shared counters exhausted: {escape(cs['counter_set'])} on "
+                f"{escape(cs['node'])} (memory slices free: {free})"
+            )
+            console.print(counters_table(cs))
         for err, count in req["errors"]:
             console.print(f"[red]CEL error ({count} devices):[/red] {err}")
     for c in result["constraints"]:
@@ -280,3 +287,20 @@ def render_explain(console: Console, result: dict[str, Any]) -> None:
     for p in result["pods"]:
         if p["scheduler"]:
             console.print(f"pod {p['pod']}: scheduler says: {p['scheduler']}")
+
+
+def counters_table(cs: dict[str, Any]) -> Table:
+    """One CounterSet of an explanation (``claims.explain``'s ``counter_sets``): per
+    exhausted counter its capacity, what allocated devices consume, what a matching
+    device needs, the claims holding it and how many matching devices it stops."""
+    table = Table()
+    for col in ("counter", "capacity", "consumed", "needed", "held by", "devices stopped"):
+        table.add_column(col, overflow="fold")
+    for e in cs["exhausted"]:
+        table.add_row(
+            e["counter"] or "(counter set not published)",
+            *(str(e[k]) for k in ("capacity", "consumed", "needed")),
+            ", ".join(e["holders"]) or "-",
+            str(e["devices"]),
+        )
+    return table

@@ -119,6 +119,15 @@ def _teams_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def _counters_table(report: dict[str, Any]) -> Table:
+    table = Table(title="GPUs with shared counters (dynamic MIG)", title_justify="left")
+    for i, name in enumerate(rp.COUNTER_COLUMNS):
+        table.add_column(name, no_wrap=i < 3, justify="right" if 3 <= i <= 7 else "left")
+    for row in report["gpus"][:SHOWN]:
+        table.add_row(*(Text(_plain(c)) for c in rp.counter_cells(row)))
+    return table
+
+
 def render_terminal(console: Console, report: dict[str, Any]) -> None:
     """The table per pool, model and profile, the table per GPU path and pool, the
     headline with a line per path, fragmentation per pool, and the first ``SHOWN``
@@ -127,9 +136,12 @@ def render_terminal(console: Console, report: dict[str, Any]) -> None:
     paths = rp.path_lines(report)
     if paths:
         console.print(_paths_table(report))
+    if report.get("gpus"):
+        console.print(_counters_table(report))
     if (report.get("teams") or {}).get("teams"):
         console.print(_teams_table(report))
-    for line in [*rp.headline(report), *paths, *rp.team_lines(report)]:
+    lines = [*rp.headline(report), *paths, *rp.counter_lines(report), *rp.team_lines(report)]
+    for line in lines:
         console.print(_shown(line))
     for pool in report["pools"]:
         console.print(

@@ -191,6 +191,69 @@ def path_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+#: Headings of the per GPU table of shared counters (``counter_cells``).
+COUNTER_COLUMNS = (
+    "node",
+    "GPU",
+    "model",
+    "memory slices free",
+    "stranded slices",
+    "stranded GiB",
+    "SMs free",
+    "SMs stranded",
+    "profiles that fit",
+    "claims",
+)
+
+
+def _slices(indexes: Sequence[int], total: int | None = None) -> str:
+    listed = ", ".join(map(str, indexes)) or "none"
+    return listed if total is None else f"{len(indexes)}/{total}: {listed}"
+
+
+def counter_cells(row: Mapping[str, Any]) -> list[str]:
+    """The ``COUNTER_COLUMNS`` of one row of ``gpus`` (``report.fleet.counter_gpus``)."""
+    return [
+        str(row["node"]),
+        str(row["gpu"]),
+        str(row["model"]),
+        _slices(row["memory_slices_free"], row["memory_slices"]),
+        _slices(row["memory_slices_stranded"]) if row["memory_slices_stranded"] else "0",
+        gib(row["memory_stranded"]),
+        f"{row['multiprocessors_free']}/{row['multiprocessors']}",
+        str(row["multiprocessors_stranded"]),
+        ", ".join(row["profiles_fitting"]) or "none",
+        ", ".join(row["claims"][:LISTED]) or "-",
+    ]
+
+
+def counter_lines(report: Mapping[str, Any]) -> list[str]:
+    """One line of the GPUs published with shared counters (dynamic MIG): memory slices
+    and multiprocessors free and stranded; none for a report without such GPUs."""
+    sums = (report.get("cluster") or {}).get("shared_counters") or {}
+    if not sums.get("gpus"):
+        return []
+    return [
+        f"GPUs with shared counters (dynamic MIG): {sums['gpus']}, memory slices "
+        f"{sums['memory_slices_free']} of {sums['memory_slices']} free, "
+        f"{sums['memory_slices_stranded']} stranded ({gib(sums['memory_stranded'])} GiB), "
+        f"multiprocessors {sums['multiprocessors_free']} of {sums['multiprocessors']} free, "
+        f"{sums['multiprocessors_stranded']} stranded"
+    ]
+
+
+def _md_counters(report: Mapping[str, Any]) -> list[str]:
+    """The section of GPUs published with shared counters, none without such GPUs."""
+    lines = counter_lines(report)
+    if not lines:
+        return []
+    out = ["## GPUs with shared counters (dynamic MIG)", "", *(f"- {line}" for line in lines), ""]
+    out += ["| " + " | ".join(COUNTER_COLUMNS) + " |", "|" + "---|" * len(COUNTER_COLUMNS)]
+    for row in report.get("gpus") or []:
+        out.append("| " + " | ".join(_md_cell(c) for c in counter_cells(row)) + " |")
+    return [*out, ""]
+
+
 def _md_table(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[str]:
     heads = [*keys, *(h for _, h, _ in COLUMNS)]
     out = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
@@ -241,8 +304,8 @@ def _md_cell(text: str) -> str:
 
 def render_markdown(report: Mapping[str, Any]) -> str:
     """The report as Markdown: headline, per pool and per model fragmentation, the per
-    pool, model and profile table, the GPUs per path and pool, pending and leaked claims
-    (the first ``LISTED``)."""
+    pool, model and profile table, the GPUs per path and pool, the GPUs with shared
+    counters, pending and leaked claims (the first ``LISTED``)."""
     meta = report.get("meta") or {}
     out = [
         "# GPU fleet utilization",
@@ -265,6 +328,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         *_md_table(report["rows"], ("pool", "model", "profile")),
         "",
         *_md_paths(report),
+        *_md_counters(report),
         *_md_teams(report),
         "## Pending claims",
         "",
@@ -406,6 +470,23 @@ def _html_paths(report: Mapping[str, Any]) -> str:
     return f"\n<h2>GPUs per path and pool</h2><ul>{items}</ul><table><tr>{heads}</tr>{body}</table>"
 
 
+def _html_counters(report: Mapping[str, Any]) -> str:
+    """The section of GPUs published with shared counters, empty without such GPUs."""
+    lines = counter_lines(report)
+    if not lines:
+        return ""
+    heads = "".join(f'<th class="t">{_esc(h)}</th>' for h in COUNTER_COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="t">{_esc(c)}</td>' for c in counter_cells(row)) + "</tr>"
+        for row in report.get("gpus") or []
+    )
+    items = "".join(f"<li>{_esc(line)}</li>" for line in lines)
+    return (
+        f"\n<h2>GPUs with shared counters (dynamic MIG)</h2><ul>{items}</ul>"
+        f"<table><tr>{heads}</tr>{body}</table>"
+    )
+
+
 def _html_teams(report: Mapping[str, Any]) -> str:
     """The section of devices and memory held per team and per namespace, empty for a
     report without it."""
@@ -434,10 +515,10 @@ def _html_teams(report: Mapping[str, Any]) -> str:
 def render_html(report: Mapping[str, Any], reload_seconds: int | None = None) -> str:
     """The report as one HTML page: headline and fragmentation figure, a bar chart per
     MIG profile (allocated, free, stranded), fragmentation per pool, the per pool, model
-    and profile table, the GPUs per path and pool, pending and leaked claims (the first
-    ``LISTED``). ``reload_seconds``: the browser loads the page again after that many
-    seconds (``<meta http-equiv="refresh">``, no script), for the page a server keeps
-    fresh."""
+    and profile table, the GPUs per path and pool, the GPUs with shared counters, pending
+    and leaked claims (the first ``LISTED``). ``reload_seconds``: the browser loads the
+    page again after that many seconds (``<meta http-equiv="refresh">``, no script), for
+    the page a server keeps fresh."""
     meta = report.get("meta") or {}
     c = report["cluster"]
     pending = "".join(
@@ -478,7 +559,7 @@ def render_html(report: Mapping[str, Any], reload_seconds: int | None = None) ->
 {fragmentation_chart(report["pools"], "pool")}
 <h2>Per pool, model and profile</h2>
 {_html_table(report["rows"], ("pool", "model", "profile"))}{_html_paths(report)}
-{_html_teams(report)}
+{_html_counters(report)}{_html_teams(report)}
 <h2>Pending claims ({c["claims_pending"]})</h2><ul>{pending or "<li>none</li>"}</ul>
 <h2>Claims allocated with no running consumer ({c["claims_leaked"]})</h2>
 <ul>{leaked or "<li>none</li>"}</ul>{idle}

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as cc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import settings as dra_settings
@@ -34,6 +35,7 @@ from gpufleet.lab.gpusim import admin
 from gpufleet.lab.gpusim import state as gpusim_state
 from tests.harness.controlplane import ControlPlane
 from tests.integration.conftest import DEFAULT_VERSION, RELEASES
+from tests.unit import dynamic_mig_slices
 
 pytestmark = pytest.mark.integration
 
@@ -203,23 +205,31 @@ class PluginRun:
     log: Path
 
 
-StartPlugin = Callable[[ControlPlane, str, Path], PluginRun]
+StartPlugin = Callable[..., PluginRun]
 
 
 @pytest.fixture
 def start_plugin(plugin_binary: Path) -> Iterator[StartPlugin]:
-    """``start_plugin(cp, node_name, state_file)`` runs the plugin until the test ends;
-    at the end it must stop on SIGTERM with exit status 0."""
+    """``start_plugin(cp, node_name, state_file, *flags)`` runs the plugin (with more
+    ``flags``: ``--dynamic-mig``) until the test ends; at the end it must stop on SIGTERM
+    with exit status 0."""
     started: list[PluginRun] = []
     # A short directory: unix socket paths are limited to 107 bytes.
     workdir = Path(tempfile.mkdtemp(prefix="gpusim-"))
 
-    def start(cp: ControlPlane, node: str, state_file: Path) -> PluginRun:
+    def start(cp: ControlPlane, node: str, state_file: Path, *flags: str) -> PluginRun:
         root = workdir / str(len(started))
         log = root / "plugin.log"
         root.mkdir()
         cmd = gpusim_plugin.local_command(
-            plugin_binary, node, state_file, cp.kubeconfig, root, "--poll-interval=200ms", "-v=4"
+            plugin_binary,
+            node,
+            state_file,
+            cp.kubeconfig,
+            root,
+            "--poll-interval=200ms",
+            "-v=4",
+            *flags,
         )
         run = PluginRun(gpusim_plugin.start_local(cmd, log), root, log)
         started.append(run)
@@ -459,3 +469,59 @@ def test_published_slice_of_a_simulated_h200_matches_nvidias_capture(
         assert attribute_types(got) == attribute_types(want)
         assert sorted(got["capacity"]) == sorted(want["capacity"])
         assert non_identity(got) == non_identity(want)
+
+
+def identity_free(device: dict[str, Any]) -> dict[str, Any]:
+    """A device without its name and the attributes that name one card or its slot."""
+    attrs = {
+        k: v
+        for k, v in device.get("attributes", {}).items()
+        if k not in IDENTITY and k != "parentUUID"
+    }
+    return {**{k: v for k, v in device.items() if k != "name"}, "attributes": attrs}
+
+
+@pytest.mark.parametrize("control_plane", [DEFAULT_VERSION], indirect=True)
+def test_dynamic_mig_slices_read_back_match_the_unit_fixture_and_count(
+    control_plane: ControlPlane, start_plugin: StartPlugin, tmp_path: Path
+) -> None:
+    """The plugin with ``--dynamic-mig`` on two H200s, read back from the API server (which
+    keeps sharedCounters and consumesCounters only with DRAPartitionableDevices on): each
+    GPU's CounterSet and devices are the ones of the unit tests' fixture
+    (``tests/unit/dynamic_mig_slices.py``, written by the plugin's Go test), and the
+    counter accounting of ``claims.counters`` reads them: seven 1g.18gb on GPU 0 leave
+    memory slice 7 and 20 multiprocessors stranded, GPU 1 untouched."""
+    fixture = dynamic_mig_slices.slices(dynamic_mig_slices.H200_NODE)
+    want_set = next(s for s in fixture if s["spec"].get("sharedCounters"))["spec"][
+        "sharedCounters"
+    ][0]
+    want_devices = [d for s in fixture for d in s["spec"].get("devices") or []]
+    cp = control_plane
+    (node,) = cp.start_kwok(1, name_prefix="gpusim-dyn-")
+    state_file = tmp_path / "state.json"
+    write_state(state_file, node_state([]))
+    run = start_plugin(cp, node, state_file, "--dynamic-mig")
+    names = [d["name"] for d in want_devices]
+    names += [n.replace("gpu-0", "gpu-1", 1) for n in names]
+    _, published = wait_for_devices(cp, node, "resource.k8s.io/v1", names, run)
+    selector = urllib.parse.quote(f"spec.driver={DRIVER},spec.nodeName={node}")
+    listed = cp.get_json(f"/apis/resource.k8s.io/v1/resourceslices?fieldSelector={selector}")
+    sets = [cs for s in listed["items"] for cs in s["spec"].get("sharedCounters") or []]
+    assert sorted(cs["name"] for cs in sets) == ["gpu-0-counter-set", "gpu-1-counter-set"]
+    for cs in sets:
+        assert cs["counters"] == want_set["counters"]
+    gpu0 = {d["name"]: d for d in published if d["name"].startswith("gpu-0")}
+    assert {n: identity_free(d) for n, d in gpu0.items()} == {
+        d["name"]: identity_free(d) for d in want_devices
+    }
+
+    claims = [
+        dynamic_mig_slices.allocated_claim(f"c{i}", node, f"gpu-0-mig-1g18gb-19-{i}")
+        for i in range(7)
+    ]
+    counted = cc.counter_sets(listed["items"], claims)
+    fig0 = cc.gpu_figures(counted[f"{DRIVER}/{node}/gpu-0-counter-set"], counted)
+    fig1 = cc.gpu_figures(counted[f"{DRIVER}/{node}/gpu-1-counter-set"], counted)
+    assert (fig0["memory_slices_stranded"], fig0["multiprocessors_stranded"]) == ([7], 20)
+    assert fig0["devices"] == 26 and fig0["devices_fitting"] == 0
+    assert fig1["memory_slices_free"] == list(range(8)) and fig1["devices_fitting"] == 26

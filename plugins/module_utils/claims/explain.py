@@ -5,7 +5,10 @@
 ``explain_claim`` evaluates the DeviceClass and request selectors of a claim (with the
 Kubernetes CEL environment of ``cel.evaluate``) against every published device and says,
 per request and node, how many devices match and why the others do not, e.g. ``0 of 14
-devices match: profile is 1g.18gb, wanted 1g.10gb (14)``.
+devices match: profile is 1g.18gb, wanted 1g.10gb (14)``. A device that consumes shared
+counters (partitionable devices, NVIDIA's dynamic MIG) is free only when every counter it
+consumes has enough left after the other claims' allocations (``claims.counters``); the
+explanation then names the counters exhausted, per GPU, and the claims that hold them.
 
 Pure functions over listed objects (JSON dicts as the API returns them: ResourceClaims,
 Pods, ResourceSlices, DeviceClasses, Nodes); no I/O.
@@ -19,6 +22,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import verdicts as dra_cel
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as ccounters
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.pods import (
     PodIndex,
     key,
@@ -119,6 +123,7 @@ _VERDICT_ORDER = [
     "cannot-judge",
     "no-device",
     "in-use",
+    "counters",
     "constraint",
     "would-fit",
 ]
@@ -132,8 +137,13 @@ def explain_claim(
     nodes: Sequence[Mapping[str, Any]],
     pods: Sequence[Mapping[str, Any]] | PodIndex = (),
     judge: Callable[[str], Any] | None = None,
+    counter_sets: Mapping[str, ccounters.CounterSet] | None = None,
 ) -> dict[str, Any]:
     """Why ``claim`` is (or would be) not allocated.
+
+    ``counter_sets``: the CounterSets with what the other claims' devices consume
+    (``claims.counters.counter_sets``), computed once by a caller that explains many
+    unallocated claims; None: computed here from ``slices`` and ``claims`` but ``claim``.
 
     ``judge`` gives the compile verdict (``cel.verdicts.Verdict``) on each selector: the one of
     the cluster's release (``gpufleet.build.celcheck.judge_for``); default ``cel.verdicts.judge``,
@@ -141,13 +151,18 @@ def explain_claim(
 
     For each request (and each ``firstAvailable`` alternative) every published device is
     checked in the scheduler's order: its DeviceClass's selectors, then the request's
-    selectors, then whether another claim already has it allocated. Returns::
+    selectors, then whether another claim already has it allocated, then whether the
+    shared counters it consumes have enough left. Returns::
 
         {"claim": "ns/name", "summary": "...", "verdict": one of no-device, in-use,
+         counters (matching devices not allocated but short of shared counters),
          class-missing, cel-error, cannot-judge (a selector the Python CEL
          environment cannot judge offline), constraint, would-fit,
          "requests": [{"request", "device_class", "count", "mode", "total", "matching",
                        "free", "reasons": [[reason, devices]], "errors": [...],
+                       "counter_sets": [{"node", "counter_set", "gpu", "memory_slices_free",
+                                         "exhausted": [{"counter", "capacity", "consumed",
+                                                        "needed", "holders", "devices"}]}],
                        "selectors": [{"selector", "expression", "rejects"}],
                        "nodes": [{"node", "ready", "total", "matching", "free", "fits",
                                   "reasons": [[reason, devices]]}], "summary"}],
@@ -163,6 +178,10 @@ def explain_claim(
     classes = {metadata(c).get("name"): c for c in device_classes}
     devices = published_devices(slices)
     in_use = _in_use(claim, claims)
+    uid = metadata(claim).get("uid")
+    sets = counter_sets
+    if sets is None:
+        sets = ccounters.counter_sets(slices, (c for c in claims if metadata(c).get("uid") != uid))
     node_ready = {metadata(n).get("name"): _node_ready(n) for n in nodes}
     compiled = _Compiled(judge)
     requests_out: list[dict[str, Any]] = []
@@ -172,7 +191,7 @@ def explain_claim(
     for request in spec_devices.get("requests") or []:
         for alt in request_alternatives(request):
             out, free_by_node, verdict = _explain_alternative(
-                alt, classes, devices, in_use, node_ready, compiled
+                alt, classes, devices, (in_use, sets), node_ready, compiled
             )
             candidates[alt["name"]] = free_by_node
             requests_out.append(out)
@@ -260,6 +279,20 @@ class _Tally:
         self.free_by_node: dict[str, list[Published]] = {}
         self.matching = 0
         self.free = 0
+        #: devices free of claims but short of shared counters, and per (CounterSet id,
+        #: counter) the shortfall with the most needed and how many devices it stops
+        self.blocked = 0
+        self.exhausted: dict[tuple[str, str], tuple[ccounters.Shortfall, int]] = {}
+
+    def short(self, shortfalls: Sequence[ccounters.Shortfall]) -> str:
+        """Count a device stopped by ``shortfalls``; its reason (the first shortfall)."""
+        self.blocked += 1
+        for sf in shortfalls:
+            k = (sf.counter_set, sf.counter)
+            prev, n = self.exhausted.get(k, (sf, 0))
+            self.exhausted[k] = (sf if sf.needed > prev.needed else prev, n + 1)
+        more = f" and {len(shortfalls) - 1} more counters" if len(shortfalls) > 1 else ""
+        return f"shared counter exhausted: {shortfalls[0].text()}{more}"
 
 
 def _selector_stages(
@@ -315,10 +348,12 @@ def _tally_devices(
     stages: Sequence[tuple[str, str]],
     compiled: _Compiled,
     class_name: str,
-    in_use: Mapping[str, str],
+    taken: tuple[Mapping[str, str], Mapping[str, ccounters.CounterSet]],
 ) -> _Tally:
     """Every published device judged against the selectors, then against the other
-    claims' allocations."""
+    claims' allocations: ``taken`` is (``driver/pool/device`` -> the claim holding it,
+    the CounterSets by id with what those claims consume)."""
+    in_use, sets = taken
     tally = _Tally()
     for dev in devices:
         n = tally.per_node.setdefault(
@@ -332,6 +367,8 @@ def _tally_devices(
             holder = in_use.get(dev.id)
             if holder is not None:
                 why = f"allocated to claim {holder}"
+            elif short := ccounters.shortfalls(sets, dev.driver, dev.pool, dev.device):
+                why = tally.short(short)
             else:
                 n["free"] += 1
                 tally.free += 1
@@ -371,7 +408,7 @@ def _explain_alternative(
     alt: Mapping[str, Any],
     classes: Mapping[str, Mapping[str, Any]],
     devices: Sequence[Published],
-    in_use: Mapping[str, str],
+    taken: tuple[Mapping[str, str], Mapping[str, ccounters.CounterSet]],
     node_ready: Mapping[str, bool],
     compiled: _Compiled,
 ) -> tuple[dict[str, Any], dict[str, list[Published]], str]:
@@ -391,6 +428,7 @@ def _explain_alternative(
         "reasons": [],
         "errors": [],
         "selectors": [],
+        "counter_sets": [],
         "nodes": [],
     }
     cls = classes.get(class_name)
@@ -401,7 +439,7 @@ def _explain_alternative(
         )
         return base, {}, "class-missing"
     stages = _selector_stages(class_name, cls, alt)
-    tally = _tally_devices(devices, stages, compiled, class_name, in_use)
+    tally = _tally_devices(devices, stages, compiled, class_name, taken)
     need = max(count, 1)
     base["matching"] = tally.matching
     base["free"] = tally.free
@@ -413,16 +451,24 @@ def _explain_alternative(
         if tally.rejected[stage]
     ]
     base["nodes"] = _nodes_out(tally, mode, need, node_ready)
+    base["counter_sets"] = _counter_sets_out(tally, taken[1])
     label = (
         f"request {alt.get('name')} ({class_name}, "
         f"{mode}{'' if mode != 'ExactCount' else f' {count}'})"
     )
-    verdict, base["summary"] = _alternative_verdict(label, base, len(devices), tally, need)
+    verdict, base["summary"] = _alternative_verdict(
+        label, base, len(devices), tally, need, taken[1]
+    )
     return base, tally.free_by_node, verdict
 
 
 def _alternative_verdict(
-    label: str, base: Mapping[str, Any], total: int, tally: _Tally, need: int
+    label: str,
+    base: Mapping[str, Any],
+    total: int,
+    tally: _Tally,
+    need: int,
+    sets: Mapping[str, ccounters.CounterSet],
 ) -> tuple[str, str]:
     """``(verdict, summary)`` of one request alternative over ``total`` published
     devices, ``need`` of them wanted on one node."""
@@ -447,6 +493,13 @@ def _alternative_verdict(
                 f"{s['selector']} {s['expression']!r} ({s['rejects']})" for s in base["selectors"]
             )
         return "no-device", summary
+    if not fitting and tally.blocked and base["free"] < need:
+        allocated = base["matching"] - tally.blocked - base["free"]
+        return "counters", (
+            f"{label}: {base['matching']} of {total} devices match: {allocated} allocated to "
+            f"other claims, {tally.blocked} not allocated but short of shared counters, "
+            f"{base['free']} free (need {need} on one node): " + _exhausted_text(tally, sets)
+        )
     if not fitting and base["free"] < base["matching"] and base["free"] < need:
         taken = Counter({r: c for r, c in tally.reasons.items() if r.startswith("allocated to")})
         return "in-use", (
@@ -463,6 +516,74 @@ def _alternative_verdict(
         f"{label}: {base['free']} of {total} devices match and are free; fits on "
         f"{', '.join(fitting[:5])}{' ...' if len(fitting) > 5 else ''}"
     )
+
+
+def _counter_sets_out(
+    tally: _Tally, sets: Mapping[str, ccounters.CounterSet]
+) -> list[dict[str, Any]]:
+    """Per CounterSet that stops a matching device: its node, name, GPU, free memory
+    slices, and each exhausted counter with capacity, consumption, the most a stopped
+    device needs, the claims holding it and how many matching devices it stops."""
+    by_set: dict[str, list[dict[str, Any]]] = {}
+    for (set_id, _counter), (sf, n) in sorted(
+        tally.exhausted.items(), key=lambda kv: (kv[0][0], ccounters.counter_order(kv[0][1]))
+    ):
+        by_set.setdefault(set_id, []).append({**sf.to_dict(), "devices": n})
+    out = []
+    for set_id, exhausted in by_set.items():
+        cs = sets.get(set_id)
+        out.append(
+            {
+                "node": exhausted[0]["node"],
+                "counter_set": set_id.rsplit("/", 1)[-1],
+                "gpu": cs.gpu if cs else "",
+                "memory_slices_free": cs.free_memory_slices() if cs else [],
+                "exhausted": [
+                    {k: v for k, v in e.items() if k not in ("node", "counter_set")}
+                    for e in exhausted
+                ],
+            }
+        )
+    return out
+
+
+def _exhausted_text(tally: _Tally, sets: Mapping[str, ccounters.CounterSet], shown: int = 8) -> str:
+    """The exhausted counters in the scheduler's terms, per GPU: ``gpu-0-counter-set on
+    node-a: memory-slice-1 1 of 1 consumed, needs 1 (held by ns/a); ...; memory slices
+    free: 0, 2``."""
+    by_set: dict[str, list[ccounters.Shortfall]] = {}
+    for (set_id, _counter), (sf, _n) in tally.exhausted.items():
+        by_set.setdefault(set_id, []).append(sf)
+    parts = []
+    for set_id, shortfalls in sorted(by_set.items()):
+        shortfalls.sort(key=lambda sf: ccounters.counter_order(sf.counter))
+        items = [f"{sf.counter} {_amounts_held(sf)}" for sf in shortfalls[:shown]]
+        if len(shortfalls) > shown:
+            items.append(f"{len(shortfalls) - shown} more counters")
+        cs = sets.get(set_id)
+        free = ", ".join(map(str, cs.free_memory_slices())) if cs else ""
+        parts.append(
+            f"{set_id.rsplit('/', 1)[-1]} on {shortfalls[0].node or '?'}: {'; '.join(items)}; "
+            f"memory slices free: {free or 'none'}"
+        )
+    return " | ".join(parts)
+
+
+def _amounts_held(sf: ccounters.Shortfall, shown: int = 3) -> str:
+    """``1 of 1 consumed, needs 1 (held by ns/a, ns/b and 5 more)``."""
+    if not sf.counter:
+        return "(counter set not published in the device's pool)"
+    fa = ccounters.format_amount
+    text = (
+        f"{fa(sf.counter, sf.consumed)} of {fa(sf.counter, sf.capacity)} consumed, "
+        f"needs {fa(sf.counter, sf.needed)}"
+    )
+    if sf.holders:
+        more = len(sf.holders) - shown
+        text += (
+            f" (held by {', '.join(sf.holders[:shown])}{f' and {more} more' if more > 0 else ''})"
+        )
+    return text
 
 
 def _explain_constraints(

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.counters import counter_sets
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.explain import explain_claim
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.pods import (
     PodIndex,
@@ -76,6 +77,7 @@ def find_pending(
     """Claims without allocation created more than ``threshold_s`` seconds before ``now``
     (seconds since the epoch), each explained. ``pods`` may be a ``PodIndex``."""
     index = pods if isinstance(pods, PodIndex) else PodIndex(pods)
+    sets = None  # the claims explained are not allocated: one accounting serves them all
     out: list[PendingClaim] = []
     for claim in claims:
         if (claim.get("status") or {}).get("allocation"):
@@ -101,7 +103,9 @@ def find_pending(
                 )
             )
             continue
-        ex = explain_claim(claim, device_classes, slices, claims, nodes, index)
+        if sets is None:
+            sets = counter_sets(slices, claims)
+        ex = explain_claim(claim, device_classes, slices, claims, nodes, index, counter_sets=sets)
         out.append(
             PendingClaim(
                 f"{ns}/{name}",

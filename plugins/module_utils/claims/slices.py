@@ -77,13 +77,17 @@ class Published:
         return f"{self.driver}/{self.pool}/{self.name}"
 
 
+def node_of(spec: Mapping[str, Any]) -> str:
+    """The node of a ResourceSlice's ``spec``: ``nodeName``, or ``(all nodes)``/``(node
+    selector)``."""
+    return spec.get("nodeName") or ("(all nodes)" if spec.get("allNodes") else "(node selector)")
+
+
 def iter_published_devices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Published]:
     """Every device of the newest generation of every pool, one slice at a time."""
     for s in iter_latest_slices(slices):
         spec = s.get("spec") or {}
-        node = spec.get("nodeName") or (
-            "(all nodes)" if spec.get("allNodes") else "(node selector)"
-        )
+        node = node_of(spec)
         pool = (spec.get("pool") or {}).get("name", "")
         for d in spec.get("devices") or []:
             yield Published(spec.get("driver", ""), pool, d.get("name", ""), node, d)

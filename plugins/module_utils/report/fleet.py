@@ -43,6 +43,15 @@ Definitions (docs/report.md repeats them):
   memory is one device; near 1: free memory is scattered in small devices. None when
   nothing is free.
 
+- Shared counters (partitionable devices; NVIDIA's dynamic MIG): a GPU published with a
+  CounterSet (``claims.counters``) gets a row in ``gpus``: its memory slices free and
+  stranded, its memory and multiprocessors free and stranded, the MIG profiles that
+  still fit and the claims holding counters (``claims.counters.gpu_figures``). A free
+  memory slice is stranded when no device that could be allocated now consumes it;
+  free multiprocessors are stranded when no device of the GPU can be allocated at all.
+  The device figures above count each published device, and the devices of such a GPU
+  overlap (each placement of each profile is one): their memory is not the GPU's.
+
 Objects of another shape than the API's (a field of another type: ``spec.devices`` not a
 list, a device not a mapping, a claim name not a string) are skipped, not read, and
 counted per kind in ``cluster.objects_skipped`` (``readable_objects``).
@@ -56,6 +65,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as ccounters
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import leaks as cleaks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
@@ -173,6 +183,20 @@ OBJECT_SHAPES: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
         ("spec.devices.*.basic", _MAP),
         ("spec.devices.*.basic.attributes", _MAP),
         ("spec.devices.*.basic.capacity", _MAP),
+        ("spec.sharedCounters", _LIST),
+        ("spec.sharedCounters.*", _MAP),
+        ("spec.sharedCounters.*.name", _STR),
+        ("spec.sharedCounters.*.counters", _MAP),
+        *(
+            shape
+            for body in ("spec.devices.*", "spec.devices.*.basic")
+            for shape in (
+                (f"{body}.consumesCounters", _LIST),
+                (f"{body}.consumesCounters.*", _MAP),
+                (f"{body}.consumesCounters.*.counterSet", _STR),
+                (f"{body}.consumesCounters.*.counters", _MAP),
+            )
+        ),
     ),
     "resourceclaims": (
         *_META,
@@ -735,7 +759,9 @@ def build_report(
     devices below ``idle_below`` percent, and ``activity``; both None without it.
     ``teams``: per team (the ``team_label`` label of the claim's Namespace among
     ``namespaces``; None: not listed) and per namespace the devices and memory allocated,
-    idle and leaked (``report.teams.waste``)."""
+    idle and leaked (``report.teams.waste``). ``gpus``: per GPU published with shared
+    counters (dynamic MIG) its memory slices, memory and multiprocessors free and
+    stranded (``counter_gpus``), summed in ``cluster.shared_counters``."""
     skipped = {}
     slices, skipped["resourceslices"] = readable_objects("resourceslices", slices)
     claims, skipped["resourceclaims"] = readable_objects("resourceclaims", claims)
@@ -745,6 +771,7 @@ def build_report(
         namespaces, skipped["namespaces"] = readable_objects("namespaces", namespaces)
     pools = node_pools(nodes, pool_label)
     devices = devices_of(slices, claims, pools, driver)
+    gpus, counter_sums = counter_gpus(slices, claims, pools, driver)
     pending, shapes = pending_claims(claims, pods, devices, driver)
     stranded = Inventory(devices).stranded(s for group in shapes for s in group)
     leaked = leaked_claims(claims, pods, devices)
@@ -778,12 +805,14 @@ def build_report(
             "memory_leaked": sum(item["memory"] for item in leaked),
             "nodes": len(nodes),
             "objects_skipped": {k: n for k, n in skipped.items() if n},
+            "shared_counters": counter_sums,
         },
         "pools": _group(devices, _Key("pool"), stranded, True),
         "models": _group(devices, _Key("model"), stranded, True),
         "profiles": _group(devices, _Key("model", "profile"), stranded, False),
         "rows": _group(devices, _Key("pool", "model", "profile"), stranded, False),
         "nodes": node_rows,
+        "gpus": gpus,
         "pending": [p.to_dict() for p in pending],
         "leaked": leaked,
         "paths": rpaths.path_figures(nodes, pods, devices, pools, WHOLE_GPU, NO_POOL),
@@ -792,6 +821,41 @@ def build_report(
         **figures,
         "teams": teams,
     }
+
+
+#: Per GPU figures of ``gpus`` summed for ``cluster.shared_counters``.
+_COUNTER_SUMS = ("memory", "memory_free", "memory_stranded", "multiprocessors",
+                 "multiprocessors_free", "multiprocessors_stranded")  # fmt: skip
+
+
+def counter_gpus(
+    slices: Sequence[Mapping[str, Any]],
+    claims: Sequence[Mapping[str, Any]],
+    pools: Mapping[str, str],
+    driver: str = NVIDIA_DRIVER,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per CounterSet of ``driver`` (one per GPU with NVIDIA's dynamic MIG) the figures of
+    ``claims.counters.gpu_figures`` with the node ``pool`` and GPU ``model`` (the
+    ``productName`` of a device consuming it), by node and GPU; and their sums for the
+    cluster (``gpus``, memory slices, bytes and multiprocessors, free and stranded)."""
+    sets = ccounters.counter_sets(slices, claims)
+    rows = []
+    for cs in sets.values():
+        if cs.driver != driver:
+            continue
+        fig = ccounters.gpu_figures(cs, sets)
+        model = next((_value(d, "attributes", "productName") for d in cs.objects.values()), None)
+        fig["pool"] = pools.get(cs.node, NO_POOL)
+        fig["model"] = str(model or UNKNOWN_MODEL)
+        rows.append(fig)
+    rows.sort(key=lambda r: (r["node"], r["gpu"], r["counter_set"]))
+    sums: dict[str, Any] = {"gpus": len(rows)}
+    sums["memory_slices"] = sum(r["memory_slices"] for r in rows)
+    sums["memory_slices_free"] = sum(len(r["memory_slices_free"]) for r in rows)
+    sums["memory_slices_stranded"] = sum(len(r["memory_slices_stranded"]) for r in rows)
+    for k in _COUNTER_SUMS:
+        sums[k] = sum(r[k] for r in rows)
+    return rows, sums
 
 
 def _activity(

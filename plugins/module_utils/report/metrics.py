@@ -31,6 +31,13 @@ Prometheus scrapes from ``/metrics`` and node_exporter's textfile collector read
   otherwise) and leaked; ``gpufleet_namespace_...{namespace, team}`` the same per
   namespace. ``topk(1, gpufleet_team_idle_gpu_memory_bytes)`` names the team holding the
   most idle GPU memory.
+- ``gpufleet_gpu_memory_slices{node, gpu, model}``, ``gpufleet_gpu_memory_slices_free``,
+  ``gpufleet_gpu_stranded_memory_slices``, ``gpufleet_gpu_stranded_memory_bytes``,
+  ``gpufleet_gpu_multiprocessors``, ``gpufleet_gpu_multiprocessors_free``,
+  ``gpufleet_gpu_stranded_multiprocessors``: per GPU published with shared counters
+  (NVIDIA's dynamic MIG; the report's ``gpus``, ``report.fleet.counter_gpus``) its memory
+  slices and multiprocessors, free, and stranded (free but usable by no device that can
+  be allocated now), and the GPU memory of its stranded memory slices.
 
 The rules that read them are in roles/monitoring (docs/monitoring.md). Pure: no I/O.
 """
@@ -145,6 +152,41 @@ def team_samples(report: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
     return out
 
 
+#: The per GPU families of shared counters: (name, help, value of a ``gpus`` row).
+COUNTER_FAMILIES = (
+    ("gpufleet_gpu_memory_slices", "Memory slices of each GPU published with shared "
+     "counters (dynamic MIG).", lambda r: r["memory_slices"]),
+    ("gpufleet_gpu_memory_slices_free", "Memory slices of each such GPU that no allocated "
+     "device consumes.", lambda r: len(r["memory_slices_free"])),
+    ("gpufleet_gpu_stranded_memory_slices", "Free memory slices of each such GPU that no "
+     "device that can be allocated now consumes.", lambda r: len(r["memory_slices_stranded"])),
+    ("gpufleet_gpu_stranded_memory_bytes", "GPU memory (bytes) of the stranded memory "
+     "slices of each such GPU.", lambda r: r["memory_stranded"]),
+    ("gpufleet_gpu_multiprocessors", "Multiprocessors of each such GPU.",
+     lambda r: r["multiprocessors"]),
+    ("gpufleet_gpu_multiprocessors_free", "Multiprocessors of each such GPU that no "
+     "allocated device consumes.", lambda r: r["multiprocessors_free"]),
+    ("gpufleet_gpu_stranded_multiprocessors", "Free multiprocessors of each such GPU when "
+     "no device of it can be allocated.", lambda r: r["multiprocessors_stranded"]),
+)  # fmt: skip
+
+
+def counter_samples(report: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """(name, help, samples) of the per GPU families of shared counters."""
+    rows = report.get("gpus") or []
+    return [
+        (
+            name,
+            doc,
+            [
+                _series(name, {"node": r["node"], "gpu": r["gpu"], "model": r["model"]}, value(r))
+                for r in rows
+            ],
+        )
+        for name, doc, value in COUNTER_FAMILIES
+    ]
+
+
 def render(report: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> str:
     """The metrics of ``report`` (``report.fleet.build_report``) and the GPU nodes among
     ``nodes`` (Node objects as the API returns them), as exposition text."""
@@ -231,6 +273,6 @@ def render(report: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> str
         "ResourceClaims without an allocation.",
         [_series("gpufleet_dra_claims_pending", {}, cluster.get("claims_pending", 0))],
     )
-    for name, doc, samples in team_samples(report):
+    for name, doc, samples in [*team_samples(report), *counter_samples(report)]:
         family(name, "gauge", doc, samples)
     return "\n".join(lines) + "\n"

@@ -15,7 +15,10 @@ Facts and their sources:
   attributes ``type`` ``mig``, ``parentUUID``, ``profile`` and one capacity
   ``memorySlice<N>`` per memory slice it occupies (placement start and size; the name's
   start when the capacities are absent). The GPU index is the device name's minor.
-  A MIG-enabled GPU without MIG devices publishes nothing and is not seen.
+  A MIG-enabled GPU without MIG devices publishes nothing and is not seen. A GPU whose
+  devices consume shared counters (NVIDIA's dynamic MIG, ``claims.counters``) is skipped:
+  there every placement is published and the scheduler carves at allocation, so there is
+  no layout to re-carve (``report.fleet``'s ``gpus`` says what is free and stranded).
 - Allocated: a claim's ``status.allocation`` names the device (``report.fleet``).
 - Pending claims and the shapes of their requests: ``report.fleet.pending_claims`` and
   ``report.fleet.request_shapes`` (DeviceClass ``mig.nvidia.com`` plus CEL equality on
@@ -46,6 +49,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as ccounters
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
@@ -237,6 +241,26 @@ def _slices(device: Mapping[str, Any]) -> list[int]:
     return sorted(out)
 
 
+def _dynamic(
+    pub: cslices.Published, seen: set[tuple[str, str]], skipped: list[dict[str, Any]]
+) -> bool:
+    """Whether ``pub`` consumes shared counters (dynamic MIG); the first device of each
+    CounterSet adds its GPU to ``skipped``."""
+    used = ccounters.consumption(pub.device)
+    for set_name in used:
+        if (pub.node, set_name) not in seen:
+            seen.add((pub.node, set_name))
+            skipped.append(
+                {
+                    "node": pub.node,
+                    "device": set_name.removesuffix(ccounters.COUNTER_SET_SUFFIX),
+                    "reason": "dynamic MIG (shared counters): every placement is published and "
+                    "carved at allocation; nothing to re-carve",
+                }
+            )
+    return bool(used)
+
+
 def gpus_of(
     slices: Sequence[Mapping[str, Any]],
     claims: Sequence[Mapping[str, Any]],
@@ -253,8 +277,11 @@ def gpus_of(
     parts: dict[tuple[str, str], dict[str, Any]] = {}
     skipped: list[dict[str, Any]] = []
     bad: set[tuple[str, str]] = set()
+    dynamic: set[tuple[str, str]] = set()
     for pub in cslices.published_devices(slices):
         if pub.driver != driver:
+            continue
+        if _dynamic(pub, dynamic, skipped):
             continue
         kind = _attr(pub.device, "type")
         product = str(_attr(pub.device, "productName") or fr.UNKNOWN_MODEL)

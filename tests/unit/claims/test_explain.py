@@ -155,3 +155,107 @@ def test_explain_would_fit_and_quotes_the_scheduler() -> None:
     ex = cexplain.explain_claim(c, [GPU_CLASS], slices, [c], [node("gpu-1")], [waiting])
     assert ex["verdict"] == "would-fit"
     assert ex["pods"] == [{"pod": "default/w", "scheduler": "0/3 nodes are available"}]
+
+
+# ------------------------------------------------------------ shared counters (dynamic MIG)
+
+
+def _counter_claims() -> list[dict]:
+    from tests.unit.dynamic_mig_slices import H200_NODE, allocated_claim
+
+    return [allocated_claim(f"c{i}", H200_NODE, f"gpu-0-mig-1g18gb-19-{i}") for i in range(7)]
+
+
+def test_explain_names_the_memory_slices_seven_1g_hold_from_an_eighth() -> None:
+    """Seven 1g.18gb on an H200 of the simulator's dynamic MIG slices: an eighth 1g (the
+    +me profile, placed at 0 to 6 only) matches 7 devices that no claim holds, and each is
+    short of its memory slice, held by the claim on that placement."""
+    from tests.unit.dynamic_mig_slices import H200_NODE, slices
+
+    mine = claim("eighth", requests=[mig_request("1g.18gb+me")])
+    ex = cexplain.explain_claim(
+        mine, [GPU_CLASS, MIG_CLASS], slices(H200_NODE), [mine, *_counter_claims()],
+        [node(H200_NODE)],
+    )  # fmt: skip
+    assert ex["verdict"] == "counters"
+    (req,) = ex["requests"]
+    assert (req["matching"], req["free"]) == (7, 0)
+    (cs,) = req["counter_sets"]
+    assert (cs["node"], cs["counter_set"], cs["gpu"]) == (H200_NODE, "gpu-0-counter-set", "gpu-0")
+    assert cs["memory_slices_free"] == [7]
+    slice3 = next(e for e in cs["exhausted"] if e["counter"] == "memory-slice-3")
+    assert slice3 == {
+        "counter": "memory-slice-3", "capacity": 1, "consumed": 1, "needed": 1,
+        "holders": ["default/c3"], "devices": 1,
+    }  # fmt: skip
+    decoders = next(e for e in cs["exhausted"] if e["counter"] == "decoders")
+    assert (decoders["capacity"], decoders["consumed"], decoders["devices"]) == (7, 7, 7)
+    assert "memory-slice-3 1 of 1 consumed, needs 1 (held by default/c3)" in ex["summary"]
+    assert "gpu-0-counter-set on h200-node" in ex["summary"]
+    assert "memory slices free: 7" in ex["summary"]
+    assert [
+        "shared counter exhausted: memory-slice-3 of gpu-0-counter-set on h200-node: 1 of 1 "
+        "consumed, needs 1 (held by default/c3) and 2 more counters",
+        1,
+    ] in req["reasons"]
+
+
+def test_explain_any_mig_device_after_seven_1g_is_short_of_counters() -> None:
+    from tests.unit.dynamic_mig_slices import H200_NODE, slices
+
+    any_mig = {"name": "mig", "exactly": {"deviceClassName": "mig.nvidia.com"}}
+    mine = claim("eighth", requests=[any_mig])
+    ex = cexplain.explain_claim(
+        mine, [GPU_CLASS, MIG_CLASS], slices(H200_NODE), [mine, *_counter_claims()],
+        [node(H200_NODE)],
+    )  # fmt: skip
+    assert ex["verdict"] == "counters"
+    (req,) = ex["requests"]
+    # 25 MIG placements: 7 allocated, the other 18 short of counters
+    assert (req["matching"], req["free"]) == (25, 0)
+    assert ["allocated to claim default/c0", 1] in req["reasons"]
+    assert (
+        "25 of 26 devices match: 7 allocated to other claims, 18 not allocated but short of "
+        "shared counters, 0 free (need 1 on one node): gpu-0-counter-set on h200-node: "
+        "memory-slice-0 1 of 1 consumed, needs 1 (held by default/c0); "
+    ) in ex["summary"]
+
+
+def test_explain_a_3g_without_four_aligned_free_memory_slices() -> None:
+    """1g.18gb at 1 and 5: six slices are free, but each 3g.71gb placement (slices 0-3 and
+    4-7) has one that a claim holds."""
+    from tests.unit.dynamic_mig_slices import H200_NODE, allocated_claim, slices
+
+    held = [
+        allocated_claim("a", H200_NODE, "gpu-0-mig-1g18gb-19-1"),
+        allocated_claim("b", H200_NODE, "gpu-0-mig-1g18gb-19-5"),
+    ]
+    mine = claim("big", requests=[mig_request("3g.71gb")])
+    ex = cexplain.explain_claim(
+        mine, [GPU_CLASS, MIG_CLASS], slices(H200_NODE), [mine, *held], [node(H200_NODE)]
+    )
+    assert ex["verdict"] == "counters"
+    (cs,) = ex["requests"][0]["counter_sets"]
+    assert [(e["counter"], e["holders"]) for e in cs["exhausted"]] == [
+        ("memory-slice-1", ["default/a"]),
+        ("memory-slice-5", ["default/b"]),
+    ]
+    assert cs["memory_slices_free"] == [0, 2, 3, 4, 6, 7]
+    assert (
+        "memory-slice-1 1 of 1 consumed, needs 1 (held by default/a); memory-slice-5 1 of 1 "
+        "consumed, needs 1 (held by default/b); memory slices free: 0, 2, 3, 4, 6, 7"
+    ) in ex["summary"]
+
+
+def test_explain_a_free_placement_of_shared_counters_would_fit() -> None:
+    from tests.unit.dynamic_mig_slices import H200_NODE, allocated_claim, slices
+
+    held = [allocated_claim("a", H200_NODE, "gpu-0-mig-1g18gb-19-1")]
+    mine = claim("big", requests=[mig_request("3g.71gb")])
+    ex = cexplain.explain_claim(
+        mine, [GPU_CLASS, MIG_CLASS], slices(H200_NODE), [mine, *held], [node(H200_NODE)]
+    )
+    assert ex["verdict"] == "would-fit"
+    (req,) = ex["requests"]
+    assert req["free"] == 1 and req["nodes"][0]["fits"] is True
+    assert req["counter_sets"][0]["exhausted"][0]["counter"] == "memory-slice-1"

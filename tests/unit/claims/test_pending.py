@@ -49,3 +49,25 @@ def test_young_or_unused_claims() -> None:
     found = cpending.find_pending([young, unused], [], [], [GPU_CLASS], [], NOW, 300)
     assert [(p.claim, p.status) for p in found] == [("default/unused", "warn")]
     assert "no pod uses it" in found[0].reason
+
+
+def test_pending_claims_short_of_shared_counters_are_explained_in_counters() -> None:
+    """Two claims wait on the simulator's dynamic MIG H200 whose seven 1g.18gb are held:
+    both are explained from one counter accounting, naming the memory slices held."""
+    from tests.unit.dynamic_mig_slices import H200_NODE, allocated_claim, slices
+
+    held = [allocated_claim(f"c{i}", H200_NODE, f"gpu-0-mig-1g18gb-19-{i}") for i in range(7)]
+    waiting = [
+        claim(name, requests=[mig_request(profile)], created="2026-01-01T00:00:00Z")
+        for name, profile in (("me", "1g.18gb+me"), ("big", "3g.71gb"))
+    ]
+    pods = [pod(f"p-{c['metadata']['name']}", claims=[c["metadata"]["name"]]) for c in waiting]
+    found = cpending.find_pending(
+        [*held, *waiting], pods, slices(H200_NODE), [MIG_CLASS], [node(H200_NODE)], NOW, 300
+    )
+    assert [(p.claim, p.explain["verdict"]) for p in found] == [
+        ("default/me", "counters"),
+        ("default/big", "counters"),
+    ]
+    assert "memory-slice-3 1 of 1 consumed, needs 1 (held by default/c3)" in found[0].reason
+    assert "memory-slice-4 1 of 1 consumed, needs 1 (held by default/c4)" in found[1].reason

@@ -269,3 +269,44 @@ def test_each_scrape_sums_the_teams_with_the_activity(monkeypatch: pytest.Monkey
     assert status == 200 and text.startswith("# idle not measured: http://p:9090 does not")
     assert "gpufleet_team_idle_gpu_memory_bytes{" not in text
     assert 'gpufleet_team_leaked_devices{team="vision"} 1' in text
+
+
+@pytest.fixture(scope="module")
+def counters_doc() -> dict:
+    from tests.unit.report.test_fleet import counters_fleet
+
+    report = counters_fleet()
+    report["meta"] = META
+    return report
+
+
+def test_every_format_shows_the_gpus_with_shared_counters(counters_doc: dict) -> None:
+    line = (
+        "GPUs with shared counters (dynamic MIG): 2, memory slices 1 of 16 free, 1 stranded "
+        "(17.5 GiB), multiprocessors 38 of 258 free, 38 stranded"
+    )
+    console = Console(record=True, width=250)
+    report_cmd.render_terminal(console, counters_doc)
+    text = console.export_text()
+    assert "GPUs with shared counters (dynamic MIG)" in text and line in text
+    rows = [" ".join(line.split()) for line in text.splitlines()]
+    assert any(
+        r.startswith("│ h200-node │ gpu-0 │ NVIDIA H200 │ 1/8: 7 │ 7 │ 17.5 │ 20/132 │ 20 │ none │")
+        for r in rows
+    )
+    md = rp.render_markdown(counters_doc)
+    assert "## GPUs with shared counters (dynamic MIG)" in md and f"- {line}" in md
+    assert (
+        "| b200-node | gpu-0 | NVIDIA B200 | 0/8: none | 0 | 0.0 | 18/126 | 18 | none | "
+        "default/left, default/right |"
+    ) in md
+    page = rp.render_html(counters_doc)
+    assert "<h2>GPUs with shared counters (dynamic MIG)</h2>" in page
+    assert '<td class="t">1/8: 7</td><td class="t">7</td><td class="t">17.5</td>' in page
+    assert json.loads(json.dumps(counters_doc))["gpus"][1]["memory_slices_stranded"] == [7]
+
+
+def test_a_report_without_shared_counters_has_no_section(doc: dict) -> None:
+    assert "shared counters" not in rp.render_markdown(doc)
+    assert "shared counters" not in rp.render_html(doc)
+    assert rp.counter_lines({"cluster": {}}) == []  # a report written before the figures

@@ -82,6 +82,35 @@ def test_explain_refuses_a_reference_without_namespace() -> None:
     assert "is not NAMESPACE/CLAIM" in result.output
 
 
+def test_explain_prints_the_exhausted_counters_of_each_gpu() -> None:
+    """``claims explain`` on the terminal: a table per CounterSet naming each exhausted
+    memory slice, its capacity, consumption and need, and the claim holding it."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain
+
+    from gpufleet.commands import claims_gc
+    from tests.unit.dynamic_mig_slices import H200_NODE, allocated_claim, slices
+    from tests.unit.validate_objects import GPU_CLASS, MIG_CLASS, claim, mig_request, node
+
+    held = [
+        allocated_claim(n, H200_NODE, f"gpu-0-mig-1g18gb-19-{i}") for n, i in (("a", 1), ("b", 5))
+    ]
+    mine = claim("big", requests=[mig_request("3g.71gb")])
+    result = explain.explain_claim(
+        mine, [GPU_CLASS, MIG_CLASS], slices(H200_NODE), [mine, *held], [node(H200_NODE)]
+    )
+    console = Console(record=True, width=200)
+    claims_gc.render_explain(console, result)
+    text = console.export_text()
+    assert "verdict: counters" in text
+    assert (
+        "shared counters exhausted: gpu-0-counter-set on h200-node (memory slices free: 0, 2, "
+        "3, 4, 6, 7)"
+    ) in text
+    rows = [" ".join(line.split()) for line in text.splitlines()]
+    assert "│ memory-slice-1 │ 1 │ 1 │ 1 │ default/a │ 1 │" in rows
+    assert "│ memory-slice-5 │ 1 │ 1 │ 1 │ default/b │ 1 │" in rows
+
+
 def test_the_details_of_a_passing_check_are_in_its_row() -> None:
     paths = vr.Check(
         "nodes.gpu-paths", "paths", details=["gpu_h200: declares dra; 3 node(s) advertise dra 3"]

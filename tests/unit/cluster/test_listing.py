@@ -274,3 +274,32 @@ def test_a_namespace_keeps_its_name_and_labels_only() -> None:
     assert vli.TRIMS["namespaces"]()(ns) == {
         "metadata": {"name": "ml", "labels": {"gpufleet.io/team": "vision"}}
     }
+
+
+def test_the_slice_trim_shares_counter_values_and_keeps_them() -> None:
+    """Dynamic MIG slices (the simulator's, ``tests/unit/dynamic_mig_slices.py``): each
+    distinct counter value is one object after the trim, and the counter accounting reads
+    the trimmed slices as the listed ones."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as cc
+
+    from tests.unit.dynamic_mig_slices import H200_NODE, slices
+
+    listed = [as_listed(s) for s in slices(H200_NODE)]
+    trim = vli.TRIMS["resourceslices"]()
+    kept = [trim(copy.deepcopy(s)) for s in listed]
+    ones = {
+        id(c)
+        for s in kept
+        for d in s["spec"].get("devices") or []
+        for entry in d["consumesCounters"]
+        for name, c in entry["counters"].items()
+        if name.startswith("memory-slice-")
+    }
+    assert len(ones) == 1  # every memory-slice counter of every device: one {"value": "1"}
+    counter_set = kept[0]["spec"]["sharedCounters"][0]["counters"]
+    assert counter_set["memory-slice-0"] is counter_set["memory-slice-7"]
+    assert "managedFields" not in kept[0]["metadata"]
+    before, after = cc.counter_sets(listed, []), cc.counter_sets(kept, [])
+    assert before.keys() == after.keys()
+    for k in before:
+        assert (before[k].capacity, before[k].devices) == (after[k].capacity, after[k].devices)

@@ -333,3 +333,64 @@ def test_a_vfio_device_is_its_own_profile_and_fits_no_gpu_or_mig_claim() -> None
         "ml/slice": fr.NO_DEVICE,
     }
     assert report["cluster"]["memory_stranded"] == 140 * GI
+
+
+# ------------------------------------------------------------ shared counters (dynamic MIG)
+
+
+def counters_fleet() -> dict[str, Any]:
+    """The simulator's dynamic MIG slices: on the H200 seven claims hold the 1g.18gb at
+    placements 0 to 6, on the B200 two claims hold the 3g.90gb at 0 and 4."""
+    from tests.unit.dynamic_mig_slices import B200_NODE, H200_NODE, allocated_claim, slices
+
+    claims = [allocated_claim(f"c{i}", H200_NODE, f"gpu-0-mig-1g18gb-19-{i}") for i in range(7)]
+    claims += [
+        allocated_claim("left", B200_NODE, "gpu-0-mig-3g90gb-9-0"),
+        allocated_claim("right", B200_NODE, "gpu-0-mig-3g90gb-9-4"),
+    ]
+    nodes = [node(H200_NODE, "NVIDIA-H200"), node(B200_NODE, "NVIDIA-B200")]
+    return fr.build_report(slices(), claims, [], nodes)
+
+
+def test_gpus_with_shared_counters_have_free_and_stranded_figures() -> None:
+    report = counters_fleet()
+    b200, h200 = report["gpus"]
+    assert (h200["node"], h200["gpu"], h200["model"], h200["pool"]) == (
+        "h200-node", "gpu-0", "NVIDIA H200", "NVIDIA-H200",
+    )  # fmt: skip
+    # H200: slice 7 is free, but no placement of any profile uses it alone, and the
+    # seven 1g.18gb hold all 7 decoders: one slice (140 GiB / 8) and 20 SMs stranded
+    assert h200["memory_slices_free"] == h200["memory_slices_stranded"] == [7]
+    assert h200["memory_stranded"] == 140 * GI // 8
+    assert (h200["multiprocessors_free"], h200["multiprocessors_stranded"]) == (20, 20)
+    # B200: the two 3g.90gb hold the 8 memory slices; 126 - 2 x 54 SMs are stranded
+    assert b200["memory_slices_free"] == [] and b200["memory_stranded"] == 0
+    assert (b200["multiprocessors_free"], b200["multiprocessors_stranded"]) == (18, 18)
+    assert b200["claims"] == ["default/left", "default/right"]
+    assert report["cluster"]["shared_counters"] == {
+        "gpus": 2,
+        "memory_slices": 16,
+        "memory_slices_free": 1,
+        "memory_slices_stranded": 1,
+        "memory": 140 * GI + 171648 * 2**20,
+        "memory_free": h200["memory_free"],
+        "memory_stranded": 140 * GI // 8,
+        "multiprocessors": 132 + 126,
+        "multiprocessors_free": 38,
+        "multiprocessors_stranded": 38,
+    }
+
+
+def test_a_fleet_without_shared_counters_has_no_gpu_rows(report: dict[str, Any]) -> None:
+    assert report["gpus"] == []
+    assert report["cluster"]["shared_counters"]["gpus"] == 0
+
+
+def test_a_counter_set_of_another_shape_is_skipped_not_read() -> None:
+    from tests.unit.dynamic_mig_slices import H200_NODE, slices
+
+    odd = slices(H200_NODE)
+    odd[0]["spec"]["sharedCounters"][0]["counters"] = ["memory-slice-0"]
+    report = fr.build_report(odd, [], [], [node(H200_NODE, None)])
+    assert report["cluster"]["objects_skipped"] == {"resourceslices": 1}
+    assert report["gpus"] == []

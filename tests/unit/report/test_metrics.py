@@ -70,8 +70,9 @@ def test_every_family_has_help_and_type_once() -> None:
     report, nodes = fleet()
     text = fm.render(report, nodes)
     types = re.findall(r"^# TYPE (\S+) gauge$", text, re.M)
-    # 7 of the cluster, 12 per team and per namespace (allocated, idle, leaked x2)
-    assert len(types) == len(set(types)) == 19
+    # 7 of the cluster, 12 per team and per namespace (allocated, idle, leaked x2), 7 per
+    # GPU of shared counters
+    assert len(types) == len(set(types)) == 26
     for name in types:
         assert f"# HELP {name} " in text
 
@@ -173,3 +174,19 @@ def test_team_label_values_are_escaped() -> None:
     report = {"teams": {"idle_measured": True, "teams": [row], "namespaces": [row]}}
     text = fm.render(report, [])
     assert 'gpufleet_team_idle_devices{team="a\\"b\\\\c"} 1' in text
+
+
+def test_gpus_with_shared_counters_are_series_per_gpu() -> None:
+    from tests.unit.report.test_fleet import counters_fleet
+
+    found = samples(fm.render(counters_fleet(), []))
+    h200 = '{node="h200-node",gpu="gpu-0",model="NVIDIA H200"}'
+    b200 = '{node="b200-node",gpu="gpu-0",model="NVIDIA B200"}'
+    assert found[f"gpufleet_gpu_memory_slices{h200}"] == 8
+    assert found[f"gpufleet_gpu_memory_slices_free{h200}"] == 1
+    assert found[f"gpufleet_gpu_stranded_memory_slices{h200}"] == 1
+    assert found[f"gpufleet_gpu_stranded_memory_bytes{h200}"] == 140 * 2**30 // 8
+    assert found[f"gpufleet_gpu_multiprocessors{b200}"] == 126
+    assert found[f"gpufleet_gpu_multiprocessors_free{b200}"] == 18
+    assert found[f"gpufleet_gpu_stranded_multiprocessors{b200}"] == 18
+    assert found[f"gpufleet_gpu_stranded_memory_bytes{b200}"] == 0

@@ -309,3 +309,18 @@ def test_host_vars_per_node() -> None:
         {"devices": [0], "mig-enabled": True, "mig-devices": {"7g.141gb": 1}},
         {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.18gb": 7}},
     ]
+
+
+def test_gpus_of_dynamic_mig_are_skipped_once_each() -> None:
+    """The simulator's dynamic MIG slices: every placement of every profile is a device
+    consuming the GPU's CounterSet; the scheduler carves at allocation, so the advisor has
+    no layout to change and skips each GPU once."""
+    from tests.unit.dynamic_mig_slices import B200_NODE, H200_NODE, slices
+
+    gpus, skipped = ma.gpus_of(slices(), [])
+    assert gpus == []
+    assert [(s["node"], s["device"]) for s in skipped] == [
+        (H200_NODE, "gpu-0"),
+        (B200_NODE, "gpu-0"),
+    ]
+    assert all("dynamic MIG" in s["reason"] for s in skipped)

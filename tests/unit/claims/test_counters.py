@@ -1,0 +1,220 @@
+"""Shared counters of partitionable devices, on the ResourceSlices the lab's GPU simulator
+publishes with dynamic MIG: capacity, consumption by allocated claims, who holds what,
+what keeps a device from being allocated and what is stranded on a GPU."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as cc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.tables import LAYOUTS
+
+from tests.unit.dynamic_mig_slices import (
+    B200_NODE,
+    H200_NODE,
+    allocated_claim,
+    device_names,
+    slices,
+)
+
+pytestmark = pytest.mark.unit
+
+GIB = 2**30
+H200_SET = f"gpu.nvidia.com/{H200_NODE}/gpu-0-counter-set"
+B200_SET = f"gpu.nvidia.com/{B200_NODE}/gpu-0-counter-set"
+
+
+def device(node: str, name: str) -> dict:
+    return next(
+        d for s in slices(node) for d in s["spec"].get("devices") or [] if d["name"] == name
+    )
+
+
+def seven_1g() -> list[dict]:
+    """Seven claims, each holding the 1g.18gb of one placement of the H200 (0 to 6)."""
+    return [allocated_claim(f"c{i}", H200_NODE, f"gpu-0-mig-1g18gb-19-{i}") for i in range(7)]
+
+
+def test_the_counter_set_of_an_h200_as_the_simulator_publishes_it() -> None:
+    sets = cc.counter_sets(slices(), [])
+    assert sorted(sets) == [B200_SET, H200_SET]
+    h200 = sets[H200_SET]
+    assert (h200.node, h200.gpu, h200.memory_slices()) == (H200_NODE, "gpu-0", list(range(8)))
+    assert h200.capacity["multiprocessors"] == 132
+    assert h200.capacity["memory"] == 140 * GIB
+    # the full GPU and 7 + 7 + 4 + 3 + 2 + 1 + 1 MIG placements, all consuming the set
+    assert len(h200.devices) == 26 == len(device_names(H200_NODE))
+    assert h200.devices["gpu-0-mig-3g71gb-9-4"]["memory-slice-7"] == 1
+    assert "memory-slice-3" not in h200.devices["gpu-0-mig-3g71gb-9-4"]
+    assert h200.free_memory_slices() == list(range(8)) and not h200.consumed
+
+
+def test_allocated_claims_consume_and_hold_counters() -> None:
+    sets = cc.counter_sets(slices(H200_NODE), seven_1g())
+    h200 = sets[H200_SET]
+    assert h200.consumed["multiprocessors"] == 7 * 16
+    assert h200.free("multiprocessors") == 20
+    assert h200.free("memory") == 140 * GIB - 7 * 16 * GIB
+    assert h200.holders["memory-slice-3"] == ["default/c3"]
+    assert h200.holders["multiprocessors"] == [f"default/c{i}" for i in range(7)]
+    assert h200.free_memory_slices() == [7]
+    assert h200.allocated["gpu-0-mig-1g18gb-19-6"] == ["default/c6"]
+
+
+def test_an_eighth_1g_is_short_of_the_memory_slice_its_placement_needs() -> None:
+    sets = cc.counter_sets(slices(H200_NODE), seven_1g())
+    me = device(H200_NODE, "gpu-0-mig-1g18gb-me-20-3")
+    short, *engines = cc.shortfalls(sets, "gpu.nvidia.com", H200_NODE, me)
+    assert (short.counter, short.capacity, short.consumed, short.needed) == (
+        "memory-slice-3",
+        1,
+        1,
+        1,
+    )
+    assert short.holders == ("default/c3",)
+    assert short.text() == (
+        "memory-slice-3 of gpu-0-counter-set on h200-node: 1 of 1 consumed, needs 1 "
+        "(held by default/c3)"
+    )
+    # and the seven 1g.18gb hold all 7 decoders and JPEG engines of the H200
+    assert [(e.counter, e.capacity, e.consumed) for e in engines] == [
+        ("decoders", 7, 7),
+        ("jpeg-engines", 7, 7),
+    ]
+    # the full GPU needs every memory slice and more multiprocessors than are left
+    full = cc.shortfalls(sets, "gpu.nvidia.com", H200_NODE, device(H200_NODE, "gpu-0"))
+    assert [s.counter for s in full][:7] == [f"memory-slice-{i}" for i in range(7)]
+    assert "multiprocessors" in [s.counter for s in full]
+    assert "memory-slice-7" not in [s.counter for s in full]
+
+
+def test_a_free_device_consuming_nothing_held_has_no_shortfall() -> None:
+    sets = cc.counter_sets(slices(H200_NODE), seven_1g()[:3])
+    assert (
+        cc.shortfalls(sets, "gpu.nvidia.com", H200_NODE, device(H200_NODE, "gpu-0-mig-3g71gb-9-4"))
+        == []
+    )
+
+
+def test_seven_1g_strand_the_eighth_memory_slice_and_the_multiprocessors_left() -> None:
+    sets = cc.counter_sets(slices(H200_NODE), seven_1g())
+    fig = cc.gpu_figures(sets[H200_SET], sets)
+    assert fig["memory_slices_free"] == [7] and fig["memory_slices_stranded"] == [7]
+    # 140 GiB in 8 slices: 17.5 GiB per slice
+    assert fig["memory_stranded"] == 140 * GIB // 8
+    assert (fig["multiprocessors_free"], fig["multiprocessors_stranded"]) == (20, 20)
+    assert (fig["devices"], fig["devices_allocated"], fig["devices_fitting"]) == (26, 7, 0)
+    assert fig["claims"] == [f"default/c{i}" for i in range(7)]
+
+
+def test_a_3g_needs_four_aligned_free_memory_slices() -> None:
+    """1g.18gb at 1 and at 5: six slices are free, but each 3g.71gb placement (0-3, 4-7)
+    contains a held one."""
+    claims = [
+        allocated_claim("a", H200_NODE, "gpu-0-mig-1g18gb-19-1"),
+        allocated_claim("b", H200_NODE, "gpu-0-mig-1g18gb-19-5"),
+    ]
+    sets = cc.counter_sets(slices(H200_NODE), claims)
+    at0 = cc.shortfalls(
+        sets, "gpu.nvidia.com", H200_NODE, device(H200_NODE, "gpu-0-mig-3g71gb-9-0")
+    )
+    at4 = cc.shortfalls(
+        sets, "gpu.nvidia.com", H200_NODE, device(H200_NODE, "gpu-0-mig-3g71gb-9-4")
+    )
+    assert [(s.counter, s.holders) for s in at0] == [("memory-slice-1", ("default/a",))]
+    assert [(s.counter, s.holders) for s in at4] == [("memory-slice-5", ("default/b",))]
+    fig = cc.gpu_figures(sets[H200_SET], sets)
+    assert fig["memory_slices_free"] == [0, 2, 3, 4, 6, 7]
+    assert fig["memory_slices_stranded"] == []  # 1g.35gb at 6 uses 6-7
+    assert "3g.71gb" not in fig["profiles_fitting"]
+    assert {"1g.18gb", "1g.35gb", "2g.35gb"} <= set(fig["profiles_fitting"])
+    assert fig["multiprocessors_stranded"] == 0
+
+
+def test_two_3g_on_a_b200_strand_one_of_seven_compute_slices() -> None:
+    """B200 (the MIG tables' b200-180gb): 3g.90gb at 0 and 4 hold all 8 memory slices;
+    126 - 2 x 54 multiprocessors are left and no profile can use them."""
+    rows = {r[0]: r for r in LAYOUTS["b200-180gb"]["rows"]}
+    sm_3g, sm_7g, sm_1g = rows["3g.90gb"][4], rows["7g.180gb"][4], rows["1g.23gb"][4]
+    assert sm_7g - 2 * sm_3g == sm_1g == 18
+    claims = [
+        allocated_claim("left", B200_NODE, "gpu-0-mig-3g90gb-9-0", namespace="team-a"),
+        allocated_claim("right", B200_NODE, "gpu-0-mig-3g90gb-9-4", namespace="team-b"),
+    ]
+    sets = cc.counter_sets(slices(B200_NODE), claims)
+    fig = cc.gpu_figures(sets[B200_SET], sets)
+    assert fig["memory_slices_free"] == [] and fig["memory_slices_stranded"] == []
+    assert fig["memory_stranded"] == 0
+    assert fig["multiprocessors"] == sm_7g
+    assert (fig["multiprocessors_free"], fig["multiprocessors_stranded"]) == (sm_1g, sm_1g)
+    assert fig["devices_fitting"] == 0 and fig["profiles_fitting"] == []
+    short = cc.shortfalls(
+        sets, "gpu.nvidia.com", B200_NODE, device(B200_NODE, "gpu-0-mig-1g23gb-19-2")
+    )
+    assert [(s.counter, s.holders) for s in short] == [
+        ("memory-slice-2", ("team-a/left",)),
+        ("memory", ("team-a/left", "team-b/right")),
+    ]
+
+
+def test_only_the_newest_generation_and_no_admin_access_counts() -> None:
+    old = slices(H200_NODE)
+    for s in old:
+        s["spec"]["pool"]["generation"] = 0
+        s["metadata"]["name"] += "-old"
+        for cs in s["spec"].get("sharedCounters") or []:
+            cs["counters"]["multiprocessors"]["value"] = "1"
+    admin = allocated_claim("admin", H200_NODE, "gpu-0")
+    admin["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
+    sets = cc.counter_sets(old + slices(H200_NODE), [admin])
+    assert sets[H200_SET].capacity["multiprocessors"] == 132
+    assert not sets[H200_SET].consumed
+
+
+def test_v1beta1_devices_consume_under_basic() -> None:
+    beta = slices(H200_NODE)
+    for s in beta:
+        s["spec"]["devices"] = [
+            {"name": d["name"], "basic": {k: v for k, v in d.items() if k != "name"}}
+            for d in s["spec"].get("devices") or []
+        ]
+    sets = cc.counter_sets(beta, seven_1g())
+    assert sets[H200_SET].free_memory_slices() == [7]
+
+
+def test_a_device_of_a_set_its_pool_does_not_publish_cannot_be_allocated() -> None:
+    only_devices = [s for s in slices(H200_NODE) if s["spec"].get("devices")]
+    sets = cc.counter_sets(only_devices, [])
+    (short,) = cc.shortfalls(sets, "gpu.nvidia.com", H200_NODE, device(H200_NODE, "gpu-0"))
+    assert short.counter == "" and "is not published" in short.text()
+
+
+def test_a_value_that_is_not_a_quantity_counts_as_zero_and_is_named() -> None:
+    odd = slices(H200_NODE)
+    odd[0]["spec"]["sharedCounters"][0]["counters"]["multiprocessors"]["value"] = "lots"
+    sets = cc.counter_sets(odd, [])
+    assert sets[H200_SET].capacity["multiprocessors"] == 0
+    assert sets[H200_SET].unreadable == ["multiprocessors"]
+
+
+def test_amounts_read_as_people_do() -> None:
+    assert cc.format_amount("memory", Fraction(279, 4) * GIB) == "69.75Gi"
+    assert cc.format_amount("memory", Fraction(140 * GIB)) == "140Gi"
+    assert cc.format_amount("multiprocessors", Fraction(132)) == "132"
+    assert cc.memory_slice("memory-slice-12") == 12
+    assert cc.memory_slice("memory-slice-01") is None
+    assert cc.memory_slice("memory") is None
+
+
+@pytest.mark.parametrize("odd", [5, "memory-slice-0", {"name": "x"}, [5, None, "x"]])
+def test_fields_of_another_type_are_not_read(odd: object) -> None:
+    """A hand-made or hostile object (the explanation reads slices as listed): a
+    ``sharedCounters``, ``consumesCounters`` or allocation of another type is skipped."""
+    bad = slices(H200_NODE)
+    bad[0]["spec"]["sharedCounters"] = odd
+    bad[1]["spec"]["devices"][0]["consumesCounters"] = odd
+    claim = allocated_claim("x", H200_NODE, "gpu-0")
+    claim["status"]["allocation"]["devices"]["results"] = odd
+    assert cc.counter_sets(bad, [claim]) == {}
+    assert cc.consumption(bad[1]["spec"]["devices"][0]) == {}
