@@ -293,7 +293,7 @@ def report(
             fa.check_url(prometheus)
         except fa.ActivityError as exc:
             raise click.BadParameter(str(exc), param_hint="'--prometheus'") from None
-    address = rs.parse_address(serve) if serve else None
+    address = rs.parse_address(serve) if serve is not None else None
     if kubeconfig:
         try:
             vk.check_kubeconfig(kubeconfig)

@@ -14,6 +14,8 @@ request to the API server (and to Prometheus) has its own deadline (``kube.clien
 from __future__ import annotations
 
 import datetime as _dt
+import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +35,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.report import tea
 
 from gpufleet.commands._cluster import KINDS
 from gpufleet.render import fleet_report as rp
+from gpufleet.render.text import printable
 
 #: Seconds a served page is answered again before the cluster is listed anew (--refresh).
 DEFAULT_REFRESH = 30
@@ -41,13 +44,23 @@ MAX_ERROR = 500
 #: Content-Type of the page and of the plain answers (an error, 404).
 HTML_TYPE = "text/html; charset=utf-8"
 TEXT_TYPE = "text/plain; charset=utf-8"
+#: Seconds a connection may keep the server waiting for its request, or for reading the
+#: answer, before it is closed (a client that sends half a request holds a thread no longer).
+CLIENT_TIMEOUT = 30
+
+
+#: A host to listen on: an IPv4 or IPv6 address (a zone after ``%``) or a host name.
+_HOST = re.compile(r"[A-Za-z0-9._:%-]*", re.ASCII)
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` or ``:PORT`` (all addresses) as (host, port); raises
-    ``click.BadParameter`` naming ``--serve`` otherwise."""
+    """``HOST:PORT`` or ``:PORT`` (all addresses) as (host, port), ``[::1]:PORT`` for an
+    IPv6 address; raises ``click.BadParameter`` naming ``--serve`` otherwise (a port of
+    other than ASCII digits or outside 1-65535, a host of other characters than an
+    address or a host name has)."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    ok = port.isascii() and port.isdigit() and _HOST.fullmatch(host.strip("[]"))
+    if not sep or not ok or not 0 < int(port) < 65536:
         raise click.BadParameter(
             f"{text!r} is not HOST:PORT; pass for example 0.0.0.0:9477 or :9477",
             param_hint="'--serve'",
@@ -75,7 +88,9 @@ class Source:
 
 
 def _line(text: str) -> str:
-    return text.splitlines()[0][:MAX_ERROR] if text else "?"
+    """The first line of ``text``, cut to ``MAX_ERROR``, its control characters and lone
+    surrogates escaped (``render.text.printable``): a server's message is served to any client."""
+    return printable(text.splitlines()[0][:MAX_ERROR]) if text else "?"
 
 
 def read_report(source: Source) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
@@ -205,25 +220,39 @@ def make_server(
 ) -> ThreadingHTTPServer:
     """A server that answers ``GET /metrics`` with ``collect()`` (one at a time), ``GET
     /`` with ``page()`` (an HTML page when 200, under ``rp.CONTENT_SECURITY_POLICY``;
-    plain text otherwise) and 404 elsewhere (and at ``/`` without ``page``). Raises
-    ``OSError`` when the address cannot be bound."""
+    plain text otherwise) and 404 elsewhere (and at ``/`` without ``page``); 500 and one
+    line when building an answer raises. A connection that sends no full request within
+    ``CLIENT_TIMEOUT`` seconds is closed. Raises ``OSError`` when the address cannot be
+    bound."""
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = CLIENT_TIMEOUT
+
         def do_GET(self) -> None:
             path = self.path.split("?")[0]
             if path == "/metrics":
                 with lock:
-                    status, text = collect()
+                    status, text = self._built(collect)
                 self._answer(status, fm.CONTENT_TYPE, text)
             elif path == "/" and page is not None:
-                status, text = page()
+                status, text = self._built(page)
                 self._answer(status, HTML_TYPE if status == 200 else TEXT_TYPE, text)
             else:
                 self._answer(404, TEXT_TYPE, "not found: the pages are / and /metrics\n")
 
+        def _built(self, build: Callable[[], tuple[int, str]]) -> tuple[int, str]:
+            """``build()``; an error it raises (a report of a shape the renderer does not
+            expect) costs this answer, a 500 of one line, never the server or a traceback."""
+            try:
+                return build()
+            except Exception as err:
+                line = _line(f"{type(err).__name__}: {err}")
+                sys.stderr.write(f"error: GET {printable(self.path[:80])}: {line}\n")
+                return 500, f"cannot build the answer: {line}\n"
+
         def _answer(self, status: int, content_type: str, text: str) -> None:
-            body = text.encode()
+            body = text.encode("utf-8", "replace")  # a lone surrogate as "?"
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))

@@ -41,6 +41,7 @@ from rich.console import Console
 from gpufleet.commands._options import extra_vars_flag
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_OK, exit_with
 from gpufleet.render.gpu_stack_plan import render
+from gpufleet.render.text import printable
 
 #: The fact the planning playbook sets with the plan.
 PLAN_FACT = "gpu_stack_plan"
@@ -110,8 +111,8 @@ class StackRun:
 
 
 def _refuse(reason: str, fix: str) -> NoReturn:
-    click.echo(f"Error: {reason}", err=True)
-    click.echo(f"Fix: {fix}", err=True)
+    click.echo(f"Error: {printable(reason)}", err=True)
+    click.echo(f"Fix: {printable(fix)}", err=True)
     exit_with(EXIT_CANNOT_RUN)
 
 
@@ -220,6 +221,6 @@ def upgrade_gpu_stack(
         render(plan, Console(width=max(140, Console().width), soft_wrap=False))
     if plan.get("refused"):
         for r in plan["refused"]:
-            click.echo(f"Error: {r['message']}", err=True)
+            click.echo(f"Error: {printable(r['message'])}", err=True)
         exit_with(EXIT_CANNOT_RUN)
     exit_with(EXIT_OK)

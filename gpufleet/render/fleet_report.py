@@ -12,6 +12,8 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpufleet.render.text import printable
+
 GIB = 2**30
 #: Columns of the per profile tables: (key, heading, bytes or not).
 COLUMNS = (
@@ -380,7 +382,7 @@ BAR_W, ROW_H, LABEL_W = 420, 26, 250
 
 
 def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(printable(str(value)), quote=True)
 
 
 def profile_chart(profiles: Sequence[Mapping[str, Any]]) -> str:

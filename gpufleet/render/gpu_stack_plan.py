@@ -12,20 +12,25 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from gpufleet.render.text import shown
+
 __all__ = ["render", "render_refused"]
 
 
 def _change(entry: Mapping[str, Any]) -> str:
     current, target = entry.get("current") or "none", entry.get("target") or "none"
-    return str(current) if current == target else f"{current} -> {target}"
+    return shown(current) if current == target else f"{shown(current)} -> {shown(target)}"
 
 
 def render(plan: Mapping[str, Any], console: Console) -> None:
-    """Tables for humans: the order, the nodes, then the warnings and the refusals."""
+    """Tables for humans: the order, the nodes, then the warnings and the refusals. Every
+    text of the plan shows as it is (``render.text.shown``): a node name or a value is
+    never read as markup nor reaches the terminal as an escape sequence."""
     t = plan["target"]
     console.print(
-        f"GPU stack plan on Kubernetes {plan['kubernetes_version']}: driver {t['driver']}, "
-        f"toolkit {t['toolkit']}, DRA driver chart {t['dra_driver_chart']}  (batch size "
+        f"GPU stack plan on Kubernetes {shown(plan['kubernetes_version'])}: driver "
+        f"{shown(t['driver'])}, toolkit {shown(t['toolkit'])}, DRA driver chart "
+        f"{shown(t['dra_driver_chart'])}  (batch size "
         f"{plan['batch_size']}, GPU floor {float(plan['min_gpu_available_percent']):g}%)"
     )
     chart = plan["chart"]
@@ -34,12 +39,12 @@ def render(plan: Mapping[str, Any], console: Console) -> None:
         order.add_column(col)
     for w in plan["waves"]:
         what = (
-            "chart: " + "; ".join(chart["steps"])
+            "chart: " + "; ".join(map(shown, chart["steps"]))
             if w["kind"] == "chart"
             else "nodes: driver, toolkit"
         )
         order.add_row(
-            str(w["index"]), what, ", ".join(w["hosts"]) or "-",
+            str(w["index"]), what, ", ".join(map(shown, w["hosts"])) or "-",
             str(w["gpu_devices_drained"]), f"{w['gpu_available_percent']:g}",
         )  # fmt: skip
     nodes = Table(title="nodes")
@@ -47,8 +52,9 @@ def render(plan: Mapping[str, Any], console: Console) -> None:
         nodes.add_column(col)
     for n in plan["nodes"]:
         nodes.add_row(
-            n["host"], n["name"], _change(n["driver"]), _change(n["toolkit"]), n["load"],
-            ", ".join(n["stop"]) or "-", str(n["wave"]) if n["wave"] >= 0 else "-",
+            shown(n["host"]), shown(n["name"]), _change(n["driver"]), _change(n["toolkit"]),
+            shown(n["load"]), ", ".join(n["stop"]) or "-",
+            str(n["wave"]) if n["wave"] >= 0 else "-",
         )  # fmt: skip
     console.print(f"chart: {_change(chart)}")
     if plan["up_to_date"]:
@@ -57,7 +63,7 @@ def render(plan: Mapping[str, Any], console: Console) -> None:
         console.print(order)
     console.print(nodes)
     for w in plan["warnings"]:
-        console.print(f"[yellow]warning:[/yellow] {w}")
+        console.print(f"[yellow]warning:[/yellow] {shown(w)}")
     render_refused(plan, console)
 
 
@@ -69,7 +75,6 @@ def render_refused(plan: Mapping[str, Any], console: Console) -> None:
     for col in ("node", "variable", "value", "reason", "fix", "source"):
         table.add_column(col)
     for r in plan["refused"]:
-        table.add_row(
-            r["node"] or "-", r["variable"], str(r["value"]), r["reason"], r["fix"], r["source"]
-        )
+        keys = ("variable", "value", "reason", "fix", "source")
+        table.add_row(shown(r["node"] or "-"), *(shown(r[k]) for k in keys))
     console.print(table)

@@ -65,6 +65,9 @@ MAX_PAGES = 10_000
 #: does not answer) would hang every command. A minute leaves room for a plugin that
 #: asks for an interactive login.
 EXEC_TIMEOUT = 60
+#: Shortest credential ``Kube.hidden`` replaces in a server's message (a shorter one would
+#: blot out common words and is no real credential).
+MIN_HIDDEN = 4
 
 
 class KubeError(Exception):
@@ -155,8 +158,25 @@ class Kube:
             if status is None:
                 raise KubeError(None, unreachable(self.server, err, self.timeout)) from None
             message = getattr(err, "body", None) or getattr(err, "reason", None) or str(err)
-            raise KubeError(status, _message(message)) from None
+            raise KubeError(status, self.hidden(_message(message))) from None
         return self._decoded(method, path, status, data, raw, decode)
+
+    def hidden(self, text: str) -> str:
+        """``text`` (a server's message) with the credentials this client sends replaced
+        by ``***``: the bearer token (``configuration.api_key``, with and without its
+        ``Bearer`` prefix) and the basic-auth password, so that a server or proxy that
+        repeats the request's ``Authorization`` header does not put them into a message
+        that is printed or served (``report --serve`` answers 503 with it)."""
+        conf = getattr(self.client, "configuration", None)
+        keys = [str(v) for v in (getattr(conf, "api_key", None) or {}).values() if v]
+        found = {
+            *keys,
+            *(k.split(None, 1)[-1] for k in keys),
+            str(getattr(conf, "password", "") or ""),
+        }
+        for secret in sorted((f for f in found if len(f) >= MIN_HIDDEN), key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
 
     def past_deadline(self, method: str, path: str) -> str:
         """What to say when ``method path`` ran past ``REQUEST_DEADLINE``."""
@@ -217,7 +237,7 @@ class Kube:
         """The body of an answer: an error for a status outside 2xx, else its text
         (``raw``), ``decode(data)`` or its JSON."""
         if not 200 <= int(status) < 300:
-            raise KubeError(int(status), _message(data))
+            raise KubeError(int(status), self.hidden(_message(data)))
         if raw:
             return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")
         try:

@@ -118,9 +118,17 @@ def parse_containerd_version(text: str) -> tuple[int, int, int]:
     return int(match.group(1)), int(match.group(2)), int(match.group(3))
 
 
+#: A toolkit release as its packages are versioned: MAJOR.MINOR.PATCH, an optional leading
+#: v, and an optional package revision or pre-release (``-1``, ``~rc.1``).
+_TOOLKIT_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:[-~][0-9A-Za-z.~]+)?\Z", re.ASCII)
+
+
 def parse_toolkit_version(text: str) -> tuple[int, int, int]:
-    """``1.17.8`` (or ``1.17.8-1``) -> ``(1, 17, 8)``; raises :class:`ConfigError`."""
-    match = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", str(text).strip())
+    """``1.17.8`` (or ``1.17.8-1``, ``1.18.0~rc.1``) -> ``(1, 17, 8)``; raises
+    :class:`ConfigError` for anything else, trailing text (``1.17.8;id``, ``1.17.8x``, a
+    second line) and digits other than ASCII included: the value becomes a package
+    version."""
+    match = _TOOLKIT_RE.match(str(text).strip())
     if not match:
         raise ConfigError(
             f"nvidia_container_toolkit_version={str(text)!r} is not a release; fix: give it as "

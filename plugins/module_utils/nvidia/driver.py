@@ -82,7 +82,7 @@ LAST_PRE_TURING_BRANCH = 580
 #: From this branch the CUDA repository's apt metapackages carry no branch suffix.
 UNSUFFIXED_APT_BRANCH = 590
 
-_VERSION_RE = re.compile(r"^(\d{3})\.(\d{1,3})(?:\.(\d{1,3}))?\Z")
+_VERSION_RE = re.compile(r"^(\d{3})\.(\d{1,3})(?:\.(\d{1,3}))?\Z", re.ASCII)
 
 
 @dataclass(frozen=True, order=True)
@@ -124,7 +124,7 @@ def check_pin(branch: str | int, version: str, for_dra: bool = True) -> DriverVe
     :data:`DRA_MIN_BRANCH`. Raises :class:`PlanError` naming the variables and the fix.
     """
     branch_text = str(branch).strip()
-    if not re.match(r"^\d{3}$", branch_text):
+    if not re.match(r"^\d{3}\Z", branch_text, re.ASCII):
         raise PlanError(
             f"nvidia_driver_branch={branch_text!r} is not a driver branch; fix: give the "
             "three-digit branch, for example 580"

@@ -40,7 +40,6 @@ drained.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -309,29 +308,47 @@ def toolkit_release(text: str | None) -> str | None:
 # --------------------------------------------------------------------------------------
 
 
-_PIN_SUBJECT = re.compile(
-    r"^(nvidia_driver_version|nvidia_driver_branch)=(\S+) (?:is )?(.*)\Z", re.S
-)
+def _pin_subject(reason: str, branch: str, driver: str) -> tuple[str, str] | None:
+    """(``branch`` or ``driver``, the reason alone) of a ``check_pin`` message, which opens
+    with the variable and its value (``nvidia_driver_branch='5 x' is not ...``); None when
+    it opens otherwise. The value is matched as written, so one with spaces or quotes
+    does not spill into the reason."""
+    for key, variable, value in (
+        ("branch", "nvidia_driver_branch", str(branch).strip()),
+        ("driver", "nvidia_driver_version", str(driver).strip()),
+    ):
+        for shown in (repr(value), value):
+            head = f"{variable}={shown} "
+            if reason.startswith(head):
+                rest = reason[len(head) :]
+                return key, rest[3:] if rest.startswith("is ") else rest
+    return None
 
 
 def judge_driver(
     targets: StackTargets, chart: ddc.ChartVersion | None, names: Mapping[str, str]
 ) -> tuple[nvd.DriverVersion | None, list[Refusal]]:
-    """The target driver release and what refuses it: not a release of its branch or
-    below the floor (``nvidia.driver.check_pin``), older than the target chart's minimum
-    (``dra_driver.chart.chart_driver_minimum``)."""
+    """The target driver release and what refuses it: no NVIDIA release
+    (``nvidia.driver.parse_driver_version``, named as the driver even when the branch
+    follows it), not a release of its branch or below the floor (``nvidia.driver.check_pin``),
+    older than the target chart's minimum (``dra_driver.chart.chart_driver_minimum``)."""
     name = names["driver"]
     branch = targets.branch or str(targets.driver).split(".", 1)[0]
+    try:
+        nvd.parse_driver_version(targets.driver, name)
+    except nvd.PlanError as exc:
+        fix = msg.split_fix(str(exc))[1]
+        reason = "not an NVIDIA driver release"
+        return None, [Refusal(name, targets.driver, reason, fix, SOURCE_RELEASES)]
     try:
         pinned = nvd.check_pin(branch, targets.driver, for_dra=False)
     except nvd.PlanError as exc:
         reason, fix = msg.split_fix(str(exc))
-        # check_pin's text opens with the variable and its value: the refusal names them
-        found = _PIN_SUBJECT.match(reason)
         variable, value = name, targets.driver
+        found = _pin_subject(reason, branch, targets.driver)
         if found:
-            reason = found.group(3)
-            if found.group(1) == "nvidia_driver_branch":
+            reason = found[1]
+            if found[0] == "branch":
                 variable, value = names["branch"], branch
         source = SOURCE_FLOOR if reason.startswith("older than") else SOURCE_RELEASES
         return None, [Refusal(variable, value, reason, fix, source)]
@@ -667,11 +684,13 @@ def plan_from_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     ``min_gpu_available_percent``, ``input_names``. Raises GpuStackPlanError (an
     UpgradePlanError) for a state that cannot be read or bad batch or floor values."""
     t = inputs.get("targets") or {}
+    # a release is judged and planned as written without the spaces around it (a node at
+    # 580.159.04 is not planned to " 580.159.04 ")
     targets = StackTargets(
-        driver=str(t.get("driver") or ""),
-        toolkit=str(t.get("toolkit") or ""),
-        chart=str(t.get("chart") or ""),
-        branch=str(t.get("branch") or ""),
+        driver=_text(t.get("driver")),
+        toolkit=_text(t.get("toolkit")),
+        chart=_text(t.get("chart")),
+        branch=_text(t.get("branch")),
         reboot=_flag(t, "reboot", "nvidia_driver_reboot"),
         compute_domains=_flag(t, "compute_domains", "compute_domains"),
         accept_below_documented_minimum=_flag(
@@ -686,6 +705,10 @@ def plan_from_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
         input_names=inputs.get("input_names") or None,
     )
     return plan.to_dict()
+
+
+def _text(value: Any) -> str:
+    return str(value if value is not None else "").strip()
 
 
 def _flag(targets: Mapping[str, Any], key: str, variable: str) -> bool:

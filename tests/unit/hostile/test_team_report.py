@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gpufleet.cli import main
+from gpufleet.render.text import printable
 from tests.integration.test_hostile_input_servers import write_kubeconfig
 from tests.unit.hostile.api_server import answers, listing, serve
 from tests.unit.report import test_teams as tt
@@ -183,9 +184,10 @@ def test_a_hostile_team_name_is_text_in_every_output(tmp_path: Path, case: str) 
     # JSON: the name as it is
     doc = json.loads(_read(tmp_path / "r.json"))
     assert held in [row["team"] for row in doc["teams"]["teams"]]
-    # HTML: escaped, one cell
+    # HTML: escaped, one cell, control characters written as their escapes
     page = _read(tmp_path / "r.html")
-    assert f'<td class="t">{html.escape(held, quote=True)}</td>' in page
+    assert f'<td class="t">{html.escape(printable(held), quote=True)}</td>' in page
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", page)
     assert "<script>" not in page and "<img" not in page
     # Markdown: every row of the team table has its 8 cells, the name on one line
     md = _read(tmp_path / "r.md").split("\n")
