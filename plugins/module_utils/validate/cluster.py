@@ -31,6 +31,11 @@ id                                 what it checks
                                    whose devices match its GPUs (facts) and the wanted
                                    MIG layout
 ``nodes.orphan-slices``            no ResourceSlice of a node without its plugin pod
+``nodes.dynamic-mig-counters``    on each dynamic-MIG node every GPU publishes its
+                                   CounterSet, whose counters and devices' consumption
+                                   agree with the GPU model's MIG table
+``nodes.dynamic-mig-leftover-gi``  no GPU instance on a dynamic-MIG node that no
+                                   allocated claim owns (GPU facts against claims)
 ``nodes.gpu-path-dual``            no node advertises its GPUs both as nvidia.com/gpu
                                    (device plugin) and in ResourceSlices (DRA)
 ``nodes.gpu-path-none``            every GPU node advertises its GPUs one way
@@ -54,9 +59,9 @@ or ``reportingInstance``: the node; ``message``: "Failed to prepare dynamic reso
 ...").
 
 The checks by area, one module each: ``validate.versions``, ``validate.gates``,
-``validate.api``, ``validate.nodes``, ``validate.gpu_paths``; what they read in
-``cluster.listing`` (``Listing``, ``Settings``, label selectors). This module runs them all
-(``all_checks``) and holds the claims checks over the listed objects (``claims_checks``,
+``validate.api``, ``validate.nodes``, ``validate.dynamic_mig``, ``validate.gpu_paths``; what
+they read in ``cluster.listing`` (``Listing``, ``Settings``, label selectors). This module runs
+them all (``all_checks``) and holds the claims checks over the listed objects (``claims_checks``,
 rules in ``claims.leaks.find_leaks`` and ``claims.pending.find_pending``).
 """
 
@@ -76,6 +81,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.api import (
     api_checks,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.dynamic_mig import (
+    dynamic_mig_checks,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.gates import (
     gates_checks,
@@ -313,6 +321,7 @@ def all_checks(
         *gates_checks(audit, audit_reason),
         *api_checks(listing, settings, scheduler, audit),
         *nodes_checks(listing, settings),
+        *dynamic_mig_checks(listing, settings),
         *gpu_paths_checks(listing, settings, audit),
         *claims_checks(listing, settings),
     ]

@@ -3,9 +3,10 @@
 """Validation checks of the GPU nodes: ``nodes.gpu-labels``, ``nodes.plugin-running`` (the
 DRA kubelet plugin pod on every GPU node of a DRA pool), ``nodes.resourceslices`` (devices
 published that match the node's GPUs and the wanted MIG layout: ``expected_devices``, on
-every GPU node of a DRA pool) and
-``nodes.orphan-slices`` (slices of a node that is gone, or of a driver whose plugin does not
-run on the node: the configured driver and, for NVIDIA's chart, its ComputeDomain driver
+every GPU node of a DRA pool; on a dynamic-MIG node, whose devices consume counters, its full
+GPUs only: ``validate.dynamic_mig.compare_published_gpus``) and ``nodes.orphan-slices``
+(slices of a node that is gone, or of a driver whose plugin does not run on the node: the
+configured driver and, for NVIDIA's chart, its ComputeDomain driver
 ``compute-domain.nvidia.com``, whose plugin is the ``compute-domains`` container of the
 same pods). The GPU nodes whose pool declares the device-plugin path
 (``validate.gpu_paths.declared_paths``) run no DRA kubelet plugin and publish no
@@ -39,6 +40,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import (
     QuantityError,
     parse_quantity,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.dynamic_mig import (
+    compare_published_gpus,
+    is_dynamic,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.gpu_paths import (
     declared_paths,
@@ -458,6 +463,9 @@ def _slices_check(
         if not facts or not facts.get("gpufleet_gpus"):
             continue
         compared += 1
+        if is_dynamic(devices):  # every placement published: no MIG layout to compare
+            compare_published_gpus(c, node, devices, facts)
+            continue
         _compare_devices(c, node, devices, facts)
         _compare_mig_layout(c, node, devices, facts, settings.mig_layout.get(node))
     c.evidence.append(
