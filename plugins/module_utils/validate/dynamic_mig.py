@@ -20,16 +20,20 @@ placement (``multiprocessors``, ``copy-engines``, ``decoders``, ``encoders``,
 ``jpeg-engines``, ``ofa-engines``, ``memory`` in bytes: the profile's MiB * 2**20) and one
 counter of value 1 per memory slice, as many as the largest placement size; the full GPU
 consumes all of it; a MIG device consumes its profile's capacities and the memory slices
-``[start, start + placement size)`` of its placement.
+``[start, start + placement size)`` of its placement. A difference that rests on a table
+value no cited source states (``GIProfile.derived``: ``sm``, ``gib``, ``engines``,
+``placements``, ``id``) warns instead of failing: the table may be the one that is wrong.
 
 GPU instances on the host come from the node's GPU facts (``gpu_facts``:
 ``gpufleet_gpus[].mig_devices[]`` with ``gi_id``, ``gi_profile``, ``gi_profile_id``,
 ``placement_start``/``placement_size``, read by ``host.gpu_facts`` from ``nvidia-smi -q
 -x`` and ``nvidia-smi mig -lgi``); a GPU instance is owned when a ResourceClaim's
 ``status.allocation`` holds the MIG device of the same GPU (``parentUUID``), GI profile ID
-and placement start. Facts and claims are read a few seconds apart: a claim deleted in
-between, whose kubelet plugin has not yet unprepared it, shows its GPU instance as a
-leftover until the plugin does.
+and placement start. The facts list a GPU instance through its compute instances (the MIG
+devices of ``nvidia-smi -q -x`` and ``mig -lci``): a GPU instance without any compute
+instance (a create that stopped between ``-cgi`` and ``-cci``) is not seen. Facts and claims
+are read a few seconds apart: a claim deleted in between, whose kubelet plugin has not yet
+unprepared it, shows its GPU instance as a leftover until the plugin does.
 """
 
 from __future__ import annotations
@@ -78,6 +82,19 @@ LEFTOVER_TITLE = "no leftover GPU instance"
 #: Architectures that cannot toggle MIG mode without a GPU reset: NVIDIA's driver does not
 #: publish their full GPU while MIG mode is on (``nvlib.go`` ``supportsMIGModeToggle``).
 _NO_MIG_TOGGLE = ("ampere", "turing", "volta", "pascal", "maxwell", "kepler")
+#: The field of a MIG table row (``GIProfile.derived``) each counter's expected value comes
+#: from; a mismatch on a value no cited source states (derived) warns instead of failing.
+_TAGS = {
+    ccounters.MEMORY: "gib",
+    ccounters.MULTIPROCESSORS: "sm",
+    "copy-engines": "engines",
+    "decoders": "engines",
+    "encoders": "engines",
+    "jpeg-engines": "engines",
+    "ofa-engines": "engines",
+}
+#: What a warning of a derived value adds.
+DERIVED = "the MIG table's value is derived, not sourced: compare nvidia-smi mig -lgip on the node"
 _GPU_NAME = re.compile(r"^gpu-(\d+)$")
 _MIG_NAME = re.compile(r"^gpu-(\d+)-mig-[0-9a-z+.-]+?-(\d+)-(\d+)$")
 
@@ -194,17 +211,32 @@ def _amount(counter: str, value: Fraction | None) -> str:
     return "not published" if value is None else ccounters.format_amount(counter, value)
 
 
-def _differences(have: Mapping[str, Fraction], want: Mapping[str, Fraction]) -> list[str]:
-    """``counter is X, expected Y`` for each counter where ``have`` differs from ``want``."""
+def _tag(counter: str) -> str:
+    """The table field a counter's expected value comes from."""
+    return "placements" if ccounters.memory_slice(counter) is not None else _TAGS.get(counter, "")
+
+
+def _differences(
+    have: Mapping[str, Fraction], want: Mapping[str, Fraction], derived: Sequence[str] = ()
+) -> list[tuple[str, bool]]:
+    """``(counter is X, expected Y, derived)`` for each counter where ``have`` differs from
+    ``want``; ``derived``: the table fields (``GIProfile.derived``) no source states."""
     out = []
     for counter in sorted({*have, *want}, key=ccounters.counter_order):
         h, w = have.get(counter), want.get(counter)
         if h != w:
-            out.append(
-                f"{counter} is {_amount(counter, h)}, expected "
-                + ("none" if w is None else ccounters.format_amount(counter, w))
+            text = f"{counter} is {_amount(counter, h)}, expected " + (
+                "none" if w is None else ccounters.format_amount(counter, w)
             )
+            out.append((text, _tag(counter) in derived))
     return out
+
+
+def _status(diffs: Sequence[tuple[str, bool]]) -> tuple[str, str]:
+    """FAIL unless every difference rests on a derived table value (then WARN and why)."""
+    if all(d for _text, d in diffs):
+        return WARN, f"; {DERIVED}"
+    return FAIL, ""
 
 
 def _model(gpu: DynamicGpu) -> tuple[mprof.GpuModel | None, str]:
@@ -218,32 +250,42 @@ def _model(gpu: DynamicGpu) -> tuple[mprof.GpuModel | None, str]:
     return model, ""
 
 
+def _derived(model: mprof.GpuModel) -> tuple[str, ...]:
+    """The table fields that some profile with a placement has derived."""
+    return tuple(sorted({t for p in model.profiles if p.placements for t in p.derived}))
+
+
 def _device_want(
     model: mprof.GpuModel, pub: cslices.Published, full: Mapping[str, Fraction]
-) -> tuple[dict[str, Fraction] | None, str]:
+) -> tuple[dict[str, Fraction] | None, str, tuple[str, ...]]:
     """What device ``pub`` should consume by the table (None and why when the table has
-    no such profile or placement), and a label of its profile and placement."""
+    no such profile or placement), a label of its profile and placement, and the table
+    fields behind it that no source states (``GIProfile.derived``)."""
     if _GPU_NAME.match(pub.name):
-        return dict(full), "the full GPU"
+        return dict(full), "the full GPU", _derived(model)
     m = _MIG_NAME.match(pub.name)
     if m is None:
-        return None, "the name is not gpu-<minor>-mig-<profile>-<GI profile ID>-<start>"
+        return None, "the name is not gpu-<minor>-mig-<profile>-<GI profile ID>-<start>", ()
     pid, start = int(m.group(2)), int(m.group(3))
+    derived_ids = _derived(model) if "id" in _derived(model) else ()
     try:
         p = model.profile(pid)
     except mprof.UnknownProfile:
-        return None, f"GI profile ID {pid} is not in the MIG table of {model.name}"
+        return None, f"GI profile ID {pid} is not in the MIG table of {model.name}", derived_ids
     if start not in p.placements:
-        return None, (
+        why = (
             f"placement {start} is not one of {p.name}'s in the MIG table of {model.name} "
             f"({', '.join(map(str, p.placements))})"
         )
+        return None, why, ("placements",) if "placements" in p.derived else ()
     if _attr(pub.device, "profile") != p.name:
-        return None, (
+        why = (
             f"attribute profile is {_attr(pub.device, 'profile')!r}, GI profile ID {pid} is "
             f"{p.name} in the MIG table of {model.name}"
         )
-    return expected_consumption(p, start), f"{p.name} at placement {start}:{p.placement_size}"
+        return None, why, ("id",) if "id" in p.derived else ()
+    label = f"{p.name} at placement {start}:{p.placement_size}"
+    return expected_consumption(p, start), label, p.derived
 
 
 def _judge_gpu(c: Check, gpu: DynamicGpu) -> None:
@@ -263,28 +305,48 @@ def _judge_gpu(c: Check, gpu: DynamicGpu) -> None:
     full = expected_counters(model)
     for counter in cs.unreadable:
         c.problem(gpu.node, FAIL, f"{label}: counter {counter} of {cs.name} is no quantity")
-    for diff in _differences(cs.capacity, full):
+    # the memory slice count is the largest placement size, which the tables state
+    sourced_slices = tuple(t for t in _derived(model) if t != "placements")
+    for text, derived in _differences(cs.capacity, full, sourced_slices):
+        counter, rest = text.split(" is ", 1)
         c.problem(
             gpu.node,
-            FAIL,
-            f"{label}: counter {diff.replace(' is ', f' of {cs.name} is ', 1)} "
-            f"(MIG table of {model.name})",
+            WARN if derived else FAIL,
+            f"{label}: counter {counter} of {cs.name} is {rest} (MIG table of {model.name})"
+            + (f"; {DERIVED}" if derived else ""),
         )
     for pub in gpu.devices:
-        want, what = _device_want(model, pub, full)
-        if want is None:
-            c.problem(gpu.node, FAIL, f"{label}: device {pub.name}: {what}")
-            continue
-        used = ccounters.consumption(pub.device)
-        other = sorted(set(used) - {cs.name})
-        diffs = _differences(used.get(cs.name, {}), want)
-        diffs += [f"consumes from CounterSet {o}, not its GPU's" for o in other]
-        if diffs:
-            c.problem(
-                gpu.node,
-                FAIL,
-                f"{label}: device {pub.name} ({what}) consumes from {cs.name}: " + "; ".join(diffs),
-            )
+        _judge_device(c, gpu, cs, pub, model, full)
+
+
+def _judge_device(
+    c: Check,
+    gpu: DynamicGpu,
+    cs: ccounters.CounterSet,
+    pub: cslices.Published,
+    model: mprof.GpuModel,
+    full: Mapping[str, Fraction],
+) -> None:
+    """A problem on ``c`` when device ``pub`` consumes other counters than the table says."""
+    label = f"GPU {gpu.name} ({gpu.product})"
+    want, what, derived = _device_want(model, pub, full)
+    if want is None:
+        status, why = _status([("", bool(derived))])
+        c.problem(gpu.node, status, f"{label}: device {pub.name}: {what}{why}")
+        return
+    used = ccounters.consumption(pub.device)
+    diffs = _differences(used.get(cs.name, {}), want, derived)
+    diffs += [(f"consumes from CounterSet {o}, not its GPU's", False) for o in sorted(used)
+              if o != cs.name]  # fmt: skip
+    if diffs:
+        status, why = _status(diffs)
+        c.problem(
+            gpu.node,
+            status,
+            f"{label}: device {pub.name} ({what}) consumes from {cs.name}: "
+            + "; ".join(text for text, _d in diffs)
+            + why,
+        )
 
 
 def counters_check(

@@ -129,6 +129,22 @@ def test_a_tampered_counter_fails_naming_gpu_counter_published_and_expected() ->
     assert c.fix and "republishes" in c.fix
 
 
+def test_a_mismatch_on_a_derived_table_value_warns() -> None:
+    # The B200's multiprocessors are derived in the tables (GIProfile.derived has "sm").
+    assert "sm" in mprof.model("NVIDIA B200").profile("7g.180gb").derived
+    slices = dms.slices()
+    counter_set(slices, dms.B200_NODE)["counters"]["multiprocessors"]["value"] = "148"
+    c = checks(slices)[dm.COUNTERS_ID]
+    assert messages(c) == [
+        (
+            dms.B200_NODE,
+            "warn",
+            "GPU gpu-0 (NVIDIA B200): counter multiprocessors of gpu-0-counter-set is 148, "
+            f"expected 126 (MIG table of NVIDIA B200); {dm.DERIVED}",
+        )
+    ]
+
+
 def test_a_missing_memory_slice_counter_fails() -> None:
     slices = dms.slices()
     del counter_set(slices, dms.B200_NODE)["counters"]["memory-slice-7"]
