@@ -124,9 +124,11 @@ class DynamicGpu:
 
 
 def _attr(device: Mapping[str, Any], name: str) -> str:
-    """A device attribute's value as text (``""`` when absent)."""
+    """A device attribute's value as text (``""`` when absent, or when ``attributes`` is
+    no object)."""
     body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
-    value = (body.get("attributes") or {}).get(name)
+    attributes = body.get("attributes")
+    value = attributes.get(name) if isinstance(attributes, Mapping) else None
     if isinstance(value, Mapping) and value:
         value = next(iter(value.values()))
     return str(value) if value is not None else ""

@@ -211,6 +211,16 @@ def test_a_product_without_a_mig_table_warns_and_is_not_compared() -> None:
     assert messages(c)[0][2].startswith("GPU gpu-0 (NVIDIA X9000): product 'NVIDIA X9000' has")
 
 
+def test_attributes_of_another_type_are_read_as_absent() -> None:
+    slices = dms.slices(dms.H200_NODE)
+    device(slices, "gpu-0-mig-1g18gb-19-0")["attributes"] = ["not", "an", "object"]
+    c = checks(slices)[dm.COUNTERS_ID]
+    assert [m for _s, _st, m in messages(c)] == [
+        "GPU gpu-0 (NVIDIA H200): device gpu-0-mig-1g18gb-19-0: attribute profile is '', "
+        "GI profile ID 19 is 1g.18gb in the MIG table of NVIDIA H200"
+    ]
+
+
 def test_nodes_without_counters_skip_both_checks() -> None:
     listing, s = healthy()
     found = by_id(dm.dynamic_mig_checks(listing, s))
