@@ -87,7 +87,8 @@ def lab() -> None:
     "--dynamic-mig",
     is_flag=True,
     help="The simulator's DRA plugin publishes partitionable devices as NVIDIA's DynamicMIG "
-    "gate does and creates each MIG device when a claim is prepared (Kubernetes 1.36+).",
+    "gate does and creates each MIG device when a claim is prepared (releases with "
+    "DRAPartitionableDevices on by default).",
 )
 def up(
     kubernetes_version: str,

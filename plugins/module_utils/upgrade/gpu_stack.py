@@ -455,7 +455,7 @@ def judge_toolkit(targets: StackTargets, names: Mapping[str, str]) -> list[Refus
                 names["toolkit"],
                 targets.toolkit,
                 "not a release of the NVIDIA Container Toolkit",
-                "give the release as MAJOR.MINOR.PATCH, e.g. 1.20.2",
+                "give the release as MAJOR.MINOR.PATCH, as NVIDIA numbers it",
                 SOURCE_TOOLKIT,
             )
         ]

@@ -381,7 +381,7 @@ def counters_check(
         "restart the kubelet plugin on the node so it republishes (kubectl delete pod of the "
         "plugin there); if it publishes the same, its driver's MIG table differs from the "
         "collection's: compare nvidia-smi mig -lgip and -lgipp on the node with "
-        "gpufleet mig profiles"
+        "gpufleet mig models"
     )
     return finish(c, f"{n_gpus} GPU(s) on {len(gpus)} node(s) publish counters as their MIG table")
 

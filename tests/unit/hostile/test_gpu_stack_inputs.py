@@ -129,7 +129,7 @@ BAD_TOOLKITS = {
 def test_a_toolkit_that_is_no_release_is_refused(value: str) -> None:
     r = only_refusal(planned(targets={"toolkit": value}))
     assert (r["variable"], r["value"]) == ("nvidia_container_toolkit_version", value.strip())
-    assert r["fix"] == "give the release as MAJOR.MINOR.PATCH, e.g. 1.20.2"
+    assert r["fix"] == "give the release as MAJOR.MINOR.PATCH, as NVIDIA numbers it"
     with pytest.raises(nvc.ConfigError):  # the role's check (nvidia_toolkit_check) refuses it too
         nvc.parse_toolkit_version(value)
 
