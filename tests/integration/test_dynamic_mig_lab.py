@@ -15,6 +15,17 @@ unschedulable; a ``3g.71gb`` claim waits while no four aligned memory slices are
 runs once they are, its GPU instance (``nvidia-smi mig -lgi`` on the node) at the placement
 of the allocated device; when every pod is gone the node has no GPU instance. Each step
 prints its time (run with ``-s`` to see them).
+
+At each step the real CLI runs against the lab and what it says is checked against what the
+cluster holds (the allocated ResourceClaims, the counters their devices consume as the
+ResourceSlices publish them, and the GPU instances ``nvidia-smi mig -lgi`` lists on the
+node): ``gpufleet claims explain NS/CLAIM --json`` of the pending eighth ``1g.18gb`` claim
+(verdict ``in-use``: each of the seven ``1g.18gb`` devices is allocated, to the claim that
+holds its memory slice) and of the pending ``3g.71gb`` claim (verdict ``counters``: in each
+aligned block the held memory slices, exhausted, and the claims holding them), and
+``gpufleet report --json -`` after the seven run, while the ``3g.71gb`` waits, after it runs
+and at the end (the GPU's row: memory slices free and stranded, multiprocessors free and
+stranded). Their lines are printed with ``-s`` too.
 """
 
 from __future__ import annotations
@@ -48,6 +59,7 @@ IMAGE = "localhost/gpufleet/busybox:1"
 LGI_ROW = re.compile(r"^\|\s+(\d+)\s+MIG (\S+)\s+(\d+)\s+(\d+)\s+(\d+):(\d+)\s+\|$", re.M)
 #: A dynamic MIG device: gpu-<minor>-mig-<profile>-<GI profile ID>-<placement start>.
 DEVICE = re.compile(r"^gpu-(\d+)-mig-[a-z0-9-]+-(\d+)-(\d+)$")
+GIB = 2**30
 
 
 def _gpufleet(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
@@ -103,6 +115,10 @@ class Step:
         now = time.monotonic()
         print(f"  {what}: {now - self.t:.1f}s")
         self.t = now
+
+    def resume(self) -> None:
+        """The next step's time starts now: the CLI checks between steps are not in it."""
+        self.t = time.monotonic()
 
 
 def _pod(name: str, template: str) -> dict[str, Any]:
@@ -170,6 +186,167 @@ def _delete(lab: Lab, *pods: str) -> None:
     lab.kubectl_run("delete", "pod", "-n", NS, "--wait=true", "--timeout=180s", *pods)
 
 
+def _claim_of(lab: Lab, pod: str) -> str:
+    """The name of the ResourceClaim made for ``pod`` from its template."""
+    status = lab.kubectl_json("get", "pod", "-n", NS, pod)["status"]
+    return status["resourceClaimStatuses"][0]["resourceClaimName"]
+
+
+def _amount(entry: Any) -> int:
+    """A counter value of the simulator (``{"value": "16"}``) as an int; ``memory``
+    (``140Gi``) is not read."""
+    return int(str(entry["value"]))
+
+
+def _published_counters(lab: Lab, node: str) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """As the ResourceSlices of ``node`` publish them: the capacity of ``gpu-0-counter-set``
+    (counter -> value) and what each device consumes from it (device -> counter -> value),
+    every counter but ``memory``."""
+    capacity: dict[str, int] = {}
+    devices: dict[str, dict[str, int]] = {}
+    for s in lab.kubectl_json("get", "resourceslices")["items"]:
+        spec = s["spec"]
+        if spec.get("nodeName") != node or spec.get("driver") != "gpu.nvidia.com":
+            continue
+        for cs in spec.get("sharedCounters") or []:
+            if cs["name"] == "gpu-0-counter-set":
+                capacity = {c: _amount(v) for c, v in cs["counters"].items() if c != "memory"}
+        for d in spec.get("devices") or []:
+            for use in d.get("consumesCounters") or []:
+                if use["counterSet"] == "gpu-0-counter-set":
+                    devices[d["name"]] = {
+                        c: _amount(v) for c, v in use["counters"].items() if c != "memory"
+                    }
+    assert capacity, f"{node} publishes no gpu-0-counter-set"
+    return capacity, devices
+
+
+def _slices_of(consumed: dict[str, int]) -> list[int]:
+    return sorted(
+        int(c.removeprefix("memory-slice-")) for c, v in consumed.items()
+        if c.startswith("memory-slice-") and v > 0
+    )  # fmt: skip
+
+
+def _held(lab: Lab, node: str) -> dict[int, str]:
+    """Memory slice -> ``namespace/claim`` holding it, from the allocated ResourceClaims and
+    the counters their devices consume; checked against the GPU instances on the node."""
+    _, devices = _published_counters(lab, node)
+    held: dict[int, str] = {}
+    for rc in lab.kubectl_json("get", "resourceclaims", "-A")["items"]:
+        alloc = (rc.get("status") or {}).get("allocation")
+        if not alloc:
+            continue
+        holder = f"{rc['metadata']['namespace']}/{rc['metadata']['name']}"
+        for r in alloc["devices"]["results"]:
+            for i in _slices_of(devices[r["device"]]):
+                assert i not in held, (i, held[i], holder)
+                held[i] = holder
+    on_node = sorted(
+        s for _, _, start, size in _gpu_instances(lab, node) for s in range(start, start + size)
+    )
+    assert sorted(held) == on_node, (held, _gpu_instances(lab, node))
+    return held
+
+
+def _cli(lab: Lab, *args: str) -> tuple[int, Any, float]:
+    """``gpufleet ARGS --kubeconfig <the lab's>``: (exit status, its JSON stdout, seconds)."""
+    t = time.monotonic()
+    proc = subprocess.run(
+        [str(GPUFLEET), *args, "--kubeconfig", str(lab.kubeconfig)],
+        env=lab.env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    took = time.monotonic() - t
+    assert proc.stdout.strip(), f"gpufleet {' '.join(args)} exited {proc.returncode}: {proc.stderr}"
+    return proc.returncode, json.loads(proc.stdout), took
+
+
+def _explain(lab: Lab, claim: str) -> dict[str, Any]:
+    """``gpufleet claims explain NS/CLAIM --json`` of a claim that cannot be allocated now
+    (exit 1); its lines printed."""
+    rc, doc, took = _cli(lab, "claims", "explain", f"{NS}/{claim}", "--json")
+    print(f"    explain {NS}/{claim} ({took:.1f}s, exit {rc}): verdict {doc['verdict']}")
+    print(f"      {doc['summary']}")
+    for req in doc["requests"]:
+        for reason, n in req["reasons"]:
+            print(f"      {n} x {reason}")
+        for cs in req["counter_sets"]:
+            print(
+                f"      {cs['node']} {cs['counter_set']} ({cs['gpu']}): "
+                f"memory slices free {cs['memory_slices_free']}"
+            )
+            for e in cs["exhausted"]:
+                print(
+                    f"        {e['counter']}: {e['consumed']} of {e['capacity']} consumed, "
+                    f"needs {e['needed']}, stops {e['devices']} devices, "
+                    f"held by {', '.join(e['holders'])}"
+                )
+    assert rc == 1, f"explain of a pending claim exited {rc}"
+    assert doc["allocated"] == [], doc["allocated"]
+    return doc
+
+
+def _exhausted_slices(doc: dict[str, Any], node: str) -> dict[int, list[str]]:
+    """Memory slice -> holders of each ``memory-slice-<i>`` an explanation says is exhausted
+    on ``node``'s GPU 0."""
+    [req] = doc["requests"]
+    [cs] = req["counter_sets"]
+    assert (cs["node"], cs["counter_set"], cs["gpu"]) == (node, "gpu-0-counter-set", "gpu-0"), cs
+    return {
+        int(e["counter"].removeprefix("memory-slice-")): e["holders"]
+        for e in cs["exhausted"]
+        if e["counter"].startswith("memory-slice-")
+    }
+
+
+def _report_row(lab: Lab, node: str, when: str) -> dict[str, Any]:
+    """``gpufleet report --json -``: the row of ``node``'s GPU 0 (``gpus``), checked against
+    what the cluster holds (memory slices free = 8 - held, multiprocessors free = capacity
+    less what the allocated devices consume, the claims); its lines printed."""
+    held = _held(lab, node)
+    capacity, devices = _published_counters(lab, node)
+    rc, doc, took = _cli(lab, "report", "--json", "-")
+    assert rc == 0, f"report exited {rc}"
+    rows = [r for r in doc["gpus"] if r["node"] == node]
+    assert [r["gpu"] for r in rows] == ["gpu-0"], doc["gpus"]
+    [row] = rows
+    sums = doc["cluster"]["shared_counters"]
+    print(
+        f"    report {when} ({took:.1f}s): {node}/{row['gpu']} {row['model']}: memory slices "
+        f"free {row['memory_slices_free']} of {row['memory_slices']}, stranded "
+        f"{row['memory_slices_stranded']}; multiprocessors free {row['multiprocessors_free']} "
+        f"of {row['multiprocessors']}, stranded {row['multiprocessors_stranded']}; memory "
+        f"free {row['memory_free'] / GIB:.2f}Gi, stranded {row['memory_stranded'] / GIB:.2f}Gi; "
+        f"devices {row['devices_allocated']} allocated, {row['devices_fitting']} fitting; "
+        f"profiles fitting {row['profiles_fitting']}; claims {row['claims']}"
+    )
+    print(f"      cluster.shared_counters: {sums}")
+    slices = _slices_of(capacity)
+    assert slices == list(range(8)) and row["memory_slices"] == 8, (slices, row)
+    assert row["memory_slices_free"] == [i for i in slices if i not in held], (row, held)
+    assert set(row["memory_slices_stranded"]) <= set(row["memory_slices_free"]), row
+    per_slice = row["memory"] // row["memory_slices"]
+    assert row["memory_stranded"] == per_slice * len(row["memory_slices_stranded"]), row
+    allocated = [
+        r["device"]
+        for rc_ in lab.kubectl_json("get", "resourceclaims", "-A")["items"]
+        if (rc_.get("status") or {}).get("allocation")
+        for r in rc_["status"]["allocation"]["devices"]["results"]
+    ]
+    sm_used = sum(devices[d].get("multiprocessors", 0) for d in allocated)
+    assert row["multiprocessors"] == capacity["multiprocessors"], row
+    assert row["multiprocessors_free"] == capacity["multiprocessors"] - sm_used, (row, sm_used)
+    assert row["devices_allocated"] == len(allocated), (row, allocated)
+    assert row["claims"] == sorted(set(held.values())), (row, held)
+    assert sums["gpus"] == 1 and sums["memory_slices_free"] == len(row["memory_slices_free"])
+    assert sums["memory_slices_stranded"] == len(row["memory_slices_stranded"]), sums
+    return row
+
+
 def _seven_small_then_an_eighth_waits(lab: Lab, node: str, step: Step) -> dict[str, int]:
     """Seven ``1g.18gb`` pods run at once, an eighth stays unschedulable. Returns each
     running pod's placement start."""
@@ -186,6 +363,14 @@ def _seven_small_then_an_eighth_waits(lab: Lab, node: str, step: Step) -> dict[s
     assert gis == sorted(("1g.18gb", 19, s, 1) for s in range(7)), gis
     logs = lab.kubectl_run("logs", "-n", NS, "small-0")
     assert re.search(r"NVIDIA_VISIBLE_DEVICES=MIG-[0-9a-f-]{36}", logs), logs
+    held = _held(lab, node)
+    assert held == {s: f"{NS}/{_claim_of(lab, p)}" for p, (_, s) in starts.items()}, held
+    row = _report_row(lab, node, "7 x 1g.18gb running")
+    # 1g.18gb has placements 0-6; every placement over slice 7 also needs a held slice.
+    assert row["memory_slices_free"] == [7] and row["memory_slices_stranded"] == [7], row
+    assert row["devices_fitting"] == 0 and row["profiles_fitting"] == [], row
+    assert row["multiprocessors_stranded"] == row["multiprocessors_free"] > 0, row
+    step.resume()
     _apply(lab, _pod("small-7", "mig-1g18gb"))
     lab.wait_for(
         "the eighth 1g.18gb pod to be unschedulable", lambda: _unschedulable(lab, "small-7")
@@ -193,6 +378,22 @@ def _seven_small_then_an_eighth_waits(lab: Lab, node: str, step: Step) -> dict[s
     time.sleep(10)  # and it stays so
     assert _unschedulable(lab, "small-7")
     step.done("eighth 1g.18gb pod Pending, Unschedulable")
+    doc = _explain(lab, _claim_of(lab, "small-7"))
+    # Every 1g.18gb device (placements 0-6) is itself allocated, one to each of the seven
+    # claims: the scheduler skips an allocated device before it looks at counters, so
+    # the verdict is in-use and no device is reported short of counters.
+    assert doc["verdict"] == "in-use", doc["summary"]
+    [req] = doc["requests"]
+    assert (req["matching"], req["free"], req["counter_sets"]) == (7, 0, []), req
+    named = {
+        r.removeprefix("allocated to claim "): n
+        for r, n in req["reasons"]
+        if r.startswith("allocated to claim ")
+    }
+    assert named == {h: 1 for h in held.values()}, (req["reasons"], held)
+    seven = {f"{NS}/{_claim_of(lab, p)}" for p in small}
+    assert set(named) == seven, named
+    step.resume()
     _delete(lab, "small-7")
     return {p: s for p, (_, s) in starts.items()}
 
@@ -206,6 +407,12 @@ def _large_waits_for_four_aligned_slices(
     _apply(lab, _pod("large", "mig-3g71gb"))
     lab.wait_for("the 3g.71gb pod to be unschedulable", lambda: _unschedulable(lab, "large"))
     step.done("3g.71gb pod Pending, Unschedulable")
+    large = _claim_of(lab, "large")
+    _large_explained(lab, node, large, free=[7])
+    row = _report_row(lab, node, "3g.71gb waiting, 7 x 1g.18gb running")
+    assert row["memory_slices_free"] == [7] and row["memory_slices_stranded"] == [7], row
+    assert row["multiprocessors_stranded"] == row["multiprocessors_free"] > 0, row
+    step.resume()
     _delete(lab, by_start[3])
     lab.wait_for(
         "the GPU instance at slice 3 destroyed",
@@ -214,6 +421,13 @@ def _large_waits_for_four_aligned_slices(
     time.sleep(10)
     assert _unschedulable(lab, "large"), "3g.71gb scheduled with slices 0-2 still taken"
     step.done("one slice of block 0-3 freed: 3g.71gb still Pending")
+    _large_explained(lab, node, large, free=[3, 7])
+    row = _report_row(lab, node, "3g.71gb waiting, slice 3 freed")
+    # slice 3 takes a 1g.18gb; slice 7 is still in no placement that fits
+    assert row["memory_slices_free"] == [3, 7] and row["memory_slices_stranded"] == [7], row
+    assert "1g.18gb" in row["profiles_fitting"] and "3g.71gb" not in row["profiles_fitting"]
+    assert row["multiprocessors_stranded"] == 0, row
+    step.resume()
     _delete(lab, by_start[4], by_start[5], by_start[6])
     step.done("slices 4-6 freed")
     lab.kubectl_run("wait", "-n", NS, "pod/large", "--for=condition=Ready", "--timeout=300s")
@@ -229,6 +443,33 @@ def _large_waits_for_four_aligned_slices(
     )
     assert mig, "the 3g.71gb container got no MIG device UUID"
     assert mig[1] in lab.node_exec(node, SMI, "-L"), "the container's MIG UUID is not the GI's"
+    row = _report_row(lab, node, "3g.71gb running")
+    assert f"{NS}/{large}" in row["claims"], row
+    assert row["memory_slices_free"] == [3] and row["memory_slices_stranded"] == [], row
+    assert row["multiprocessors_stranded"] == 0, row
+    step.resume()
+
+
+def _large_explained(lab: Lab, node: str, claim: str, free: list[int]) -> None:
+    """The pending ``3g.71gb`` claim's explanation: verdict ``counters``; in each aligned
+    block of four slices (its placements, as published) the held slices are exhausted,
+    each held by the claim the cluster says holds it; ``free`` the slices free."""
+    doc = _explain(lab, claim)
+    assert doc["verdict"] == "counters", doc["summary"]
+    held = _held(lab, node)
+    exhausted = _exhausted_slices(doc, node)
+    _, devices = _published_counters(lab, node)
+    blocks = sorted(_slices_of(c) for d, c in devices.items() if "-mig-3g71gb-" in d)
+    assert blocks == [[0, 1, 2, 3], [4, 5, 6, 7]], blocks
+    for block in blocks:
+        in_block = {i: [held[i]] for i in block if i in held}
+        assert in_block, f"block {block} is free, yet the 3g.71gb claim waits"
+        assert {i: hs for i, hs in exhausted.items() if i in block} == in_block, (
+            block,
+            exhausted,
+            held,
+        )
+    assert doc["requests"][0]["counter_sets"][0]["memory_slices_free"] == free, doc
 
 
 def test_dynamic_mig_placements_follow_the_scheduler(lab: Lab) -> None:
@@ -265,3 +506,8 @@ def test_dynamic_mig_placements_follow_the_scheduler(lab: Lab) -> None:
         lambda: lab.kubectl_json("get", "resourceclaims", "-n", NS)["items"] == [],
     )
     step.done("no GPU instance left, MIG mode Disabled")
+    row = _report_row(lab, node, "every pod gone")
+    assert row["memory_slices_free"] == list(range(8)), row
+    assert row["memory_slices_stranded"] == [] and row["memory_stranded"] == 0, row
+    assert row["multiprocessors_free"] == row["multiprocessors"], row
+    assert row["multiprocessors_stranded"] == 0 and row["claims"] == [], row
