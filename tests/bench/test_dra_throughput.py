@@ -46,6 +46,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +239,38 @@ def wait_claims(cp: ControlPlane, count: int, timeout_s: float = 600.0) -> None:
         time.sleep(1)
 
 
+def schedule_attempts(cp: ControlPlane) -> dict[str, int]:
+    """kube-scheduler's ``scheduler_schedule_attempts_total`` by ``result`` (scheduled,
+    unschedulable, error), read from its ``/metrics`` with the admin certificate."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # the scheduler's self-signed serving certificate
+    ctx.load_cert_chain(str(cp.layout.root / "admin.crt"), str(cp.layout.root / "admin.key"))
+    url = f"https://127.0.0.1:{cp.ports.scheduler}/metrics"
+    with urllib.request.urlopen(url, context=ctx, timeout=30) as resp:
+        text = resp.read().decode()
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        if line.startswith("scheduler_schedule_attempts_total{"):
+            result = line.split('result="', 1)[1].split('"', 1)[0]
+            out[result] = out.get(result, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+def last_scheduled(cp: ControlPlane) -> float:
+    """The latest ``lastTransitionTime`` of the pods' PodScheduled=True condition, as a
+    Unix time (whole seconds: the API keeps no fraction)."""
+    pods = cp.get_json(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
+    times = [
+        datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+        for p in pods
+        for c in p["status"].get("conditions") or []
+        if c["type"] == "PodScheduled" and c["status"] == "True"
+    ]
+    assert len(times) == PODS, f"{len(times)} of {PODS} pods have PodScheduled=True"
+    return max(times)
+
+
 def check_allocations(cp: ControlPlane, kind: Kind, slices: list[dict[str, Any]]) -> None:
     """Every claim allocated once, to a distinct device of ``kind`` on its pod's node; for
     dynamic MIG no two allocated devices of one GPU share a counter (memory slice)."""
@@ -302,15 +335,18 @@ def measure(kind: Kind, binary: Path, log: Any) -> Result:
             time.sleep(1)  # the watch is open before the scheduler runs
         finally:
             load_before = _load()
-            start = time.monotonic()
+            start, wall_start = time.monotonic(), time.time()
             _signal_scheduler(cp, signal.SIGCONT)
         watch.done.wait(timeout=900)
         assert watch.error is None, watch.error
         assert len(watch.bound) == PODS, f"{len(watch.bound)} of {PODS} pods bound"
         seconds = max(watch.bound.values()) - start
+        by_conditions = last_scheduled(cp) - wall_start
         log(
             f"{kind.name}: {PODS} pods bound in {seconds:.2f}s (watch re-opened "
-            f"{watch.reopened}x, re-listed {watch.relisted}x)"
+            f"{watch.reopened}x, re-listed {watch.relisted}x); by the pods' PodScheduled "
+            f"condition times (1 s resolution) {by_conditions:.0f}s; scheduling attempts "
+            f"{schedule_attempts(cp)}"
         )
         result = Result(
             kind.name, len(nodes), len(nodes) * dra_fleet.NODE_GPUS, devices, PODS, seconds,
