@@ -101,3 +101,47 @@ def test_a_missed_goal_is_said_not_only_recorded() -> None:
         {"goal": "wall 12s <= 10s", "met": False},
         {"goal": "ok", "met": True},
     ]
+
+
+def test_a_cloned_dynamic_mig_slice_differs_only_in_node_pool_and_identity() -> None:
+    """The plugin's own dynamic-MIG slices (the Go fixture) copied to another node: the
+    devices and counters stay, node, pool, owner and the GPU UUID follow the node."""
+    from tests.bench import dra_fleet
+    from tests.unit import dynamic_mig_slices
+
+    published = dynamic_mig_slices.slices(dynamic_mig_slices.H200_NODE)
+    gpu_uuid = next(
+        d["attributes"]["uuid"]["string"] for s in published for d in s["spec"].get("devices") or []
+    )
+    clones = [
+        dra_fleet.clone_slice(s, "gpu-node-7", "uid-7", {gpu_uuid: "GPU-of-node-7"})
+        for s in published
+    ]
+    for original, clone in zip(published, clones, strict=True):
+        assert clone["spec"]["nodeName"] == clone["spec"]["pool"]["name"] == "gpu-node-7"
+        assert clone["metadata"]["ownerReferences"][0]["uid"] == "uid-7"
+        assert clone["spec"].get("sharedCounters") == original["spec"].get("sharedCounters")
+        for d, o in zip(clone["spec"].get("devices") or [], original["spec"].get("devices") or [],
+                        strict=True):  # fmt: skip
+            identity = {k: v for k, v in d["attributes"].items() if k not in ("uuid", "parentUUID")}
+            assert identity == {
+                k: v for k, v in o["attributes"].items() if k not in ("uuid", "parentUUID")
+            }
+            assert d.get("consumesCounters") == o.get("consumesCounters")
+            for attr in ("uuid", "parentUUID"):
+                if attr in d["attributes"]:
+                    assert d["attributes"][attr]["string"] == "GPU-of-node-7"
+    # a UUID the map does not know is an error, never copied from the first node
+    with pytest.raises(KeyError):
+        dra_fleet.clone_slice(published[1], "gpu-node-8", "uid-8", {})
+
+
+def test_static_mig_nodes_map_every_gpu_and_mig_uuid() -> None:
+    """Two carved nodes: 8 GPU and 56 MIG (1g.18gb) UUIDs each, all different."""
+    from tests.bench import dra_fleet
+
+    a = dra_fleet.identities(dra_fleet.node_state("gpu-node-0", carved=True))
+    b = dra_fleet.identities(dra_fleet.node_state("gpu-node-1", carved=True))
+    assert len(a) == len(b) == 8 + 8 * dra_fleet.PROFILE_INSTANCES
+    assert len(set(a) | set(b)) == 2 * len(a)
+    assert sum(u.startswith("MIG-") for u in a) == 56
