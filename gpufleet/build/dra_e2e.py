@@ -7,7 +7,9 @@ with the framework setup of ``test/e2e/e2e_test.go``. It is built the way
 and restates its go.mod's replace directives (:func:`gpufleet.build.gomod.pinned_replaces`),
 with the release's Go toolchain and substitutions from ``go_builds`` of
 ``gpufleet/build/releases.yaml``. ``go test -c`` writes
-``<cache>/bin/dra-e2e/v<version>/dra-e2e.test``.
+``<cache>/bin/dra-e2e/v<version>/dra-e2e.test``; beside it go the release's sample
+device plugin (``sampledeviceplugin``) and the ``ginkgo`` command of the Ginkgo version
+the release requires, which runs the suite on several processes.
 
 Commands (``python -m gpufleet.build.dra_e2e``)::
 
@@ -41,6 +43,7 @@ BINARY = "dra-e2e.test"
 #: (test/e2e/testing-manifests/sample-device-plugin/), built from the same module.
 DEVICE_PLUGIN = "sampledeviceplugin"
 DEVICE_PLUGIN_PACKAGE = f"{MODULE}/test/images/sample-device-plugin"
+GINKGO_PACKAGE = "github.com/onsi/ginkgo/v2/ginkgo"
 DEVICE_PLUGIN_MANIFEST = "test/e2e/testing-manifests/sample-device-plugin/sample-device-plugin.yaml"
 
 
@@ -57,6 +60,11 @@ class Built:
     seconds: float
     size: int
     module_dir: Path
+
+    @property
+    def ginkgo(self) -> Path:
+        """The ginkgo command of the Ginkgo the suite links, which runs it in parallel."""
+        return self.path.with_name("ginkgo")
 
     @property
     def device_plugin(self) -> Path:
@@ -127,7 +135,7 @@ def build(version: str | None = None, log: Callable[[str], None] = print) -> Bui
     stamp = _digest([build_gomod, release.go_toolchain or "local", ldflags, *sources.values()])
     stamp_file = out.with_name(BINARY + ".stamp")
     plugin = out.with_name(DEVICE_PLUGIN)
-    fresh = out.is_file() and plugin.is_file() and stamp_file.is_file()
+    fresh = all(p.is_file() for p in (out, plugin, out.with_name("ginkgo"), stamp_file))
     if fresh and stamp_file.read_text().strip() == stamp:
         return Built(out, 0.0, out.stat().st_size, Path(info["Dir"]))
     pkg = work / PACKAGE
@@ -164,6 +172,9 @@ def build(version: str | None = None, log: Callable[[str], None] = print) -> Bui
     os.replace(partial, out)
     plugin_args = ["-mod=mod", "-trimpath", "-ldflags=-s -w", "-o", str(plugin)]
     go(["build", *plugin_args, DEVICE_PLUGIN_PACKAGE])
+    # the ginkgo command at the version the release's go.mod requires (runs -p)
+    ginkgo_args = ["-mod=mod", "-trimpath", "-ldflags=-s -w", "-o", str(out.with_name("ginkgo"))]
+    go(["build", *ginkgo_args, GINKGO_PACKAGE])
     stamp_file.write_text(stamp + "\n")
     seconds = time.monotonic() - started
     size = out.stat().st_size

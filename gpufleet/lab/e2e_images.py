@@ -123,10 +123,14 @@ def image_specs(suite: SuiteImages, proxy: Path, applets: Sequence[str]) -> list
 
 def device_plugin_spec(ref: str, binary: Path) -> images.ImageSpec:
     """The sample device plugin's image as its Dockerfile makes it
-    (``/sampledeviceplugin -alsologtostderr``)."""
+    (``/sampledeviceplugin -alsologtostderr``), with the ``/tmp`` its base image has: the
+    plugin creates its fake device files there (``/tmp/Dev-1``)."""
     return images.ImageSpec(
         ref=ref,
-        files=(images.ImageFile(path="sampledeviceplugin", source=binary),),
+        files=(
+            images.ImageFile(path="sampledeviceplugin", source=binary),
+            images.ImageFile(path="tmp/.keep", data=b"", mode=0o644),
+        ),
         entrypoint=("/sampledeviceplugin", "-alsologtostderr"),
     )
 
