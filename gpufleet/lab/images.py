@@ -43,16 +43,20 @@ CDIPROBE_REF = "localhost/gpufleet/cdiprobe:latest"
 @dataclass(frozen=True)
 class ImageFile:
     """One file in an image layer: ``path`` inside the image (no leading ``/``), its
-    content from ``source`` (a host file) or ``data`` (bytes), and its mode."""
+    content from ``source`` (a host file) or ``data`` (bytes), and its mode; or, with
+    ``symlink``, a symbolic link to that target (``busybox`` for ``bin/sh``)."""
 
     path: str
     source: Path | None = None
     data: bytes | None = None
     mode: int = 0o755
+    symlink: str | None = None
 
     def digest(self) -> str:
         h = hashlib.sha256(self.path.encode() + b"\0" + oct(self.mode).encode() + b"\0")
-        if self.data is not None:
+        if self.symlink is not None:
+            h.update(b"symlink=" + self.symlink.encode())
+        elif self.data is not None:
             h.update(self.data)
         else:
             assert self.source is not None
@@ -115,7 +119,10 @@ def write_layer(files: Sequence[ImageFile], out: Path) -> str:
             _add_dirs(layer, f.path, made)
             info = tarfile.TarInfo(f.path)
             info.mode = f.mode
-            if f.data is not None:
+            if f.symlink is not None:
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, f.symlink, 0o777
+                layer.addfile(info)
+            elif f.data is not None:
                 info.size = len(f.data)
                 layer.addfile(info, io.BytesIO(f.data))
             else:

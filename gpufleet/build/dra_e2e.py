@@ -1,0 +1,211 @@
+"""Kubernetes' DRA end-to-end suite as a test binary of its own, per release.
+
+``lab/go/dra-e2e`` is a Go test package that links only ``k8s.io/kubernetes/test/e2e/dra``
+with the framework setup of ``test/e2e/e2e_test.go``. It is built the way
+:mod:`gpufleet.build.release_facts` builds featuredump: a build module per release under
+``<cache>/build/dra-e2e/v<version>/`` that requires ``k8s.io/kubernetes`` at the release
+and restates its go.mod's replace directives (:func:`gpufleet.build.gomod.pinned_replaces`),
+with the release's Go toolchain and substitutions from ``go_builds`` of
+``gpufleet/build/releases.yaml``. ``go test -c`` writes
+``<cache>/bin/dra-e2e/v<version>/dra-e2e.test``; beside it go the release's sample
+device plugin (``sampledeviceplugin``) and the ``ginkgo`` command of the Ginkgo version
+the release requires, which runs the suite on several processes.
+
+Commands (``python -m gpufleet.build.dra_e2e``)::
+
+    build [--kubernetes V]    build (or reuse) the test binary; prints its path, the build
+                              seconds and its size
+    path [--kubernetes V]     print where the binary is (built or not)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from gpufleet.build import binaries, gomod, release_pins
+from gpufleet.exit import EXIT_FAILED, exit_with
+
+SOURCE_DIR = binaries.REPO_ROOT / "lab" / "go" / "dra-e2e"
+MODULE = "k8s.io/kubernetes"
+PACKAGE = "drae2e"
+BINARY = "dra-e2e.test"
+#: The DRAExtendedResource specs deploy the release's sample device plugin
+#: (test/e2e/testing-manifests/sample-device-plugin/), built from the same module.
+DEVICE_PLUGIN = "sampledeviceplugin"
+DEVICE_PLUGIN_PACKAGE = f"{MODULE}/test/images/sample-device-plugin"
+GINKGO_PACKAGE = "github.com/onsi/ginkgo/v2/ginkgo"
+DEVICE_PLUGIN_MANIFEST = "test/e2e/testing-manifests/sample-device-plugin/sample-device-plugin.yaml"
+
+
+class DraE2EError(RuntimeError):
+    """The release is not pinned, the source is missing or the build failed."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """A test binary: its ``path``, the seconds the build took (0.0 when reused), its
+    size in bytes and the unpacked ``k8s.io/kubernetes`` module it was built from."""
+
+    path: Path
+    seconds: float
+    size: int
+    module_dir: Path
+
+    @property
+    def ginkgo(self) -> Path:
+        """The ginkgo command of the Ginkgo the suite links, which runs it in parallel."""
+        return self.path.with_name("ginkgo")
+
+    @property
+    def device_plugin(self) -> Path:
+        """The sample device plugin built beside the test binary."""
+        return self.path.with_name(DEVICE_PLUGIN)
+
+    def device_plugin_ref(self) -> str:
+        """The image the release's sample-device-plugin manifest names
+        (``registry.k8s.io/e2e-test-images/sample-device-plugin:1.8.0``)."""
+        text = (self.module_dir / DEVICE_PLUGIN_MANIFEST).read_text(encoding="utf-8")
+        for line in text.splitlines():
+            key, _, value = line.strip().removeprefix("- ").partition(":")
+            if key == "image" and value.strip():
+                return value.strip()
+        raise DraE2EError(f"{self.module_dir / DEVICE_PLUGIN_MANIFEST} names no image")
+
+
+def binary_path(version: str) -> Path:
+    return binaries.cache_root() / "bin" / "dra-e2e" / ("v" + version) / BINARY
+
+
+def _digest(parts: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def build(version: str | None = None, log: Callable[[str], None] = print) -> Built:
+    """Build the DRA e2e test binary against Kubernetes ``version`` (default: the pinned
+    default release) unless one built from the same inputs (build go.mod, toolchain,
+    sources) is cached. Raises DraE2EError naming the failed step."""
+    try:
+        release = release_pins.load_releases().release(version)
+    except (release_pins.ReleaseFileError, release_pins.UnknownNameError) as exc:
+        raise DraE2EError(str(exc)) from None
+    sources = {p.name: p.read_text(encoding="utf-8") for p in sorted(SOURCE_DIR.glob("*.go"))}
+    if not sources:
+        raise DraE2EError(f"no Go source in {SOURCE_DIR}")
+    work = binaries.cache_root() / "build" / "dra-e2e" / release.tag
+    work.mkdir(parents=True, exist_ok=True)
+
+    def go(args: list[str]) -> str:
+        return gomod.run_go(args, work, release.go_toolchain, DraE2EError)
+
+    info = json.loads(go(["mod", "download", "-json", f"{MODULE}@{release.tag}"]))
+    if info.get("Error"):
+        raise DraE2EError(f"go mod download {MODULE}@{release.tag}: {info['Error']}")
+    upstream = gomod.parse_gomod(Path(info["GoMod"]).read_text(encoding="utf-8"))
+    replaces = gomod.pinned_replaces(
+        upstream, main_version=release.tag, staging_version=release.staging_version
+    )
+    build_gomod = gomod.render_build_gomod(
+        "gpufleet.local/build/dra-e2e",
+        [(MODULE, release.tag)],
+        [upstream],
+        [*gomod.substitution_replaces(release.substitute), *replaces],
+    )
+    released = json.loads(Path(info["Info"]).read_text(encoding="utf-8"))["Time"]
+    build_date = dt.datetime.fromisoformat(released.replace("Z", "+00:00")).astimezone(dt.UTC)
+    ldflags = gomod.compose_ldflags(
+        gomod.kubernetes_version_variables(
+            release.version, build_date.strftime("%Y-%m-%dT%H:%M:%SZ"), release.commit
+        )
+    )
+    out = binary_path(release.version)
+    stamp = _digest([build_gomod, release.go_toolchain or "local", ldflags, *sources.values()])
+    stamp_file = out.with_name(BINARY + ".stamp")
+    plugin = out.with_name(DEVICE_PLUGIN)
+    fresh = all(p.is_file() for p in (out, plugin, out.with_name("ginkgo"), stamp_file))
+    if fresh and stamp_file.read_text().strip() == stamp:
+        return Built(out, 0.0, out.stat().st_size, Path(info["Dir"]))
+    pkg = work / PACKAGE
+    if pkg.exists():
+        shutil.rmtree(pkg)
+    pkg.mkdir(parents=True)
+    for name, text in sources.items():
+        (pkg / name).write_text(text, encoding="utf-8")
+    (work / "go.mod").write_text(build_gomod, encoding="utf-8")
+    (work / "go.sum").unlink(missing_ok=True)
+    gomod.write_substitutes(work, release.substitute, binaries.REPO_ROOT, DraE2EError)
+    started = time.monotonic()
+    log(f"dra-e2e {release.tag}: go mod tidy (toolchain {release.go_toolchain or 'local'})")
+    # -e: test-only dependencies of packages the suite does not link may be absent
+    go(["mod", "tidy", "-e"])
+    tidied = time.monotonic()
+    log(f"dra-e2e {release.tag}: go mod tidy took {tidied - started:.1f} s; go test -c")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f".{BINARY}.partial")
+    go(
+        [
+            "test",
+            "-c",
+            "-vet=off",
+            f"-p={min(2, os.cpu_count() or 1)}",
+            "-mod=mod",
+            "-trimpath",
+            "-ldflags=" + ldflags,
+            "-o",
+            str(partial),
+            "./" + PACKAGE,
+        ]
+    )
+    os.replace(partial, out)
+    plugin_args = ["-mod=mod", "-trimpath", "-ldflags=-s -w", "-o", str(plugin)]
+    go(["build", *plugin_args, DEVICE_PLUGIN_PACKAGE])
+    # the ginkgo command at the version the release's go.mod requires (runs -p)
+    ginkgo_args = ["-mod=mod", "-trimpath", "-ldflags=-s -w", "-o", str(out.with_name("ginkgo"))]
+    go(["build", *ginkgo_args, GINKGO_PACKAGE])
+    stamp_file.write_text(stamp + "\n")
+    seconds = time.monotonic() - started
+    size = out.stat().st_size
+    log(f"dra-e2e {release.tag}: built in {seconds:.1f} s, {size / 2**20:.1f} MiB")
+    return Built(out, seconds, size, Path(info["Dir"]))
+
+
+@click.group()
+def cli() -> None:
+    """Kubernetes' DRA e2e suite as its own test binary."""
+
+
+@cli.command("build")
+@click.option("--kubernetes", "version", default=None, help="release (default: the default)")
+def build_command(version: str | None) -> None:
+    """Build the test binary (or reuse the cached one) and print its path."""
+    try:
+        built = build(version)
+    except DraE2EError as exc:
+        click.echo(f"dra_e2e: {exc}", err=True)
+        exit_with(EXIT_FAILED)
+    state = f"built in {built.seconds:.1f} s" if built.seconds else "up to date"
+    click.echo(f"{built.path} ({state}, {built.size / 2**20:.1f} MiB)")
+
+
+@cli.command("path")
+@click.option("--kubernetes", "version", default=None, help="release (default: the default)")
+def path_command(version: str | None) -> None:
+    """Print where the test binary of a release is."""
+    click.echo(str(binary_path(release_pins.load_releases().release(version).version)))
+
+
+if __name__ == "__main__":
+    cli()
