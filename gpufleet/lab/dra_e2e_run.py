@@ -12,7 +12,7 @@ reports), ``output.log`` (the suite's output) and ``summary.json``::
 
 ``specs.skipped`` counts the specs the label filter left out and those the suite skipped
 at run time. The default label filter is what a cluster with the release's default
-feature gates can run (:data:`DEFAULT_LABEL_FILTER`), which is what gpufleet provisions.
+feature gates can run (:data:`DEFAULT_LABEL_FILTER`), which is what the collection provisions.
 
 CLI (``python -m gpufleet.lab.dra_e2e_run``)::
 
@@ -44,7 +44,7 @@ from gpufleet.lab import cluster, e2e_images
 #: but those that need a gate that is off by default (the framework labels them
 #: ``Feature:OffByDefault``, with ``Alpha`` or ``BetaOffByDefault``) and flaky ones.
 DEFAULT_LABEL_FILTER = "DRA && !Feature:OffByDefault && !Flaky"
-#: Specs left out because gpufleet does not provision what they need: the deprecated
+#: Specs left out because the collection does not provision what they need: the deprecated
 #: ``resource.k8s.io/v1beta1`` and ``v1beta2`` APIs, which 1.37 serves only when
 #: ``--runtime-config`` enables them (the ``dra`` release data: ``enabledByDefault:
 #: false``); the specs carry no label for it, so they are skipped by name.
