@@ -1,8 +1,9 @@
 """``gpufleet claims``: ResourceClaimTemplates for NVIDIA GPUs, and a checker for them.
 
-``gpufleet claims template KIND [--profile P] [--min-memory-gib N] [--strategy S]
-[--count N] [--name NAME] [--namespace NS] [--kubernetes-version V] [--output yaml|json]``
-prints one ResourceClaimTemplate (KIND: mig-slice, gpu-with-memory, shared-gpu,
+``gpufleet claims template KIND [--profile P] [--min-memory Q] [--min-memory-gib N]
+[--gpu-model M] [--no-prefer-smallest] [--strategy S] [--count N] [--name NAME]
+[--namespace NS] [--kubernetes-version V] [--output yaml|json]`` prints one
+ResourceClaimTemplate (KIND: mig-slice, mig-with-memory, gpu-with-memory, shared-gpu,
 gpu-pair-same-product) in the resource.k8s.io version the DRA version model says the
 release serves (``plugins/module_utils/claims/templates.py``). When that version is off by
 default (1.32, 1.33) the ``--runtime-config`` entry kube-apiserver needs goes to stderr.
@@ -78,7 +79,32 @@ def claims() -> None:
 
 @claims.command("template")
 @click.argument("kind", type=click.Choice(ct.KINDS))
-@click.option("--profile", default=None, help="MIG profile for mig-slice, e.g. 1g.18gb.")
+@click.option(
+    "--profile",
+    default=None,
+    help="MIG profile for mig-slice, e.g. 1g.18gb (static MIG and DynamicMIG alike).",
+)
+@click.option(
+    "--min-memory",
+    default=None,
+    metavar="QUANTITY",
+    help="Smallest MIG device memory for mig-with-memory, a quantity such as 20Gi.",
+)
+@click.option(
+    "--gpu-model",
+    "gpu_models",
+    multiple=True,
+    metavar="NAME",
+    help="GPU model of the fleet, as nvidia-smi -L names it (repeatable; e.g. 'NVIDIA H200'): "
+    "mig-slice checks --profile against them, mig-with-memory orders its subrequests by "
+    "their MIG sizes (default: every known model).",
+)
+@click.option(
+    "--prefer-smallest/--no-prefer-smallest",
+    default=None,
+    help="mig-with-memory: firstAvailable subrequests, smallest fitting MIG size first "
+    "(default; needs DRAPrioritizedList on), or one request for any size that fits.",
+)
 @click.option(
     "--min-memory-gib",
     type=click.FloatRange(0, cm.MAX_MEMORY_GIB, min_open=True),
@@ -155,6 +181,9 @@ def claims() -> None:
 def template(
     kind: str,
     profile: str | None,
+    min_memory: str | None,
+    gpu_models: tuple[str, ...],
+    prefer_smallest: bool | None,
     min_memory_gib: float | None,
     strategy: str | None,
     interval: str | None,
@@ -172,7 +201,9 @@ def template(
     output: str,
 ) -> None:
     """Print one ResourceClaimTemplate of KIND (with --kueue-queue: and a Job for Kueue)."""
-    template_only = (labels or None, min_memory_gib, strategy, interval)
+    gpu_model = list(gpu_models) or None
+    template_only = (labels or None, min_memory, gpu_model, prefer_smallest, min_memory_gib)
+    template_only += (strategy, interval)
     template_only += (mps_active_thread_percentage, mps_pinned_memory_limit)
     _check_kueue_options(kind, kueue_queue, template_only, (kueue_priority_class, job_name, image))
     if kueue_queue is not None:
@@ -206,6 +237,9 @@ def template(
             raise click.BadParameter(str(exc), param_hint="'--name'") from None
     options = {
         "profile": profile,
+        "min_memory": min_memory,
+        "gpu_model": gpu_model,
+        "prefer_smallest": prefer_smallest,
         "min_memory_gib": _whole(min_memory_gib),
         "strategy": strategy,
         "interval": interval,
@@ -213,15 +247,7 @@ def template(
         "mps_pinned_memory_limit": mps_pinned_memory_limit,
         "count": count,
     }
-    given = {k: v for k, v in options.items() if v is not None}
-    unused = sorted(set(given) - set(ct.BUILD_PARAMS[kind]))
-    if unused:
-        raise click.UsageError(
-            f"{', '.join('--' + u.replace('_', '-') for u in unused)} does not apply to {kind}; "
-            f"{kind} takes "
-            + ", ".join("--" + p.replace("_", "-") for p in ct.BUILD_PARAMS[kind] if p in options)
-        )
-    params.update(given)
+    params.update(_given_options(kind, options))
     _check_profile(profile)
     version = kubernetes_version or capi.default_kubernetes_version()
     try:
@@ -248,10 +274,26 @@ def template(
         click.echo(yaml.safe_dump(obj, sort_keys=False), nl=False)
 
 
+def _given_options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The options given (not None), refused (click.UsageError, exit 2) when ``kind`` does
+    not take one of them."""
+    given = {k: v for k, v in options.items() if v is not None}
+    unused = sorted(set(given) - set(ct.BUILD_PARAMS[kind]))
+    if unused:
+        takes = ", ".join(_flag(p) for p in ct.BUILD_PARAMS[kind] if p in options)
+        raise click.UsageError(
+            f"{', '.join(_flag(u) for u in unused)} does not apply to {kind}; {kind} takes {takes}"
+        )
+    return given
+
+
 #: The options that only the template (not Kueue's form of it) takes, in the order
 #: ``template`` passes their values.
 _TEMPLATE_ONLY = (
     "--label",
+    "--min-memory",
+    "--gpu-model",
+    "--prefer-smallest/--no-prefer-smallest",
     "--min-memory-gib",
     "--strategy",
     "--interval",
@@ -375,8 +417,24 @@ def _check_profile(profile: str | None) -> None:
         click.echo(f"note: {note}", err=True)
 
 
+def _flag(param: str) -> str:
+    """``min_memory`` -> ``--min-memory``; ``prefer_smallest`` -> its on/off pair."""
+    if param == "prefer_smallest":
+        return "--prefer-smallest/--no-prefer-smallest"
+    return "--" + param.replace("_", "-")
+
+
+#: Builder words -> the CLI's, for the builders' messages about a boolean parameter.
+_FLAG_WORDS = {
+    "prefer_smallest=True": "--prefer-smallest (the default)",
+    "prefer_smallest=False": "--no-prefer-smallest",
+}
+
+
 #: Builder parameter -> the option that sets it, for the builders' messages.
 _OPTION_OF = {
+    "min_memory": "--min-memory",
+    "gpu_model": "--gpu-model",
     "min_gib": "--min-memory-gib",
     "min_memory_gib": "--min-memory-gib",
     "mps_pinned_memory_limit": "--mps-pinned-memory-limit",
@@ -394,6 +452,8 @@ _OPTION_OF = {
 
 def _option_names(message: str) -> str:
     """``message`` with the builder's ``param=value`` written as ``--option=value``."""
+    for words, flag in _FLAG_WORDS.items():
+        message = message.replace(words, flag)
     return re.sub(
         r"(?<![\w-])(" + "|".join(_OPTION_OF) + r")=", lambda m: _OPTION_OF[m[1]] + "=", message
     )

@@ -10,7 +10,8 @@ description:
   - Builds one ResourceClaimTemplate per item with the collection's claim template builders,
     in the C(resource.k8s.io) version the DRA version model says the Kubernetes release serves
     (C(v1) from 1.34, C(v1beta2) on 1.33, C(v1beta1) on 1.32), and checks each result.
-  - 'Item kinds: C(mig-slice) (C(profile)), C(gpu-with-memory) (C(min_memory_gib)),
+  - 'Item kinds: C(mig-slice) (C(profile), C(gpu_model)), C(mig-with-memory) (C(min_memory),
+    C(gpu_model), C(prefer_smallest)), C(gpu-with-memory) (C(min_memory_gib)),
     C(shared-gpu) (C(strategy) TimeSlicing or MPS, C(interval), C(mps_active_thread_percentage),
     C(mps_pinned_memory_limit)), C(gpu-pair-same-product) (C(count)); every kind takes C(name),
     C(namespace), C(labels), C(request_name), C(count) where it applies.'
@@ -62,7 +63,8 @@ def claim_templates(items, kubernetes_version):
     if not isinstance(items, list):
         raise AnsibleFilterError(
             f"claim_templates_items={items!r} is not a list; fix: give a list of "
-            "{kind: mig-slice|gpu-with-memory|shared-gpu|gpu-pair-same-product, ...}"
+            "{kind: mig-slice|mig-with-memory|gpu-with-memory|shared-gpu|gpu-pair-same-product, "
+            "...}"
         )
     out = []
     for index, item in enumerate(items):

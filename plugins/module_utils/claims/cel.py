@@ -48,6 +48,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.profiles impo
 
 __all__ = [
     "cel_memory_at_least",
+    "cel_memory_compare",
     "cel_mig_profile",
     "check_cel",
     "suggest_cel",
@@ -105,6 +106,15 @@ def cel_memory_at_least(min_gib: float | int | str) -> str:
         f"device.capacity['{NVIDIA_DRIVER}'].memory.compareTo("
         f"quantity('{memory_quantity(min_gib)}')) >= 0"
     )
+
+
+def cel_memory_compare(quantity: str, op: str) -> str:
+    """``device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('20Gi')) >= 0`` for
+    ``op`` one of ``>=``, ``<=``; ``quantity`` is a Kubernetes quantity the caller checked
+    (``templates.check_min_memory``). Raises ValueError for another operator."""
+    if op not in (">=", "<="):
+        raise ValueError(f"op={op!r} is not >= or <=")
+    return f"device.capacity['{NVIDIA_DRIVER}'].memory.compareTo(quantity('{quantity}')) {op} 0"
 
 
 MEMORY_EXAMPLE = cel_memory_at_least(40)

@@ -64,3 +64,12 @@ def test_check_cel_passes_good_cel_and_names_what_does_not_parse() -> None:
     assert severity == "error" and "does not parse" in message
     [(severity, message)] = ccel.check_cel(5)
     assert severity == "error" and "not a non-empty CEL string" in message
+
+
+def test_cel_memory_compare_writes_both_bounds() -> None:
+    assert ccel.cel_memory_compare("33280Mi", "<=") == (
+        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('33280Mi')) <= 0"
+    )
+    assert ccel.cel_memory_compare("20Gi", ">=").endswith("compareTo(quantity('20Gi')) >= 0")
+    with pytest.raises(ValueError, match="op='<' is not >= or <="):
+        ccel.cel_memory_compare("20Gi", "<")
