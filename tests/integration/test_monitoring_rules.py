@@ -17,6 +17,7 @@ import yaml
 
 from gpufleet import runner
 from gpufleet.build import binaries
+from tests.harness.controlplane import ControlPlane
 
 pytestmark = [pytest.mark.integration, pytest.mark.ansible]
 
@@ -283,3 +284,60 @@ def test_check_mode_writes_nothing(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert not (tmp_path / "out").exists()
     assert "changed=" in out.stdout and "changed=0" not in out.stdout
+
+
+def test_the_sidecar_configmap_applied_to_a_kube_apiserver(
+    tmp_path: Path, apiserver: ControlPlane
+) -> None:
+    """The role's task itself (kubernetes.core.k8s from the control host) against a real
+    kube-apiserver: nothing in check mode, then the ConfigMap the sidecar selects, with the
+    dashboard byte for byte under its file name (two runs: a third, for idempotence, would
+    take this test past the integration tier's budget on a loaded 2-core runner)."""
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(str(apiserver.kubeconfig)))
+    api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="grafana")))
+    extra = {
+        "monitoring_grafana_sidecar_configmap": True,
+        "monitoring_grafana_sidecar_namespace": "grafana",
+        "monitoring_kubeconfig": str(apiserver.kubeconfig),
+        "monitoring_promtool": "",
+    }
+    checked = render(tmp_path, "--check", **extra)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert _sidecar_task_result(checked.stdout) == "changed"  # what a run would do
+    # no controller-manager: not even kube-root-ca.crt, so nothing at all
+    assert api.list_namespaced_config_map("grafana").items == []
+    out = render(tmp_path, **extra)
+    assert out.returncode == 0, out.stdout + out.stderr
+    cm = api.read_namespaced_config_map("gpufleet-dra-dashboard", "grafana")
+    assert cm.metadata.labels == {"grafana_dashboard": "1"}
+    assert cm.metadata.annotations == {"grafana_folder": "GPU fleet"}
+    shipped = ROLE_FILES / "gpufleet-dra-dashboard.json"
+    assert cm.data == {shipped.name: shipped.read_text()}
+    assert _sidecar_task_result(out.stdout) == "changed"
+
+
+def test_a_label_value_kubernetes_refuses_stops_the_role_before_any_change(
+    tmp_path: Path,
+) -> None:
+    """An unquoted ``1`` is a number, which no label holds: the role's first task refuses
+    it, naming the variable and the fix, before any file or cluster object (no kubeconfig
+    is even read)."""
+    out = render(
+        tmp_path,
+        monitoring_grafana_sidecar_configmap=True,
+        monitoring_grafana_sidecar_label_value=1,
+        monitoring_kubeconfig=str(tmp_path / "absent.conf"),
+    )
+    assert out.returncode != 0
+    assert "monitoring_grafana_sidecar_label_value=1: is not a string" in out.stdout, out.stdout
+    assert "fix: write monitoring_grafana_sidecar_label_value as a quoted label value" in out.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def _sidecar_task_result(stdout: str) -> str:
+    """``changed``, ``ok`` or ``skipping`` of the ConfigMap task in a play's output."""
+    start = stdout.index("Apply the Grafana dashboard ConfigMap for the dashboard sidecar]")
+    section = stdout[start:].split("\nTASK [", 1)[0].split("\nPLAY RECAP", 1)[0]
+    return section.split("\n", 2)[1].split(":", 1)[0].strip()

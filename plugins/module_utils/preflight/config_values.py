@@ -21,6 +21,12 @@ Grammars and their sources:
   line) has no whitespace either.
 * Repository URLs: ``http``/``https`` with a host, no whitespace or control character.
 * A DRA driver name: a DNS subdomain (Kubernetes ``IsDNS1123Subdomain``).
+* The Grafana dashboard ConfigMap's namespace, label and annotation: Kubernetes object
+  metadata as kube-apiserver validates it (k8s.io/apimachinery ``pkg/util/validation``
+  ``validation.go``): a namespace is a DNS label (``IsDNS1123Label``, at most 63), a label
+  or annotation key a qualified name (``IsQualifiedName``: ``[PREFIX/]NAME``, NAME at most
+  63 of ``[-A-Za-z0-9_.]`` starting and ending alphanumeric, PREFIX a DNS subdomain), a
+  label value ``IsValidLabelValue`` (empty, or at most 63 of the NAME characters).
 """
 
 from __future__ import annotations
@@ -57,6 +63,10 @@ _HOST = re.compile(
     r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
 )
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+#: apimachinery validation.go qualifiedNameFmt (also the label value format, may be empty).
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_K8S_NAME_MAX = 63
 
 
 def prometheus_duration(text: str) -> int:
@@ -150,6 +160,47 @@ def check_name(value: Any) -> str | None:
     return None
 
 
+def check_namespace(value: Any) -> str | None:
+    """Why ``value`` is not a namespace name (``IsDNS1123Label``), or None."""
+    if not isinstance(value, str):
+        return "is not a string"
+    if len(value) > _K8S_NAME_MAX or not _DNS_LABEL.fullmatch(value):
+        return "is not a DNS label (at most 63 lowercase letters, digits and '-')"
+    return None
+
+
+def check_qualified_name(value: Any, *, empty: bool = False) -> str | None:
+    """Why ``value`` is not a label or annotation key (``IsQualifiedName``), or None;
+    ``empty``: '' is accepted (nothing written)."""
+    if not isinstance(value, str):
+        return "is not a string"
+    if empty and value == "":
+        return None
+    prefix, slash, name = value.rpartition("/")
+    if slash and (not prefix or "/" in prefix):
+        return "is not a qualified name: one '/' after a non-empty prefix at most"
+    if slash and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return "has a prefix that is not a DNS subdomain (lowercase letters, digits, '-', '.')"
+    if len(name) > _K8S_NAME_MAX or not _QUALIFIED_NAME.fullmatch(name):
+        return (
+            "is not a qualified name (at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return None
+
+
+def check_label_value(value: Any) -> str | None:
+    """Why ``value`` is not a label value (``IsValidLabelValue``), or None."""
+    if not isinstance(value, str):
+        return "is not a string (YAML reads an unquoted 1 or true as a number or a boolean)"
+    if value and (len(value) > _K8S_NAME_MAX or not _QUALIFIED_NAME.fullmatch(value)):
+        return (
+            "is not a label value (at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return None
+
+
 def check_text(value: Any) -> str | None:
     return None
 
@@ -175,6 +226,19 @@ KINDS: dict[str, tuple[Callable[[Any], str | None], str]] = {
     "name": (check_name, "a DNS subdomain, e.g. gpu.example.com"),
     "text": (check_text, "the text on one line"),
     "percent": (check_percent, "an integer from 0 to 100"),
+    "namespace": (check_namespace, "a namespace name (DNS label), e.g. monitoring"),
+    "label_key": (
+        check_qualified_name,
+        "a label key, NAME or PREFIX/NAME, e.g. grafana_dashboard",
+    ),
+    "annotation_key": (
+        lambda v: check_qualified_name(v, empty=True),
+        "an annotation key, NAME or PREFIX/NAME, e.g. grafana_folder, or '' for none",
+    ),
+    "label_value": (
+        check_label_value,
+        "a quoted label value, e.g. \"1\", or '' (the sidecar's label with any value)",
+    ),
 }
 
 #: Variable -> (kind, where the roles write it). Lists of addresses and target objects are
@@ -203,6 +267,13 @@ CONFIG_VARIABLES: dict[str, tuple[str, str]] = {
     "monitoring_grafana_dashboards_dir": ("path_or_empty", "the Grafana dashboard provider"),
     "monitoring_grafana_provisioning_dir": ("path_or_empty", "the Grafana dashboard provider"),
     "monitoring_grafana_folder": ("text", "the Grafana dashboard provider (folder)"),
+    "monitoring_grafana_sidecar_namespace": ("namespace", "the Grafana dashboard ConfigMap"),
+    "monitoring_grafana_sidecar_label": ("label_key", "the Grafana dashboard ConfigMap"),
+    "monitoring_grafana_sidecar_label_value": ("label_value", "the Grafana dashboard ConfigMap"),
+    "monitoring_grafana_sidecar_folder_annotation": (
+        "annotation_key",
+        "the Grafana dashboard ConfigMap",
+    ),
     "kubeadm_bin_dir": ("path", "the kubelet unit and its kubeadm drop-in (ExecStart)"),
     "mig_persist_layout_file": ("path", "the gpufleet-mig unit (ExecStart)"),
     "mig_persist_lib_dir": ("path", "the gpufleet-mig unit (Environment)"),
@@ -219,6 +290,10 @@ ADDRESS_LISTS = (
 NODE_TARGETS = ("monitoring_kubelet_targets", "monitoring_dcgm_exporter_targets")
 
 
+#: Kinds whose null is refused rather than left unset: the ConfigMap's metadata has no
+#: value to fall back on (a null annotation key writes no annotation, as '' does).
+_NULL_REFUSED = ("namespace", "label_key", "label_value")
+
 #: What each kind is called in a message.
 KIND_NAMES = {
     "duration": "a Prometheus duration",
@@ -231,6 +306,10 @@ KIND_NAMES = {
     "name": "a DNS subdomain",
     "text": "one line of text",
     "percent": "a percentage",
+    "namespace": "a namespace name",
+    "label_key": "a label key",
+    "annotation_key": "an annotation key",
+    "label_value": "a label value",
 }
 
 
@@ -268,7 +347,7 @@ def rule_config_values(ctx: HostContext) -> None:
     checks = [
         (name, kind, ctx.settings[name])
         for name, (kind, _unused) in CONFIG_VARIABLES.items()
-        if name in ctx.settings and ctx.settings[name] is not None
+        if name in ctx.settings and (ctx.settings[name] is not None or kind in _NULL_REFUSED)
     ]
     for name in (*ADDRESS_LISTS, *NODE_TARGETS):
         checks.extend(_items(ctx.settings, name))
@@ -288,6 +367,40 @@ def rule_config_values(ctx: HostContext) -> None:
                 f"write {path} as {KINDS[kind][1]}",
             )
         )
+    _sidecar_folder(ctx)
+
+
+def _truthy(value: Any) -> bool:
+    """Ansible's ``bool`` filter of a variable as the role's ``when:`` reads it."""
+    return value is True or str(value).strip().lower() in ("true", "yes", "on", "y", "1")
+
+
+def _sidecar_folder(ctx: HostContext) -> None:
+    """The folder the Grafana dashboard ConfigMap names in its folder annotation: the
+    dashboard sidecar (kiwigrid/k8s-sidecar ``FOLDER_ANNOTATION``) takes the annotation's
+    value as a directory, absolute or relative to its ``FOLDER``, and Grafana makes a
+    folder of each directory (``foldersFromFilesStructure``): a '/' or a '..' would put the
+    dashboard into another directory than the one folder the variable names."""
+    settings = ctx.settings
+    folder = settings.get("monitoring_grafana_folder")
+    annotation = settings.get("monitoring_grafana_sidecar_folder_annotation")
+    if not (_truthy(settings.get("monitoring_grafana_sidecar_configmap")) and annotation):
+        return
+    if not isinstance(folder, str) or not (folder in (".", "..") or "/" in folder):
+        return
+    ctx.add(
+        problem(
+            "config-value",
+            ERROR,
+            "monitoring_grafana_folder",
+            folder,
+            f"is not one directory name: it is written into the Grafana dashboard ConfigMap "
+            f"(annotation {short(annotation)}), whose value the dashboard sidecar takes as a "
+            "directory path",
+            "write monitoring_grafana_folder as one folder name without '/' (not '.' or "
+            "'..'), or set monitoring_grafana_sidecar_folder_annotation: '' to write none",
+        )
+    )
 
 
 def check_values(variables: Mapping[str, Any]) -> list[str]:
