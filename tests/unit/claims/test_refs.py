@@ -73,7 +73,7 @@ def test_a_template_the_file_lacks_is_a_warning_naming_pod_template_and_fix() ->
     assert "Pod ml/trainer" in problem.message
     assert "ResourceClaimTemplate 'two-gpus'" in problem.message
     assert "gpufleet claims template KIND --name two-gpus --namespace ml" in problem.message
-    assert "KIND one of mig-slice, gpu-with-memory" in problem.message
+    assert "KIND one of mig-slice, mig-with-memory, gpu-with-memory" in problem.message
 
 
 def test_a_claim_the_file_lacks_is_a_warning() -> None:
