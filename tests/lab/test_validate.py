@@ -274,6 +274,9 @@ CLEAN_LAB_SKIPS = {
     "hosts.driver-root": "every GPU node has a simulated GPU",
     # inventory/lab puts every GPU node on DRA: no pool uses NVIDIA's device plugin
     "nodes.device-plugin-gpus": "no GPU node of the inventory is on the device-plugin path",
+    # the lab's simulator publishes pre-carved MIG devices unless `lab up --dynamic-mig`
+    "nodes.dynamic-mig-counters": "no node publishes dynamic MIG devices (no CounterSet)",
+    "nodes.dynamic-mig-leftover-gi": "no node publishes dynamic MIG devices (no CounterSet)",
 }
 
 
