@@ -36,6 +36,7 @@ import re
 import subprocess
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
     templates as claim_templates,
 )
 
-from tests.lab.running import Lab
+from tests.lab.running import Lab, run_gpufleet
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -62,15 +63,7 @@ DEVICE = re.compile(r"^gpu-(\d+)-mig-[a-z0-9-]+-(\d+)-(\d+)$")
 GIB = 2**30
 
 
-def _gpufleet(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(GPUFLEET), *args],
-        env={**os.environ, **OWN_LAB},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+_gpufleet = partial(run_gpufleet, OWN_LAB)
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import
     gpu_paths as gp,
 )
 
-from tests.lab.running import Lab
+from tests.lab.running import Lab, run_gpufleet
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -52,15 +53,7 @@ NS = "gpu-paths"
 SMI = "nvidia-smi"
 
 
-def _gpufleet(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(GPUFLEET), *args],
-        env={**os.environ, **OWN_LAB},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+_gpufleet = partial(run_gpufleet, OWN_LAB)
 
 
 @dataclass(frozen=True)

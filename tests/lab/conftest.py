@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -25,18 +26,9 @@ import pytest
 from gpufleet.build import binaries
 from gpufleet.lab import podman
 
-from .running import GPUFLEET, LAB_ENV, Lab
+from .running import LAB_ENV, Lab, run_gpufleet
 
-
-def _gpufleet(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(GPUFLEET), *args],
-        env={**os.environ, **LAB_ENV},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+_gpufleet = partial(run_gpufleet, LAB_ENV)
 
 
 def _reuse() -> subprocess.CompletedProcess | None:

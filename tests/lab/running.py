@@ -21,6 +21,21 @@ LAB_ENV = {
 }
 
 
+def run_gpufleet(
+    lab_env: dict[str, str], *args: str, timeout: float = 1800
+) -> subprocess.CompletedProcess[str]:
+    """``gpufleet ARGS`` of this checkout's venv on the lab ``lab_env`` names, its output
+    captured; the exit code is the caller's to judge."""
+    return subprocess.run(
+        [str(GPUFLEET), *args],
+        env={**os.environ, **lab_env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 @dataclass(frozen=True)
 class Lab:
     """A running lab: its name, kubeconfig, the kubectl of its release, and its status."""
