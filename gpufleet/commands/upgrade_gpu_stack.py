@@ -1,6 +1,6 @@
-"""``gpufleet upgrade-gpu-stack``: plan an upgrade of the GPU stack (the NVIDIA driver and
-the NVIDIA Container Toolkit on every GPU node, the NVIDIA DRA driver chart on the
-cluster). Plan only: ``--plan`` is required, and nothing is changed.
+"""``gpufleet upgrade-gpu-stack``: plan and roll an upgrade of the GPU stack (the NVIDIA
+driver and the NVIDIA Container Toolkit on every GPU node, the NVIDIA DRA driver chart on
+the cluster). With ``--plan`` nothing is changed.
 
 ``gpufleet upgrade-gpu-stack -i INVENTORY --plan [--driver VERSION] [--toolkit VERSION]
 [--dra-driver-chart VERSION] [--json]`` runs ``playbooks/upgrade_gpu_stack.yml`` in check
@@ -22,16 +22,28 @@ and ``nvidia_driver_branch``, ``--toolkit`` ``nvidia_container_toolkit_version``
 ``-e``; anything not given takes ``-e``, then the inventory, then the role's defaults.
 Messages name the option when the value came from one (``gpu_stack_input_names``).
 
-Exit codes: 0 planned; 2 the plan is refused (``refused``), the input is refused, or the
-hosts or the cluster could not be read. ``--json`` prints the plan only, on stdout; the
-run's progress and every error go to stderr.
+Without ``--plan`` the plan is printed and then run (the same playbook, not in check
+mode): the chart where the plan puts it, the nodes in its batches (each drained, its GPU
+clients stopped, the driver installed and loaded, the toolkit, the CDI spec, the MIG
+layout, the ResourceSlices back at the new driver, uncordoned), each node's state, phase
+and timings recorded in ``upgrade_gpu_stack_report_path`` and printed; then ``validate``
+(``--no-validate`` skips it). A node that fails stops the run; the same command again
+resumes it. ``--components driver,toolkit,chart`` (``upgrade_gpu_stack_components``)
+names what changes; the rest is kept as it is.
+
+Exit codes: 0 planned, or upgraded and validated; 1 a node failed, or validate after it;
+2 the plan is refused (``refused``), the input is refused, or the hosts or the cluster
+could not be read. ``--json`` prints the plan only, on stdout; the run's progress and
+every error go to stderr.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -39,8 +51,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common import mes
 from rich.console import Console
 
 from gpufleet.commands._options import extra_vars_flag
-from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_OK, exit_with
-from gpufleet.render.gpu_stack_plan import render
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with
+from gpufleet.render.gpu_stack_plan import render, render_run
 from gpufleet.render.text import printable
 
 #: The fact the planning playbook sets with the plan.
@@ -55,8 +67,12 @@ OPTION_VARS = {
         "min_gpu_available_percent",
         ("upgrade_min_gpu_available_percent",),
     ),
-    "--kubeconfig": ("kubeconfig", ("dra_driver_kubeconfig",)),
+    "--kubeconfig": ("kubeconfig", ("dra_driver_kubeconfig", "upgrade_kubeconfig")),
 }
+#: What ``--components`` may name.
+COMPONENTS = ("driver", "toolkit", "chart")
+#: The facts the planning play sets for a run: the report file and the targets' text.
+REPORT_FACT = "gpu_stack_report_path"
 
 
 def plan_vars(extra_vars: Mapping[str, Any], given: Mapping[str, str | None]) -> dict[str, Any]:
@@ -87,6 +103,7 @@ class StackRun:
 
     plan: dict[str, Any] | None = None
     failures: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    report_path: str = ""
 
     def feed(self, event: Mapping[str, Any]) -> None:
         data = event.get("event_data") or {}
@@ -95,6 +112,8 @@ class StackRun:
         facts = res.get("ansible_facts") or {}
         if kind == "runner_on_ok" and isinstance(facts.get(PLAN_FACT), dict):
             self.plan = dict(facts[PLAN_FACT])
+        if kind == "runner_on_ok" and isinstance(facts.get(REPORT_FACT), str):
+            self.report_path = facts[REPORT_FACT]
         elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get(
             "ignore_errors"
         ):
@@ -186,7 +205,15 @@ def get_plan(
     "(default: upgrade_min_gpu_available_percent).",
 )
 @click.option("--kubeconfig", default=None, help="Admin kubeconfig on this machine.")
-@extra_vars_flag("Extra variable for the planning playbook (repeat); the value is read as YAML.")
+@click.option(
+    "--components",
+    default=None,
+    metavar="LIST",
+    help="What changes, comma-separated: driver, toolkit, chart (default: "
+    "upgrade_gpu_stack_components, all three); the rest is kept as it is.",
+)
+@click.option("--no-validate", is_flag=True, help="Do not run validate after the upgrade.")
+@extra_vars_flag("Extra variable for the playbook (repeat); the value is read as YAML.")
 def upgrade_gpu_stack(
     inventory: tuple[str, ...],
     plan_only: bool,
@@ -197,15 +224,11 @@ def upgrade_gpu_stack(
     batch_size: str | None,
     min_gpu_available_percent: str | None,
     kubeconfig: str | None,
+    components: str | None,
+    no_validate: bool,
     extra_vars: dict[str, Any],
 ) -> None:
-    """Plan an upgrade of the NVIDIA driver, container toolkit and DRA driver chart."""
-    if not plan_only:
-        _refuse(
-            "upgrade-gpu-stack plans only; the rolling change of the GPU stack is not built.",
-            "add --plan (gpufleet upgrade-gpu-stack -i INVENTORY --plan), then roll each "
-            "batch it lists with gpufleet up -i INVENTORY -l NODES.",
-        )
+    """Plan and roll an upgrade of the NVIDIA driver, container toolkit and DRA driver chart."""
     given = {
         "--driver": driver,
         "--toolkit": toolkit,
@@ -214,7 +237,10 @@ def upgrade_gpu_stack(
         "--min-gpu-available-percent": min_gpu_available_percent,
         "--kubeconfig": kubeconfig,
     }
-    plan = get_plan(inventory, plan_vars(extra_vars, given), Console(stderr=True))
+    extravars = plan_vars(extra_vars, given)
+    if components is not None:
+        extravars["upgrade_gpu_stack_components"] = parse_components(components)
+    plan = get_plan(inventory, extravars, Console(stderr=True))
     if as_json:
         click.echo(json.dumps(plan, indent=2, sort_keys=True))
     else:
@@ -223,4 +249,64 @@ def upgrade_gpu_stack(
         for r in plan["refused"]:
             click.echo(f"Error: {printable(r['message'])}", err=True)
         exit_with(EXIT_CANNOT_RUN)
-    exit_with(EXIT_OK)
+    if plan_only or plan.get("up_to_date"):
+        exit_with(EXIT_OK)
+    exit_with(run_upgrade(plan, list(inventory), extravars, validate=not no_validate))
+
+
+def parse_components(text: str) -> list[str]:
+    """``--components``: a comma-separated list of ``COMPONENTS``, each at most once;
+    refuses (exit 2) anything else, naming the option, the value and the fix."""
+    parts = [p.strip() for p in str(text).split(",")]
+    bad = [p for p in parts if p not in COMPONENTS]
+    if not text.strip() or bad or len(set(parts)) != len(parts):
+        _refuse(
+            f"--components={text!r} is refused"
+            + (f": {', '.join(map(repr, bad))} is not a component" if bad else ""),
+            f"give one or more of {', '.join(COMPONENTS)}, comma-separated, each once "
+            "(e.g. --components driver).",
+        )
+    return parts
+
+
+def run_upgrade(
+    plan: Mapping[str, Any], inventory: list[str], extravars: Mapping[str, Any], *, validate: bool
+) -> int:
+    """Run ``playbooks/upgrade_gpu_stack.yml`` (not in check mode) with ``extravars``, print
+    each node's state, phase and timings from the report, then validate (``validate``).
+    Returns the exit status: 0 done, 1 a node or validate failed, 2 the run could not
+    start."""
+    from gpufleet.commands._validate import run_validate
+    from gpufleet.commands.upgrade_report import read_report
+    from gpufleet.runner import RunError, run_playbook
+
+    console = Console(stderr=True)
+    run = StackRun()
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    t0 = time.monotonic()
+    try:
+        result = run_playbook(
+            "upgrade_gpu_stack", inventory, extravars=dict(extravars), console=console,
+            on_event=run.feed,
+        )  # fmt: skip
+    except RunError as exc:
+        console.print(f"[red]{printable(str(exc))}[/red]")
+        return EXIT_CANNOT_RUN
+    hosts = [h for w in plan["waves"] if w["kind"] == "nodes" for h in w["hosts"]]
+    report = read_report(Path(run.report_path)) if run.report_path else {}
+    render_run(
+        report, hosts, since, time.monotonic() - t0, Console(width=max(140, Console().width))
+    )
+    if result.status != 0:
+        error = run.error()
+        if error is not None:
+            console.print(f"[red]{printable(error[0])}[/red]")
+        console.print(
+            f"[red]the GPU-stack upgrade stopped; report: {printable(run.report_path)}; fix the "
+            "cause and run the same command again to resume[/red]"
+        )
+        return EXIT_FAILED
+    if validate and run_validate(inventory, "upgrade-gpu-stack", "after", console) != 0:
+        console.print("[red]validate failed after the GPU-stack upgrade[/red]")
+        return EXIT_FAILED
+    return EXIT_OK

@@ -6,7 +6,7 @@ chart, nodes, waves, batch_size, min_gpu_available_percent, warnings, refused}``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -14,7 +14,7 @@ from rich.table import Table
 
 from gpufleet.render.text import shown
 
-__all__ = ["render", "render_refused"]
+__all__ = ["RUN_TIMINGS", "render", "render_refused", "render_run"]
 
 
 def _change(entry: Mapping[str, Any]) -> str:
@@ -29,8 +29,8 @@ def render(plan: Mapping[str, Any], console: Console) -> None:
     t = plan["target"]
     console.print(
         f"GPU stack plan on Kubernetes {shown(plan['kubernetes_version'])}: driver "
-        f"{shown(t['driver'])}, toolkit {shown(t['toolkit'])}, DRA driver chart "
-        f"{shown(t['dra_driver_chart'])}  (batch size "
+        f"{shown(t['driver'] or 'kept')}, toolkit {shown(t['toolkit'] or 'kept')}, DRA driver "
+        f"chart {shown(t['dra_driver_chart'] or 'kept')}  (batch size "
         f"{plan['batch_size']}, GPU floor {float(plan['min_gpu_available_percent']):g}%)"
     )
     chart = plan["chart"]
@@ -78,3 +78,42 @@ def render_refused(plan: Mapping[str, Any], console: Console) -> None:
         keys = ("variable", "value", "reason", "fix", "source")
         table.add_row(shown(r["node"] or "-"), *(shown(r[k]) for k in keys))
     console.print(table)
+
+
+#: The timings a node of the GPU-stack run records (the report's ``timings_s``), in order.
+RUN_TIMINGS = ("drain_s", "stop_clients_s", "driver_s", "toolkit_s", "dra_plugin_s", "node_total_s")
+
+
+def render_run(
+    report: Mapping[str, Any], hosts: Sequence[str], since: str, wall_s: float, console: Console
+) -> None:
+    """After a run: per host of ``hosts`` that this run touched (its report entry updated at
+    or after ``since``, UTC ``%Y-%m-%dT%H:%M:%SZ``) its state, phase and the seconds of each
+    phase, then the failed nodes' causes and the run's wall-clock time."""
+    table = Table(title="GPU stack: nodes (s)")
+    for col in ("host", "node", "state", "phase", *(k[:-2].replace("_", " ") for k in RUN_TIMINGS)):
+        table.add_column(
+            col, justify="right" if col not in ("host", "node", "state", "phase") else "left"
+        )
+    nodes = report.get("nodes") or {}
+    failed = []
+    for host in hosts:
+        e = nodes.get(host) or {}
+        if not e or str(e.get("updated") or "") < since:
+            continue
+        t = e.get("timings_s") or {}
+        table.add_row(
+            shown(host), shown(e.get("node") or host), shown(e.get("state") or "-"),
+            shown(e.get("phase") or "-"),
+            *("-" if t.get(k) is None else f"{float(t[k]):.1f}" for k in RUN_TIMINGS),
+        )  # fmt: skip
+        if e.get("state") == "failed":
+            failed.append(e)
+    console.print(table)
+    for e in failed:
+        cordon = " (left cordoned)" if e.get("cordoned") else ""
+        console.print(
+            f"[red]{shown(e.get('node') or '')}: failed in phase {shown(e.get('phase') or '')}"
+            f"{cordon}: {shown(e.get('cause') or '')}[/red]"
+        )
+    console.print(f"run wall-clock {wall_s:.1f}s")

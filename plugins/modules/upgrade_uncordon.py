@@ -48,6 +48,13 @@ options:
     description: Devices the node's ResourceSlices must publish (as many as before the upgrade).
     type: int
     default: 0
+  driver_version:
+    description:
+      - Count only the devices whose C(driverVersion) attribute is this NVIDIA driver
+        release (C(580.159.04), or as published, C(580.159.4)), so that the wait ends when
+        the DRA kubelet plugin republished them after a driver change; empty - any.
+    type: str
+    default: ""
   devices_timeout:
     description: Seconds to wait for O(devices).
     type: int
@@ -113,6 +120,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import gpu as nvidia_gpu
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import (
     node_api as upgrade_api,
 )
@@ -129,6 +137,7 @@ def main() -> None:
             devices=dict(type="int", default=0),
             devices_timeout=dict(type="int", default=300),
             devices_since=dict(type="float"),
+            driver_version=dict(type="str", default=""),
             poll=dict(type="float", default=1),
         ),
         supports_check_mode=False,
@@ -142,10 +151,18 @@ def main() -> None:
         except vk.KubeError as err:
             module.fail_json(msg=str(err), attempts=0, failed_step="uncordon")
     record = dict(p["record"] or {})
+    published = nvidia_gpu.semver(p["driver_version"]) or "" if p["driver_version"] else ""
+    if p["driver_version"] and not published:
+        module.fail_json(
+            msg=f"driver_version={p['driver_version']!r} is not an NVIDIA driver release; "
+            "fix: give it as NVIDIA numbers it (580.159.04)",
+            attempts=0,
+            failed_step="devices",
+        )
     if kube is not None and p["driver"] and p["devices"] > 0:
         try:
             seen, _unused = upgrade_api.wait_devices(
-                lambda: node_state.kube_node_state(kube, p["node"], p["driver"]),
+                lambda: node_state.kube_node_state(kube, p["node"], p["driver"], published),
                 p["devices"],
                 p["devices_timeout"],
                 p["poll"],

@@ -35,6 +35,20 @@ final. the gate is removed and ``gpufleet upgrade -i inventory/lab --to TARGET``
 
 Each step prints its wall-clock time and the report's timings per node (drain, restart to
 Ready, DRA plugin and slices, node total) against their sum.
+
+Then the GPU stack, on the lab at TARGET (``gpufleet upgrade-gpu-stack --components driver``,
+the GPU simulator standing in for the driver packages and the kernel module: the lab
+inventory's ``nvidia_driver_unload_command`` and ``nvidia_driver_load_command`` run
+``gpusim driver unload`` and ``load``):
+
+gpu-a. a pod claiming a GPU runs on the first worker, and a process holds that worker's
+   simulated GPU: the first batch drains the pod (it lands on the other worker), stops the
+   DRA kubelet plugin by the NoExecute taint, and fails in phase ``driver`` because the
+   module is in use; the report names the holder, the node stays cordoned and tainted, its
+   old driver loaded, and the other worker is not touched;
+gpu-b. the process lets go and the same command resumes: every worker runs the new driver,
+   its ResourceSlices publish it as ``driverVersion``, nothing is cordoned or tainted,
+   validate passes.
 """
 
 from __future__ import annotations
@@ -519,3 +533,157 @@ def test_final_cli_resumes_and_finishes_the_wave(lab, tmp_path):
     for host, entry in report["nodes"].items():
         assert entry["state"] in ("upgraded", "skipped"), (host, entry)
         assert entry["cordoned_by_upgrade"] is False, (host, entry)
+
+
+# ---------------------------------------------------------------- the GPU stack
+
+#: The driver the GPU-stack steps load in place of the simulator's (580.159.04): another
+#: branch, as a driver upgrade of the field moves.
+GPU_STACK_DRIVER = "590.44.01"
+#: Where the GPU simulator's loaded module describes itself on a lab node.
+SIM_PROC_VERSION = "/var/lib/gpufleet-gpu-simulator/proc/driver/nvidia/version"
+GPU_STACK_NS = "gpufleet-gpu-stack-test"
+GPU_STACK_TAINT = "gpufleet.io/gpu-stack-upgrade"
+
+
+def _gpu_stack(lab: Lab, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
+    lab.wait_control_plane()
+    t = time.monotonic()
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "gpufleet"), "upgrade-gpu-stack", "-i", "inventory/lab",
+         "--driver", GPU_STACK_DRIVER, "--components", "driver", *extra],
+        cwd=REPO, capture_output=True, text=True, timeout=2400, check=False,
+        env={**os.environ, "COLUMNS": "160"},
+    )  # fmt: skip
+    wall = time.monotonic() - t
+    print(proc.stdout[-5000:], proc.stderr[-3000:])
+    return proc, wall
+
+
+def _loaded(lab: Lab, node: str) -> str:
+    """The release of the simulated module loaded on ``node``; "" when none is."""
+    out = lab.exec(node, "cat", SIM_PROC_VERSION, check=False)
+    words = out.stdout.split()
+    return next((w for w in words if w.count(".") == 2 and w[0].isdigit()), "")
+
+
+def _gpu_stack_report(lab: Lab) -> dict[str, Any]:
+    path = lab.kubeconfig.parent / "upgrade-report-gpu-stack.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _gpu_pod_node(lab: Lab) -> str:
+    pods = lab.get("pods", "-n", GPU_STACK_NS)["items"]
+    running = [p for p in pods if p["status"].get("phase") == "Running"]
+    return running[0]["spec"].get("nodeName", "") if len(running) == 1 else ""
+
+
+def _wait(what: str, check: Any, timeout: float = 300) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        time.sleep(3)
+
+
+def _gpu_deployment(lab: Lab, node: str) -> None:
+    """A Deployment of one pod claiming one GPU (a ResourceClaimTemplate of DeviceClass
+    gpu.nvidia.com), preferring ``node``."""
+    template = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gpu", "namespace": GPU_STACK_NS},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}},
+    }  # fmt: skip
+    affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}}]}}  # fmt: skip
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "gpu-job", "namespace": GPU_STACK_NS},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "gpu-job"}},
+                 "template": {"metadata": {"labels": {"app": "gpu-job"}}, "spec": {
+                     "terminationGracePeriodSeconds": 1, "affinity": affinity,
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                     "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}],
+                     "containers": [{"name": "job", "image": "localhost/gpufleet/busybox:1",
+                                     "imagePullPolicy": "Never",
+                                     "command": ["/bin/busybox", "sleep", "3600"],
+                                     "resources": {"claims": [{"name": "gpu"}]}}]}}},
+    }  # fmt: skip
+    lab.kubectl("create", "namespace", GPU_STACK_NS, check=False)
+    for obj in (template, deployment):
+        proc = subprocess.run(
+            [str(_kubectl()), "--kubeconfig", str(lab.kubeconfig), "apply", "-f", "-"],
+            input=json.dumps(obj), capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+
+
+def _kubectl() -> Path:
+    from gpufleet.build import binaries
+
+    return binaries.binary_path("kubectl", TARGET)
+
+
+def _tainted(node: dict[str, Any]) -> bool:
+    return any(t.get("key") == GPU_STACK_TAINT for t in node["spec"].get("taints") or [])
+
+
+def test_gpu_stack_a_client_that_holds_the_gpu_stops_the_batch(lab):
+    if len(lab.workers) < 2 or any(_loaded(lab, w) != "580.159.04" for w in lab.workers):
+        pytest.skip("needs two workers with the simulator's driver 580.159.04: lab down, lab up")
+    first, second = lab.workers
+    _gpu_deployment(lab, first)
+    assert _wait("the GPU pod Running", lambda: _gpu_pod_node(lab)) == first
+    # "a client that will not stop": a process on the host holds the first worker's GPU
+    lab.exec(first, "gpusim", "hold", "--gpu", "0", "--pid", "4242", "--name", "python3",
+             "--mib", "1024")  # fmt: skip
+    proc, wall = _gpu_stack(lab, "--batch-size", "1", "--no-validate")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    entry = _gpu_stack_report(lab)["nodes"][first]
+    print(f"gpu-a: {wall:.1f}s; {first}: {entry['state']} in {entry['phase']}: {entry['cause']}")
+    assert (entry["state"], entry["phase"]) == ("failed", "driver"), entry
+    assert "Module nvidia is in use" in entry["cause"] and "python3" in entry["cause"], entry
+    assert second not in _gpu_stack_report(lab)["nodes"]
+    nodes = lab.nodes()
+    assert nodes[first]["spec"].get("unschedulable") and _tainted(nodes[first])
+    assert not nodes[second]["spec"].get("unschedulable") and not _tainted(nodes[second])
+    assert (_loaded(lab, first), _loaded(lab, second)) == ("580.159.04", "580.159.04")
+    # the drained pod landed on the other worker
+    assert _wait("the GPU pod Running again", lambda: _gpu_pod_node(lab)) == second
+
+
+def test_gpu_stack_resume_finishes_every_node_and_validate_passes(lab):
+    if not _gpu_stack_report(lab):
+        pytest.skip("the GPU-stack fault did not run (gpu-a)")
+    first = lab.workers[0]
+    lab.exec(first, "gpusim", "release", "--gpu", "0")
+    start = time.time()
+    proc, wall = _gpu_stack(lab, "--batch-size", "1")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "validation: PASS" in proc.stdout + proc.stderr
+    report = _gpu_stack_report(lab)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start - 1))
+    print(f"gpu-b: gpufleet upgrade-gpu-stack (resume) {wall:.1f}s")
+    for w in lab.workers:
+        e = report["nodes"][w]
+        print(f"  {w}: {e['state']} {json.dumps(e['timings_s'], sort_keys=True)}")
+        assert e["state"] == "upgraded" and e["updated"] >= stamp, e
+        assert e["cordoned_by_upgrade"] is False, e
+        assert _loaded(lab, w) == GPU_STACK_DRIVER
+    nodes = lab.nodes()
+    assert not any(n["spec"].get("unschedulable") or _tainted(n) for n in nodes.values())
+    published = {
+        (s["spec"]["nodeName"], d["attributes"]["driverVersion"]["version"])
+        for s in lab.get("resourceslices")["items"]
+        if s["spec"].get("driver") == "gpu.nvidia.com"
+        for d in s["spec"].get("devices") or []
+        if "driverVersion" in (d.get("attributes") or {})
+    }
+    assert published == {(w, "590.44.1") for w in lab.workers}, published
+    assert _wait("the GPU pod Running", lambda: _gpu_pod_node(lab))
+    lab.kubectl("delete", "namespace", GPU_STACK_NS, "--wait=false", check=False)

@@ -35,13 +35,17 @@ def node_state(
     node: str,
     driver: str,
     versions: Sequence[str] = OBJECT_RESOURCE_VERSIONS,
+    driver_version: str = "",
 ) -> dict[str, Any]:
     """``{unschedulable, allocatable, labels, devices, slices}`` of ``node``: its cordon,
     its ``status.allocatable`` and ``metadata.labels`` (objects, empty when absent), and the
     devices and ResourceSlices of ``driver`` on it; from ``get(path)`` (the Node) and
     ``list_items(path, query)`` (ResourceSlices, the first of ``versions`` the server
-    serves: a 404 tries the next). Raises KubeError as the callables do; a 404 on every
-    version reads as no slices (resource.k8s.io not served)."""
+    serves: a 404 tries the next). With ``driver_version`` only the devices whose
+    ``driverVersion`` attribute is that version count (the NVIDIA driver's release as the
+    DRA driver publishes it, a semantic version: ``580.159.4`` for 580.159.04). Raises
+    KubeError as the callables do; a 404 on every version reads as no slices
+    (resource.k8s.io not served)."""
     obj = get(node_path(node))
     spec = obj.get("spec") if isinstance(obj, Mapping) else None
     status = obj.get("status") if isinstance(obj, Mapping) else None
@@ -68,15 +72,39 @@ def node_state(
         for item in items:
             s = item.get("spec") if isinstance(item, Mapping) else None
             devices = s.get("devices") if isinstance(s, Mapping) else None
-            out["devices"] += len(devices) if isinstance(devices, list) else 0
+            devices = devices if isinstance(devices, list) else []
+            if driver_version:
+                devices = [d for d in devices if device_driver_version(d) == driver_version]
+            out["devices"] += len(devices)
         out["slices"] = len(items)
         break
     return out
 
 
-def kube_node_state(kube: vk.Kube, node: str, driver: str) -> dict[str, Any]:
+def device_driver_version(device: Any) -> str:
+    """A published device's ``driverVersion`` attribute (``attributes``, or
+    ``basic.attributes`` in v1beta1); empty when it has none."""
+    if not isinstance(device, Mapping):
+        return ""
+    basic = device.get("basic")
+    attrs = device.get(
+        "attributes", basic.get("attributes") if isinstance(basic, Mapping) else None
+    )
+    value = attrs.get("driverVersion") if isinstance(attrs, Mapping) else None
+    return str(value.get("version") or "") if isinstance(value, Mapping) else ""
+
+
+def kube_node_state(
+    kube: vk.Kube, node: str, driver: str, driver_version: str = ""
+) -> dict[str, Any]:
     """``node_state`` over one ``Kube`` connection (its GET and paged list)."""
-    return node_state(kube.get, lambda path, query: kube.list(path, query=query), node, driver)
+    return node_state(
+        kube.get,
+        lambda path, query: kube.list(path, query=query),
+        node,
+        driver,
+        driver_version=driver_version,
+    )
 
 
 def retrying(

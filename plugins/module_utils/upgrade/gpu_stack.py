@@ -33,9 +33,10 @@ the target chart's minimum, else after the nodes; then the nodes in batches of
 (``upgrade.waves``, as the Kubernetes upgrade batches its workers). A node whose driver
 changes is drained and its GPU clients stopped (the DRA kubelet plugin, the DCGM exporter,
 the host's GPU services, ``mig.clients``); the new driver is loaded by ``modprobe`` when
-none is loaded, else by a reboot (``nvidia.driver.load_action``), which the nvidia_driver
-role does only with ``nvidia_driver_reboot``. A node whose toolkit alone changes is not
-drained.
+none is loaded, else by a reboot with ``nvidia_driver_reboot`` (``nvidia.driver
+.load_action``), else by unloading the old modules and loading the new ones (``reload``).
+A node whose toolkit alone changes is not drained. A part in ``StackTargets.keep`` is kept
+as it is.
 """
 
 from __future__ import annotations
@@ -152,7 +153,9 @@ class StackState:
 @dataclass(frozen=True)
 class StackTargets:
     """The releases to go to: ``driver`` (``"580.159.04"``), ``branch`` (``"580"``; empty:
-    the driver's), ``toolkit`` (``"1.20.2"``), ``chart`` (``"0.4.0"``); ``reboot``
+    the driver's), ``toolkit`` (``"1.20.2"``), ``chart`` (``"0.4.0"``); ``keep`` the parts
+    of ``driver``, ``toolkit``, ``chart`` kept as they are (their targets not judged nor
+    planned: a node keeps its driver or toolkit, the cluster its chart); ``reboot``
     (``nvidia_driver_reboot``), ``compute_domains`` (ComputeDomains in use),
     ``accept_below_documented_minimum`` (``dra_driver_accept_below_documented_minimum``)."""
 
@@ -163,12 +166,13 @@ class StackTargets:
     reboot: bool = False
     compute_domains: bool = False
     accept_below_documented_minimum: bool = False
+    keep: tuple[str, ...] = ()
 
 
 @dataclass
 class NodePlan:
     """What changes on one node: ``driver``/``toolkit`` ``(current, target)``; ``load``
-    (``none``, ``modprobe``, ``reboot``); ``stop`` what stops first; ``wave`` its wave
+    (``none``, ``modprobe``, ``reload``, ``reboot``); ``stop`` what stops first; ``wave`` its wave
     (-1: nothing changes); ``actions`` in order."""
 
     host: str
@@ -222,11 +226,12 @@ class GpuStackPlan:
         return {
             "kubernetes_version": self.kubernetes,
             "target": {
-                "driver": t.driver,
-                "driver_branch": t.branch,
-                "toolkit": t.toolkit,
-                "dra_driver_chart": t.chart,
+                "driver": None if "driver" in t.keep else t.driver,
+                "driver_branch": None if "driver" in t.keep else t.branch,
+                "toolkit": None if "toolkit" in t.keep else t.toolkit,
+                "dra_driver_chart": None if "chart" in t.keep else t.chart,
                 "reboot": t.reboot,
+                "kept": list(t.keep),
             },
             "up_to_date": self.up_to_date,
             "chart": dict(self.chart),
@@ -467,12 +472,17 @@ def judge_toolkit(targets: StackTargets, names: Mapping[str, str]) -> list[Refus
 # --------------------------------------------------------------------------------------
 
 
-def node_plan(node: StackNode, driver: str, toolkit: str, reboot: bool) -> NodePlan:
-    """What changes on ``node`` to reach ``driver`` and ``toolkit``, what stops first,
-    how the driver loads and the actions in order (wave -1 until batched)."""
-    new_driver = node.driver != driver
-    new_toolkit = node.toolkit != toolkit
+def node_plan(node: StackNode, driver: str | None, toolkit: str | None, reboot: bool) -> NodePlan:
+    """What changes on ``node`` to reach ``driver`` and ``toolkit`` (None: kept as the
+    node has it), what stops first, how the driver loads and the actions in order (wave -1
+    until batched)."""
+    new_driver = driver is not None and node.driver != driver
+    new_toolkit = toolkit is not None and node.toolkit != toolkit
     load = nvd.load_action(node.driver, driver, False) if new_driver else "none"
+    if load == "reboot" and not reboot:
+        # drained and its clients stopped, the node unloads the old modules and loads the
+        # new ones (nvidia_driver_reload); a module still in use fails there, by name
+        load = "reload"
     stop: list[str] = []
     actions: list[str] = []
     if new_driver:
@@ -485,7 +495,9 @@ def node_plan(node: StackNode, driver: str, toolkit: str, reboot: bool) -> NodeP
             "CDI spec regenerated"
         )
     if load == "reboot":
-        actions.append("reboot" if reboot else "reboot by hand (nvidia_driver_reboot=false)")
+        actions.append("reboot")
+    elif load == "reload":
+        actions.append("unload the NVIDIA modules and load the new driver (no reboot)")
     elif load == "modprobe":
         actions.append("modprobe nvidia")
     if new_driver:
@@ -494,8 +506,9 @@ def node_plan(node: StackNode, driver: str, toolkit: str, reboot: bool) -> NodeP
         actions += ["start the stopped GPU clients", "DRA plugin Ready, ResourceSlices "
                     "republished", "uncordon"]  # fmt: skip
     return NodePlan(
-        node.host, node.name, (node.driver, driver), (node.toolkit, toolkit), load, stop, -1,
-        actions,
+        node.host, node.name, (node.driver, node.driver if driver is None else driver),
+        (node.toolkit, node.toolkit if toolkit is None else toolkit),
+        load, stop, -1, actions,
     )  # fmt: skip
 
 
@@ -521,12 +534,24 @@ def plan_gpu_stack(
     floor = parse_min_gpu_percent(min_gpu_available_percent, names["min_gpu_available_percent"])
     size = parse_batch_size(batch_size, max(1, len(state.nodes)), names["batch_size"])
     installed, warnings = _installed_chart(state.chart)
-    chart, refused = judge_chart(targets, installed, kube, names)
-    driver, more = judge_driver(targets, chart, names)
-    refused += more + judge_toolkit(targets, names)
+    keep = set(targets.keep)
+    chart, refused = (None, []) if "chart" in keep else judge_chart(targets, installed, kube, names)
+    # a chart kept as installed still sets the driver's minimum
+    driver, more = (
+        (None, []) if "driver" in keep else judge_driver(targets, chart or installed, names)
+    )
+    refused += more + ([] if "toolkit" in keep else judge_toolkit(targets, names))
     if driver is not None:
         refused += judge_gpus(state.nodes, driver, names)
-    nodes = [node_plan(n, targets.driver, targets.toolkit, targets.reboot) for n in state.nodes]
+    nodes = [
+        node_plan(
+            n,
+            None if "driver" in keep else targets.driver,
+            None if "toolkit" in keep else targets.toolkit,
+            targets.reboot,
+        )
+        for n in state.nodes
+    ]
     chart_info, waves = _order(state, targets, installed, chart, nodes, size, floor, names)
     warnings += _warnings(state, nodes, targets, chart_info)
     return GpuStackPlan(
@@ -617,13 +642,6 @@ def _warnings(
     state: StackState, nodes: Sequence[NodePlan], targets: StackTargets, chart: Mapping[str, Any]
 ) -> list[str]:
     out = []
-    by_reboot = [n.host for n in nodes if n.load == "reboot"]
-    if by_reboot and not targets.reboot:
-        out.append(
-            f"nvidia_driver_reboot=false: {', '.join(by_reboot)} load the new driver only after "
-            "a reboot, and the nvidia_driver role stops there; set nvidia_driver_reboot=true "
-            "or reboot each by hand after its drain"
-        )
     if chart.get("position") == "last":
         out.append(
             "the chart goes after the node batches: a node runs a driver older than the "
@@ -696,6 +714,7 @@ def plan_from_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
         accept_below_documented_minimum=_flag(
             t, "accept_below_documented_minimum", "dra_driver_accept_below_documented_minimum"
         ),
+        keep=_keep(t.get("keep")),
     )
     plan = plan_gpu_stack(
         parse_state(inputs.get("state") or {}),
@@ -705,6 +724,22 @@ def plan_from_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
         input_names=inputs.get("input_names") or None,
     )
     return plan.to_dict()
+
+
+#: The parts of the GPU stack a run changes or keeps.
+PARTS = ("driver", "toolkit", "chart")
+
+
+def _keep(value: Any) -> tuple[str, ...]:
+    """``targets.keep``: a list of ``PARTS``; raises GpuStackPlanError otherwise."""
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)) or any(v not in PARTS for v in value):
+        raise GpuStackPlanError(
+            f"the parts kept, {value!r}, are not a list of {', '.join(PARTS)}.",
+            "give upgrade_gpu_stack_components as a list of driver, toolkit and chart.",
+        )
+    return tuple(dict.fromkeys(value))
 
 
 def _text(value: Any) -> str:

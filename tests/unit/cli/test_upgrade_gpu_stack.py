@@ -1,7 +1,8 @@
-"""``gpufleet upgrade-gpu-stack`` (gpufleet/commands/upgrade_gpu_stack.py): plan only; the
-options reach the planning playbook as the roles' variables and name themselves in its
-messages; the plan renders as tables or JSON; a refused plan, a failed read or a missing
-``--plan`` exit 2 (gpufleet/exit.py)."""
+"""``gpufleet upgrade-gpu-stack`` (gpufleet/commands/upgrade_gpu_stack.py): the options
+reach the playbook as the roles' variables and name themselves in its messages; the plan
+renders as tables or JSON; a refused plan or a failed read exit 2 (gpufleet/exit.py);
+without ``--plan`` the plan runs, its report is printed, and a failed node exits 1. The
+run itself is tested on the lab (tests/integration/test_upgrade_gpu_stack_lab.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from click.testing import CliRunner
 from gpufleet import runner
 from gpufleet.cli import main
 from gpufleet.commands import upgrade_gpu_stack as cmd
-from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_OK
+from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK
 
 pytestmark = pytest.mark.unit
 
@@ -37,9 +38,21 @@ def planned(driver: str = "580.159.04", chart: str = "0.4.0") -> dict[str, Any]:
 def playbook(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """In place of ansible-runner: the planning run sets fact gpu_stack_plan to
     ``seen["plan"]`` (or fails a task with ``seen["failed"]``); keeps the run's arguments."""
-    seen: dict[str, Any] = {"plan": planned()}
+    seen: dict[str, Any] = {"plan": planned(), "calls": []}
 
     def run_playbook(name: str, inventory: list[str], **kw: Any) -> SimpleNamespace:
+        seen["calls"].append((name, bool(kw.get("check"))))
+        if name == "validate":
+            return SimpleNamespace(status=0)
+        if not kw.get("check"):
+            facts = {"ansible_facts": {"gpu_stack_report_path": seen["report"]}}
+            kw["on_event"]({"event": "runner_on_ok", "event_data": {"res": facts}})
+            if "run_failed" in seen:
+                kw["on_event"]({"event": "runner_on_failed", "event_data": {
+                    "host": "w-1", "task": "GPU stack | Node | Stop the run",
+                    "res": {"msg": seen["run_failed"]}}})  # fmt: skip
+                return SimpleNamespace(status=2)
+            return SimpleNamespace(status=0)
         seen.update(name=name, inventory=inventory, **kw)
         if "failed" in seen:
             kw["on_event"]({"event": "runner_on_failed", "event_data": {
@@ -58,11 +71,55 @@ def invoke(*args: str) -> Any:
     return CliRunner().invoke(main, ["upgrade-gpu-stack", "-i", "hosts.yml", *args])
 
 
-def test_without_plan_nothing_runs_and_the_fix_names_plan(playbook: dict[str, Any]) -> None:
-    result = invoke("--driver", "580.159.04")
+def _report(path: Any, state: str, phase: str, cause: str = "") -> None:
+    entry = {"node": "gpu-1", "state": state, "phase": phase, "cause": cause,
+             "cordoned": state == "failed", "updated": "2999-01-01T00:00:00Z",
+             "timings_s": {"drain_s": 1.5, "driver_s": 4.25, "node_total_s": 9.0}}  # fmt: skip
+    path.write_text(json.dumps({"target": "t", "nodes": {"w-1": entry}}))
+
+
+def test_without_plan_the_plan_runs_and_each_node_is_reported(
+    playbook: dict[str, Any], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = tmp_path / "report.json"
+    _report(report, "upgraded", "done")
+    playbook["report"] = str(report)
+    monkeypatch.setattr("gpufleet.commands._validate.run_validate", lambda *a, **k: 0, raising=True)
+    result = invoke("--driver", "580.159.04", "--no-validate")
+    assert result.exit_code == EXIT_OK, result.output
+    assert playbook["calls"] == [("upgrade_gpu_stack", True), ("upgrade_gpu_stack", False)]
+    assert "upgraded" in result.output and "4.2" in result.output  # driver_s of the report
+
+
+def test_a_node_that_fails_stops_the_run_with_its_phase_and_cause(
+    playbook: dict[str, Any], tmp_path: Any
+) -> None:
+    report = tmp_path / "report.json"
+    _report(report, "failed", "driver", "rmmod: ERROR: Module nvidia is in use")
+    playbook.update(report=str(report), run_failed="gpu-1 failed in phase driver")
+    result = invoke("--driver", "580.159.04", "--no-validate")
+    assert result.exit_code == EXIT_FAILED
+    assert (
+        "gpu-1: failed in phase driver (left cordoned): rmmod: ERROR: Module nvidia is in use"
+        in (" ".join(result.output.split()))
+    )
+    assert "run the same command again to resume" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("value", ["", "driver,driver", "kernel", "driver, gpu"])
+def test_components_outside_the_three_are_refused_before_any_run(
+    playbook: dict[str, Any], value: str
+) -> None:
+    result = invoke("--plan", "--components", value)
     assert result.exit_code == EXIT_CANNOT_RUN
-    assert "Fix: add --plan" in result.stderr
-    assert "name" not in playbook  # no playbook ran
+    assert "--components=" in result.stderr and "Fix: give one or more of driver" in result.stderr
+    assert playbook["calls"] == []
+
+
+def test_components_reach_the_playbook_as_a_list(playbook: dict[str, Any]) -> None:
+    result = invoke("--plan", "--components", "driver, toolkit")
+    assert result.exit_code == EXIT_OK, result.output
+    assert playbook["extravars"]["upgrade_gpu_stack_components"] == ["driver", "toolkit"]
 
 
 def test_options_become_the_roles_variables_and_name_themselves(
@@ -92,8 +149,8 @@ def test_the_table_shows_order_changes_stops_and_load(playbook: dict[str, Any]) 
     assert "chart: nvidia-dra-driver-gpu 25.12.0 -> dra-driver-nvidia-gpu 0.4.0" in out
     assert "apply the CRDs of dra-driver-nvidia-gpu 0.4.0" in out
     assert "570.172.08 -> 580.159.04" in out and "1.18.0 -> 1.20.2" in out
-    assert "reboot" in out and "GPU pods (drain)" in out
-    assert "warning: nvidia_driver_reboot=false: w-1" in " ".join(out.split())
+    assert "reload" in out and "GPU pods (drain)" in out
+    assert "warning: the chart goes" not in " ".join(out.split())  # the chart goes first
 
 
 def test_json_prints_the_plan_alone_on_stdout(playbook: dict[str, Any]) -> None:

@@ -77,3 +77,34 @@ def test_retrying_stops_at_the_timeout_and_at_once_for_a_refusal() -> None:
     with pytest.raises(vk.KubeError) as err:
         ua.retrying(forbidden, 60, 5, sleep=sleep, clock=lambda: t[0])
     assert err.value.attempts == 1 and err.value.status == 403
+
+
+def _slice(*versions: str | None, basic: bool = False) -> dict[str, Any]:
+    devices = []
+    for i, v in enumerate(versions):
+        attrs = {} if v is None else {"driverVersion": {"version": v}}
+        devices.append(
+            {
+                "name": f"gpu-{i}",
+                **({"basic": {"attributes": attrs}} if basic else {"attributes": attrs}),
+            }
+        )
+    return {"spec": {"devices": devices}}
+
+
+def test_with_a_driver_version_only_the_devices_that_publish_it_count() -> None:
+    slices = [_slice("580.159.4", "575.57.8", None), _slice("580.159.4", basic=True)]
+
+    def get(path: str) -> Any:
+        return {"spec": {"unschedulable": True}, "metadata": {"name": "gpu-1"}}
+
+    def list_items(path: str, query: Any) -> list[Any]:
+        return slices
+
+    every = ua.node_state(get, list_items, "gpu-1", "gpu.nvidia.com")
+    new = ua.node_state(get, list_items, "gpu-1", "gpu.nvidia.com", driver_version="580.159.4")
+    old = ua.node_state(get, list_items, "gpu-1", "gpu.nvidia.com", driver_version="575.57.8")
+    assert (every["devices"], new["devices"], old["devices"]) == (4, 2, 1)
+    assert every["slices"] == new["slices"] == 2
+    assert ua.device_driver_version({"attributes": {"driverVersion": "x"}}) == ""
+    assert ua.device_driver_version("not a device") == ""

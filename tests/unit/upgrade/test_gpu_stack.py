@@ -87,11 +87,35 @@ def test_a_node_without_a_loaded_driver_loads_it_by_modprobe() -> None:
     assert n["load"] == "modprobe" and "modprobe nvidia" in n["actions"]
 
 
-def test_without_nvidia_driver_reboot_the_plan_warns_which_nodes_need_one() -> None:
+def test_without_nvidia_driver_reboot_another_loaded_driver_is_reloaded_in_place() -> None:
     p = plan(state(node("w-1", driver="575.57.08"), node("w-2")))
-    assert p["nodes"][0]["load"] == "reboot"
-    assert "reboot by hand (nvidia_driver_reboot=false)" in p["nodes"][0]["actions"]
-    assert p["warnings"][0].startswith("nvidia_driver_reboot=false: w-1 load the new driver")
+    n = p["nodes"][0]
+    assert n["load"] == "reload"
+    assert "unload the NVIDIA modules and load the new driver (no reboot)" in n["actions"]
+    assert "reboot" not in n["actions"]
+    assert not any("nvidia_driver_reboot" in w for w in p["warnings"])
+
+
+def test_a_kept_part_is_neither_judged_nor_planned() -> None:
+    st = state(node("w-1", driver="575.57.08", toolkit="1.18.0"))
+    p = plan(st, gs.StackTargets("580.159.04", "", "", keep=("toolkit", "chart")))
+    (n,) = p["nodes"]
+    assert n["toolkit"] == {"current": "1.18.0", "target": "1.18.0"}
+    assert n["driver"]["target"] == "580.159.04" and n["load"] == "reload"
+    assert p["chart"]["position"] == "none"
+    assert (p["target"]["toolkit"], p["target"]["kept"]) == (None, ["toolkit", "chart"])
+    assert not p["refused"]
+    kept = plan(st, gs.StackTargets("", "1.20.2", "", keep=("driver", "chart")))
+    (n,) = kept["nodes"]
+    assert n["driver"] == {"current": "575.57.08", "target": "575.57.08"}
+    assert (n["load"], n["stop"]) == ("none", []) and n["toolkit"]["target"] == "1.20.2"
+
+
+def test_a_kept_chart_still_sets_the_driver_minimum() -> None:
+    st = gs.StackState("1.35.2", "nvidia-dra-driver-gpu-25.12.0", (node("w-1"),))
+    p = plan(st, gs.StackTargets("535.274.02", "", "", keep=("toolkit", "chart")))
+    assert [r["variable"] for r in p["refused"]] == ["nvidia_driver_version"]
+    assert "needs host driver" in p["refused"][0]["reason"]
 
 
 def test_a_toolkit_change_alone_drains_nothing() -> None:
@@ -151,7 +175,7 @@ def test_the_plan_is_json_and_names_its_targets() -> None:
     p = plan(state(node("w-1", driver="575.57.08")))
     assert json.loads(json.dumps(p)) == p
     assert p["target"] == {"driver": "580.159.04", "driver_branch": "", "toolkit": "1.20.2",
-                           "dra_driver_chart": "0.4.0", "reboot": False}  # fmt: skip
+                           "dra_driver_chart": "0.4.0", "reboot": False, "kept": []}  # fmt: skip
     assert set(p) == {
         "kubernetes_version", "target", "up_to_date", "chart", "nodes", "waves", "batch_size",
         "min_gpu_available_percent", "warnings", "refused",
@@ -328,3 +352,14 @@ def test_plan_from_inputs_reads_ansible_booleans_and_refuses_others() -> None:
     inputs["targets"]["reboot"] = "maybe"
     with pytest.raises(gs.GpuStackPlanError, match="nvidia_driver_reboot='maybe'"):
         gs.plan_from_inputs(inputs)
+
+
+def test_the_parts_kept_must_be_a_list_of_the_three() -> None:
+    targets = {"driver": "580.159.04", "toolkit": "1.20.2", "chart": "0.4.0"}
+    inputs = {"state": {"kubernetes_version": "1.36.3", "nodes": []}, "targets": targets}
+    for bad in ("driver", ["kernel"], [None]):
+        inputs["targets"]["keep"] = bad
+        with pytest.raises(gs.GpuStackPlanError, match="upgrade_gpu_stack_components"):
+            gs.plan_from_inputs(inputs)
+    inputs["targets"]["keep"] = ["chart", "chart"]
+    assert gs.plan_from_inputs(inputs)["target"]["kept"] == ["chart"]
