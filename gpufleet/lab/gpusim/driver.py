@@ -7,9 +7,8 @@ rules follow the real module on a driver upgrade:
   compute processes, ``gpusim hold``) or any process that holds a device file open (here
   the simulator's ``<state dir>/dev/nvidiactl``, :func:`state.device_file_path`, which the
   DRA kubelet plugin (simulator) holds for its lifetime). ``rmmod`` prints ``rmmod: ERROR:
-  Module nvidia is in use`` (kmod's wording for a module with a reference count and no
-  dependent module); the holders below it are the simulator's, as ``fuser`` would list
-  them.
+  Module nvidia is in use`` (:data:`IN_USE`); the holders below it are the simulator's,
+  as ``fuser`` would list them.
 * An unloaded module takes its GPU state with it: every GPU instance and compute instance
   is gone (MIG instances do not survive a driver reload), a pending MIG mode becomes current
   (as on a GPU reset), and ``/proc/driver/nvidia/version`` disappears.
@@ -35,8 +34,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia.driver imp
 from gpufleet.lab.gpusim import mig
 from gpufleet.lab.gpusim.state import State, device_file_path
 
-#: What kmod's ``rmmod`` prints for a module whose reference count is not zero and that no
-#: other module depends on (kmod ``tools/remove.c``/``rmmod.c``: "Module %s is in use").
+#: What kmod's ``rmmod`` prints for a module whose reference count is not zero because a
+#: process holds it (with dependent modules it says ``... is in use by: <modules>``).
 IN_USE = "rmmod: ERROR: Module nvidia is in use"
 PROC = Path("/proc")
 
