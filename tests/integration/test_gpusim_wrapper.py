@@ -45,6 +45,8 @@ def test_installed_wrapper_runs_with_the_standard_library_only(tmp_path: Path) -
     # the collection's MIG modules under their package path, as everywhere else
     mig = lib / "ansible_collections/gpufleet/cluster/plugins/module_utils/mig"
     assert (mig / "profiles.py").is_file() and (mig / "tables.py").is_file()
+    nvidia = lib / "ansible_collections/gpufleet/cluster/plugins/module_utils/nvidia"
+    assert (nvidia / "driver.py").is_file()  # gpusim driver load: release numbers
     assert (lib / "gpufleet/lab/gpusim/templates/q_gpu.xml").is_file()
     assert root / "usr/bin/nvidia-smi" in written
     scripts = install.wrapper_scripts()
@@ -63,6 +65,16 @@ def test_installed_wrapper_runs_with_the_standard_library_only(tmp_path: Path) -
         env=env, capture_output=True, text=True, cwd=tmp_path,
     )  # fmt: skip
     assert gpusim.returncode == 0, gpusim.stderr
+    reload = subprocess.run(
+        [python, "-s", str(root / "usr/local/bin/gpusim"), "driver", "load", "--version",
+         "580.95.05"],
+        env=env, capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert (reload.returncode, reload.stderr) == (
+        1,
+        "gpusim: the loaded module is 580.159.04 (CUDA 13.0); unload it first: "
+        "'gpusim driver unload'\n",
+    )
     out = subprocess.run(
         [python, "-s", str(root / "usr/bin/nvidia-smi"), "mig", "-lgipp"],
         env=env, capture_output=True, text=True, cwd=tmp_path,

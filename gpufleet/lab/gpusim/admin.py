@@ -8,10 +8,18 @@ Subcommands::
     gpusim release --gpu 0 [--pid 4242]                         # it lets go
     gpusim set --driver-version 580.159.04 [--cuda-version 13.0]
     gpusim set --gpu 0 --utilization 85                         # simulated GPU utilization
+    gpusim driver unload                                        # rmmod nvidia
+    gpusim driver load [--version 580.95.05] [--cuda-version 13.0]  # modprobe nvidia
     gpusim show                                                 # the state as JSON
 
+``set --driver-version`` is lab setup, the install of a driver package: it rewrites the
+release in place, loaded or not (the simulator does not model a package installed beside
+a loaded module of another release, whose real sign is NVML's "Driver/library version
+mismatch"). A driver upgrade uses ``driver unload`` then ``driver load --version``, which
+the in-use rule guards (``driver.py``).
+
 Exit codes: 0 done (or nothing to change), 1 refused (bad input, the message names the
-option, the value and the fix), 2 usage.
+option, the value and the fix; a module in use), 2 usage.
 """
 
 from __future__ import annotations
@@ -23,12 +31,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.lab.gpusim import hardware, mig
+from gpufleet.lab.gpusim import driver, hardware, mig
 from gpufleet.lab.gpusim.state import (
     Gpu,
     Process,
     State,
     StateError,
+    device_file_path,
     load,
     locked,
     save,
@@ -141,8 +150,14 @@ def _gpu(state: State, index: int) -> Gpu:
 
 
 def hold(state: State, index: int, pid: int, name: str, mib: int) -> bool:
-    """Record process ``pid`` holding GPU ``index`` with ``mib`` MiB; False if already so."""
+    """Record process ``pid`` holding GPU ``index`` with ``mib`` MiB; False if already so.
+    Refused while the driver is not loaded (no process can open a GPU then)."""
     gpu = _gpu(state, index)
+    if not state.driver_loaded:
+        raise AdminError(
+            f"hold --gpu {index}: the NVIDIA driver is not loaded; load it with "
+            "'gpusim driver load'"
+        )
     if pid <= 0:
         raise AdminError(f"--pid {pid}: a process ID is a positive integer")
     if mib < 0 or mib > gpu.memory_mib:
@@ -218,14 +233,22 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--cuda-version", default=None)
     s.add_argument("--gpu", type=int, default=None, help="the GPU --utilization applies to")
     s.add_argument("--utilization", type=int, default=None, help="GPU utilization, percent")
+    d = sub.add_parser("driver", help="unload or load the simulated NVIDIA kernel module")
+    dsub = d.add_subparsers(dest="action", required=True)
+    dsub.add_parser("unload", help="rmmod nvidia: refused while a process uses the GPUs")
+    ld = dsub.add_parser("load", help="modprobe nvidia, optionally at another release")
+    ld.add_argument("--version", default=None, help="driver release, e.g. 580.95.05")
+    ld.add_argument("--cuda-version", default=None, help="its CUDA version, e.g. 13.0")
     sub.add_parser("show", help="print the state as JSON")
     return p
 
 
 def _init(args: argparse.Namespace, path: Path) -> str:
     node = args.node_name or socket.gethostname()
-    new = build_state(args.model, args.count, node, args.driver_version, args.cuda_version)
+    version = _driver_version(args.driver_version)
+    new = build_state(args.model, args.count, node, version, args.cuda_version)
     with locked(path):
+        _create_device_file(path)
         if path.exists() and not args.force:
             try:
                 old = load(path)
@@ -239,6 +262,32 @@ def _init(args: argparse.Namespace, path: Path) -> str:
             )
         save(new, path)
     return f"created: {path} with {args.count} x {new.gpus[0].name}\n"
+
+
+def _create_device_file(path: Path) -> None:
+    """``state.device_file_path``: an empty regular file, kept (not truncated) if there."""
+    device = device_file_path(path)
+    device.parent.mkdir(parents=True, exist_ok=True)
+    device.touch(mode=0o666, exist_ok=True)
+
+
+def _driver_version(text: str) -> str:
+    try:
+        return driver.check_version(text, "--driver-version")
+    except driver.DriverError as exc:
+        raise AdminError(str(exc)) from None
+
+
+def _driver(args: argparse.Namespace, path: Path) -> str:
+    """``gpusim driver unload|load``: what to print; raises ``driver.DriverError``."""
+    with transaction(path) as state:
+        if args.action == "unload":
+            if not driver.unload(state, path):
+                return "unchanged: the nvidia module is not loaded; nothing to do\n"
+            return f"unloaded: nvidia module {state.driver_version}\n"
+        if not driver.load(state, args.version, args.cuda_version):
+            return f"unchanged: nvidia module {state.driver_version} is loaded; nothing to do\n"
+        return f"loaded: nvidia module {state.driver_version} (CUDA {state.cuda_version})\n"
 
 
 def _same_hardware(a: State, b: State) -> bool:
@@ -259,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "show":
             sys.stdout.write(json.dumps(load(path).to_dict(), indent=2) + "\n")
             return 0
+        if args.cmd == "driver":
+            sys.stdout.write(_driver(args, path))
+            return 0
         with transaction(path) as state:
             if args.cmd == "hold":
                 changed = hold(state, args.gpu, args.pid, args.name, args.mib)
@@ -273,11 +325,16 @@ def main(argv: list[str] | None = None) -> int:
                         "--utilization PERCENT"
                     )
                 before = (state.driver_version, state.cuda_version)
-                state.driver_version = args.driver_version or state.driver_version
+                if args.driver_version is not None:
+                    state.driver_version = _driver_version(args.driver_version)
                 state.cuda_version = args.cuda_version or state.cuda_version
                 changed = before != (state.driver_version, state.cuda_version)
         sys.stdout.write(("changed" if changed else "unchanged") + "\n")
         return 0
-    except (AdminError, StateError) as exc:
+    except driver.ModuleInUse as exc:
+        # rmmod's own line first, as the real refusal reads; the holders below it
+        sys.stderr.write(f"{exc}\n")
+        return 1
+    except (AdminError, StateError, driver.DriverError) as exc:
         sys.stderr.write(f"gpusim: {exc}\n")
         return 1

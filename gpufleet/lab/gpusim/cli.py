@@ -45,10 +45,18 @@ _RC_BY_REASON = {
     "Insufficient Resources": RC_INSUFFICIENT,
 }
 
+# No capture of it under tests/unit/data/gpu/ or the shared fixtures: nvidia-smi's
+# well-known answer with no NVIDIA kernel module loaded (the text that
+# plugins/module_utils/host/gpu_facts.py recognises), exit 9 (NVML_ERROR_DRIVER_NOT_LOADED).
 NO_DRIVER = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
     "Make sure that the latest NVIDIA driver is installed and running.\n"
 )
+
+
+class _NoDriver(Exception):
+    """The simulated module is not loaded (``gpusim driver unload``): nvidia-smi answers
+    ``NO_DRIVER`` and the state is left as it is."""
 
 
 class UsageError(Exception):
@@ -642,7 +650,10 @@ def _run_mutation(args: Args, gpus: list[Gpu]) -> Result:
 
 
 def run(argv: list[str], path: Path) -> Result:
-    """Answer one nvidia-smi command line against the state file at ``path``."""
+    """Answer one nvidia-smi command line against the state file at ``path``.
+
+    With the simulated module unloaded (or no state file) every command but ``-h`` and a
+    bad command line answers ``NO_DRIVER``, exit 9, as the real one does with no driver."""
     try:
         args = parse(argv)
     except UsageError as exc:
@@ -655,12 +666,18 @@ def run(argv: list[str], path: Path) -> Result:
     try:
         if _mutating(args):
             with transaction(path) as state:
+                if not state.driver_loaded:
+                    raise _NoDriver
                 try:
                     gpus = select(state, args.ids)
                 except LookupError:
                     return Result("No devices were found\n", RC_NOT_FOUND)
                 return _run_mutation(args, gpus)
         state = load(path)
+        if not state.driver_loaded:
+            raise _NoDriver
+    except _NoDriver:
+        return Result(NO_DRIVER, RC_NO_DRIVER)
     except StateError as exc:
         return Result(NO_DRIVER, RC_NO_DRIVER, err=f"GPU simulator: {exc}\n")
     except UsageError as exc:

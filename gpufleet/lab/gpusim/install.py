@@ -7,6 +7,8 @@ Layout on a node (``LIB_DIR`` = ``/usr/local/lib/gpufleet-gpusim``)::
     LIB_DIR/gpufleet/lab/gpusim/*.py, templates/*
     LIB_DIR/ansible_collections/gpufleet/cluster/plugins/module_utils/mig/{profiles,tables}.py
                                               (the collection's MIG tables, same package path)
+    LIB_DIR/ansible_collections/gpufleet/cluster/plugins/module_utils/nvidia/driver.py
+                                              (its driver release parser, same package path)
     /usr/bin/nvidia-smi                       (wrapper: the nvidia-smi simulator)
     /usr/local/bin/gpusim                     (wrapper: the admin entry)
 
@@ -26,6 +28,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parents[2]
 MIG_PROFILES = REPO_ROOT / "plugins" / "module_utils" / "mig" / "profiles.py"
 MIG_TABLES = REPO_ROOT / "plugins" / "module_utils" / "mig" / "tables.py"
+NVIDIA_DRIVER = REPO_ROOT / "plugins" / "module_utils" / "nvidia" / "driver.py"
+#: The collection's modules the simulator imports (standard library only, each of them).
+COLLECTION_FILES = (MIG_PROFILES, MIG_TABLES, NVIDIA_DRIVER)
 # where the collection's modules land under LIB_DIR: the import path they have everywhere
 COLLECTION_MODULE_UTILS = PurePosixPath("ansible_collections/gpufleet/cluster/plugins/module_utils")
 
@@ -34,13 +39,14 @@ _MARKER = '"""Package marker written by the GPU simulator installer."""\n'
 
 def package_files() -> list[Path]:
     """Source files to copy (absolute paths): the package's modules and templates,
-    ``mig/profiles.py`` and the tables it reads, ``mig/tables.py``. Raises
-    ``FileNotFoundError`` when either is missing."""
+    ``mig/profiles.py`` and the tables it reads, ``mig/tables.py``, and
+    ``nvidia/driver.py`` (driver release numbers). Raises ``FileNotFoundError`` when one
+    is missing."""
     files = sorted(PACKAGE_DIR.glob("*.py")) + sorted((PACKAGE_DIR / "templates").glob("*"))
-    for lib in (MIG_PROFILES, MIG_TABLES):
+    for lib in COLLECTION_FILES:
         if not lib.is_file():
-            raise FileNotFoundError(f"{lib} is missing: the simulator needs its MIG tables")
-    return [*files, MIG_PROFILES, MIG_TABLES]
+            raise FileNotFoundError(f"{lib} is missing: the simulator imports it")
+    return [*files, *COLLECTION_FILES]
 
 
 def file_map(lib_dir: PurePosixPath = LIB_DIR) -> dict[PurePosixPath, Path | str]:
@@ -50,8 +56,8 @@ def file_map(lib_dir: PurePosixPath = LIB_DIR) -> dict[PurePosixPath, Path | str
         lib_dir / "gpufleet" / "lab" / "__init__.py": _MARKER,
     }
     for src in package_files():
-        if src in (MIG_PROFILES, MIG_TABLES):
-            out[lib_dir / COLLECTION_MODULE_UTILS / "mig" / src.name] = src
+        if src in COLLECTION_FILES:
+            out[lib_dir / COLLECTION_MODULE_UTILS / src.parent.name / src.name] = src
         else:
             rel = src.relative_to(PACKAGE_DIR)
             out[lib_dir / "gpufleet" / "lab" / "gpusim" / PurePosixPath(*rel.parts)] = src

@@ -48,6 +48,19 @@ def proc_version_path(state_file: Path) -> Path:
     return state_file.parent / PROC_VERSION
 
 
+#: Beside the state file: the simulator's stand-in for ``/dev/nvidiactl``, the device file
+#: every NVML client (nvidia-smi, the DRA kubelet plugin, a CUDA program) holds open. A
+#: process that holds it open keeps the simulated kernel module in use, as a process
+#: holding ``/dev/nvidia*`` keeps the real ``nvidia`` module from ``rmmod``.
+DEVICE_FILE = Path("dev/nvidiactl")
+
+
+def device_file_path(state_file: Path) -> Path:
+    """``<state directory>/dev/nvidiactl``: the simulated driver's control device file (an
+    empty regular file that ``gpusim init`` creates)."""
+    return state_file.parent / DEVICE_FILE
+
+
 def proc_version_text(driver_version: str) -> str:
     """What the simulator writes in place of ``/proc/driver/nvidia/version``: the two
     lines of the real file (``tests/unit/data/gpu/h200-device/proc-driver-nvidia-version.txt``:
@@ -146,13 +159,16 @@ class Gpu:
 
 @dataclass
 class State:
-    """The whole state file: driver/CUDA versions and the GPUs in index order."""
+    """The whole state file: driver/CUDA versions, the GPUs in index order, and whether the
+    simulated kernel module is loaded (``driver_loaded``; optional in the file, absent is
+    loaded, as files written before the field existed mean)."""
 
     driver_version: str
     cuda_version: str
     gpus: list[Gpu]
     schema: int = SCHEMA
     simulator: str = SIMULATOR
+    driver_loaded: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """Schema-1 mapping, keys in the order of the README example."""
@@ -161,6 +177,7 @@ class State:
             "simulator": self.simulator,
             "driver_version": self.driver_version,
             "cuda_version": self.cuda_version,
+            "driver_loaded": self.driver_loaded,
             "gpus": [asdict(g) for g in self.gpus],
         }
 
@@ -325,12 +342,18 @@ def from_dict(data: Any) -> State:
             f"state.gpus indexes = {[g.index for g in parsed]}: expected 0..{len(parsed) - 1} "
             "in order"
         )
+    loaded = data.get("driver_loaded", True)
+    if not isinstance(loaded, bool):
+        raise StateError(
+            f"state.driver_loaded = {loaded!r}: expected true, false or no driver_loaded"
+        )
     return State(
         driver_version=_req(data, "driver_version", str, "state"),
         cuda_version=_req(data, "cuda_version", str, "state"),
         gpus=parsed,
         schema=SCHEMA,
         simulator=str(data.get("simulator", SIMULATOR)),
+        driver_loaded=loaded,
     )
 
 
@@ -355,9 +378,16 @@ def load(path: Path) -> State:
 
 def save(state: State, path: Path) -> None:
     """Write ``state`` atomically (temporary file in the same directory, fsync, rename),
-    then the driver version file beside it (:func:`proc_version_path`)."""
+    then the driver version file beside it (:func:`proc_version_path`) while the driver is
+    loaded; while it is not, that file is removed, as ``/proc/driver/nvidia/version``
+    goes with the unloaded module."""
     _write_atomic(path, json.dumps(state.to_dict(), indent=2) + "\n")
-    _write_atomic(proc_version_path(path), proc_version_text(state.driver_version))
+    version = proc_version_path(path)
+    if state.driver_loaded:
+        _write_atomic(version, proc_version_text(state.driver_version))
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            version.unlink()
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -192,10 +192,24 @@ func run(o *options) error {
 	if err := driver.CheckNVIDIACDIHook(o.cdiHookPath); err != nil {
 		return err
 	}
+	// Like the NVIDIA DRA kubelet plugin: no driver loaded, no start (NVML init fails);
+	// once started it holds the driver's device file open, keeping the module in use.
+	started, err := driverAtStart(o.stateFile)
+	if err != nil {
+		return err
+	}
 	// Like the NVIDIA DRA kubelet plugin: a MIG layout it cannot enumerate stops it at
 	// start, before it registers (the pod crash-loops until the layout is changed).
 	if err := checkLayout(o.stateFile); err != nil {
 		return err
+	}
+
+	devFile, err := holdDeviceFile(o.stateFile)
+	if err != nil {
+		return err
+	}
+	if devFile != nil {
+		defer devFile.Close()
 	}
 
 	cfg, err := restConfig(o.kubeconfig)
@@ -261,14 +275,20 @@ func run(o *options) error {
 		logger.Info("Serving simulated GPU metrics", "address", o.metricsAddr, "path", "/metrics")
 	}
 
-	w := &watcher{path: o.stateFile, dynamicMIG: o.dynamicMIG}
+	w := &watcher{path: o.stateFile, dynamicMIG: o.dynamicMIG, driverVersion: started}
 	publish := func() {
 		changed, infos, devs, err := w.poll()
 		var unservable *devices.UnservableLayoutError
-		if errors.As(err, &unservable) {
-			// The NVIDIA plugin would fail at its next start on this layout; stop now.
+		var driverChanged *driverChangedError
+		if errors.As(err, &unservable) || errors.As(err, &driverChanged) {
+			// The NVIDIA plugin would fail at its next start on this layout, or has
+			// GPUs read from another driver; stop now (the pod restarts).
 			fatal.CompareAndSwap(nil, &err)
 			cancel(err)
+			return
+		}
+		if errors.Is(err, errDriverNotLoaded) {
+			logger.Info("Warning: the NVIDIA driver is not loaded; keeping the devices published before", "reason", err.Error())
 			return
 		}
 		if err != nil {
@@ -316,6 +336,18 @@ func runDevicePlugin(o *options) error {
 	// The CDI spec calls the hook as the DRA mode's specs do: no hook, no start.
 	if err := driver.CheckNVIDIACDIHook(o.cdiHookPath); err != nil {
 		return err
+	}
+	// NVIDIA's device plugin fails at start without a driver (NVML init, with its
+	// default failOnInitError) and keeps NVML open while it runs.
+	if _, err := driverAtStart(o.stateFile); err != nil {
+		return err
+	}
+	devFile, err := holdDeviceFile(o.stateFile)
+	if err != nil {
+		return err
+	}
+	if devFile != nil {
+		defer devFile.Close()
 	}
 	for _, dir := range []string{o.cdiRoot, o.devicesDir} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -367,6 +399,10 @@ func serveMetrics(addr, stateFile, nodeName string, prepared func() map[string]d
 			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		if !s.DriverLoaded() { // nothing to read GPUs through
+			http.Error(rw, errDriverNotLoaded.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		var buf bytes.Buffer
 		if err := metrics.Render(&buf, s, nodeName, prepared()); err != nil {
 			http.Error(rw, err.Error(), http.StatusInternalServerError)
@@ -404,12 +440,15 @@ func checkLayout(path string) error {
 type watcher struct {
 	path       string
 	dynamicMIG bool // devices.BuildDynamic instead of devices.Build
-	result     *devices.Result
-	seen       bool
-	mtime      time.Time
-	size       int64
-	missing    bool
-	digest     [sha256.Size]byte
+	// driverVersion is the driver release the plugin started with ("": none known
+	// yet; the first loaded state sets it); checkDriver compares each read with it.
+	driverVersion string
+	result        *devices.Result
+	seen          bool
+	mtime         time.Time
+	size          int64
+	missing       bool
+	digest        [sha256.Size]byte
 	// The last unusable version of the file, reported once.
 	bad      bool
 	badMtime time.Time
@@ -437,9 +476,15 @@ func (w *watcher) poll() (changed bool, infos map[string]devices.Info, devs []re
 		return false, nil, nil, nil // reported already
 	}
 	s, data, err := state.Load(w.path)
+	if err == nil {
+		err = checkDriver(w.path, w.driverVersion, s)
+	}
 	if err != nil {
 		w.bad, w.badMtime, w.badSize = true, fi.ModTime(), fi.Size()
 		return false, nil, nil, err
+	}
+	if w.driverVersion == "" {
+		w.driverVersion = s.DriverVersion
 	}
 	digest := sha256.Sum256(data)
 	if w.seen && !w.missing && digest == w.digest {

@@ -166,7 +166,8 @@ func (p *Plugin) Run(ctx context.Context) error {
 
 // refresh reads the state file and, when its GPUs differ from those listed,
 // writes their files and sends the new list to every ListAndWatch stream. A
-// missing state file is no GPU; an unusable one keeps the GPUs listed before.
+// missing state file is no GPU; an unusable one, or one whose driver is not
+// loaded, keeps the GPUs listed before.
 func (p *Plugin) refresh(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	s, _, err := state.Load(p.cfg.StateFile)
@@ -175,6 +176,13 @@ func (p *Plugin) refresh(ctx context.Context) {
 	case errors.Is(err, os.ErrNotExist):
 		err = nil
 		gpus = []devices.Info{}
+	case err == nil && !s.DriverLoaded():
+		// Only a bypassed in-use check unloads the driver under a running plugin.
+		if p.stateErr != "driver not loaded" {
+			logger.Info("Warning: the NVIDIA driver is not loaded; keeping the devices listed before", "path", p.cfg.StateFile)
+			p.stateErr = "driver not loaded"
+		}
+		return
 	case err == nil:
 		gpus, err = GPUs(s)
 		if err != nil {

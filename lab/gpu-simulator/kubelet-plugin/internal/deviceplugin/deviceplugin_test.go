@@ -469,3 +469,35 @@ func specDevice(t *testing.T, spec *cdispec.Spec, name string) cdispec.Device {
 	t.Fatalf("CDI spec has no device %q", name)
 	return cdispec.Device{}
 }
+
+// Unloaded under a running plugin (only a bypassed in-use check gets there), the
+// state's GPUs are not read: the devices listed before stay listed.
+func TestUnloadedDriverKeepsTheDevicesListedBefore(t *testing.T) {
+	e := newEnv(t)
+	p, err := New(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeState(t, e.stateFile, twoH200())
+	p.refresh(context.Background())
+	listed := func() []string {
+		devs, _ := p.snapshot()
+		ids := make([]string, len(devs))
+		for i, d := range devs {
+			ids[i] = d.ID
+		}
+		return ids
+	}
+	if ids := listed(); !reflect.DeepEqual(ids, []string{uuid0, uuid1}) {
+		t.Fatalf("listed = %v", ids)
+	}
+	unloaded := twoH200()
+	unloaded.GPUs = unloaded.GPUs[:1]
+	no := false
+	unloaded.DriverLoadedField = &no
+	writeState(t, e.stateFile, unloaded)
+	p.refresh(context.Background())
+	if ids := listed(); !reflect.DeepEqual(ids, []string{uuid0, uuid1}) {
+		t.Fatalf("listed while unloaded = %v, want the devices listed before", ids)
+	}
+}

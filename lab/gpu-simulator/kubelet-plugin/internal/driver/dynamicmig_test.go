@@ -352,3 +352,28 @@ func TestDynamicMIGFailedPrepareDestroysWhatItCreated(t *testing.T) {
 		t.Errorf("checkpoint claims %v, want none", cp.Claims)
 	}
 }
+
+func TestDynamicMIGPrepareFailsWhileTheDriverIsUnloaded(t *testing.T) {
+	g := newSimGPU(t)
+	e := newEnv(t)
+	d := g.driver(t, e)
+	// Unloaded under the plugin (only a bypassed in-use check gets here): the
+	// simulator's nvidia-smi answers as the real one does without a driver.
+	g.admin(t, "driver", "unload")
+	uid := "d7000000-0000-4000-8000-000000000001"
+	r := prepareOne(t, d, claim(uid, "small", result("mig", "gpu-0-mig-1g18gb-19-0")))
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "couldn't communicate with the NVIDIA driver") {
+		t.Fatalf("err = %v, want nvidia-smi's no-driver answer", r.Err)
+	}
+	if got := d.PreparedClaims(); len(got) != 0 {
+		t.Errorf("prepared claims %v, want none", got)
+	}
+	// Loaded again: the same prepare goes through.
+	g.admin(t, "driver", "load")
+	if r := prepareOne(t, d, claim(uid, "small", result("mig", "gpu-0-mig-1g18gb-19-0"))); r.Err != nil {
+		t.Fatalf("after the reload: %v", r.Err)
+	}
+	if got := giPlacements(g.state(t)); len(got) != 1 || got[0] != "1g.18gb@0" {
+		t.Errorf("GPU instances %v, want 1g.18gb@0", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -20,6 +21,17 @@ const SchemaVersion = 1
 
 // DefaultPath is where the simulator writes its state on a lab node.
 const DefaultPath = "/var/lib/gpufleet-gpu-simulator/state.json"
+
+// DeviceFile is the simulator's stand-in for /dev/nvidiactl, relative to the state
+// file's directory (gpufleet/lab/gpusim/state.py device_file_path). A process that
+// holds it open keeps the simulated kernel module in use: `gpusim driver unload` is
+// refused, as rmmod of the real nvidia module is while a process holds /dev/nvidia*.
+const DeviceFile = "dev/nvidiactl"
+
+// DeviceFilePath is <directory of stateFile>/dev/nvidiactl.
+func DeviceFilePath(stateFile string) string {
+	return filepath.Join(filepath.Dir(stateFile), filepath.FromSlash(DeviceFile))
+}
 
 // MIG mode values of mig_mode_current / mig_mode_pending.
 const (
@@ -34,8 +46,15 @@ type State struct {
 	Simulator     string `json:"simulator"`
 	DriverVersion string `json:"driver_version"` // e.g. "580.159.04"
 	CUDAVersion   string `json:"cuda_version"`   // e.g. "13.0"
-	GPUs          []GPU  `json:"gpus"`
+	// DriverLoadedField is whether the simulated kernel module is loaded (`gpusim
+	// driver load|unload`); absent (files written before the field) is loaded. Read it
+	// through DriverLoaded.
+	DriverLoadedField *bool `json:"driver_loaded,omitempty"`
+	GPUs              []GPU `json:"gpus"`
 }
+
+// DriverLoaded reports whether the simulated kernel module is loaded.
+func (s *State) DriverLoaded() bool { return s.DriverLoadedField == nil || *s.DriverLoadedField }
 
 // GPU is one simulated card.
 type GPU struct {

@@ -108,3 +108,25 @@ func TestAddressingModeAndPCIeRootAreOptionalAndChecked(t *testing.T) {
 		}
 	}
 }
+
+func TestDriverLoadedIsOptionalAndAbsentIsLoaded(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		want  bool
+	}{{"", true}, {`"driver_loaded": true,`, true}, {`"driver_loaded": false,`, false}} {
+		s, err := Parse([]byte(strings.Replace(readmeExample, `"gpus": [`, c.field+`"gpus": [`, 1)))
+		if err != nil {
+			t.Fatalf("%q: Parse: %v", c.field, err)
+		}
+		if got := s.DriverLoaded(); got != c.want {
+			t.Errorf("%q: DriverLoaded() = %v, want %v", c.field, got, c.want)
+		}
+	}
+}
+
+func TestDeviceFileIsBesideTheStateFile(t *testing.T) {
+	got := DeviceFilePath("/var/lib/gpufleet-gpu-simulator/state.json")
+	if want := "/var/lib/gpufleet-gpu-simulator/dev/nvidiactl"; got != want {
+		t.Fatalf("DeviceFilePath = %q, want %q", got, want)
+	}
+}
