@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -570,11 +570,18 @@ def render() -> str:
     return json.dumps(build(), indent=2, sort_keys=True) + "\n"
 
 
-def expressions(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    """``(where, PromQL)`` of every panel target and query variable of ``doc``."""
+def panel_targets(doc: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """``(panel title, refId, PromQL)`` of every target of every panel of ``doc``, top to
+    bottom (rows have none)."""
     for panel in doc.get("panels") or []:
         for target in panel.get("targets") or []:
-            yield f"panel {panel['title']!r} {target.get('refId')}", target["expr"]
+            yield panel["title"], target.get("refId", ""), target["expr"]
+
+
+def expressions(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(where, PromQL)`` of every panel target and query variable of ``doc``."""
+    for title, ref, expr in panel_targets(doc):
+        yield f"panel {title!r} {ref}", expr
     for variable in (doc.get("templating") or {}).get("list") or []:
         query = variable.get("query")
         if variable.get("type") == "query" and isinstance(query, str):
@@ -582,10 +589,20 @@ def expressions(doc: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield f"variable {variable['name']}", m.group(1) if m else query
 
 
-def substituted(expr: str) -> str:
-    """``expr`` with the dashboard's variables replaced by ``SAMPLE_VALUES``, for a PromQL
-    parser (``$x`` and ``${x}``; an unknown variable raises KeyError)."""
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: SAMPLE_VALUES[m.group(1) or m.group(2)], expr)
+def substituted(expr: str, values: Mapping[str, str] | None = None) -> str:
+    """``expr`` with the dashboard's variables replaced by ``values`` (default
+    ``SAMPLE_VALUES``; a variable ``values`` leaves out takes its sample value), for a
+    PromQL parser or a query (``$x`` and ``${x}``; an unknown variable raises KeyError)."""
+    chosen = {**SAMPLE_VALUES, **(values or {})}
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: chosen[m.group(1) or m.group(2)], expr)
+
+
+def multi_value(values: Iterable[str]) -> str:
+    """The regex Grafana puts in place of a multi-value variable in a Prometheus query:
+    each value with its regex characters escaped for a PromQL string (``a.b``: ``a\\\\.b``),
+    joined by ``|`` in parentheses (one value: the escaped value alone)."""
+    escaped = sorted(re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\\\1", v) for v in values)
+    return escaped[0] if len(escaped) == 1 else f"({'|'.join(escaped)})"
 
 
 def main(argv: list[str]) -> int:

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,9 @@ import yaml
 
 from gpufleet import runner
 from gpufleet.build import binaries
+from gpufleet.build import grafana_dashboard as gd
 from gpufleet.lab import cluster
+from tests.lab import dashboard_panels as dp
 from tests.lab.test_validate import GPUFLEET, Lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -178,8 +182,22 @@ def mon(lab) -> Iterator[tuple[Lab, Prom]]:
         check=True,
     ).stdout.strip()
     port = free_port()
+    # with --prometheus the exporter measures the allocated devices' activity on the
+    # Prometheus it is scraped by (the idle panels per team and namespace), over the
+    # dashboard's default window
     exporter = subprocess.Popen(
-        [GPUFLEET, "report", "--serve", f"0.0.0.0:{port}", "--kubeconfig", lab.kubeconfig],
+        [
+            GPUFLEET,
+            "report",
+            "--serve",
+            f"0.0.0.0:{port}",
+            "--kubeconfig",
+            lab.kubeconfig,
+            "--prometheus",
+            f"http://{ips[lab.control_plane]}:9090",
+            "--idle-window",
+            "1m",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -372,7 +390,7 @@ def test_idle_device_and_leaked_claim_fire(mon: tuple[Lab, Prom]) -> None:
         report_file = lab.tmp / "report-activity.json"
         reported = subprocess.run(
             [GPUFLEET, "report", "--kubeconfig", lab.kubeconfig, "--prometheus", prom.base,
-             "--idle-window", "1m", "--json", str(report_file)],
+             "--idle-window", "10m", "--json", str(report_file)],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert reported.returncode == 0, reported.stdout + reported.stderr
@@ -476,3 +494,205 @@ def test_stopped_plugin_fires_plugin_down(mon: tuple[Lab, Prom]) -> None:
         lab.ensure_images()
         lab.wait("the kubelet plugin back on every node", lab.plugin_running)
     wait_for("DRAKubeletPluginDown resolved", lambda: not prom.firing("DRAKubeletPluginDown"), 180)
+
+
+PANELS_NS = {"panels-idle": "vision", "panels-leak": "nlp", "panels-pending": ""}
+#: Keeps kube-controller-manager from releasing the claims of panels-leak once their pod
+#: is gone, so a claim leaks while every component runs and exports its series.
+KEEP_ALLOCATION = [
+    {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "gpufleet-panels-keep-allocation"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": "panels-leak"}
+                },
+                "resourceRules": [
+                    {
+                        "apiGroups": ["resource.k8s.io"],
+                        "apiVersions": ["*"],
+                        "operations": ["UPDATE"],
+                        "resources": ["resourceclaims/status"],
+                    }
+                ],
+            },
+            "validations": [
+                {
+                    "expression": "!has(oldObject.status) || !has(oldObject.status.allocation)"
+                    " || (has(object.status) && has(object.status.allocation))",
+                    "message": "the panels scenario keeps this claim allocated",
+                }
+            ],
+        },
+    },
+    {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "gpufleet-panels-keep-allocation"},
+        "spec": {
+            "policyName": "gpufleet-panels-keep-allocation",
+            "validationActions": ["Deny"],
+        },
+    },
+]
+
+
+def claim_and_pod(ns: str, name: str, image: str, selector: str = "") -> list[dict[str, Any]]:
+    """A ResourceClaim ``ns/name`` of one device of the driver's class (with a CEL
+    ``selector``, if any) and the pod ``name``-pod that uses it."""
+    exactly: dict[str, Any] = {"deviceClassName": "gpu.nvidia.com"}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{name}-pod", "namespace": ns},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "tolerations": [{"operator": "Exists"}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": image,
+                        "imagePullPolicy": "Never",
+                        "command": ["/bin/busybox", "sleep", "3600"],
+                        "resources": {"claims": [{"name": "gpu"}]},
+                    }
+                ],
+            },
+        },
+    ]
+
+
+def panels_scenario(lab: Lab, prom: Prom) -> None:
+    """An idle claim (panels-idle/train, team vision, its device at 0% utilization), a
+    leaked one (panels-leak/held, team nlp: its pod force-deleted, its allocation kept by
+    KEEP_ALLOCATION) and a pending one (panels-pending/huge, no team: no device has
+    200Gi of memory), each used by a pod; returns once the rules see the idle device and
+    the leaked claim."""
+    image = lab.state["vars"].get("lab_smoke_image", "localhost/gpufleet/busybox:1")
+    for ns, team in PANELS_NS.items():
+        lab.namespace(ns)
+        if team:
+            lab.kubectl("label", "namespace", ns, f"gpufleet.io/team={team}")
+    huge = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('200Gi')) >= 0"
+    items = [
+        *KEEP_ALLOCATION,
+        *claim_and_pod("panels-idle", "train", image),
+        *claim_and_pod("panels-leak", "held", image),
+        *claim_and_pod("panels-pending", "huge", image, huge),
+    ]
+    lab.kubectl(
+        "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    )
+    phase = "jsonpath={.status.phase}"
+    for ns, pod in (("panels-idle", "train-pod"), ("panels-leak", "held-pod")):
+        lab.wait(
+            f"{ns}/{pod} running",
+            lambda ns=ns, pod=pod: (
+                lab.kubectl("-n", ns, "get", "pod", pod, "-o", phase) == "Running"
+            ),
+        )
+    # the leaked device idled while its pod ran: measured, so idle over the window
+    wait_for(
+        "DCGM metrics of claim panels-leak/held",
+        lambda: prom.series('DCGM_FI_DEV_GPU_UTIL{dra_claim_name="held"}'),
+        60,
+    )
+    lab.kubectl("-n", "panels-leak", "delete", "pod", "held-pod", "--grace-period=0", "--force")
+    wait_for(
+        "DRAClaimLeaked of panels-leak/held",
+        lambda: prom.firing("DRAClaimLeaked", namespace="panels-leak", claim="held"),
+        180,
+    )
+    wait_for(
+        "DRAAllocatedDeviceIdle of panels-idle/train",
+        lambda: prom.firing("DRAAllocatedDeviceIdle", dra_claim_namespace="panels-idle"),
+        180,
+    )
+
+
+def scene(lab: Lab, prom: Prom) -> dp.Scene:
+    """The cluster's objects now, and the scrape jobs with their number of targets."""
+    listed = {
+        kind: json.loads(lab.kubectl("get", kind, *flags, "-o", "json"))["items"]
+        for kind, flags in (
+            ("resourceslices", ()),
+            ("resourceclaims", ("-A",)),
+            ("pods", ("-A",)),
+            ("nodes", ()),
+            ("namespaces", ()),
+            ("deviceclasses", ()),
+        )
+    }
+    served = lab.kubectl("api-resources", "--api-group=resource.k8s.io", "-o", "name")
+    active = prom.get("/api/v1/targets", state="active")["activeTargets"]
+    return dp.Scene(
+        slices=listed["resourceslices"],
+        claims=listed["resourceclaims"],
+        pods=listed["pods"],
+        nodes=listed["nodes"],
+        namespaces=listed["namespaces"],
+        classes=listed["deviceclasses"],
+        resources=sorted({name.partition(".")[0] for name in served.split()}),
+        jobs=Counter(t["labels"]["job"] for t in active),
+    )
+
+
+def variable_values(prom: Prom, doc: dict[str, Any]) -> dict[str, list[str]]:
+    """What Grafana offers for each query variable of ``doc``: the values of the label
+    its ``label_values(series, label)`` names, on the series that the lab's Prometheus
+    holds now."""
+    out = {}
+    for variable in doc["templating"]["list"]:
+        if variable.get("type") == "query":
+            m = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", variable["query"])
+            assert m, variable["query"]
+            out[variable["name"]] = sorted(
+                {r["metric"][m.group(2)] for r in prom.series(m.group(1))}
+            )
+    return out
+
+
+def test_every_dashboard_panel_returns_the_scenario_series(
+    mon: tuple[Lab, Prom], capsys: pytest.CaptureFixture[str]
+) -> None:
+    lab, prom = mon
+    doc = json.loads(gd.DASHBOARD.read_text(encoding="utf-8"))
+    try:
+        panels_scenario(lab, prom)
+        time.sleep(10)  # two scrapes of every target after the rules saw the scenario
+        now = scene(lab, prom)
+        offered = variable_values(prom, doc)
+        assert offered["node"] == now.gpu_nodes()
+        assert offered["team"] == sorted({now.team(a["namespace"]) for a in now.allocated()})
+        values = {name: gd.multi_value(v) for name, v in offered.items()}
+        queries = [(t, ref, gd.substituted(e, values)) for t, ref, e in gd.panel_targets(doc)]
+        rows = [dp.check(t, ref, q, prom.series(q), now) for t, ref, q in queries]
+    finally:
+        policy = {"apiVersion": "v1", "kind": "List", "items": KEEP_ALLOCATION}
+        lab.kubectl(
+            "delete", "-f", "-", "--ignore-not-found", stdin=json.dumps(policy), check=False
+        )
+        for ns in PANELS_NS:
+            lab.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    table = dp.table(rows)
+    out = lab.tmp / f"dashboard-panels-{cluster.lab_name()}.md"
+    out.write_text(table)
+    RESULTS["panels"] = [{k: v for k, v in r.items() if k != "query"} for r in rows]
+    with capsys.disabled():
+        print(f"\ndashboard panels on the lab's Prometheus ({out}):\n{table}")
+    titles = {p["title"] for p in doc["panels"] if p["type"] != "row"}
+    assert titles == set(dp.EXPECTED), "every panel needs its expectation in dashboard_panels.py"
+    assert [r for r in rows if not r["expected"]] == [], table

@@ -101,6 +101,26 @@ def test_every_variable_an_expression_uses_has_a_sample_value() -> None:
         gd.substituted("x[$nope]")
 
 
+def test_given_values_replace_the_sample_ones() -> None:
+    nodes = gd.multi_value(["gpu-2", "gpu-1"])
+    expr = 'x{node=~"$node", team=~"$team"}[$window]'
+    assert gd.substituted(expr, {"node": nodes}) == 'x{node=~"(gpu-1|gpu-2)", team=~".*"}[10m]'
+    assert gd.substituted("x[$window]") == "x[10m]"  # the sample values are left as they were
+
+
+def test_multi_value_escapes_regex_characters_for_a_promql_string() -> None:
+    # PromQL unescapes the string once, the regex engine once more: a.b matches only "a.b"
+    assert gd.multi_value(["a.b"]) == "a\\\\.b"
+    assert gd.multi_value(["(no team)", "nlp"]) == "(\\\\(no team\\\\)|nlp)"
+
+
+def test_panel_targets_gives_title_ref_and_expression_of_every_panel() -> None:
+    found = list(gd.panel_targets(COMMITTED))
+    assert ("Devices by state", "A", "sum by (state) (gpufleet_dra_devices)") in found
+    titles = {p["title"] for p in COMMITTED["panels"] if p["type"] != "row"}
+    assert {title for title, _ref, _expr in found} == titles
+
+
 def test_expressions_reads_targets_and_query_variables() -> None:
     doc = {
         "panels": [{"title": "t", "targets": [{"refId": "A", "expr": "up"}]}],
