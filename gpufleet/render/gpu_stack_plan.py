@@ -41,7 +41,8 @@ def render(plan: Mapping[str, Any], console: Console) -> None:
         what = (
             "chart: " + "; ".join(map(shown, chart["steps"]))
             if w["kind"] == "chart"
-            else "nodes: driver, toolkit"
+            else "nodes: "
+            + ", ".join(p for p in ("driver", "toolkit") if p not in t.get("kept", []))
         )
         order.add_row(
             str(w["index"]), what, ", ".join(map(shown, w["hosts"])) or "-",
@@ -81,7 +82,9 @@ def render_refused(plan: Mapping[str, Any], console: Console) -> None:
 
 
 #: The timings a node of the GPU-stack run records (the report's ``timings_s``), in order.
-RUN_TIMINGS = ("drain_s", "stop_clients_s", "driver_s", "toolkit_s", "dra_plugin_s", "node_total_s")
+RUN_TIMINGS = (
+    "drain_s", "stop_clients_s", "driver_s", "toolkit_s", "mig_s", "dra_plugin_s", "node_total_s",
+)  # fmt: skip
 
 
 def render_run(

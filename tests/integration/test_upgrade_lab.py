@@ -41,14 +41,16 @@ the GPU simulator standing in for the driver packages and the kernel module: the
 inventory's ``nvidia_driver_unload_command`` and ``nvidia_driver_load_command`` run
 ``gpusim driver unload`` and ``load``):
 
-gpu-a. a pod claiming a GPU runs on the first worker, and a process holds that worker's
-   simulated GPU: the first batch drains the pod (it lands on the other worker), stops the
-   DRA kubelet plugin by the NoExecute taint, and fails in phase ``driver`` because the
-   module is in use; the report names the holder, the node stays cordoned and tainted, its
-   old driver loaded, and the other worker is not touched;
+gpu-a. both workers' GPUs carved into seven 1g.18gb MIG devices (``gpufleet mig apply``), a
+   pod claiming one runs on the first worker, and a process holds that worker's simulated
+   GPU: the first batch drains the pod (it lands on a MIG device of the other worker),
+   stops the DRA kubelet plugin by the NoExecute taint, and fails in phase ``driver``
+   because the module is in use; the report names the holder, the node stays cordoned and
+   tainted, its old driver loaded, and the other worker is not touched;
 gpu-b. the process lets go and the same command resumes: every worker runs the new driver,
-   its ResourceSlices publish it as ``driverVersion``, nothing is cordoned or tainted,
-   validate passes.
+   its MIG layout is carved again (GPU instances do not survive the reload), its
+   ResourceSlices publish the new driver as ``driverVersion`` on as many devices as before,
+   nothing is cordoned or tainted, the pod runs again, validate passes.
 """
 
 from __future__ import annotations
@@ -544,6 +546,8 @@ GPU_STACK_DRIVER = "590.44.01"
 SIM_PROC_VERSION = "/var/lib/gpufleet-gpu-simulator/proc/driver/nvidia/version"
 GPU_STACK_NS = "gpufleet-gpu-stack-test"
 GPU_STACK_TAINT = "gpufleet.io/gpu-stack-upgrade"
+#: The MIG layout of the GPU-stack steps: the mig role carves it again after the reload.
+GPU_STACK_MIG = {"1g.18gb": 7}
 
 
 def _gpu_stack(lab: Lab, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
@@ -551,7 +555,8 @@ def _gpu_stack(lab: Lab, *extra: str) -> tuple[subprocess.CompletedProcess, floa
     t = time.monotonic()
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "gpufleet"), "upgrade-gpu-stack", "-i", "inventory/lab",
-         "--driver", GPU_STACK_DRIVER, "--components", "driver", *extra],
+         "--driver", GPU_STACK_DRIVER, "--components", "driver",
+         "-e", f"mig_layout={json.dumps(GPU_STACK_MIG)}", *extra],
         cwd=REPO, capture_output=True, text=True, timeout=2400, check=False,
         env={**os.environ, "COLUMNS": "160"},
     )  # fmt: skip
@@ -590,13 +595,13 @@ def _wait(what: str, check: Any, timeout: float = 300) -> Any:
 
 
 def _gpu_deployment(lab: Lab, node: str) -> None:
-    """A Deployment of one pod claiming one GPU (a ResourceClaimTemplate of DeviceClass
-    gpu.nvidia.com), preferring ``node``."""
+    """A Deployment of one pod claiming one MIG device (a ResourceClaimTemplate of
+    DeviceClass mig.nvidia.com), preferring ``node``."""
     template = {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": "gpu", "namespace": GPU_STACK_NS},
         "spec": {"spec": {"devices": {"requests": [
-            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}},
+            {"name": "gpu", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}}},
     }  # fmt: skip
     affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 100, "preference": {"matchExpressions": [
@@ -629,6 +634,12 @@ def _kubectl() -> Path:
     return binaries.binary_path("kubectl", TARGET)
 
 
+def _gis(lab: Lab, node: str) -> list[str]:
+    """The GPU instances ``nvidia-smi mig -lgi`` lists on ``node`` (the GPU simulator's)."""
+    out = lab.exec(node, "nvidia-smi", "mig", "-lgi", check=False).stdout
+    return [line for line in out.splitlines() if "MIG 1g" in line]
+
+
 def _tainted(node: dict[str, Any]) -> bool:
     return any(t.get("key") == GPU_STACK_TAINT for t in node["spec"].get("taints") or [])
 
@@ -637,6 +648,13 @@ def test_gpu_stack_a_client_that_holds_the_gpu_stops_the_batch(lab):
     if len(lab.workers) < 2 or any(_loaded(lab, w) != "580.159.04" for w in lab.workers):
         pytest.skip("needs two workers with the simulator's driver 580.159.04: lab down, lab up")
     first, second = lab.workers
+    carve = subprocess.run(
+        [str(Path(sys.executable).parent / "gpufleet"), "mig", "apply", "-i", "inventory/lab",
+         "--layout", json.dumps(GPU_STACK_MIG)],
+        cwd=REPO, capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert carve.returncode == 0, carve.stdout[-3000:] + carve.stderr[-3000:]
+    assert all(len(_gis(lab, w)) == 7 for w in lab.workers)
     _gpu_deployment(lab, first)
     assert _wait("the GPU pod Running", lambda: _gpu_pod_node(lab)) == first
     # "a client that will not stop": a process on the host holds the first worker's GPU
@@ -677,6 +695,9 @@ def test_gpu_stack_resume_finishes_every_node_and_validate_passes(lab):
         assert _loaded(lab, w) == GPU_STACK_DRIVER
     nodes = lab.nodes()
     assert not any(n["spec"].get("unschedulable") or _tainted(n) for n in nodes.values())
+    for w in lab.workers:
+        assert len(_gis(lab, w)) == 7, f"{w}: the MIG layout was not carved again"
+    assert all(n >= 7 for n in lab.slice_devices().values()), lab.slice_devices()
     published = {
         (s["spec"]["nodeName"], d["attributes"]["driverVersion"]["version"])
         for s in lab.get("resourceslices")["items"]
@@ -685,5 +706,6 @@ def test_gpu_stack_resume_finishes_every_node_and_validate_passes(lab):
         if "driverVersion" in (d.get("attributes") or {})
     }
     assert published == {(w, "590.44.1") for w in lab.workers}, published
-    assert _wait("the GPU pod Running", lambda: _gpu_pod_node(lab))
+    landed = _wait("the GPU pod Running", lambda: _gpu_pod_node(lab))
+    print(f"  the GPU pod, drained with each batch, runs on {landed}")
     lab.kubectl("delete", "namespace", GPU_STACK_NS, "--wait=false", check=False)

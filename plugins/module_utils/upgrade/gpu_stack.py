@@ -173,7 +173,8 @@ class StackTargets:
 class NodePlan:
     """What changes on one node: ``driver``/``toolkit`` ``(current, target)``; ``load``
     (``none``, ``modprobe``, ``reload``, ``reboot``); ``stop`` what stops first; ``wave`` its wave
-    (-1: nothing changes); ``actions`` in order."""
+    (-1: nothing changes); ``actions`` in order; ``mig`` the node has a MIG layout (applied
+    again after a driver change)."""
 
     host: str
     name: str
@@ -183,6 +184,7 @@ class NodePlan:
     stop: list[str]
     wave: int
     actions: list[str]
+    mig: bool = False
 
     @property
     def changes(self) -> bool:
@@ -199,6 +201,7 @@ class NodePlan:
             "stop": list(self.stop),
             "wave": self.wave,
             "actions": list(self.actions),
+            "mig": self.mig,
         }
 
 
@@ -508,7 +511,7 @@ def node_plan(node: StackNode, driver: str | None, toolkit: str | None, reboot: 
     return NodePlan(
         node.host, node.name, (node.driver, node.driver if driver is None else driver),
         (node.toolkit, node.toolkit if toolkit is None else toolkit),
-        load, stop, -1, actions,
+        load, stop, -1, actions, node.mig,
     )  # fmt: skip
 
 
@@ -620,11 +623,12 @@ def _order(
             by_host[b.host].wave = index
     if position == "last":
         waves.append(uw.Wave(len(waves), "chart", [], 0, budget.available(0)))
+    current = f"{installed.chart_name} {installed.text}" if installed else (state.chart or None)
     info = {
-        "current": f"{installed.chart_name} {installed.text}"
-        if installed
-        else (state.chart or None),
-        "target": f"{chart.chart_name} {chart.text}" if chart else targets.chart,
+        "current": current,
+        "target": current
+        if "chart" in targets.keep
+        else (f"{chart.chart_name} {chart.text}" if chart else targets.chart),
         "steps": steps,
         "position": position,
     }

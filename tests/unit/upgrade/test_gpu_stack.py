@@ -103,6 +103,7 @@ def test_a_kept_part_is_neither_judged_nor_planned() -> None:
     assert n["toolkit"] == {"current": "1.18.0", "target": "1.18.0"}
     assert n["driver"]["target"] == "580.159.04" and n["load"] == "reload"
     assert p["chart"]["position"] == "none"
+    assert p["chart"]["current"] == p["chart"]["target"] == "dra-driver-nvidia-gpu 0.4.0"
     assert (p["target"]["toolkit"], p["target"]["kept"]) == (None, ["toolkit", "chart"])
     assert not p["refused"]
     kept = plan(st, gs.StackTargets("", "1.20.2", "", keep=("driver", "chart")))
@@ -363,3 +364,9 @@ def test_the_parts_kept_must_be_a_list_of_the_three() -> None:
             gs.plan_from_inputs(inputs)
     inputs["targets"]["keep"] = ["chart", "chart"]
     assert gs.plan_from_inputs(inputs)["target"]["kept"] == ["chart"]
+
+
+def test_a_node_with_a_mig_layout_says_so_for_the_run() -> None:
+    p = plan(state(node("w-1", driver="575.57.08", mig=True), node("w-2", driver="575.57.08")))
+    assert [n["mig"] for n in p["nodes"]] == [True, False]
+    assert "MIG layout applied again (mig role)" in p["nodes"][0]["actions"]
