@@ -81,13 +81,12 @@ def classify(listed: Sequence[str]) -> SuiteImages:
 
 
 def list_images(test_binary: Path) -> SuiteImages:
-    """Run ``TEST_BINARY --list-images`` (the release's own image table)."""
-    proc = subprocess.run(
-        [str(test_binary), "--list-images"], capture_output=True, text=True, timeout=60
-    )
-    if proc.returncode != 0:
-        raise E2EImageError(f"{test_binary} --list-images exited {proc.returncode}: {proc.stderr}")
-    return classify(proc.stdout.splitlines())
+    """The images of ``TEST_BINARY --list-images`` (the release's own image table, read
+    by :func:`gpufleet.build.dra_e2e.listed_images`), sorted by role."""
+    try:
+        return classify(dra_e2e.listed_images(test_binary))
+    except dra_e2e.DraE2EError as exc:
+        raise E2EImageError(str(exc)) from None
 
 
 def busybox_applets(busybox: Path = cluster.BUSYBOX) -> list[str]:
