@@ -21,6 +21,7 @@ Standard library and the collection's ``kube.client`` only.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -71,8 +72,8 @@ DEFAULT_LABEL_FILTER = " && ".join(t.expression for t in FILTER_TERMS)
 #: false``); the specs carry no label for it, so they are skipped by name.
 DEFAULT_SKIP = r"with v1beta1 API|with v1beta2 API"
 SKIP_WHY = (
-    "creates objects through resource.k8s.io/v1beta1 or v1beta2, which the collection does "
-    "not serve (resource.k8s.io/v1 only)"
+    "creates objects through a deprecated beta version of resource.k8s.io, which the "
+    "collection does not serve (the release's default API versions only)"
 )
 #: Labels that say which gate a spec needs and at which stage (shown with the reason).
 GATE_LABEL = re.compile(r"^(FeatureGate:.+|Alpha|Beta|BetaOffByDefault)$")
@@ -80,7 +81,13 @@ GATE_LABEL = re.compile(r"^(FeatureGate:.+|Alpha|Beta|BetaOffByDefault)$")
 NAMESPACE_LABELS = ("e2e-run", "e2e-framework")
 #: Seconds :func:`delete_namespaces` waits for deleted namespaces to be gone.
 NAMESPACE_GONE_S = 180.0
+#: Seconds after which the pods of a namespace still there are deleted at once
+#: (``gracePeriodSeconds=0``): a pod whose claim was prepared by the suite's own test driver
+#: never ends when the suite died, since no kubelet plugin is left to unprepare it.
+FORCE_PODS_AFTER_S = 45.0
 MESSAGE_CHARS = 2000
+#: The longest spec slug in a check id (:func:`slug`).
+SLUG_CHARS = 64
 
 
 @dataclass
@@ -178,9 +185,15 @@ def skip_reason(
 
 def slug(text: str) -> str:
     """``[sig-node] [DRA] kubelet [Feature:X] supports claim`` -> ``kubelet-supports-claim``:
-    the text without its bracketed tags, lower case, runs of other characters as ``-``."""
+    the text without its bracketed tags, lower case, runs of other characters as ``-``;
+    one longer than ``SLUG_CHARS`` is cut at a ``-`` and ends with six hex digits of the
+    SHA-1 of the whole slug, so that it stays stable and distinct and fits a table."""
     words = re.sub(r"\[[^\]]*\]", " ", text).lower()
-    return re.sub(r"[^a-z0-9]+", "-", words).strip("-") or "spec"
+    out = re.sub(r"[^a-z0-9]+", "-", words).strip("-") or "spec"
+    if len(out) <= SLUG_CHARS:
+        return out
+    head = out[: SLUG_CHARS - 7].rsplit("-", 1)[0]
+    return f"{head}-{hashlib.sha1(out.encode()).hexdigest()[:6]}"
 
 
 def spec_checks(
@@ -286,44 +299,90 @@ def list_suite_namespaces(kube: vk.Kube) -> list[dict[str, Any]]:
     return kube.list("/api/v1/namespaces", query=[("labelSelector", selector)])
 
 
+def _terminating(items: Iterable[Mapping[str, Any]]) -> set[str]:
+    return {
+        str((i.get("metadata") or {}).get("name"))
+        for i in items
+        if (i.get("metadata") or {}).get("deletionTimestamp")
+    }
+
+
+def _force_delete_pods(kube: vk.Kube, namespaces: Sequence[str], check: vr.Check) -> list[str]:
+    """Delete every pod of ``namespaces`` with ``gracePeriodSeconds=0``; returns
+    ``namespace/pod`` of each (a failure is a problem of ``check``)."""
+    out = []
+    for ns in namespaces:
+        try:
+            pods = kube.list(f"/api/v1/namespaces/{ns}/pods")
+            for pod in pods:
+                name = str((pod.get("metadata") or {}).get("name"))
+                kube.request(
+                    "DELETE",
+                    f"/api/v1/namespaces/{ns}/pods/{name}",
+                    query=[("gracePeriodSeconds", 0)],
+                )
+                out.append(f"{ns}/{name}")
+        except vk.KubeError as err:
+            if err.status != 404:
+                check.problem(ns, vr.FAIL, f"cannot delete its pods: {err.message}")
+    return out
+
+
 def delete_namespaces(
     kube: vk.Kube, before: Iterable[str], wait_s: float = NAMESPACE_GONE_S
 ) -> vr.Check:
     """Delete the suite's namespaces the run created (:func:`created_by_run` against a
-    fresh listing) and wait up to ``wait_s`` seconds for them to be gone; the check
-    ``conformance.cleanup`` says what was deleted, and fails naming a namespace that could
-    not be deleted or listed, or is still there."""
-    check = vr.Check(f"{AREA}.cleanup", "Namespaces the suite created are deleted")
+    fresh listing) that the suite is not deleting already, and wait up to ``wait_s``
+    seconds for all of them to be gone, deleting the pods of those still there after
+    ``FORCE_PODS_AFTER_S`` at once (:data:`FORCE_PODS_AFTER_S` says why); the check
+    ``conformance.cleanup`` says what was deleted here, and fails naming a namespace that
+    could not be deleted or listed, or is still there. Namespaces that were there before
+    the run are left alone."""
+    check = vr.Check(f"{AREA}.cleanup", "Namespaces the suite created are gone")
     try:
-        names = created_by_run(before, list_suite_namespaces(kube))
+        listed = list_suite_namespaces(kube)
     except vk.KubeError as err:
         check.problem(None, vr.FAIL, f"cannot list the suite's namespaces: {err.message}")
         return vr.finish(check, "")
-    for name in names:
+    names = created_by_run(before, listed)
+    deleted = [n for n in names if n not in _terminating(listed)]
+    for name in deleted:
         try:
             kube.request("DELETE", f"/api/v1/namespaces/{name}")
         except vk.KubeError as err:
             if err.status != 404:
                 check.problem(name, vr.FAIL, f"DELETE failed: {err.message}")
-    deadline = time.monotonic() + wait_s
-    left = list(names)
-    while left and time.monotonic() < deadline:
+    started = time.monotonic()
+    left, forced = list(names), []
+    while left and time.monotonic() < started + wait_s:
         time.sleep(2)
         try:
             present = suite_namespaces(list_suite_namespaces(kube))
         except vk.KubeError:
             continue
         left = [n for n in left if n in present]
+        if left and not forced and time.monotonic() >= started + FORCE_PODS_AFTER_S:
+            forced = _force_delete_pods(kube, left, check)
     failed = {p.subject for p in check.problems}
     for name in left:
         if name not in failed:
             check.problem(name, vr.FAIL, f"still there (Terminating) after {wait_s:g} s")
     selector = ",".join(NAMESPACE_LABELS)
     check.evidence.append(
-        vr.Evidence(f"GET /api/v1/namespaces?labelSelector={selector}", f"{len(names)} created")
+        vr.Evidence(
+            f"GET /api/v1/namespaces?labelSelector={selector}",
+            f"{len(names)} created by the run, {len(deleted)} of them not being deleted",
+        )
     )
-    check.data = {"deleted": names, "left": left}
-    check.details = [f"deleted {n}" for n in names if n not in left and n not in failed]
-    ok = f"deleted the {len(names)} namespaces the suite created" if names else "none left"
+    check.data = {"created": names, "deleted": deleted, "left": left}
+    check.details = [f"deleted {n}" for n in deleted if n not in left and n not in failed]
+    check.details += [f"pod deleted at once, its claim's driver gone: {p}" for p in forced]
+    check.details += [f"left alone (there before the run): {n}" for n in sorted(before)]
+    ok = (
+        f"all {len(names)} namespace(s) the suite created are gone ({len(deleted)} deleted "
+        f"here, {len(forced)} pod(s) deleted at once)"
+        if names
+        else "the suite left no namespace"
+    )
     check.fix = "kubectl delete namespace " + " ".join(left) if left else None
     return vr.finish(check, ok)

@@ -57,9 +57,18 @@ def test_each_spec_of_a_real_report_becomes_one_check_of_its_status() -> None:
     ids = [c.id for c in checks]
     assert len(set(ids)) == len(ids)
     assert "conformance.crud-tests-resource-k8s-io-v1-resourceslice" in ids
-    assert (
-        "conformance.kubelet-on-single-node-supports-simple-pod-referencing-inline-resource-claim"
-        in ids
+    assert "conformance.kubelet-on-single-node-supports-simple-pod-referencing-ed1aff" in ids
+
+
+def test_a_long_slug_is_cut_at_a_word_and_stays_distinct() -> None:
+    text = "[sig-node] [DRA] control plane views partitionable pool without a partition type "
+    one = vc.slug(text + "should report no partition summary")
+    two = vc.slug(text + "should report no partition summary at all")
+    assert len(one) <= vc.SLUG_CHARS and len(two) <= vc.SLUG_CHARS
+    assert one.startswith("control-plane-views-partitionable-pool-without-a-")
+    assert one != two
+    assert vc.slug("[sig-node] [DRA] CRUD Tests resource.k8s.io/v1 DeviceClass [Conformance]") == (
+        "crud-tests-resource-k8s-io-v1-deviceclass"
     )
 
 
@@ -95,9 +104,9 @@ def test_a_spec_the_label_filter_left_out_says_which_term_and_which_gates() -> N
 def test_a_spec_left_out_by_name_says_the_skip_and_why() -> None:
     beta = next(c for c in by_state("skipped") if "v1beta2" in c.title)
     assert beta.reason == (
-        f"left out by name (skip {vc.DEFAULT_SKIP!r}): creates objects through "
-        "resource.k8s.io/v1beta1 or v1beta2, which the collection does not serve "
-        "(resource.k8s.io/v1 only)"
+        f"left out by name (skip {vc.DEFAULT_SKIP!r}): creates objects through a deprecated "
+        "beta version of resource.k8s.io, which the collection does not serve (the release's "
+        "default API versions only)"
     )
 
 
