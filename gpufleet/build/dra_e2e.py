@@ -61,6 +61,9 @@ PAST_TIMEOUT_S = 120
 #: Seconds a stopped suite has to write its reports after SIGINT before SIGKILL.
 STOP_GRACE_S = 60
 LIST_IMAGES_TIMEOUT_S = 60
+BUSYBOX_REPO = "registry.k8s.io/e2e-test-images/busybox"
+HOSTPATH_REPO = "registry.k8s.io/sig-storage/hostpathplugin"
+PAUSE_REPO = "registry.k8s.io/pause"
 
 
 class DraE2EError(RuntimeError):
@@ -139,6 +142,50 @@ def listed_images(binary: Path, env: Mapping[str, str] | None = None) -> list[st
     if proc.returncode != 0:
         raise DraE2EError(f"{binary} --list-images exited {proc.returncode}: {proc.stderr}")
     return [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class SuiteImages:
+    """The references the DRA specs run, by role: every busybox (the test pods), the
+    hostpathplugin ``test/e2e/dra/utils/deploy.go`` picks (the highest version: the test
+    driver's proxy pods) and every pause; ``others`` what the table lists and no DRA spec
+    runs on Linux nodes (agnhost and the rest of ``test/utils/image``)."""
+
+    busybox: tuple[str, ...]
+    hostpath: str
+    pause: tuple[str, ...]
+    others: tuple[str, ...]
+
+    @property
+    def run(self) -> tuple[str, ...]:
+        return (*self.busybox, self.hostpath, *self.pause)
+
+
+def _version_key(ref: str) -> tuple[int, ...]:
+    tag = ref.rsplit(":", 1)[1].lstrip("v")
+    return tuple(int(p) for p in tag.replace("-", ".").split(".") if p.isdigit())
+
+
+def classify(listed: Iterable[str]) -> SuiteImages:
+    """Sort the ``--list-images`` lines of the suite. Raises DraE2EError when the list
+    names no busybox or no hostpathplugin image (the suite would not run without them)."""
+    refs = [r.strip() for r in listed if r.strip()]
+    repo = lambda r: r.rsplit(":", 1)[0]  # noqa: E731
+    busybox = tuple(r for r in refs if repo(r) == BUSYBOX_REPO)
+    hostpath = sorted((r for r in refs if repo(r) == HOSTPATH_REPO), key=_version_key)
+    pause = tuple(r for r in refs if repo(r) == PAUSE_REPO)
+    if not busybox or not hostpath:
+        raise DraE2EError(f"the suite lists no {BUSYBOX_REPO} or no {HOSTPATH_REPO} image: {refs}")
+    made = {*busybox, hostpath[-1], *pause}
+    return SuiteImages(busybox, hostpath[-1], pause, tuple(r for r in refs if r not in made))
+
+
+def suite_images(binary: Path, env: Mapping[str, str] | None = None) -> SuiteImages:
+    """The images the DRA specs of ``binary`` run (:func:`listed_images`, :func:`classify`).
+    The repositories are the registry.k8s.io names: under a ``KUBE_TEST_REPO_LIST`` that
+    moves busybox or hostpathplugin elsewhere this raises DraE2EError; use
+    :func:`listed_images` there."""
+    return classify(listed_images(binary, env))
 
 
 def suite_args(

@@ -1,5 +1,6 @@
-"""The DRA e2e suite's binary without building it: the suite's command line, the binary
-of a release found or refused with the command that builds it."""
+"""The DRA e2e suite's binary without building it: which images its table asks for, the
+suite's command line, the binary of a release found or refused with the command that
+builds it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,37 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import c
 from gpufleet.build import dra_e2e, release_pins
 
 pytestmark = pytest.mark.unit
+
+# `dra-e2e.test --list-images` of 1.37.2, the lines these rules look at (and one other)
+LISTED_1_37_2 = [
+    "registry.k8s.io/e2e-test-images/busybox:1.37.0-2",
+    "registry.k8s.io/pause:3.10.2",
+    "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1",
+    "registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
+    "registry.k8s.io/e2e-test-images/agnhost:2.66.1",
+]
+
+
+def test_classify_names_every_busybox_the_highest_hostpathplugin_and_pause():
+    suite = dra_e2e.classify(LISTED_1_37_2)
+    assert suite.busybox == (
+        "registry.k8s.io/e2e-test-images/busybox:1.37.0-2",
+        "registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
+    )
+    assert suite.hostpath == "registry.k8s.io/sig-storage/hostpathplugin:v1.17.1"
+    assert suite.pause == ("registry.k8s.io/pause:3.10.2",)
+    assert suite.others == ("registry.k8s.io/e2e-test-images/agnhost:2.66.1",)
+
+
+def test_classify_picks_the_highest_hostpathplugin_as_deploy_go_does():
+    listed = [*LISTED_1_37_2, "registry.k8s.io/sig-storage/hostpathplugin:v1.9.0"]
+    assert dra_e2e.classify(listed).hostpath.endswith(":v1.17.1")
+    assert "registry.k8s.io/sig-storage/hostpathplugin:v1.9.0" in dra_e2e.classify(listed).others
+
+
+def test_classify_refuses_a_list_without_the_proxy_image():
+    with pytest.raises(dra_e2e.DraE2EError, match="hostpathplugin"):
+        dra_e2e.classify(["registry.k8s.io/e2e-test-images/busybox:1.37.0-2"])
 
 
 def test_suite_args_carry_the_filter_and_both_reports(tmp_path: Path):
