@@ -168,23 +168,27 @@ def prepare(kubeconfig: str | None) -> Target:
 
 
 def images_check(binary: Path) -> vr.Check:
-    """The images the suite's pods run (its ``--list-images`` table, redirected by
-    ``KUBE_TEST_REPO_LIST`` when set) and the registries the nodes pull them from unless
-    they hold them: nothing here pulls an image."""
+    """The images the DRA specs run on the nodes (the suite's ``--list-images`` table sorted
+    by :func:`gpufleet.build.dra_e2e.suite_images`, under ``KUBE_TEST_REPO_LIST`` when set:
+    then every listed image) and the registries the nodes pull them from unless they hold
+    them: nothing here pulls an image or reaches a registry."""
     check = vr.Check(f"{vc.AREA}.images", "Images the e2e specs run on the nodes")
     try:
-        refs = dra_e2e.listed_images(binary, env=os.environ)
+        if os.environ.get("KUBE_TEST_REPO_LIST"):
+            refs = dra_e2e.listed_images(binary, env=os.environ)
+        else:
+            refs = list(dra_e2e.suite_images(binary).run)
     except dra_e2e.DraE2EError as err:
         return vr.skipped(check.id, check.title, f"the suite did not list its images: {err}")
-    registries = sorted({r.split("/", 1)[0] for r in refs if "/" in r})
-    check.status = vr.PASS
-    check.details = [*refs, "and the sample device plugin image its manifest names"]
+    refs.append("the sample device plugin's image (its manifest's name; DRAExtendedResource)")
+    registries = sorted({r.split("/", 1)[0] for r in refs[:-1] if "/" in r})
+    check.status, check.details = vr.PASS, refs
     check.summary = (
         f"{len(refs)} images from {', '.join(registries)}: the nodes pull them unless they "
-        "hold them (docs/dra-e2e.md: a mirror, or images imported ahead)"
+        "hold them (docs/dra-e2e.md: a mirror, KUBE_TEST_REPO_LIST, or images imported ahead)"
     )
     check.data = {"images": refs, "registries": registries}
-    check.evidence.append(vr.Evidence(f"{binary} --list-images", f"{len(refs)} images"))
+    check.evidence.append(vr.Evidence(f"{binary} --list-images", f"{len(refs) - 1} images"))
     return check
 
 
@@ -236,6 +240,11 @@ def run(target: Target, options: Options, console: Console) -> tuple[dict[str, A
         cleanup = vc.delete_namespaces(target.kube, before)
         console.print(f"conformance: clean-up: {cleanup.summary}")
     log = out / "output.log"
+    if not (out / "ginkgo.json").is_file():
+        raise CannotRun(
+            f"the suite wrote no report (it ended with exit status {ended.returncode} after "
+            f"{ended.seconds:g} s); see {log}"
+        )
     try:
         ginkgo = _ginkgo_report(out / "ginkgo.json")
     except (OSError, ig.InputError) as err:

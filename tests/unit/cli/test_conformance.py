@@ -81,3 +81,16 @@ def test_kubeconfig_names_one_file_for_the_suite(
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     with pytest.raises(_conformance.CannotRun, match="no kubeconfig at"):
         _conformance.kubeconfig_file(None)
+
+
+def test_a_summary_with_brackets_is_shown_as_written() -> None:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
+    from rich.console import Console
+
+    from gpufleet.render import validation
+
+    why = r"not selected by the focus '\[Conformance\]|[bold]x'"
+    doc = vr.Report([vr.skipped("conformance.crud", "CRUD", why)]).to_dict()
+    console = Console(record=True, width=200)
+    validation.render_report(console, doc)
+    assert why in console.export_text()
