@@ -12,7 +12,10 @@ the product command, ``gpufleet validate --conformance-only`` with the lab's kub
   reason the default label filter, the skip or the focus gives, and no namespace of the
   suite left;
 - a run interrupted (SIGINT to gpufleet, as Ctrl-C) once the suite has made a namespace:
-  exit 2, and no namespace the run created left behind.
+  exit 2, and no namespace the run created left behind;
+- a suite killed outright (SIGKILL to the test binary) with a pod of its test driver
+  running: exit 2, and gpufleet's own clean-up deletes what the suite could not (the
+  pod whose claim no kubelet plugin can unprepare any more, then the namespace).
 
 The full selection (103 specs, about 20 minutes on three Ginkgo processes) is
 ``python -m gpufleet.lab.dra_e2e_run --procs 3`` (docs/dra-e2e.md). The lab is removed at
@@ -163,4 +166,33 @@ def test_an_interrupted_conformance_run_leaves_no_namespace_behind(
             proc.wait(timeout=60)
     assert proc.returncode == 2, err[-3000:]
     assert "conformance was interrupted" in err
+    assert _suite_namespaces() <= before
+
+
+def test_a_suite_killed_outright_leaves_no_namespace_behind(images: None, tmp_path: Path) -> None:
+    before = _suite_namespaces()
+    argv = _validate(tmp_path, "--conformance-focus", "on single node supports simple pod")
+    proc = subprocess.Popen(
+        argv, env={**os.environ, **OWN_LAB}, cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not _suite_namespaces() - before:
+            assert proc.poll() is None, "the run ended before the suite made a namespace"
+            assert time.monotonic() < deadline, "the suite made no namespace in 300 s"
+            time.sleep(1)
+        time.sleep(5)  # the test driver's pod is up
+        suite = subprocess.run(
+            ["pgrep", "-P", str(proc.pid), "-f", "dra-e2e.test"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.split()  # fmt: skip
+        os.kill(int(suite[0]), signal.SIGKILL)
+        _out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=60)
+    assert proc.returncode == 2, err[-3000:]
+    assert "the suite wrote no report" in err
     assert _suite_namespaces() <= before
