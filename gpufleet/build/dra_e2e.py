@@ -16,17 +16,25 @@ Commands (``python -m gpufleet.build.dra_e2e``)::
     build [--kubernetes V]    build (or reuse) the test binary; prints its path, the build
                               seconds and its size
     path [--kubernetes V]     print where the binary is (built or not)
+
+It also owns how the built suite is run (:func:`suite_args`, :func:`run_suite`: one
+process group, a deadline, stopped with SIGINT so that Ginkgo writes its reports) and its
+image table (:func:`listed_images`); which specs run and what a report means are
+``plugins/module_utils/validate/conformance.py``'s.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import os
 import shutil
+import signal
+import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +53,17 @@ DEVICE_PLUGIN = "sampledeviceplugin"
 DEVICE_PLUGIN_PACKAGE = f"{MODULE}/test/images/sample-device-plugin"
 GINKGO_PACKAGE = "github.com/onsi/ginkgo/v2/ginkgo"
 DEVICE_PLUGIN_MANIFEST = "test/e2e/testing-manifests/sample-device-plugin/sample-device-plugin.yaml"
+#: The command line that builds the suite of a release (this module's ``build``).
+BUILD_COMMAND = "python -m gpufleet.build.dra_e2e build --kubernetes {version}"
+#: Seconds the suite may run past Ginkgo's own ``--timeout`` (its grace period of 30 s,
+#: the reports written) before :func:`run_suite` stops it.
+PAST_TIMEOUT_S = 120
+#: Seconds a stopped suite has to write its reports after SIGINT before SIGKILL.
+STOP_GRACE_S = 60
+LIST_IMAGES_TIMEOUT_S = 60
+BUSYBOX_REPO = "registry.k8s.io/e2e-test-images/busybox"
+HOSTPATH_REPO = "registry.k8s.io/sig-storage/hostpathplugin"
+PAUSE_REPO = "registry.k8s.io/pause"
 
 
 class DraE2EError(RuntimeError):
@@ -84,6 +103,189 @@ class Built:
 
 def binary_path(version: str) -> Path:
     return binaries.cache_root() / "bin" / "dra-e2e" / ("v" + version) / BINARY
+
+
+def built_binary(version: str) -> Path:
+    """The test binary of the pinned release ``version``, already built with the ginkgo
+    command beside it (nothing is built here). Raises DraE2EError naming the pinned
+    releases when ``version`` is not one, or the command that builds it."""
+    try:
+        release = release_pins.load_releases().release(version)
+    except (release_pins.ReleaseFileError, release_pins.UnknownNameError) as exc:
+        raise DraE2EError(str(exc)) from None
+    out = binary_path(release.version)
+    missing = [p for p in (out, out.with_name("ginkgo")) if not p.is_file()]
+    if missing:
+        raise DraE2EError(
+            f"the DRA e2e suite of Kubernetes {release.version} is not built ({missing[0]} is "
+            f"missing); fix: {BUILD_COMMAND.format(version=release.version)} (about 20 "
+            "minutes with an empty Go build cache)"
+        )
+    return out
+
+
+def listed_images(binary: Path, env: Mapping[str, str] | None = None) -> list[str]:
+    """The images the suite runs: ``BINARY --list-images`` (the release's
+    ``test/utils/image`` table, redirected by ``KUBE_TEST_REPO_LIST`` in ``env`` when set).
+    Raises DraE2EError when it fails or runs past ``LIST_IMAGES_TIMEOUT_S``."""
+    try:
+        proc = subprocess.run(
+            [str(binary), "--list-images"],
+            capture_output=True,
+            text=True,
+            timeout=LIST_IMAGES_TIMEOUT_S,
+            env=dict(env) if env is not None else None,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DraE2EError(f"{binary} --list-images: {exc}") from None
+    if proc.returncode != 0:
+        raise DraE2EError(f"{binary} --list-images exited {proc.returncode}: {proc.stderr}")
+    return [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class SuiteImages:
+    """The references the DRA specs run, by role: every busybox (the test pods), the
+    hostpathplugin ``test/e2e/dra/utils/deploy.go`` picks (the highest version: the test
+    driver's proxy pods) and every pause; ``others`` what the table lists and no DRA spec
+    runs on Linux nodes (agnhost and the rest of ``test/utils/image``)."""
+
+    busybox: tuple[str, ...]
+    hostpath: str
+    pause: tuple[str, ...]
+    others: tuple[str, ...]
+
+    @property
+    def run(self) -> tuple[str, ...]:
+        return (*self.busybox, self.hostpath, *self.pause)
+
+
+def _version_key(ref: str) -> tuple[int, ...]:
+    tag = ref.rsplit(":", 1)[1].lstrip("v")
+    return tuple(int(p) for p in tag.replace("-", ".").split(".") if p.isdigit())
+
+
+def classify(listed: Iterable[str]) -> SuiteImages:
+    """Sort the ``--list-images`` lines of the suite. Raises DraE2EError when the list
+    names no busybox or no hostpathplugin image (the suite would not run without them)."""
+    refs = [r.strip() for r in listed if r.strip()]
+    repo = lambda r: r.rsplit(":", 1)[0]  # noqa: E731
+    busybox = tuple(r for r in refs if repo(r) == BUSYBOX_REPO)
+    hostpath = sorted((r for r in refs if repo(r) == HOSTPATH_REPO), key=_version_key)
+    pause = tuple(r for r in refs if repo(r) == PAUSE_REPO)
+    if not busybox or not hostpath:
+        raise DraE2EError(f"the suite lists no {BUSYBOX_REPO} or no {HOSTPATH_REPO} image: {refs}")
+    made = {*busybox, hostpath[-1], *pause}
+    return SuiteImages(busybox, hostpath[-1], pause, tuple(r for r in refs if r not in made))
+
+
+def suite_images(binary: Path, env: Mapping[str, str] | None = None) -> SuiteImages:
+    """The images the DRA specs of ``binary`` run (:func:`listed_images`, :func:`classify`).
+    The repositories are the registry.k8s.io names: under a ``KUBE_TEST_REPO_LIST`` that
+    moves busybox or hostpathplugin elsewhere this raises DraE2EError; use
+    :func:`listed_images` there."""
+    return classify(listed_images(binary, env))
+
+
+def suite_args(
+    *,
+    kubeconfig: Path,
+    report_dir: Path,
+    label_filter: str,
+    focus: str | None,
+    skip: str | None,
+    timeout: str,
+    procs: int = 1,
+) -> list[str]:
+    """The suite's arguments: kubeconfig, the filter, both Ginkgo reports, no colour.
+
+    With ``procs`` above 1 they are the ``ginkgo run`` arguments that follow the ginkgo
+    command: Ginkgo's flags, the test binary's place (``{binary}``, filled in by
+    :func:`suite_argv`), ``--`` and the suite's own flags; ``Serial`` specs then run after
+    the others on one process, as Ginkgo does."""
+    ginkgo = {
+        "label-filter": label_filter,
+        "junit-report": str(report_dir / "junit.xml"),
+        "json-report": str(report_dir / "ginkgo.json"),
+        "timeout": timeout,
+    }
+    if focus:
+        ginkgo["focus"] = focus
+    if skip:
+        ginkgo["skip"] = skip
+    own = [f"--kubeconfig={kubeconfig}", "--provider=local"]
+    if procs > 1:
+        flags = [f"--{k}={v}" for k, v in ginkgo.items()]
+        return ["run", f"--procs={procs}", *flags, "--no-color", "-v", "{binary}", "--", *own]
+    return [*own, *(f"-ginkgo.{k}={v}" for k, v in ginkgo.items()), "-ginkgo.no-color", "-ginkgo.v"]
+
+
+def suite_argv(binary: Path, args: list[str]) -> list[str]:
+    """The command line of :func:`suite_args`: the test binary with its arguments, or the
+    ginkgo command beside it with the binary's place filled in (several processes)."""
+    if "{binary}" in args:
+        return [
+            str(binary.with_name("ginkgo")),
+            *(str(binary) if a == "{binary}" else a for a in args),
+        ]
+    return [str(binary), *args]
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """How a run of the suite ended: the exit status, the seconds it ran, and whether it
+    was stopped at the deadline (``timed_out``) or by an interrupt of this process."""
+
+    returncode: int
+    seconds: float
+    timed_out: bool = False
+    interrupted: bool = False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int:
+    """SIGINT to the suite's process group (Ginkgo then writes its reports), SIGKILL after
+    ``STOP_GRACE_S``; the exit status."""
+    for sig, wait in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGKILL, STOP_GRACE_S)):
+        with contextlib.suppress(ProcessLookupError):  # the group has ended already
+            os.killpg(proc.pid, sig)
+        try:
+            return proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.wait()
+
+
+def run_suite(
+    argv: list[str], *, report_dir: Path, kubeconfig: Path, deadline_s: float
+) -> SuiteRun:
+    """Run the suite's command line (``argv``, no shell) in ``report_dir`` with its output
+    in ``report_dir/output.log``, in a process group of its own; stopped (:func:`_stop`)
+    after ``deadline_s`` seconds or when this process is interrupted (Ctrl-C). The
+    suite reads its manifests from its own binary, so it runs where it writes nothing
+    else."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    timed_out = interrupted = False
+    with (report_dir / "output.log").open("wb") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=report_dir,
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+            start_new_session=True,
+        )
+        try:
+            returncode = proc.wait(timeout=deadline_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            returncode = _stop(proc)
+        except KeyboardInterrupt:
+            interrupted = True
+            returncode = _stop(proc)
+    seconds = round(time.monotonic() - started, 1)
+    return SuiteRun(returncode, seconds, timed_out, interrupted)
 
 
 def _digest(parts: Iterable[str]) -> str:

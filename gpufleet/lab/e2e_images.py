@@ -32,15 +32,11 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.build import binaries, dra_e2e
 from gpufleet.lab import cluster, images
 
-BUSYBOX_REPO = "registry.k8s.io/e2e-test-images/busybox"
-HOSTPATH_REPO = "registry.k8s.io/sig-storage/hostpathplugin"
-PAUSE_REPO = "registry.k8s.io/pause"
 PROXY_SOURCE = binaries.REPO_ROOT / "lab" / "go" / "plugin-proxy"
 
 
@@ -48,46 +44,13 @@ class E2EImageError(RuntimeError):
     """The suite's image list cannot be read, an image cannot be made or imported."""
 
 
-@dataclass(frozen=True)
-class SuiteImages:
-    """The references the suite will run, by role; ``hostpath`` is the one deploy.go
-    picks (the highest version), ``others`` what is listed and not made."""
-
-    busybox: tuple[str, ...]
-    hostpath: str
-    pause: tuple[str, ...]
-    others: tuple[str, ...]
-
-
-def _version_key(ref: str) -> tuple[int, ...]:
-    tag = ref.rsplit(":", 1)[1].lstrip("v")
-    return tuple(int(p) for p in tag.replace("-", ".").split(".") if p.isdigit())
-
-
-def classify(listed: Sequence[str]) -> SuiteImages:
-    """Sort the ``--list-images`` lines of the suite. Raises E2EImageError when the list
-    names no busybox or no hostpathplugin image (the suite would not run without them)."""
-    refs = [r.strip() for r in listed if r.strip()]
-    repo = lambda r: r.rsplit(":", 1)[0]  # noqa: E731
-    busybox = tuple(r for r in refs if repo(r) == BUSYBOX_REPO)
-    hostpath = sorted((r for r in refs if repo(r) == HOSTPATH_REPO), key=_version_key)
-    pause = tuple(r for r in refs if repo(r) == PAUSE_REPO)
-    if not busybox or not hostpath:
-        raise E2EImageError(
-            f"the suite lists no {BUSYBOX_REPO} or no {HOSTPATH_REPO} image: {refs}"
-        )
-    made = {*busybox, hostpath[-1], *pause}
-    return SuiteImages(busybox, hostpath[-1], pause, tuple(r for r in refs if r not in made))
-
-
-def list_images(test_binary: Path) -> SuiteImages:
-    """Run ``TEST_BINARY --list-images`` (the release's own image table)."""
-    proc = subprocess.run(
-        [str(test_binary), "--list-images"], capture_output=True, text=True, timeout=60
-    )
-    if proc.returncode != 0:
-        raise E2EImageError(f"{test_binary} --list-images exited {proc.returncode}: {proc.stderr}")
-    return classify(proc.stdout.splitlines())
+def list_images(test_binary: Path) -> dra_e2e.SuiteImages:
+    """The images of ``TEST_BINARY --list-images`` (the release's own image table) sorted
+    by role (:func:`gpufleet.build.dra_e2e.suite_images`)."""
+    try:
+        return dra_e2e.suite_images(test_binary)
+    except dra_e2e.DraE2EError as exc:
+        raise E2EImageError(str(exc)) from None
 
 
 def busybox_applets(busybox: Path = cluster.BUSYBOX) -> list[str]:
@@ -105,7 +68,9 @@ def _busybox_files(applets: Sequence[str]) -> tuple[images.ImageFile, ...]:
     return (images.ImageFile(path="bin/busybox", source=cluster.BUSYBOX), *links)
 
 
-def image_specs(suite: SuiteImages, proxy: Path, applets: Sequence[str]) -> list[images.ImageSpec]:
+def image_specs(
+    suite: dra_e2e.SuiteImages, proxy: Path, applets: Sequence[str]
+) -> list[images.ImageSpec]:
     """The image specs to make: each busybox name, the hostpathplugin stand-in (the proxy
     at ``/hostpathplugin`` beside busybox) and each pause name."""
     shell = _busybox_files(applets)

@@ -104,5 +104,7 @@ def _area_table(area: str, items: list[Mapping[str, Any]]) -> Table:
                 lines.append(f"... {len(problems) - PROBLEMS_SHOWN} more (see --json)")
             if c.get("fix"):
                 lines.append(f"fix: {c['fix']}")
-        table.add_row(f"[{STYLE[c['status']]}]{c['status'].upper()}[/]", c["id"], "\n".join(lines))
+        # ids and summaries are data (a spec's focus holds "\\["), never rich markup
+        status = f"[{STYLE[c['status']]}]{c['status'].upper()}[/]"
+        table.add_row(status, Text(c["id"]), Text("\n".join(lines)))
     return table

@@ -62,7 +62,17 @@ _RANK = {FAIL: 3, WARN: 2, PASS: 1, SKIP: 0}
 #: Display order: failures first.
 _ORDER = {FAIL: 0, WARN: 1, SKIP: 2, PASS: 3}
 #: Areas in the order the report shows them.
-AREAS = ("versions", "gates", "api", "nodes", "hosts", "claims", "kueue", "smoke")
+AREAS = (
+    "versions",
+    "gates",
+    "api",
+    "nodes",
+    "hosts",
+    "claims",
+    "kueue",
+    "smoke",
+    "conformance",
+)
 
 
 def worst(statuses: Iterable[str]) -> str:
