@@ -73,7 +73,7 @@ def headline(report: Mapping[str, Any]) -> list[str]:
     )
     return [
         *unread,
-        f"{c['devices_published']} devices published on {c['nodes']} node(s), "
+        f"{c['devices_published']} devices published on {_publishing(c)} node(s), "
         f"{c['devices_allocated']} allocated, {c['devices_free']} free",
         f"GPU memory: {gib(c['memory_published'])} GiB published, "
         f"{gib(c['memory_allocated'])} GiB allocated, {gib(c['memory_free'])} GiB free, "
@@ -567,3 +567,11 @@ def render_html(report: Mapping[str, Any], reload_seconds: int | None = None) ->
 <ul>{leaked or "<li>none</li>"}</ul>{idle}
 </body></html>
 """
+
+
+def _publishing(cluster: Mapping[str, Any]) -> str:
+    """``N`` when every node publishes devices, else ``N of M`` (the nodes that publish of
+    all the cluster's nodes); a report without the count says ``M``."""
+    nodes = cluster["nodes"]
+    publishing = cluster.get("nodes_publishing", nodes)
+    return str(nodes) if publishing == nodes else f"{publishing} of {nodes}"

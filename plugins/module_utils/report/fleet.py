@@ -804,6 +804,7 @@ def build_report(
             "claims_leaked": len(leaked),
             "memory_leaked": sum(item["memory"] for item in leaked),
             "nodes": len(nodes),
+            "nodes_publishing": len({d.node for d in devices}),
             "objects_skipped": {k: n for k, n in skipped.items() if n},
             "shared_counters": counter_sums,
         },

@@ -154,6 +154,17 @@ def test_cluster_totals(report: dict[str, Any]) -> None:
     assert c["pending_unknown"] == 1
 
 
+def test_the_nodes_that_publish_devices_are_counted_apart_from_the_cluster_s() -> None:
+    from gpufleet.render import fleet_report as rp
+
+    doc = fr.build_report(SLICES, CLAIMS, PODS, [*NODES, node("control-plane", None)])
+    c = doc["cluster"]
+    assert (c["nodes"], c["nodes_publishing"]) == (len(NODES) + 1, len(NODES))
+    assert f"8 devices published on {len(NODES)} of {len(NODES) + 1} node(s)" in rp.headline(doc)[0]
+    every = fr.build_report(SLICES, CLAIMS, PODS, NODES)
+    assert f"8 devices published on {len(NODES)} node(s)," in rp.headline(every)[0]
+
+
 def test_fragmentation_hand_computed(report: dict[str, Any]) -> None:
     # node a: free 18+18 = 36 GiB, largest 18 -> 0.5; node b: free 18+71 = 89, largest 71
     # -> 18/89; node c: nothing free. Weighted by free memory: (0.5*36 + 18/89*89) / 125
