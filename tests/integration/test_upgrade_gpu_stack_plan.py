@@ -81,10 +81,20 @@ def test_the_plan_reads_the_host_and_the_cluster_and_refuses_an_unsupported_gpu(
     assert (node["host"], node["name"]) == ("gpu-host-0", "gpu-node-0")
     assert node["driver"]["current"] == "570.172.08"
     assert node["toolkit"]["current"] is None
-    assert node["load"] == "reboot"
+    # another release is loaded: reloaded in place after the drain, unless reboots are allowed
+    assert node["load"] == "reload"
     assert plan["kubernetes_version"].lstrip("v") == DEFAULT_VERSION
     assert plan["chart"]["current"] is None and plan["chart"]["steps"][0].startswith("helm install")
     assert plan["refused"] == []
+    result = CliRunner().invoke(
+        main, ["upgrade-gpu-stack", "-i", str(inventory), "--plan", "--json",
+               "--components", "driver", "-e", "nvidia_driver_reboot=true"],
+    )  # fmt: skip
+    assert result.exit_code == EXIT_OK, result.output[-3000:]
+    plan = json.loads(result.stdout)
+    (node,) = plan["nodes"]
+    assert node["load"] == "reboot" and node["toolkit"] == {"current": None, "target": None}
+    assert plan["chart"]["position"] == "none" and plan["target"]["kept"] == ["toolkit", "chart"]
 
     # a Volta GPU (0x1db4, V100) and --driver of branch 590: refused, naming the option
     inventory = write_inventory(tmp_path / "volta", cp, helm, "0x1db4")
