@@ -143,11 +143,10 @@ def test_validate_conformance_runs_the_focused_specs_and_leaves_no_namespace(
     assert 'name="gpufleet.validate.conformance"' in junit
 
 
-def test_an_interrupted_conformance_run_leaves_no_namespace_behind(
-    images: None, tmp_path: Path
-) -> None:
-    before = _suite_namespaces()
-    argv = _validate(tmp_path, "--conformance-focus", "on single node supports simple pod")
+def _started_until_a_namespace(argv: list[str], before: set[str]) -> subprocess.Popen:
+    """``argv`` started on the lab, returned once the suite has made a namespace not in
+    ``before`` (fails if the run ends first or none comes in 300 s; the run is killed
+    then)."""
     proc = subprocess.Popen(
         argv, env={**os.environ, **OWN_LAB}, cwd=REPO, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
@@ -158,6 +157,20 @@ def test_an_interrupted_conformance_run_leaves_no_namespace_behind(
             assert proc.poll() is None, "the run ended before the suite made a namespace"
             assert time.monotonic() < deadline, "the suite made no namespace in 300 s"
             time.sleep(1)
+    except BaseException:
+        proc.kill()
+        proc.wait(timeout=60)
+        raise
+    return proc
+
+
+def test_an_interrupted_conformance_run_leaves_no_namespace_behind(
+    images: None, tmp_path: Path
+) -> None:
+    before = _suite_namespaces()
+    argv = _validate(tmp_path, "--conformance-focus", "on single node supports simple pod")
+    proc = _started_until_a_namespace(argv, before)
+    try:
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=600)
     finally:
@@ -172,16 +185,8 @@ def test_an_interrupted_conformance_run_leaves_no_namespace_behind(
 def test_a_suite_killed_outright_leaves_no_namespace_behind(images: None, tmp_path: Path) -> None:
     before = _suite_namespaces()
     argv = _validate(tmp_path, "--conformance-focus", "on single node supports simple pod")
-    proc = subprocess.Popen(
-        argv, env={**os.environ, **OWN_LAB}, cwd=REPO, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = _started_until_a_namespace(argv, before)
     try:
-        deadline = time.monotonic() + 300
-        while not _suite_namespaces() - before:
-            assert proc.poll() is None, "the run ended before the suite made a namespace"
-            assert time.monotonic() < deadline, "the suite made no namespace in 300 s"
-            time.sleep(1)
         time.sleep(5)  # the test driver's pod is up
         suite = subprocess.run(
             ["pgrep", "-P", str(proc.pid), "-f", "dra-e2e.test"],
