@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import gpu as nvidia_gpu
 
 from gpufleet.build import binaries, release_pins
 from gpufleet.lab import cluster
@@ -170,6 +171,17 @@ class Lab:
 
     def kubelet_version(self, node: str) -> str:
         return self.kubectl("get", "node", node, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}")
+
+    def published_driver_versions(self, node: str) -> set[str]:
+        """The ``driverVersion`` attributes the node's ResourceSlices publish."""
+        slices = json.loads(self.kubectl("get", "resourceslices", "-o", "json"))
+        return {
+            str(d["attributes"]["driverVersion"].get("version"))
+            for s in slices["items"]
+            if s["spec"].get("nodeName") == node
+            for d in s["spec"].get("devices") or []
+            if "driverVersion" in (d.get("attributes") or {})
+        }
 
     def slices_published(self) -> bool:
         """Every worker has a ResourceSlice again (the plugin republishes them after its
@@ -362,7 +374,15 @@ def test_other_driver_version_on_one_node_is_caught(lab: Lab) -> None:
         msg = next(p["message"] for p in checks(report)["hosts.driver-version"]["problems"])
         assert "driver 570.0.0" in msg
     finally:
-        lab.exec(node, "gpusim", "set", "--driver-version", before.strip().splitlines()[0])
+        release = before.strip().splitlines()[0]
+        lab.exec(node, "gpusim", "set", "--driver-version", release)
+        # the plugin exits on a driver release it did not start with and is started again
+        # (the real one must re-read the GPUs): wait until it publishes the release again
+        lab.wait(
+            f"{node}'s kubelet plugin publishing driver {release} again",
+            lambda: lab.published_driver_versions(node) == {nvidia_gpu.semver(release)},
+        )
+        lab.wait("the kubelet plugin back on every node", lab.plugin_running)
 
 
 def test_leaked_claim_is_caught_and_released_by_gc(lab: Lab) -> None:
