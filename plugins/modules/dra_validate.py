@@ -187,6 +187,22 @@ options:
     description: Keep the smoke namespace when a smoke check fails.
     type: bool
     default: true
+  smoke_only:
+    description:
+      - Run the smoke test alone (implies O(smoke=true)), on a listing of the ResourceSlices
+        only, and return its checks as the report. C(playbooks/validate.yml) runs it before
+        it reads the nodes and passes its checks as O(smoke_results), so that the GPU
+        instances of a dynamic-MIG node are read after the smoke claim was unprepared.
+    type: bool
+    default: false
+  smoke_results:
+    description:
+      - The checks of an earlier O(smoke_only) run (its C(report.checks)), taken into this
+        report instead of running the smoke test again. Each dynamic-MIG smoke check (its
+        C(data.dynamic_mig_node)) fails when C(nodes.dynamic-mig-leftover-gi) finds a GPU
+        instance owned by no claim on its node, judged on the O(hosts) facts read after it.
+    type: list
+    elements: dict
   report_file:
     description: Write the report (JSON) to this file on the control host.
     type: path
@@ -294,6 +310,8 @@ def main() -> None:
             smoke_profiles=dict(type="list", elements="str", default=[]),
             smoke_timeout=dict(type="int", default=180),
             smoke_keep_on_failure=dict(type="bool", default=True),
+            smoke_only=dict(type="bool", default=False),
+            smoke_results=dict(type="list", elements="dict"),
             kueue=dict(type="dict"),
             report_file=dict(type="path"),
             junit_file=dict(type="path"),
@@ -302,6 +320,7 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = dict(module.params)
+    params["smoke"] = params["smoke"] or params["smoke_only"]
     if module.check_mode and params["smoke"]:
         module.warn("smoke=true is ignored in check mode: the smoke test creates objects")
         params["smoke"] = False
@@ -315,7 +334,10 @@ def main() -> None:
         module.fail_json(msg=str(err))
     try:
         kube = vk.Kube(params["kubeconfig"], params["context"])
-        report = validate_run.run(kube, params)
+        if params["smoke_only"]:
+            report = validate_run.run_smoke_only(kube, params) if params["smoke"] else vr.merge()
+        else:
+            report = validate_run.run(kube, params)
     except vk.KubeError as err:
         module.fail_json(msg=f"cannot validate: the API server could not be read: {err}")
     except Exception as err:  # a defect: report it with the trace instead of a bare crash

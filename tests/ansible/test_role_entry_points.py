@@ -50,11 +50,13 @@ def test_validate_refuses_a_bad_variable_before_it_reads_the_cluster(tmp_path: P
     )
     assert out.returncode == 2, out.stdout[-3000:]
     text = _flat(out.stdout)
-    assert "Validating arguments against arg spec 'main'" in text
+    # the smoke play comes first (the nodes are read after it): its entry point refuses
+    assert "Validating arguments against arg spec 'smoke'" in text
     assert (
         "value of validate_smoke_image_pull_policy must be one of: Always, IfNotPresent, Never, "
         "got: Sometimes" in text
     )
+    assert "Validate | Smoke test (a claim" not in text
     assert "Validate | Run the checks" not in text
     assert not (tmp_path / "report.json").exists()
 

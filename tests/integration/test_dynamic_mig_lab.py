@@ -504,3 +504,39 @@ def test_dynamic_mig_placements_follow_the_scheduler(lab: Lab) -> None:
     assert row["memory_slices_stranded"] == [] and row["memory_stranded"] == 0, row
     assert row["multiprocessors_free"] == row["multiprocessors"], row
     assert row["multiprocessors_stranded"] == 0 and row["claims"] == [], row
+
+
+def test_gpufleet_up_smoke_runs_a_dynamic_mig_claim_and_leaves_no_gpu_instance(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """``gpufleet up -i inventory/lab`` on the idle dynamic-MIG lab ends ``validation:
+    PASS``; its smoke claim asks for the smallest profile of the H200 (``1g.18gb``), the
+    pod sees the MIG device, and after the pod and its claim are gone the node's
+    ``nvidia-smi mig -lgi``, read by validate after the smoke, lists no GPU instance."""
+    node = lab.workers()[0]
+    report = tmp_path / "validate.json"
+    t = time.monotonic()
+    up = _gpufleet(
+        "up", "-i", str(REPO / "inventory" / "lab"), "-e", f"validate_report_file={report}"
+    )
+    up_s = time.monotonic() - t
+    print(f"\n  gpufleet up with the dynamic MIG smoke: {up_s:.0f}s")
+    tail = (up.stdout + up.stderr)[-4000:]
+    assert up.returncode == 0, tail
+    assert "validation: PASS" in up.stdout, tail
+    checks = {c["id"]: c for c in json.loads(report.read_text())["checks"]}
+    smoke = sorted(i for i in checks if i.startswith("smoke."))
+    assert smoke == ["smoke.dynamic-mig-1g-18gb"], smoke
+    check = checks["smoke.dynamic-mig-1g-18gb"]
+    assert check["status"] == "pass", check
+    assert check["data"] == {"dynamic_mig_node": node}, check
+    evidence = {e["source"]: e["detail"] for e in check["evidence"]}
+    claim = next(d for s, d in evidence.items() if s.startswith("claim "))
+    device = re.search(r"allocated \S+/\S+/(gpu-0-mig-1g18gb-19-\d+)", claim)
+    assert device, claim
+    assert re.search(r"NVIDIA_VISIBLE_DEVICES=MIG-[0-9a-f-]+", evidence["pod log"]), evidence
+    leftover = next(d for s, d in evidence.items() if s.startswith("nodes.dynamic-mig-leftover-gi"))
+    assert leftover == "every GPU instance is owned by a claim; the smoke's is gone", evidence
+    assert checks["nodes.dynamic-mig-leftover-gi"]["status"] == "pass", checks
+    assert checks["nodes.dynamic-mig-counters"]["status"] == "pass", checks
+    assert _gpu_instances(lab, node) == []

@@ -158,6 +158,24 @@ class Check:
         }
 
 
+def check_from_dict(d: Mapping[str, Any]) -> Check:
+    """A Check from its ``to_dict`` form (a check an earlier run returned)."""
+    return Check(
+        str(d["id"]),
+        str(d.get("title") or d["id"]),
+        str(d.get("status") or ""),
+        str(d.get("summary") or ""),
+        problems=[
+            Problem(p.get("subject"), p["status"], p["message"]) for p in d.get("problems") or []
+        ],
+        evidence=[Evidence(e["source"], e["detail"]) for e in d.get("evidence") or []],
+        fix=d.get("fix"),
+        reason=d.get("reason"),
+        data=dict(d.get("data") or {}),
+        details=list(d.get("details") or []),
+    )
+
+
 def skipped(check_id: str, title: str, reason: str, evidence: Sequence[Evidence] = ()) -> Check:
     """A skipped check with its reason."""
     return Check(

@@ -37,10 +37,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report i
     WARN,
     Check,
     Report,
+    check_from_dict,
     finish,
 )
 
-__all__ = ["MOVES_VARIABLE", "gpu_path_moves", "run", "settings_from"]
+__all__ = ["MOVES_VARIABLE", "gpu_path_moves", "run", "run_smoke_only", "settings_from"]
 
 #: The role variable of the module option ``gpu_path_moves``, which its refusals name.
 MOVES_VARIABLE = "validate_gpu_path_moves"
@@ -259,12 +260,9 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
         kueue_options = dict(options["kueue"])
         checks += vq.kueue_checks(vq.list_kueue(kube, kueue_options, listing), kueue_options)
         timings["kueue"] = time.monotonic() - t_kueue
-    if options.get("smoke"):
-        from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import smoke as vs
-
-        t3 = time.monotonic()
-        checks += vs.run_smoke(kube, listing, settings, options)
-        timings["smoke"] = time.monotonic() - t3
+    t3 = time.monotonic()
+    checks += _smoke_checks(kube, listing, settings, options, checks)
+    timings["smoke"] = time.monotonic() - t3
     timings["total"] = time.monotonic() - t0
     meta = {
         "kubernetes_version": version,
@@ -282,7 +280,58 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
         },
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         "duration_s": round(timings["total"], 3),
-        "smoke": bool(options.get("smoke")),
+        "smoke": bool(options.get("smoke") or options.get("smoke_results")),
+    }
+    return Report(checks, meta).to_dict()
+
+
+def _smoke_checks(
+    kube: vk.Kube,
+    listing: cluster_listing.Listing,
+    settings: cluster_listing.Settings,
+    options: Mapping[str, Any],
+    checks: Sequence[Check],
+) -> list[Check]:
+    """The smoke checks: those of an earlier smoke-only run (option ``smoke_results``,
+    whose GPU facts this run read after it), else the smoke run now (option ``smoke``),
+    else none; a dynamic-MIG smoke check gets what ``nodes.dynamic-mig-leftover-gi`` found
+    on its node (``smoke.fold_leftover``)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import dynamic_mig
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import smoke as vs
+
+    if options.get("smoke_results"):
+        smoke = [check_from_dict(d) for d in options["smoke_results"]]
+    elif options.get("smoke"):
+        smoke = vs.run_smoke(kube, listing, settings, options)
+    else:
+        return []
+    leftover = next((c for c in checks if c.id == dynamic_mig.LEFTOVER_ID), None)
+    vs.fold_leftover(smoke, leftover, read_after=bool(options.get("smoke_results")))
+    return smoke
+
+
+def run_smoke_only(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The smoke test alone (module option ``smoke_only``), on a listing of the
+    ResourceSlices only: its report holds the smoke checks, which a later run takes as
+    ``smoke_results`` after the nodes were read again. Raises KubeError as ``run``."""
+    t0 = time.monotonic()
+    listing = cluster_listing.list_cluster(
+        kube,
+        options.get("plugin_namespace") or "",
+        int(options.get("page_size") or vk.PAGE_SIZE),
+        kinds=("resourceslices",),
+    )
+    settings = settings_from(options, [])
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import smoke as vs
+
+    checks = vs.run_smoke(kube, listing, settings, options)
+    meta = {
+        "kubernetes_version": cluster_listing.cluster_version(listing, settings) or "",
+        "resource_api": listing.resource_version,
+        "api_requests": kube.requests,
+        "timings_s": {"smoke": round(time.monotonic() - t0, 3)},
+        "duration_s": round(time.monotonic() - t0, 3),
+        "smoke": True,
     }
     return Report(checks, meta).to_dict()
 

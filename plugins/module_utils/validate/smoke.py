@@ -11,15 +11,27 @@ the pod's generated claim was seen allocated and reserved for the pod, and the p
 Succeeded on a GPU node. Then the namespace is deleted, or kept when a check failed (the
 report names it) unless ``smoke_keep_on_failure`` is false.
 
+On a dynamic-MIG node (its published devices consume a GPU's shared counters, as NVIDIA's
+driver with its ``DynamicMIG`` gate publishes them: ``validate.dynamic_mig.is_dynamic``)
+the smoke claims no whole GPU: template ``dynamic-mig-<profile>`` asks DeviceClass
+``mig.nvidia.com`` for the smallest MIG profile of the node's GPU model (``mig-slice``,
+as ``gpufleet claims template`` writes it), so that the driver creates a GPU instance at
+prepare. After the namespace is deleted the smoke waits until the pod and its claim are
+gone (the kubelet keeps a pod until it unprepared its claims), and the check's ``data``
+names the node (``dynamic_mig_node``); :func:`fold_leftover` then adds what
+``nodes.dynamic-mig-leftover-gi`` found on that node, from ``nvidia-smi mig -lgi`` read
+after the smoke (``playbooks/validate.yml`` runs the smoke before it reads the nodes).
+
 Polling lists the namespace's pods and claims (two requests per round, every
 ``POLL_S`` seconds), never per object.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
@@ -32,17 +44,30 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
     Settings,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mprof
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import dynamic_mig as vdm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.nodes import (
     attr_value,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
     FAIL,
+    SKIP,
     Check,
     Evidence,
     finish,
 )
 
-__all__ = ["DEFAULT_COMMAND", "published_kinds", "run_smoke", "smoke_pod", "smoke_templates"]
+__all__ = [
+    "DEFAULT_COMMAND",
+    "DYNAMIC_PREFIX",
+    "dynamic_profiles",
+    "fold_leftover",
+    "published_kinds",
+    "run_smoke",
+    "smallest_profile",
+    "smoke_pod",
+    "smoke_templates",
+]
 
 POLL_S = 2.0
 #: What the smoke pod runs: the GPU the container sees (the simulator's device file in the
@@ -53,6 +78,10 @@ DEFAULT_COMMAND = [
     "echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; "
     "cat /run/gpufleet-gpu-simulator/device 2>/dev/null || nvidia-smi -L; sleep 4",
 ]
+#: Name prefix of the smoke's dynamic-MIG templates (``dynamic-mig-1g-18gb``).
+DYNAMIC_PREFIX = "dynamic-mig-"
+#: The ``data`` key of a dynamic-MIG smoke check: the node its pod ran on.
+DYNAMIC_NODE = "dynamic_mig_node"
 
 
 def smoke_templates(
@@ -60,12 +89,15 @@ def smoke_templates(
     namespace: str,
     version: str,
     published: tuple[bool, list[str]] | None = None,
+    dynamic: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The ResourceClaimTemplates to try: ``smoke_templates`` when given, else one per
     kind of device the cluster should hand out: a whole GPU (``smoke-gpu``, at least
-    1 GiB) when a GPU node publishes one, and a ``mig-slice`` per MIG profile that is
+    1 GiB) when a GPU node publishes one, a ``mig-slice`` per MIG profile that is
     configured (``smoke_profiles``) or published (``published`` as returned by
-    :func:`published_kinds`; None: the whole GPU only, as when nothing is known). Each
+    :func:`published_kinds`; None: the whole GPU only, as when nothing is known), and a
+    ``mig-slice`` named ``dynamic-mig-<profile>`` per profile of ``dynamic`` (the
+    smallest profile of each dynamic-MIG node's model, :func:`dynamic_profiles`). Each
     entry of ``smoke_profiles`` is added in any case. Raises ClaimTemplateError for a bad
     entry."""
     wanted = list(options.get("smoke_templates") or [])
@@ -73,8 +105,11 @@ def smoke_templates(
     if not wanted:
         whole, seen = published if published is not None else (True, [])
         profiles += [p for p in seen if p not in profiles]
-        if whole or not profiles:
+        if whole or not (profiles or dynamic):
             wanted = [{"kind": "gpu-with-memory", "min_memory_gib": 1, "name": "smoke-gpu"}]
+        for p in dict.fromkeys(dynamic):
+            name = DYNAMIC_PREFIX + re.sub(r"[^a-z0-9]+", "-", p.lower()).strip("-")
+            wanted.append({"kind": "mig-slice", "profile": p, "name": name})
     for p in dict.fromkeys(profiles):
         wanted.append({"kind": "mig-slice", "profile": p})
     out = []
@@ -85,22 +120,37 @@ def smoke_templates(
     return out
 
 
-def published_kinds(listing: Listing, settings: Settings) -> tuple[bool, list[str]]:
-    """What the GPU nodes can hand out: (a whole GPU is published or nothing at all is,
-    the MIG profiles published or wanted by ``settings.mig_layout``, sorted). Devices are
-    those of ``settings.driver`` in ResourceSlices of the inventory's GPU nodes (all nodes
-    when the inventory names none); their ``type`` and ``profile`` attributes are the
-    NVIDIA DRA driver's (``gpu``/``mig``, ``1g.18gb``)."""
+def _devices_by_node(listing: Listing, settings: Settings) -> dict[str, list[Mapping[str, Any]]]:
+    """Node -> the devices of ``settings.driver`` its ResourceSlices publish, for the
+    inventory's GPU nodes (all nodes when the inventory names none)."""
     gpu_nodes = set(settings.gpu_nodes)
-    types: set[str] = set()
-    profiles: set[str] = set()
+    out: dict[str, list[Mapping[str, Any]]] = {}
     for rs in listing.slices:
         spec = rs.get("spec") or {}
         if spec.get("driver") != settings.driver:
             continue
         if gpu_nodes and spec.get("nodeName") not in gpu_nodes:
             continue
-        for d in spec.get("devices") or []:
+        out.setdefault(str(spec.get("nodeName") or ""), []).extend(spec.get("devices") or [])
+    return out
+
+
+def published_kinds(listing: Listing, settings: Settings) -> tuple[bool, list[str]]:
+    """What the GPU nodes that are not dynamic-MIG nodes can hand out: (a whole GPU is
+    published or nothing at all is, the MIG profiles published or wanted by
+    ``settings.mig_layout``, sorted). Devices are those of ``settings.driver`` in
+    ResourceSlices of the inventory's GPU nodes (all nodes when the inventory names none);
+    their ``type`` and ``profile`` attributes are the NVIDIA DRA driver's (``gpu``/``mig``,
+    ``1g.18gb``). A dynamic-MIG node's devices (``dynamic_mig.is_dynamic``) are every
+    placement of every profile: :func:`dynamic_profiles` picks its smoke claim."""
+    types: set[str] = set()
+    profiles: set[str] = set()
+    dynamic = False
+    for devices in _devices_by_node(listing, settings).values():
+        if vdm.is_dynamic(devices):
+            dynamic = True
+            continue
+        for d in devices:
             kind = str(attr_value(d, "type") or "gpu")
             types.add(kind)
             if kind == "mig" and attr_value(d, "profile"):
@@ -114,7 +164,35 @@ def published_kinds(listing: Listing, settings: Settings) -> tuple[bool, list[st
         for layout in layouts:
             if isinstance(layout, Mapping):
                 profiles.update(str(k) for k, v in layout.items() if v)
-    return ("gpu" in types or not types), sorted(profiles)
+    return ("gpu" in types or not (types or dynamic)), sorted(profiles)
+
+
+def smallest_profile(model: mprof.GpuModel) -> str | None:
+    """The smallest MIG profile of ``model`` that has a placement: least memory, then
+    fewest multiprocessors, a profile without ``+`` (extra engines) first; None for a model
+    without profiles."""
+    placed = [p for p in model.profiles if p.placements]
+    if not placed:
+        return None
+    return min(placed, key=lambda p: (p.memory_mib, p.multiprocessors, "+" in p.name, p.name)).name
+
+
+def dynamic_profiles(listing: Listing, settings: Settings) -> list[str]:
+    """The smallest MIG profile (:func:`smallest_profile`) of the GPU model (the full
+    GPU's or a MIG device's ``productName``) of each dynamic-MIG node, sorted and
+    deduplicated; a node whose model has no MIG table is left out."""
+    out: set[str] = set()
+    for devices in _devices_by_node(listing, settings).values():
+        if not vdm.is_dynamic(devices):
+            continue
+        for product in sorted({str(attr_value(d, "productName") or "") for d in devices}):
+            try:
+                small = smallest_profile(mprof.model(product))
+            except mprof.UnknownGpuModel:
+                continue
+            if small:
+                out.add(small)
+    return sorted(out)
 
 
 def smoke_pod(template: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,7 +236,13 @@ def run_smoke(
     timeout = float(options.get("smoke_timeout") or 180)
     namespace = f"gpufleet-validate-{secrets.token_hex(3)}"
     try:
-        templates = smoke_templates(options, namespace, version, published_kinds(listing, settings))
+        templates = smoke_templates(
+            options,
+            namespace,
+            version,
+            published_kinds(listing, settings),
+            dynamic_profiles(listing, settings),
+        )
     except (claims_metadata.ClaimTemplateError, ValueError) as err:
         return [
             Check(
@@ -194,8 +278,117 @@ def run_smoke(
         )
         for tname, pname in pods_by_template.items()
     ]
-    _clean_up(kube, namespace, checks, options.get("smoke_keep_on_failure", True))
+    for c, (tname, pname) in zip(checks, pods_by_template.items(), strict=True):
+        node = ((pods.get(pname) or {}).get("spec") or {}).get("nodeName")
+        if tname.startswith(DYNAMIC_PREFIX) and node:
+            c.data[DYNAMIC_NODE] = node
+    deleted = _clean_up(kube, namespace, checks, options.get("smoke_keep_on_failure", True))
+    if deleted:
+        rv = listing.resource_version or "v1"
+        _wait_released(kube, f"{namespace}@{rv}", pods_by_template, seen, checks, timeout)
     return checks
+
+
+def _wait_released(
+    kube: vk.Kube,
+    where: str,
+    pods_by_template: Mapping[str, str],
+    seen: Mapping[str, Mapping[str, Any]],
+    checks: Sequence[Check],
+    timeout: float,
+) -> None:
+    """After the namespace was deleted: wait (at most ``timeout`` seconds) until the pod
+    and the claim of every dynamic-MIG check are gone, so that the GPU instance read
+    afterwards is what the unprepare left. The kubelet removes a pod only once its claims
+    are unprepared (``PodMightNeedToUnprepareResources``); a pod or claim still there
+    fails the check. ``where``: ``NAMESPACE@VERSION`` (the resource.k8s.io version)."""
+    namespace, rv = where.split("@", 1)
+    waiting = {
+        c.id: (f"/api/v1/namespaces/{namespace}/pods/{pods_by_template[t]}", seen[t].get("claim"))
+        for c, t in zip(checks, pods_by_template, strict=True)
+        if DYNAMIC_NODE in c.data
+    }
+    if not waiting:
+        return
+    start = time.monotonic()
+    left = dict(waiting)
+    while left and time.monotonic() - start < timeout:
+        for cid, (pod_path, claim) in list(left.items()):
+            paths = [pod_path] + (
+                [f"/apis/resource.k8s.io/{rv}/namespaces/{namespace}/resourceclaims/{claim}"]
+                if claim
+                else []
+            )
+            if not any(_exists(kube, path) for path in paths):
+                del left[cid]
+        if left:
+            time.sleep(POLL_S)
+    gone_s = time.monotonic() - start
+    for c in checks:
+        if c.id not in waiting:
+            continue
+        if c.id in left:
+            c.problem(
+                c.data[DYNAMIC_NODE],
+                FAIL,
+                f"its pod or claim was still there {timeout:.0f}s after the namespace was "
+                "deleted: the kubelet has not unprepared the claim",
+            )
+            finish(c, c.summary)
+        else:
+            c.evidence.append(
+                Evidence(
+                    f"pod and claim in {namespace}",
+                    f"gone {gone_s:.0f}s after the namespace was deleted (claim unprepared)",
+                )
+            )
+
+
+def _exists(kube: vk.Kube, path: str) -> bool:
+    """Whether ``GET path`` finds the object (any answer other than 404 counts as there)."""
+    try:
+        kube.get(path)
+    except vk.KubeError as err:
+        return err.status != 404
+    return True
+
+
+def fold_leftover(checks: Sequence[Check], leftover: Check | None, read_after: bool) -> None:
+    """Add to each dynamic-MIG smoke check (``data`` names its node) what
+    ``nodes.dynamic-mig-leftover-gi`` (``leftover``, judged on the nodes' GPU facts) found
+    on its node: a GPU instance that no allocated claim owns fails it. ``read_after``:
+    the GPU facts were read after the smoke (``playbooks/validate.yml``); when not, or when
+    the leftover check skipped or is absent, the check fails, saying why the instances
+    could not be compared."""
+    for c in checks:
+        node = c.data.get(DYNAMIC_NODE)
+        if not node or c.status == SKIP:
+            continue
+        why = ""
+        if not read_after:
+            why = "the GPU facts were read before the smoke (run playbooks/validate.yml)"
+        elif leftover is None:
+            why = f"check {vdm.LEFTOVER_ID} did not run"
+        elif leftover.status == SKIP:
+            why = f"check {vdm.LEFTOVER_ID} skipped: {leftover.reason}"
+        if why or leftover is None:
+            c.problem(node, FAIL, f"GPU instances on {node} not compared after the smoke: {why}")
+            finish(c, c.summary)
+            continue
+        mine = [p for p in leftover.problems if p.subject == node]
+        for p in mine:
+            c.problem(node, p.status, f"after the smoke pod ended: {p.message}")
+        c.evidence.append(
+            Evidence(
+                f"{vdm.LEFTOVER_ID} on {node} (nvidia-smi mig -lgi, read after the smoke)",
+                f"{len(mine)} GPU instance(s) owned by no claim"
+                if mine
+                else "every GPU instance is owned by a claim; the smoke's is gone",
+            )
+        )
+        if mine:
+            c.fix = f"{c.fix}; {leftover.fix}" if c.fix else leftover.fix
+        finish(c, c.summary)
 
 
 def _create(
@@ -354,9 +547,9 @@ def _verdict(
     return finish(c, f"claim allocated and reserved, pod Succeeded on {node}")
 
 
-def _clean_up(kube: vk.Kube, namespace: str, checks: list[Check], keep: Any) -> None:
+def _clean_up(kube: vk.Kube, namespace: str, checks: list[Check], keep: Any) -> bool:
     """Delete the namespace, or, when a check failed and ``keep``, keep it and say how to
-    delete it; either is recorded on every check."""
+    delete it; either is recorded on every check. Returns whether it was deleted."""
     if keep and any(c.status == FAIL for c in checks):
         kept = (
             f"namespace {namespace} kept for inspection; delete it with: "
@@ -366,7 +559,7 @@ def _clean_up(kube: vk.Kube, namespace: str, checks: list[Check], keep: Any) -> 
             c.evidence.append(Evidence("kept for inspection", kept))
             if c.status == FAIL:
                 c.fix = f"{c.fix}. {kept}"
-        return
+        return False
     ok = _delete_namespace(kube, namespace)
     for c in checks:
         c.evidence.append(
@@ -374,6 +567,7 @@ def _clean_up(kube: vk.Kube, namespace: str, checks: list[Check], keep: Any) -> 
                 "cleanup", f"namespace {namespace} " + ("deleted" if ok else "could NOT be deleted")
             )
         )
+    return ok
 
 
 def _wait_for_default_service_account(
