@@ -5,7 +5,11 @@ by ``gpufleet mig apply --proposal``, commands/mig_apply.py).
 N] [--allow-disturb]`` lists Nodes, Pods, ResourceSlices and ResourceClaims once (the
 listing of ``gpufleet report``) and prints, per GPU to re-carve, its node, index, current
 and proposed layout, the pending claims it would serve and the running claims it would
-disturb (with their pods). The decisions are ``plugins/module_utils/report/mig_advice.py``.
+disturb (with their pods). GPUs published with shared counters (NVIDIA's dynamic MIG) are
+not re-carved: per GPU the largest profile that fits now, the claims to move for each
+larger profile and for the largest one a pending claim asks for, and per node the GPU
+cheapest to drain. The decisions are ``plugins/module_utils/report/mig_advice.py`` and
+``plugins/module_utils/claims/counter_moves.py``.
 ``--json`` writes the proposal that ``mig apply --proposal`` takes.
 
 Exit codes: 0 the proposal was written (also when there is nothing to propose: a line
@@ -33,6 +37,49 @@ def _layout(layout: Mapping[str, int] | None, enabled: bool = True) -> str:
     if not enabled:
         return "MIG disabled"
     return ", ".join(f"{n} x {p}" for p, n in sorted(layout.items())) if layout else "none"
+
+
+def _slices(slices: list[int]) -> str:
+    return ",".join(map(str, slices)) or "none"
+
+
+def _moves(moves: list[Mapping[str, Any]]) -> str:
+    if not moves:
+        return "fits now"
+    return "move " + ", ".join(
+        f"{m['claim']} (memory slices {_slices(m['memory_slices'])})" for m in moves
+    )
+
+
+def render_dynamic(console: Console, doc: Mapping[str, Any]) -> None:
+    """Per GPU with shared counters what to move for larger profiles, then the drain
+    order per node."""
+    if not doc["dynamic"]:
+        return
+    console.print(f"dynamic MIG (shared counters), GPUs {len(doc['dynamic'])}:")
+    for g in doc["dynamic"]:
+        console.print(
+            f"  {escape(g['node'])} {escape(g['gpu'])} ({escape(g['model'] or 'unknown')}): "
+            f"free memory slices {_slices(g['memory_slices_free'])}; largest profile that "
+            f"fits now {escape(g['largest_fitting'] or 'none')}"
+        )
+        for b in g["blocked"]:
+            where = "; ".join(f"at {p['start']}: {_moves(p['moves'])}" for p in b["placements"])
+            console.print(f"    {escape(b['profile'])}: {escape(where or 'no placement')}")
+        t = g["target"]
+        if t:
+            why = f"asked by {', '.join(t['asked_by'])}" if t["asked_by"] else "largest profile"
+            console.print(
+                f"    for {escape(t['profile'])} ({escape(why)}): {escape(_moves(t['moves']))}"
+                f" -> {escape(t['device'])} (memory slices {_slices(t['memory_slices'])})"
+            )
+    console.print("drain order (moving these claims frees the whole GPU):")
+    for n in doc["drain"]:
+        order = "; ".join(
+            f"{i}. {g['gpu']}: {_moves(g['moves'])}" for i, g in enumerate(n["order"], 1)
+        )
+        free = f" (free now: {', '.join(n['gpus_free'])})" if n["gpus_free"] else ""
+        console.print(f"  {escape(n['node'])}: {escape(order or 'no GPU holds a claim')}{free}")
 
 
 def render(console: Console, doc: Mapping[str, Any]) -> None:
@@ -71,6 +118,7 @@ def render(console: Console, doc: Mapping[str, Any]) -> None:
     for g in doc["gpus_skipped"][:10]:
         where = f"GPU {g['gpu']}" if "gpu" in g else f"device {g.get('device')}"
         console.print(f"  skipped node {escape(g['node'])} {where}: {escape(g['reason'])}")
+    render_dynamic(console, doc)
 
 
 @click.command("advise")

@@ -19,6 +19,10 @@ Facts and their sources:
   devices consume shared counters (NVIDIA's dynamic MIG, ``claims.counters``) is skipped:
   there every placement is published and the scheduler carves at allocation, so there is
   no layout to re-carve (``report.fleet``'s ``gpus`` says what is free and stranded).
+  Such a GPU gets ``dynamic`` advice instead (``claims.counter_moves``): the largest
+  profile that fits now, the claims whose placements block each larger profile, the
+  fewest claims to move for the largest profile a pending claim asks for there (else the
+  GPU's largest), and per node the GPU cheapest to drain (``drain``).
 - Allocated: a claim's ``status.allocation`` names the device (``report.fleet``).
 - Pending claims and the shapes of their requests: ``report.fleet.pending_claims`` and
   ``report.fleet.request_shapes`` (DeviceClass ``mig.nvidia.com`` plus CEL equality on
@@ -49,6 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counter_moves as cm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as ccounters
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
@@ -75,6 +80,7 @@ __all__ = [
     "advise",
     "demands_of",
     "disturbed_by",
+    "dynamic_advice",
     "gpus_of",
     "host_vars",
     "stale_reasons",
@@ -196,6 +202,8 @@ class Advice:
     unserved: list[dict[str, Any]] = field(default_factory=list)
     not_considered: list[dict[str, Any]] = field(default_factory=list)
     gpus_skipped: list[dict[str, Any]] = field(default_factory=list)
+    dynamic: list[dict[str, Any]] = field(default_factory=list)
+    drain: list[dict[str, Any]] = field(default_factory=list)
     gpus_seen: int = 0
     pending_mig: int = 0
 
@@ -215,12 +223,15 @@ class Advice:
                 "not_considered": len(self.not_considered),
                 "gpus_changed": len(self.changes),
                 "claims_disturbed": len(disturbed),
+                "gpus_dynamic": len(self.dynamic),
             },
             "changes": self.changes,
             "servable_now": self.servable_now,
             "unserved": self.unserved,
             "not_considered": self.not_considered,
             "gpus_skipped": self.gpus_skipped,
+            "dynamic": self.dynamic,
+            "drain": self.drain,
         }
 
 
@@ -255,7 +266,7 @@ def _dynamic(
                     "node": pub.node,
                     "device": set_name.removesuffix(ccounters.COUNTER_SET_SUFFIX),
                     "reason": "dynamic MIG (shared counters): every placement is published and "
-                    "carved at allocation; nothing to re-carve",
+                    "carved at allocation; nothing to re-carve (see its dynamic advice)",
                 }
             )
     return bool(used)
@@ -547,6 +558,7 @@ def advise(
     demands, others = demands_of(pending, claims, driver)
     advice = Advice(not_considered=others, gpus_skipped=skipped, gpus_seen=len(gpus))
     advice.pending_mig = len(demands)
+    advice.dynamic, advice.drain = dynamic_advice(slices, claims, demands, driver)
     advice.servable_now, waiting, gpus = _serve_idle(demands, gpus)
     whole_wanted = _whole_gpu_wanted(shapes, devices)
     groups: dict[tuple, list[Gpu]] = defaultdict(list)
@@ -604,6 +616,33 @@ def advise(
         for d in waiting
     ]
     return advice
+
+
+def dynamic_advice(
+    slices: Sequence[Mapping[str, Any]],
+    claims: Sequence[Mapping[str, Any]],
+    demands: Sequence[Demand],
+    driver: str = NVIDIA_DRIVER,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per GPU of ``driver`` published with shared counters and MIG placements, by node
+    and GPU, ``claims.counter_moves.advice`` for the profiles that ``demands`` (pending
+    MIG claims) ask of its model; and ``claims.counter_moves.drain_order`` of those GPUs."""
+    sets = [
+        cs
+        for cs in ccounters.counter_sets(slices, claims).values()
+        if cs.driver == driver and cm.placements(cs)
+    ]
+    sets.sort(key=lambda cs: (cs.node, cs.gpu, cs.name))
+    out = []
+    for cs in sets:
+        product = cm.model_of(cs)
+        wanted: dict[str, list[str]] = defaultdict(list)
+        for d in demands:
+            if d.model in (None, product):
+                for profile, _count in d.profiles:
+                    wanted[profile].append(d.claim)
+        out.append(cm.advice(cs, wanted))
+    return out, cm.drain_order(sets)
 
 
 def _whole_gpu_wanted(

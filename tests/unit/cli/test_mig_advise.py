@@ -130,3 +130,27 @@ def test_the_proposal_reaches_role_mig_by_node_name(
     # the role maps the node to its host: no --limit, the proposal by node name
     assert passed["book"] == "mig" and passed["limit"] is None
     assert passed["extravars"] == {"mig_proposal": {"n1": PROPOSED}}
+
+
+def test_dynamic_advice_is_rendered_per_gpu_and_per_node() -> None:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.report import mig_advice
+    from rich.console import Console
+
+    from gpufleet.commands import mig_advise
+    from tests.unit.dynamic_mig_slices import H200_NODE, allocated_claim, slices
+
+    held = [
+        allocated_claim("left", H200_NODE, "gpu-0-mig-1g18gb-19-0", namespace="ml"),
+        allocated_claim("right", H200_NODE, "gpu-0-mig-1g18gb-19-4", namespace="ml"),
+    ]
+    doc = mig_advice.advise(slices(H200_NODE), held, [], []).to_dict()
+    console = Console(width=300, record=True)
+    mig_advise.render(console, doc)
+    text = console.export_text()
+    assert "largest profile that fits now 2g.35gb" in text
+    assert "4g.71gb: at 0: move ml/left (memory slices 0)" in text
+    assert (
+        "for 7g.141gb (largest profile): move ml/left (memory slices 0), ml/right "
+        "(memory slices 4) -> gpu-0-mig-7g141gb-0-0" in text
+    )
+    assert f"{H200_NODE}: 1. gpu-0: move ml/left (memory slices 0), ml/right" in text

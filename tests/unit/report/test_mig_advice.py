@@ -324,3 +324,29 @@ def test_gpus_of_dynamic_mig_are_skipped_once_each() -> None:
         (B200_NODE, "gpu-0"),
     ]
     assert all("dynamic MIG" in s["reason"] for s in skipped)
+
+
+def test_dynamic_mig_gpus_get_moves_for_the_profile_a_pending_claim_asks_for() -> None:
+    """On the simulator's H200, 1g.18gb held at 0 and 4 and a claim pending for a
+    4g.71gb: the H200 table places a 4g.71gb at 0 only (slices 0-3), so the claim at 0
+    moves; the B200 has no claim and nothing asked of its model: no move, nothing to
+    drain."""
+    from tests.unit.dynamic_mig_slices import B200_NODE, H200_NODE, allocated_claim, slices
+
+    held = [
+        allocated_claim("left", H200_NODE, "gpu-0-mig-1g18gb-19-0", namespace="ml"),
+        allocated_claim("right", H200_NODE, "gpu-0-mig-1g18gb-19-4", namespace="ml"),
+    ]
+    doc = ma.advise(slices(), [*held, claim("big", ["4g.71gb"])], [], []).to_dict()
+    assert doc["summary"]["gpus_dynamic"] == 2 and doc["changes"] == []
+    b200, h200 = doc["dynamic"]
+    assert (b200["node"], b200["largest_fitting"], b200["blocked"]) == (B200_NODE, "7g.180gb", [])
+    assert h200["largest_fitting"] == "2g.35gb"
+    start = mpr.model(H200).profile("4g.71gb").placements
+    assert (h200["target"]["profile"], (h200["target"]["start"],)) == ("4g.71gb", start)
+    assert h200["target"]["asked_by"] == ["ml/big"]
+    assert [(m["claim"], m["memory_slices"]) for m in h200["target"]["moves"]] == [("ml/left", [0])]
+    assert [(n["node"], n["gpus_free"], len(n["order"])) for n in doc["drain"]] == [
+        (B200_NODE, ["gpu-0"], 0),
+        (H200_NODE, [], 1),
+    ]
