@@ -113,6 +113,13 @@ def check_options(
             ) from None
         if not focus.strip():
             raise _bad("--conformance-focus", "an empty focus selects every spec; fix: drop it")
+        unfit = _focus_unfit(focus)
+        if unfit:
+            raise _bad(
+                "--conformance-focus",
+                f"{focus!r} {unfit}; fix: give words of the spec's text, e.g. "
+                "'supports simple ResourceClaim'",
+            )
     procs = 1 if procs is None else procs
     if not 1 <= procs <= MAX_PROCS:
         raise _bad("--conformance-procs", f"{procs} is outside 1..{MAX_PROCS}; fix: give 1 to 4")
@@ -121,11 +128,84 @@ def check_options(
         vc.duration_seconds(timeout)
     except ValueError as err:
         raise _bad("--conformance-timeout", str(err)) from None
-    if report_dir is not None and Path(report_dir).exists() and not Path(report_dir).is_dir():
-        raise _bad(
-            "--conformance-report-dir", f"{report_dir} is a file; fix: give a directory path"
-        )
+    if report_dir is not None:
+        _check_report_dir(report_dir)
     return Options(focus, procs, timeout, Path(report_dir) if report_dir else None)
+
+
+#: Pieces of Python's expressions that Go's (the suite's RE2) refuses: lookarounds,
+#: back-references, atomic groups and possessive repeats.
+_NOT_RE2 = {
+    "ASSERT", "ASSERT_NOT", "GROUPREF", "GROUPREF_EXISTS", "ATOMIC_GROUP", "POSSESSIVE_REPEAT",
+}  # fmt: skip
+_REPEATS = {"MAX_REPEAT", "MIN_REPEAT"}
+#: Repeats (``*``, ``+``, ``{n,m}``) a focus may hold.
+MAX_FOCUS_REPEATS = 4
+
+
+def _focus_unfit(focus: str) -> str:
+    """Why the suite (Go's RE2) or the reading of its report (Python's ``re``, which
+    backtracks) cannot take ``focus``, or "": a NUL (no command line carries it), a
+    lookaround, back-reference or atomic group (RE2 has none), a repeat of a group that
+    itself repeats or branches, or more than ``MAX_FOCUS_REPEATS`` repeats (Python's
+    matching takes exponential or high polynomial time on them)."""
+    if "\x00" in focus:
+        return "holds a NUL character, which no command line carries"
+    try:  # the parser of ``re``; its tree names each construct
+        from re import _parser as sre_parse  # type: ignore[attr-defined]
+    except ImportError:  # Python before 3.11
+        import sre_parse
+
+    repeats = 0
+
+    def walk(tree: Any, repeated: bool) -> str:
+        nonlocal repeats
+        for op, arg in tree:
+            name, found = str(op), ""
+            if name in _NOT_RE2:
+                return "uses a lookaround, a back-reference or an atomic group, which RE2 has not"
+            if name in _REPEATS or (name == "BRANCH" and repeated):
+                if repeated:
+                    return "repeats a repeat or a choice, which takes exponential time to match"
+                repeats += 1
+            if name in _REPEATS:
+                found = walk(arg[2], True)
+            elif name == "SUBPATTERN":
+                found = walk(arg[-1], repeated)
+            elif name == "BRANCH":
+                found = next((f for b in arg[1] if (f := walk(b, repeated))), "")
+            if found:
+                return found
+        return ""
+
+    found = walk(sre_parse.parse(focus), False)
+    if not found and repeats > MAX_FOCUS_REPEATS:
+        return f"holds {repeats} repeats, more than the {MAX_FOCUS_REPEATS} matched in time"
+    return found
+
+
+def _check_report_dir(report_dir: str) -> None:
+    """``--conformance-report-dir``: a directory, or a path whose nearest existing parent is
+    a directory this user may write; raises click.BadParameter naming the value."""
+    if "\x00" in report_dir or not report_dir.strip():
+        raise _bad(
+            "--conformance-report-dir",
+            f"{report_dir!r} is no path; fix: give a directory path, e.g. ./conformance",
+        )
+    path = Path(report_dir).expanduser().absolute()
+    there = next(p for p in (path, *path.parents) if p.exists() or p == Path(p.anchor))
+    if not there.is_dir():
+        raise _bad(
+            "--conformance-report-dir",
+            f"{report_dir} is a file"
+            + (f" ({there} is one)" if there != path else "")
+            + "; fix: give a directory path",
+        )
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise _bad(
+            "--conformance-report-dir",
+            f"{report_dir}: {there} is not writable; fix: give a directory you may write",
+        )
 
 
 def kubeconfig_file(kubeconfig: str | None) -> Path:

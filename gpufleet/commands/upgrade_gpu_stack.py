@@ -258,11 +258,16 @@ def parse_components(text: str) -> list[str]:
     """``--components``: a comma-separated list of ``COMPONENTS``, each at most once;
     refuses (exit 2) anything else, naming the option, the value and the fix."""
     parts = [p.strip() for p in str(text).split(",")]
-    bad = [p for p in parts if p not in COMPONENTS]
+    bad = list(dict.fromkeys(p for p in parts if p not in COMPONENTS))
     if not text.strip() or bad or len(set(parts)) != len(parts):
+        # a huge value is named by its start and the first unknown names
+        written = repr(text) if len(text) <= 200 else f"{text[:200]!r}... ({len(text)} characters)"
+        named = ", ".join(repr(b[:100]) for b in bad[:3]) + (
+            f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        )
         _refuse(
-            f"--components={text!r} is refused"
-            + (f": {', '.join(map(repr, bad))} is not a component" if bad else ""),
+            f"--components={written} is refused"
+            + (f": {named} {'is' if len(bad) == 1 else 'are'} not a component" if bad else ""),
             f"give one or more of {', '.join(COMPONENTS)}, comma-separated, each once "
             "(e.g. --components driver).",
         )

@@ -11,8 +11,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from gpufleet.render.text import shown
+from gpufleet.render.text import printable, shown
 
 __all__ = ["RUN_TIMINGS", "render", "render_refused", "render_run"]
 
@@ -87,36 +88,55 @@ RUN_TIMINGS = (
 )  # fmt: skip
 
 
+def _seconds(value: Any) -> str:
+    """A timing of the report: ``-`` when absent, seconds to a tenth when a finite number,
+    else the value as it is written (a report edited by hand is shown, never trusted)."""
+    if value is None:
+        return "-"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return f"{float(value):.1f}"
+        except OverflowError:
+            pass
+    return shown(value)
+
+
 def render_run(
     report: Mapping[str, Any], hosts: Sequence[str], since: str, wall_s: float, console: Console
 ) -> None:
     """After a run: per host of ``hosts`` that this run touched (its report entry updated at
     or after ``since``, UTC ``%Y-%m-%dT%H:%M:%SZ``) its state, phase and the seconds of each
-    phase, then the failed nodes' causes and the run's wall-clock time."""
+    phase, then the failed nodes' causes and the run's wall-clock time. A report of another
+    shape (nodes or an entry not a mapping, a timing not a number) shows what it holds;
+    every text folds, so a long one costs its length and no more."""
     table = Table(title="GPU stack: nodes (s)")
     for col in ("host", "node", "state", "phase", *(k[:-2].replace("_", " ") for k in RUN_TIMINGS)):
         table.add_column(
-            col, justify="right" if col not in ("host", "node", "state", "phase") else "left"
+            col,
+            justify="right" if col not in ("host", "node", "state", "phase") else "left",
+            overflow="fold",
         )
-    nodes = report.get("nodes") or {}
+    nodes = report.get("nodes") if isinstance(report, Mapping) else None
+    nodes = nodes if isinstance(nodes, Mapping) else {}
     failed = []
     for host in hosts:
-        e = nodes.get(host) or {}
-        if not e or str(e.get("updated") or "") < since:
+        e = nodes.get(host)
+        if not e or not isinstance(e, Mapping) or str(e.get("updated") or "") < since:
             continue
-        t = e.get("timings_s") or {}
+        t = e.get("timings_s")
+        t = t if isinstance(t, Mapping) else {}
         table.add_row(
             shown(host), shown(e.get("node") or host), shown(e.get("state") or "-"),
-            shown(e.get("phase") or "-"),
-            *("-" if t.get(k) is None else f"{float(t[k]):.1f}" for k in RUN_TIMINGS),
+            shown(e.get("phase") or "-"), *(_seconds(t.get(k)) for k in RUN_TIMINGS),
         )  # fmt: skip
         if e.get("state") == "failed":
             failed.append(e)
     console.print(table)
     for e in failed:
         cordon = " (left cordoned)" if e.get("cordoned") else ""
-        console.print(
-            f"[red]{shown(e.get('node') or '')}: failed in phase {shown(e.get('phase') or '')}"
-            f"{cordon}: {shown(e.get('cause') or '')}[/red]"
+        line = (
+            f"{e.get('node') or ''}: failed in phase {e.get('phase') or ''}{cordon}: "
+            f"{e.get('cause') or ''}"
         )
+        console.print(Text(printable(line), style="red", overflow="fold"))
     console.print(f"run wall-clock {wall_s:.1f}s")

@@ -120,7 +120,9 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import gpu as nvidia_gpu
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import (
+    driver as nvidia_driver,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import (
     node_api as upgrade_api,
 )
@@ -151,14 +153,10 @@ def main() -> None:
         except vk.KubeError as err:
             module.fail_json(msg=str(err), attempts=0, failed_step="uncordon")
     record = dict(p["record"] or {})
-    published = nvidia_gpu.semver(p["driver_version"]) or "" if p["driver_version"] else ""
-    if p["driver_version"] and not published:
-        module.fail_json(
-            msg=f"driver_version={p['driver_version']!r} is not an NVIDIA driver release; "
-            "fix: give it as NVIDIA numbers it (580.159.04)",
-            attempts=0,
-            failed_step="devices",
-        )
+    try:
+        published = nvidia_driver.published_driver_version(p["driver_version"])
+    except nvidia_driver.PlanError as err:
+        module.fail_json(msg=str(err), attempts=0, failed_step="devices")
     if kube is not None and p["driver"] and p["devices"] > 0:
         try:
             seen, _unused = upgrade_api.wait_devices(

@@ -284,10 +284,16 @@ def _driver(args: argparse.Namespace, path: Path) -> str:
         if args.action == "unload":
             if not driver.unload(state, path):
                 return "unchanged: the nvidia module is not loaded; nothing to do\n"
-            return f"unloaded: nvidia module {state.driver_version}\n"
+            return f"unloaded: nvidia module {driver.printable(state.driver_version)}\n"
         if not driver.load(state, args.version, args.cuda_version):
-            return f"unchanged: nvidia module {state.driver_version} is loaded; nothing to do\n"
-        return f"loaded: nvidia module {state.driver_version} (CUDA {state.cuda_version})\n"
+            return (
+                f"unchanged: nvidia module {driver.printable(state.driver_version)} is loaded; "
+                "nothing to do\n"
+            )
+        return (
+            f"loaded: nvidia module {driver.printable(state.driver_version)} "
+            f"(CUDA {driver.printable(state.cuda_version)})\n"
+        )
 
 
 def _same_hardware(a: State, b: State) -> bool:

@@ -22,6 +22,7 @@ package is copied onto lab nodes that have ``python3`` alone.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,9 +60,10 @@ class Holder:
 
     def describe(self, device: Path) -> str:
         """One line under the ``rmmod`` error."""
+        name = printable(self.name)
         if self.gpu is not None:
-            return f"  GPU {self.gpu}: compute process {self.pid} ({self.name})"
-        return f"  process {self.pid} ({self.name}) holds {device} open"
+            return f"  GPU {self.gpu}: compute process {self.pid} ({name})"
+        return f"  process {self.pid} ({name}) holds {device} open"
 
 
 def check_version(text: str, option: str) -> str:
@@ -71,6 +73,28 @@ def check_version(text: str, option: str) -> str:
         return str(parse_driver_version(text, option))
     except PlanError as exc:
         raise DriverError(str(exc)) from None
+
+
+#: A CUDA version as ``nvidia-smi`` prints it (``13.0``).
+CUDA_VERSION = re.compile(r"\d{1,3}\.\d{1,3}", re.ASCII)
+
+
+def check_cuda_version(text: str, option: str) -> str:
+    """``text`` if it is a CUDA version (``MAJOR.MINOR``, ASCII digits); raises
+    ``DriverError`` naming ``option``, the value and the fix otherwise."""
+    if not CUDA_VERSION.fullmatch(text):
+        shown = repr(text) if len(text) <= 100 else f"{text[:100]!r}... ({len(text)} characters)"
+        raise DriverError(
+            f"{option}={shown} is not a CUDA version; fix: give it as nvidia-smi prints it, "
+            "MAJOR.MINOR, for example 13.0"
+        )
+    return text
+
+
+def printable(text: str) -> str:
+    """``text`` with each control character written as its escape (``\\x1b``): a value
+    read from a file or ``/proc`` shows and cannot act on the reader's terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def device_holders(device: Path, proc: Path = PROC) -> list[Holder]:
@@ -86,7 +110,8 @@ def device_holders(device: Path, proc: Path = PROC) -> list[Holder]:
     key = (want.st_dev, want.st_ino)
     found: list[Holder] = []
     try:
-        pids = sorted(int(e) for e in os.listdir(proc) if e.isdigit())
+        # ASCII digits only: ``str.isdigit`` is true of ``²``, which ``int`` refuses
+        pids = sorted(int(e) for e in os.listdir(proc) if e.isascii() and e.isdigit())
     except OSError:
         return []
     for pid in pids:
@@ -108,7 +133,8 @@ def device_holders(device: Path, proc: Path = PROC) -> list[Holder]:
 
 def _comm(proc: Path, pid: int) -> str:
     try:
-        return (proc / str(pid) / "comm").read_text(encoding="utf-8").strip()
+        raw = (proc / str(pid) / "comm").read_bytes()[:256]
+        return printable(raw.decode("utf-8", errors="replace").strip())
     except OSError:
         return "?"
 
@@ -149,13 +175,16 @@ def load(state: State, version: str | None = None, cuda_version: str | None = No
     it first).
     """
     wanted = check_version(version, "--version") if version is not None else None
+    if cuda_version is not None:
+        check_cuda_version(cuda_version, "--cuda-version")
     if state.driver_loaded:
         other = (wanted is not None and wanted != state.driver_version) or (
             cuda_version is not None and cuda_version != state.cuda_version
         )
         if other:
             raise DriverError(
-                f"the loaded module is {state.driver_version} (CUDA {state.cuda_version}); "
+                f"the loaded module is {printable(state.driver_version)} "
+                f"(CUDA {printable(state.cuda_version)}); "
                 "unload it first: 'gpusim driver unload'"
             )
         return False

@@ -160,7 +160,7 @@ def fits_without(cs: cc.CounterSet, device: str, claims: Iterable[str]) -> bool:
     claims = set(claims)
     if any(c not in claims for c in cs.allocated.get(device, ())):
         return False
-    freed = _freed(cs, claims)
+    freed = _freed(cs, claims) if claims else {}
     return all(
         need <= 0 or cs.free(counter) + freed.get(counter, Fraction(0)) >= need
         for counter, need in cs.devices[device].items()
@@ -176,32 +176,93 @@ def _cost(moves: Sequence[Move]) -> tuple[int, int, Fraction, tuple[str, ...]]:
     )
 
 
-def moves_for(cs: cc.CounterSet, device: str) -> list[Move] | None:
+@dataclass(frozen=True)
+class _Index:
+    """What every ``moves_for`` of one CounterSet reads, made once (``index``): the claims'
+    moves, cheapest first; per memory slice the claims holding it; per claim what moving
+    it frees."""
+
+    ranked: tuple[Move, ...]
+    moves: Mapping[str, Move]
+    by_slice: Mapping[int, tuple[str, ...]]
+    freed: Mapping[str, Mapping[str, Fraction]]
+
+
+def index(cs: cc.CounterSet) -> _Index:
+    """The ``_Index`` of ``cs``: give it to each ``moves_for`` of the same state."""
+    held = holders(cs)
+    by_slice: dict[int, list[str]] = {}
+    for m in held.values():
+        for i in m.slices:
+            by_slice.setdefault(i, []).append(m.claim)
+    ranked = tuple(sorted(held.values(), key=lambda m: (_cost([m])[1:], m.claim)))
+    return _Index(ranked, held, {i: tuple(c) for i, c in by_slice.items()}, _freed_by_claim(cs))
+
+
+def moves_for(cs: cc.CounterSet, device: str, idx: _Index | None = None) -> list[Move] | None:
     """The fewest claims to move off the GPU of ``cs`` so that ``device`` fits (empty when
     it fits now), smallest first; None when no set of moves makes it fit (it needs more
     of a counter than the GPU has)."""
-    held = holders(cs)
-    wanted = set(_slices_of(cs.devices[device]))
-    must = [m for m in held.values() if wanted & set(m.slices) or device in m.devices]
-    others = sorted((m for m in held.values() if m not in must), key=lambda m: _cost([m])[1:])
-    base = [m.claim for m in must]
-    if len(others) <= EXACT_LIMIT:
+    idx = idx or index(cs)
+    moves = idx.moves
+    named = set(cs.allocated.get(device, ()))
+    for i in _slices_of(cs.devices[device]):
+        named.update(idx.by_slice.get(i, ()))
+    must = [moves[c] for c in sorted(named) if c in moves]
+    # what each claim frees is summed once (``index``): each try below adds up the claims
+    # it moves instead of reading every allocation again, and the others are walked in
+    # their order only as far as the first set that fits
+    by_claim = idx.freed
+    count = len(idx.ranked) - len(must)
+    others = (m for m in idx.ranked if m.claim not in named)
+    need = {c: n for c, n in cs.devices[device].items() if n > 0}
+    base = _add({}, (by_claim.get(m.claim, {}) for m in must), need)
+
+    def fits(freed: Mapping[str, Fraction]) -> bool:
+        return all(cs.free(c) + freed.get(c, Fraction(0)) >= n for c, n in need.items())
+
+    if count <= EXACT_LIMIT:
+        others = list(others)
         for k in range(len(others) + 1):
             found = [
                 list(extra)
                 for extra in itertools.combinations(others, k)
-                if fits_without(cs, device, base + [m.claim for m in extra])
+                if fits(_add(base, (by_claim.get(m.claim, {}) for m in extra), need))
             ]
             if found:
                 return sorted(must + min(found, key=_cost), key=lambda m: _cost([m]))
         return None
-    chosen = list(must)
-    for m in [None, *others]:
+    chosen, freed = list(must), dict(base)
+    for m in itertools.chain([None], others):
         if m is not None:
             chosen.append(m)
-        if fits_without(cs, device, [c.claim for c in chosen]):
+            freed = _add(freed, [by_claim.get(m.claim, {})], need)
+        if fits(freed):
             return sorted(chosen, key=lambda m: _cost([m]))
     return None
+
+
+def _freed_by_claim(cs: cc.CounterSet) -> dict[str, dict[str, Fraction]]:
+    """Claim -> counter -> what moving the claim frees (``_freed`` of the claim alone)."""
+    out: dict[str, dict[str, Fraction]] = {}
+    for device, held_by in cs.allocated.items():
+        for claim in held_by:
+            mine = out.setdefault(claim, {})
+            for counter, value in cs.devices[device].items():
+                mine[counter] = mine.get(counter, Fraction(0)) + value
+    return out
+
+
+def _add(
+    freed: Mapping[str, Fraction], more: Iterable[Mapping[str, Fraction]], need: Mapping[str, Any]
+) -> dict[str, Fraction]:
+    """``freed`` plus each of ``more``, over the counters of ``need`` alone."""
+    out = dict(freed)
+    for amounts in more:
+        for counter in need:
+            if counter in amounts:
+                out[counter] = out.get(counter, Fraction(0)) + amounts[counter]
+    return out
 
 
 def _placement_dict(p: Placement, moves: Sequence[Move]) -> dict[str, Any]:
@@ -218,9 +279,10 @@ def _ranked(cs: cc.CounterSet, profile: str) -> list[tuple[Placement, list[Move]
     """The placements of ``profile`` with their moves, cheapest first (those no move
     makes fit left out)."""
     out = []
+    idx = index(cs)
     for p in placements(cs):
         if p.profile == profile:
-            moves = moves_for(cs, p.device)
+            moves = moves_for(cs, p.device, idx)
             if moves is not None:
                 out.append((p, moves))
     return sorted(out, key=lambda pm: (_cost(pm[1]), pm[0].start))

@@ -37,6 +37,25 @@ def _generation(pool: Mapping[str, Any]) -> int:
     return 0
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else empty: a field of another type than the API's
+    (a hand-made or hostile object) is not read."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _pool_key(s: Any) -> tuple[Mapping[str, Any], tuple[str, str], Mapping[str, Any]]:
+    """``(spec, (driver, pool name), pool)`` of a ResourceSlice; a driver or pool name that
+    is not text reads as ""."""
+    spec = _map(_map(s).get("spec"))
+    pool = _map(spec.get("pool"))
+    driver, name = spec.get("driver", ""), pool.get("name", "")
+    return (
+        spec,
+        (driver if isinstance(driver, str) else "", name if isinstance(name, str) else ""),
+        pool,
+    )
+
+
 def iter_latest_slices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
     """ResourceSlices of the newest generation of each ``(driver, pool)``: the scheduler
     ignores older generations (``pool.generation``). ``slices`` is walked twice when it
@@ -45,14 +64,11 @@ def iter_latest_slices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[
         slices = list(slices)
     newest: dict[tuple[str, str], int] = {}
     for s in slices:
-        spec = s.get("spec") or {}
-        pool = spec.get("pool") or {}
-        k = (spec.get("driver", ""), pool.get("name", ""))
+        _spec, k, pool = _pool_key(s)
         newest[k] = max(newest.get(k, 0), _generation(pool))
     for s in slices:
-        spec = s.get("spec") or {}
-        pool = spec.get("pool") or {}
-        if _generation(pool) == newest.get((spec.get("driver", ""), pool.get("name", "")), 0):
+        _spec, k, pool = _pool_key(s)
+        if isinstance(s, Mapping) and _generation(pool) == newest.get(k, 0):
             yield s
 
 
@@ -80,17 +96,21 @@ class Published:
 def node_of(spec: Mapping[str, Any]) -> str:
     """The node of a ResourceSlice's ``spec``: ``nodeName``, or ``(all nodes)``/``(node
     selector)``."""
-    return spec.get("nodeName") or ("(all nodes)" if spec.get("allNodes") else "(node selector)")
+    name = spec.get("nodeName")
+    if name and isinstance(name, str):
+        return name
+    return "(all nodes)" if spec.get("allNodes") is True else "(node selector)"
 
 
 def iter_published_devices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Published]:
     """Every device of the newest generation of every pool, one slice at a time."""
     for s in iter_latest_slices(slices):
-        spec = s.get("spec") or {}
+        spec, (driver, pool), _pool = _pool_key(s)
         node = node_of(spec)
-        pool = (spec.get("pool") or {}).get("name", "")
-        for d in spec.get("devices") or []:
-            yield Published(spec.get("driver", ""), pool, d.get("name", ""), node, d)
+        devices = spec.get("devices")
+        for d in devices if isinstance(devices, list) else []:
+            if isinstance(d, Mapping) and isinstance(d.get("name", ""), str):
+                yield Published(driver, pool, d.get("name", ""), node, d)
 
 
 def published_devices(slices: Iterable[Mapping[str, Any]]) -> list[Published]:

@@ -116,6 +116,16 @@ def parse_driver_version(text: str, variable: str = "nvidia_driver_version") -> 
     return DriverVersion((int(major), int(minor), int(patch or 0)), value)
 
 
+def published_driver_version(text: str, variable: str = "driver_version") -> str:
+    """The ``driverVersion`` the NVIDIA DRA driver publishes for the release ``text``
+    (``580.159.04`` -> ``580.159.4``: semver's, leading zeros gone), "" for none. Raises
+    :class:`PlanError` naming ``variable`` when ``text`` is no release
+    (:func:`parse_driver_version`)."""
+    if not text:
+        return ""
+    return ".".join(str(p) for p in parse_driver_version(text, variable).parts)
+
+
 def check_pin(branch: str | int, version: str, for_dra: bool = True) -> DriverVersion:
     """Check a pinned branch and release; return the parsed release.
 

@@ -196,7 +196,11 @@ def semver(version: str | None) -> str | None:
     if version is None:
         return None
     parts = version.split(".")
-    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+    # ASCII digits only (``str.isdigit`` is true of ``²``, which ``int`` refuses), and no
+    # more than a version holds (``int`` refuses thousands of digits)
+    if not 1 <= len(parts) <= 3 or not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    if any(len(p) > 18 for p in parts):
         return None
     numbers = [int(p) for p in parts] + [0] * (3 - len(parts))
     return ".".join(str(n) for n in numbers)

@@ -739,8 +739,11 @@ def _keep(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, (list, tuple)) or any(v not in PARTS for v in value):
+        written = repr(value)
+        if len(written) > 200:  # a huge list is named by its start and its length
+            written = f"{written[:200]}... ({len(value)} members)"
         raise GpuStackPlanError(
-            f"the parts kept, {value!r}, are not a list of {', '.join(PARTS)}.",
+            f"the parts kept, {written}, are not a list of {', '.join(PARTS)}.",
             "give upgrade_gpu_stack_components as a list of driver, toolkit and chart.",
         )
     return tuple(dict.fromkeys(value))

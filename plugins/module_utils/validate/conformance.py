@@ -102,30 +102,41 @@ class Summary:
     failures: list[dict[str, str]] = field(default_factory=list)
 
 
+def _list(value: Any) -> list[Any]:
+    """A list of the report as written; anything else (a report edited or cut) as none."""
+    return value if isinstance(value, list) else []
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def spec_name(spec: Mapping[str, Any]) -> str:
     """The spec's full text as Ginkgo matches focus and skip against it: the container
     texts and the leaf text joined by spaces (the leaf node type for a suite node)."""
-    texts = [*(spec.get("ContainerHierarchyTexts") or []), spec.get("LeafNodeText", "")]
+    texts = [*_list(spec.get("ContainerHierarchyTexts")), spec.get("LeafNodeText", "")]
     return " ".join(str(t) for t in texts if t) or str(spec.get("LeafNodeType", ""))
 
 
 def spec_labels(spec: Mapping[str, Any]) -> list[str]:
     """Every label of the spec: its containers' and its own, in order, once each."""
-    out: list[str] = []
-    for labels in [*(spec.get("ContainerHierarchyLabels") or []), spec.get("LeafNodeLabels")]:
-        out += [str(x) for x in labels or [] if str(x) not in out]
-    return out
+    out: dict[str, None] = {}
+    for labels in [*_list(spec.get("ContainerHierarchyLabels")), spec.get("LeafNodeLabels")]:
+        out.update((str(x), None) for x in _list(labels))
+    return list(out)
 
 
 def _location(spec: Mapping[str, Any]) -> str:
-    where = (spec.get("Failure") or {}).get("Location") or spec.get("LeafNodeLocation") or {}
+    where = _mapping(_mapping(spec.get("Failure")).get("Location")) or _mapping(
+        spec.get("LeafNodeLocation")
+    )
     name = str(where.get("FileName", "")).rsplit("/", 1)[-1]
     return f"{name}:{where.get('LineNumber', '')}" if name else ""
 
 
 def _specs(report: Sequence[Mapping[str, Any]]) -> Iterable[Mapping[str, Any]]:
     for suite in report:
-        yield from suite.get("SpecReports") or []
+        yield from (s for s in _list(_mapping(suite).get("SpecReports")) if isinstance(s, Mapping))
 
 
 def summarise(report: Sequence[Mapping[str, Any]]) -> Summary:
@@ -144,7 +155,7 @@ def summarise(report: Sequence[Mapping[str, Any]]) -> Summary:
         elif state not in ("passed", "skipped", "pending"):
             out.run += int(is_it)
             out.failed += 1
-            failure = spec.get("Failure") or {}
+            failure = _mapping(spec.get("Failure"))
             out.failures.append(
                 {
                     "name": spec_name(spec),
@@ -167,7 +178,7 @@ def skip_reason(
     time (``e2eskipper``: too few nodes, a provider), the first label term it fails (with
     the gates it names), the skip expression, the focus expression, or a run that ended
     before it."""
-    message = str((spec.get("Failure") or {}).get("Message") or "").strip()
+    message = str(_mapping(spec.get("Failure")).get("Message") or "").strip()
     if message:
         return f"skipped by the spec at run time: {message.splitlines()[0][:300]}"
     labels = spec_labels(spec)
@@ -219,7 +230,7 @@ def spec_checks(
         base = f"{AREA}.{slug(name)}"
         seen[base] = seen.get(base, 0) + 1
         check_id = base if seen[base] == 1 else f"{base}-{seen[base]}"
-        seconds = round(float(spec.get("RunTime") or 0) / 1e9, 1)
+        seconds = _seconds(spec.get("RunTime"))
         data = {"spec": name, "state": state, "labels": spec_labels(spec), "seconds": seconds}
         if state == "passed":
             out.append(vr.Check(check_id, name, vr.PASS, f"passed in {seconds:g} s", data=data))
@@ -227,7 +238,7 @@ def spec_checks(
             why = skip_reason(spec, terms=terms, skip=skip, focus=focus)
             out.append(vr.Check(check_id, name, vr.SKIP, f"skipped: {why}", reason=why, data=data))
         else:
-            message = str((spec.get("Failure") or {}).get("Message") or state).strip()
+            message = str(_mapping(spec.get("Failure")).get("Message") or state).strip()
             where = _location(spec)
             check = vr.Check(check_id, name, vr.FAIL, data=data, fix=f"read {output}")
             check.summary = f"{state}" + (f" at {where}" if where else "")
@@ -236,13 +247,22 @@ def spec_checks(
     return out
 
 
+def _seconds(nanoseconds: Any) -> float:
+    """A spec's ``RunTime`` (nanoseconds) in seconds to a tenth; 0 when it is no number."""
+    if isinstance(nanoseconds, bool) or not isinstance(nanoseconds, (int, float)):
+        return 0.0
+    return round(nanoseconds / 1e9, 1) if abs(nanoseconds) < 1e300 else 0.0
+
+
 def _failed(spec: Mapping[str, Any]) -> bool:
     return spec.get("State") not in ("passed", "skipped", "pending")
 
 
 #: A Ginkgo ``--timeout`` as this module accepts it: Go's duration syntax in whole hours,
 #: minutes and seconds (``1h``, ``90m``, ``1h30m``, ``45s``).
-DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+#: ASCII digits only and exactly as written (Go's ``time.ParseDuration`` reads the value the
+#: suite is given: no space around it, no other digits).
+DURATION = re.compile(r"(?:(\d{1,6})h)?(?:(\d{1,6})m)?(?:(\d{1,6})s)?", re.ASCII)
 MAX_TIMEOUT_S = 24 * 3600
 
 
@@ -250,7 +270,7 @@ def duration_seconds(text: str) -> int:
     """Seconds of a Ginkgo ``--timeout`` value (:data:`DURATION`). Raises ValueError
     naming the value and the accepted form when it is not one, is zero or is longer than a
     day."""
-    found = DURATION.match(text.strip()) if text else None
+    found = DURATION.fullmatch(text) if isinstance(text, str) and text else None
     if not found or not any(found.groups()):
         raise ValueError(
             f"{text!r} is not a duration; fix: give hours, minutes and seconds as Go writes "
@@ -274,14 +294,25 @@ def server_release(version: Mapping[str, Any]) -> str:
     return found.group(1)
 
 
+#: A namespace's name (a DNS-1123 label).
+NAMESPACE_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)
+
+
+#: A pod's name (a DNS-1123 subdomain).
+POD_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?", re.ASCII)
+
+
 def suite_namespaces(items: Iterable[Mapping[str, Any]]) -> set[str]:
     """Names of the listed namespaces (``GET /api/v1/namespaces`` items) that carry every
     label of :data:`NAMESPACE_LABELS`."""
     out = set()
     for item in items:
-        meta = item.get("metadata") or {}
-        if all(k in (meta.get("labels") or {}) for k in NAMESPACE_LABELS):
-            out.add(str(meta.get("name")))
+        meta = _mapping(_mapping(item).get("metadata"))
+        name, labels = meta.get("name"), _mapping(meta.get("labels"))
+        # only a namespace's name as the API server allows one reaches a DELETE's path
+        named = isinstance(name, str) and NAMESPACE_NAME.fullmatch(name)
+        if named and all(k in labels for k in NAMESPACE_LABELS):
+            out.add(name)
     return out
 
 
@@ -301,9 +332,9 @@ def list_suite_namespaces(kube: vk.Kube) -> list[dict[str, Any]]:
 
 def _terminating(items: Iterable[Mapping[str, Any]]) -> set[str]:
     return {
-        str((i.get("metadata") or {}).get("name"))
+        str(_mapping(_mapping(i).get("metadata")).get("name"))
         for i in items
-        if (i.get("metadata") or {}).get("deletionTimestamp")
+        if _mapping(_mapping(i).get("metadata")).get("deletionTimestamp")
     }
 
 
@@ -315,7 +346,9 @@ def _force_delete_pods(kube: vk.Kube, namespaces: Sequence[str], check: vr.Check
         try:
             pods = kube.list(f"/api/v1/namespaces/{ns}/pods")
             for pod in pods:
-                name = str((pod.get("metadata") or {}).get("name"))
+                name = _mapping(_mapping(pod).get("metadata")).get("name")
+                if not (isinstance(name, str) and POD_NAME.fullmatch(name)):
+                    continue
                 kube.request(
                     "DELETE",
                     f"/api/v1/namespaces/{ns}/pods/{name}",
