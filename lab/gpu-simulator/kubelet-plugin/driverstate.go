@@ -84,3 +84,22 @@ func holdDeviceFile(stateFile string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// startAsDriverClient is how both modes start, as NVIDIA's plugins do: no driver
+// loaded, no start (driverAtStart); then the device file held (holdDeviceFile) until
+// the returned release is called. It returns the driver release started with.
+func startAsDriverClient(stateFile string) (string, func(), error) {
+	started, err := driverAtStart(stateFile)
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := holdDeviceFile(stateFile)
+	if err != nil {
+		return "", nil, err
+	}
+	return started, func() {
+		if f != nil {
+			f.Close()
+		}
+	}, nil
+}

@@ -194,22 +194,15 @@ func run(o *options) error {
 	}
 	// Like the NVIDIA DRA kubelet plugin: no driver loaded, no start (NVML init fails);
 	// once started it holds the driver's device file open, keeping the module in use.
-	started, err := driverAtStart(o.stateFile)
+	started, release, err := startAsDriverClient(o.stateFile)
 	if err != nil {
 		return err
 	}
+	defer release()
 	// Like the NVIDIA DRA kubelet plugin: a MIG layout it cannot enumerate stops it at
 	// start, before it registers (the pod crash-loops until the layout is changed).
 	if err := checkLayout(o.stateFile); err != nil {
 		return err
-	}
-
-	devFile, err := holdDeviceFile(o.stateFile)
-	if err != nil {
-		return err
-	}
-	if devFile != nil {
-		defer devFile.Close()
 	}
 
 	cfg, err := restConfig(o.kubeconfig)
@@ -339,16 +332,11 @@ func runDevicePlugin(o *options) error {
 	}
 	// NVIDIA's device plugin fails at start without a driver (NVML init, with its
 	// default failOnInitError) and keeps NVML open while it runs.
-	if _, err := driverAtStart(o.stateFile); err != nil {
-		return err
-	}
-	devFile, err := holdDeviceFile(o.stateFile)
+	_, release, err := startAsDriverClient(o.stateFile)
 	if err != nil {
 		return err
 	}
-	if devFile != nil {
-		defer devFile.Close()
-	}
+	defer release()
 	for _, dir := range []string{o.cdiRoot, o.devicesDir} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return fmt.Errorf("create %s: %w", dir, err)
