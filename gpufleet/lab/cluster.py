@@ -219,12 +219,14 @@ def kubeconfig_path() -> Path:
     return lab_dir() / "kubeconfig"
 
 
-def upgrade_report_paths() -> tuple[Path, Path]:
-    """The lab's upgrade report and its lock file (``gpufleet upgrade`` on the lab's
-    inventory keeps them beside the kubeconfig, gpufleet/commands/upgrade.py). A report
-    names the nodes a failed run left cordoned; it belongs to this lab only."""
-    report = lab_dir() / "upgrade-report.json"
-    return report, report.with_name(report.name + ".lock")
+def upgrade_reports() -> list[Path]:
+    """The lab's upgrade reports and their lock files as they exist now: ``gpufleet
+    upgrade`` keeps ``upgrade-report.json`` beside the kubeconfig
+    (gpufleet/commands/upgrade.py), ``gpufleet upgrade-gpu-stack`` a report named after it
+    (the upgrade role's ``upgrade_gpu_stack_report_path``). A report names the nodes a
+    failed run left cordoned and the nodes already done; it belongs to this lab only."""
+    found = [*lab_dir().glob("upgrade-report*.json"), *lab_dir().glob("upgrade-report*.json.lock")]
+    return sorted(p for p in found if p.is_file())
 
 
 def load_state() -> dict[str, Any] | None:
@@ -561,6 +563,11 @@ def up(
             f"a lab with {asdict(old)} exists; run `gpufleet lab down` before one with "
             f"{asdict(spec)}"
         )
+    if old is None:
+        # a new lab: reports of a removed lab of this name (one `lab down` of a release
+        # that kept them) would resume, or skip, that lab's upgrades on this one
+        for path in upgrade_reports():
+            path.unlink(missing_ok=True)
     t0 = time.monotonic()
     state = build_state(spec, log)
     t = time.monotonic()
@@ -661,7 +668,7 @@ def down(*, log: Callable[[str], None] = print) -> dict[str, list[str]]:
     if _network_exists():
         _run(["podman", "network", "rm", "--force", lab_name()], check=False)
         log(f"network {lab_name()} removed")
-    for path in (state_path(), kubeconfig_path(), *upgrade_report_paths()):
+    for path in (state_path(), kubeconfig_path(), *upgrade_reports()):
         path.unlink(missing_ok=True)
     shutil.rmtree(lab_dir() / "gpusim-staged", ignore_errors=True)  # simulator_files' copies
     return leftovers(tuple(netns))

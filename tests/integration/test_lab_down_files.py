@@ -21,8 +21,10 @@ def test_down_removes_state_kubeconfig_and_upgrade_report(tmp_path, monkeypatch)
     monkeypatch.setenv("GPUFLEET_LAB_NAME", f"gpufleet-unit-{uuid.uuid4().hex[:8]}")
     lab = cluster.lab_dir()
     lab.mkdir(parents=True)
-    report, lock = cluster.upgrade_report_paths()
-    files = [cluster.state_path(), cluster.kubeconfig_path(), report, lock]
+    reports = [lab / n for n in ("upgrade-report.json", "upgrade-report.json.lock",
+                                 "upgrade-report-gpu-stack.json",
+                                 "upgrade-report-gpu-stack.json.lock")]  # fmt: skip
+    files = [cluster.state_path(), cluster.kubeconfig_path(), *reports]
     for f in files:
         f.write_text("{}")
     left = cluster.down(log=lambda _line: None)

@@ -224,3 +224,28 @@ def test_dynamic_mig_reaches_the_chart_and_the_dra_driver_role(
     state = cluster.build_state(cluster.LabSpec("", workers=1, dynamic_mig=dynamic), print)
     assert state.vars["lab_gpu_simulator_values"]["dynamicMIG"] is dynamic
     assert state.vars["dra_driver_dynamic_mig"] is dynamic
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_up_of_a_new_lab_removes_the_reports_of_a_removed_lab(tmp_path, monkeypatch, existing):
+    """Reports a removed lab of the same name left (a `lab down` that kept them) would make
+    the new lab's upgrades resume, or skip, nodes of the old one; a lab that exists keeps
+    its reports (its upgrade may be resuming)."""
+    monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path))
+    monkeypatch.setenv("GPUFLEET_LAB_NAME", "gpufleet-reports")
+    spec = cluster.LabSpec("1.37.2", workers=1)
+    lab = cluster.lab_dir()
+    lab.mkdir(parents=True)
+    names = ["upgrade-report.json", "upgrade-report.json.lock",
+             "upgrade-report-gpu-stack.json", "upgrade-report-gpu-stack.json.lock"]  # fmt: skip
+    for n in names:
+        (lab / n).write_text("{}")
+    (lab / "other.json").write_text("{}")
+    state = cluster.LabState(spec=spec, nodes=[])
+    monkeypatch.setattr(cluster, "existing_spec", lambda: spec.validated() if existing else None)
+    monkeypatch.setattr(cluster, "build_state", lambda _spec, _log: state)
+    monkeypatch.setattr(cluster, "start_nodes", lambda _nodes, _log: None)
+    monkeypatch.setattr(cluster, "use_node_cache", lambda _state: None)
+    cluster.up(spec, log=lambda _l: None, run_playbook=lambda *_a: SimpleNamespace(status=0))
+    left = sorted(p.name for p in lab.iterdir() if p.name != "state.json")
+    assert left == (sorted([*names, "other.json"]) if existing else ["other.json"])
