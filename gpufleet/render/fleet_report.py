@@ -74,7 +74,7 @@ def headline(report: Mapping[str, Any]) -> list[str]:
     return [
         *unread,
         f"{c['devices_published']} devices published on {_publishing(c)} node(s), "
-        f"{c['devices_allocated']} allocated, {c['devices_free']} free",
+        f"{c['devices_allocated']} allocated, {c['devices_free']} free" + _blocked(c),
         f"GPU memory: {gib(c['memory_published'])} GiB published, "
         f"{gib(c['memory_allocated'])} GiB allocated, {gib(c['memory_free'])} GiB free, "
         f"{gib(c['memory_stranded'])} GiB stranded",
@@ -84,6 +84,14 @@ def headline(report: Mapping[str, Any]) -> list[str]:
         f"{gib(c['memory_leaked'])} GiB",
         activity_line(report),
     ]
+
+
+def _blocked(cluster: Mapping[str, Any]) -> str:
+    """``, N blocked by shared counters`` (placements of dynamic MIG GPUs that allocated
+    devices leave too few counters for); empty when none is, or for a report without the
+    count."""
+    n = cluster.get("devices_blocked") or 0
+    return f", {n} blocked by shared counters" if n else ""
 
 
 def activity_line(report: Mapping[str, Any]) -> str:

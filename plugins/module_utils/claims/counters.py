@@ -333,6 +333,25 @@ def fits(cs: CounterSet, device: str, sets: Mapping[str, CounterSet]) -> bool:
     return not shortfalls(sets, cs.driver, cs.pool, cs.objects[device])
 
 
+def unused_memory_slices(cs: CounterSet, devices: Iterable[str]) -> list[int]:
+    """Indexes of the free memory slices of ``cs`` (:meth:`CounterSet.free_memory_slices`)
+    that none of ``devices`` (names of devices consuming ``cs``) consumes, ascending."""
+    used = {
+        i
+        for d in devices
+        for counter, value in cs.devices.get(d, {}).items()
+        if (i := memory_slice(counter)) is not None and value > 0
+    }
+    return [i for i in cs.free_memory_slices() if i not in used]
+
+
+def slice_memory(cs: CounterSet) -> Fraction:
+    """The share of the ``memory`` counter (bytes) of one memory slice of ``cs``: its value
+    / the number of ``memory-slice-<i>`` counters; 0 for a set without memory slices."""
+    slices = cs.memory_slices()
+    return cs.capacity.get(MEMORY, Fraction(0)) / len(slices) if slices else Fraction(0)
+
+
 def _profile(device: Mapping[str, Any]) -> str:
     """The ``profile`` attribute of a device (NVIDIA's MIG profile), ``gpu`` without one."""
     value = _map(_body(device).get("attributes")).get("profile")
@@ -357,15 +376,8 @@ def gpu_figures(cs: CounterSet, sets: Mapping[str, CounterSet]) -> dict[str, Any
     fitting = [d for d in sorted(cs.devices) if fits(cs, d, sets)]
     slices = cs.memory_slices()
     free_slices = cs.free_memory_slices()
-    used = {
-        i
-        for d in fitting
-        for i in map(memory_slice, cs.devices[d])
-        if i is not None and cs.devices[d].get(f"memory-slice-{i}", 0) > 0
-    }
-    stranded = [i for i in free_slices if i not in used]
+    stranded = unused_memory_slices(cs, fitting)
     memory = cs.capacity.get(MEMORY, Fraction(0))
-    per_slice = memory / len(slices) if slices else Fraction(0)
     sm_free = max(cs.free(MULTIPROCESSORS), Fraction(0))
     return {
         "node": cs.node,
@@ -378,7 +390,7 @@ def gpu_figures(cs: CounterSet, sets: Mapping[str, CounterSet]) -> dict[str, Any
         "memory_slices_stranded": stranded,
         "memory": int(memory),
         "memory_free": int(max(cs.free(MEMORY), Fraction(0))),
-        "memory_stranded": int(per_slice * len(stranded)),
+        "memory_stranded": int(slice_memory(cs) * len(stranded)),
         "multiprocessors": amount_json(cs.capacity.get(MULTIPROCESSORS, Fraction(0))),
         "multiprocessors_free": amount_json(sm_free),
         "multiprocessors_stranded": amount_json(sm_free if not fitting else Fraction(0)),

@@ -16,7 +16,12 @@ Facts and their sources:
   GPU, profile ``gpu``), its memory the capacity ``memory`` (a Kubernetes quantity,
   counted in bytes), as NVIDIA's DRA driver publishes them.
 - A device is allocated when a claim's ``status.allocation.devices.results`` names its
-  ``driver/pool/device`` (``claims.slices.allocated_devices``); free otherwise.
+  ``driver/pool/device`` (``claims.slices.allocated_devices``). It is free when it is not
+  allocated and the scheduler could allocate it now: for a device that consumes shared
+  counters (``consumesCounters``), every counter it consumes has at least what it needs
+  left in its CounterSet after what the allocated devices consume
+  (``claims.counters.shortfalls``); otherwise it is blocked. A device that consumes no
+  counters is never blocked.
 - A claim is pending when it has no ``status.allocation`` and is not being deleted.
 - A claim is leaked when it holds an allocation that no live pod uses: reserved for
   nobody, or only for pods that are gone, replaced or done; generated for a pod that is
@@ -29,6 +34,9 @@ Definitions (docs/report.md repeats them):
   ``mig.nvidia.com``: a MIG device) plus equality tests on ``profile`` and
   ``productName`` joined by ``&&`` in its CEL selectors. Any other class or selector
   term makes the shape ``unknown``.
+- Published, allocated, free: each group counts its devices published (every entry of
+  the slices), allocated, free and blocked (published = allocated + free + blocked), and
+  the memory of its devices; a GPU with shared counters counts its memory once (below).
 - Stranded memory of a (GPU model, MIG profile): the memory of its free devices when no
   pending claim of known shape asks for a device of that model and profile. With no
   pending claim it equals the free memory (capacity nobody waits for); pending claims of
@@ -49,8 +57,22 @@ Definitions (docs/report.md repeats them):
   still fit and the claims holding counters (``claims.counters.gpu_figures``). A free
   memory slice is stranded when no device that could be allocated now consumes it;
   free multiprocessors are stranded when no device of the GPU can be allocated at all.
-  The device figures above count each published device, and the devices of such a GPU
-  overlap (each placement of each profile is one): their memory is not the GPU's.
+- The devices of a GPU with shared counters overlap: the whole GPU and each placement of
+  each MIG profile are alternatives for the same memory slices and engines. Its devices
+  count as published, allocated, free (each placement that fits now counts once; free
+  placements are alternatives, so not all of them can be allocated together) or
+  blocked, but its memory counts once, from the counters, not as the sum of its devices:
+  allocated is the memory of its allocated devices, free what is left of its ``memory``
+  counter (``gpu_figures``' ``memory_free``), published the two together. The free part
+  belongs to no MIG profile and counts in the GPU's whole-GPU rows (profile ``gpu``,
+  ``CounterShare``); a MIG profile's rows hold the memory of its allocated devices only.
+  Stranded: all of the free part when no free device of the GPU has the shape of a
+  pending claim; else the memory of the free memory slices that no such device consumes
+  (``claims.counters.unused_memory_slices``, a slice's share of ``memory`` each). In
+  fragmentation the free part is free memory and the largest free device is the largest
+  that fits now: seven 1g.18gb on an H200 leave 28 GiB free, none of it allocatable,
+  fragmentation 1. A request whose devices are too few free because some are blocked
+  waits for ``counters-exhausted``, never ``free-devices``.
 
 Objects of another shape than the API's (a field of another type: ``spec.devices`` not a
 list, a device not a mapping, a claim name not a string) are skipped, not read, and
@@ -61,7 +83,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,15 +105,18 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.report import tea
 
 __all__ = [
     "ALL_ALLOCATED",
+    "COUNTERS_EXHAUSTED",
     "DEFAULT_POOL_LABEL",
     "FREE_DEVICES",
     "NO_DEVICE",
     "OBJECT_SHAPES",
     "UNKNOWN",
+    "CounterShare",
     "Device",
     "Inventory",
     "Shape",
     "build_report",
+    "counter_shares",
     "fragmentation",
     "readable_objects",
     "request_shapes",
@@ -114,10 +139,14 @@ NO_DEVICE = "no-device-published"
 ALL_ALLOCATED = "all-allocated"
 UNKNOWN = "unknown"
 FREE_DEVICES = "free-devices"
-_ORDER = (NO_DEVICE, ALL_ALLOCATED, UNKNOWN, FREE_DEVICES)
+COUNTERS_EXHAUSTED = "counters-exhausted"
+_ORDER = (NO_DEVICE, ALL_ALLOCATED, COUNTERS_EXHAUSTED, UNKNOWN, FREE_DEVICES)
 _REASON_TEXT = {
     NO_DEVICE: "no device of that shape is published",
     ALL_ALLOCATED: "every device of that shape is allocated",
+    COUNTERS_EXHAUSTED: "devices of that shape are not allocated, but allocated devices hold "
+    "the shared counters they need (memory slices, multiprocessors or engines of a dynamic "
+    "MIG GPU): gpufleet claims explain names them, gpufleet mig advise proposes moves",
     UNKNOWN: "its shape cannot be read (another DeviceClass, or a selector beyond "
     "profile/productName equality)",
     FREE_DEVICES: "free devices of that shape exist: the claim waits for a pod to be "
@@ -341,7 +370,11 @@ class Device:
     ``model`` (productName), ``profile`` (MIG profile, ``gpu`` for a whole GPU, else the
     ``type`` attribute, e.g. ``vfio``), ``memory`` (bytes, 0 when not published),
     ``claim`` (``namespace/name`` of the claim it is allocated to, or None when free),
-    ``kind`` (``gpu``, ``mig`` or the ``type`` attribute)."""
+    ``kind`` (``gpu``, ``mig`` or the ``type`` attribute), ``counter_set`` (the
+    ``claims.counters.CounterSet.id`` of the shared counters it consumes, the first of
+    several; None for a device that consumes none), ``blocked`` (not allocated, but a
+    counter it consumes has less left than it needs: the scheduler cannot allocate it
+    now)."""
 
     id: str
     node: str
@@ -351,10 +384,37 @@ class Device:
     memory: int
     claim: str | None = None
     kind: str = WHOLE_GPU
+    counter_set: str | None = None
+    blocked: bool = False
 
     @property
     def allocated(self) -> bool:
         return self.claim is not None
+
+    @property
+    def free(self) -> bool:
+        """Whether the scheduler could allocate it now: not allocated and not blocked."""
+        return self.claim is None and not self.blocked
+
+
+@dataclass(frozen=True, slots=True)
+class CounterShare:
+    """The memory left in the CounterSet of one GPU published with shared counters,
+    counted once for the GPU because its devices overlap: ``id`` (the
+    ``claims.counters.CounterSet.id``), ``node``, ``pool`` (node pool), ``model``,
+    ``memory_free`` (bytes: the ``memory`` counter less what allocated devices consume,
+    ``claims.counters.gpu_figures``), ``memory_stranded`` (bytes of it that no pending
+    claim can get, see the module docstring). It counts in the rows of the whole GPU
+    (``profile`` and ``kind`` ``gpu``), as published and free memory, never as a device."""
+
+    id: str
+    node: str
+    pool: str
+    model: str
+    memory_free: int
+    memory_stranded: int = 0
+    profile: str = WHOLE_GPU
+    kind: str = WHOLE_GPU
 
 
 @dataclass(frozen=True)
@@ -430,9 +490,19 @@ def devices_of(
     claims: Iterable[Mapping[str, Any]],
     pools: Mapping[str, str],
     driver: str = NVIDIA_DRIVER,
+    sets: Mapping[str, ccounters.CounterSet] | None = None,
 ) -> list[Device]:
     """Every published device of ``driver`` with its node pool (``pools``: node ->
-    pool, :func:`node_pools`) and the claim it is allocated to."""
+    pool, :func:`node_pools`), the claim it is allocated to, and for a device consuming
+    shared counters its CounterSet and whether it is blocked (``claims.counters.shortfalls``
+    over ``sets``, the ``claims.counters.counter_sets`` of ``slices`` and ``claims``,
+    computed here when not given). ``slices`` and ``claims`` are walked twice."""
+    if isinstance(slices, Iterator):
+        slices = list(slices)
+    if isinstance(claims, Iterator):
+        claims = list(claims)
+    if sets is None:
+        sets = ccounters.counter_sets(slices, claims)
     owner: dict[str, str] = {}
     for claim in claims:
         for dev in cslices.allocated_devices(claim):
@@ -443,6 +513,8 @@ def devices_of(
             continue
         profile = _value(pub.device, "attributes", "profile")
         kind = str(_value(pub.device, "attributes", "type") or (MIG if profile else WHOLE_GPU))
+        used = ccounters.consumption(pub.device)
+        claim = owner.get(pub.id)
         out.append(
             Device(
                 id=pub.id,
@@ -451,8 +523,12 @@ def devices_of(
                 model=str(_value(pub.device, "attributes", "productName") or UNKNOWN_MODEL),
                 profile=str(profile) if profile else kind,
                 memory=memory_bytes(_value(pub.device, "capacity", "memory")),
-                claim=owner.get(pub.id),
+                claim=claim,
                 kind=kind,
+                counter_set=f"{pub.driver}/{pub.pool}/{next(iter(used))}" if used else None,
+                blocked=bool(used)
+                and claim is None
+                and bool(ccounters.shortfalls(sets, pub.driver, pub.pool, pub.device)),
             )
         )
     return out
@@ -526,22 +602,28 @@ def request_shapes(claim: Mapping[str, Any], driver: str = NVIDIA_DRIVER) -> lis
 
 
 class Inventory:
-    """Devices published and free per (GPU model, MIG profile), and per shape (counted
-    once per distinct shape: a fleet has thousands of claims of a few shapes)."""
+    """Devices published, free and not allocated per (GPU model, MIG profile), and per
+    shape (counted once per distinct shape: a fleet has thousands of claims of a few
+    shapes). Free is ``Device.free``: a blocked device is not allocated, yet not free."""
 
     def __init__(self, devices: Iterable[Device]) -> None:
-        self.by_key: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+        self.by_key: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
         for d in devices:
             counts = self.by_key[(d.model, d.profile, d.kind)]
             counts[0] += 1
-            counts[1] += not d.allocated
-        self._cache: dict[Shape, tuple[int, int]] = {}
+            counts[1] += d.free
+            counts[2] += not d.allocated
+        self._cache: dict[Shape, tuple[int, int, int]] = {}
 
-    def count(self, shape: Shape) -> tuple[int, int]:
-        """Devices of ``shape`` published and free."""
+    def count(self, shape: Shape) -> tuple[int, int, int]:
+        """Devices of ``shape`` published, free, and not allocated (free or blocked)."""
         if shape not in self._cache:
             fit = [c for k, c in self.by_key.items() if shape.fits(*k)]
-            self._cache[shape] = (sum(c[0] for c in fit), sum(c[1] for c in fit))
+            self._cache[shape] = (
+                sum(c[0] for c in fit),
+                sum(c[1] for c in fit),
+                sum(c[2] for c in fit),
+            )
         return self._cache[shape]
 
     def judge(self, shapes: Sequence[Shape]) -> str:
@@ -551,13 +633,15 @@ class Inventory:
             if shape.kind is None:
                 verdicts.append(UNKNOWN)
                 continue
-            published, free = self.count(shape)
+            published, free, unallocated = self.count(shape)
             verdicts.append(
                 NO_DEVICE
                 if published < shape.count
-                else ALL_ALLOCATED
-                if free < shape.count
                 else FREE_DEVICES
+                if free >= shape.count
+                else COUNTERS_EXHAUSTED
+                if unallocated > free  # some are blocked: shared counters hold them
+                else ALL_ALLOCATED
             )
         return max(verdicts, key=_ORDER.index) if verdicts else UNKNOWN
 
@@ -567,7 +651,7 @@ class Inventory:
         wanted = set(wanted)
         return {
             (m, p)
-            for (m, p, k), (_unused, free) in self.by_key.items()
+            for (m, p, k), (_unused, free, _unallocated) in self.by_key.items()
             if free and not any(s.fits(m, p, k) for s in wanted)
         }
 
@@ -577,53 +661,72 @@ class Inventory:
 
 @dataclass
 class Totals:
-    """Devices and GPU memory (bytes) of a group: published, allocated, free, stranded."""
+    """Devices and GPU memory (bytes) of a group: published, allocated, free, blocked
+    (devices) and stranded (memory), as the module docstring defines them."""
 
     devices_published: int = 0
     devices_allocated: int = 0
     devices_free: int = 0
+    devices_blocked: int = 0
     memory_published: int = 0
     memory_allocated: int = 0
     memory_free: int = 0
     memory_stranded: int = 0
 
-    def add(self, device: Device, stranded: bool) -> None:
+    def add(self, item: Device | CounterShare, stranded: bool = False) -> None:
+        """Count a device (``stranded``: its free memory is stranded) or the memory left
+        on a GPU with shared counters. A device consuming shared counters adds memory
+        only when allocated: the rest of its GPU's memory is the GPU's ``CounterShare``."""
+        if isinstance(item, CounterShare):
+            self.memory_published += item.memory_free
+            self.memory_free += item.memory_free
+            self.memory_stranded += item.memory_stranded
+            return
         self.devices_published += 1
-        self.memory_published += device.memory
-        if device.allocated:
+        if item.allocated:
             self.devices_allocated += 1
-            self.memory_allocated += device.memory
-        else:
-            self.devices_free += 1
-            self.memory_free += device.memory
+            self.memory_published += item.memory
+            self.memory_allocated += item.memory
+            return
+        self.devices_free += item.free
+        self.devices_blocked += item.blocked
+        if item.counter_set is None:
+            self.memory_published += item.memory
+            self.memory_free += item.memory
             if stranded:
-                self.memory_stranded += device.memory
+                self.memory_stranded += item.memory
 
     def to_dict(self) -> dict[str, int]:
         return {k: int(v) for k, v in self.__dict__.items()}
 
 
-def fragmentation(devices: Iterable[Device]) -> float | None:
+def fragmentation(devices: Iterable[Device | CounterShare]) -> float | None:
     """``1 - sum over nodes of the largest free device memory / sum of free memory``
     (the per-node ``1 - largest/free`` weighted by free memory), in [0, 1]; None when no
-    memory is free."""
+    memory is free. Free memory: of free devices that consume no shared counters, and
+    of each ``CounterShare``; the largest free device: any ``Device.free`` device (at most
+    the node's free memory)."""
     free: dict[str, int] = defaultdict(int)
     largest: dict[str, int] = defaultdict(int)
     for d in devices:
-        if not d.allocated and d.memory > 0:
-            free[d.node] += d.memory
+        if isinstance(d, CounterShare):
+            free[d.node] += d.memory_free
+        elif d.free and d.memory > 0:
+            if d.counter_set is None:
+                free[d.node] += d.memory
             largest[d.node] = max(largest[d.node], d.memory)
     total = sum(free.values())
     if not total:
         return None
-    return round(1 - sum(largest.values()) / total, 4)
+    return round(1 - sum(min(largest[n], free[n]) for n in free) / total, 4)
 
 
 @dataclass
 class Pending:
     """A pending claim: ``claim`` (namespace/name), ``reason`` (one of ``NO_DEVICE``,
-    ``ALL_ALLOCATED``, ``UNKNOWN``, ``FREE_DEVICES``), ``requests`` (per request its name,
-    shapes and verdict), ``users`` (live pods that reference it)."""
+    ``ALL_ALLOCATED``, ``COUNTERS_EXHAUSTED``, ``UNKNOWN``, ``FREE_DEVICES``),
+    ``requests`` (per request its name, shapes and verdict), ``users`` (live pods that
+    reference it)."""
 
     claim: str
     reason: str
@@ -707,9 +810,12 @@ def leaked_claims(
 
 
 def _group(
-    devices: Sequence[Device], key: Any, stranded: set[tuple[str, str]], frag: bool
+    devices: Sequence[Device | CounterShare],
+    key: Any,
+    stranded: set[tuple[str, str]],
+    frag: bool,
 ) -> list[dict[str, Any]]:
-    groups: dict[Any, list[Device]] = defaultdict(list)
+    groups: dict[Any, list[Device | CounterShare]] = defaultdict(list)
     for d in devices:
         groups[key(d)].append(d)
     out = []
@@ -729,7 +835,7 @@ class _Key:
     def __init__(self, *names: str) -> None:
         self.names = names
 
-    def __call__(self, d: Device) -> Any:
+    def __call__(self, d: Device | CounterShare) -> Any:
         values = tuple(getattr(d, n) for n in self.names)
         return values if len(values) > 1 else values[0]
 
@@ -747,7 +853,7 @@ def build_report(
     namespaces: Sequence[Mapping[str, Any]] | None = None,
     team_label: str = rteams.DEFAULT_TEAM_LABEL,
 ) -> dict[str, Any]:
-    """The utilization report as a JSON-ready dict: ``cluster`` (totals, fragmentation,
+    """The utilization report as a JSON-ready dict: ``cluster`` (``Totals``, fragmentation,
     pending and leaked counts), ``pools``, ``models``, ``profiles`` (per model and
     profile) and ``rows`` (per pool, model and profile) with ``Totals``; ``nodes`` (per
     node its free memory, largest free device and fragmentation); ``pending`` and
@@ -770,20 +876,24 @@ def build_report(
     if namespaces is not None:
         namespaces, skipped["namespaces"] = readable_objects("namespaces", namespaces)
     pools = node_pools(nodes, pool_label)
-    devices = devices_of(slices, claims, pools, driver)
-    gpus, counter_sums = counter_gpus(slices, claims, pools, driver)
+    sets = ccounters.counter_sets(slices, claims)
+    devices = devices_of(slices, claims, pools, driver, sets)
+    per_set = _counter_figures(sets, pools, driver)
+    gpus, counter_sums = _counter_sums([fig for _cs, fig in per_set])
     pending, shapes = pending_claims(claims, pods, devices, driver)
-    stranded = Inventory(devices).stranded(s for group in shapes for s in group)
+    wanted = [s for group in shapes for s in group]
+    stranded = Inventory(devices).stranded(wanted)
+    items = [*devices, *counter_shares(per_set, devices, wanted)]
     leaked = leaked_claims(claims, pods, devices)
     totals = Totals()
-    for d in devices:
+    for d in items:
         totals.add(d, (d.model, d.profile) in stranded)
     by_reason = {r: sum(1 for p in pending if p.reason == r) for r in _ORDER}
     largest: dict[str, int] = defaultdict(int)
     for d in devices:
-        if not d.allocated:
+        if d.free:
             largest[d.node] = max(largest[d.node], d.memory)
-    node_rows = _group(devices, _Key("node", "pool"), stranded, True)
+    node_rows = _group(items, _Key("node", "pool"), stranded, True)
     for row in node_rows:
         row["largest_free"] = largest[row["node"]]
     figures = _activity(devices, activity, activity_window, idle_below)
@@ -797,7 +907,7 @@ def build_report(
     return {
         "cluster": {
             **totals.to_dict(),
-            "fragmentation": fragmentation(devices),
+            "fragmentation": fragmentation(items),
             "claims_pending": len(pending),
             "pending_by_reason": by_reason,
             "pending_unknown": by_reason[UNKNOWN],
@@ -808,10 +918,10 @@ def build_report(
             "objects_skipped": {k: n for k, n in skipped.items() if n},
             "shared_counters": counter_sums,
         },
-        "pools": _group(devices, _Key("pool"), stranded, True),
-        "models": _group(devices, _Key("model"), stranded, True),
-        "profiles": _group(devices, _Key("model", "profile"), stranded, False),
-        "rows": _group(devices, _Key("pool", "model", "profile"), stranded, False),
+        "pools": _group(items, _Key("pool"), stranded, True),
+        "models": _group(items, _Key("model"), stranded, True),
+        "profiles": _group(items, _Key("model", "profile"), stranded, False),
+        "rows": _group(items, _Key("pool", "model", "profile"), stranded, False),
         "nodes": node_rows,
         "gpus": gpus,
         "pending": [p.to_dict() for p in pending],
@@ -840,7 +950,14 @@ def counter_gpus(
     ``productName`` of a device consuming it), by node and GPU; and their sums for the
     cluster (``gpus``, memory slices, bytes and multiprocessors, free and stranded)."""
     sets = ccounters.counter_sets(slices, claims)
-    rows = []
+    return _counter_sums([fig for _cs, fig in _counter_figures(sets, pools, driver)])
+
+
+def _counter_figures(
+    sets: Mapping[str, ccounters.CounterSet], pools: Mapping[str, str], driver: str
+) -> list[tuple[ccounters.CounterSet, dict[str, Any]]]:
+    """Each CounterSet of ``driver`` with its row of ``counter_gpus``, by node and GPU."""
+    out = []
     for cs in sets.values():
         if cs.driver != driver:
             continue
@@ -848,8 +965,13 @@ def counter_gpus(
         model = next((_value(d, "attributes", "productName") for d in cs.objects.values()), None)
         fig["pool"] = pools.get(cs.node, NO_POOL)
         fig["model"] = str(model or UNKNOWN_MODEL)
-        rows.append(fig)
-    rows.sort(key=lambda r: (r["node"], r["gpu"], r["counter_set"]))
+        out.append((cs, fig))
+    out.sort(key=lambda pair: (pair[1]["node"], pair[1]["gpu"], pair[1]["counter_set"]))
+    return out
+
+
+def _counter_sums(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``rows`` and their sums for ``cluster.shared_counters``."""
     sums: dict[str, Any] = {"gpus": len(rows)}
     sums["memory_slices"] = sum(r["memory_slices"] for r in rows)
     sums["memory_slices_free"] = sum(len(r["memory_slices_free"]) for r in rows)
@@ -857,6 +979,39 @@ def counter_gpus(
     for k in _COUNTER_SUMS:
         sums[k] = sum(r[k] for r in rows)
     return rows, sums
+
+
+def counter_shares(
+    per_set: Sequence[tuple[ccounters.CounterSet, Mapping[str, Any]]],
+    devices: Sequence[Device],
+    wanted: Iterable[Shape],
+) -> list[CounterShare]:
+    """Per GPU with shared counters (``per_set``: each CounterSet with its
+    ``claims.counters.gpu_figures`` row, ``pool`` and ``model`` added) the memory left in
+    its ``memory`` counter, and how much of it is stranded: all of it when no free device
+    of the GPU (``Device.free``) has a shape of ``wanted`` (the shapes of pending claims);
+    else the memory of its free memory slices that no such device consumes
+    (``claims.counters.unused_memory_slices`` times ``slice_memory``), at most all."""
+    wanted = set(wanted)
+    asked: dict[tuple[str, str, str], bool] = {}
+    takers: dict[str, list[str]] = defaultdict(list)
+    for d in devices:
+        if d.counter_set is None or not d.free:
+            continue
+        key = (d.model, d.profile, d.kind)
+        if key not in asked:
+            asked[key] = any(s.fits(*key) for s in wanted)
+        if asked[key]:
+            takers[d.counter_set].append(d.id.rsplit("/", 1)[-1])
+    out = []
+    for cs, fig in per_set:
+        free = int(fig["memory_free"])
+        stranded = free
+        if takers.get(cs.id):
+            holes = ccounters.unused_memory_slices(cs, takers[cs.id])
+            stranded = min(free, int(ccounters.slice_memory(cs) * len(holes)))
+        out.append(CounterShare(cs.id, cs.node, fig["pool"], fig["model"], free, stranded))
+    return out
 
 
 def _activity(

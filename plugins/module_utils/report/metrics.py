@@ -22,7 +22,9 @@ Prometheus scrapes from ``/metrics`` and node_exporter's textfile collector read
   a device plugin that stopped), the series kube-state-metrics names
   ``kube_node_status_allocatable{resource="nvidia_com_gpu"}``; with the previous one it
   shows a node advertised by both NVIDIA's device plugin and the DRA driver;
-- ``gpufleet_dra_devices{state}`` published devices, ``allocated`` and ``free``;
+- ``gpufleet_dra_devices{state}`` published devices, ``allocated``, ``free`` and
+  ``blocked`` (not allocated, but short of shared counters that allocated devices hold:
+  placements of a dynamic MIG GPU; ``report.fleet``), which add up to those published;
 - ``gpufleet_dra_claims_leaked``, ``gpufleet_dra_claims_pending`` the counts;
 - ``gpufleet_team_{allocated,idle,leaked}_gpu_memory_bytes{team}`` and
   ``gpufleet_team_{allocated,idle,leaked}_devices{team}``: GPU memory and devices of the
@@ -251,14 +253,13 @@ def render(report: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> str
         ],
     )
     cluster = report.get("cluster") or {}
-    allocated, free = cluster.get("devices_allocated", 0), cluster.get("devices_free", 0)
     family(
         "gpufleet_dra_devices",
         "gauge",
-        "Published devices of the driver by state (allocated, free).",
+        "Published devices of the driver by state (allocated, free, blocked by shared counters).",
         [
-            _series("gpufleet_dra_devices", {"state": "allocated"}, allocated),
-            _series("gpufleet_dra_devices", {"state": "free"}, free),
+            _series("gpufleet_dra_devices", {"state": state}, cluster.get(f"devices_{state}", 0))
+            for state in ("allocated", "free", "blocked")
         ],
     )
     family(

@@ -24,7 +24,11 @@ ResourceSlices and ResourceClaims; no I/O. Facts and their sources:
   that asks for ``nvidia.com/gpu`` gets a ResourceClaim (a DeviceClass with
   ``extendedResourceName``), counted with DRA.
 - DRA capacity and allocations: the devices of the reported driver published and
-  allocated (``report.fleet.Device``), as the rest of the report counts them.
+  allocated (``report.fleet.Device``), as the rest of the report counts them; a device
+  that is blocked (``Device.blocked``: it consumes shared counters that allocated devices
+  hold, one of the overlapping placements of a dynamic MIG GPU) is no capacity, so
+  ``free`` is the report's free devices. The free placements of such a GPU are
+  alternatives to each other: its free devices are not all to be had at once.
 - Profiles: ``nvidia.com/gpu`` counts whole GPUs under the report's whole-GPU profile
   (``gpu``), ``nvidia.com/mig-1g.18gb`` MIG devices under ``1g.18gb``, as DRA devices
   count under their ``profile`` attribute; so a pool's figures are the same units on both
@@ -168,6 +172,9 @@ class PathTotals:
     allocated: dict[str, int] = field(default_factory=dict)
 
     def add(self, profile: str, devices: int, allocated: int) -> None:
+        """Add capacity and allocations of a profile; nothing of either adds no profile."""
+        if not devices and not allocated:
+            return
         self.devices[profile] = self.devices.get(profile, 0) + devices
         self.allocated[profile] = self.allocated.get(profile, 0) + allocated
 
@@ -218,7 +225,7 @@ def path_figures(
     ``utilization``, ``profiles``), ``pools`` (the same per pool and path with devices or
     nodes on it), ``nodes`` (nodes per advertised path: ``device-plugin``, ``dra``,
     ``both``, ``none``) and ``nodes_both`` (names). ``devices``: ``report.fleet.Device``
-    (``node``, ``pool``, ``profile``, ``allocated``); ``pools``: node -> pool
+    (``node``, ``pool``, ``profile``, ``allocated``, ``blocked``); ``pools``: node -> pool
     (``report.fleet.node_pools``); ``gpu_profile``: the profile of a whole GPU among the
     devices; ``no_pool``: the pool of a device on no listed node."""
     capacity = {}
@@ -244,7 +251,8 @@ def path_figures(
             count(gp.DEVICE_PLUGIN, node, pool, profile_of(name, gpu_profile), n, taken)
     dra_nodes = set()
     for d in devices:
-        count(gp.DRA, d.node, d.pool, d.profile, 1, int(d.allocated))
+        capacity_of = int(not getattr(d, "blocked", False))
+        count(gp.DRA, d.node, d.pool, d.profile, capacity_of, int(d.allocated))
         dra_nodes.add(d.node)
     paths = {
         name: gp.node_path(name in capacity, name in dra_nodes)

@@ -132,6 +132,20 @@ def test_a_3g_needs_four_aligned_free_memory_slices() -> None:
     assert fig["multiprocessors_stranded"] == 0
 
 
+def test_the_free_slices_a_set_of_devices_leaves_unused_and_a_slices_memory() -> None:
+    """A 3g.71gb at 0 leaves slices 4-7 free; the 2g.35gb at 4 takes 4 and 5 of them."""
+    sets = cc.counter_sets(
+        slices(H200_NODE), [allocated_claim("a", H200_NODE, "gpu-0-mig-3g71gb-9-0")]
+    )
+    cs = sets[H200_SET]
+    assert cc.unused_memory_slices(cs, []) == cs.free_memory_slices() == [4, 5, 6, 7]
+    assert cc.unused_memory_slices(cs, ["gpu-0-mig-2g35gb-14-4"]) == [6, 7]
+    # a device already allocated takes no free slice; a name the set lacks takes none
+    assert cc.unused_memory_slices(cs, ["gpu-0-mig-3g71gb-9-0", "nic-0"]) == [4, 5, 6, 7]
+    assert cc.slice_memory(cs) == Fraction(140 * GIB, 8)
+    assert cc.slice_memory(cc.CounterSet("d", "p", "n", "s")) == 0
+
+
 def test_two_3g_on_a_b200_strand_one_of_seven_compute_slices() -> None:
     """B200 (the MIG tables' b200-180gb): 3g.90gb at 0 and 4 hold all 8 memory slices;
     126 - 2 x 54 multiprocessors are left and no profile can use them."""

@@ -310,3 +310,39 @@ def test_a_report_without_shared_counters_has_no_section(doc: dict) -> None:
     assert "shared counters" not in rp.render_markdown(doc)
     assert "shared counters" not in rp.render_html(doc)
     assert rp.counter_lines({"cluster": {}}) == []  # a report written before the figures
+
+
+def test_every_format_counts_a_dynamic_gpus_free_devices_and_memory_from_its_counters(
+    counters_doc: dict, tmp_path: Path
+) -> None:
+    from gpufleet.commands._output import write_json
+
+    c, gpus = counters_doc["cluster"], counters_doc["gpus"]
+    # the fleet's GPUs are all held: no placement fits, the rest are blocked, and the free
+    # memory is what the counters have left, counted once per GPU
+    assert c["devices_free"] == 0
+    assert c["devices_blocked"] == c["devices_published"] - c["devices_allocated"] > 0
+    assert c["memory_free"] == sum(g["memory_free"] for g in gpus) > 0
+    assert c["memory_published"] == sum(g["memory"] for g in gpus)
+    devices = (
+        f"{c['devices_published']} devices published on 2 node(s), {c['devices_allocated']} "
+        f"allocated, 0 free, {c['devices_blocked']} blocked by shared counters"
+    )
+    memory = (
+        f"GPU memory: {rp.gib(c['memory_published'])} GiB published, "
+        f"{rp.gib(c['memory_allocated'])} GiB allocated, {rp.gib(c['memory_free'])} GiB free"
+    )
+    console = Console(record=True, width=250)
+    report_cmd.render_terminal(console, counters_doc)
+    text = console.export_text()
+    md, page = rp.render_markdown(counters_doc), rp.render_html(counters_doc)
+    for shown in (text, md, page):
+        assert devices in shown and memory in shown
+    out = tmp_path / "r.json"
+    write_json(counters_doc, str(out))
+    cluster = json.loads(out.read_text())["cluster"]
+    assert (cluster["devices_free"], cluster["devices_blocked"]) == (0, c["devices_blocked"])
+    assert (cluster["memory_free"], cluster["memory_published"]) == (
+        c["memory_free"],
+        c["memory_published"],
+    )

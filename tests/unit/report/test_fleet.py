@@ -225,6 +225,7 @@ def test_pending_claims_and_why(report: dict[str, Any]) -> None:
     assert report["cluster"]["pending_by_reason"] == {
         fr.NO_DEVICE: 1,
         fr.ALL_ALLOCATED: 1,
+        fr.COUNTERS_EXHAUSTED: 0,
         fr.UNKNOWN: 1,
         fr.FREE_DEVICES: 1,
     }
@@ -405,3 +406,191 @@ def test_a_counter_set_of_another_shape_is_skipped_not_read() -> None:
     report = fr.build_report(odd, [], [], [node(H200_NODE, None)])
     assert report["cluster"]["objects_skipped"] == {"resourceslices": 1}
     assert report["gpus"] == []
+
+
+# ------------------------------------------- devices and memory of a GPU with shared counters
+
+MIG_CLASS = "mig.nvidia.com"
+
+
+def dynamic_h200(*allocated: str, pending: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The report of the simulator's H200 (dynamic MIG, ``h200-node``) with a claim
+    allocated each of ``allocated`` and a claim pending for each MIG profile of
+    ``pending``."""
+    from tests.unit.dynamic_mig_slices import H200_NODE, allocated_claim, slices
+
+    claims = [allocated_claim(f"held-{i}", H200_NODE, d) for i, d in enumerate(allocated)]
+    claims += [claim(f"wants-{p}", MIG_CLASS, PROFILE.format(p)) for p in pending]
+    return fr.build_report(slices(H200_NODE), claims, [], [node(H200_NODE, "NVIDIA-H200")])
+
+
+def h200_objects() -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The H200's devices by name and its one CounterSet, as the fixture publishes them."""
+    from tests.unit.dynamic_mig_slices import H200_NODE, slices
+
+    specs = [s["spec"] for s in slices(H200_NODE)]
+    devices = {d["name"]: d for spec in specs for d in spec.get("devices") or []}
+    (counter_set,) = [cs for spec in specs for cs in spec.get("sharedCounters") or []]
+    return devices, counter_set
+
+
+def consumed(device: dict[str, Any], counter: str) -> int:
+    """Bytes or count of ``counter`` that a fixture device consumes (0 when it does not)."""
+    (entry,) = device["consumesCounters"]
+    return fr.memory_bytes((entry["counters"].get(counter) or {}).get("value"))
+
+
+def memory_slices(device: dict[str, Any]) -> set[int]:
+    (entry,) = device["consumesCounters"]
+    return {int(c.rsplit("-", 1)[1]) for c in entry["counters"] if c.startswith("memory-slice-")}
+
+
+def profile_of(device: dict[str, Any]) -> str:
+    return (device["attributes"].get("profile") or {}).get("string", "gpu")
+
+
+def test_seven_1g_on_an_h200_leave_no_free_device_and_the_counters_memory() -> None:
+    devices, counter_set = h200_objects()
+    held = [n for n in devices if profile_of(devices[n]) == "1g.18gb"]
+    report = dynamic_h200(*held, pending=("3g.71gb",))
+    c = report["cluster"]
+    # the seven hold all 7 decoders: every other device is blocked, none is free
+    assert (c["devices_published"], c["devices_allocated"]) == (len(devices), len(held))
+    assert (c["devices_free"], c["devices_blocked"]) == (0, len(devices) - len(held))
+    # memory once, from the counters: what the seven hold plus what the counter has left
+    capacity = fr.memory_bytes(counter_set["counters"]["memory"]["value"])
+    left = capacity - sum(consumed(devices[n], "memory") for n in held)
+    memory = {n: fr.memory_bytes(d["capacity"]["memory"]["value"]) for n, d in devices.items()}
+    assert c["memory_allocated"] == sum(memory[n] for n in held)
+    assert c["memory_free"] == left == report["gpus"][0]["memory_free"]
+    assert c["memory_published"] == c["memory_allocated"] + left == capacity
+    # nothing fits: all of the free memory is stranded, and it is all fragments
+    assert c["memory_stranded"] == left
+    assert c["fragmentation"] == 1.0
+    (row,) = report["nodes"]
+    assert (row["largest_free"], row["devices_free"], row["memory_free"]) == (0, 0, left)
+    # the free memory counts in the whole GPU's row, a MIG profile's rows only what it holds
+    profiles = {p["profile"]: p for p in report["profiles"]}
+    assert (profiles["gpu"]["memory_free"], profiles["gpu"]["memory_published"]) == (left, left)
+    small = profiles["1g.18gb"]
+    assert small["memory_published"] == small["memory_allocated"] and small["memory_free"] == 0
+    # a 3g.71gb is published and not allocated, but it fits nowhere
+    (pending,) = report["pending"]
+    assert (pending["claim"], pending["reason"]) == ("ml/wants-3g.71gb", fr.COUNTERS_EXHAUSTED)
+    assert "gpufleet claims explain" in pending["message"]
+    assert c["pending_by_reason"][fr.COUNTERS_EXHAUSTED] == 1
+    assert c["pending_by_reason"][fr.FREE_DEVICES] == 0
+
+
+def test_a_3g_at_placement_0_leaves_free_each_placement_that_fits_in_the_other_half() -> None:
+    devices, counter_set = h200_objects()
+    (low,) = [
+        n for n in devices if profile_of(devices[n]) == "3g.71gb" and 0 in memory_slices(devices[n])
+    ]
+    held_slices = memory_slices(devices[low])
+    report = dynamic_h200(low)
+    # free: each device placed in the slices the 3g leaves (the other counters suffice),
+    # counted once per placement, per profile; every other unallocated device is blocked
+    fit = [n for n in devices if n != low and not memory_slices(devices[n]) & held_slices]
+    profiles = {p["profile"]: p for p in report["profiles"]}
+    for profile, row in profiles.items():
+        of_profile = [n for n in devices if profile_of(devices[n]) == profile]
+        free = sum(1 for n in fit if n in of_profile)
+        assert (row["devices_free"], row["devices_blocked"]) == (
+            free, len(of_profile) - free - row["devices_allocated"]
+        ), profile  # fmt: skip
+    c = report["cluster"]
+    assert c["devices_free"] == len(fit) > 0
+    assert c["devices_blocked"] == len(devices) - len(fit) - 1
+    capacity = fr.memory_bytes(counter_set["counters"]["memory"]["value"])
+    left = capacity - consumed(devices[low], "memory")
+    assert (c["memory_free"], c["memory_published"]) == (left, capacity)
+    # no claim pending: the free memory is capacity nobody waits for
+    assert c["memory_stranded"] == left
+    # the largest device that fits now is the 3g.71gb of the other half
+    largest = max(fr.memory_bytes(devices[n]["capacity"]["memory"]["value"]) for n in fit)
+    assert report["nodes"][0]["largest_free"] == largest
+    assert c["fragmentation"] == pytest.approx(1 - largest / left, abs=1e-4)
+    # the DRA path counts what can be allocated, as the report does
+    dra = report["paths"]["cluster"][1]
+    assert (dra["devices"], dra["free"]) == (c["devices_allocated"] + c["devices_free"], len(fit))
+
+
+def test_a_pending_3g_is_free_devices_all_allocated_or_counters_exhausted_on_dynamic_mig() -> None:
+    devices, _counter_set = h200_objects()
+    three = sorted(n for n in devices if profile_of(devices[n]) == "3g.71gb")
+    (four,) = [n for n in devices if profile_of(devices[n]) == "4g.71gb"]
+    second_half = min(memory_slices(devices[three[1]]))
+    (one,) = [
+        n
+        for n in devices
+        if profile_of(devices[n]) == "1g.18gb" and memory_slices(devices[n]) == {second_half}
+    ]
+
+    def reasons(*held: str) -> dict[str, str]:
+        report = dynamic_h200(*held, pending=("3g.71gb",))
+        return {p["claim"]: p["reason"] for p in report["pending"]}
+
+    # one 3g held: the other placement fits
+    assert reasons(three[0]) == {"ml/wants-3g.71gb": fr.FREE_DEVICES}
+    # both 3g placements held: every device of the shape is allocated
+    assert reasons(*three) == {"ml/wants-3g.71gb": fr.ALL_ALLOCATED}
+    # a 4g on the first half and a 1g on the first slice of the second: neither 3g is
+    # allocated, neither has its memory slices left
+    report = dynamic_h200(four, one, pending=("3g.71gb",))
+    blocked = {p["profile"]: p["devices_blocked"] for p in report["profiles"]}
+    assert blocked["3g.71gb"] == len(three)
+    assert reasons(four, one) == {"ml/wants-3g.71gb": fr.COUNTERS_EXHAUSTED}
+
+
+def test_the_free_memory_of_a_dynamic_gpu_is_stranded_where_no_pending_shape_takes_it() -> None:
+    devices, _counter_set = h200_objects()
+    (low,) = [
+        n for n in devices if profile_of(devices[n]) == "3g.71gb" and 0 in memory_slices(devices[n])
+    ]
+    held = memory_slices(devices[low])
+    # a pending 3g fits in the free half and takes all of its slices: nothing stranded
+    c = dynamic_h200(low, pending=("3g.71gb",))["cluster"]
+    assert c["memory_free"] > 0 and c["memory_stranded"] == 0
+    # a pending 2g.35gb fits too, but its placements that fit leave free slices no one
+    # waiting takes: those are stranded, a slice's share of the memory counter each
+    report = dynamic_h200(low, pending=("2g.35gb",))
+    gpu = report["gpus"][0]
+    fitting = [
+        memory_slices(d)
+        for d in devices.values()
+        if profile_of(d) == "2g.35gb" and not memory_slices(d) & held
+    ]
+    holes = [i for i in gpu["memory_slices_free"] if i not in set().union(*fitting)]
+    assert fitting and holes
+    per_slice = gpu["memory"] // gpu["memory_slices"]
+    assert report["cluster"]["memory_stranded"] == per_slice * len(holes)
+    assert report["pending"][0]["reason"] == fr.FREE_DEVICES
+    # a pending whole GPU fits nowhere: all of the free memory is stranded
+    c = dynamic_h200(low, pending=("7g.141gb",))["cluster"]
+    assert c["memory_stranded"] == c["memory_free"]
+
+
+def test_a_dynamic_gpu_beside_the_static_fleet_leaves_its_figures_as_they_were(
+    report: dict[str, Any],
+) -> None:
+    from tests.unit.dynamic_mig_slices import H200_NODE, allocated_claim, slices
+
+    devices, counter_set = h200_objects()
+    held = [n for n in devices if profile_of(devices[n]) == "1g.18gb"]
+    claims = [*CLAIMS, *(allocated_claim(f"h{i}", H200_NODE, n) for i, n in enumerate(held))]
+    mixed = fr.build_report(
+        [*SLICES, *slices(H200_NODE)], claims, PODS, [*NODES, node(H200_NODE, "dynamic")]
+    )
+    assert [r for r in mixed["rows"] if r["pool"] != "dynamic"] == report["rows"]
+    assert [n for n in mixed["nodes"] if n["node"] != H200_NODE] == report["nodes"]
+    before, after = report["cluster"], mixed["cluster"]
+    capacity = fr.memory_bytes(counter_set["counters"]["memory"]["value"])
+    assert after["memory_published"] == before["memory_published"] + capacity
+    assert after["devices_free"] == before["devices_free"]  # the H200 has none free
+    assert after["memory_free"] == before["memory_free"] + mixed["gpus"][0]["memory_free"]
+    # a pending whole H200: the static ones are allocated, the dynamic one is not, but
+    # the seven 1g.18gb hold its counters; every other claim waits for what it did
+    reasons = {p["claim"]: p["reason"] for p in report["pending"]}
+    reasons["ml/wants-h200"] = fr.COUNTERS_EXHAUSTED
+    assert {p["claim"]: p["reason"] for p in mixed["pending"]} == reasons

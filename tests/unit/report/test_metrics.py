@@ -66,6 +66,21 @@ def test_leaked_pending_and_node_devices_are_series() -> None:
     assert got["gpufleet_dra_claims_pending"] == 1
 
 
+def test_the_devices_by_state_add_up_to_those_published_on_a_dynamic_gpu() -> None:
+    from tests.unit.dynamic_mig_slices import H200_NODE, allocated_claim, device_names, slices
+
+    held = [n for n in device_names(H200_NODE) if n.startswith("gpu-0-mig-1g18gb-19-")]
+    claims = [allocated_claim(f"c{i}", H200_NODE, n) for i, n in enumerate(held)]
+    report = fr.build_report(slices(H200_NODE), claims, [], [gpu_node(H200_NODE)])
+    got = samples(fm.render(report, [gpu_node(H200_NODE)]))
+    c = report["cluster"]
+    states = {
+        s: got[f'gpufleet_dra_devices{{state="{s}"}}'] for s in ("allocated", "free", "blocked")
+    }
+    assert states == {"allocated": len(held), "free": 0, "blocked": c["devices_blocked"]}
+    assert sum(states.values()) == c["devices_published"]
+
+
 def test_every_family_has_help_and_type_once() -> None:
     report, nodes = fleet()
     text = fm.render(report, nodes)

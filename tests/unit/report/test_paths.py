@@ -273,3 +273,21 @@ def test_a_pod_whose_containers_are_not_a_list_is_skipped_and_counted() -> None:
     report = fr.build_report([], [], [*PODS[:2], odd], [NODES[0]])
     assert report["cluster"]["objects_skipped"] == {"pods": 1}
     assert report["paths"]["cluster"][0]["allocated"] == 6
+
+
+def test_a_blocked_placement_of_a_dynamic_gpu_is_no_dra_capacity() -> None:
+    from tests.unit.dynamic_mig_slices import H200_NODE, allocated_claim, device_names, slices
+
+    held = [n for n in device_names(H200_NODE) if n.startswith("gpu-0-mig-1g18gb-19-")]
+    claims = [allocated_claim(f"c{i}", H200_NODE, n) for i, n in enumerate(held)]
+    report = fr.build_report(slices(H200_NODE), claims, [], [node(H200_NODE, H200)])
+    c, dra = report["cluster"], report["paths"]["cluster"][1]
+    assert c["devices_blocked"] > 0
+    # capacity: the devices allocated or free; blocked profiles are not listed at all
+    assert (dra["devices"], dra["allocated"], dra["free"]) == (
+        c["devices_allocated"] + c["devices_free"],
+        c["devices_allocated"],
+        c["devices_free"],
+    )
+    assert dra["utilization"] == 1.0 and dra["free"] == 0
+    assert dra["profiles"] == {"1g.18gb": {"devices": len(held), "allocated": len(held)}}
