@@ -15,6 +15,8 @@ description:
   - Filter C(mig_mode_claims_on_node) takes the ResourceClaims and returns
     C(namespace/name) of each claim with a device of the driver from the node's pool that a
     pod still reserves.
+  - Filter C(mig_mode_nodes_behind) takes every kubelet-plugin pod and the target and returns
+    the nodes whose plugin pod does not run the target yet (or is being deleted).
   - Fails naming the variable C(mig_mode_to) and the fix when the target is not C(dynamic) or
     C(static).
 options:
@@ -72,6 +74,14 @@ def mig_mode_node(pods, node, slices, driver, target):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def mig_mode_nodes_behind(pods, target):
+    """See dra_driver.mig_mode.nodes_behind; AnsibleFilterError for a bad target."""
+    try:
+        return mm.nodes_behind(pods or [], target)
+    except mm.MigModeError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
 def mig_mode_claims_on_node(claims, node, driver):
     """See dra_driver.mig_mode.claims_on_node."""
     return mm.claims_on_node(claims or [], str(node), str(driver))
@@ -82,4 +92,5 @@ class FilterModule:
         return {
             "mig_mode_node": mig_mode_node,
             "mig_mode_claims_on_node": mig_mode_claims_on_node,
+            "mig_mode_nodes_behind": mig_mode_nodes_behind,
         }

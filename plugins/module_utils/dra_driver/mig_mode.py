@@ -31,6 +31,7 @@ __all__ = [
     "check_target",
     "claims_on_node",
     "node_state",
+    "nodes_behind",
     "pod_mode",
     "slices_mode",
 ]
@@ -169,3 +170,18 @@ def node_state(
         "slices": published,
         "done": plugin == target and published == target,
     }
+
+
+def nodes_behind(pods: Iterable[Any], target: str) -> list[str]:
+    """Nodes whose kubelet-plugin pod (any of ``pods``, the DaemonSet's) does not run
+    ``target`` yet, or is being deleted. Sorted, each once."""
+    check_target(target)
+    out = set()
+    for p in pods:
+        if not isinstance(p, Mapping):
+            continue
+        node = str(_spec(p).get("nodeName") or "")
+        deleting = bool((p.get("metadata") or {}).get("deletionTimestamp"))
+        if node and (deleting or pod_mode(_spec(p)) != target):
+            out.add(node)
+    return sorted(out)

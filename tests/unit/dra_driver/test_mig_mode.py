@@ -113,3 +113,15 @@ def test_claims_still_reserved_on_the_node_are_the_ones_the_kubelet_holds() -> N
         "not a claim",
     ]
     assert mm.claims_on_node(claims, "n", DRIVER) == ["a/held", "b/held"]
+
+
+def test_nodes_behind_are_those_whose_plugin_pod_does_not_run_the_target() -> None:
+    pods = [
+        _pod("a", env={"FEATURE_GATES": "DynamicMIG=true,"}, name="pa"),
+        _pod("b", name="pb"),
+        _pod("c", env={"FEATURE_GATES": "DynamicMIG=true,"}, name="pc", deleting=True),
+    ]
+    assert mm.nodes_behind(pods, "dynamic") == ["b", "c"]
+    assert mm.nodes_behind(pods, "static") == ["a", "c"]
+    with pytest.raises(mm.MigModeError, match="mig_mode_to"):
+        mm.nodes_behind(pods, "")
