@@ -96,8 +96,8 @@ options:
   dynamic_mig:
     description:
       - The node's DRA driver creates MIG devices per claim (NVIDIA's C(DynamicMIG) gate).
-        Then C(layout={}) with C(mig_enabled=true) is accepted: every compute and GPU instance
-        is destroyed and MIG mode stays on, the state the driver starts from (role C(mig),
+        Then C(layout={}) with C(mig_enabled=true) is accepted and destroys every compute and
+        GPU instance with MIG mode left on, the state the driver starts from (role C(mig),
         C(tasks_from=mode)).
     type: bool
     default: false
