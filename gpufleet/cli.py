@@ -23,6 +23,7 @@ from gpufleet.commands import (
     mig,
     mig_advise,
     mig_apply,
+    mig_mode,
     migrate,
     report,
     up,
@@ -44,6 +45,7 @@ claims.claims.add_command(claims_gc.gc)
 claims.claims.add_command(claims_gc.explain)
 mig.mig.add_command(mig_apply.apply_command)
 mig.mig.add_command(mig_advise.advise)
+mig.mig.add_command(mig_mode.mode_command)
 main.add_command(doctor.doctor)
 main.add_command(gates.gates)
 main.add_command(claims.claims)

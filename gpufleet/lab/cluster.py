@@ -501,7 +501,10 @@ def build_state(spec: LabSpec, log: Callable[[str], None]) -> LabState:
         # With a device-plugin pool the DRA kubelet plugin lands on the DRA pool only, as
         # the dra_driver role places it (playbooks/lab.yml installs it before that role).
         "lab_dra_node_selector": dra_node_selector(spec),
-        # `gpufleet up` on the lab installs the chart again through the dra_driver role.
+        # The MIG mode of the plugin: playbooks/lab.yml installs the chart with
+        # featureGates.DynamicMIG from it, and `gpufleet up` through the dra_driver role. The
+        # chart values (lab_gpu_simulator_values) carry no mode of their own, so that
+        # `gpufleet mig mode` can move the pool (dra_driver_extra_values would override it).
         "dra_driver_dynamic_mig": spec.dynamic_mig,
     }
     if chart is not None and plugin_image is not None:
@@ -511,7 +514,6 @@ def build_state(spec: LabSpec, log: Callable[[str], None]) -> LabState:
             "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
             "apiServer": {"host": cp_ip, "port": 6443},
             "kubeletPlugin": {"command": [f"/{images.BIN_DIR}/{gpusim_plugin_name()}"]},
-            "dynamicMIG": spec.dynamic_mig,
         }
     return LabState(spec, nodes, lab_vars, timings)
 

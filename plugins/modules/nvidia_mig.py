@@ -93,6 +93,14 @@ options:
         DRA kubelet plugin exits at start and crash-loops).
     type: bool
     default: false
+  dynamic_mig:
+    description:
+      - The node's DRA driver creates MIG devices per claim (NVIDIA's C(DynamicMIG) gate).
+        Then C(layout={}) with C(mig_enabled=true) is accepted and destroys every compute and
+        GPU instance with MIG mode left on, the state the driver starts from (role C(mig),
+        C(tasks_from=mode)).
+    type: bool
+    default: false
   variable_prefix:
     description:
       - How error messages name the options; role C(mig) passes C(mig_) so that a
@@ -214,6 +222,7 @@ def main() -> None:
             "nvidia_smi_path": {"type": "path"},
             "variable_prefix": {"type": "str", "default": ""},
             "dra_driver": {"type": "bool", "default": False},
+            "dynamic_mig": {"type": "bool", "default": False},
         },
         mutually_exclusive=[("layout", "config")],
         required_one_of=[("layout", "config")],
@@ -248,6 +257,7 @@ def main() -> None:
         nvidia_smi=smi,
         var_prefix=p["variable_prefix"],
         dra_driver=p["dra_driver"],
+        dynamic_mig=p["dynamic_mig"],
     )
 
     def run(argv: list[str]) -> tuple[int, str, str]:

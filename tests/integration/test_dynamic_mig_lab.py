@@ -26,6 +26,12 @@ aligned block the held memory slices, exhausted, and the claims holding them), a
 ``gpufleet report --json -`` after the seven run, while the ``3g.71gb`` waits, after it runs
 and at the end (the GPU's row: memory slices free and stranded, multiprocessors free and
 stranded). Their lines are printed with ``-s`` too.
+
+Last, ``gpufleet mig mode --to static`` (with ``mig_layout={"1g.18gb": 7}``) and ``--to
+dynamic`` move the node while a Deployment's pod holds a claim on it: after each, the node is
+uncordoned, ``nvidia-smi mig -lgi`` lists the static layout (none after the move back), the
+ResourceSlices publish counters only in dynamic mode and the plugin DaemonSet is on rolling
+updates again.
 """
 
 from __future__ import annotations
@@ -540,3 +546,94 @@ def test_gpufleet_up_smoke_runs_a_dynamic_mig_claim_and_leaves_no_gpu_instance(
     assert checks["nodes.dynamic-mig-leftover-gi"]["status"] == "pass", checks
     assert checks["nodes.dynamic-mig-counters"]["status"] == "pass", checks
     assert _gpu_instances(lab, node) == []
+
+
+def _deployment(name: str, template: str) -> dict[str, Any]:
+    """One replica of ``_pod``'s container: a pod kubectl drain evicts and its ReplicaSet
+    makes again."""
+    pod = _pod(name, template)
+    pod["spec"]["restartPolicy"] = "Always"
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod["spec"]},
+        },
+    }
+
+
+def _node_after_move(lab: Lab, node: str) -> dict[str, Any]:
+    """The node is schedulable and carries no annotation of the move."""
+    obj = lab.kubectl_json("get", "node", node)
+    assert not obj["spec"].get("unschedulable"), f"{node} left cordoned"
+    notes = obj["metadata"].get("annotations") or {}
+    assert not [k for k in notes if k.startswith("gpufleet.io/mig-mode-")], notes
+    return obj
+
+
+def _slice_shape(lab: Lab, node: str) -> tuple[bool, list[str]]:
+    """(any CounterSet published, the MIG device names) of ``node``'s ResourceSlices."""
+    counters, migs = False, []
+    for s in lab.kubectl_json("get", "resourceslices")["items"]:
+        spec = s["spec"]
+        if spec.get("nodeName") != node or spec.get("driver") != "gpu.nvidia.com":
+            continue
+        counters = counters or bool(spec.get("sharedCounters"))
+        for d in spec.get("devices") or []:
+            counters = counters or bool(d.get("consumesCounters"))
+            if (d.get("attributes") or {}).get("type", {}).get("string") == "mig":
+                migs.append(d["name"])
+    return counters, sorted(migs)
+
+
+def _plugin_update_strategy(lab: Lab) -> str:
+    [ds] = lab.kubectl_json("get", "daemonsets", "-n", "gpufleet-gpu-simulator")["items"]
+    return ds["spec"]["updateStrategy"]["type"]
+
+
+def test_mig_mode_moves_the_pool_to_static_and_back_leaving_no_gpu_instance(lab: Lab) -> None:
+    """``gpufleet mig mode --to static`` with a running claim on the node: the pod is
+    evicted, its GPU instance destroyed at unprepare, the node carved ``7 x 1g.18gb``,
+    its slices republished without counters, the pod running again on a static device,
+    the node uncordoned; ``--to dynamic`` then leaves no GPU instance and the counters back.
+    The kubelet-plugin DaemonSet is on rolling updates again after each."""
+    node = lab.workers()[0]
+    inventory = str(REPO / "inventory" / "lab")
+    step = Step()
+    _apply(lab, _deployment("held", "mig-1g18gb"))
+    lab.kubectl_run("wait", "-n", NS, "pod", "-l", "app=held", "--for=condition=Ready",
+                    "--timeout=300s")  # fmt: skip
+    assert [p for p, *_ in _gpu_instances(lab, node)] == ["1g.18gb"]
+    step.done("a 1g.18gb pod of a Deployment Ready on the dynamic node")
+    try:
+        to_static = _gpufleet(
+            "mig", "mode", "--to", "static", "-i", inventory, "-e", 'mig_layout={"1g.18gb": 7}'
+        )
+        tail = (to_static.stdout + to_static.stderr)[-4000:]
+        assert to_static.returncode == 0, tail
+        step.done("gpufleet mig mode --to static")
+        assert _gpu_instances(lab, node) == sorted(("1g.18gb", 19, s, 1) for s in range(7))
+        counters, migs = _slice_shape(lab, node)
+        assert not counters and len(migs) == 7, (counters, migs)
+        _node_after_move(lab, node)
+        assert _plugin_update_strategy(lab) == "RollingUpdate"
+        lab.kubectl_run("wait", "-n", NS, "pod", "-l", "app=held", "--for=condition=Ready",
+                        "--timeout=300s")  # fmt: skip
+        [pod] = lab.kubectl_json("get", "pods", "-n", NS, "-l", "app=held")["items"]
+        assert _allocated_device(lab, pod["metadata"]["name"]) in migs
+        step.done("the pod runs again on a static MIG device")
+    finally:
+        lab.kubectl_run("delete", "deployment", "-n", NS, "held", "--wait=true", check=False)
+    to_dynamic = _gpufleet("mig", "mode", "--to", "dynamic", "-i", inventory)
+    tail = (to_dynamic.stdout + to_dynamic.stderr)[-4000:]
+    assert to_dynamic.returncode == 0, tail
+    step.done("gpufleet mig mode --to dynamic")
+    assert _gpu_instances(lab, node) == []
+    counters, migs = _slice_shape(lab, node)
+    assert counters and "gpu-0-mig-1g18gb-19-0" in migs, migs
+    _node_after_move(lab, node)
+    assert _plugin_update_strategy(lab) == "RollingUpdate"

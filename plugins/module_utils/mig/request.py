@@ -47,6 +47,7 @@ class Request:
     nvidia_smi: str = "nvidia-smi"
     var_prefix: str = ""
     dra_driver: bool = False
+    dynamic_mig: bool = False
 
     def name(self, option: str) -> str:
         """``option`` as the caller spells it (``var_prefix`` first)."""
@@ -83,7 +84,7 @@ def check_request(req: Request) -> None:
         layout = mpl.parse_layout(dict(req.layout), name=req.name("layout"))
         _check_dra_driver(req, layout, req.name("layout"))
         wanted = {k: v for k, v in layout.items() if v}
-        if req.mig_enabled and not wanted:
+        if req.mig_enabled and not wanted and not req.dynamic_mig:
             raise MigApplyError(
                 f"{req.name('layout')}={dict(req.layout)!r} with {req.name('mig_enabled')}=true "
                 "would leave MIG mode on with zero GPU instances, which no workload can use; "

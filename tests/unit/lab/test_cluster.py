@@ -222,7 +222,10 @@ def test_dynamic_mig_reaches_the_chart_and_the_dra_driver_role(
     monkeypatch.setattr(cluster.images, "control_plane_images", lambda _v, etcd: [])
     monkeypatch.setattr(cluster.images, "pause_ref", lambda _v: "registry.k8s.io/pause:3.10")
     state = cluster.build_state(cluster.LabSpec("", workers=1, dynamic_mig=dynamic), print)
-    assert state.vars["lab_gpu_simulator_values"]["dynamicMIG"] is dynamic
+    # the mode is the dra_driver role's (featureGates.DynamicMIG); the chart values that
+    # become dra_driver_extra_values carry none, which would pin it against `gpufleet mig mode`
+    values = state.vars["lab_gpu_simulator_values"]
+    assert "dynamicMIG" not in values and "featureGates" not in values, values
     assert state.vars["dra_driver_dynamic_mig"] is dynamic
 
 

@@ -42,3 +42,18 @@ def test_a_sourced_table_still_plans() -> None:
     req = mrq.Request(layout={"1g.18gb": 7})
     out = ma.plan_gpu(_gpu("NVIDIA H200"), mrq.Target(True, {"1g.18gb": 7}), mp.model("h200"), req)
     assert [p.start for p in out.plan.placements] == list(range(7))
+
+
+def test_the_dynamic_mig_clear_destroys_every_instance_and_keeps_mig_on() -> None:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import placement as mpla
+
+    gis = [mpla.GpuInstance("1g.18gb", 19, s, 1, instance_id=s + 1) for s in range(3)]
+    gpu = mgs.GpuState(0, "GPU-0", "NVIDIA H200", None, 0, True, "Enabled", "Enabled", gis=gis)
+    req = mrq.Request(layout={}, dynamic_mig=True)
+    plan = ma.plan_gpu(gpu, mrq.Target(True, {}), mp.model("h200"), req)
+    assert plan.destroy == gis and plan.create == [] and plan.mode_change is None
+    assert plan.after() == {
+        "mig_mode_current": "Enabled",
+        "mig_mode_pending": "Enabled",
+        "instances": [],
+    }

@@ -60,3 +60,9 @@ def test_request_from_the_role_file_names_options_with_the_role_prefix() -> None
     assert req.devices == (0,)
     assert req.var_prefix == "mig_"
     assert req.allow_reboot is False
+
+
+def test_an_empty_layout_with_mig_on_is_the_dynamic_mig_starting_state() -> None:
+    req = mrq.Request(layout={}, dynamic_mig=True, var_prefix="mig_")
+    mrq.check_request(req)
+    assert mrq.targets(req, [gpu(0)]) == {0: mrq.Target(True, {})}

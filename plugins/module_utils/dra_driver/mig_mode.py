@@ -1,0 +1,187 @@
+"""Which MIG mode a GPU node's DRA kubelet plugin runs, read from the API objects: its pod,
+its ResourceSlices and the ResourceClaims allocated on it (the ``mig_mode`` operation,
+roles/mig/tasks/mode.yml).
+
+Where the mode lives (kubernetes-sigs/dra-driver-nvidia-gpu, chart
+``deployments/helm/dra-driver-nvidia-gpu``): the chart renders one kubelet-plugin DaemonSet
+per release and passes ``featureGates`` to its containers as the environment variable
+``FEATURE_GATES`` (``DynamicMIG=true,``); ``cmd/gpu-kubelet-plugin`` reads the gate once at
+start. The mode is therefore the release's, and a node changes mode when its plugin pod
+starts again from the updated template. The chart also renders the cluster-scoped
+DeviceClasses ``gpu.nvidia.com`` and ``mig.nvidia.com`` whenever ``resources.gpus.enabled``,
+so a second release for the same GPUs is refused by Helm: one mode per DRA pool of a release.
+The lab's GPU simulator takes ``--dynamic-mig`` or ``GPUFLEET_GPUSIM_DYNAMIC_MIG=true``
+(lab/gpu-simulator/kubelet-plugin/main.go) from the same chart value.
+
+A node publishes dynamic MIG when a ResourceSlice of the driver on it has
+``spec.sharedCounters`` or a device with ``consumesCounters`` (KEP-4815 partitionable
+devices); static when its slices list devices and no counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = [
+    "DYNAMIC",
+    "MODES",
+    "STATIC",
+    "MigModeError",
+    "check_target",
+    "claims_on_node",
+    "node_state",
+    "nodes_behind",
+    "pod_mode",
+    "slices_mode",
+]
+
+DYNAMIC = "dynamic"
+STATIC = "static"
+MODES = (DYNAMIC, STATIC)
+#: What ``slices_mode`` says of a node that publishes no device of the driver.
+NONE = "none"
+SIMULATOR_FLAG = "--dynamic-mig"
+SIMULATOR_ENV = "GPUFLEET_GPUSIM_DYNAMIC_MIG"
+
+
+class MigModeError(ValueError):
+    """An input of the operation that cannot be used; ``str()`` names the variable, the
+    value and the fix."""
+
+
+def check_target(value: Any, variable: str = "mig_mode_to") -> str:
+    """``value`` as a mode (``dynamic`` or ``static``); MigModeError otherwise."""
+    if isinstance(value, str) and value in MODES:
+        return value
+    raise MigModeError(
+        f"{variable}={value!r} is not a MIG mode; fix: set {variable} to dynamic (the DRA "
+        "driver creates each GPU instance when a claim is prepared) or static (the mig role "
+        "carves the node's mig_layout ahead)"
+    )
+
+
+def _truthy(text: Any) -> bool:
+    return str(text).strip().lower() in ("true", "1", "yes")
+
+
+def _gates(text: str) -> dict[str, bool]:
+    """``FEATURE_GATES`` (``A=true,B=false,``) as name -> bool; malformed items skipped."""
+    out: dict[str, bool] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        if sep and name.strip():
+            out[name.strip()] = _truthy(value)
+    return out
+
+
+def _container_dynamic(container: Mapping[str, Any]) -> bool:
+    env = {
+        str(e.get("name")): e.get("value", "")
+        for e in container.get("env") or []
+        if isinstance(e, Mapping)
+    }
+    if _gates(str(env.get("FEATURE_GATES") or "")).get("DynamicMIG"):
+        return True
+    if _truthy(env.get(SIMULATOR_ENV, "")):
+        return True
+    argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    return any(a == SIMULATOR_FLAG or a == f"{SIMULATOR_FLAG}=true" for a in argv)
+
+
+def pod_mode(pod_spec: Mapping[str, Any] | None) -> str:
+    """The MIG mode a kubelet-plugin pod (or a DaemonSet's pod template ``spec``) starts
+    its plugin in: ``dynamic`` when a container has ``DynamicMIG=true`` in
+    ``FEATURE_GATES`` (NVIDIA's chart), ``GPUFLEET_GPUSIM_DYNAMIC_MIG=true`` or
+    ``--dynamic-mig`` (the lab's simulator); else ``static``."""
+    containers = (pod_spec or {}).get("containers") or []
+    return DYNAMIC if any(_container_dynamic(c) for c in containers) else STATIC
+
+
+def _spec(obj: Any) -> Mapping[str, Any]:
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def slices_mode(slices: Iterable[Any], node: str, driver: str) -> str:
+    """What ``node``'s ResourceSlices of ``driver`` publish: ``dynamic`` (counters),
+    ``static`` (devices, no counters) or ``none`` (no device and no counter)."""
+    devices = counters = False
+    for s in slices:
+        spec = _spec(s)
+        if spec.get("nodeName") != node or spec.get("driver") != driver:
+            continue
+        if spec.get("sharedCounters"):
+            counters = True
+        for d in spec.get("devices") or []:
+            devices = True
+            if isinstance(d, Mapping) and d.get("consumesCounters"):
+                counters = True
+    if counters:
+        return DYNAMIC
+    return STATIC if devices else NONE
+
+
+def _on_node(claim: Mapping[str, Any], node: str, driver: str) -> bool:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    return any(
+        isinstance(r, Mapping) and r.get("driver") == driver and r.get("pool") == node
+        for r in results
+    )
+
+
+def claims_on_node(claims: Iterable[Any], node: str, driver: str) -> list[str]:
+    """``namespace/name`` of each ResourceClaim with a device of ``driver`` from ``node``'s
+    pool (NVIDIA's driver names the pool after the node) that a pod still reserves
+    (``status.reservedFor``): the kubelet has not unprepared it yet. Sorted."""
+    out = []
+    for c in claims:
+        if not isinstance(c, Mapping) or not _on_node(c, node, driver):
+            continue
+        if (c.get("status") or {}).get("reservedFor"):
+            meta = c.get("metadata") or {}
+            out.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+    return sorted(out)
+
+
+def node_state(
+    node: str, pods: Iterable[Any], slices: Iterable[Any], driver: str, target: str
+) -> dict[str, Any]:
+    """Where ``node`` stands against ``target``: ``plugin`` (the mode its running plugin
+    pods start in, ``none`` without a pod), ``pods`` (their names), ``slices``
+    (``slices_mode``) and ``done`` (the plugin runs ``target`` and the slices publish it).
+    Pods being deleted are not counted."""
+    check_target(target)
+    live = [
+        p
+        for p in pods
+        if isinstance(p, Mapping)
+        and _spec(p).get("nodeName") == node
+        and not (p.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    modes = {pod_mode(_spec(p)) for p in live}
+    plugin = modes.pop() if len(modes) == 1 else ("mixed" if modes else NONE)
+    published = slices_mode(slices, node, driver)
+    return {
+        "node": node,
+        "plugin": plugin,
+        "pods": sorted(str((p.get("metadata") or {}).get("name", "")) for p in live),
+        "slices": published,
+        "done": plugin == target and published == target,
+    }
+
+
+def nodes_behind(pods: Iterable[Any], target: str) -> list[str]:
+    """Nodes whose kubelet-plugin pod (any of ``pods``, the DaemonSet's) does not run
+    ``target`` yet, or is being deleted. Sorted, each once."""
+    check_target(target)
+    out = set()
+    for p in pods:
+        if not isinstance(p, Mapping):
+            continue
+        node = str(_spec(p).get("nodeName") or "")
+        deleting = bool((p.get("metadata") or {}).get("deletionTimestamp"))
+        if node and (deleting or pod_mode(_spec(p)) != target):
+            out.add(node)
+    return sorted(out)

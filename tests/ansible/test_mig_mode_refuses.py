@@ -1,0 +1,63 @@
+"""``playbooks/mig_mode.yml`` refuses bad input before it touches the DRA driver release or
+a node: a target that is no MIG mode, and a move to static MIG of a node without a layout.
+
+It runs for real against this machine (``ansible_connection=local``); the refusals come
+before the first task that reads the cluster, so no cluster is needed.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from gpufleet import runner
+from gpufleet.commands import mig_mode as mode_cmd
+from gpufleet.exit import EXIT_OK
+
+pytestmark = pytest.mark.ansible
+
+INVENTORY = """\
+[gpu_nodes]
+node1 ansible_connection=local
+[all:vars]
+ansible_python_interpreter="{{ ansible_playbook_python }}"
+"""
+
+
+def _mode(tmp_path: Path, extravars: dict) -> tuple[int, list[tuple[str, str, str]]]:
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text(INVENTORY)
+    result = runner.run_playbook(
+        mode_cmd.MODE_PLAYBOOK,
+        str(inventory),
+        extravars={**extravars, "ansible_become": False},
+        console=Console(file=io.StringIO(), width=400),
+        artifact_root=tmp_path / "artifacts",
+    )
+    failures = [(h, t, " ".join(m.split())) for h, t, m in result.progress.failures]
+    return result.status, failures
+
+
+@pytest.mark.parametrize(
+    ("extravars", "task", "words"),
+    [
+        ({"mig_mode_to": "partitioned"}, 0, 'mig_mode_to="partitioned" is not a MIG mode'),
+        (
+            {"mig_mode_to": "static"},
+            1,
+            'mig_layout={} and mig_config_name="" on node1: moving it to static MIG',
+        ),
+    ],
+)
+def test_bad_input_is_refused_before_the_release_naming_variable_value_and_fix(
+    tmp_path: Path, extravars: dict, task: int, words: str
+) -> None:
+    status, failures = _mode(tmp_path, extravars)
+    assert status != EXIT_OK
+    [(host, name, message)] = failures
+    assert host == "node1", failures
+    assert name == mode_cmd.REFUSING_TASKS[task], failures
+    assert words in message and "fix:" in message, message
