@@ -8,7 +8,9 @@ to Running.
 
 ``Metrics`` reads kube-apiserver's ``apiserver_request_total`` counter (``GET
 /metrics``) before and after a run; ``run_measured`` runs a command as a child process
-and returns its wall time and the peak resident set size of its process tree.
+and returns its wall time, the peak resident set size of its process tree and the lists
+it read (the audit log); ``measure_floor`` pages through those lists with a client that
+only receives the bytes (``tests.bench.floor``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 from gpufleet.lab import gpusim_plugin
 from tests.bench import fleet
+from tests.bench import floor as floor_client
 from tests.harness.controlplane import ControlPlane
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -49,17 +52,19 @@ _LABEL_RE = re.compile(r'(\w+)="([^"]*)"')
 APISERVER_USER = "system:apiserver"
 
 #: Audit policy of the benchmark's kube-apiserver: every request of kube-apiserver
-#: itself and every watch at level Metadata, nothing else (the measured programs'
-#: requests cost no audit work). No measured program opens a watch; a watch that ends
-#: during a run is KWOK's (its controller is paused, its watches time out) or
-#: kube-apiserver's own.
+#: itself, every watch and every list at level Metadata, nothing else. The measured
+#: programs' lists are logged so that their floor pages through the same lists
+#: (``tests.bench.floor``): one event per page, about a hundred for validate at 10,000
+#: nodes; their other requests cost no audit work. No measured program opens a watch; a
+#: watch that ends during a run is KWOK's (its controller is paused, its watches time
+#: out) or kube-apiserver's own.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["RequestReceived", "ResponseStarted"],
     "rules": [
         {"level": "Metadata", "users": [APISERVER_USER]},
-        {"level": "Metadata", "verbs": ["watch"]},
+        {"level": "Metadata", "verbs": ["watch", "list"]},
         {"level": "None"},
     ],
 }
@@ -123,9 +128,10 @@ class Metrics:
 
 
 class AuditLog:
-    """The background requests of a run, from the audit log (``AUDIT_POLICY``): those of
-    kube-apiserver itself and every watch, read from a remembered offset; keyed like
-    ``Metrics``."""
+    """The audit log (``AUDIT_POLICY``) since a remembered offset: its lines, and the
+    background requests of a run among them (``since_mark``: those of kube-apiserver
+    itself and every watch, keyed like ``Metrics``). The lists a run read come from the
+    same lines (``tests.bench.floor.lists_from_audit``)."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -134,17 +140,20 @@ class AuditLog:
     def mark(self) -> None:
         self.offset = self.path.stat().st_size if self.path and self.path.exists() else 0
 
-    def since_mark(self) -> Counter:
-        out: Counter = Counter()
+    def lines_since_mark(self) -> list[bytes]:
         if not self.path or not self.path.exists():
-            return out
+            return []
         with open(self.path, "rb") as fh:
             fh.seek(self.offset)
-            for raw in fh:
-                try:
-                    event = json.loads(raw)
-                except ValueError:
-                    continue  # a line still being written
+            return fh.readlines()
+
+    def since_mark(self, lines: list[bytes] | None = None) -> Counter:
+        out: Counter = Counter()
+        for raw in self.lines_since_mark() if lines is None else lines:
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue  # a line still being written
                 user = (event.get("user") or {}).get("username")
                 if user != APISERVER_USER and event.get("verb") != "watch":
                     continue
@@ -203,7 +212,8 @@ class Measured:
     in MiB of the largest process of its tree (``getrusage(RUSAGE_CHILDREN)``
     ``ru_maxrss``: the largest of every descendant waited for), the API requests it
     issued, the CPU seconds its tree used (``cpu_s``) and kube-apiserver and etcd used
-    meanwhile (``server_cpu_s``), the load average around it, and its output."""
+    meanwhile (``server_cpu_s``), the load average around it, its output, and the paged
+    lists it read (``lists``, from the audit log; empty without one)."""
 
     argv: list[str]
     rc: int
@@ -216,6 +226,9 @@ class Measured:
     server_cpu_s: float = 0.0
     #: the machine's 1-minute load average when the run started and when it ended
     load: tuple[float, float] = (0.0, 0.0)
+    lists: list[floor_client.ListRequest] = field(default_factory=list)
+    #: the floor measured right after this run (``measure_floor``), when asked for
+    floor: FloorRun | None = None
 
     def check(self) -> Measured:
         if self.rc != 0:
@@ -347,7 +360,9 @@ def run_measured(
             server_cpu = _cpu_seconds(server_pids(cp)) - server_before
             after = metrics.read()
             time.sleep(0.5)  # the audit log backend writes in batches
-            background = audit.since_mark()
+            lines = audit.lines_since_mark()
+            background = audit.since_mark(lines)
+            lists = floor_client.lists_from_audit(lines, (APISERVER_USER,))
         usage = json.loads(rss_path.read_text())
         return Measured(
             list(argv),
@@ -360,7 +375,56 @@ def run_measured(
             usage["cpu_s"],
             server_cpu,
             (load_before, _load()),
+            lists,
         )
+
+
+@dataclass
+class FloorRun:
+    """The floor of one measured command: what paging through its lists took
+    (``floor``, timed inside the client, its process start left out) and that client's
+    own run (``run``: its requests, CPU and peak RSS as ``run_measured`` counts them)."""
+
+    floor: floor_client.Floor
+    run: Measured
+
+
+def measure_floor(
+    cp: ControlPlane,
+    command: Measured,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> FloorRun | None:
+    """Page through the lists ``command`` read (``command.lists``) with
+    ``tests.bench.floor``'s client, as a child process measured like the command (KWOK
+    paused, the servers settled), with the admin credentials of ``cp`` (those of the
+    kubeconfig the commands are given) and as many connections as the command had
+    lists in flight (``floor.concurrency``). None when the command read no list."""
+    if not command.lists:
+        return None
+    with tempfile.TemporaryDirectory(prefix="gpufleet-floor-") as tmp:
+        spec = Path(tmp) / "floor.json"
+        spec.write_text(
+            json.dumps(
+                {
+                    "server": cp.server,
+                    "ca": str(cp.layout.pki / "ca.crt"),
+                    "cert": str(cp.layout.root / "admin.crt"),
+                    "key": str(cp.layout.root / "admin.key"),
+                    "workers": floor_client.concurrency(command.lists),
+                    "lists": [r.to_dict() for r in command.lists],
+                }
+            )
+        )
+        run = run_measured(
+            cp, [sys.executable, "-m", "tests.bench.floor", str(spec)], env=env, cwd=cwd
+        ).check()
+    doc = json.loads(run.stdout)
+    got = floor_client.Floor(
+        doc["seconds"], doc["pages"], doc["bytes"], doc["workers"], command.lists
+    )
+    return FloorRun(got, run)
 
 
 # --------------------------------------------------------------------------- the fleet

@@ -4,7 +4,9 @@ each command linear in the objects, and its memory flat?
 ``python -m tests.bench.compare SMALL.json LARGE.json`` (files written by
 ``tests/bench/test_scale.py``, ``GPUFLEET_BENCH_RESULTS``) prints, per command, the
 figures at each size and the ratios between them beside the ratio of the objects
-(nodes, ResourceSlices, ResourceClaims and pods). Exit 2 when a file cannot be read.
+(nodes, ResourceSlices, ResourceClaims and pods): wall time, requests, peak RSS, and the
+floor and the ratio of wall time to it where both runs measured one. Exit 2 when a file
+cannot be read.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: The figures compared, as (key in ``project``, title, format).
+#: The figures compared, as (key in ``project``, title, format); the floor's two are
+#: missing from results written before it was measured.
 FIGURES = (
     ("wall_s", "wall s", "{:.2f}"),
     ("requests", "requests", "{:.0f}"),
     ("peak_rss_mib", "peak RSS MiB", "{:.0f}"),
+    ("floor_s", "floor s", "{:.2f}"),
+    ("ratio_to_floor", "wall/floor", "{:.1f}"),
 )
 
 
@@ -42,7 +47,8 @@ def objects(doc: dict[str, Any]) -> int:
 
 def compare(small: dict[str, Any], large: dict[str, Any]) -> list[dict[str, Any]]:
     """Per command present in both runs: its figures at each size and the ratio
-    large/small of each, with ``objects_ratio``, the ratio of the fleets' objects."""
+    large/small of each, with ``objects_ratio``, the ratio of the fleets' objects. A
+    figure missing from either run is left out of its row."""
     ratio = objects(large) / objects(small)
     before = {command(f["what"]): f for f in small["figures"]}
     out = []
@@ -53,6 +59,8 @@ def compare(small: dict[str, Any], large: dict[str, Any]) -> list[dict[str, Any]
         a, b = before[name]["project"], fig["project"]
         row: dict[str, Any] = {"command": name, "objects_ratio": ratio}
         for key, _, _ in FIGURES:
+            if a.get(key) is None or b.get(key) is None:
+                continue
             row[key] = (a[key], b[key])
             row[f"{key}_ratio"] = b[key] / a[key] if a[key] else None
         out.append(row)
@@ -66,6 +74,8 @@ def render(small: dict[str, Any], large: dict[str, Any]) -> str:
     for row in rows:
         parts = []
         for key, title, fmt in FIGURES:
+            if key not in row:
+                continue
             a, b = row[key]
             r = row[f"{key}_ratio"]
             parts.append(

@@ -1,6 +1,7 @@
 """The scale benchmark's pure parts, run in the normal test run: the fleet plan at
-10,000 nodes, the per-node way's extrapolation, the goals said when missed and the
-comparison of two fleet sizes."""
+10,000 nodes, the per-node way's extrapolation, the ratio to the floor, the goals printed
+and then failed on when missed, and the comparison of two fleet sizes (the floor's own
+client: ``tests/unit/bench/test_floor.py``)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,18 @@ from typing import Any
 import pytest
 
 from tests.bench import compare, fleet
-from tests.bench.cluster import Measured, Requests
-from tests.bench.test_scale import Figure, GoalMissed, extrapolate, missed, publish
+from tests.bench.cluster import FloorRun, Measured, Requests
+from tests.bench.floor import Floor, ListRequest
+from tests.bench.test_scale import (
+    Figure,
+    extrapolate,
+    figures,
+    floor_goal,
+    judge,
+    missed,
+    publish,
+    ratio_to_floor,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -80,6 +91,21 @@ def test_two_fleet_sizes_are_compared_per_command(tmp_path: Path, capsys: Any) -
     assert compare.main([str(tmp_path / "missing.json"), str(files[1])]) == 2
 
 
+def test_the_floor_and_its_ratio_are_compared_when_both_runs_have_them() -> None:
+    small = result(1000, {"validate": 4.0, "report": 2.0}, 120)
+    large = result(10_000, {"validate": 40.0, "report": 30.0}, 150)
+    for doc, floor_s in ((small, 1.0), (large, 8.0)):
+        doc["figures"][0]["project"].update(floor_s=floor_s, ratio_to_floor=4.0 / floor_s)
+    large["figures"][0]["project"]["ratio_to_floor"] = 5.0
+    rows = {r["command"]: r for r in compare.compare(small, large)}
+    assert rows["validate"]["floor_s"] == (1.0, 8.0)
+    assert rows["validate"]["ratio_to_floor"] == (4.0, 5.0)
+    assert rows["validate"]["ratio_to_floor_ratio"] == pytest.approx(1.25)
+    assert "floor_s" not in rows["report"]  # results written before the floor
+    printed = compare.render(small, large)
+    assert "floor s 1.00 -> 8.00 (x8.0); wall/floor 4.0 -> 5.0 (x1.2)" in printed
+
+
 def test_a_figure_names_its_command() -> None:
     assert compare.command("validate 10000 GPU nodes without smoke (x)") == "validate"
     assert compare.command("find the leaked claims among 100000 (y)") == (
@@ -87,20 +113,65 @@ def test_a_figure_names_its_command() -> None:
     )
 
 
-def test_a_missed_goal_is_said_not_only_recorded() -> None:
-    run = measured(12.0, 9, 1.0, 310)
-    fig = Figure("report 1000 GPU nodes", run, goals=[("wall 12s <= 10s", False), ("ok", True)])
+def with_floor(run: Measured, seconds: float) -> Measured:
+    lists = [ListRequest("/api/v1/pods", (("limit", "2000"),), 3)]
+    run.floor = FloorRun(Floor(seconds, 3, 3 << 20, 1, lists), measured(seconds + 0.1, 3, 0.5, 20))
+    return run
+
+
+def test_the_ratio_to_the_floor_is_wall_time_over_floor_time() -> None:
+    assert ratio_to_floor(5.0, 2.0) == pytest.approx(2.5)
+    assert ratio_to_floor(5.0, None) is None and ratio_to_floor(5.0, 0.0) is None
+    shown = figures(with_floor(measured(5.0, 9, 4.0, 120), 2.0))
+    assert shown["floor_s"] == 2.0 and shown["ratio_to_floor"] == pytest.approx(2.5)
+    assert "floor_s" not in figures(measured(5.0, 9, 4.0, 120))
+
+
+def test_the_floor_goal_names_both_times_and_the_ratio() -> None:
+    assert floor_goal(with_floor(measured(3.0, 9, 1.0, 100), 1.5)) == (
+        "wall/floor 3.00s / 1.500s = 2.0 <= 2.0",
+        True,
+    )
+    assert floor_goal(with_floor(measured(5.0, 9, 1.0, 100), 2.0)) == (
+        "wall/floor 5.00s / 2.000s = 2.5 <= 2.0",
+        False,
+    )
+    assert floor_goal(measured(5.0, 9, 1.0, 100)) == (
+        "wall/floor <= 2.0: no floor (the run read no list)",
+        False,
+    )
+
+
+def test_every_goal_is_printed_then_a_missed_one_fails_naming_figure_and_goal() -> None:
+    run = with_floor(measured(12.0, 9, 1.0, 310), 4.0)
+    fig = Figure(
+        "report 1000 GPU nodes",
+        run,
+        goals=[("wall 12s <= 10s", False), ("ok", True), floor_goal(run)],
+    )
     printed: list[str] = []
     bench = SimpleNamespace(figures=[], out=printed.append)
-    with pytest.warns(GoalMissed) as warned:
-        publish(bench, fig, [run])  # type: ignore[arg-type]
-    assert [str(w.message) for w in warned] == ["report 1000 GPU nodes: wall 12s <= 10s"]
+    publish(bench, fig, [run])  # type: ignore[arg-type]
     assert "  goal MISS: wall 12s <= 10s" in printed and "  goal PASS: ok" in printed
-    assert missed(bench.figures) == ["report 1000 GPU nodes: wall 12s <= 10s"]
-    assert fig.to_dict()["goals"] == [
+    assert "  goal MISS: wall/floor 12.00s / 4.000s = 3.0 <= 2.0" in printed
+    assert "    LIST /api/v1/pods?limit=2000 (3 pages)" in printed
+    with pytest.raises(AssertionError) as failed:
+        judge(bench.figures)
+    assert str(failed.value).startswith("2 goal(s) missed:")
+    assert "report 1000 GPU nodes: wall 12s <= 10s" in str(failed.value)
+    assert "report 1000 GPU nodes: wall/floor 12.00s / 4.000s = 3.0 <= 2.0" in str(failed.value)
+    assert missed(bench.figures) == [
+        "report 1000 GPU nodes: wall 12s <= 10s",
+        "report 1000 GPU nodes: wall/floor 12.00s / 4.000s = 3.0 <= 2.0",
+    ]
+    doc = fig.to_dict()
+    assert doc["goals"][:2] == [
         {"goal": "wall 12s <= 10s", "met": False},
         {"goal": "ok", "met": True},
     ]
+    assert doc["project"]["floor_s"] == 4.0 and doc["project"]["ratio_to_floor"] == 3.0
+    assert doc["project_floor"]["lists"] == [{"uri": "/api/v1/pods?limit=2000", "pages": 3}]
+    judge([Figure("labels", run, goals=[("ok", True)])])  # all met: passes
 
 
 def test_a_cloned_dynamic_mig_slice_differs_only_in_node_pool_and_identity() -> None:
