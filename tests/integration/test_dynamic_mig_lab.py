@@ -314,6 +314,14 @@ def _report_row(lab: Lab, node: str, when: str) -> dict[str, Any]:
     assert [r["gpu"] for r in rows] == ["gpu-0"], doc["gpus"]
     [row] = rows
     sums = doc["cluster"]["shared_counters"]
+    # a placement is free only where it fits now: the fleet's free devices are the devices
+    # the GPUs' counters leave room for, the others are blocked, not free
+    c = doc["cluster"]
+    assert c["devices_free"] == sum(r["devices_fitting"] for r in doc["gpus"]), (c, doc["gpus"])
+    parts = c["devices_allocated"] + c["devices_free"] + c["devices_blocked"]
+    assert c["devices_published"] == parts, c
+    print(f"      devices: {c['devices_free']} free, {c['devices_blocked']} blocked, "
+          f"{c['devices_allocated']} allocated")  # fmt: skip
     print(
         f"    report {when} ({took:.1f}s): {node}/{row['gpu']} {row['model']}: memory slices "
         f"free {row['memory_slices_free']} of {row['memory_slices']}, stranded "
