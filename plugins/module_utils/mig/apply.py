@@ -485,7 +485,8 @@ def _verify(p: GpuPlan, now: GpuState, o: Outcome, req: Request) -> None:
         raise AssertionError("a GPU with MIG enabled has no plan")
     d = mpla.diff(now.gis, p.plan)
     lacking = [g.instance_id for g in now.gis if len(now.cis.get(g.instance_id or -1, [])) != 1]
-    if not now.mig_on or d.changed or lacking or not now.gis:
+    # no instance at all is the plan only where the DRA driver makes them per claim
+    if not now.mig_on or d.changed or lacking or (not now.gis and not req.dynamic_mig):
         shown = layout_text([(now.index, now.name, now.layout())]).strip()
         raise MigApplyError(
             f"GPU {now.index}: after the change the GPU shows {shown!r}, not the planned "

@@ -57,3 +57,18 @@ def test_the_dynamic_mig_clear_destroys_every_instance_and_keeps_mig_on() -> Non
         "mig_mode_pending": "Enabled",
         "instances": [],
     }
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_a_gpu_left_with_mig_on_and_no_instance_verifies_only_for_dynamic_mig(dynamic) -> None:
+    gpu = mgs.GpuState(0, "GPU-0", "NVIDIA H200", None, 0, True, "Enabled", "Enabled", gis=[])
+    req = mrq.Request(layout={}, dynamic_mig=True)
+    plan = ma.plan_gpu(gpu, mrq.Target(True, {}), mp.model("h200"), req)
+    outcome = ma.Outcome(0, "NVIDIA H200", True, {}, {})
+    check = mrq.Request(layout={}, dynamic_mig=dynamic)
+    if dynamic:
+        ma._verify(plan, gpu, outcome, check)
+        assert outcome.after == gpu.layout()
+    else:
+        with pytest.raises(ma.MigApplyError, match="after the change the GPU shows"):
+            ma._verify(plan, gpu, outcome, check)
