@@ -129,8 +129,8 @@ def _unknown_model_problems(unknown: Mapping[str, list[str]]) -> list[Problem]:
                 )
                 + ": the MIG devices they publish at once are unknown, so quotas on "
                 f"{ddc.MIG_CLASS} and per-profile classes are not checked",
-                'set gpu_model to a model gpufleet knows, e.g. gpu_model: "NVIDIA H200" '
-                "(gpufleet mig models lists them)",
+                "set gpu_model to a model with a built-in MIG table, e.g. gpu_model: "
+                '"NVIDIA H200" (gpufleet mig models lists them)',
             )
         )
     return out
