@@ -401,3 +401,46 @@ def gpu_figures(cs: CounterSet, sets: Mapping[str, CounterSet]) -> dict[str, Any
         "claims": sorted({h for held in cs.allocated.values() for h in held}),
         "unreadable": list(cs.unreadable),
     }
+
+
+def _first_slice(consumed: Mapping[str, Fraction]) -> int:
+    """The lowest memory slice a device consumes (a device with none sorts last)."""
+    slices = [i for c, v in consumed.items() if (i := memory_slice(c)) is not None and v > 0]
+    return min(slices, default=2**31)
+
+
+def most_at_once(cs: CounterSet, device_names: Iterable[str]) -> int:
+    """The most of ``device_names`` (devices consuming ``cs``; names it does not hold
+    count as none) that the scheduler can allocate together on the GPU of ``cs`` while
+    nothing else is allocated: the devices in memory-slice order (lowest slice consumed,
+    then name), each kept when what it consumes, added to what the kept ones consume,
+    stays at or below ``cs.capacity`` for every counter (a counter the set lacks has 0).
+
+    Exact for the placements of one MIG profile, which consume the same amounts of the
+    other counters and equal, aligned runs of memory slices (taking the run that ends
+    first is the best choice for runs of one length): on NVIDIA's H200 it gives each
+    profile's ``max_instances`` (``-lgip`` Total; 7 x ``1g.18gb``, 4 x ``1g.35gb``,
+    1 x ``1g.18gb+me``, which holds the one ``ofa-engines``). For a mix of profiles it is
+    a lower bound, not the optimum. The counters' amounts, not ``cs.consumed``: the
+    allocations of now do not count."""
+    used: dict[str, Fraction] = {}
+    kept = 0
+    wanted = [n for n in dict.fromkeys(device_names) if n in cs.devices]
+    for name in sorted(wanted, key=lambda n: (_first_slice(cs.devices[n]), n)):
+        needs = cs.devices[name]
+        after = {c: used.get(c, Fraction(0)) + v for c, v in needs.items() if v > 0}
+        if all(v <= cs.capacity.get(c, Fraction(0)) for c, v in after.items()):
+            used.update(after)
+            kept += 1
+    return kept
+
+
+def profiles_at_once(cs: CounterSet) -> dict[str, int]:
+    """Per profile of the devices of ``cs`` (the ``profile`` attribute, ``gpu`` for a
+    device without one: the whole GPU), the most of its devices allocatable together on
+    the empty GPU (:func:`most_at_once`): ``{"gpu": 1, "1g.18gb": 7, ...}`` on an H200.
+    The profiles are alternatives on one GPU, not added capacity."""
+    by_profile: dict[str, list[str]] = {}
+    for name in sorted(cs.devices):
+        by_profile.setdefault(_profile(cs.objects[name]), []).append(name)
+    return {p: most_at_once(cs, names) for p, names in sorted(by_profile.items())}

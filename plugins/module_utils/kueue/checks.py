@@ -14,6 +14,13 @@ GPUs carry the layout of ``mig_layout`` (the same on each GPU of ``mig_devices``
 whole. The per-profile DeviceClasses of ``kueue.queues.profile_device_class`` select the
 MIG devices of one profile.
 
+With dynamic MIG (the DRA driver's ``DynamicMIG``) a GPU publishes itself and every MIG
+profile at every placement, all consuming one CounterSet: alternatives, not capacity. Such
+a GPU counts as 1 whole GPU plus, per MIG profile, the most of its devices allocatable at
+once (``GIProfile.max_instances`` before provisioning; ``claims.counters.most_at_once`` of
+the published counters on a cluster), and ``mig.nvidia.com`` as the largest of those: a
+mix of profiles never holds more MIG devices than the smallest profile alone.
+
 Preflight (:func:`check_quotas`), each finding ``(severity, variable, value, message,
 fix)``:
 
@@ -24,6 +31,9 @@ fix)``:
 * warning: a team's nominal quota larger than the devices the fleet publishes (it can
   never be used in full), and the sum of the teams' nominal quotas of a resource larger
   than the fleet (the cohort promises more than exists), naming the team(s) and resource.
+
+While a dynamic-MIG GPU's MIG devices are unknown (``FleetDevices.mig_unknown``), quotas on
+``mig.nvidia.com`` and the per-profile classes are not judged (the caller says why).
 
 Validate (:func:`validate_checks`) makes checks in the ``kueue`` area of the report.
 """
@@ -47,21 +57,34 @@ CORE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
 
 @dataclass
 class FleetDevices:
-    """Devices the fleet publishes: ``whole`` GPUs, MIG devices per ``profiles``, and the
-    ``hosts`` each comes from (for messages)."""
+    """Devices the fleet publishes: ``whole`` GPUs, MIG devices per ``profiles``, the
+    ``hosts`` each comes from (for messages); ``dynamic_mig`` the ``mig.nvidia.com``
+    devices of dynamic-MIG GPUs (the largest per-profile count of each GPU, which
+    ``profiles`` holds too: their profiles are alternatives, so the class total is not
+    the sum of ``profiles``) and ``dynamic_profiles`` the share of ``profiles`` that comes
+    from those GPUs; ``mig_unknown`` the dynamic-MIG GPUs whose MIG devices are unknown
+    (no profile table for their model)."""
 
     whole: int = 0
     profiles: Counter = field(default_factory=Counter)
     hosts: int = 0
+    dynamic_mig: int = 0
+    dynamic_profiles: Counter = field(default_factory=Counter)
+    mig_unknown: int = 0
 
     @property
     def mig(self) -> int:
-        return sum(self.profiles.values())
+        """Devices of ``mig.nvidia.com``: every MIG device of a static layout, plus the
+        most at once of each dynamic-MIG GPU."""
+        return sum(self.profiles.values()) - sum(self.dynamic_profiles.values()) + self.dynamic_mig
 
     def count(self, resource: str, profile_classes: Mapping[str, str]) -> int | None:
-        """Devices of DeviceClass ``resource``; None for a class this model does not know."""
+        """Devices of DeviceClass ``resource``; None for a class this model does not know,
+        and for a MIG class while ``mig_unknown`` GPUs leave the MIG devices unknown."""
         if resource == ddc.GPU_CLASS:
             return self.whole
+        if self.mig_unknown and (resource == ddc.MIG_CLASS or resource in profile_classes):
+            return None
         if resource == ddc.MIG_CLASS:
             return self.mig
         if resource in profile_classes:
@@ -69,10 +92,31 @@ class FleetDevices:
         return None
 
 
-def host_devices(gpu_count: int, layouts: Mapping[int, Mapping[str, int]]) -> FleetDevices:
+def host_devices(
+    gpu_count: int,
+    layouts: Mapping[int, Mapping[str, int]],
+    dynamic: Mapping[str, int] | None = None,
+) -> FleetDevices:
     """What one host with ``gpu_count`` GPUs publishes; ``layouts`` maps a GPU index to its
-    MIG devices ``{profile: count}`` (a GPU absent or with ``{}`` is whole)."""
+    MIG devices ``{profile: count}`` (a GPU absent or with ``{}`` is whole).
+
+    ``dynamic``: for a host whose DRA driver runs ``DynamicMIG``, ``{profile: most
+    instances at once}`` of its GPU model (``GIProfile.max_instances``); ``layouts`` is
+    then not read (the mig role refuses a layout there). Each GPU counts as 1 whole GPU,
+    that many devices of each profile, and ``max(dynamic.values())`` MIG devices; an empty
+    mapping (model without a profile table) counts its GPUs in ``mig_unknown``."""
     out = FleetDevices(hosts=1)
+    if dynamic is not None:
+        at_once = {p: int(n) for p, n in dynamic.items() if int(n) > 0}
+        out.whole = gpu_count
+        if not at_once:
+            out.mig_unknown = gpu_count
+            return out
+        for _unused in range(gpu_count):
+            out.profiles.update(at_once)
+            out.dynamic_profiles.update(at_once)
+        out.dynamic_mig = gpu_count * max(at_once.values())
+        return out
     for index in range(gpu_count):
         layout = {p: int(n) for p, n in (layouts.get(index) or {}).items() if int(n) > 0}
         if layout:
@@ -89,6 +133,9 @@ def fleet_devices(hosts: Iterable[FleetDevices]) -> FleetDevices:
         out.whole += h.whole
         out.profiles.update(h.profiles)
         out.hosts += h.hosts
+        out.dynamic_mig += h.dynamic_mig
+        out.dynamic_profiles.update(h.dynamic_profiles)
+        out.mig_unknown += h.mig_unknown
     return out
 
 
@@ -111,15 +158,16 @@ def check_quotas(
     for i, profile in enumerate(profiles):
         name = kq.profile_device_class(profile)
         profile_classes[name] = profile
-        if profile not in carved:
+        if profile not in carved and not fleet.mig_unknown:
             out.append(
                 (
                     ERROR,
                     f"kueue_profile_classes[{i}]",
                     profile,
-                    f"no MIG layout of the inventory carves {profile}; its DeviceClass "
-                    f"{name} would select no device",
-                    "choose among the profiles the layouts carve: " + (", ".join(carved) or "none"),
+                    f"no MIG layout of the inventory carves {profile} and no dynamic-MIG GPU "
+                    f"publishes it; its DeviceClass {name} would select no device",
+                    "choose among the profiles the layouts carve or the dynamic-MIG GPUs "
+                    "publish: " + (", ".join(carved) or "none"),
                 )
             )
     mapped = set(device_classes) | set(profile_classes)
@@ -198,7 +246,9 @@ class KueueListing:
     """What validate reads for Kueue: the manager ``deployment`` (None: absent), its
     ``config`` (the parsed Configuration, None: unreadable), the cluster's
     ``device_classes`` (names), ``devices`` (``report.fleet.Device`` list), and Kueue's
-    ``cluster_queues``, ``local_queues``, ``workloads`` and ``pods`` (dicts)."""
+    ``cluster_queues``, ``local_queues``, ``workloads`` and ``pods`` (dicts); ``at_once``
+    the per-profile devices allocatable at once of each CounterSet (``published_counts``;
+    empty when no device consumes counters)."""
 
     deployment: Mapping[str, Any] | None
     config: Mapping[str, Any] | None
@@ -209,6 +259,7 @@ class KueueListing:
     workloads: Sequence[Mapping[str, Any]]
     pods: Sequence[Mapping[str, Any]] = ()
     errors: Mapping[str, str] = field(default_factory=dict)
+    at_once: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 def parse_config(text: Any) -> Mapping[str, Any] | None:
@@ -317,12 +368,43 @@ def quota_totals(cluster_queues: Sequence[Mapping[str, Any]]) -> dict[str, dict[
     return out
 
 
-def published_counts(devices: Iterable[Any], profile_classes: Mapping[str, str]) -> dict[str, int]:
+def published_counts(
+    devices: Iterable[Any],
+    profile_classes: Mapping[str, str],
+    at_once: Mapping[str, Mapping[str, int]] | None = None,
+) -> dict[str, int]:
     """Devices per DeviceClass from ``report.fleet.Device`` records (``kind`` gpu or mig,
-    ``profile``)."""
-    whole = sum(1 for d in devices if d.kind == "gpu")
-    migs = Counter(d.profile for d in devices if d.kind == "mig")
-    out = {ddc.GPU_CLASS: whole, ddc.MIG_CLASS: sum(migs.values())}
+    ``profile``, ``counter_set``).
+
+    A device without ``counter_set`` counts once. Devices consuming a CounterSet (a GPU
+    of dynamic MIG: the whole GPU and every MIG placement, alternatives of one another)
+    count per CounterSet as ``at_once`` gives it (CounterSet id -> ``{profile: most
+    allocatable at once on the empty GPU}``, ``claims.counters.profiles_at_once``): 1
+    ``gpu.nvidia.com`` when the set has a whole-GPU device, per profile its count, and
+    ``mig.nvidia.com`` the largest count of its MIG profiles (a mix of profiles holds no
+    more devices than the smallest profile alone: each MIG device takes at least one of
+    the GPU's compute slices, and the smallest takes one). A CounterSet missing from ``at_once``
+    (its pool does not publish it: the scheduler allocates none of its devices) counts
+    nothing."""
+    whole, mig = 0, 0
+    migs: Counter = Counter()
+    shared: dict[str, list[Any]] = {}
+    for d in devices:
+        if d.counter_set:
+            shared.setdefault(d.counter_set, []).append(d)
+        elif d.kind == "gpu":
+            whole += 1
+        elif d.kind == "mig":
+            migs[d.profile] += 1
+            mig += 1
+    for set_id, members in shared.items():
+        counts = (at_once or {}).get(set_id, {})
+        if any(d.kind == "gpu" for d in members) and counts.get("gpu", 0) > 0:
+            whole += 1
+        per = {p: counts.get(p, 0) for p in {d.profile for d in members if d.kind == "mig"}}
+        migs.update(per)
+        mig += max(per.values(), default=0)
+    out = {ddc.GPU_CLASS: whole, ddc.MIG_CLASS: mig}
     for cls, profile in profile_classes.items():
         out[cls] = migs.get(profile, 0)
     return out

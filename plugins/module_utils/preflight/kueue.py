@@ -9,6 +9,14 @@ its GPUs (gathered GPU facts when preflight gathers them, else ``kueue_node_gpu_
 and its layout (``mig_layout`` on the GPUs of ``mig_devices``, or ``mig_config_name`` of
 its mig-parted config; a layout that does not read is left to the MIG rule and its host
 counted as whole GPUs).
+
+A host with ``dra_driver_dynamic_mig: true`` has no layout: its driver publishes each GPU
+whole and every MIG profile at every placement, alternatives on one GPU. Each GPU counts
+as 1 whole GPU plus, per MIG profile of its ``gpu_model``, ``GIProfile.max_instances``
+devices (the most at once), and ``mig.nvidia.com`` as the largest of those. Without a
+profile table for its ``gpu_model`` (unset or unknown) its MIG devices are unknown: quotas
+on MIG classes are not judged, and one warning per ``gpu_model`` value says so when a team
+or ``kueue_profile_classes`` asks for MIG devices.
 """
 
 from __future__ import annotations
@@ -82,6 +90,52 @@ def _device_ids(settings: Mapping[str, Any]) -> tuple[str | None, ...]:
         return (None,)
 
 
+def _dynamic(settings: Mapping[str, Any]) -> dict[str, int] | None:
+    """For a host whose DRA driver runs ``DynamicMIG`` (``dra_driver_dynamic_mig``), the
+    most instances at once of each MIG profile of its ``gpu_model`` (``mig.profiles``),
+    empty when the model is unset, unknown or has no profile table; None for any other
+    host."""
+    if not _bool(settings, "dra_driver_dynamic_mig"):
+        return None
+    try:
+        gpu = mprof.model(text_of(settings, "gpu_model"))
+    except (mprof.UnknownGpuModel, ValueError):
+        return {}
+    return {p.name: p.max_instances for p in gpu.profiles}
+
+
+def _asks_mig(teams: list[kq.Team], profiles: list[Any]) -> bool:
+    """Whether ``kueue_profile_classes`` names a profile or a team quotas
+    ``mig.nvidia.com``."""
+    return bool(profiles) or any(q.resource == ddc.MIG_CLASS for t in teams for q in t.quotas)
+
+
+def _unknown_model_problems(unknown: Mapping[str, list[str]]) -> list[Problem]:
+    """One warning per ``gpu_model`` value (``unknown``: value -> hosts) of dynamic-MIG
+    hosts whose MIG devices preflight cannot count."""
+    out = []
+    for value, names in sorted(unknown.items()):
+        out.append(
+            pp.problem(
+                "kueue-quota",
+                WARNING,
+                "gpu_model",
+                value or None,
+                f"dynamic-MIG host(s) {', '.join(names)} (dra_driver_dynamic_mig: true) have "
+                + (
+                    f"gpu_model {value!r}, which has no MIG profile table"
+                    if value
+                    else "no gpu_model"
+                )
+                + ": the MIG devices they publish at once are unknown, so quotas on "
+                f"{ddc.MIG_CLASS} and per-profile classes are not checked",
+                "set gpu_model to a model with a built-in MIG table, e.g. gpu_model: "
+                '"NVIDIA H200" (gpufleet mig models lists them)',
+            )
+        )
+    return out
+
+
 def _layouts(settings: Mapping[str, Any], gpu_count: int, text: str) -> dict[int, dict]:
     if "mig_enabled" in settings and not _bool(settings, "mig_enabled"):
         return {}
@@ -125,6 +179,7 @@ def kueue_problems(hosts: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
     except kq.KueueInputError as exc:
         return [pp.problem("kueue-input", ERROR, exc.variable, exc.value, exc.problem, exc.fix)]
     per_host = []
+    unknown: dict[str, list[str]] = {}
     refused: list[Problem] = []
     for host in sorted(hosts):
         data = hosts[host] or {}
@@ -137,13 +192,19 @@ def kueue_problems(hosts: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
         if problem and problem not in refused:
             refused.append(problem)
         count = len(gathered) if isinstance(gathered, list) and gathered else count
-        layouts = _layouts(s, count, str(data.get("mig_config_file_text") or ""))
-        per_host.append(kc.host_devices(count, layouts))
+        dynamic = _dynamic(s)
+        if dynamic is None:
+            layouts = _layouts(s, count, str(data.get("mig_config_file_text") or ""))
+            per_host.append(kc.host_devices(count, layouts))
+            continue
+        if not dynamic:
+            unknown.setdefault(text_of(s, "gpu_model"), []).append(host)
+        per_host.append(kc.host_devices(count, {}, dynamic))
     if refused:
         return refused
     fleet = kc.fleet_devices(per_host)
     classes = list(cluster.get("kueue_device_classes") or [*ddc.GPU_DEVICE_CLASSES])
-    out = []
+    out = _unknown_model_problems(unknown) if _asks_mig(teams, profiles) else []
     for severity, variable, value, message, fix in kc.check_quotas(teams, fleet, classes, profiles):
         out.append(pp.problem("kueue-quota", _SEVERITY[severity], variable, value, message, fix))
     return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as ccounters
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import checks as kc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
@@ -30,12 +31,25 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report i
     finish,
 )
 
-__all__ = ["kueue_checks", "list_kueue"]
+__all__ = ["kueue_checks", "list_kueue", "published_devices"]
 
 FIX_CONTROLLER = (
     "kubectl -n {ns} describe deploy kueue-controller-manager; rerun gpufleet up with "
     "site_kueue: true (the kueue role installs it)"
 )
+
+
+def published_devices(
+    slices: Sequence[Mapping[str, Any]],
+) -> tuple[list[fr.Device], dict[str, dict[str, int]]]:
+    """The devices of NVIDIA's driver in ``slices`` (``report.fleet.devices_of``) and, per
+    CounterSet of the slices (dynamic MIG: one per GPU), the devices of each profile
+    allocatable at once on the empty GPU (``claims.counters.profiles_at_once``): what
+    ``kueue.checks.published_counts`` counts. Allocations do not count: a quota is
+    judged against the fleet, not against what is free now."""
+    sets = ccounters.counter_sets(slices, [])
+    at_once = {set_id: ccounters.profiles_at_once(cs) for set_id, cs in sets.items()}
+    return fr.devices_of(slices, [], {}, sets=sets), at_once
 
 
 def list_kueue(kube: Any, options: Mapping[str, Any], listing: Any) -> kc.KueueListing:
@@ -64,11 +78,13 @@ def list_kueue(kube: Any, options: Mapping[str, Any], listing: Any) -> kc.KueueL
     deployment = _get(f"/apis/apps/v1/namespaces/{ns}/deployments/kueue-controller-manager")
     cm = _get(f"/api/v1/namespaces/{ns}/configmaps/kueue-manager-config")
     config = kc.parse_config(((cm or {}).get("data") or {}).get("controller_manager_config.yaml"))
+    devices, at_once = published_devices(list(listing.slices))
     return kc.KueueListing(
         deployment=deployment,
         config=config,
         device_classes=[str((c.get("metadata") or {}).get("name")) for c in listing.classes],
-        devices=fr.devices_of(listing.slices, [], {}),
+        devices=devices,
+        at_once=at_once,
         cluster_queues=_list(f"/apis/{group}/clusterqueues"),
         local_queues=_list(f"/apis/{group}/localqueues"),
         workloads=_list(f"/apis/{group}/workloads"),
@@ -117,12 +133,17 @@ def kueue_checks(data: kc.KueueListing, options: Mapping[str, Any]) -> list[Chec
     c.fix = "create the ClusterQueue (kueue_teams) or point the LocalQueue at one that exists"
     checks.append(finish(c, f"{len(data.local_queues)} LocalQueue(s), each with its queue"))
 
-    counts = kc.published_counts(data.devices, profile_classes)
+    counts = kc.published_counts(data.devices, profile_classes, data.at_once)
     totals = kc.quota_totals(data.cluster_queues)
     c = Check("kueue.quota-vs-devices", "Nominal quotas fit the published devices")
-    c.evidence.append(
-        Evidence("LIST resourceslices", ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
-    )
+    shown = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    dynamic = len({d.counter_set for d in data.devices if d.counter_set})
+    if dynamic:
+        shown += (
+            f" (on {dynamic} GPU(s) with shared counters, the devices allocatable at once: "
+            "a whole GPU or its MIG devices, one profile's most instances)"
+        )
+    c.evidence.append(Evidence("LIST resourceslices", shown))
     for resource, per in sorted(totals.items()):
         if resource not in counts:
             continue
@@ -133,7 +154,8 @@ def kueue_checks(data: kc.KueueListing, options: Mapping[str, Any]) -> list[Chec
                 resource,
                 WARN,
                 f"nominal quotas add up to {total} ({queues}), the cluster publishes "
-                f"{counts[resource]}: admitted workloads can wait for devices",
+                f"{counts[resource]}{' at once' if dynamic else ''}: admitted workloads can "
+                "wait for devices",
             )
     c.fix = "lower the nominal quotas (kueue_teams) to the published devices"
     c.data = {"published": counts, "nominal": totals}

@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as cc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mprof
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.tables import LAYOUTS
 
 from tests.unit.dynamic_mig_slices import (
@@ -232,3 +233,49 @@ def test_fields_of_another_type_are_not_read(odd: object) -> None:
     claim["status"]["allocation"]["devices"]["results"] = odd
     assert cc.counter_sets(bad, [claim]) == {}
     assert cc.consumption(bad[1]["spec"]["devices"][0]) == {}
+
+
+def test_most_at_once_on_the_h200_is_each_profiles_max_instances() -> None:
+    """Differential: what the published counters let the scheduler allocate together on
+    the empty H200 is, per MIG profile, the ``-lgip`` Total of the MIG table
+    (7 x 1g.18gb, 1 x 1g.18gb+me, 4 x 1g.35gb, 3 x 2g.35gb, 2 x 3g.71gb, 1 x 4g.71gb,
+    1 x 7g.141gb); the whole GPU once."""
+    cs = cc.counter_sets(slices(H200_NODE), [])[H200_SET]
+    table = {p.name: p.max_instances for p in mprof.model("NVIDIA H200").profiles}
+    assert cc.profiles_at_once(cs) == {"gpu": 1, **table}
+    assert (table["1g.18gb"], table["1g.35gb"], table["3g.71gb"]) == (7, 4, 2)
+    one_g = [n for n in device_names(H200_NODE) if "-mig-1g18gb-19-" in n]
+    assert cc.most_at_once(cs, one_g) == len(one_g) == 7
+
+
+def test_most_at_once_on_the_b200_is_the_table_unless_memory_binds() -> None:
+    """Differential on the B200: per profile, the table's max_instances or, where fewer
+    fit the ``memory`` counter, that many. The simulator publishes the GPU's memory as its
+    largest profile's (NVIDIA's driver: per dimension the largest profile), and the
+    table's 7g.180gb memory is derived from its name (``mig.tables``: 167.6 GiB), less
+    than 4 x 1g.45gb (4 x 44.25 GiB): three fit at once, not the -lgip Total of 4."""
+    cs = cc.counter_sets(slices(B200_NODE), [])[B200_SET]
+    memory = cs.capacity["memory"]
+    at_once = cc.profiles_at_once(cs)
+    table = mprof.model("NVIDIA B200").profiles
+    for p in table:
+        used = next(
+            cs.devices[n]["memory"] for n in sorted(cs.devices) if n.endswith(f"-{p.profile_id}-0")
+        )
+        assert at_once[p.name] == min(p.max_instances, memory // used), p.name
+    bound = sorted(p.name for p in table if at_once[p.name] < p.max_instances)
+    assert bound == ["1g.45gb"] and at_once["1g.45gb"] == 3 and at_once["gpu"] == 1
+
+
+def test_most_at_once_counts_every_counter_and_not_the_allocations() -> None:
+    sets = cc.counter_sets(slices(H200_NODE), seven_1g())
+    cs = sets[H200_SET]
+    one_g = [n for n in device_names(H200_NODE) if "-mig-1g18gb-19-" in n]
+    # the claims holding all seven now do not count: the quota is of the empty GPU
+    assert cc.most_at_once(cs, one_g + one_g + ["nic-0"]) == 7
+    # the whole GPU consumes every counter: nothing fits beside it
+    assert cc.most_at_once(cs, ["gpu-0", *one_g]) == 1
+    cs.capacity["multiprocessors"] = Fraction(100)
+    assert cc.most_at_once(cs, one_g) == 100 // 16
+    del cs.capacity["ofa-engines"]
+    assert cc.most_at_once(cs, [n for n in device_names(H200_NODE) if "1g18gb-me" in n]) == 0

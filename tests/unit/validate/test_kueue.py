@@ -11,11 +11,14 @@ import json
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import checks as kc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mprof
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
     rules as preflight,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report.fleet import Device
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import kueue as vq
+
+from tests.unit.dynamic_mig_slices import H200_NODE, slices
 
 pytestmark = pytest.mark.unit
 
@@ -130,6 +133,31 @@ def test_quotas_above_the_published_devices_warn() -> None:
     )["kueue.quota-vs-devices"]
     assert check.status == "warn"
     assert "add up to 9 (team-a 5, team-b 4), the cluster publishes 7" in check.problems[0].message
+
+
+def test_quotas_on_a_dynamic_mig_gpu_are_judged_against_its_devices_at_once() -> None:
+    """One H200 with dynamic MIG publishes 25 MIG placements on one CounterSet; at most
+    7 (its 1g.18gb max_instances) are allocatable together: a quota of 8 warns, 7 fits."""
+    devices, at_once = vq.published_devices(slices(H200_NODE))
+    most = mprof.model("NVIDIA H200").profile("1g.18gb").max_instances
+    assert len([d for d in devices if d.kind == "mig"]) == 25 and most == 7
+
+    def quota_check(nominal: int):
+        listing = _listing(devices=devices, at_once=at_once, cluster_queues=[_cq("a", nominal)])
+        return _by_id(vq.kueue_checks(listing, OPTIONS))["kueue.quota-vs-devices"]
+
+    over = quota_check(most + 1)
+    assert over.status == "warn"
+    assert over.data["published"] == {
+        "gpu.nvidia.com": 1,
+        "mig.nvidia.com": most,
+        "mig-1g.18gb.gpufleet.io": most,
+    }
+    assert f"add up to {most + 1} (a {most + 1}), the cluster publishes {most} at once" in (
+        over.problems[0].message
+    )
+    assert "allocatable at once" in over.evidence[0].detail
+    assert quota_check(most).status == "pass"
 
 
 def test_pending_on_quota_is_not_a_fault_pending_on_devices_is() -> None:
