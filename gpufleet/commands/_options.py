@@ -107,3 +107,17 @@ def shown(text: str, limit: int = 60) -> str:
     """``repr`` of ``text`` cut to ``limit`` characters (``...`` marks the cut), for
     messages that quote an option's value."""
     return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def inventory_flag(dest: str = "inventories") -> Any:
+    """``-i``/``--inventory``: the Ansible inventory, a file or a directory; required,
+    repeat for several (a tuple in ``dest``)."""
+    return click.option(
+        "-i",
+        "--inventory",
+        dest,
+        multiple=True,
+        required=True,
+        metavar="INVENTORY",
+        help="Ansible inventory (file or directory); repeat for several.",
+    )

@@ -33,7 +33,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import flags
 from rich.console import Console
 from rich.table import Table
 
-from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._options import extra_vars_flag, inventory_flag
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, exit_with, run_or_exit, status_of
 
 
@@ -280,15 +280,7 @@ APPLY_PLAYBOOK = "dra_feature_gates"
 AUDIT_ACTIONS = frozenset({"gpufleet.cluster.dra_gate_audit", "dra_gate_audit"})
 
 
-_INVENTORY = click.option(
-    "-i",
-    "--inventory",
-    "inventories",
-    multiple=True,
-    required=True,
-    metavar="INVENTORY",
-    help="Ansible inventory (file or directory); repeat for several.",
-)
+_INVENTORY = inventory_flag()
 _EXTRA = extra_vars_flag("Extra variable for the playbook (repeat); the value is read as YAML.")
 
 

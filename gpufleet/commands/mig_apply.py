@@ -39,7 +39,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fle
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import mig_advice as ma
 
 from gpufleet.commands._cluster import check_kubeconfig, read_cluster
-from gpufleet.commands._options import LAYOUT_EXAMPLE, extra_vars_flag, path_exists, shown
+from gpufleet.commands._options import (
+    LAYOUT_EXAMPLE,
+    extra_vars_flag,
+    inventory_flag,
+    path_exists,
+    shown,
+)
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with, run_or_exit
 
 #: Role ``mig`` variable that carries a proposal: node name -> the role's variables of its
@@ -141,15 +147,7 @@ def _check_config_file(path: Path, config_name: str | None) -> None:
 
 
 @click.command("apply")
-@click.option(
-    "-i",
-    "--inventory",
-    "inventories",
-    multiple=True,
-    required=True,
-    metavar="INVENTORY",
-    help="Ansible inventory (file or directory); repeat for several.",
-)
+@inventory_flag()
 @click.option(
     "--layout",
     default=None,

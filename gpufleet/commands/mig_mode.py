@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._options import extra_vars_flag, inventory_flag
 from gpufleet.exit import exit_with, run_or_exit
 
 MODE_PLAYBOOK = "mig_mode"
@@ -48,15 +48,7 @@ def mode_extravars(to: str, batch: str | None) -> dict[str, Any]:
 
 
 @click.command("mode")
-@click.option(
-    "-i",
-    "--inventory",
-    "inventories",
-    multiple=True,
-    required=True,
-    metavar="INVENTORY",
-    help="Ansible inventory (file or directory); repeat for several.",
-)
+@inventory_flag()
 @click.option(
     "--to",
     "to",

@@ -33,7 +33,7 @@ import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import messages as msg
 from rich.console import Console
 
-from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._options import extra_vars_flag, inventory_flag
 from gpufleet.commands._validate import run_validate
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with
 from gpufleet.render.migrate_plan import render, render_batch
@@ -122,15 +122,7 @@ def _moved_before(plan: dict[str, Any], console: Console) -> dict[str, Any] | No
 
 
 @click.command("migrate")
-@click.option(
-    "-i",
-    "--inventory",
-    "inventory",
-    multiple=True,
-    required=True,
-    metavar="INVENTORY",
-    help="Ansible inventory (repeat for several).",
-)
+@inventory_flag("inventory")
 @click.option("--pool", required=True, metavar="GROUP", help="Inventory group of the pool.")
 @click.option("--to", "to_path", required=True, type=click.Choice(PATHS), help="Path to move to.")
 @click.option("--plan", "plan_only", is_flag=True, help="Print the plan; change nothing.")

@@ -20,7 +20,7 @@ import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 from rich.console import Console
 
-from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._options import extra_vars_flag, inventory_flag
 from gpufleet.commands._output import report_path
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with, run_or_exit
 from gpufleet.render import validation
@@ -29,15 +29,7 @@ SITE_PLAYBOOK = "site"
 
 
 @click.command("up")
-@click.option(
-    "-i",
-    "--inventory",
-    "inventories",
-    multiple=True,
-    required=True,
-    metavar="INVENTORY",
-    help="Ansible inventory (file or directory); repeat for several.",
-)
+@inventory_flag()
 @click.option("--check", is_flag=True, help="Report what would change; change nothing.")
 @click.option("--diff", is_flag=True, help="Show the changes to files and objects.")
 @click.option("-l", "--limit", metavar="PATTERN", help="Run on these hosts only (as Ansible).")

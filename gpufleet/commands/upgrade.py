@@ -68,7 +68,7 @@ import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import messages as msg
 from rich.console import Console
 
-from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._options import extra_vars_flag, inventory_flag
 from gpufleet.commands._validate import run_validate
 from gpufleet.commands.upgrade_report import (
     PhaseTracker,
@@ -241,15 +241,7 @@ def render_notes(run: PlanRun) -> None:
 
 
 @click.command("upgrade")
-@click.option(
-    "-i",
-    "--inventory",
-    "inventory",
-    multiple=True,
-    required=True,
-    metavar="INVENTORY",
-    help="Ansible inventory (repeat for several).",
-)
+@inventory_flag("inventory")
 @click.option("--to", "to_version", required=True, metavar="VERSION", help="Target release.")
 @click.option("--plan", "plan_only", is_flag=True, help="Print the plan; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (with --plan only).")

@@ -50,7 +50,7 @@ import click
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import messages as msg
 from rich.console import Console
 
-from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._options import extra_vars_flag, inventory_flag
 from gpufleet.exit import EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK, exit_with
 from gpufleet.render.gpu_stack_plan import render, render_run
 from gpufleet.render.text import printable
@@ -164,15 +164,7 @@ def get_plan(
 
 
 @click.command("upgrade-gpu-stack")
-@click.option(
-    "-i",
-    "--inventory",
-    "inventory",
-    multiple=True,
-    required=True,
-    metavar="INVENTORY",
-    help="Ansible inventory (repeat for several).",
-)
+@inventory_flag("inventory")
 @click.option("--plan", "plan_only", is_flag=True, help="Print the plan; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option(

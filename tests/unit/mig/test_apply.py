@@ -70,5 +70,5 @@ def test_a_gpu_left_with_mig_on_and_no_instance_verifies_only_for_dynamic_mig(dy
         ma._verify(plan, gpu, outcome, check)
         assert outcome.after == gpu.layout()
     else:
-        with pytest.raises(ma.MigApplyError, match="after the change the GPU shows"):
+        with pytest.raises(mgs.MigApplyError, match="after the change the GPU shows"):
             ma._verify(plan, gpu, outcome, check)
