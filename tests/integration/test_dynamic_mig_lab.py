@@ -80,12 +80,15 @@ def lab() -> Iterator[Lab]:
 
     try:
         t = time.monotonic()
-        up = _gpufleet("lab", "up", "--workers", "1", "--dynamic-mig")
+        # GPUFLEET_DYNMIG_KUBERNETES_VERSION: another pinned release (default: the default)
+        release = os.environ.get("GPUFLEET_DYNMIG_KUBERNETES_VERSION")
+        version = ["--kubernetes-version", release] if release else []
+        up = _gpufleet("lab", "up", "--workers", "1", "--dynamic-mig", *version)
         assert up.returncode == 0, (
             f"lab up exited {up.returncode}:\n{up.stdout[-3000:]}{up.stderr[-3000:]}"
         )
         up_s = time.monotonic() - t
-        print(f"\nlab up --dynamic-mig {up_s:.0f}s")
+        print(f"\nlab up --dynamic-mig {' '.join(version)} {up_s:.0f}s")
         status = json.loads(_gpufleet("lab", "status", "--json").stdout)
         running = Lab(
             name=OWN_LAB["GPUFLEET_LAB_NAME"],
