@@ -61,3 +61,27 @@ def test_bad_input_is_refused_before_the_release_naming_variable_value_and_fix(
     assert host == "node1", failures
     assert name == mode_cmd.REFUSING_TASKS[task], failures
     assert words in message and "fix:" in message, message
+
+
+def test_one_node_without_a_layout_stops_every_node_before_the_release(tmp_path: Path) -> None:
+    """node2 has a layout, node1 none: the move to static stops at node1's refusal, and
+    node2 does not go on to the DRA driver release (its tasks would fail here, with no
+    cluster to reach, and be listed)."""
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text(
+        INVENTORY.replace(
+            "node1 ansible_connection=local\n",
+            "node1 ansible_connection=local\n"
+            "node2 ansible_connection=local mig_layout='{\"1g.18gb\": 7}'\n",
+        )
+    )
+    result = runner.run_playbook(
+        mode_cmd.MODE_PLAYBOOK,
+        str(inventory),
+        extravars={"mig_mode_to": "static", "ansible_become": False},
+        console=Console(file=io.StringIO(), width=400),
+        artifact_root=tmp_path / "artifacts",
+    )
+    assert result.status != EXIT_OK
+    failures = [(h, t) for h, t, _m in result.progress.failures]
+    assert failures == [("node1", mode_cmd.REFUSING_TASKS[1])], failures
