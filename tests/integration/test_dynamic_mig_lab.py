@@ -722,6 +722,17 @@ def _deployment(name: str, template: str) -> dict[str, Any]:
     }
 
 
+def _held_pod_ready(lab: Lab) -> None:
+    """The pod of Deployment ``held`` is Ready: first made by its ReplicaSet (``kubectl wait``
+    on a selector that matches no pod yet fails at once), then Ready."""
+    lab.wait_for(
+        "the pod of Deployment held",
+        lambda: lab.kubectl_json("get", "pods", "-n", NS, "-l", "app=held")["items"],
+    )
+    lab.kubectl_run("wait", "-n", NS, "pod", "-l", "app=held", "--for=condition=Ready",
+                    "--timeout=300s")  # fmt: skip
+
+
 def _node_after_move(lab: Lab, node: str) -> dict[str, Any]:
     """The node is schedulable and carries no annotation of the move."""
     obj = lab.kubectl_json("get", "node", node)
@@ -761,8 +772,7 @@ def test_mig_mode_moves_the_pool_to_static_and_back_leaving_no_gpu_instance(lab:
     inventory = str(REPO / "inventory" / "lab")
     step = Step()
     _apply(lab, _deployment("held", "mig-1g18gb"))
-    lab.kubectl_run("wait", "-n", NS, "pod", "-l", "app=held", "--for=condition=Ready",
-                    "--timeout=300s")  # fmt: skip
+    _held_pod_ready(lab)
     assert [p for p, *_ in _gpu_instances(lab, node)] == ["1g.18gb"]
     step.done("a 1g.18gb pod of a Deployment Ready on the dynamic node")
     try:
@@ -777,8 +787,7 @@ def test_mig_mode_moves_the_pool_to_static_and_back_leaving_no_gpu_instance(lab:
         assert not counters and len(migs) == 7, (counters, migs)
         _node_after_move(lab, node)
         assert _plugin_update_strategy(lab) == "RollingUpdate"
-        lab.kubectl_run("wait", "-n", NS, "pod", "-l", "app=held", "--for=condition=Ready",
-                        "--timeout=300s")  # fmt: skip
+        _held_pod_ready(lab)
         [pod] = lab.kubectl_json("get", "pods", "-n", NS, "-l", "app=held")["items"]
         assert _allocated_device(lab, pod["metadata"]["name"]) in migs
         step.done("the pod runs again on a static MIG device")
