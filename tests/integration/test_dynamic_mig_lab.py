@@ -27,6 +27,14 @@ aligned block the held memory slices, exhausted, and the claims holding them), a
 and at the end (the GPU's row: memory slices free and stranded, multiprocessors free and
 stranded). Their lines are printed with ``-s`` too.
 
+Then Kueue (the kueue role, as ``tests/lab/test_kueue.py`` installs it) with a quota per MIG
+profile: DeviceClass ``mig-1g.18gb.gpufleet.io`` and a team with a nominal quota of 2 of it.
+Of three Jobs claiming through that class two are admitted and run on dynamic ``1g.18gb``
+devices (two GPU instances on the node); the third waits on Kueue's quota while the GPU's
+counters have room for five more; ``gpufleet validate --kueue`` judges the quota against the
+devices the GPU's counters allow at once (7 of ``1g.18gb``); one Job deleted, the third runs.
+Kueue is removed after, leaving no pod and no GPU instance.
+
 Last, ``gpufleet mig mode --to static`` (with ``mig_layout={"1g.18gb": 7}``) and ``--to
 dynamic`` move the node while a Deployment's pod holds a claim on it: after each, the node is
 uncordoned, ``nvidia-smi mig -lgi`` lists the static layout (none after the move back), the
@@ -51,7 +59,12 @@ import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
     templates as claim_templates,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue.queues import (
+    profile_device_class,
+)
 
+from gpufleet.lab import kueue as lab_kueue
+from tests.lab.kueue_scenario import Scenario, kueue_left, play, play_failures, remove_kueue
 from tests.lab.running import Lab, run_gpufleet
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -162,14 +175,20 @@ def _unschedulable(lab: Lab, pod: str) -> bool:
     )
 
 
-def _allocated_device(lab: Lab, pod: str) -> str:
-    """The device allocated to ``pod``'s claim (its ResourceClaim's allocation result)."""
-    status = lab.kubectl_json("get", "pod", "-n", NS, pod)["status"]
+def _allocation(lab: Lab, pod: str, ns: str = NS) -> dict[str, Any]:
+    """The one device allocated to ``pod``'s claim (its ResourceClaim's allocation result:
+    driver, pool, device, request)."""
+    status = lab.kubectl_json("get", "pod", "-n", ns, pod)["status"]
     claim = status["resourceClaimStatuses"][0]["resourceClaimName"]
-    rc = lab.kubectl_json("get", "resourceclaim", "-n", NS, claim)
+    rc = lab.kubectl_json("get", "resourceclaim", "-n", ns, claim)
     results = rc["status"]["allocation"]["devices"]["results"]
     assert [r["driver"] for r in results] == ["gpu.nvidia.com"], results
-    return results[0]["device"]
+    return results[0]
+
+
+def _allocated_device(lab: Lab, pod: str) -> str:
+    """The device allocated to ``pod``'s claim (its ResourceClaim's allocation result)."""
+    return str(_allocation(lab, pod)["device"])
 
 
 def _gpu_instances(lab: Lab, node: str) -> list[tuple[str, int, int, int]]:
@@ -559,6 +578,135 @@ def test_gpufleet_up_smoke_runs_a_dynamic_mig_claim_and_leaves_no_gpu_instance(
     assert _gpu_instances(lab, node) == []
 
 
+KUEUE_TEAM = "team-mig"
+KUEUE_PROFILE = "1g.18gb"
+KUEUE_CLASS = profile_device_class(KUEUE_PROFILE)  # mig-1g.18gb.gpufleet.io
+KUEUE_QUOTA = 2
+
+
+def _kueue_job_on_dynamic_mig(s: Scenario, node: str, job: str) -> tuple[int, int]:
+    """The pod of Kueue-admitted ``job`` runs on a ``1g.18gb`` device of ``node``'s dynamic
+    MIG pool, claimed through the profile's DeviceClass: its (GI profile ID, placement
+    start)."""
+    pod = s.wait_running(KUEUE_TEAM, job)
+    assert pod["spec"]["nodeName"] == node, pod["spec"]["nodeName"]
+    result = _allocation(s.lab, pod["metadata"]["name"], KUEUE_TEAM)
+    assert result["pool"] == node, result
+    _, consuming = _published_counters(s.lab, node)
+    assert result["device"] in consuming, f"{result['device']} consumes no counter of {node}"
+    assert "-mig-1g18gb-" in result["device"], result
+    claim = s.lab.kubectl_json(
+        "get", "resourceclaim", "-n", KUEUE_TEAM,
+        pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"],
+    )  # fmt: skip
+    [request] = claim["spec"]["devices"]["requests"]
+    assert request["exactly"]["deviceClassName"] == KUEUE_CLASS, request
+    return _placement(result["device"])
+
+
+def _kueue_validate(lab: Lab, tmp_path: Path) -> dict[str, dict[str, Any]]:
+    """``gpufleet validate -i inventory/lab --kueue`` with the per-profile class: the
+    report's ``kueue.*`` checks; their lines printed."""
+    report = tmp_path / "validate-kueue.json"
+    res = _gpufleet(
+        "validate", "-i", str(REPO / "inventory" / "lab"), "--kueue",
+        "-e", f'kueue_profile_classes=["{KUEUE_PROFILE}"]', "--json", str(report),
+    )  # fmt: skip
+    tail = (res.stdout + res.stderr)[-4000:]
+    assert report.is_file(), tail
+    checks = {c["id"]: c for c in json.loads(report.read_text())["checks"]}
+    print(f"    validate (exit {res.returncode}): {res.stdout.splitlines()[0]}")
+    kueue = {i: c for i, c in checks.items() if c["area"] == "kueue"}
+    for i, c in sorted(kueue.items()):
+        print(f"      {i}: {c['status']}: {c['summary']}")
+        for e in c["evidence"]:
+            print(f"        {e['source']}: {e['detail']}")
+    assert res.returncode == 0, [(i, c["problems"]) for i, c in checks.items() if c["problems"]]
+    return kueue
+
+
+def test_kueue_quota_per_mig_profile_admits_dynamic_mig_claims(lab: Lab, tmp_path: Path) -> None:
+    """Kueue with a quota of 2 on ``mig-1g.18gb.gpufleet.io`` (the kueue role's class of
+    ``1g.18gb``) over the dynamic-MIG H200: two Jobs run on dynamic ``1g.18gb`` devices, the
+    third waits on Kueue's quota while the GPU's counters have room, validate counts 7
+    ``1g.18gb`` at once, and the third runs once a Job is gone. Kueue is removed after."""
+    node = lab.workers()[0]
+    art = lab_kueue.artefacts(log=lambda m: print(m))
+    s = Scenario(lab, art)
+    teams = [{"name": KUEUE_TEAM, "quotas": {KUEUE_CLASS: KUEUE_QUOTA}}]
+    step = Step()
+    try:
+        result = play(lab, tmp_path, art, teams=teams, profile_classes=[KUEUE_PROFILE])
+        assert result.status == 0, play_failures(result)
+        step.done(f"kueue role: Kueue, DeviceClass {KUEUE_CLASS}, {KUEUE_TEAM} quota {KUEUE_QUOTA}")
+        cm = lab.kubectl_json("get", "configmap", "-n", "kueue-system", "kueue-manager-config")
+        config = yaml.safe_load(cm["data"]["controller_manager_config.yaml"])
+        mapped = {
+            m["name"]: m["deviceClassNames"] for m in config["resources"]["deviceClassMappings"]
+        }
+        assert mapped[KUEUE_CLASS] == [KUEUE_CLASS], mapped
+        for job in ("j1", "j2"):
+            s.submit(KUEUE_TEAM, job, priority=None, profile=KUEUE_PROFILE)
+        placements = {job: _kueue_job_on_dynamic_mig(s, node, job) for job in ("j1", "j2")}
+        assert {pid for pid, _ in placements.values()} == {19}, placements
+        gis = _gpu_instances(lab, node)
+        assert gis == sorted(("1g.18gb", 19, start, 1) for _, start in placements.values()), gis
+        step.done("2 Jobs admitted, their pods Running on dynamic 1g.18gb devices")
+        s.submit(KUEUE_TEAM, "j3", priority=None, profile=KUEUE_PROFILE)
+        reserved = s.wait_pending_on_quota(KUEUE_TEAM, "j3")
+        print(f"    {KUEUE_TEAM}/j3 {reserved['reason']}: {reserved['message']}")
+        assert f"insufficient unused quota for {KUEUE_CLASS}" in reserved["message"], reserved
+        admitted = s.condition(KUEUE_TEAM, "j3", "Admitted")
+        assert admitted is None or admitted["status"] == "False", admitted
+        assert s.pods(KUEUE_TEAM, "j3") == [], "a Job Kueue did not admit has a pod"
+        usage = s.cq_status(KUEUE_TEAM)["flavorsUsage"][0]["resources"]
+        used = [(u["name"], str(u["total"])) for u in usage]
+        assert used == [(KUEUE_CLASS, str(KUEUE_QUOTA))], usage
+        step.done("third Job waits on Kueue's quota")
+        # quota, not the GPU, holds it back: 6 memory slices free, 1g.18gb fits now
+        row = _report_row(lab, node, "2 x 1g.18gb admitted by Kueue, a third on quota")
+        assert len(row["memory_slices_free"]) == 6 and "1g.18gb" in row["profiles_fitting"], row
+        assert row["devices_allocated"] == 2, row
+        step.resume()
+        checks = _kueue_validate(lab, tmp_path)
+        step.done("gpufleet validate --kueue")
+        for i in ("kueue.controller", "kueue.mappings", "kueue.local-queues", "kueue.pending"):
+            assert checks[i]["status"] == "pass", checks[i]
+        quota = checks["kueue.quota-vs-devices"]
+        assert quota["status"] == "pass", quota
+        # the devices the H200's counters allow at once: 7 x 1g.18gb, a whole GPU or its MIG
+        published = {"gpu.nvidia.com": 1, "mig.nvidia.com": 7, KUEUE_CLASS: 7}
+        assert quota["data"] == {
+            "published": published,
+            "nominal": {KUEUE_CLASS: {KUEUE_TEAM: KUEUE_QUOTA}},
+        }
+        [evidence] = quota["evidence"]
+        assert evidence["detail"].startswith(
+            f"gpu.nvidia.com: 1, {KUEUE_CLASS}: 7, mig.nvidia.com: 7 (on 1 GPU(s) with shared "
+            "counters"
+        ), evidence
+        [waiting] = checks["kueue.pending"]["data"]["pending_on_quota"]
+        assert waiting.startswith(f"{KUEUE_TEAM}/job-j3-"), waiting
+        step.resume()
+        lab.kubectl_run("delete", "job", "-n", KUEUE_TEAM, "j1", "--wait=true", "--timeout=120s")
+        s.wait_admitted(KUEUE_TEAM, "j3")
+        pid, start = _kueue_job_on_dynamic_mig(s, node, "j3")
+        step.done("j1 deleted: j3 admitted, its pod Running")
+        expected = sorted(("1g.18gb", 19, x, 1) for x in (placements["j2"][1], start))
+        lab.wait_for(
+            "j1's GPU instance destroyed, j2's and j3's on the node",
+            lambda: _gpu_instances(lab, node) == expected,
+        )
+        assert pid == 19
+        step.done("2 GPU instances: j2's and j3's")
+    finally:
+        remove_kueue(lab, art, [KUEUE_TEAM])
+    lab.wait_for(f"no GPU instance on {node}", lambda: _gpu_instances(lab, node) == [], 120)
+    assert lab.kubectl_json("get", "resourceclaims", "-A")["items"] == []
+    assert kueue_left(lab) == []
+    step.done("Kueue and the Jobs removed, no GPU instance left")
+
+
 def _deployment(name: str, template: str) -> dict[str, Any]:
     """One replica of ``_pod``'s container: a pod kubectl drain evicts and its ReplicaSet
     makes again."""
@@ -575,6 +723,17 @@ def _deployment(name: str, template: str) -> dict[str, Any]:
             "template": {"metadata": {"labels": labels}, "spec": pod["spec"]},
         },
     }
+
+
+def _held_pod_ready(lab: Lab) -> None:
+    """The pod of Deployment ``held`` is Ready: first made by its ReplicaSet (``kubectl wait``
+    on a selector that matches no pod yet fails at once), then Ready."""
+    lab.wait_for(
+        "the pod of Deployment held",
+        lambda: lab.kubectl_json("get", "pods", "-n", NS, "-l", "app=held")["items"],
+    )
+    lab.kubectl_run("wait", "-n", NS, "pod", "-l", "app=held", "--for=condition=Ready",
+                    "--timeout=300s")  # fmt: skip
 
 
 def _node_after_move(lab: Lab, node: str) -> dict[str, Any]:
@@ -616,8 +775,7 @@ def test_mig_mode_moves_the_pool_to_static_and_back_leaving_no_gpu_instance(lab:
     inventory = str(REPO / "inventory" / "lab")
     step = Step()
     _apply(lab, _deployment("held", "mig-1g18gb"))
-    lab.kubectl_run("wait", "-n", NS, "pod", "-l", "app=held", "--for=condition=Ready",
-                    "--timeout=300s")  # fmt: skip
+    _held_pod_ready(lab)
     assert [p for p, *_ in _gpu_instances(lab, node)] == ["1g.18gb"]
     step.done("a 1g.18gb pod of a Deployment Ready on the dynamic node")
     try:
@@ -632,8 +790,7 @@ def test_mig_mode_moves_the_pool_to_static_and_back_leaving_no_gpu_instance(lab:
         assert not counters and len(migs) == 7, (counters, migs)
         _node_after_move(lab, node)
         assert _plugin_update_strategy(lab) == "RollingUpdate"
-        lab.kubectl_run("wait", "-n", NS, "pod", "-l", "app=held", "--for=condition=Ready",
-                        "--timeout=300s")  # fmt: skip
+        _held_pod_ready(lab)
         [pod] = lab.kubectl_json("get", "pods", "-n", NS, "-l", "app=held")["items"]
         assert _allocated_device(lab, pod["metadata"]["name"]) in migs
         step.done("the pod runs again on a static MIG device")

@@ -22,7 +22,6 @@ with their times are written to ``$TMPDIR/kueue-lab-events.json`` for docs/kueue
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
@@ -34,19 +33,16 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from rich.console import Console
 
 from gpufleet import runner
 from gpufleet.cli import main as gpufleet_main
-from gpufleet.lab import cluster
 from gpufleet.lab import kueue as lab_kueue
 
+from .kueue_scenario import Scenario, play, play_failures, remove_kueue
 from .running import Lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.lab]
 
-REPO = Path(__file__).resolve().parents[2]
-INVENTORY = REPO / "inventory" / "lab"
 SMI = "nvidia-smi"
 TEAMS = [
     {
@@ -84,108 +80,8 @@ def _mig_devices(lab: Lab, node: str) -> list[str]:
     return sorted(d["name"] for s in slices["items"] for d in s["spec"].get("devices", []))
 
 
-def _job_manifest(team: str, job: str, priority: str, smoke_image: str) -> list[dict[str, Any]]:
-    res = CliRunner().invoke(
-        gpufleet_main,
-        ["claims", "template", "mig-slice", "--kueue-queue", team, "--namespace", team,
-         "--name", "mig-slice", "--job-name", job, "--kueue-priority-class", priority],
-    )  # fmt: skip
-    assert res.exit_code == 0, res.output
-    tmpl, manifest = list(yaml.safe_load_all(res.stdout))
-    container = manifest["spec"]["template"]["spec"]["containers"][0]
-    # the lab's busybox image: no registry here, and no /bin/sh link in it
-    container.update(image=smoke_image, imagePullPolicy="Never")
-    container["command"] = ["/bin/busybox", "sleep", "3600"]
-    return [tmpl, manifest]
-
-
-class Scenario:
-    def __init__(self, lab: Lab, art: lab_kueue.KueueArtefacts) -> None:
-        self.lab = lab
-        self.art = art
-        self.smoke_image = cluster.SMOKE_IMAGE
-
-    def apply(self, docs: list[dict[str, Any]]) -> None:
-        self.lab.kubectl_run("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
-
-    def submit(self, team: str, job: str, priority: str = "low") -> None:
-        self.apply(_job_manifest(team, job, priority, self.smoke_image))
-
-    def workload(self, team: str, job: str) -> dict[str, Any] | None:
-        items = self.lab.kubectl_json("get", "workloads.kueue.x-k8s.io", "-n", team)["items"]
-        for wl in items:
-            owners = wl["metadata"].get("ownerReferences") or []
-            if any(o.get("kind") == "Job" and o.get("name") == job for o in owners):
-                return wl
-        return None
-
-    def condition(self, team: str, job: str, kind: str) -> dict[str, Any] | None:
-        wl = self.workload(team, job)
-        for c in ((wl or {}).get("status") or {}).get("conditions") or []:
-            if c["type"] == kind:
-                return c
-        return None
-
-    def wait_admitted(self, team: str, job: str, timeout_s: float = 180) -> dict[str, Any]:
-        cond = self.lab.wait_for(
-            f"{team}/{job} admitted",
-            lambda: (c := self.condition(team, job, "Admitted")) and c["status"] == "True" and c,
-            timeout_s,
-        )
-        return cond
-
-    def wait_running(self, team: str, job: str, timeout_s: float = 180) -> dict[str, Any]:
-        def running() -> dict[str, Any] | None:
-            pods = self.lab.kubectl_json(
-                "get", "pods", "-n", team, "-l", f"batch.kubernetes.io/job-name={job}"
-            )["items"]
-            return next((p for p in pods if p["status"].get("phase") == "Running"), None)
-
-        return self.lab.wait_for(f"{team}/{job} pod running", running, timeout_s)
-
-    def cq_status(self, name: str) -> dict[str, Any]:
-        return self.lab.kubectl_json("get", "clusterqueues.kueue.x-k8s.io", name)["status"]
-
-
 def _play(lab: Lab, tmp: Path, art: lab_kueue.KueueArtefacts) -> runner.RunResult:
-    return runner.run_playbook(
-        "kueue",
-        str(INVENTORY),
-        extravars={
-            "kueue_manifests": str(art.manifests),
-            "kueue_image": art.image,
-            "kueue_image_archive": {"ref": art.image, "path": str(art.archive)},
-            "kueue_version": art.version,
-            "kueue_device_classes": ["gpu.nvidia.com", "mig.nvidia.com"],
-            "kueue_teams": TEAMS,
-            "kueue_priority_classes": PRIORITIES,
-            "kueue_kubeconfig": str(lab.kubeconfig),
-        },
-        console=Console(file=io.StringIO(), width=400),
-        artifact_root=tmp / "artifacts",
-    )
-
-
-def _remove_kueue(lab: Lab, art: lab_kueue.KueueArtefacts) -> None:
-    for team in ("team-a", "team-b"):
-        lab.kubectl_run("delete", "namespace", team, "--wait=true", "--timeout=120s", check=False)
-    for kind in ("localqueues", "clusterqueues", "cohorts", "resourceflavors",
-                 "workloadpriorityclasses"):  # fmt: skip
-        lab.kubectl_run(
-            "delete", f"{kind}.kueue.x-k8s.io", "-A", "-l", "gpufleet.io/managed-by=kueue",
-            "--timeout=60s", check=False,
-        )  # fmt: skip
-    # Kueue's webhooks first, so that nothing in the cluster calls a controller that is gone
-    lab.kubectl_run(
-        "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration",
-        "-l", "app.kubernetes.io/name=kueue", check=False,
-    )  # fmt: skip
-    lab.kubectl_run("delete", "-f", str(art.manifests), "--ignore-not-found", "--timeout=120s",
-                    "--wait=false", check=False)  # fmt: skip
-    for crd in lab.kubectl_run("get", "crd", "-o", "name", check=False).split():
-        if crd.endswith(".kueue.x-k8s.io"):
-            lab.kubectl_run("delete", crd, "--timeout=60s", check=False)
-    lab.kubectl_run("delete", "namespace", "kueue-system", "--timeout=120s", check=False)
+    return play(lab, tmp, art, teams=TEAMS, priority_classes=PRIORITIES)
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +97,7 @@ def kueue_lab(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sc
         tmp = tmp_path_factory.mktemp("kueue")
         t = time.monotonic()
         result = _play(lab, tmp, art)
-        assert result.status == 0, [" ".join(m.split()) for _, _, m in result.progress.failures]
+        assert result.status == 0, play_failures(result)
         record("installed", "kueue-controller-manager",
                f"playbook kueue {time.monotonic() - t:.0f}s, {art.image}")  # fmt: skip
         t = time.monotonic()
@@ -212,7 +108,7 @@ def kueue_lab(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sc
         SECOND_RUN["changed"] = changed
         yield Scenario(lab, art)
     finally:
-        _remove_kueue(lab, art)
+        remove_kueue(lab, art, [t["name"] for t in TEAMS])
         lab.node_exec(node, SMI, "mig", "-dci", check=False)
         lab.node_exec(node, SMI, "mig", "-dgi", check=False)
         lab.node_exec(node, SMI, "-i", "0", "-mig", "0", check=False)
@@ -251,12 +147,7 @@ def test_quota_admission_borrowing_and_preemption(kueue_lab: Scenario) -> None:
         record("admitted", f"{team}/{job}", f"pod on {pod['spec']['nodeName']}")
     # 2. the cohort is full: a3 waits with Kueue's own message
     s.submit("team-a", "a3")
-    reserved = s.lab.wait_for(
-        "team-a/a3 pending on quota",
-        lambda: (
-            (c := s.condition("team-a", "a3", "QuotaReserved")) and c["status"] == "False" and c
-        ),
-    )
+    reserved = s.wait_pending_on_quota("team-a", "a3")
     assert "insufficient unused quota for mig.nvidia.com" in reserved["message"], reserved
     assert s.condition("team-a", "a3", "Admitted") is None or (
         s.condition("team-a", "a3", "Admitted")["status"] == "False"
@@ -300,10 +191,7 @@ def test_quota_admission_borrowing_and_preemption(kueue_lab: Scenario) -> None:
     pod = s.wait_running("team-b", "b3")
     record("admitted", "team-b/b3", f"priority high, pod on {pod['spec']['nodeName']}")
     # the preempted job waits again, on quota, with Kueue's message
-    again = s.lab.wait_for(
-        f"team-a/{job} pending again",
-        lambda: (c := s.condition("team-a", job, "QuotaReserved")) and c["status"] == "False" and c,
-    )
+    again = s.wait_pending_on_quota("team-a", job)
     record("waiting", f"team-a/{job}", again["message"])
 
 
