@@ -326,12 +326,21 @@ def check_run_inventories(
                 "-i '': the inventory path is empty; fix: pass -i with the inventory file or "
                 "directory (e.g. -i inventory/hosts.yml)"
             )
-        if not Path(inv).exists():
-            raise RunError(f"inventory {inv!r} does not exist; fix: pass -i with an existing path")
+        if not _exists(Path(inv)):
+            shown = repr(inv if len(inv) <= 200 else inv[:200] + "...")
+            raise RunError(f"inventory {shown} does not exist; fix: pass -i with an existing path")
     for check in INVENTORY_CHECKS:
         check(playbook, inventories)
     is_named = Path(playbook).suffix not in (".yml", ".yaml") or not Path(playbook).is_file()
     check_inventory(inventories, PLAYBOOK_GROUPS.get(book.stem, ()) if is_named else (), limit)
+
+
+def _exists(path: Path) -> bool:
+    """``path.exists()``, False for a name the system cannot look up (too long, a NUL)."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 class _Display:
@@ -589,9 +598,15 @@ def check_inventory(
         inventory_manager.display = saved  # type: ignore[assignment]
     if recorder.unparsed:
         source, failures = recorder.unparsed[0]
+        fix = (
+            "put the inventory file(s) in it (e.g. hosts.yml, as inventory/sample of the "
+            "collection)"
+            if _is_dir(Path(source))
+            else "correct the file"
+        )
         raise RunError(
             f"-i {source}: Ansible cannot parse this inventory source: {_reasons(failures)}; "
-            f"fix: correct the file (ansible-inventory -i {source} --list shows the whole error)"
+            f"fix: {fix} (ansible-inventory -i {source} --list shows the whole error)"
         )
     members = {name: sorted(h.name for h in g.get_hosts()) for name, g in inv.groups.items()}
     if not members.get("all"):
@@ -611,6 +626,13 @@ def check_inventory(
     if limit is not None:
         _check_limit(inv, limit, members, groups)
     return members
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def _check_limit(inv: Any, limit: str, members: dict[str, list], groups: Sequence[str]) -> None:

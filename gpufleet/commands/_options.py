@@ -109,9 +109,25 @@ def shown(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
+def existing_paths(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[str, ...]:
+    """Callback of an option of paths that must exist (``validate -i``): click.BadParameter
+    (exit 2) for one that names nothing the system can look up (missing, too long, a NUL
+    byte), shown escaped and cut (:func:`shown`)."""
+    for raw in values:
+        if not raw.strip() or not path_exists(Path(raw)):
+            raise click.BadParameter(
+                f"{shown(raw)} does not exist; fix: give an existing inventory file or "
+                "directory (e.g. -i inventory/hosts.yml)"
+            )
+    return values
+
+
 def inventory_flag(dest: str = "inventories") -> Any:
     """``-i``/``--inventory``: the Ansible inventory, a file or a directory; required,
-    repeat for several (a tuple in ``dest``)."""
+    repeat for several (a tuple in ``dest``). ``runner`` judges the paths (and what they
+    hold) before a run: exit 2 for one that is empty, missing or cannot be named."""
     return click.option(
         "-i",
         "--inventory",

@@ -15,9 +15,11 @@ Exit codes: 0 every node moved; 1 a node failed (it stays cordoned and annotated
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import mig_mode as mm
 
 from gpufleet.commands._options import extra_vars_flag, inventory_flag
 from gpufleet.exit import exit_with, run_or_exit
@@ -26,24 +28,31 @@ MODE_PLAYBOOK = "mig_mode"
 #: Tasks of playbooks/mig_mode.yml that refuse the input before any change (exit 2).
 REFUSING_TASKS = (
     "MIG mode | The target mode",
+    "MIG mode | The batch size",
     "MIG mode | Every node moving to static MIG has a layout to carve",
 )
 
 
-def mode_extravars(to: str, batch: str | None) -> dict[str, Any]:
-    """``mig_mode_to`` and, when given, ``mig_mode_batch`` (a count or a percentage);
-    click.BadParameter (exit 2) for a batch that is neither."""
+def mode_extravars(
+    to: str, batch: str | None, extra_vars: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``mig_mode_to`` and, when given, ``mig_mode_batch`` (a count or a percentage),
+    then ``extra_vars`` (``-e``, which win, as Ansible's own); click.BadParameter (exit 2)
+    for a ``--batch``, ``-e mig_mode_batch`` or ``-e mig_mode_to`` that the playbook would
+    refuse (``dra_driver.mig_mode.check_batch``/``check_target``)."""
     out: dict[str, Any] = {"mig_mode_to": to}
     if batch is not None:
-        text = batch.strip()
-        number = text[:-1] if text.endswith("%") else text
-        if not number.isdigit() or int(number) < 1 or (text.endswith("%") and int(number) > 100):
-            raise click.BadParameter(
-                f"{batch!r} is not a batch size; fix: give a count of nodes (e.g. 2) or a "
-                "percentage of them (e.g. 25%)",
-                param_hint="'--batch'",
-            )
-        out["mig_mode_batch"] = int(text) if text.isdigit() else text
+        try:
+            out["mig_mode_batch"] = mm.check_batch(batch, "--batch")
+        except mm.MigModeError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--batch'") from None
+    out.update(extra_vars or {})
+    try:
+        mm.check_target(out["mig_mode_to"], "-e mig_mode_to")
+        if "mig_mode_batch" in (extra_vars or {}):
+            out["mig_mode_batch"] = mm.check_batch(out["mig_mode_batch"], "-e mig_mode_batch")
+    except mm.MigModeError as exc:
+        raise click.BadParameter(str(exc), param_hint="'-e'") from None
     return out
 
 
@@ -82,7 +91,7 @@ def mode_command(
     from gpufleet import runner
     from gpufleet.exit import EXIT_CANNOT_RUN
 
-    extravars = {**mode_extravars(to, batch), **extra_vars}
+    extravars = mode_extravars(to, batch, extra_vars)
     result = run_or_exit(
         lambda: runner.run_playbook(
             MODE_PLAYBOOK, list(inventories), extravars=extravars, limit=limit

@@ -32,7 +32,7 @@ from rich.console import Console
 
 from gpufleet import runner
 from gpufleet.commands import _conformance
-from gpufleet.commands._options import extra_vars_flag
+from gpufleet.commands._options import existing_paths, extra_vars_flag
 from gpufleet.commands._output import check_outputs, stdout_taken, write_json, write_output
 from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
 from gpufleet.render import validation
@@ -130,7 +130,7 @@ def conformance_report(
     "--inventory",
     "inventories",
     multiple=True,
-    type=click.Path(exists=True),
+    callback=existing_paths,
     help="Inventory (repeatable; default: the embedded lab inventory).",
 )
 @click.option("--json", "json_file", metavar="FILE", help="Write the JSON report ('-': stdout).")

@@ -224,9 +224,12 @@ def upgrade_reports() -> list[Path]:
     upgrade`` keeps ``upgrade-report.json`` beside the kubeconfig
     (gpufleet/commands/upgrade.py), ``gpufleet upgrade-gpu-stack`` a report named after it
     (the upgrade role's ``upgrade_gpu_stack_report_path``). A report names the nodes a
-    failed run left cordoned and the nodes already done; it belongs to this lab only."""
+    failed run left cordoned and the nodes already done; it belongs to this lab only.
+    A symbolic link of such a name is listed too, dangling or not (removing it removes the
+    link, never what it points to: a report written through it would land outside the
+    lab); a directory of such a name is not."""
     found = [*lab_dir().glob("upgrade-report*.json"), *lab_dir().glob("upgrade-report*.json.lock")]
-    return sorted(p for p in found if p.is_file())
+    return sorted(p for p in found if p.is_symlink() or p.is_file())
 
 
 def load_state() -> dict[str, Any] | None:

@@ -17,6 +17,8 @@ description:
     pod still reserves.
   - Filter C(mig_mode_nodes_behind) takes every kubelet-plugin pod and the target and returns
     the nodes whose plugin pod does not run the target yet (or is being deleted).
+  - Filter C(mig_mode_batch_problem) takes C(mig_mode_batch) and returns why it is not a
+    batch (a count from 1, or a percentage from 1% to 100%), or an empty string.
   - Fails naming the variable C(mig_mode_to) and the fix when the target is not C(dynamic) or
     C(static).
 options:
@@ -66,10 +68,15 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import
 )
 
 
+def _items(value):
+    """``value`` when it is a list (k8s_info ``resources``), else empty."""
+    return value if isinstance(value, list) else []
+
+
 def mig_mode_node(pods, node, slices, driver, target):
     """See dra_driver.mig_mode.node_state; AnsibleFilterError for a bad target."""
     try:
-        return mm.node_state(str(node), pods or [], slices or [], str(driver), target)
+        return mm.node_state(str(node), _items(pods), _items(slices), str(driver), target)
     except mm.MigModeError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 
@@ -77,14 +84,23 @@ def mig_mode_node(pods, node, slices, driver, target):
 def mig_mode_nodes_behind(pods, target):
     """See dra_driver.mig_mode.nodes_behind; AnsibleFilterError for a bad target."""
     try:
-        return mm.nodes_behind(pods or [], target)
+        return mm.nodes_behind(_items(pods), target)
     except mm.MigModeError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def mig_mode_batch_problem(value):
+    """See dra_driver.mig_mode.check_batch: its message, or '' for a batch it takes."""
+    try:
+        mm.check_batch(value)
+    except mm.MigModeError as exc:
+        return str(exc)
+    return ""
+
+
 def mig_mode_claims_on_node(claims, node, driver):
     """See dra_driver.mig_mode.claims_on_node."""
-    return mm.claims_on_node(claims or [], str(node), str(driver))
+    return mm.claims_on_node(_items(claims), str(node), str(driver))
 
 
 class FilterModule:
@@ -93,4 +109,5 @@ class FilterModule:
             "mig_mode_node": mig_mode_node,
             "mig_mode_claims_on_node": mig_mode_claims_on_node,
             "mig_mode_nodes_behind": mig_mode_nodes_behind,
+            "mig_mode_batch_problem": mig_mode_batch_problem,
         }

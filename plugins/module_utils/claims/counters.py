@@ -31,7 +31,8 @@ Facts and their sources (resource.k8s.io/v1, ``k8s.io/api/resource/v1/types.go``
   profile's capacities and the memory slices of its placement.
 
 Counter values are exact (``fractions.Fraction`` from ``kube.quantity.parse_quantity``);
-a value that is not a quantity counts as 0 and is listed in ``CounterSet.unreadable``.
+a value that is not a quantity, or is negative, counts as 0 and is listed in
+``CounterSet.unreadable``.
 """
 
 from __future__ import annotations
@@ -197,14 +198,18 @@ def _quantity(text: str) -> Fraction:
 
 def _amounts(counters: Any, unreadable: list[str] | None = None) -> dict[str, Fraction]:
     """``{counter: {value: quantity}}`` -> ``{counter: Fraction}``; a value that is not a
-    quantity counts as 0 (its name goes to ``unreadable``)."""
+    quantity, or is negative (no amount of a device's capacity is), counts as 0 (its name
+    goes to ``unreadable``)."""
     out: dict[str, Fraction] = {}
     if not isinstance(counters, Mapping):
         return out
     for name, entry in counters.items():
         value = entry.get("value") if isinstance(entry, Mapping) else None
         try:
-            out[str(name)] = _quantity(value) if isinstance(value, str) else parse_quantity(value)
+            amount = _quantity(value) if isinstance(value, str) else parse_quantity(value)
+            if amount < 0:
+                raise QuantityError(f"{value!r} is negative")
+            out[str(name)] = amount
         except (QuantityError, TypeError, ValueError):
             out[str(name)] = Fraction(0)
             if unreadable is not None:
@@ -256,6 +261,7 @@ def counter_sets(
             if cs is not None:
                 cs.devices[pub.name] = counters
                 cs.objects[pub.name] = pub.device
+    seen: set[tuple[str, str, str]] = set()  # (set id, counter, holder): each holder once
     for claim in claims:
         for device_id in _counted_results(claim):
             driver, pool, name = device_id.split("/", 2)
@@ -267,9 +273,9 @@ def counter_sets(
                 cs.allocated.setdefault(name, []).append(holder)
                 for counter, value in counters.items():
                     cs.consumed[counter] = cs.consumed.get(counter, Fraction(0)) + value
-                    held = cs.holders.setdefault(counter, [])
-                    if holder not in held:
-                        held.append(holder)
+                    if (cs.id, counter, holder) not in seen:
+                        seen.add((cs.id, counter, holder))
+                        cs.holders.setdefault(counter, []).append(holder)
     return sets
 
 
@@ -277,14 +283,12 @@ def _counted_results(claim: Mapping[str, Any]) -> list[str]:
     """``driver/pool/device`` of the results of a claim that consume counters: each
     device once, results with ``adminAccess`` left out."""
     alloc = _map(_map(claim.get("status")).get("allocation"))
-    out: list[str] = []
+    out: dict[str, None] = {}
     for r in _list(_map(alloc.get("devices")).get("results")):
         if not isinstance(r, Mapping) or r.get("adminAccess") is True:
             continue
-        device_id = f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}"
-        if device_id not in out:
-            out.append(device_id)
-    return out
+        out[f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}"] = None
+    return list(out)
 
 
 def shortfalls(
@@ -325,12 +329,25 @@ def counter_order(counter: str) -> tuple[int, int, str]:
     return (0, index, "") if index is not None else (1, 0, counter)
 
 
-def fits(cs: CounterSet, device: str, sets: Mapping[str, CounterSet]) -> bool:
+def fits(
+    cs: CounterSet,
+    device: str,
+    sets: Mapping[str, CounterSet],
+    known: dict[str, bool] | None = None,
+) -> bool:
     """Whether device ``device`` of ``cs`` could be allocated now: not allocated, and
-    every counter it consumes (from ``cs`` and any other set of its pool) fits."""
+    every counter it consumes (from ``cs`` and any other set of its pool) fits. ``known``
+    (``driver/pool/device`` -> the verdict) keeps the verdicts of the devices already
+    judged: a device consuming many sets is judged once, not once per set."""
     if device in cs.allocated:
         return False
-    return not shortfalls(sets, cs.driver, cs.pool, cs.objects[device])
+    device_id = f"{cs.driver}/{cs.pool}/{device}"
+    if known is not None and device_id in known:
+        return known[device_id]
+    verdict = not shortfalls(sets, cs.driver, cs.pool, cs.objects[device])
+    if known is not None:
+        known[device_id] = verdict
+    return verdict
 
 
 def unused_memory_slices(cs: CounterSet, devices: Iterable[str]) -> list[int]:
@@ -360,7 +377,9 @@ def _profile(device: Mapping[str, Any]) -> str:
     return str(value) if value else "gpu"
 
 
-def gpu_figures(cs: CounterSet, sets: Mapping[str, CounterSet]) -> dict[str, Any]:
+def gpu_figures(
+    cs: CounterSet, sets: Mapping[str, CounterSet], known: dict[str, bool] | None = None
+) -> dict[str, Any]:
     """What is free and stranded on the GPU of ``cs`` (a set of NVIDIA's shape): memory
     slices (total, free and stranded indexes), memory and multiprocessors (bytes and
     counts: total, free, stranded), the devices published, allocated and fitting now,
@@ -370,14 +389,17 @@ def gpu_figures(cs: CounterSet, sets: Mapping[str, CounterSet]) -> dict[str, Any
     (:func:`shortfalls`). A free memory slice is stranded when no fitting device
     consumes it: it lies in a hole that no published placement can use with what the
     other counters leave. Stranded memory is the stranded slices' share of the
-    ``memory`` counter (value / memory slices each). Free multiprocessors are stranded
-    when no device fits at all (e.g. a B200 whose two 3g.90gb hold all 8 memory slices
-    leaves 18 of 126 multiprocessors that nothing can use)."""
-    fitting = [d for d in sorted(cs.devices) if fits(cs, d, sets)]
+    ``memory`` counter (value / memory slices each), at most the free memory. Free
+    multiprocessors are stranded when no device fits at all (e.g. a B200 whose two
+    3g.90gb hold all 8 memory slices leaves 18 of 126 multiprocessors that nothing can
+    use). ``known``: as :func:`fits`
+    takes it, shared by the calls for the sets of one listing."""
+    fitting = [d for d in sorted(cs.devices) if fits(cs, d, sets, known)]
     slices = cs.memory_slices()
     free_slices = cs.free_memory_slices()
     stranded = unused_memory_slices(cs, fitting)
     memory = cs.capacity.get(MEMORY, Fraction(0))
+    memory_free = int(max(cs.free(MEMORY), Fraction(0)))
     sm_free = max(cs.free(MULTIPROCESSORS), Fraction(0))
     return {
         "node": cs.node,
@@ -389,8 +411,8 @@ def gpu_figures(cs: CounterSet, sets: Mapping[str, CounterSet]) -> dict[str, Any
         "memory_slices_free": free_slices,
         "memory_slices_stranded": stranded,
         "memory": int(memory),
-        "memory_free": int(max(cs.free(MEMORY), Fraction(0))),
-        "memory_stranded": int(slice_memory(cs) * len(stranded)),
+        "memory_free": memory_free,
+        "memory_stranded": min(int(slice_memory(cs) * len(stranded)), memory_free),
         "multiprocessors": amount_json(cs.capacity.get(MULTIPROCESSORS, Fraction(0))),
         "multiprocessors_free": amount_json(sm_free),
         "multiprocessors_stranded": amount_json(sm_free if not fitting else Fraction(0)),

@@ -20,6 +20,7 @@ devices); static when its slices list devices and no counters.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "MODES",
     "STATIC",
     "MigModeError",
+    "check_batch",
     "check_target",
     "claims_on_node",
     "node_state",
@@ -51,14 +53,51 @@ class MigModeError(ValueError):
 
 
 def check_target(value: Any, variable: str = "mig_mode_to") -> str:
-    """``value`` as a mode (``dynamic`` or ``static``); MigModeError otherwise."""
+    """``value`` as a mode (``dynamic`` or ``static``); MigModeError otherwise (the value
+    shown cut to 60 characters)."""
     if isinstance(value, str) and value in MODES:
         return value
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:60] + "..."
     raise MigModeError(
-        f"{variable}={value!r} is not a MIG mode; fix: set {variable} to dynamic (the DRA "
+        f"{variable}={shown} is not a MIG mode; fix: set {variable} to dynamic (the DRA "
         "driver creates each GPU instance when a claim is prepared) or static (the mig role "
         "carves the node's mig_layout ahead)"
     )
+
+
+#: A batch as Ansible's ``serial`` takes it: a count of nodes, or a percentage of them
+#: (ASCII digits only; ``serial: 0`` or below would run every node at once).
+_BATCH = re.compile(r"^([1-9][0-9]{0,5})(%?)$", re.ASCII)
+
+
+def check_batch(value: Any, variable: str = "mig_mode_batch") -> int | str:
+    """``value`` as a batch of the move (the play's ``serial``): a count of nodes from 1
+    (an int, or its digits) or a percentage from 1% to 100% (``"25%"``). MigModeError
+    otherwise, naming ``variable`` and the value (cut to 60 characters): 0 or a negative
+    count, which Ansible reads as every node at once, a bool, a float, other digits than
+    ASCII, more than 6 digits."""
+    text = str(value).strip() if isinstance(value, (int, str)) else ""
+    m = _BATCH.match(text) if not isinstance(value, bool) else None
+    if m and not (m.group(2) and int(m.group(1)) > 100):
+        return text if m.group(2) else int(m.group(1))
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:60] + "..."
+    raise MigModeError(
+        f"{variable}={shown} is not a batch size; fix: give a count of nodes (e.g. 2) or a "
+        "percentage of them (e.g. 25%)"
+    )
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else empty: a field of another type than the API's
+    (a hand-made or hostile object) is not read."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else empty."""
+    return value if isinstance(value, list) else []
 
 
 def _truthy(text: Any) -> bool:
@@ -78,14 +117,14 @@ def _gates(text: str) -> dict[str, bool]:
 def _container_dynamic(container: Mapping[str, Any]) -> bool:
     env = {
         str(e.get("name")): e.get("value", "")
-        for e in container.get("env") or []
+        for e in _list(container.get("env"))
         if isinstance(e, Mapping)
     }
     if _gates(str(env.get("FEATURE_GATES") or "")).get("DynamicMIG"):
         return True
     if _truthy(env.get(SIMULATOR_ENV, "")):
         return True
-    argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    argv = [str(a) for a in _list(container.get("command")) + _list(container.get("args"))]
     return any(a == SIMULATOR_FLAG or a == f"{SIMULATOR_FLAG}=true" for a in argv)
 
 
@@ -94,8 +133,8 @@ def pod_mode(pod_spec: Mapping[str, Any] | None) -> str:
     its plugin in: ``dynamic`` when a container has ``DynamicMIG=true`` in
     ``FEATURE_GATES`` (NVIDIA's chart), ``GPUFLEET_GPUSIM_DYNAMIC_MIG=true`` or
     ``--dynamic-mig`` (the lab's simulator); else ``static``."""
-    containers = (pod_spec or {}).get("containers") or []
-    return DYNAMIC if any(_container_dynamic(c) for c in containers) else STATIC
+    containers = _list(_map(pod_spec).get("containers"))
+    return DYNAMIC if any(_container_dynamic(_map(c)) for c in containers) else STATIC
 
 
 def _spec(obj: Any) -> Mapping[str, Any]:
@@ -105,17 +144,21 @@ def _spec(obj: Any) -> Mapping[str, Any]:
 
 def slices_mode(slices: Iterable[Any], node: str, driver: str) -> str:
     """What ``node``'s ResourceSlices of ``driver`` publish: ``dynamic`` (counters),
-    ``static`` (devices, no counters) or ``none`` (no device and no counter)."""
+    ``static`` (devices, no counters) or ``none`` (no device and no counter). A field of
+    another type than the API's (a device without a name, a counter set that is not a
+    mapping) is not read."""
     devices = counters = False
     for s in slices:
         spec = _spec(s)
         if spec.get("nodeName") != node or spec.get("driver") != driver:
             continue
-        if spec.get("sharedCounters"):
+        if any(isinstance(c, Mapping) for c in _list(spec.get("sharedCounters"))):
             counters = True
-        for d in spec.get("devices") or []:
+        for d in _list(spec.get("devices")):
+            if not isinstance(d, Mapping) or not isinstance(d.get("name"), str):
+                continue
             devices = True
-            if isinstance(d, Mapping) and d.get("consumesCounters"):
+            if any(isinstance(c, Mapping) for c in _list(d.get("consumesCounters"))):
                 counters = True
     if counters:
         return DYNAMIC
@@ -123,8 +166,8 @@ def slices_mode(slices: Iterable[Any], node: str, driver: str) -> str:
 
 
 def _on_node(claim: Mapping[str, Any], node: str, driver: str) -> bool:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    results = (allocation.get("devices") or {}).get("results") or []
+    allocation = _map(_map(claim.get("status")).get("allocation"))
+    results = _list(_map(allocation.get("devices")).get("results"))
     return any(
         isinstance(r, Mapping) and r.get("driver") == driver and r.get("pool") == node
         for r in results
@@ -139,8 +182,8 @@ def claims_on_node(claims: Iterable[Any], node: str, driver: str) -> list[str]:
     for c in claims:
         if not isinstance(c, Mapping) or not _on_node(c, node, driver):
             continue
-        if (c.get("status") or {}).get("reservedFor"):
-            meta = c.get("metadata") or {}
+        if _map(c.get("status")).get("reservedFor"):
+            meta = _map(c.get("metadata"))
             out.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
     return sorted(out)
 
@@ -158,7 +201,7 @@ def node_state(
         for p in pods
         if isinstance(p, Mapping)
         and _spec(p).get("nodeName") == node
-        and not (p.get("metadata") or {}).get("deletionTimestamp")
+        and not _map(p.get("metadata")).get("deletionTimestamp")
     ]
     modes = {pod_mode(_spec(p)) for p in live}
     plugin = modes.pop() if len(modes) == 1 else ("mixed" if modes else NONE)
@@ -166,7 +209,7 @@ def node_state(
     return {
         "node": node,
         "plugin": plugin,
-        "pods": sorted(str((p.get("metadata") or {}).get("name", "")) for p in live),
+        "pods": sorted(str(_map(p.get("metadata")).get("name", "")) for p in live),
         "slices": published,
         "done": plugin == target and published == target,
     }
@@ -181,7 +224,7 @@ def nodes_behind(pods: Iterable[Any], target: str) -> list[str]:
         if not isinstance(p, Mapping):
             continue
         node = str(_spec(p).get("nodeName") or "")
-        deleting = bool((p.get("metadata") or {}).get("deletionTimestamp"))
+        deleting = bool(_map(p.get("metadata")).get("deletionTimestamp"))
         if node and (deleting or pod_mode(_spec(p)) != target):
             out.add(node)
     return sorted(out)

@@ -94,8 +94,9 @@ def _dynamic(settings: Mapping[str, Any]) -> dict[str, int] | None:
     """For a host whose DRA driver runs ``DynamicMIG`` (``dra_driver_dynamic_mig``), the
     most instances at once of each MIG profile of its ``gpu_model`` (``mig.profiles``),
     empty when the model is unset, unknown or has no profile table; None for any other
-    host."""
-    if not _bool(settings, "dra_driver_dynamic_mig"):
+    host. Raises pp.BadValue when ``dra_driver_dynamic_mig`` is not a boolean: which
+    devices the host publishes is then unknown."""
+    if not as_bool(settings, "dra_driver_dynamic_mig"):
         return None
     try:
         gpu = mprof.model(text_of(settings, "gpu_model"))
@@ -123,7 +124,8 @@ def _unknown_model_problems(unknown: Mapping[str, list[str]]) -> list[Problem]:
                 value or None,
                 f"dynamic-MIG host(s) {', '.join(names)} (dra_driver_dynamic_mig: true) have "
                 + (
-                    f"gpu_model {value!r}, which has no MIG profile table"
+                    f"gpu_model {value[:60]!r}{'...' if len(value) > 60 else ''}, which has no "
+                    "MIG profile table"
                     if value
                     else "no gpu_model"
                 )
@@ -192,7 +194,12 @@ def kueue_problems(hosts: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
         if problem and problem not in refused:
             refused.append(problem)
         count = len(gathered) if isinstance(gathered, list) and gathered else count
-        dynamic = _dynamic(s)
+        try:
+            dynamic = _dynamic(s)
+        except pp.BadValue as exc:  # neither mode can be assumed: no quota is judged
+            if exc.problem not in refused:
+                refused.append(exc.problem)
+            continue
         if dynamic is None:
             layouts = _layouts(s, count, str(data.get("mig_config_file_text") or ""))
             per_host.append(kc.host_devices(count, layouts))

@@ -452,8 +452,12 @@ class Shape:
 
 
 def _value(device: Mapping[str, Any], field_name: str, name: str) -> Any:
+    """Attribute or capacity ``name`` of a device (bare or under NVIDIA's driver name);
+    None when absent or when ``field_name`` is not a mapping."""
     body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
-    values = body.get(field_name) or {}
+    values = body.get(field_name)
+    if not isinstance(values, Mapping):
+        return None
     v = values.get(name)
     if v is None:
         v = values.get(f"{NVIDIA_DRIVER}/{name}")
@@ -958,10 +962,11 @@ def _counter_figures(
 ) -> list[tuple[ccounters.CounterSet, dict[str, Any]]]:
     """Each CounterSet of ``driver`` with its row of ``counter_gpus``, by node and GPU."""
     out = []
+    known: dict[str, bool] = {}  # device id -> whether it fits, judged once
     for cs in sets.values():
         if cs.driver != driver:
             continue
-        fig = ccounters.gpu_figures(cs, sets)
+        fig = ccounters.gpu_figures(cs, sets, known)
         model = next((_value(d, "attributes", "productName") for d in cs.objects.values()), None)
         fig["pool"] = pools.get(cs.node, NO_POOL)
         fig["model"] = str(model or UNKNOWN_MODEL)
