@@ -45,9 +45,10 @@ def _mode(tmp_path: Path, extravars: dict) -> tuple[int, list[tuple[str, str, st
     ("extravars", "task", "words"),
     [
         ({"mig_mode_to": "partitioned"}, 0, 'mig_mode_to="partitioned" is not a MIG mode'),
+        ({"mig_mode_to": "dynamic", "mig_mode_batch": 0}, 1, "mig_mode_batch=0"),
         (
             {"mig_mode_to": "static"},
-            1,
+            2,
             'mig_layout={} and mig_config_name="" on node1: moving it to static MIG',
         ),
     ],
@@ -84,4 +85,4 @@ def test_one_node_without_a_layout_stops_every_node_before_the_release(tmp_path:
     )
     assert result.status != EXIT_OK
     failures = [(h, t) for h, t, _m in result.progress.failures]
-    assert failures == [("node1", mode_cmd.REFUSING_TASKS[1])], failures
+    assert failures == [("node1", mode_cmd.REFUSING_TASKS[2])], failures
