@@ -153,8 +153,19 @@ def _devices(s: Scene) -> dict[str, Want]:
 
 
 def _by_state(s: Scene) -> dict[str, Want]:
-    published, allocated = len(s.devices()), len(s.allocated())
-    return {"A": Want(("state",), {("allocated",): allocated, ("free",): published - allocated})}
+    """Devices by state; blocked (not allocated, but shared counters hold what they need) is
+    0 where no device consumes shared counters, as on this lab (the dynamic MIG lab checks
+    blocked devices through the report)."""
+    devices = s.devices()
+    sharing = [name for name, d in devices.items() if d.get("consumesCounters")]
+    assert not sharing, f"devices consuming shared counters, not modelled here: {sharing[:5]}"
+    published, allocated = len(devices), len(s.allocated())
+    return {
+        "A": Want(
+            ("state",),
+            {("allocated",): allocated, ("blocked",): 0, ("free",): published - allocated},
+        )
+    }
 
 
 def _per_node(s: Scene) -> dict[str, Want]:
