@@ -7,36 +7,19 @@ before the first task that reads the cluster, so no cluster is needed.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from gpufleet import runner
 from gpufleet.commands import mig_mode as mode_cmd
 from gpufleet.exit import EXIT_OK
+from tests.ansible.local_node import INVENTORY, run_local
 
 pytestmark = pytest.mark.ansible
 
-INVENTORY = """\
-[gpu_nodes]
-node1 ansible_connection=local
-[all:vars]
-ansible_python_interpreter="{{ ansible_playbook_python }}"
-"""
-
 
 def _mode(tmp_path: Path, extravars: dict) -> tuple[int, list[tuple[str, str, str]]]:
-    inventory = tmp_path / "inventory.ini"
-    inventory.write_text(INVENTORY)
-    result = runner.run_playbook(
-        mode_cmd.MODE_PLAYBOOK,
-        str(inventory),
-        extravars={**extravars, "ansible_become": False},
-        console=Console(file=io.StringIO(), width=400),
-        artifact_root=tmp_path / "artifacts",
-    )
+    result = run_local(tmp_path, mode_cmd.MODE_PLAYBOOK, extravars)
     failures = [(h, t, " ".join(m.split())) for h, t, m in result.progress.failures]
     return result.status, failures
 
@@ -68,21 +51,12 @@ def test_one_node_without_a_layout_stops_every_node_before_the_release(tmp_path:
     """node2 has a layout, node1 none: the move to static stops at node1's refusal, and
     node2 does not go on to the DRA driver release (its tasks would fail here, with no
     cluster to reach, and be listed)."""
-    inventory = tmp_path / "inventory.ini"
-    inventory.write_text(
-        INVENTORY.replace(
-            "node1 ansible_connection=local\n",
-            "node1 ansible_connection=local\n"
-            "node2 ansible_connection=local mig_layout='{\"1g.18gb\": 7}'\n",
-        )
+    two_nodes = INVENTORY.replace(
+        "node1 ansible_connection=local\n",
+        "node1 ansible_connection=local\n"
+        "node2 ansible_connection=local mig_layout='{\"1g.18gb\": 7}'\n",
     )
-    result = runner.run_playbook(
-        mode_cmd.MODE_PLAYBOOK,
-        str(inventory),
-        extravars={"mig_mode_to": "static", "ansible_become": False},
-        console=Console(file=io.StringIO(), width=400),
-        artifact_root=tmp_path / "artifacts",
-    )
+    result = run_local(tmp_path, mode_cmd.MODE_PLAYBOOK, {"mig_mode_to": "static"}, two_nodes)
     assert result.status != EXIT_OK
     failures = [(h, t) for h, t, _m in result.progress.failures]
     assert failures == [("node1", mode_cmd.REFUSING_TASKS[2])], failures

@@ -7,35 +7,18 @@ the refusal comes before the role's first ``nvidia-smi``, so no GPU is needed.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from gpufleet import runner
 from gpufleet.exit import EXIT_OK
+from tests.ansible.local_node import run_local
 
 pytestmark = pytest.mark.ansible
 
-INVENTORY = """\
-[gpu_nodes]
-node1 ansible_connection=local
-[all:vars]
-ansible_python_interpreter="{{ ansible_playbook_python }}"
-"""
-
 
 def _mig(tmp_path: Path, extravars: dict) -> tuple[int, str]:
-    inventory = tmp_path / "inventory.ini"
-    inventory.write_text(INVENTORY)
-    result = runner.run_playbook(
-        "mig",
-        str(inventory),
-        extravars={**extravars, "ansible_become": False, "mig_persist": False},
-        console=Console(file=io.StringIO(), width=400),
-        artifact_root=tmp_path / "artifacts",
-    )
+    result = run_local(tmp_path, "mig", {**extravars, "mig_persist": False})
     return result.status, " ".join(" ".join(msg.split()) for _, _, msg in result.progress.failures)
 
 
