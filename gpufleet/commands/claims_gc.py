@@ -132,7 +132,11 @@ def gc(
             claim_list = kube.paged(
                 f"/apis/resource.k8s.io/{rv}{prefix}/resourceclaims", trim=vk.strip_managed_fields
             )
-            pods = kube.paged(f"/api/v1{prefix}/pods", trim=cluster_listing.trim_pod)
+            pods = kube.paged(
+                f"/api/v1{prefix}/pods",
+                trim=cluster_listing.trim_pod,
+                schema=cluster_listing.POD_SCHEMA,
+            )
     except vk.KubeError as err:
         Console(stderr=True).print(
             f"[red]error:[/red] cannot list claims and pods: {escape(str(err))}"

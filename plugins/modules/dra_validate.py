@@ -33,6 +33,8 @@ author:
 requirements:
   - PyYAML
   - kubernetes (the Python client) and urllib3, which it installs
+  - msgspec (recommended), which decodes the listed pages faster; without it the
+    standard library's json decodes them, to the same result
   - cel-python (C(celpy)) and lark, which it installs, to explain pending claims
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes

@@ -34,6 +34,8 @@ author:
 requirements:
   - PyYAML
   - kubernetes (the Python client) and urllib3, which it installs
+  - msgspec (recommended), which decodes the listed pages faster; without it the
+    standard library's json decodes them, to the same result
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.cluster.kube_auth

@@ -41,6 +41,8 @@ author:
   - gpufleet maintainers (!UNKNOWN)
 requirements:
   - kubernetes (the Python client) and urllib3, which it installs
+  - msgspec (recommended), which decodes the listed pages faster; without it the
+    standard library's json decodes them, to the same result
   - PyYAML
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes

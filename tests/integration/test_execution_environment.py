@@ -32,6 +32,7 @@ IMPORT_DIST = {
     "celpy": "cel-python",
     "lark": "cel-python",
     "urllib3": "kubernetes",
+    "msgspec": "msgspec",
     "jinja2": None,
     "tomli": None,
     "toml": None,

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     OBJECT_RESOURCE_VERSIONS,
@@ -220,6 +220,43 @@ POD_FIELDS = {
 #: The one pod condition a check reads (the scheduler's message on a pod that waits for
 #: its claims), and its fields.
 POD_CONDITION = ("PodScheduled", ("type", "status", "reason", "message"))
+#: The fields kept of a container, an init container and a container status (and the
+#: extended resources of the containers' ``resources``).
+CONTAINER_FIELDS = ("name", "image")
+INIT_CONTAINER_FIELDS = ("name", "restartPolicy")
+CONTAINER_STATUS_FIELDS = ("name", "ready")
+
+
+def _fields(name: str, keys: Sequence[str], **typed: Any) -> Any:
+    """A ``TypedDict`` of ``keys`` (any value) and ``typed`` (of that type), each key
+    optional: the fields the fast decoder keeps of an object, skipping the others
+    (``kube/client.fast_page``); a value of another type than ``typed`` sends the item
+    to the ``json`` path, which keeps it as the trim does."""
+    return TypedDict(name, {**dict.fromkeys(keys, Any), **typed}, total=False)
+
+
+_CONTAINER = _fields("Container", (*CONTAINER_FIELDS, *INIT_CONTAINER_FIELDS, "resources"))
+
+#: What ``trim_pod`` reads of a pod.
+POD_SCHEMA = _fields(
+    "Pod",
+    (),
+    metadata=_fields("PodMetadata", POD_FIELDS["metadata"]) | None,
+    spec=_fields(
+        "PodSpec",
+        POD_FIELDS["spec"],
+        containers=list[_CONTAINER] | None,
+        initContainers=list[_CONTAINER] | None,
+    )
+    | None,
+    status=_fields(
+        "PodStatus",
+        POD_FIELDS["status"],
+        conditions=list[_fields("PodCondition", POD_CONDITION[1])] | None,
+        containerStatuses=list[_fields("ContainerStatus", CONTAINER_STATUS_FIELDS)] | None,
+    )
+    | None,
+)
 
 
 def _extended_resources(resources: Any) -> dict[str, Any]:
@@ -256,12 +293,10 @@ def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     out_spec = _pick(spec, POD_FIELDS["spec"])
-    out_spec["containers"] = [
-        _container(c, ("name", "image")) for c in spec.get("containers") or []
-    ]
+    out_spec["containers"] = [_container(c, CONTAINER_FIELDS) for c in spec.get("containers") or []]
     if spec.get("initContainers"):
         out_spec["initContainers"] = [
-            _container(c, ("name", "restartPolicy")) for c in spec.get("initContainers") or []
+            _container(c, INIT_CONTAINER_FIELDS) for c in spec.get("initContainers") or []
         ]
     out_status = _pick(status, POD_FIELDS["status"])
     if "conditions" in status:
@@ -273,7 +308,7 @@ def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
         ]
     if "containerStatuses" in status:
         out_status["containerStatuses"] = [
-            _pick(c, ("name", "ready")) for c in status.get("containerStatuses") or []
+            _pick(c, CONTAINER_STATUS_FIELDS) for c in status.get("containerStatuses") or []
         ]
     return {
         "metadata": _pick(pod.get("metadata"), POD_FIELDS["metadata"]),
@@ -292,35 +327,27 @@ def trim_node(node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-class _Shared:
-    """One object per distinct attribute or capacity value (``{"string": "NVIDIA
-    H200"}``): the devices of a fleet repeat a few dozen values thousands of times. The
-    shared values are never modified (the checks only read devices)."""
-
-    def __init__(self) -> None:
-        self.values: dict[Any, Any] = {}
-
-    def __call__(self, value: Any) -> Any:
-        if not isinstance(value, dict) or len(value) != 1:
-            return value
-        ((k, v),) = value.items()
-        if isinstance(v, dict | list):
-            return value
-        return self.values.setdefault((k, v), value)
-
-
-def _share_values(values: Any, shared: _Shared) -> None:
-    """Each value of the mapping ``values`` replaced by its shared object."""
-    if isinstance(values, dict):
-        for name, value in values.items():
-            values[name] = shared(value)
+def _share_values(values: Any, shared: dict[tuple[str, type, Any], Any]) -> None:
+    """Each value of the mapping ``values`` that is an object of one scalar member
+    (``{"string": "NVIDIA H200"}``) replaced by the equal one kept in ``shared`` (kept
+    there when it is the first): the devices of a fleet repeat a few dozen values
+    thousands of times. The shared values are never modified (the checks only read
+    devices). The member's type is part of the key: ``1``, ``1.0`` and ``true`` are
+    equal in Python but not the same value."""
+    if not isinstance(values, dict):
+        return
+    for name, value in values.items():
+        if type(value) is dict and len(value) == 1:
+            ((key, member),) = value.items()
+            if type(member) is not dict and type(member) is not list:
+                values[name] = shared.setdefault((key, type(member), member), value)
 
 
 def trim_slices() -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A trim for ResourceSlices: managedFields dropped, equal attribute, capacity and
     counter values of all devices and CounterSets shared (one object per distinct value:
     with dynamic MIG a GPU publishes some 26 devices of about 10 counters, most ``1``)."""
-    shared = _Shared()
+    shared: dict[tuple[str, type, Any], Any] = {}
 
     def trim(rslice: dict[str, Any]) -> dict[str, Any]:
         strip_managed_fields(rslice)
@@ -360,15 +387,20 @@ EVENT_FIELDS = (
 )
 
 
+#: The Event metadata and Namespace metadata fields kept.
+EVENT_METADATA = ("name", "namespace", "creationTimestamp")
+NAMESPACE_METADATA = ("name", "labels")
+
+
 def trim_namespace(namespace: dict[str, Any]) -> dict[str, Any]:
     """A Namespace with its name and labels only (the report's teams read the labels)."""
-    return {"metadata": _pick(namespace.get("metadata"), ("name", "labels"))}
+    return {"metadata": _pick(namespace.get("metadata"), NAMESPACE_METADATA)}
 
 
 def trim_event(event: dict[str, Any]) -> dict[str, Any]:
     """An Event with ``EVENT_FIELDS`` and its name and namespace only."""
     out = _pick(event, EVENT_FIELDS)
-    out["metadata"] = _pick(event.get("metadata"), ("name", "namespace", "creationTimestamp"))
+    out["metadata"] = _pick(event.get("metadata"), EVENT_METADATA)
     return out
 
 
@@ -382,6 +414,18 @@ TRIMS: dict[str, Callable[[], Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "daemonsets": lambda: strip_managed_fields,
     "events": lambda: trim_event,
     "namespaces": lambda: trim_namespace,
+}
+
+#: Kind -> the fields its trim reads, for the fast decoder (``Kube.pages``' ``schema``);
+#: a kind not named here is decoded whole, as its trim keeps nearly all of it.
+SCHEMAS: dict[str, Any] = {
+    "pods": POD_SCHEMA,
+    "events": _fields(
+        "Event", EVENT_FIELDS, metadata=_fields("EventMetadata", EVENT_METADATA) | None
+    ),
+    "namespaces": _fields(
+        "Namespace", (), metadata=_fields("NamespaceMetadata", NAMESPACE_METADATA) | None
+    ),
 }
 
 
@@ -482,6 +526,7 @@ def list_cluster(
                 min(page_size, PAGE_LIMITS.get(kind, page_size)),
                 query=queries.get(kind, ()),
                 trim=TRIMS[kind](),
+                schema=SCHEMAS.get(kind),
             )
         except KubeError as err:
             return err

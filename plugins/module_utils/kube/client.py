@@ -4,10 +4,11 @@
 client's configuration and authentication, one deadline per request, requests counted,
 lists paged and decoded one item at a time.
 
-Objects stay plain JSON dicts (no model classes), so listing thousands of pods costs one
-``json.loads`` per page, independent of the client release. A paged list is stored
-compressed (``PagedList``) and walked again page by page; what is listed and how each
-kind is trimmed is ``cluster/listing.py``.
+Objects stay plain JSON dicts (no model classes), independent of the client release. A
+list page is decoded by ``msgspec`` where it is installed (in C, each item straight into
+the fields its trim reads), else item by item by the standard library's ``json``; both
+give the same items. A paged list is stored compressed (``PagedList``) and walked again
+page by page; what is listed and how each kind is trimmed is ``cluster/listing.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import http_exchange as web
+
+try:
+    import msgspec
+except ImportError:  # the standard library's json decodes every page
+    msgspec = None
 
 __all__ = [
     "Kube",
@@ -276,18 +282,22 @@ class Kube:
         page_size: int = PAGE_SIZE,
         query: Sequence[tuple[str, Any]] = (),
         trim: Callable[[dict[str, Any]], Any] | None = None,
+        schema: Any = None,
     ) -> Iterator[list[Any]]:
         """The items of a list path, one page at a time: ``page_size`` per request
         (``limit``/``continue``), each item passed through ``trim`` as it is decoded, so
-        that only the page being read is ever held whole. Yields each page's trimmed
-        items (a list). Raises KubeError for a failed request, a ``continue`` token that
-        repeats or is not a string, or more than ``MAX_PAGES`` pages."""
+        that only the page being read is ever held whole; ``schema``: the fields ``trim``
+        reads (``decode_list``). Yields each page's trimmed items (a list). Raises
+        KubeError for a failed request, a ``continue`` token that repeats or is not a
+        string, or more than ``MAX_PAGES`` pages."""
         token = None
         seen: set[str] = set()
         for _round in range(MAX_PAGES):
             q = [*query, ("limit", page_size)] + ([("continue", token)] if token else [])
             items: list[Any] = []
-            page = self.request("GET", path, q, decode=functools.partial(_decode, items, trim))
+            page = self.request(
+                "GET", path, q, decode=functools.partial(_decode, items, trim, schema)
+            )
             meta = page.get("metadata")
             token = meta.get("continue") if isinstance(meta, Mapping) else None
             yield items
@@ -316,9 +326,11 @@ class Kube:
         page_size: int = PAGE_SIZE,
         query: Sequence[tuple[str, Any]] = (),
         trim: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        schema: Any = None,
     ) -> list[dict[str, Any]]:
         """Every item of a list path as one list (:meth:`pages` joined)."""
-        return [item for page in self.pages(path, page_size, query, trim) for item in page]
+        pages = self.pages(path, page_size, query, trim, schema)
+        return [item for page in pages for item in page]
 
     def paged(
         self,
@@ -326,11 +338,12 @@ class Kube:
         page_size: int = PAGE_SIZE,
         query: Sequence[tuple[str, Any]] = (),
         trim: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        schema: Any = None,
     ) -> PagedList:
         """Every item of a list path as a :class:`PagedList` (each page stored
         compressed as it arrives)."""
         out = PagedList()
-        for page in self.pages(path, page_size, query, trim):
+        for page in self.pages(path, page_size, query, trim, schema):
             out.add_page(page)
         return out
 
@@ -837,21 +850,37 @@ def _trimmed(item: Any, trim: Callable[[dict[str, Any]], dict[str, Any]] | None)
 
 
 def _decode(
-    items: list[Any], trim: Callable[[dict[str, Any]], Any] | None, data: bytes | str
+    items: list[Any],
+    trim: Callable[[dict[str, Any]], Any] | None,
+    schema: Any,
+    data: bytes | str,
 ) -> dict[str, Any]:
-    return decode_list(data, items.append, trim)
+    return decode_list(data, items.append, trim, schema)
 
 
 def decode_list(
     data: bytes | str,
     add: Callable[[Any], Any],
     trim: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    schema: Any = None,
 ) -> dict[str, Any]:
     """Decode a list response (``{"kind": ..., "metadata": ..., "items": [...]}``) one
     item at a time: each item goes through ``trim`` to ``add`` as soon as it is decoded,
     so the untrimmed items of a page never exist all at once. Returns the other members
     (``kind``, ``apiVersion``, ``metadata``). Raises ValueError for a body that is not a
-    JSON object (``json.JSONDecodeError`` names the position)."""
+    JSON object (``json.JSONDecodeError`` names the position).
+
+    With ``msgspec`` installed a page of bytes is decoded by ``fast_page``, each item
+    into ``schema`` (a ``TypedDict`` of the fields ``trim`` reads, the rest skipped
+    unread; None: the whole item); a page it does not take is decoded here by ``json``,
+    which gives the same items."""
+    if msgspec is not None and isinstance(data, bytes):
+        fast = fast_page(data, trim, schema)
+        if fast is not None:
+            out, items = fast
+            for item in items:
+                add(item)
+            return out
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     decoder = json.JSONDecoder()
     clean = without_lone_surrogates if _has_surrogate_escape(text) else (lambda doc: doc)
@@ -893,6 +922,72 @@ def decode_list(
             return out
         if sep != ",":
             raise ValueError(f"expected ',' or '}}' at {pos} of a list response")
+
+
+@functools.cache
+def _decoders(schema: Any) -> tuple[Any, Any, Any]:
+    """msgspec decoders: a list response's members (each left undecoded), the items of
+    its ``items`` (each left undecoded), and one item into ``schema`` (None: anything)."""
+    raw = msgspec.Raw
+    return (
+        msgspec.json.Decoder(dict[str, raw]),
+        msgspec.json.Decoder(list[raw]),
+        msgspec.json.Decoder(Any if schema is None else schema),
+    )
+
+
+def _blanks(data: bytes) -> int:
+    return data.count(b" ") + data.count(b"\n") + data.count(b"\r") + data.count(b"\t")
+
+
+def _whole_members(data: bytes, members: Mapping[str, Any]) -> bool:
+    """True when ``members`` (a list response's members, undecoded) are all of ``data``
+    but the blanks between them. False for a key written with escapes, or a member named
+    twice (the decoder keeps the last, where ``json`` reads both lists of items): their
+    bytes are more than blanks. The API server writes compact JSON, where the sizes
+    alone tell."""
+    keys = [msgspec.json.encode(key) for key in members]
+    outside = len(data) - 2 - sum(len(raw) for raw in members.values())
+    outside -= sum(len(key) + 1 for key in keys) + max(len(members) - 1, 0)
+    if outside == 0:
+        return True
+    inside = sum(_blanks(bytes(raw)) for raw in members.values()) + sum(map(_blanks, keys))
+    return outside == _blanks(data) - inside
+
+
+def fast_page(
+    data: bytes,
+    trim: Callable[[dict[str, Any]], Any] | None = None,
+    schema: Any = None,
+) -> tuple[dict[str, Any], list[Any]] | None:
+    """A list response decoded by ``msgspec``: its members but ``items`` (as
+    ``decode_list`` returns them) and its items, each decoded alone into ``schema`` and
+    passed through ``trim``; None where ``decode_list``'s ``json`` must decode the page
+    (msgspec not installed, a lone surrogate escape, JSON that msgspec refuses or reads
+    otherwise: ``NaN``, ``Infinity``, a member named twice).
+
+    An item that does not fit ``schema``, or that ``trim`` refuses, is decoded again by
+    ``json`` and kept as ``json``'s path keeps it (``_trimmed``), so the items are the
+    same either way. ``schema`` must hold every field ``trim`` reads."""
+    if msgspec is None or _has_surrogate_escape(data):
+        return None
+    page_members, page_items, one_item = _decoders(schema)
+    try:
+        members = page_members.decode(data)
+        if not _whole_members(data, members):
+            return None
+        raws = members.pop("items", None)
+        out = {key: msgspec.json.decode(raw) for key, raw in members.items()}
+        items = []
+        for raw in page_items.decode(raws) if raws is not None else ():
+            try:
+                item = one_item.decode(raw)
+                items.append(trim(item) if trim is not None and isinstance(item, dict) else item)
+            except (AttributeError, TypeError, ValueError):  # msgspec.ValidationError too
+                items.append(_trimmed(json.loads(bytes(raw).decode("utf-8")), trim))
+    except (ValueError, RecursionError):  # msgspec.DecodeError, JSONDecodeError
+        return None
+    return out, items
 
 
 # ------------------------------------------------------------------ trimming

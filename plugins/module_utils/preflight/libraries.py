@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.problem import (
     ERROR,
+    WARNING,
     Problem,
     problem,
 )
@@ -34,6 +35,14 @@ IMPORTS: dict[str, tuple[str, ...]] = {
     "kubernetes": ("kubernetes", "urllib3"),
     "pyyaml": ("yaml",),
     "cel-python": ("celpy", "lark"),
+    "msgspec": ("msgspec",),
+}
+
+#: Distributions the modules run without, more slowly -> what they do without it; a
+#: missing one is a warning.
+RECOMMENDED: dict[str, str] = {
+    "msgspec": "the modules that list the cluster decode its lists with the standard "
+    "library's json instead, to the same result, more slowly",
 }
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -62,22 +71,24 @@ def library_problems(
 ) -> list[Problem]:
     """One error per distribution of ``meta/ee-requirements.txt`` (``requirements_text``
     when given) with an import name that ``python`` (the control host's interpreter, a path)
-    cannot import; ``importable`` maps import name -> found, and a name it lacks was not
-    asked and counts as found."""
+    cannot import, a warning for one of ``RECOMMENDED``; ``importable`` maps import name ->
+    found, and a name it lacks was not asked and counts as found."""
     if requirements_text is None:
         requirements_text = REQUIREMENTS_FILE.read_text(encoding="utf-8")
     out = []
     for dist, line in sorted(requirements(requirements_text).items()):
         missing = [n for n in IMPORTS.get(dist, ()) if not importable.get(n, True)]
         if missing:
+            without = RECOMMENDED.get(dist)
+            why = without or "the modules that run on the control host need it"
             out.append(
                 problem(
                     "controller-library",
-                    ERROR,
+                    WARNING if without else ERROR,
                     "ansible_playbook_python",
                     python,
                     f"the control host's Python cannot import {', '.join(missing)} (package "
-                    f"{dist}): the modules that run on the control host need it",
+                    f"{dist}): {why}",
                     f"{python} -m pip install '{line}'",
                 )
             )

@@ -11,7 +11,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import li
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.unit.hostile import test_report_objects as ODD
 from tests.unit.validate_objects import (
     GPU_CLASS,
     MIG_CLASS,
@@ -303,3 +306,207 @@ def test_the_slice_trim_shares_counter_values_and_keeps_them() -> None:
     assert before.keys() == after.keys()
     for k in before:
         assert (before[k].capacity, before[k].devices) == (after[k].capacity, after[k].devices)
+
+
+def test_values_equal_in_python_but_of_other_types_are_not_shared() -> None:
+    trim = vli.TRIMS["resourceslices"]()
+    devices = [
+        {"name": "a", "attributes": {"x": {"int": 1}}},
+        {"name": "b", "attributes": {"x": {"int": True}}},
+        {"name": "c", "attributes": {"x": {"int": 1.0}}},
+    ]
+    kept = trim({"spec": {"devices": devices}})["spec"]["devices"]
+    values = [d["attributes"]["x"]["int"] for d in kept]
+    assert [type(v) for v in values] == [int, bool, float]
+
+
+# ------------------------------------------------------------------ the fast decoder
+
+
+def list_page(items: list[Any]) -> bytes:
+    """A list response as kube-apiserver writes it (compact JSON)."""
+    doc = {"kind": "List", "apiVersion": "v1", "metadata": {"continue": "t"}, "items": items}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def decoded_both_ways(kind: str, data: bytes) -> tuple[Any, Any]:
+    """(``decode_list`` as it runs, with msgspec; ``decode_list`` by ``json`` alone)."""
+    out = []
+    for module in (vk.msgspec, None):
+        items: list[Any] = []
+        saved, vk.msgspec = vk.msgspec, module
+        try:
+            rest = vk.decode_list(data, items.append, vli.TRIMS[kind](), vli.SCHEMAS.get(kind))
+        finally:
+            vk.msgspec = saved
+        out.append((rest, items))
+    return out[0], out[1]
+
+
+def listed_objects() -> dict[str, list[Any]]:
+    """Per kind, objects as listed: the fleet's, and ones with fields missing, null, of
+    other types and added."""
+    listing, _ = fleet()
+    extra = {"x-added": {"deep": [1, {"k": None}]}}
+    out: dict[str, list[Any]] = {
+        "pods": [as_listed(p) for p in listing.pods],
+        "nodes": [as_listed(n) for n in listing.nodes],
+        "resourceslices": [as_listed(s) for s in listing.slices],
+        "resourceclaims": [as_listed(c) for c in listing.claims],
+        "deviceclasses": [GPU_CLASS, MIG_CLASS],
+        "daemonsets": [{"metadata": {"name": "d", "managedFields": []}, "spec": {}}],
+        "events": [
+            {
+                "metadata": {"name": "e", "namespace": "ml", "uid": "u", "managedFields": []},
+                "reason": vli.PREPARE_FAILED_REASON,
+                "message": "prepare failed",
+                "involvedObject": {"kind": "Pod", "name": "p"},
+                "count": 3,
+                **extra,
+            }
+        ],
+        "namespaces": [{"metadata": {"name": "ml", "labels": {"a": "b"}, **extra}, **extra}],
+    }
+    full = as_listed(pod("full", node_name="gpu-1", claims=["c"], scheduled_message="wait"))
+    full["spec"]["initContainers"] = [{"name": "i", "restartPolicy": "Always", **extra}]
+    full["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1", "nvidia.com/gpu": "1"},
+        "limits": {"nvidia.com/gpu": "1"},
+    }
+    full["status"]["conditions"].append({"type": "Ready", "status": "True", **extra})
+    full["metadata"].update(extra)
+    full["spec"].update(extra)
+    out["pods"] += [
+        full,
+        {},
+        {"metadata": {}},
+        {"metadata": None, "spec": None, "status": None},
+        {"spec": {"containers": None, "initContainers": None, "nodeName": None}},
+        {"spec": {"containers": [], "initContainers": []}},
+        {"spec": {"containers": [{"resources": None}, {"resources": {"requests": None}}]}},
+        {"spec": {"containers": [{"resources": {"limits": {"a/b": None, "cpu": 1}}}]}},
+        {"status": {"conditions": None, "containerStatuses": None, "phase": None}},
+        {"status": {"conditions": [None, 3, {"type": None}, {"type": "PodScheduled"}]}},
+        {"status": {"conditions": {"type": "PodScheduled"}, "containerStatuses": "x"}},
+        {"spec": {"containers": "ab", "initContainers": {"name": "i"}}},
+        {"spec": {"containers": [None, 1, "x", []]}},
+        {"metadata": ["name"], "spec": 1, "status": "Running"},
+        {"spec": {"containers": [{"resources": "x"}, {"resources": {"requests": ["x"]}}]}},
+        {"status": {"containerStatuses": [None, {"name": 1, "ready": "yes", **extra}]}},
+    ]
+    out["resourceslices"] += [
+        {"spec": {"devices": [{"name": "g", "basic": {"attributes": {"a": {"string": "x"}}}}]}},
+        {"spec": {"devices": [{"attributes": {"a": {"string": "x", "int": 1}, "b": 3}}]}},
+        {"spec": {"devices": [{"attributes": {"a": {"list": [1]}, "b": {"obj": {}}}}]}},
+        {"spec": {"sharedCounters": [{"counters": {"m": {"value": "1"}}}, None, 2]}},
+        {"spec": {"devices": [{"consumesCounters": [{"counters": None}, "x"]}]}},
+    ]
+    for kind, odd in (
+        ("pods", ODD.PODS_ODD),
+        ("resourceclaims", ODD.CLAIMS_ODD),
+        ("resourceslices", ODD.SLICES_ODD),
+        ("nodes", ODD.NODES_ODD),
+    ):
+        out[kind] += [*ODD.NOT_A_MAPPING, *copy.deepcopy(list(odd.values()))]
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(vli.TRIMS))
+def test_the_fast_decoder_gives_the_items_of_the_json_path(kind: str) -> None:
+    objects = listed_objects()[kind]
+    for obj in objects:  # each alone: a page the fast decoder refuses is read by json
+        fast, slow = decoded_both_ways(kind, list_page([obj]))
+        assert fast == slow, obj
+    fast, slow = decoded_both_ways(kind, list_page(objects))
+    assert fast == slow
+
+
+@pytest.mark.parametrize("kind", sorted(vli.TRIMS))
+def test_the_fast_decoder_takes_well_formed_pages(kind: str) -> None:
+    objects = [o for o in listed_objects()[kind] if o not in ODD.NOT_A_MAPPING][:3]
+    data = list_page(objects)
+    trim = vli.TRIMS[kind]()
+    assert vk.fast_page(data, trim, vli.SCHEMAS.get(kind)) is not None
+
+
+def test_the_pod_schema_skips_what_trim_pod_does_not_read() -> None:
+    listing, _ = fleet()
+    page = list_page([as_listed(p) for p in listing.pods])
+    _, untrimmed = vk.fast_page(page, None, vli.SCHEMAS["pods"])
+    assert all("managedFields" not in p["metadata"] for p in untrimmed)
+    assert all("volumes" not in p["spec"] and "podIP" not in p["status"] for p in untrimmed)
+
+
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=4)
+)
+ANY_JSON = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _object(**fields: Any) -> Any:
+    """An object with any of ``fields`` and an added one, or any JSON value instead."""
+    return st.fixed_dictionaries({}, optional={**fields, "x-added": ANY_JSON}) | ANY_JSON
+
+
+def _objects(**fields: Any) -> Any:
+    return st.lists(_object(**fields), max_size=3) | ANY_JSON
+
+
+_RESOURCES = _object(
+    requests=st.dictionaries(st.sampled_from(["cpu", "nvidia.com/gpu", "a/b"]), ANY_JSON)
+    | ANY_JSON,
+    limits=ANY_JSON,
+)
+_CONTAINERS = _objects(name=ANY_JSON, image=ANY_JSON, restartPolicy=ANY_JSON, resources=_RESOURCES)
+PODS = _object(
+    metadata=_object(
+        **dict.fromkeys(("name", "namespace", "uid", "labels", "managedFields"), ANY_JSON)
+    ),
+    spec=_object(
+        nodeName=ANY_JSON,
+        resourceClaims=ANY_JSON,
+        containers=_CONTAINERS,
+        initContainers=_CONTAINERS,
+    ),
+    status=_object(
+        phase=ANY_JSON,
+        resourceClaimStatuses=ANY_JSON,
+        conditions=_objects(
+            type=st.sampled_from(["PodScheduled", "Ready"]) | ANY_JSON,
+            status=ANY_JSON,
+            message=ANY_JSON,
+            lastTransitionTime=ANY_JSON,
+        ),
+        containerStatuses=_objects(name=ANY_JSON, ready=ANY_JSON, state=ANY_JSON),
+    ),
+)
+_VALUES = st.dictionaries(
+    st.sampled_from(["a", "b", "c"]),
+    st.dictionaries(st.sampled_from(["int", "bool", "string"]), SCALARS, max_size=2) | ANY_JSON,
+    max_size=3,
+)
+SLICES = _object(
+    metadata=_object(managedFields=ANY_JSON, name=ANY_JSON),
+    spec=_object(
+        devices=_objects(attributes=_VALUES, capacity=_VALUES, consumesCounters=ANY_JSON),
+        sharedCounters=_objects(counters=_VALUES),
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pods=st.lists(PODS, max_size=3), slices=st.lists(SLICES, max_size=3))
+def test_any_listed_objects_decode_the_same_either_way(pods: list[Any], slices: list[Any]) -> None:
+    for kind, objects in (("pods", pods), ("resourceslices", slices), ("resourceclaims", pods)):
+        fast, slow = decoded_both_ways(kind, list_page(objects))
+        assert fast == slow

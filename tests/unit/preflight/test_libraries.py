@@ -95,3 +95,11 @@ def test_the_rule_asks_for_every_library_the_control_host_modules_import() -> No
         for name in third_party_of(f"modules/{module}.py")
     }
     assert set(imported) - set(pl.import_names()) == set(), imported
+
+
+def test_a_missing_recommended_library_is_a_warning_that_says_what_runs_instead() -> None:
+    (found,) = pl.library_problems({**ALL_FOUND, "msgspec": False}, PYTHON)
+    assert (found.rule, found.severity) == ("controller-library", pp.WARNING)
+    assert "cannot import msgspec (package msgspec)" in found.message
+    assert "standard library's json" in found.message
+    assert found.fix == "/opt/ansible/bin/python3 -m pip install 'msgspec>=0.18,<0.24'"

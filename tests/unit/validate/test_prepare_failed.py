@@ -161,7 +161,12 @@ class FakeKube:
         return {"versions": [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]}
 
     def paged(
-        self, path: str, page_size: int = 5000, query: Any = (), trim: Any = None
+        self,
+        path: str,
+        page_size: int = 5000,
+        query: Any = (),
+        trim: Any = None,
+        schema: Any = None,
     ) -> vk.PagedList:
         self.requests += 1
         self.lists.append((path, tuple(query)))
