@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import click
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import mig_advice as ma
 from rich.console import Console
 from rich.markup import escape
@@ -151,14 +152,15 @@ def advise(
     check_outputs({"--json": json_file})
     check_kubeconfig(kubeconfig)
     kube, listing = read_cluster(kubeconfig, context)
-    doc = ma.advise(
-        listing.slices,
-        listing.claims,
-        listing.pods,
-        listing.nodes,
-        max_gpus=max_gpus,
-        allow_disturb=allow_disturb,
-    ).to_dict()
+    with vk.gc_paused():  # the pages walked make millions of objects, no cycles
+        doc = ma.advise(
+            listing.slices,
+            listing.claims,
+            listing.pods,
+            listing.nodes,
+            max_gpus=max_gpus,
+            allow_disturb=allow_disturb,
+        ).to_dict()
     doc["allow_disturb"] = allow_disturb
     doc["max_gpus"] = max_gpus
     doc["meta"] = {

@@ -313,18 +313,19 @@ def report(
             activity = fa.fetch(prometheus, idle_window)
         except fa.ActivityError as exc:
             _fail(f"--prometheus: {exc}")
-    doc = fr.build_report(
-        listing.slices,
-        listing.claims,
-        listing.pods,
-        listing.nodes,
-        pool_label=pool_label,
-        activity=activity,
-        activity_window=idle_window,
-        idle_below=idle_below,
-        namespaces=None if namespaces_error else listing.namespaces,
-        team_label=team_label,
-    )
+    with vk.gc_paused():  # the pages walked make millions of objects, no cycles
+        doc = fr.build_report(
+            listing.slices,
+            listing.claims,
+            listing.pods,
+            listing.nodes,
+            pool_label=pool_label,
+            activity=activity,
+            activity_window=idle_window,
+            idle_below=idle_below,
+            namespaces=None if namespaces_error else listing.namespaces,
+            team_label=team_label,
+        )
     if namespaces_error:
         doc["teams"]["namespaces_error"] = namespaces_error.splitlines()[0][:200]
     doc["meta"] = rs.report_meta(kube, listing)

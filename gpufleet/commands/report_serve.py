@@ -115,18 +115,19 @@ def read_report(source: Source) -> tuple[dict[str, Any], list[dict[str, Any]], s
             activity = fa.fetch(source.prometheus, source.idle_window)
         except fa.ActivityError as exc:
             note = f"idle not measured: {_line(str(exc))[:200]}"
-    doc = fr.build_report(
-        listing.slices,
-        listing.claims,
-        listing.pods,
-        listing.nodes,
-        pool_label=source.pool_label,
-        namespaces=None if "namespaces" in listing.errors else listing.namespaces,
-        team_label=source.team_label,
-        activity=activity,
-        activity_window=source.idle_window,
-        idle_below=source.idle_below,
-    )
+    with vk.gc_paused():  # the pages walked make millions of objects, no cycles
+        doc = fr.build_report(
+            listing.slices,
+            listing.claims,
+            listing.pods,
+            listing.nodes,
+            pool_label=source.pool_label,
+            namespaces=None if "namespaces" in listing.errors else listing.namespaces,
+            team_label=source.team_label,
+            activity=activity,
+            activity_window=source.idle_window,
+            idle_below=source.idle_below,
+        )
     doc["meta"] = report_meta(kube, listing)
     return doc, listing.nodes, note
 

@@ -227,19 +227,17 @@ def consumption(device: Mapping[str, Any]) -> dict[str, dict[str, Fraction]]:
     return out
 
 
-def _published_sets(latest: list[Mapping[str, Any]]) -> dict[str, CounterSet]:
-    """Every CounterSet of the slices, by ``CounterSet.id``."""
-    sets: dict[str, CounterSet] = {}
-    for s in latest:
-        spec = _map(s.get("spec"))
-        driver, pool = spec.get("driver", ""), _map(spec.get("pool")).get("name", "")
-        for entry in _list(spec.get("sharedCounters")):
-            if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-                continue
-            cs = CounterSet(driver, pool, cslices.node_of(spec), entry["name"])
-            cs.capacity = _amounts(entry.get("counters"), cs.unreadable)
-            sets.setdefault(cs.id, cs)
-    return sets
+def _add_published_sets(s: Mapping[str, Any], sets: dict[str, CounterSet]) -> None:
+    """Every CounterSet of the slice ``s`` added to ``sets`` by ``CounterSet.id`` (the
+    first of an id kept)."""
+    spec = _map(s.get("spec"))
+    driver, pool = spec.get("driver", ""), _map(spec.get("pool")).get("name", "")
+    for entry in _list(spec.get("sharedCounters")):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            continue
+        cs = CounterSet(driver, pool, cslices.node_of(spec), entry["name"])
+        cs.capacity = _amounts(entry.get("counters"), cs.unreadable)
+        sets.setdefault(cs.id, cs)
 
 
 def counter_sets(
@@ -248,14 +246,21 @@ def counter_sets(
     """Every CounterSet that the newest generation of each pool publishes, by
     ``CounterSet.id`` (``driver/pool/name``), with the devices that consume it and what
     the devices allocated to ``claims`` consume. A device consuming a CounterSet that its
-    pool does not publish is left out (:func:`shortfalls` reports it)."""
-    latest = cslices.latest_slices(slices)
-    sets = _published_sets(latest)
+    pool does not publish is left out (:func:`shortfalls` reports it). The slices are read
+    in one pass of :func:`claims.slices.iter_latest_slices` (a ``PagedList`` page by page),
+    keeping only the CounterSets and the devices that consume counters."""
+    sets: dict[str, CounterSet] = {}
     consumers: dict[str, dict[str, dict[str, Fraction]]] = {}
-    for pub in cslices.iter_published_devices(latest):
-        used = consumption(pub.device)
-        if used:
-            consumers[pub.id] = used
+    consuming: list[tuple[cslices.Published, dict[str, dict[str, Fraction]]]] = []
+    for s in cslices.iter_latest_slices(slices):
+        _add_published_sets(s, sets)
+        for pub in cslices.slice_devices(s):
+            used = consumption(pub.device)
+            if used:
+                consumers[pub.id] = used
+                consuming.append((pub, used))
+    # a pool may publish its CounterSets in another slice than the devices that consume them
+    for pub, used in consuming:
         for set_name, counters in used.items():
             cs = sets.get(f"{pub.driver}/{pub.pool}/{set_name}")
             if cs is not None:

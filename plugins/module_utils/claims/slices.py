@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+
 
 def allocated_devices(claim: Mapping[str, Any]) -> list[str]:
     """``driver/pool/device`` of every allocation result of a claim."""
@@ -56,16 +58,27 @@ def _pool_key(s: Any) -> tuple[Mapping[str, Any], tuple[str, str], Mapping[str, 
     )
 
 
-def iter_latest_slices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
-    """ResourceSlices of the newest generation of each ``(driver, pool)``: the scheduler
-    ignores older generations (``pool.generation``). ``slices`` is walked twice when it
-    can be (a list or a ``PagedList``), so that no list of all slices is held."""
-    if isinstance(slices, Iterator):
-        slices = list(slices)
+def _newest_generations(slices: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    """``(driver, pool)`` -> the newest ``pool.generation`` of its slices."""
     newest: dict[tuple[str, str], int] = {}
     for s in slices:
         _spec, k, pool = _pool_key(s)
         newest[k] = max(newest.get(k, 0), _generation(pool))
+    return newest
+
+
+def iter_latest_slices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """ResourceSlices of the newest generation of each ``(driver, pool)``: the scheduler
+    ignores older generations (``pool.generation``). ``slices`` is walked twice when it
+    can be (a list or a ``PagedList``), so that no list of all slices is held; a
+    ``PagedList`` keeps the newest generations it was walked for once
+    (``PagedList.derived``), so that each later reader walks it once."""
+    if isinstance(slices, vk.PagedList):
+        newest = slices.derived("newest-generations", _newest_generations)
+    else:
+        if isinstance(slices, Iterator):
+            slices = list(slices)
+        newest = _newest_generations(slices)
     for s in slices:
         _spec, k, pool = _pool_key(s)
         if isinstance(s, Mapping) and _generation(pool) == newest.get(k, 0):
@@ -102,15 +115,20 @@ def node_of(spec: Mapping[str, Any]) -> str:
     return "(all nodes)" if spec.get("allNodes") is True else "(node selector)"
 
 
+def slice_devices(s: Mapping[str, Any]) -> Iterator[Published]:
+    """Every device of one ResourceSlice."""
+    spec, (driver, pool), _pool = _pool_key(s)
+    node = node_of(spec)
+    devices = spec.get("devices")
+    for d in devices if isinstance(devices, list) else []:
+        if isinstance(d, Mapping) and isinstance(d.get("name", ""), str):
+            yield Published(driver, pool, d.get("name", ""), node, d)
+
+
 def iter_published_devices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Published]:
     """Every device of the newest generation of every pool, one slice at a time."""
     for s in iter_latest_slices(slices):
-        spec, (driver, pool), _pool = _pool_key(s)
-        node = node_of(spec)
-        devices = spec.get("devices")
-        for d in devices if isinstance(devices, list) else []:
-            if isinstance(d, Mapping) and isinstance(d.get("name", ""), str):
-                yield Published(driver, pool, d.get("name", ""), node, d)
+        yield from slice_devices(s)
 
 
 def published_devices(slices: Iterable[Mapping[str, Any]]) -> list[Published]:

@@ -360,12 +360,13 @@ class PagedList:
     anew: items are fresh objects, changes to them are not kept), ``bool``, equality
     with a list and indexing (which decodes the page holding the item)."""
 
-    __slots__ = ("_len", "_pages", "_sizes")
+    __slots__ = ("_derived", "_len", "_pages", "_sizes")
 
     def __init__(self, items: Iterable[Any] = (), page_size: int = 1000) -> None:
         self._pages: list[bytes] = []
         self._sizes: list[int] = []
         self._len = 0
+        self._derived: dict[str, Any] = {}
         page: list[Any] = []
         for item in items:
             page.append(item)
@@ -380,6 +381,16 @@ class PagedList:
         self._pages.append(zlib.compress(marshal.dumps(list(items)), 1))
         self._sizes.append(len(items))
         self._len += len(items)
+        self._derived.clear()
+
+    def derived(self, key: str, compute: Callable[[PagedList], Any]) -> Any:
+        """``compute(self)``, kept under ``key`` until a page is added: a fact of all the
+        items that several readers need (the newest generation of each pool of
+        ResourceSlices), computed in one walk instead of one walk per reader. The
+        value is shared: readers must not change it."""
+        if key not in self._derived:
+            self._derived[key] = compute(self)
+        return self._derived[key]
 
     def filtered(self, keep: Callable[[Any], bool]) -> PagedList:
         """A PagedList of the items ``keep`` accepts, page by page; a page whose items
@@ -394,6 +405,7 @@ class PagedList:
                 out._len += size
             else:
                 out.add_page(kept)
+            del page, kept  # before the next page is decoded
         return out
 
     def iter_pages(self) -> Iterator[list[Any]]:
@@ -402,8 +414,10 @@ class PagedList:
             yield marshal.loads(zlib.decompress(blob))
 
     def __iter__(self) -> Iterator[Any]:
-        for page in self.iter_pages():
+        for blob in self._pages:
+            page = marshal.loads(zlib.decompress(blob))
             yield from page
+            del page  # before the next page is decoded: one page held at a time
 
     def __len__(self) -> int:
         return self._len

@@ -749,13 +749,13 @@ class Pending:
 
 def pending_claims(
     claims: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]] | cpods.PodIndex,
     devices: Sequence[Device],
     driver: str = NVIDIA_DRIVER,
 ) -> tuple[list[Pending], list[list[Shape]]]:
     """Every pending claim with its verdict, and the shapes of each (for
-    ``Inventory.stranded``)."""
-    index = cpods.PodIndex(pods)
+    ``Inventory.stranded``). ``pods`` may be a ``claims.pods.PodIndex``."""
+    index = pods if isinstance(pods, cpods.PodIndex) else cpods.PodIndex(pods)
     inventory = Inventory(devices)
     out, shapes_of = [], []
     for claim in claims:
@@ -790,12 +790,13 @@ def pending_claims(
 
 def leaked_claims(
     claims: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]] | cpods.PodIndex,
     devices: Sequence[Device],
 ) -> list[dict[str, Any]]:
     """Allocated claims that no live pod uses (``claims.leaks.find_leaks`` kinds
     ``dead-reservation``, ``orphaned``, ``owner-done``, ``unreserved``), each with the
-    devices it holds and their memory (bytes, devices of the reported driver only)."""
+    devices it holds and their memory (bytes, devices of the reported driver only).
+    ``pods`` may be a ``claims.pods.PodIndex``."""
     memory = {d.id: d.memory for d in devices}
     out = []
     for leak in cleaks.find_leaks(claims, pods):
@@ -884,11 +885,12 @@ def build_report(
     devices = devices_of(slices, claims, pools, driver, sets)
     per_set = _counter_figures(sets, pools, driver)
     gpus, counter_sums = _counter_sums([fig for _cs, fig in per_set])
-    pending, shapes = pending_claims(claims, pods, devices, driver)
+    index = cpods.PodIndex(pods)  # one walk of the pods serves the pending and the leaked
+    pending, shapes = pending_claims(claims, index, devices, driver)
     wanted = [s for group in shapes for s in group]
     stranded = Inventory(devices).stranded(wanted)
     items = [*devices, *counter_shares(per_set, devices, wanted)]
-    leaked = leaked_claims(claims, pods, devices)
+    leaked = leaked_claims(claims, index, devices)
     totals = Totals()
     for d in items:
         totals.add(d, (d.model, d.profile) in stranded)

@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as cc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mprof
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.tables import LAYOUTS
 
@@ -279,3 +280,22 @@ def test_most_at_once_counts_every_counter_and_not_the_allocations() -> None:
     assert cc.most_at_once(cs, one_g) == 100 // 16
     del cs.capacity["ofa-engines"]
     assert cc.most_at_once(cs, [n for n in device_names(H200_NODE) if "1g18gb-me" in n]) == 0
+
+
+def test_counter_sets_read_pages_as_lists_and_find_sets_published_after_their_devices() -> None:
+    """A pool may publish its CounterSets in another slice than the devices that consume
+    them, before or after them; the slices are read in one pass, page by page."""
+    listed = slices()
+    split = []
+    for s in listed:
+        devices_only = {**s, "spec": {k: v for k, v in s["spec"].items() if k != "sharedCounters"}}
+        sets_only = {**s, "spec": {k: v for k, v in s["spec"].items() if k != "devices"}}
+        split += [devices_only, sets_only]  # the devices first
+
+    def figures(sets: dict) -> dict:
+        return {k: (cs.devices, cs.consumed, cs.holders, cs.allocated) for k, cs in sets.items()}
+
+    whole = figures(cc.counter_sets(listed, seven_1g()))
+    assert whole[H200_SET][1]["multiprocessors"] == 7 * 16
+    assert figures(cc.counter_sets(split, seven_1g())) == whole
+    assert figures(cc.counter_sets(vk.PagedList(split, page_size=1), seven_1g())) == whole

@@ -154,3 +154,31 @@ def test_dynamic_advice_is_rendered_per_gpu_and_per_node() -> None:
         "(memory slices 4) -> gpu-0-mig-7g141gb-0-0" in text
     )
     assert f"{H200_NODE}: 1. gpu-0: move ml/left (memory slices 0), ml/right" in text
+
+
+def test_the_advice_is_computed_with_the_garbage_collector_paused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+    from types import SimpleNamespace
+
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as cl
+
+    from gpufleet.commands import mig_advise
+    from tests.unit.report.test_fleet import CLAIMS, NODES, PODS, SLICES
+
+    listing = cl.Listing(resource_version="v1", nodes=NODES, pods=PODS)
+    listing.slices, listing.claims = SLICES, CLAIMS
+    kube = SimpleNamespace(server="https://10.0.0.1:6443", requests=5)
+    monkeypatch.setattr(mig_advise, "read_cluster", lambda *_a, **_k: (kube, listing))
+    collecting = []
+    advise = mig_advise.ma.advise
+
+    def spy(*args: object, **kwargs: object) -> object:
+        collecting.append(gc.isenabled())
+        return advise(*args, **kwargs)
+
+    monkeypatch.setattr(mig_advise.ma, "advise", spy)
+    result = CliRunner().invoke(main, ["mig", "advise"])
+    assert result.exit_code == 0, result.output
+    assert collecting == [False] and gc.isenabled()

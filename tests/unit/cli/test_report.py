@@ -346,3 +346,27 @@ def test_every_format_counts_a_dynamic_gpus_free_devices_and_memory_from_its_cou
         c["memory_free"],
         c["memory_published"],
     )
+
+
+def test_the_report_is_built_with_the_garbage_collector_paused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import gc
+
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as cl
+
+    listing = cl.Listing(resource_version="v1", nodes=NODES, pods=PODS)
+    listing.slices, listing.claims = SLICES, CLAIMS
+    kube = SimpleNamespace(server="https://10.0.0.1:6443", requests=5)
+    monkeypatch.setattr(report_cmd, "read_cluster", lambda *_a, **_k: (kube, listing))
+    collecting = []
+    build = fr.build_report
+
+    def spy(*args: object, **kwargs: object) -> dict:
+        collecting.append(gc.isenabled())
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(report_cmd.fr, "build_report", spy)
+    result = CliRunner().invoke(main, ["report", "--json", str(tmp_path / "r.json")])
+    assert result.exit_code == 0, result.output
+    assert collecting == [False] and gc.isenabled()

@@ -91,6 +91,28 @@ def test_a_paged_list_gives_back_what_was_stored() -> None:
     assert [len(page) for page in p.iter_pages()] == [3, 3, 1]
 
 
+def test_a_walk_holds_one_decoded_page_at_a_time() -> None:
+    """The page walked is let go before the next is decoded (a page of 500 slices is
+    about 10 MiB decoded)."""
+    import tracemalloc
+
+    page = [
+        {"name": f"n{i}", "labels": {f"k{j}": f"v{i}-{j}" for j in range(5)}} for i in range(2000)
+    ]
+    stored = vk.PagedList([dict(p) for _ in range(4) for p in page], page_size=len(page))
+    tracemalloc.start()
+    try:
+        first = next(iter(stored.iter_pages()))
+        one_page = tracemalloc.get_traced_memory()[1]
+        del first
+        tracemalloc.reset_peak()
+        assert sum(1 for _ in stored) == 8000
+        walk = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert walk < 1.5 * one_page, (walk, one_page)
+
+
 def test_a_filtered_paged_list_shares_the_pages_it_keeps_whole() -> None:
     p = paged([{"n": i} for i in range(6)], 3)
     odd = p.filtered(lambda item: item["n"] != 4)
@@ -181,6 +203,41 @@ def test_latest_slices_walk_pages_twice_and_keep_the_newest_generation() -> None
     got = list(cslices.iter_latest_slices(paged([old, new, other])))
     assert got == [new, other]
     assert list(cslices.iter_latest_slices(iter([old, new, other]))) == [new, other]
+
+
+def test_readers_of_the_newest_slices_walk_the_pages_for_the_generations_once() -> None:
+    old = resource_slice("gpu-1", [gpu_device(0, "GPU-old")])
+    new = copy.deepcopy(resource_slice("gpu-1", [gpu_device(0, "GPU-new")]))
+    new["spec"]["pool"]["generation"] = int(old["spec"]["pool"].get("generation") or 0) + 1
+    walks = []
+
+    class Counted(vk.PagedList):
+        __slots__ = ()
+
+        def __iter__(self) -> Any:
+            walks.append(1)
+            return super().__iter__()
+
+    pages = Counted([old, new], page_size=1)
+    assert [list(cslices.iter_latest_slices(pages)) for _ in range(3)] == [[new]] * 3
+    assert len(walks) == 4  # the generations once, then one walk per reader
+    newer = copy.deepcopy(new)
+    newer["spec"]["pool"]["generation"] += 1
+    pages.add_page([newer])  # a page added: the generations are read again
+    assert list(cslices.iter_latest_slices(pages)) == [newer]
+
+
+def test_a_derived_value_is_computed_once_until_a_page_is_added() -> None:
+    pages = paged([1, 2, 3], 2)
+    calls = []
+
+    def total(p: vk.PagedList) -> int:
+        calls.append(1)
+        return sum(p)
+
+    assert [pages.derived("sum", total) for _ in range(2)] == [6, 6] and len(calls) == 1
+    pages.add_page([4])
+    assert pages.derived("sum", total) == 10 and len(calls) == 2
 
 
 def test_node_labels_keep_only_what_the_plan_reads() -> None:

@@ -594,3 +594,21 @@ def test_a_dynamic_gpu_beside_the_static_fleet_leaves_its_figures_as_they_were(
     reasons = {p["claim"]: p["reason"] for p in report["pending"]}
     reasons["ml/wants-h200"] = fr.COUNTERS_EXHAUSTED
     assert {p["claim"]: p["reason"] for p in mixed["pending"]} == reasons
+
+
+def test_one_pod_index_serves_the_pending_and_the_leaked_claims(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
+
+    built = []
+
+    class Counted(cpods.PodIndex):
+        def __init__(self, pods: Any) -> None:
+            built.append(1)
+            super().__init__(pods)
+
+    whole = fr.build_report(SLICES, CLAIMS, PODS, NODES)
+    monkeypatch.setattr(cpods, "PodIndex", Counted)
+    assert fr.build_report(SLICES, CLAIMS, PODS, NODES) == whole
+    assert len(built) == 1
