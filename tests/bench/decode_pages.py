@@ -382,17 +382,18 @@ def measure(kind: str, data: bytes, fast: bool, repeat: int) -> dict[str, float]
     }
 
 
-def stored_kind(kind: str, objects: list[Any]) -> client.PagedList:
-    """``objects`` listed as ``list_cluster`` lists them: pages of ``PAGE_ITEMS``,
-    decoded, trimmed and stored."""
+def stored_kind(kind: str, count: int, make: Callable[[int], Any]) -> client.PagedList:
+    """``count`` objects ``make(i)`` listed as ``list_cluster`` lists them: pages of
+    ``PAGE_ITEMS`` (1,000 for the others), each made, decoded, trimmed and stored in
+    turn."""
     out = client.PagedList()
     size = PAGE_ITEMS.get(kind, 1000)
     trim = listing.TRIMS[kind]()
-    for start in range(0, len(objects), size):
-        doc = {"kind": "List", "metadata": {}, "items": objects[start : start + size]}
+    for start in range(0, count, size):
+        made = [make(i) for i in range(start, min(count, start + size))]
+        data = json.dumps({"kind": "List", "metadata": {}, "items": made}, separators=(",", ":"))
         items: list[Any] = []
-        data = json.dumps(doc, separators=(",", ":")).encode()
-        client.decode_list(data, items.append, trim, listing.SCHEMAS.get(kind))
+        client.decode_list(data.encode(), items.append, trim, listing.SCHEMAS.get(kind))
         out.add_page(items)
     return out
 
@@ -400,24 +401,23 @@ def stored_kind(kind: str, objects: list[Any]) -> client.PagedList:
 def fleet_listing(nodes: int) -> listing.Listing:
     """The listing of a fleet of ``nodes`` GPU nodes: 10 claims and pods a node, one
     slice a node (plugin pods left out)."""
-    devices = fleet.devices(fleet.node_state("gpu-node-0"))
+    devices = json.dumps(fleet.devices(fleet.node_state("gpu-node-0")))
     with client.gc_paused():
         return listing.Listing(
             version={"gitVersion": "v1.37.2"},
             resource_group={"versions": [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]},
             resource_version="v1",
-            pods=stored_kind("pods", [pod(i) for i in range(nodes * 10)]),
-            claims=stored_kind("resourceclaims", [claim(i) for i in range(nodes * 10)]),
+            pods=stored_kind("pods", nodes * 10, pod),
+            claims=stored_kind("resourceclaims", nodes * 10, claim),
             slices=stored_kind(
-                "resourceslices",
-                [resource_slice(i, json.loads(json.dumps(devices))) for i in range(nodes)],
+                "resourceslices", nodes, lambda i: resource_slice(i, json.loads(devices))
             ),
             nodes=stored_kind(
                 "nodes",
-                [
-                    {"metadata": {"name": f"gpu-node-{i}", "labels": {fleet.GPU_LABEL: "true"}}}
-                    for i in range(nodes)
-                ],
+                nodes,
+                lambda i: {
+                    "metadata": {"name": f"gpu-node-{i}", "labels": {fleet.GPU_LABEL: "true"}}
+                },
             ),
             classes=fleet.device_classes(),
         )
