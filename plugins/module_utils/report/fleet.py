@@ -333,16 +333,15 @@ class _Field:
             and (not isinstance(value, t) or (t == _INT and isinstance(value, bool)))
         ):
             return True
-        is_map = isinstance(value, (dict, Mapping))
-        for name, sub in self.below.items():
-            if name != "*":
-                if is_map and sub.error(value.get(name)):
-                    return True
-            elif isinstance(value, list) and any(
-                (item is None and sub.types is not None) or sub.error(item) for item in value
-            ):
-                return True
-        return False
+        below = self.below
+        if not below:  # most fields end here
+            return False
+        if type(value) is dict or isinstance(value, Mapping):
+            return any(sub.error(value.get(name)) for name, sub in below.items() if name != "*")
+        sub = below.get("*")
+        if sub is None or not isinstance(value, list):
+            return False
+        return any((item is None and sub.types is not None) or sub.error(item) for item in value)
 
 
 def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[str, Any]], int]:
