@@ -184,6 +184,7 @@ api_requests:
 
 import threading
 import traceback
+from typing import Any, TypedDict
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.node_labels import (
@@ -232,7 +233,7 @@ class NodeApi:
         """Every node, ``page_size`` per request (``Kube.pages``), each cut down as its
         page arrives to what the plan reads (``trim_node_labels``)."""
         items: list[dict] = []
-        for page in self.kube.pages(NODES, page_size, trim=trim_node_labels):
+        for page in self.kube.pages(NODES, page_size, trim=trim_node_labels, schema=NODE_SCHEMA):
             self._count("list")
             items.extend(page)
         return items
@@ -261,6 +262,24 @@ def trim_node_labels(node: dict) -> dict:
         "metadata": {k: meta[k] for k in ("name", "labels", "resourceVersion") if k in meta},
         "spec": {"taints": spec["taints"]} if "taints" in spec else {},
     }
+
+
+#: What ``trim_node_labels`` reads of a Node: the fast decoder skips the rest (its status,
+#: images and conditions) unread (``kube.client.fast_page``). Written as calls: the class
+#: form's annotations are text under ``from __future__ import annotations``, which the
+#: decoder would resolve in the module's namespace, and AnsiballZ runs modules under
+#: another one.
+NODE_SCHEMA = TypedDict(  # noqa: UP013
+    "Node",
+    {
+        "metadata": TypedDict(
+            "NodeMetadata", dict.fromkeys(("name", "labels", "resourceVersion"), Any), total=False
+        )
+        | None,
+        "spec": TypedDict("NodeSpec", {"taints": Any}, total=False) | None,
+    },
+    total=False,
+)
 
 
 def _ignore(data: bytes | str) -> None:

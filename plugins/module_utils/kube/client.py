@@ -38,6 +38,7 @@ __all__ = [
     "KubeError",
     "PagedList",
     "decode_list",
+    "fast_page",
     "gc_paused",
     "kube_auth_argspec",
     "strip_managed_fields",

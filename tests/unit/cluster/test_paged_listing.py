@@ -256,6 +256,29 @@ def test_node_labels_keep_only_what_the_plan_reads() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"metadata": {"name": "n", "resourceVersion": "1", "x": 1}, "spec": {"taints": None}},
+        {"metadata": None, "spec": None, "status": {"images": [{"names": ["a"]}]}},
+        {"metadata": ["name"], "spec": {"taints": [1]}},
+        {"metadata": {"name": 1, "labels": "x"}, "spec": "x"},
+        {},
+        None,
+    ],
+)
+def test_node_labels_decode_the_same_with_their_schema(node: Any) -> None:
+    listing, _ = fleet()
+    nodes = [as_listed(n) for n in listing.nodes] + [node]
+    data = json.dumps({"kind": "NodeList", "items": nodes}).encode()
+    fast = vk.fast_page(data, gpu_node_labels.trim_node_labels, gpu_node_labels.NODE_SCHEMA)
+    assert fast is not None
+    slow: list[Any] = []
+    for item in nodes:
+        slow.append(vk._trimmed(copy.deepcopy(item), gpu_node_labels.trim_node_labels))
+    assert fast[1] == slow
+
+
 def test_a_trimmed_pod_keeps_only_the_scheduler_condition() -> None:
     waits = as_listed(pod("waits", claims=["pending"], scheduled_message="0/2 nodes: no GPU"))
     waits["status"]["conditions"][0]["lastTransitionTime"] = "2026-12-01T00:00:00Z"
