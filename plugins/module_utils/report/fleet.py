@@ -337,11 +337,19 @@ class _Field:
         if not below:  # most fields end here
             return False
         if type(value) is dict or isinstance(value, Mapping):
-            return any(sub.error(value.get(name)) for name, sub in below.items() if name != "*")
+            # loops, not any() over a generator: this runs for every field of every object,
+            # and a generator per call doubled the time
+            for name, sub in below.items():  # noqa: SIM110
+                if name != "*" and sub.error(value.get(name)):
+                    return True
+            return False
         sub = below.get("*")
         if sub is None or not isinstance(value, list):
             return False
-        return any((item is None and sub.types is not None) or sub.error(item) for item in value)
+        for item in value:  # noqa: SIM110
+            if (item is None and sub.types is not None) or sub.error(item):
+                return True
+        return False
 
 
 def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[str, Any]], int]:
