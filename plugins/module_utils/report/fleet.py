@@ -81,6 +81,7 @@ counted per kind in ``cluster.objects_skipped`` (``readable_objects``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -477,10 +478,23 @@ def memory_bytes(value: Any) -> int:
     """Bytes of a capacity quantity (``143771Mi``); 0 when absent or not a quantity."""
     if value is None:
         return 0
+    if type(value) is str:
+        return _text_bytes(value)
+    return _bytes(value)
+
+
+def _bytes(value: Any) -> int:
     try:
         return int(parse_quantity(value))
     except (ValueError, TypeError, OverflowError):
         return 0
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_bytes(text: str) -> int:
+    """``_bytes`` of a quantity's text, remembered: a fleet's devices publish a few
+    memory sizes, each read once per device."""
+    return _bytes(text)
 
 
 def node_pools(nodes: Iterable[Mapping[str, Any]], pool_label: str) -> dict[str, str]:

@@ -612,3 +612,12 @@ def test_one_pod_index_serves_the_pending_and_the_leaked_claims(
     monkeypatch.setattr(cpods, "PodIndex", Counted)
     assert fr.build_report(SLICES, CLAIMS, PODS, NODES) == whole
     assert len(built) == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("143771Mi", 143771 * 2**20), ("1.5Gi", 3 * 2**29), (7, 7), ("x", 0), (None, 0), ([1], 0)],
+)
+def test_memory_bytes_read_a_quantity_and_remember_its_text(value: Any, expected: int) -> None:
+    assert fr.memory_bytes(value) == expected
+    assert fr.memory_bytes(value) == expected  # the second read is the remembered one
