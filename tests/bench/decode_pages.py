@@ -37,9 +37,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import clien
 from tests.bench import fleet
 
 #: Items per page of each kind, as ``list_cluster`` asks for them.
-PAGE_ITEMS = {"pods": 2000, "resourceclaims": 2000, "resourceslices": 500}
-#: Walks of each kind's stored pages by validate and the report (docs/scale.md).
-WALKS = {"pods": 4, "resourceclaims": 2, "resourceslices": 4}
+PAGE_ITEMS = {"pods": 2000, "resourceclaims": 2000, "resourceslices": 500, "nodes": 1000}
+#: Walks of each kind's stored pages by validate's checks (docs/scale.md).
+WALKS = {"pods": 4, "resourceclaims": 3, "resourceslices": 6, "nodes": 9}
 STAMP = "2026-12-03T10:15:42Z"
 
 
@@ -305,6 +305,95 @@ def resource_slice(i: int, devices: list[dict[str, Any]]) -> dict[str, Any]:
     return served(out, i, managed)
 
 
+def node(i: int) -> dict[str, Any]:
+    """A KWOK GPU node of the fleet as listed: KWOK's status (conditions, addresses),
+    the node's labels and managedFields."""
+    name = f"gpu-node-{i}"
+    resources = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti"}
+    ip = f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}"
+    conditions = [
+        {
+            "type": t,
+            "status": "True" if t == "Ready" else "False",
+            "lastHeartbeatTime": STAMP,
+            "lastTransitionTime": STAMP,
+            "reason": reason,
+            "message": message,
+        }
+        for t, reason, message in (
+            ("Ready", "KubeletReady", "kubelet is posting ready status"),
+            ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory"),
+            ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            ("NetworkUnavailable", "RouteCreated", "RouteController created a route"),
+        )
+    ]
+    out = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                fleet.GPU_LABEL: "true",
+                "nvidia.com/gpu.product": "NVIDIA-H200",
+            },
+            "annotations": {
+                "kwok.x-k8s.io/node": "fake",
+                "node.alpha.kubernetes.io/ttl": "0",
+            },
+        },
+        "spec": {"podCIDR": f"10.244.{i % 256}.0/24", "podCIDRs": [f"10.244.{i % 256}.0/24"]},
+        "status": {
+            "allocatable": dict(resources),
+            "capacity": dict(resources),
+            "conditions": conditions,
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "Hostname", "address": name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "v1.37.2",
+                "kubeProxyVersion": "v1.37.2",
+                "containerRuntimeVersion": "containerd://2.1.0",
+                "kernelVersion": "6.1.0",
+                "osImage": "Debian GNU/Linux 12 (bookworm)",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
+            "phase": "Running",
+        },
+    }
+    f = {".": {}}
+    managed = [
+        _managed(
+            "python-requests",
+            {
+                "f:metadata": {
+                    "f:labels": {**f, **{f"f:{k}": {} for k in out["metadata"]["labels"]}}
+                }
+            },
+        ),
+        _managed(
+            "kwok",
+            {
+                "f:status": {
+                    "f:conditions": {**f, **{f'k:{{"type":"{c["type"]}"}}': f for c in conditions}}
+                }
+            },
+            "status",
+        ),
+    ]
+    return served(out, i, managed)
+
+
 def page(kind: str, start: int = 0) -> bytes:
     """One list answer of ``PAGE_ITEMS[kind]`` items of ``kind``, as JSON bytes."""
     count = PAGE_ITEMS[kind]
@@ -312,6 +401,8 @@ def page(kind: str, start: int = 0) -> bytes:
         items = [pod(start + i) for i in range(count)]
     elif kind == "resourceclaims":
         items = [claim(start + i) for i in range(count)]
+    elif kind == "nodes":
+        items = [node(start + i) for i in range(count)]
     else:
         devs = fleet.devices(fleet.node_state("gpu-node-0"))
         items = [resource_slice(start + i, json.loads(json.dumps(devs))) for i in range(count)]
@@ -412,13 +503,7 @@ def fleet_listing(nodes: int) -> listing.Listing:
             slices=stored_kind(
                 "resourceslices", nodes, lambda i: resource_slice(i, json.loads(devices))
             ),
-            nodes=stored_kind(
-                "nodes",
-                nodes,
-                lambda i: {
-                    "metadata": {"name": f"gpu-node-{i}", "labels": {fleet.GPU_LABEL: "true"}}
-                },
-            ),
+            nodes=stored_kind("nodes", nodes, node),
             classes=fleet.device_classes(),
         )
 
