@@ -998,9 +998,10 @@ def fast_page(
             try:
                 item = one_item.decode(raw)
                 items.append(trim(item) if trim is not None and isinstance(item, dict) else item)
-            except (AttributeError, TypeError, ValueError):  # msgspec.ValidationError too
+            except (AttributeError, TypeError, ValueError, msgspec.DecodeError):
+                # msgspec.ValidationError is a DecodeError, a ValueError only in later releases
                 items.append(_trimmed(json.loads(bytes(raw).decode("utf-8")), trim))
-    except (ValueError, RecursionError):  # msgspec.DecodeError, JSONDecodeError
+    except (ValueError, RecursionError, msgspec.DecodeError):  # JSONDecodeError is a ValueError
         return None
     return out, items
 
