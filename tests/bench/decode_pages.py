@@ -244,7 +244,8 @@ def pod(i: int) -> dict[str, Any]:
 
 
 def claim(i: int) -> dict[str, Any]:
-    """An allocated, reserved ResourceClaim of the fleet as listed."""
+    """An allocated, reserved ResourceClaim of the fleet as listed: reserved for the pod
+    ``pod(i)``, one in ``fleet.LEAK_EVERY`` for a pod that no longer exists."""
     plan = fleet.ClaimPlan(
         fleet.WORKLOAD_NAMESPACES[i % 10],
         f"claim-{i:05d}",
@@ -258,7 +259,9 @@ def claim(i: int) -> dict[str, Any]:
     out = fleet.claim_object(plan)
     request = out["spec"]["devices"]["requests"][0]["exactly"]
     request.update({"allocationMode": "ExactCount", "count": 1})
-    out["status"] = fleet.claim_status(plan, _uid("pod", i))
+    # reserved for its pod (``pod(i)``), but 1 in ``fleet.LEAK_EVERY`` for a pod gone
+    leaked = i % fleet.LEAK_EVERY == fleet.LEAK_EVERY - 1
+    out["status"] = fleet.claim_status(plan, _uid("gone" if leaked else "Pod", i))
     out["status"]["allocation"]["allocationTimestamp"] = STAMP
     f = {".": {}}
     managed = [
