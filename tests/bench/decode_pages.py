@@ -543,11 +543,11 @@ def judge(nodes: int) -> None:
             refs.write("5")  # the peak resident size starts again from here
         before = _rss_kib("VmRSS")
         with client.gc_paused():
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             run()
-            seconds = time.perf_counter() - t
+            seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
         peak = (_rss_kib("VmHWM") - before) / 1024
-        print(f"{name:16} {nodes:6} nodes {seconds:7.2f} s  peak +{peak:.0f} MiB")
+        print(f"{name:16} {nodes:6} nodes {seconds:7.2f} s ({cpu:.2f} s CPU)  peak +{peak:.0f} MiB")
 
 
 def main() -> None:
