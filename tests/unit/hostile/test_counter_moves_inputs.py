@@ -19,7 +19,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import cou
 
 pytestmark = pytest.mark.unit
 
-#: Seconds the advice of a hostile CounterSet may take.
+#: CPU seconds the advice of a hostile CounterSet may take (the process's own time: a
+#: loaded machine does not stretch it).
 QUICK = 5.0
 
 
@@ -119,8 +120,8 @@ def _crowded(small: int, large: int) -> cc.CounterSet:
 
 def test_thousands_of_claims_are_advised_on_at_once() -> None:
     cs = _crowded(1000, 50)
-    start = time.monotonic()
+    start = time.process_time()
     got = cm.advice(cs, {})
-    assert time.monotonic() - start < QUICK
+    assert time.process_time() - start < QUICK
     assert got["target"]["profile"] == "7g.141gb"
     assert len(got["target"]["moves"]) == 500

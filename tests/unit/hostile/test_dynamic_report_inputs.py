@@ -165,9 +165,9 @@ def test_one_device_consuming_thousands_of_sets_is_judged_once() -> None:
     n = 5000
     shared = [{"name": f"s{i}", "counters": {"memory": {"value": "0"}}} for i in range(n)]
     uses = [{"counterSet": f"s{i}", "counters": {"memory": {"value": "1"}}} for i in range(n)]
-    start = time.monotonic()
+    start = time.process_time()
     report = fleet.build_report([_slice([_device("d", uses)], shared)], [], [], [])
-    assert time.monotonic() - start < 5
+    assert time.process_time() - start < 5
     assert report["cluster"]["shared_counters"]["gpus"] == n
 
 
@@ -176,9 +176,9 @@ def test_ten_thousand_devices_and_claims_on_one_set_stay_linear() -> None:
     big = {k: {"value": "1e6"} for k in H200}
     devices = [_device(f"gpu-0-mig-1g-{i}", _uses(i)) for i in range(n)]
     claims = [_claim(f"c{i}", f"gpu-0-mig-1g-{i}") for i in range(n)]
-    start = time.monotonic()
+    start = time.process_time()
     report = fleet.build_report([_slice(devices, [{"name": SET, "counters": big}])], claims, [], [])
-    assert time.monotonic() - start < 5
+    assert time.process_time() - start < 5
     cs = cc.counter_sets([_slice(devices, [{"name": SET, "counters": big}])], claims)
     holders = cs[f"{DRIVER}/gpu-1/{SET}"].holders["memory"]
     assert holders == [f"team-a/c{i}" for i in range(n)]  # each once, in listing order

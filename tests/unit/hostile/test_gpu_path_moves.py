@@ -43,7 +43,8 @@ PATH_LABEL = "gpufleet.io/gpu-path"
 GPU = "nvidia.com/gpu"
 TEMPLATE = "{{ lookup('pipe', 'touch pwned') }}"
 #: Seconds a case may take: none reads or waits for long (BOUND), and what is only computed
-#: takes far less (QUICK; an exponent computed exactly, 1e9999999, takes more).
+#: takes far less (QUICK, in CPU seconds of this process, which load does not stretch; an
+#: exponent computed exactly, 1e9999999, takes more).
 BOUND = 10
 QUICK = 2
 
@@ -110,10 +111,10 @@ ALLOCATABLE = {
 @pytest.mark.parametrize("case", ALLOCATABLE)
 def test_a_node_quantity_of_any_shape_is_read_at_once_and_fails_closed(case: str) -> None:
     quantity, expected = ALLOCATABLE[case]
-    start = time.monotonic()
+    start = time.process_time()
     assert mp.advertises({GPU: quantity}, 0) == expected
     assert mm.advertised({"allocatable": {GPU: quantity}, "devices": 0}) == expected
-    assert time.monotonic() - start < QUICK
+    assert time.process_time() - start < QUICK
 
 
 @pytest.mark.parametrize(
@@ -122,11 +123,11 @@ def test_a_node_quantity_of_any_shape_is_read_at_once_and_fails_closed(case: str
     ids=["1e1001", "1e-1001", "1e9999999", "1001-digits", "5000-digit-exponent"],
 )
 def test_a_quantity_too_large_to_compute_is_refused_not_computed(text: str) -> None:
-    start = time.monotonic()
+    start = time.process_time()
     with pytest.raises(kq.QuantityError, match="beyond the quantities read here"):
         kq.parse_quantity(text)
     assert kq.quantity_int64(text) is None
-    assert time.monotonic() - start < QUICK
+    assert time.process_time() - start < QUICK
 
 
 #: A pod's GPU limit -> the count the plan evicts it for (0: not a GPU pod).
@@ -148,9 +149,9 @@ POD_QUANTITIES = {
 @pytest.mark.parametrize("case", POD_QUANTITIES)
 def test_a_pod_quantity_of_any_shape_counts_only_as_a_whole_number(case: str) -> None:
     quantity, count = POD_QUANTITIES[case]
-    start = time.monotonic()
+    start = time.process_time()
     doc = build(pods=[gpu_pod(gpus=quantity)]).to_dict()
-    assert time.monotonic() - start < QUICK
+    assert time.process_time() - start < QUICK
     pods = doc["nodes"][0]["pods"]
     assert [p["requests"] for p in pods] == ([{GPU: count}] if count else [])
     assert doc["evicted_pods"] == (1 if count else 0)
@@ -225,9 +226,9 @@ def test_pods_of_another_shape_are_read_as_the_api_would_have_them(case: str) ->
 
 def test_a_pod_of_ten_thousand_containers_is_planned_at_once() -> None:
     pod = gpu_pod(containers=[{"resources": {"limits": {GPU: "1"}}}] * 10_000)
-    start = time.monotonic()
+    start = time.process_time()
     p = build(pods=[pod])
-    assert time.monotonic() - start < QUICK
+    assert time.process_time() - start < QUICK
     assert p.nodes[0].pods[0]["requests"] == {GPU: 10_000}
     assert (p.served_by, p.blockers) == ({GPU: "gpu.nvidia.com"}, [])
 

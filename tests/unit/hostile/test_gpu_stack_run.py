@@ -25,7 +25,8 @@ pytestmark = pytest.mark.unit
 
 SINCE = "2026-01-01T00:00:00Z"
 LATER = "2026-06-01T00:00:00Z"
-#: Seconds a render of a hostile report may take.
+#: CPU seconds a render of a hostile report may take (the process's own time: a loaded
+#: machine does not stretch it).
 QUICK = 5.0
 
 
@@ -77,9 +78,9 @@ def test_markup_and_escapes_in_a_report_show_as_written() -> None:
 @pytest.mark.parametrize("key", ["node", "cause", "phase"])
 def test_a_huge_text_in_a_report_is_rendered_at_once(key: str) -> None:
     report = {"nodes": {"w-1": _entry(state="failed", **{key: "a" * 100_000})}}
-    start = time.monotonic()
+    start = time.process_time()
     out = _render(report)
-    assert time.monotonic() - start < QUICK
+    assert time.process_time() - start < QUICK
     assert out.count("a") >= 100_000
 
 
@@ -130,6 +131,6 @@ def test_keep_of_another_type_is_refused_naming_the_variable(case: str) -> None:
 
 
 def test_keep_repeated_or_huge_of_known_parts_is_read_once() -> None:
-    start = time.monotonic()
+    start = time.process_time()
     assert gs._keep(["driver"] * 1_000_000 + ["chart"]) == ("driver", "chart")
-    assert time.monotonic() - start < QUICK
+    assert time.process_time() - start < QUICK

@@ -138,8 +138,8 @@ def test_ten_thousand_counter_sets_are_counted_in_linear_time() -> None:
             }
         }
     ]
-    start = time.monotonic()
+    start = time.process_time()
     published, at_once = vk.published_devices(slices)
     counts = kc.published_counts(published, {"mig-1g": "1g.18gb"}, at_once)
-    assert time.monotonic() - start < 5
+    assert time.process_time() - start < 5
     assert counts["mig-1g"] == counts["mig.nvidia.com"] == 7 * (n // 7)
