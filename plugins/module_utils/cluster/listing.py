@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Optional, TypedDict
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     OBJECT_RESOURCE_VERSIONS,
@@ -207,7 +207,7 @@ def label_selector_matches(
 def _is_map(obj: Any) -> bool:
     """``isinstance(obj, Mapping)``, a decoded object (a dict) told without the slower
     abstract check: the trims ask it about every field they keep."""
-    return type(obj) is dict or isinstance(obj, Mapping)
+    return type(obj) is dict or isinstance(obj, Mapping)  # pylint: disable=unidiomatic-typecheck
 
 
 def _pick(obj: Any, keys: Sequence[str]) -> dict[str, Any]:
@@ -242,27 +242,34 @@ def _fields(name: str, keys: Sequence[str], **typed: Any) -> Any:
     return TypedDict(name, {**dict.fromkeys(keys, Any), **typed}, total=False)
 
 
+def _nullable(kind: Any) -> Any:
+    """``kind`` or ``null``: a member the API may send as ``null``."""
+    return Optional[kind]  # noqa: UP045 - pylint of ansible-test sanity cannot type "X | None" here
+
+
 _CONTAINER = _fields("Container", (*CONTAINER_FIELDS, *INIT_CONTAINER_FIELDS, "resources"))
 
 #: What ``trim_pod`` reads of a pod.
 POD_SCHEMA = _fields(
     "Pod",
     (),
-    metadata=_fields("PodMetadata", POD_FIELDS["metadata"]) | None,
-    spec=_fields(
-        "PodSpec",
-        POD_FIELDS["spec"],
-        containers=list[_CONTAINER] | None,
-        initContainers=list[_CONTAINER] | None,
-    )
-    | None,
-    status=_fields(
-        "PodStatus",
-        POD_FIELDS["status"],
-        conditions=list[_fields("PodCondition", POD_CONDITION[1])] | None,
-        containerStatuses=list[_fields("ContainerStatus", CONTAINER_STATUS_FIELDS)] | None,
-    )
-    | None,
+    metadata=_nullable(_fields("PodMetadata", POD_FIELDS["metadata"])),
+    spec=_nullable(
+        _fields(
+            "PodSpec",
+            POD_FIELDS["spec"],
+            containers=_nullable(list[_CONTAINER]),
+            initContainers=_nullable(list[_CONTAINER]),
+        )
+    ),
+    status=_nullable(
+        _fields(
+            "PodStatus",
+            POD_FIELDS["status"],
+            conditions=_nullable(list[_fields("PodCondition", POD_CONDITION[1])]),
+            containerStatuses=_nullable(list[_fields("ContainerStatus", CONTAINER_STATUS_FIELDS)]),
+        )
+    ),
 )
 
 
@@ -342,9 +349,9 @@ def _share_values(values: Any, shared: dict[tuple[str, type, Any], Any]) -> None
     if not isinstance(values, dict):
         return
     for name, value in values.items():
-        if type(value) is dict and len(value) == 1:
+        if type(value) is dict and len(value) == 1:  # pylint: disable=unidiomatic-typecheck
             ((key, member),) = value.items()
-            if type(member) is not dict and type(member) is not list:
+            if not isinstance(member, dict | list):
                 values[name] = shared.setdefault((key, type(member), member), value)
 
 
@@ -426,10 +433,10 @@ TRIMS: dict[str, Callable[[], Callable[[dict[str, Any]], dict[str, Any]]]] = {
 SCHEMAS: dict[str, Any] = {
     "pods": POD_SCHEMA,
     "events": _fields(
-        "Event", EVENT_FIELDS, metadata=_fields("EventMetadata", EVENT_METADATA) | None
+        "Event", EVENT_FIELDS, metadata=_nullable(_fields("EventMetadata", EVENT_METADATA))
     ),
     "namespaces": _fields(
-        "Namespace", (), metadata=_fields("NamespaceMetadata", NAMESPACE_METADATA) | None
+        "Namespace", (), metadata=_nullable(_fields("NamespaceMetadata", NAMESPACE_METADATA))
     ),
 }
 

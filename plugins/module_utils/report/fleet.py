@@ -337,7 +337,7 @@ class _Field:
         below = self.below
         if not below:  # most fields end here
             return False
-        if type(value) is dict or isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):  # pylint: disable=unidiomatic-typecheck
             # loops, not any() over a generator: this runs for every field of every object,
             # and a generator per call doubled the time
             for name, sub in below.items():  # noqa: SIM110
@@ -478,7 +478,7 @@ def memory_bytes(value: Any) -> int:
     """Bytes of a capacity quantity (``143771Mi``); 0 when absent or not a quantity."""
     if value is None:
         return 0
-    if type(value) is str:
+    if type(value) is str:  # pylint: disable=unidiomatic-typecheck
         return _text_bytes(value)
     return _bytes(value)
 
