@@ -79,9 +79,14 @@ def serve() -> Iterator[Callable[..., str]]:
         server.server_close()
 
 
+#: Seconds a request waits for its answer: a page of 100,000 devices is built on request,
+#: which a loaded machine stretches past 10 s; a server that does not answer still fails.
+ANSWER_TIMEOUT_S = 60
+
+
 def get(url: str) -> tuple[int, dict[str, str], str]:
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(url, timeout=ANSWER_TIMEOUT_S) as resp:
             return resp.status, dict(resp.headers), resp.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, dict(err.headers), err.read().decode()
