@@ -35,6 +35,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import li
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client
 
 from tests.bench import fleet
+from tests.harness.component_flags import kwok_node_manifest
 
 #: Items per page of each kind, as ``list_cluster`` asks for them.
 PAGE_ITEMS = {"pods": 2000, "resourceclaims": 2000, "resourceslices": 500, "nodes": 1000}
@@ -312,7 +313,6 @@ def node(i: int) -> dict[str, Any]:
     """A KWOK GPU node of the fleet as listed: KWOK's status (conditions, addresses),
     the node's labels and managedFields."""
     name = f"gpu-node-{i}"
-    resources = {"cpu": "32", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti"}
     ip = f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}"
     conditions = [
         {
@@ -331,49 +331,25 @@ def node(i: int) -> dict[str, Any]:
             ("NetworkUnavailable", "RouteCreated", "RouteController created a route"),
         )
     ]
-    out = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-                fleet.GPU_LABEL: "true",
-                "nvidia.com/gpu.product": "NVIDIA-H200",
-            },
-            "annotations": {
-                "kwok.x-k8s.io/node": "fake",
-                "node.alpha.kubernetes.io/ttl": "0",
-            },
-        },
-        "spec": {"podCIDR": f"10.244.{i % 256}.0/24", "podCIDRs": [f"10.244.{i % 256}.0/24"]},
-        "status": {
-            "allocatable": dict(resources),
-            "capacity": dict(resources),
+    out = kwok_node_manifest(
+        name,
+        kubelet_version="1.37.2",
+        labels={fleet.GPU_LABEL: "true", "nvidia.com/gpu.product": "NVIDIA-H200"},
+        allocatable={"ephemeral-storage": "1Ti"},
+    )
+    out["metadata"]["annotations"]["node.alpha.kubernetes.io/ttl"] = "0"
+    out["spec"] = {"podCIDR": f"10.244.{i % 256}.0/24", "podCIDRs": [f"10.244.{i % 256}.0/24"]}
+    out["status"].update(
+        {
             "conditions": conditions,
             "addresses": [
                 {"type": "InternalIP", "address": ip},
                 {"type": "Hostname", "address": name},
             ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {
-                "architecture": "amd64",
-                "operatingSystem": "linux",
-                "kubeletVersion": "v1.37.2",
-                "kubeProxyVersion": "v1.37.2",
-                "containerRuntimeVersion": "containerd://2.1.0",
-                "kernelVersion": "6.1.0",
-                "osImage": "Debian GNU/Linux 12 (bookworm)",
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": "",
-            },
             "phase": "Running",
-        },
-    }
+        }
+    )
     f = {".": {}}
     managed = [
         _managed(
