@@ -57,6 +57,7 @@ from gpufleet.build.gomod import (
     BUILD_MODULE_PREFIX,
     GoMod,
     compose_ldflags,
+    go_process_env,
     kubernetes_version_variables,
     parse_gomod,
     pinned_replaces,
@@ -282,7 +283,7 @@ def _go_env() -> GoEnv | None:
         check=True,
         capture_output=True,
         text=True,
-        env=_go_process_env(),
+        env=go_process_env(),
     ).stdout
     data = json.loads(out)
     return GoEnv(go, data["GOVERSION"], f"{data['GOOS']}/{data['GOARCH']}")
@@ -295,21 +296,6 @@ def _require_go() -> GoEnv:
             "go: no Go toolchain on PATH or at /usr/local/go/bin/go; install Go 1.26 or "
             "newer (the Kubernetes 1.36/1.37 modules declare go 1.26.0)"
         )
-    return env
-
-
-def _go_process_env(toolchain: str | None = None, cgo: bool = False) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "GOWORK": "off",  # the k8s.io/kubernetes module ships a go.work of its own
-            # the local Go, unless a release names the toolchain its go.mod needs
-            # (go_builds: go_toolchain: go1.27.3 for 1.38), which Go fetches from the proxy
-            "GOTOOLCHAIN": toolchain or "local",
-            "GOFLAGS": "-buildvcs=false",
-            "CGO_ENABLED": "1" if cgo else "0",
-        }
-    )
     return env
 
 
@@ -326,7 +312,7 @@ def _run_go(
     if nice and shutil.which("nice"):
         cmd = ["nice", "-n", "10", *cmd]
     proc = subprocess.run(
-        cmd, cwd=cwd, capture_output=True, text=True, env=_go_process_env(toolchain, cgo)
+        cmd, cwd=cwd, capture_output=True, text=True, env=go_process_env(toolchain, cgo)
     )
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])

@@ -470,8 +470,8 @@ def test_a_prerelease_with_its_go_toolchain_can_be_pinned() -> None:
     rel = release_pins.parse_releases(data).release("1.38.0-rc.1")
     assert rel.minor == 38 and rel.staging_version == "v0.38.0-rc.1"
     assert rel.go_toolchain == "go1.27.3"
-    assert b._go_process_env(rel.go_toolchain)["GOTOOLCHAIN"] == "go1.27.3"
-    assert b._go_process_env()["GOTOOLCHAIN"] == "local"
+    assert gomod.go_process_env(rel.go_toolchain)["GOTOOLCHAIN"] == "go1.27.3"
+    assert gomod.go_process_env()["GOTOOLCHAIN"] == "local"
     variables = gomod.kubernetes_version_variables(rel.version, "2026-12-01T00:00:00Z")
     assert variables["k8s.io/component-base/version.gitVersion"] == "v1.38.0-rc.1"
     assert variables["k8s.io/component-base/version.gitMinor"] == "38"
@@ -715,3 +715,13 @@ def test_module_source_names_what_the_proxy_refused(
     monkeypatch.setattr(b, "_run_go", lambda *a, **k: refused)
     with pytest.raises(b.BuildError, match=r"go mod download example.com/m@v9.9.9: .*not found"):
         b.module_source("example.com/m", "v9.9.9")
+
+
+def test_go_commands_get_the_build_gc_target_unless_the_caller_set_one(monkeypatch) -> None:
+    monkeypatch.delenv("GOGC", raising=False)
+    env = gomod.go_process_env(cgo=True)
+    assert env["GOGC"] == gomod.GOGC == "400"
+    assert env["CGO_ENABLED"] == "1" and env["GOWORK"] == "off"
+    assert gomod.go_process_env()["CGO_ENABLED"] == "0"
+    monkeypatch.setenv("GOGC", "150")
+    assert gomod.go_process_env()["GOGC"] == "150"
