@@ -74,6 +74,7 @@ EXAMPLES = r"""
 """
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -84,6 +85,10 @@ from ansible.plugins.connection import ConnectionBase
 from ansible.utils.display import Display
 
 display = Display()
+
+#: What podman accepts as a container name (libpod's name pattern), also every ID: a value
+#: that starts with '-' would be read by podman as an option, not a container.
+CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 
 
 class Connection(ConnectionBase):
@@ -110,7 +115,14 @@ class Connection(ConnectionBase):
         return self
 
     def _container(self) -> str:
-        return to_native(self.get_option("remote_addr"))
+        name = to_native(self.get_option("remote_addr"))
+        if not CONTAINER_NAME.match(name):
+            raise AnsibleConnectionFailure(
+                f"remote_addr: {name!r} is not a podman container name or ID (letters, digits, "
+                "'_', '.' and '-', not first); fix: set ansible_host to the container's name "
+                "as `podman ps --format '{{.Names}}'` prints it"
+            )
+        return name
 
     def _exec_args(self, interactive: bool) -> list[str]:
         args = [self._podman, "exec"]

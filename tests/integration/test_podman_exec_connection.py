@@ -178,3 +178,16 @@ def test_no_podman_on_path_names_the_option_and_the_fix(tmp_path, hosts) -> None
         -3000:
     ]
     assert "ansible_podman_executable" in proc.stdout
+
+
+@pytest.mark.parametrize("name", ["--privileged", "a b", "x;id", ""])
+def test_a_host_that_is_no_container_name_is_refused_before_podman_runs(
+    tmp_path, hosts, name
+) -> None:
+    tasks = [{"ansible.builtin.command": "true"}]
+    inventory_name = name or "empty"
+    proc = play(tmp_path, [inventory_name], tasks, "-e", f"ansible_host={name!r}")
+    assert proc.returncode != 0
+    assert f"remote_addr: {name!r} is not a podman container name or ID" in proc.stdout, (
+        proc.stdout[-3000:]
+    )
