@@ -130,7 +130,7 @@ class Connection(ConnectionBase):
             args.append("-i")
         user = self.get_option("remote_user")
         if user:
-            args += ["--user", to_native(user)]
+            args.append(f"--user={to_native(user)}")
         args.append(self._container())
         return args
 

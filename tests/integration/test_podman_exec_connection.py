@@ -191,3 +191,11 @@ def test_a_host_that_is_no_container_name_is_refused_before_podman_runs(
     assert f"remote_addr: {name!r} is not a podman container name or ID" in proc.stdout, (
         proc.stdout[-3000:]
     )
+
+
+def test_ansible_user_is_the_user_commands_run_as(tmp_path, hosts) -> None:
+    tasks = [{"ansible.builtin.command": "id -un", "changed_when": False}]
+    proc = play(tmp_path, hosts[:1], tasks, "-e", "ansible_user=nobody")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    (who,) = results(proc)
+    assert {r["stdout"] for r in who.values()} == {"nobody"}
