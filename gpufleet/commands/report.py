@@ -299,36 +299,20 @@ def report(
             vk.check_kubeconfig(kubeconfig)
         except vk.KubeError as exc:
             raise click.BadParameter(exc.message, param_hint="'--kubeconfig'") from None
+    source = rs.Source(
+        kubeconfig, context, pool_label, team_label, prometheus, idle_window, idle_below
+    )
     if address:
-        source = rs.Source(
-            kubeconfig, context, pool_label, team_label, prometheus, idle_window, idle_below
-        )
         _serve(address, source, refresh)
         return
     kube, listing = read_cluster(kubeconfig, context, optional=("namespaces",))
-    namespaces_error = listing.errors.get("namespaces")
     activity = None
     if prometheus:
         try:
             activity = fa.fetch(prometheus, idle_window)
         except fa.ActivityError as exc:
             _fail(f"--prometheus: {exc}")
-    with vk.gc_paused():  # the pages walked make millions of objects, no cycles
-        doc = fr.build_report(
-            listing.slices,
-            listing.claims,
-            listing.pods,
-            listing.nodes,
-            pool_label=pool_label,
-            activity=activity,
-            activity_window=idle_window,
-            idle_below=idle_below,
-            namespaces=None if namespaces_error else listing.namespaces,
-            team_label=team_label,
-        )
-    if namespaces_error:
-        doc["teams"]["namespaces_error"] = namespaces_error.splitlines()[0][:200]
-    doc["meta"] = rs.report_meta(kube, listing)
+    doc = rs.report_of(kube, listing, source, activity)
     render_terminal(Console(stderr=stdout_taken(outputs)), doc)
     if json_file:
         write_json(doc, json_file)

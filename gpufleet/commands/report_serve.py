@@ -115,6 +115,20 @@ def read_report(source: Source) -> tuple[dict[str, Any], list[dict[str, Any]], s
             activity = fa.fetch(source.prometheus, source.idle_window)
         except fa.ActivityError as exc:
             note = f"idle not measured: {_line(str(exc))[:200]}"
+    return report_of(kube, listing, source, activity), listing.nodes, note
+
+
+def report_of(
+    kube: vk.Kube,
+    listing: cluster_listing.Listing,
+    source: Source,
+    activity: dict[str, float] | None,
+) -> dict[str, Any]:
+    """The report document of one listing, counted as ``source`` says, with ``activity``
+    (``activity.fetch``'s answer, or None) and ``meta`` (:func:`report_meta`). Namespaces
+    that could not be listed leave the teams without their namespace labels and say why in
+    ``teams.namespaces_error`` (one line)."""
+    namespaces_error = listing.errors.get("namespaces")
     with vk.gc_paused():  # the pages walked make millions of objects, no cycles
         doc = fr.build_report(
             listing.slices,
@@ -122,14 +136,16 @@ def read_report(source: Source) -> tuple[dict[str, Any], list[dict[str, Any]], s
             listing.pods,
             listing.nodes,
             pool_label=source.pool_label,
-            namespaces=None if "namespaces" in listing.errors else listing.namespaces,
+            namespaces=None if namespaces_error else listing.namespaces,
             team_label=source.team_label,
             activity=activity,
             activity_window=source.idle_window,
             idle_below=source.idle_below,
         )
+    if namespaces_error:
+        doc["teams"]["namespaces_error"] = namespaces_error.splitlines()[0][:200]
     doc["meta"] = report_meta(kube, listing)
-    return doc, listing.nodes, note
+    return doc
 
 
 def report_meta(kube: vk.Kube, listing: cluster_listing.Listing) -> dict[str, Any]:

@@ -224,3 +224,17 @@ def test_a_prometheus_that_fails_is_named_on_the_page(
     status, page = rs.page(rs.Source(prometheus="http://p:9090"))
     assert status == 200
     assert "<li>GPU activity: idle not measured: http://p:9090 does not answer</li>" in page
+
+
+def test_report_of_says_why_the_namespaces_are_missing(monkeypatch) -> None:
+    """Both the page and ``gpufleet report`` build the document with ``report_of``: a
+    namespaces list that failed leaves the teams without namespace labels and names the
+    error's first line."""
+    monkeypatch.setattr(rs, "report_meta", lambda *_: dict(META))
+    listing = fake_listing()
+    listing.errors["namespaces"] = 'namespaces is forbidden: User "viewer"\nsecond line'
+    doc = rs.report_of(SimpleNamespace(), listing, rs.Source(), None)
+    assert doc["teams"]["namespaces_error"] == 'namespaces is forbidden: User "viewer"'
+    assert doc["meta"] == META
+    clean = rs.report_of(SimpleNamespace(), fake_listing(), rs.Source(), None)
+    assert "namespaces_error" not in clean["teams"]
