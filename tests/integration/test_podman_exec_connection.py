@@ -199,3 +199,121 @@ def test_ansible_user_is_the_user_commands_run_as(tmp_path, hosts) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:]
     (who,) = results(proc)
     assert {r["stdout"] for r in who.values()} == {"nobody"}
+
+
+#: Drives the connection in a process of its own (the plugin loader's collection finder
+#: stays out of the test process): argv[1] the container, argv[2] a JSON list of
+#: [method, args...]; prints one JSON line per call: the result or the exception.
+DRIVER = """
+import json, sys
+from ansible.playbook.play_context import PlayContext
+from ansible.plugins.loader import connection_loader, init_plugin_loader
+init_plugin_loader([sys.argv[3]])
+conn = connection_loader.get("gpufleet.cluster.podman_exec", PlayContext(), None)
+conn.set_options(var_options={"inventory_hostname": sys.argv[1]})
+for method, *args in json.loads(sys.argv[2]):
+    try:
+        out = getattr(conn, method)(*args)
+        print(json.dumps({"ok": repr(out)[:300]}))
+    except Exception as exc:
+        print(json.dumps({"error": type(exc).__name__, "message": str(exc)[:500]}))
+"""
+
+
+def drive(container: str, calls: list[list[str]]) -> list[dict[str, str]]:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            DRIVER,
+            container,
+            json.dumps(calls),
+            str(runner.collection_root().parents[2]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_file_transfers_fail_clearly_and_lose_nothing(tmp_path, hosts) -> None:
+    kept = tmp_path / "kept"
+    kept.write_text("fetched before\n")
+    small = tmp_path / "small"
+    small.write_bytes(b"x" * 1000)
+    calls = [
+        ["fetch_file", "/tmp/no-such-file", str(kept)],
+        ["fetch_file", "/etc/hostname", str(tmp_path / "no" / "dir" / "x")],
+        ["put_file", str(tmp_path / "missing"), "/tmp/x"],
+        ["put_file", str(small), "/tmp/nul\x00byte"],
+        ["put_file", str(small), "/tmp/not-utf8-\udcfe"],
+        ["fetch_file", "/tmp/not-utf8-\udcfe", str(tmp_path / "y")],
+    ] + [["put_file", str(small), "/tmp"]] * 10
+    out = drive(hosts[0], calls)
+    assert out[0]["error"] == "AnsibleError" and "No such file" in out[0]["message"], out[0]
+    assert kept.read_text() == "fetched before\n"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".podman_exec-")]
+    assert "no directory" in out[1]["message"], out[1]
+    assert out[2]["error"] == "AnsibleFileNotFound", out[2]
+    assert out[3]["error"] == "AnsibleError" and "null byte" in out[3]["message"], out[3]
+    for refused in out[4:6]:
+        assert refused["error"] == "AnsibleError", refused
+        assert "is not UTF-8" in refused["message"], refused
+    # a destination that cannot be created: the shell's reason every time, never lost
+    for each in out[6:]:
+        assert "Is a directory" in each["message"], each
+
+
+def test_raw_runs_through_the_shell(tmp_path, hosts) -> None:
+    tasks = [{"ansible.builtin.raw": "echo $((40 + 2)) | tr 4 X; echo second"}]
+    proc = play(tmp_path, hosts[:1], tasks)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    (raw,) = results(proc)
+    assert [r["stdout_lines"] for r in raw.values()] == [["X2", "second"]]
+
+
+def test_a_hex_host_name_is_a_whole_name_or_id_never_an_id_prefix(tmp_path, hosts) -> None:
+    full_id = subprocess.run(
+        ["podman", "container", "inspect", "--format", "{{.Id}}", hosts[1]],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    tasks = [{"ansible.builtin.command": "cat /etc/hostname", "changed_when": False}]
+    prefix = play(tmp_path, [full_id[:6]], tasks)
+    assert prefix.returncode != 0
+    assert f"no container is named '{full_id[:6]}'" in prefix.stdout, prefix.stdout[-3000:]
+    whole = play(tmp_path, [full_id], tasks)
+    assert whole.returncode == 0, whole.stdout[-3000:]
+
+
+def test_a_stopped_container_is_unreachable_naming_podmans_reason(tmp_path, hosts) -> None:
+    name = f"gpufleet-conn-stopped-{os.urandom(3).hex()}"
+    ref = podman.node_image_ref()
+    try:
+        subprocess.run(
+            ["podman", "create", "--name", name, "--entrypoint", "sleep", ref, "infinity"],
+            capture_output=True,
+            check=True,
+            timeout=120,
+        )
+        proc = play(tmp_path, [name], [{"ansible.builtin.command": "true"}])
+        assert proc.returncode != 0
+        (task,) = results(proc)
+        assert task[name].get("unreachable") is True, task
+        assert f"podman exec in container {name}: Error:" in task[name]["msg"], task
+    finally:
+        subprocess.run(["podman", "rm", "-f", name], capture_output=True, timeout=120)
+
+
+def test_a_become_password_is_refused_naming_the_fix(tmp_path, hosts) -> None:
+    tasks = [{"ansible.builtin.command": "id -un", "become": True}]
+    extra = ["-e", "ansible_user=nobody", "-e", "ansible_become_password=secret-value"]
+    proc = play(tmp_path, hosts[:1], tasks, *extra)
+    assert proc.returncode != 0
+    assert "a become password is set, and podman_exec answers no prompt" in proc.stdout
+    assert "secret-value" not in proc.stdout + proc.stderr
