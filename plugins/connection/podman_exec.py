@@ -15,9 +15,9 @@ description:
   - Files that a task does copy (C(ansible.builtin.copy), C(ansible.builtin.template),
     C(async) tasks) go through C(podman exec) too, streamed on standard input and output;
     the container is never paused.
-  - Made for the gpufleet lab's nodes and the Molecule scenarios' hosts (containers of the
-    lab's node image). C(containers.podman.podman) reaches the same containers with about
-    four podman commands a task.
+  - Made for podman nodes like the gpufleet lab's (containers of its node image, tested
+    with them). C(containers.podman.podman) reaches the same containers with about four
+    podman commands a task.
   - Commands run through the play's shell (C(executable), by default C(/bin/sh)), as over
     SSH; C(raw) included.
   - The connection adds no deadline of its own, as a module may run for as long as a drain
@@ -206,8 +206,9 @@ class Connection(ConnectionBase):
         return text.splitlines()[-1] if text else "podman gave no reason (the container stopped?)"
 
     def _refuse_podman_failure(self, proc: subprocess.CompletedProcess) -> None:
+        # a failed task, not an unreachable host: a block's rescue handles it
         if proc.returncode in PODMAN_FAILED and proc.stderr.startswith(b"Error: "):
-            raise AnsibleConnectionFailure(
+            raise AnsibleError(
                 f"podman exec in container {self._container()}: {self._reason(proc.stderr)}"
             )
 
@@ -225,7 +226,9 @@ class Connection(ConnectionBase):
         argv = [*self._exec_args(in_data is not None), shell, "-c", script]
         display.vvv(f"EXEC {argv}", host=self._container())
         proc = self._run(argv, input=in_data, capture_output=True)
-        self._refuse_podman_failure(proc)
+        # podman's own failure (a stopped container) stays the command's result, rc and
+        # stderr, as with containers.podman: a play that waits for a host to come back
+        # (wait_for_connection, the upgrade's phase connect) sees a failed command
         return proc.returncode, proc.stdout, proc.stderr
 
     def _stream(self, argv: list[str], what: str, stdin=None, stdout=None) -> None:

@@ -291,7 +291,9 @@ def test_a_hex_host_name_is_a_whole_name_or_id_never_an_id_prefix(tmp_path, host
     assert whole.returncode == 0, whole.stdout[-3000:]
 
 
-def test_a_stopped_container_is_unreachable_naming_podmans_reason(tmp_path, hosts) -> None:
+def test_a_stopped_container_fails_the_task_naming_podmans_reason(tmp_path, hosts) -> None:
+    """A failed command, as with containers.podman (the upgrade's phase connect waits for
+    such a host); a file transfer into it fails naming podman's reason."""
     name = f"gpufleet-conn-stopped-{os.urandom(3).hex()}"
     ref = podman.node_image_ref()
     try:
@@ -304,8 +306,13 @@ def test_a_stopped_container_is_unreachable_naming_podmans_reason(tmp_path, host
         proc = play(tmp_path, [name], [{"ansible.builtin.command": "true"}])
         assert proc.returncode != 0
         (task,) = results(proc)
-        assert task[name].get("unreachable") is True, task
-        assert f"podman exec in container {name}: Error:" in task[name]["msg"], task
+        assert task[name].get("failed") is True, task
+        assert "can only create exec sessions on running containers" in json.dumps(task)
+        small = tmp_path / "small"
+        small.write_bytes(b"x")
+        (put,) = drive(name, [["put_file", str(small), "/tmp/x"]])
+        assert put["error"] == "AnsibleError", put
+        assert f"podman exec in container {name}: Error:" in put["message"], put
     finally:
         subprocess.run(["podman", "rm", "-f", name], capture_output=True, timeout=120)
 
