@@ -16,7 +16,7 @@ options:
     type: str
     required: true
   timeout:
-    description: Seconds to keep asking an API server that fails to answer.
+    description: Seconds to keep asking an API server that fails to answer (or is not ready).
     type: int
     default: 60
   interval:

@@ -18,7 +18,10 @@ description:
     cordoned before, and waits for as many devices as it published before.
   - An API server that does not answer (it may be restarting after the control-plane
     step), or a Node not yet found, is asked again every O(interval) seconds until
-    O(timeout); then the module fails naming the server and the cause.
+    O(timeout); then the module fails naming the server and the cause. So is a refusal
+    (401, 403) while the server's C(/readyz) is not C(ok), since a kube-apiserver that
+    has just restarted refuses even the cluster's admin until it has read the RBAC
+    bindings. A refusal from a ready server fails at once.
   - With O(record), the node's entry in the upgrade report is written first (state
     C(in-progress) as a rule), in the same run, as module C(upgrade_report) writes it.
   - Changes nothing in the cluster.
@@ -114,6 +117,7 @@ def main() -> None:
             lambda: node_state.kube_node_state(kube, p["node"], p["driver"]),
             p["timeout"],
             p["interval"],
+            starting=node_state.server_starting(kube),
         )
     except vk.KubeError as err:
         attempts = getattr(err, "attempts", 1)

@@ -26,7 +26,10 @@ description:
     C(kubectl uncordon) makes; the drain itself stays C(kubectl drain).
   - An API server that does not answer (it may be restarting), or answers with a server
     error, is asked again every O(interval) seconds until O(timeout); then the module fails
-    naming the server and the cause. The credentials of O(kubeconfig) must allow patching
+    naming the server and the cause. So is a refusal (401, 403) while the server's
+    C(/readyz) is not C(ok), since a kube-apiserver that has just restarted refuses even the
+    cluster's admin until it has read the RBAC bindings. A refusal from a ready server
+    fails at once. The credentials of O(kubeconfig) must allow patching
     Nodes (the cluster's admin kubeconfig does).
   - With O(record), the node's entry in the upgrade report is written after the uncordon
     (and only if it succeeded), as module C(upgrade_report) writes it.
@@ -183,6 +186,7 @@ def main() -> None:
                 lambda: node_state.uncordon(kube.request, p["node"]),
                 p["timeout"],
                 p["interval"],
+                starting=node_state.server_starting(kube),
             )
         except vk.KubeError as err:
             attempts = getattr(err, "attempts", 1)

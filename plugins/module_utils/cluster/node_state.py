@@ -3,7 +3,8 @@
 """One Node over the API, for the modules that act on a node from the control host (the
 upgrade, the move of a GPU pool between paths): its cordon, labels, allocatable resources
 and the devices its ResourceSlices publish (``node_state``), a bounded retry for a server
-that restarts (a probe failure on a busy control-plane node), and the uncordon
+that restarts (a probe failure on a busy control-plane node, the refusals of a server not
+ready yet), and the uncordon
 (``kubectl uncordon``'s change, made directly: ``spec.unschedulable`` removed by a JSON
 merge patch, RFC 7386)."""
 
@@ -113,11 +114,15 @@ def retrying(
     interval: float,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    starting: Callable[[], bool] | None = None,
 ) -> tuple[T, int]:
     """``(call(), attempts)``: ``call`` asked again every ``interval`` seconds while it
     raises a KubeError with no answer, a server error (5xx) or 404 (a Node not there yet),
-    until ``timeout`` seconds have passed. Then, or at once for any other status, raises
-    the last KubeError with ``attempts`` set on it."""
+    until ``timeout`` seconds have passed. A refusal (401, 403) is asked again too while
+    ``starting()`` says the server is still starting: a kube-apiserver that has just
+    restarted answers before its authorizer has read the RBAC bindings, and refuses even
+    the cluster's admin until it has. Then, or at once for any other status (or a refusal
+    from a server that is ready), raises the last KubeError with ``attempts`` set on it."""
     deadline = clock() + max(timeout, 0)
     attempts = 0
     while True:
@@ -126,10 +131,27 @@ def retrying(
             return call(), attempts
         except vk.KubeError as err:
             retry = err.status is None or err.status >= 500 or err.status == 404
+            if not retry and err.status in (401, 403) and starting is not None:
+                retry = starting()
             if not retry or clock() + interval > deadline:
                 err.attempts = attempts  # type: ignore[attr-defined]
                 raise
         sleep(interval)
+
+
+def server_starting(kube: vk.Kube) -> Callable[[], bool]:
+    """For :func:`retrying`: whether ``kube``'s API server is still starting, that is, its
+    ``/readyz`` (which waits for the server's informers, the RBAC bindings' among them) does
+    not answer ``ok``. A server that cannot be asked counts as starting; ``retrying``'s
+    timeout bounds the wait."""
+
+    def starting() -> bool:
+        try:
+            return kube.request("GET", "/readyz", raw=True).strip() != "ok"
+        except vk.KubeError:
+            return True
+
+    return starting
 
 
 def uncordon(request: Callable[..., Any], node: str) -> bool:

@@ -285,9 +285,21 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
     kube = {s.version: set(s.binaries) for s in steps if s.group == "kubernetes"}
     assert kube[rel.default] == set(rel.full_set)
     assert {"kubectl", "kubeadm", "kubelet"} <= set(rel.full_set)
+    # every pinned release: what the integration tests' control planes start
+    # (tests/harness/controlplane.py); a kubelet where a test starts one
+    # (tests/integration/test_dra_settings_boot.py), and nothing else that no test runs
+    from tests.harness.controlplane import REQUIRED_KUBERNETES_BINARIES
+    from tests.integration.test_dra_settings_boot import VERSIONS as KUBELET_VERSIONS
+
+    assert set(kube) == {r.version for r in rel.releases if not r.optional}
     for version, names in kube.items():
-        assert not rel.release(version).optional
-        assert {"kube-apiserver", "kubelet", "kubeadm"} <= names
+        assert set(REQUIRED_KUBERNETES_BINARIES) <= names, version
+        if version in KUBELET_VERSIONS:
+            assert "kubelet" in names, version
+        if names != set(rel.full_set):
+            assert names == set(REQUIRED_KUBERNETES_BINARIES) | (
+                {"kubelet"} if version in KUBELET_VERSIONS else set()
+            ), version
     # the lab upgrade's pair (tests/integration/test_upgrade_lab.py) in full: packages of
     # kubeadm, kubelet and kubectl, control-plane images
     from tests.integration.test_upgrade_lab import default_pair
@@ -311,6 +323,21 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
     assert all(matrix[v] == ("containerd", "containerd-shim-runc-v2") for v, _ in tool.matrix)
     # the small tools others wait for come first
     assert [s.group for s in steps[:2]] == ["etcd", "kwok"]
+
+
+def test_lab_tests_profile_is_the_main_profile_and_what_the_lab_tests_add() -> None:
+    """scripts/test builds lab-tests first and starts the lab tests when it is built; the
+    rest of the ci profile builds beside them, so lab-tests must hold the main profile
+    (what `gpufleet lab up` runs), stay within ci, and add only the lab tests' tools."""
+    rel = release_pins.load_releases()
+
+    def steps(name: str) -> set[tuple[str, str, tuple[str, ...]]]:
+        return {(s.group, s.version, tuple(s.binaries)) for s in rel.profile(name).steps}
+
+    main, lab, ci = steps("main"), steps("lab-tests"), steps("ci")
+    assert main <= lab <= ci
+    assert {group for group, _v, _b in lab - main} == {"prometheus", "kueue"}
+    assert {v for g, v, _b in lab if g == "kubernetes"} == {rel.default}
 
 
 def test_unknown_release_in_a_profile_is_named() -> None:

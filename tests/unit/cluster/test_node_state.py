@@ -79,6 +79,84 @@ def test_retrying_stops_at_the_timeout_and_at_once_for_a_refusal() -> None:
     assert err.value.attempts == 1 and err.value.status == 403
 
 
+def test_retrying_asks_again_for_a_refusal_only_while_the_server_is_starting() -> None:
+    t = [0.0]
+    ready = [False, False, True]
+    answers: list[Any] = [
+        vk.KubeError(403, 'nodes "cp" is forbidden: User "kubernetes-admin" cannot get'),
+        vk.KubeError(401, "Unauthorized"),
+        "ok",
+    ]
+    asked = [0]
+
+    def call() -> Any:
+        got = answers.pop(0)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def starting() -> bool:
+        asked[0] += 1
+        return not ready.pop(0)
+
+    def sleep(s: float) -> None:
+        t[0] += s
+
+    got = ua.retrying(call, 60, 5, sleep=sleep, clock=lambda: t[0], starting=starting)
+    assert got == ("ok", 3) and asked[0] == 2
+
+    # a ready server's refusal is final: one attempt, the refusal raised
+    def forbidden() -> Any:
+        raise vk.KubeError(403, "nodes is forbidden")
+
+    with pytest.raises(vk.KubeError) as err:
+        ua.retrying(forbidden, 60, 5, sleep=sleep, clock=lambda: t[0], starting=lambda: False)
+    assert err.value.attempts == 1 and err.value.status == 403
+
+    # a server that never gets ready: the refusal is raised at the timeout
+    t[0] = 0.0
+    with pytest.raises(vk.KubeError) as err:
+        ua.retrying(forbidden, 12, 5, sleep=sleep, clock=lambda: t[0], starting=lambda: True)
+    assert err.value.attempts == 3 and err.value.status == 403
+
+    # other refusals are never asked again, starting or not
+    def bad() -> Any:
+        raise vk.KubeError(422, "invalid")
+
+    with pytest.raises(vk.KubeError) as err:
+        ua.retrying(bad, 60, 5, sleep=sleep, clock=lambda: t[0], starting=lambda: True)
+    assert err.value.attempts == 1
+
+
+class _Readyz:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.sent: list[tuple[str, str, bool]] = []
+
+    def request(self, method: str, path: str, raw: bool = False) -> Any:
+        self.sent.append((method, path, raw))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "starting"),
+    [
+        ("ok", False),
+        ("ok\n", False),
+        ("[-]informer-sync failed: reason withheld\nreadyz check failed", True),
+        (vk.KubeError(500, "readyz check failed"), True),
+        (vk.KubeError(403, "forbidden"), True),
+        (vk.KubeError(None, "connection refused"), True),
+    ],
+)
+def test_server_starting_reads_readyz(answer: Any, starting: bool) -> None:
+    kube = _Readyz(answer)
+    assert ua.server_starting(kube)() is starting  # type: ignore[arg-type]
+    assert kube.sent == [("GET", "/readyz", True)]
+
+
 def _slice(*versions: str | None, basic: bool = False) -> dict[str, Any]:
     devices = []
     for i, v in enumerate(versions):
