@@ -786,39 +786,50 @@ def build(
     if not todo:
         return results
     _require_go()
-    with build_lock(log):
-        modules: dict[tuple[str, str], _BuildModule | BuildError] = {}
-        by_module: dict[tuple[str, str], tuple[_BuildModule, list[Target]]] = {}
-        for target in todo:
-            path = _bin_dir(target.group, target.version) / target.binary.name
-            if target_is_cached(target, rel):  # built by another process while we waited
-                size = path.stat().st_size
-                log(f"{target.label}: up to date, {_mib(size)} (built meanwhile)")
-                results.append(BuildResult(target, path, "cached", size=size))
-                continue
-            key = (target.group, target.version)
-            if key not in modules:
-                try:
-                    modules[key] = _prepare_module(target.group, target.version, rel, log)
-                except BuildError as exc:
-                    modules[key] = exc
-            module = modules[key]
-            if isinstance(module, BuildError):
-                log(f"{target.label}: FAILED, build module not ready: {module}")
-                results.append(BuildResult(target, path, "failed", message=str(module)))
-                continue
+    # The lock is held for one Go step at a time (a build module's preparation, one go
+    # build), not for the whole list: a small build that another process needs (the lab's
+    # pause program, while the test command's build runs beside the lab tests) waits for
+    # one step, not for every release.
+    modules: dict[tuple[str, str], _BuildModule | BuildError] = {}
+    by_module: dict[tuple[str, str], tuple[_BuildModule, list[Target]]] = {}
+    for target in todo:
+        path = _bin_dir(target.group, target.version) / target.binary.name
+        key = (target.group, target.version)
+        if key not in modules:
             try:
-                if target.binary.source:
-                    _copy_extra_source(target, module)
+                with build_lock(log):
+                    modules[key] = _prepare_module(target.group, target.version, rel, log)
             except BuildError as exc:
-                log(f"{target.label}: FAILED\n{exc}")
-                results.append(BuildResult(target, path, "failed", message=str(exc)))
-                continue
-            by_module.setdefault(key, (module, []))[1].append(target)
-        for module, targets in by_module.values():
-            groups = link_groups(targets, functools.partial(_ldflags, module=module, releases=rel))
-            for group in groups:
-                results += _build_group(group, module, rel, log)
+                modules[key] = exc
+        module = modules[key]
+        if isinstance(module, BuildError):
+            log(f"{target.label}: FAILED, build module not ready: {module}")
+            results.append(BuildResult(target, path, "failed", message=str(module)))
+            continue
+        try:
+            if target.binary.source:
+                _copy_extra_source(target, module)
+        except BuildError as exc:
+            log(f"{target.label}: FAILED\n{exc}")
+            results.append(BuildResult(target, path, "failed", message=str(exc)))
+            continue
+        by_module.setdefault(key, (module, []))[1].append(target)
+    for module, targets in by_module.values():
+        groups = link_groups(targets, functools.partial(_ldflags, module=module, releases=rel))
+        for group in groups:
+            with build_lock(log):
+                # built by another process while this one waited
+                fresh = []
+                for target in group:
+                    path = _bin_dir(target.group, target.version) / target.binary.name
+                    if target_is_cached(target, rel):
+                        size = path.stat().st_size
+                        log(f"{target.label}: up to date, {_mib(size)} (built meanwhile)")
+                        results.append(BuildResult(target, path, "cached", size=size))
+                    else:
+                        fresh.append(target)
+                if fresh:
+                    results += _build_group(fresh, module, rel, log)
     return results
 
 

@@ -270,10 +270,16 @@ def pause_image(ref: str) -> ImageSpec:
     )
 
 
+def cdiprobe_binary() -> Path:
+    """The toolkit scenario's probe (``lab/go/cdiprobe``), built into the cache when
+    missing."""
+    return binaries.build_local_program("cdiprobe", binaries.REPO_ROOT / "lab" / "go" / "cdiprobe")
+
+
 def cdiprobe_image(ref: str = CDIPROBE_REF) -> ImageSpec:
     """The image of ``lab/go/cdiprobe`` under ``ref``: a container that prints the NVIDIA
     device nodes, variables and hook links it was given (the toolkit scenario's probe)."""
-    probe = binaries.build_local_program("cdiprobe", binaries.REPO_ROOT / "lab" / "go" / "cdiprobe")
+    probe = cdiprobe_binary()
     return ImageSpec(
         ref=ref, files=(_binary_file("cdiprobe", probe),), entrypoint=(f"/{BIN_DIR}/cdiprobe",)
     )
@@ -289,12 +295,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     archive = sub.add_parser("archive", help="build an image archive and print its path")
     archive.add_argument("image", choices=("pause", "cdiprobe"))
     archive.add_argument("ref", help="the image reference, e.g. registry.k8s.io/pause:3.10")
+    sub.add_parser(
+        "programs",
+        help="build the lab's own Go programs (lab/go/pause, lab/go/cdiprobe) into the cache "
+        "when missing and print their paths",
+    )
     args = parser.parse_args(argv)
     # Build progress (a wait on the build lock, say) goes to stderr: stdout is the path.
     with contextlib.redirect_stdout(sys.stderr):
-        spec = pause_image(args.ref) if args.image == "pause" else cdiprobe_image(args.ref)
-        archive = build_archive(spec)
-    print(archive)
+        if args.command == "programs":
+            paths = [pause_binary(), cdiprobe_binary()]
+        else:
+            spec = pause_image(args.ref) if args.image == "pause" else cdiprobe_image(args.ref)
+            paths = [build_archive(spec)]
+    for path in paths:
+        print(path)
     return EXIT_OK
 
 

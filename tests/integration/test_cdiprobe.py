@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 
 def _probe() -> Path:
-    return binaries.build_local_program("cdiprobe", binaries.REPO_ROOT / "lab" / "go" / "cdiprobe")
+    return images.cdiprobe_binary()
 
 
 def test_probe_reports_variables_and_links(tmp_path: Path) -> None:

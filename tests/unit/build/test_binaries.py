@@ -752,3 +752,72 @@ def test_go_commands_get_the_build_gc_target_unless_the_caller_set_one(monkeypat
     assert gomod.go_process_env()["CGO_ENABLED"] == "0"
     monkeypatch.setenv("GOGC", "150")
     assert gomod.go_process_env()["GOGC"] == "150"
+
+
+def test_build_holds_the_lock_one_go_step_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between two Go steps (a module's preparation, one go build) the build lock is free,
+    so another process's small build waits for one step only; a target that another
+    process built while this one waited is not built again."""
+    import fcntl
+
+    monkeypatch.setenv("GPUFLEET_CACHE", str(tmp_path))
+    rel = release_pins.load_releases()
+    steps = [s for s in rel.profile("ci").steps if s.group == "kubernetes"][:2]
+    targets = [b.resolve_target(n, s.version, rel) for s in steps for n in s.binaries[:1]]
+    assert len({t.version for t in targets}) == 2
+    lock = tmp_path / "build" / ".lock"
+    events: list[str] = []
+    built_elsewhere = {targets[1].label}
+
+    def held_by_us() -> bool:
+        with open(lock, "a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            return False
+
+    def prepare(group: str, version: str, *_: Any) -> Any:
+        events.append(f"prepare {version} locked={held_by_us()}")
+        return object()
+
+    def build_group(group: list[Any], *_: Any) -> list[Any]:
+        events.append(f"build {[t.version for t in group]} locked={held_by_us()}")
+        return [b.BuildResult(t, tmp_path / t.binary.name, "built") for t in group]
+
+    def cached(target: Any, _rel: Any) -> bool:
+        # not cached when the build starts; the second release's binary appears (another
+        # process built it) once the first go build is done
+        return target.label in built_elsewhere and any(e.startswith("build") for e in events)
+
+    monkeypatch.setattr(b, "_require_go", lambda: None)
+    monkeypatch.setattr(b, "_prepare_module", prepare)
+    monkeypatch.setattr(b, "_build_group", build_group)
+    monkeypatch.setattr(b, "target_is_cached", cached)
+    monkeypatch.setattr(b, "_ldflags", lambda *_a, **_k: "")
+    grouped = b.link_groups
+
+    def link_groups(*args: Any) -> Any:
+        events.append(f"between steps locked={held_by_us()}")
+        return grouped(*args)
+
+    monkeypatch.setattr(b, "link_groups", link_groups)
+    (tmp_path / targets[1].binary.name).write_bytes(b"x")
+    monkeypatch.setattr(b, "_bin_dir", lambda *_a: tmp_path)
+
+    results = b.build(targets, rel, log=lambda _m: None)
+    assert events == [
+        f"prepare {targets[0].version} locked=True",
+        f"prepare {targets[1].version} locked=True",
+        "between steps locked=False",
+        f"build {[targets[0].version]} locked=True",
+        "between steps locked=False",
+    ]
+    assert not held_by_us()
+    assert [(r.target.label, r.status) for r in results] == [
+        (targets[0].label, "built"),
+        (targets[1].label, "cached"),
+    ]
