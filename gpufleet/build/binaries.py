@@ -788,8 +788,8 @@ def build(
     _require_go()
     # The lock is held for one Go step at a time (a build module's preparation, one go
     # build), not for the whole list: a small build that another process needs (the lab's
-    # pause program, while the test command's build runs beside the lab tests) waits for
-    # one step, not for every release.
+    # pause program for a `gpufleet lab up` while a profile builds) waits for one step,
+    # not for every release.
     modules: dict[tuple[str, str], _BuildModule | BuildError] = {}
     by_module: dict[tuple[str, str], tuple[_BuildModule, list[Target]]] = {}
     for target in todo:

@@ -295,21 +295,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     archive = sub.add_parser("archive", help="build an image archive and print its path")
     archive.add_argument("image", choices=("pause", "cdiprobe"))
     archive.add_argument("ref", help="the image reference, e.g. registry.k8s.io/pause:3.10")
-    sub.add_parser(
-        "programs",
-        help="build the lab's own Go programs (lab/go/pause, lab/go/cdiprobe) into the cache "
-        "when missing and print their paths",
-    )
     args = parser.parse_args(argv)
     # Build progress (a wait on the build lock, say) goes to stderr: stdout is the path.
     with contextlib.redirect_stdout(sys.stderr):
-        if args.command == "programs":
-            paths = [pause_binary(), cdiprobe_binary()]
-        else:
-            spec = pause_image(args.ref) if args.image == "pause" else cdiprobe_image(args.ref)
-            paths = [build_archive(spec)]
-    for path in paths:
-        print(path)
+        spec = pause_image(args.ref) if args.image == "pause" else cdiprobe_image(args.ref)
+        archive = build_archive(spec)
+    print(archive)
     return EXIT_OK
 
 

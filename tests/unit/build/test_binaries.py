@@ -325,21 +325,6 @@ def test_ci_profile_builds_the_default_release_in_full_and_tools_tests_need() ->
     assert [s.group for s in steps[:2]] == ["etcd", "kwok"]
 
 
-def test_lab_tests_profile_is_the_main_profile_and_what_the_lab_tests_add() -> None:
-    """scripts/test builds lab-tests first and starts the lab tests when it is built; the
-    rest of the ci profile builds beside them, so lab-tests must hold the main profile
-    (what `gpufleet lab up` runs), stay within ci, and add only the lab tests' tools."""
-    rel = release_pins.load_releases()
-
-    def steps(name: str) -> set[tuple[str, str, tuple[str, ...]]]:
-        return {(s.group, s.version, tuple(s.binaries)) for s in rel.profile(name).steps}
-
-    main, lab, ci = steps("main"), steps("lab-tests"), steps("ci")
-    assert main <= lab <= ci
-    assert {group for group, _v, _b in lab - main} == {"prometheus", "kueue"}
-    assert {v for g, v, _b in lab if g == "kubernetes"} == {rel.default}
-
-
 def test_unknown_release_in_a_profile_is_named() -> None:
     data = _raw_releases()
     data["profiles"]["ci"]["steps"][2]["kubernetes"] = "1.99.0"
