@@ -777,10 +777,8 @@ def build(
             msg = f"no source at {target.binary.source}/main.go yet"
             log(f"{target.label}: skipped, {msg}")
             results.append(BuildResult(target, path, "skipped", message=msg))
-        elif target_is_cached(target, rel):
-            size = path.stat().st_size
-            log(f"{target.label}: up to date, {_mib(size)} (stamp matches, not rebuilt)")
-            results.append(BuildResult(target, path, "cached", size=size))
+        elif (cached := _cached(target, rel, log, "stamp matches, not rebuilt")) is not None:
+            results.append(cached)
         else:
             todo.append(target)
     if not todo:
@@ -818,19 +816,29 @@ def build(
         groups = link_groups(targets, functools.partial(_ldflags, module=module, releases=rel))
         for group in groups:
             with build_lock(log):
-                # built by another process while this one waited
                 fresh = []
-                for target in group:
-                    path = _bin_dir(target.group, target.version) / target.binary.name
-                    if target_is_cached(target, rel):
-                        size = path.stat().st_size
-                        log(f"{target.label}: up to date, {_mib(size)} (built meanwhile)")
-                        results.append(BuildResult(target, path, "cached", size=size))
-                    else:
+                for target in group:  # built by another process while this one waited?
+                    cached = _cached(target, rel, log, "built meanwhile")
+                    if cached is None:
                         fresh.append(target)
+                    else:
+                        results.append(cached)
                 if fresh:
                     results += _build_group(fresh, module, rel, log)
     return results
+
+
+def _cached(
+    target: Target, rel: Releases, log: Callable[[str], None], why: str
+) -> BuildResult | None:
+    """The result for ``target`` when its cached binary's stamp matches (logged with
+    ``why``), else None."""
+    if not target_is_cached(target, rel):
+        return None
+    path = _bin_dir(target.group, target.version) / target.binary.name
+    size = path.stat().st_size
+    log(f"{target.label}: up to date, {_mib(size)} ({why})")
+    return BuildResult(target, path, "cached", size=size)
 
 
 def ensure(
