@@ -16,6 +16,7 @@ only receives the bytes (``tests.bench.floor``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -34,12 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.lab import gpusim_plugin
-from tests.bench import fleet
+from tests.bench import fleet, writes
 from tests.bench import floor as floor_client
 from tests.harness.controlplane import ControlPlane
-
-MERGE_PATCH = "application/merge-patch+json"
-
 
 # --------------------------------------------------------------------------- requests
 
@@ -477,7 +475,8 @@ def build_fleet(
     ``plugin_binary``: the simulator's kubelet plugin; when given it publishes the first
     node's ResourceSlice from that node's simulator state, and the devices must equal
     ``fleet.devices`` of that state (``AssertionError`` otherwise); the other nodes'
-    slices are created from ``fleet.devices``. ``workers``: create requests in flight.
+    slices are created from ``fleet.devices``. ``workers``: requests in flight, each on a
+    connection of its own (``tests.bench.writes``).
     Raises ``TimeoutError`` when nodes or pods do not become Ready/Running in time (the
     waits grow with the fleet).
     """
@@ -490,7 +489,10 @@ def build_fleet(
     timings: dict[str, float] = {}
 
     done = _timed(timings, "nodes")
-    nodes = cp.start_kwok(node_count, name_prefix="gpu-node-")
+    # Ready once, then no Lease renewals or heartbeats: nothing here watches them (no
+    # kube-controller-manager), the measured commands run with KWOK paused, and at
+    # 10,000 nodes they would be about 1,400 writes a second on the API server's 2 cores.
+    nodes = cp.start_kwok(node_count, name_prefix="gpu-node-", heartbeats=False)
     cp.wait_nodes_ready(nodes, timeout_s=max(600.0, 0.2 * node_count))
     done()
     log(f"{len(nodes)} KWOK nodes Ready in {timings['nodes']:.1f}s")
@@ -516,17 +518,18 @@ def build_fleet(
         shape = check_plugin_shape(cp, plugin_binary, nodes[0], first_devices)
         rest = nodes[1:]
 
-    def create_slice(api_client: Any, node: str) -> None:
-        devs = fleet.devices(fleet.node_state(node))
-        client.CustomObjectsApi(api_client).create_cluster_custom_object(
-            "resource.k8s.io",
-            "v1",
-            "resourceslices",
-            fleet.resource_slice(node, uids[node], devs),
-            _preload_content=False,
-        )
-
-    cp.create_objects_concurrently(rest, create_slice, workers=workers)
+    resource = f"/apis/resource.k8s.io/{fleet.RESOURCE_API.split('/')[1]}"
+    send = functools.partial(writes.send_all, cp.server, writes.admin_context(cp), workers=workers)
+    send(
+        (
+            writes.Write(
+                "POST",
+                f"{resource}/resourceslices",
+                fleet.resource_slice(node, uids[node], fleet.devices(fleet.node_state(node))),
+            )
+            for node in rest
+        ),
+    )
     done()
     log(
         f"{len(nodes)} ResourceSlices ({len(first_devices)} devices each) in "
@@ -536,43 +539,45 @@ def build_fleet(
     # claims, the pods that use them, then the status the scheduler writes
     done = _timed(timings, "claims")
     plans = fleet.plan_claims(nodes, first_devices)
-
-    def create_claim(api_client: Any, plan: fleet.ClaimPlan) -> None:
-        client.CustomObjectsApi(api_client).create_namespaced_custom_object(
-            "resource.k8s.io",
-            "v1",
-            plan.namespace,
-            "resourceclaims",
-            fleet.claim_object(plan),
-            _preload_content=False,
-        )
-
-    cp.create_objects_concurrently(plans, create_claim, workers=workers)
+    send(
+        (
+            writes.Write(
+                "POST",
+                f"{resource}/namespaces/{plan.namespace}/resourceclaims",
+                fleet.claim_object(plan),
+            )
+            for plan in plans
+        ),
+    )
     pod_uids: dict[str, str] = {}
+    plan_of_pod = {(p.namespace, p.pod): p.key for p in plans if not p.leaked}
 
-    def create_pod(api_client: Any, plan: fleet.ClaimPlan) -> None:
-        created = client.CoreV1Api(api_client).create_namespaced_pod(
-            plan.namespace, fleet.workload_pod(plan), _preload_content=False
-        )
-        pod_uids[plan.key] = json.loads(created.data)["metadata"]["uid"]
+    def keep_pod_uid(w: writes.Write, body: bytes) -> None:
+        meta = json.loads(body)["metadata"]
+        pod_uids[plan_of_pod[(meta["namespace"], meta["name"])]] = meta["uid"]
 
-    cp.create_objects_concurrently([p for p in plans if not p.leaked], create_pod, workers=workers)
-
-    def write_status(api_client: Any, plan: fleet.ClaimPlan) -> None:
-        # a leaked claim stays reserved for a pod uid that no pod has any more
-        uid = pod_uids.get(plan.key) or _dead_uid(plan)
-        client.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-            "resource.k8s.io",
-            "v1",
-            plan.namespace,
-            "resourceclaims",
-            plan.name,
-            {"status": fleet.claim_status(plan, uid)},
-            _content_type=MERGE_PATCH,
-            _preload_content=False,
-        )
-
-    cp.create_objects_concurrently(plans, write_status, workers=workers)
+    send(
+        (
+            writes.Write(
+                "POST", f"/api/v1/namespaces/{plan.namespace}/pods", fleet.workload_pod(plan)
+            )
+            for plan in plans
+            if not plan.leaked
+        ),
+        answer=keep_pod_uid,
+    )
+    # a leaked claim stays reserved for a pod uid that no pod has any more
+    send(
+        (
+            writes.Write(
+                "PATCH",
+                f"{resource}/namespaces/{plan.namespace}/resourceclaims/{plan.name}/status",
+                {"status": fleet.claim_status(plan, pod_uids.get(plan.key) or _dead_uid(plan))},
+                writes.MERGE_PATCH,
+            )
+            for plan in plans
+        ),
+    )
     done()
     log(
         f"{len(plans)} ResourceClaims ({sum(p.leaked for p in plans)} leaked) and "
@@ -587,13 +592,16 @@ def build_fleet(
         fleet.PLUGIN_NAMESPACE,
         {"status": fleet.plugin_daemonset_status(len(nodes))},
     )
-
-    def create_plugin_pod(api_client: Any, node: str) -> None:
-        client.CoreV1Api(api_client).create_namespaced_pod(
-            fleet.PLUGIN_NAMESPACE, fleet.plugin_pod(node, ds.metadata.uid), _preload_content=False
-        )
-
-    cp.create_objects_concurrently(nodes, create_plugin_pod, workers=workers)
+    send(
+        (
+            writes.Write(
+                "POST",
+                f"/api/v1/namespaces/{fleet.PLUGIN_NAMESPACE}/pods",
+                fleet.plugin_pod(node, ds.metadata.uid),
+            )
+            for node in nodes
+        ),
+    )
     done()
 
     done = _timed(timings, "pods_running")
@@ -678,7 +686,7 @@ def set_gpu_label(cp: ControlPlane, nodes: Sequence[str], value: str | None) -> 
 
     def patch(api_client: Any, node: str) -> None:
         client.CoreV1Api(api_client).patch_node(
-            node, body, _content_type=MERGE_PATCH, _preload_content=False
+            node, body, _content_type=writes.MERGE_PATCH, _preload_content=False
         )
 
     cp.create_objects_concurrently(list(nodes), patch, workers=8)

@@ -48,9 +48,14 @@ KUBEADM_CLUSTER_ADMINS = "kubeadm:cluster-admins"
 #: Stage files KWOK needs so that nodes turn Ready and pods Running, as kwokctl composes
 #: them (``kustomize/stage/fast/kustomization.yaml`` in ``sigs.k8s.io/kwok``): paths
 #: relative to the root of the kwok Go module.
+#: The Stage that refreshes every node's conditions beside its Lease (every 600 to 610 s
+#: a node). With no stage configured kwok 0.7 runs its embedded ``node-heartbeat``
+#: instead, every 20 to 25 s a node, and renews each node's Lease every 10 s: about 1,400
+#: writes a second asked of the API server at 10,000 nodes.
+KWOK_HEARTBEAT_STAGE = "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml"
 KWOK_STAGE_FILES = (
     "kustomize/stage/node/fast/node-initialize.yaml",
-    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    KWOK_HEARTBEAT_STAGE,
     "kustomize/stage/pod/fast/pod-ready.yaml",
     "kustomize/stage/pod/fast/pod-complete.yaml",
     "kustomize/stage/pod/fast/pod-delete.yaml",
@@ -420,12 +425,20 @@ def scheduler_flags(layout: Layout, ports: Ports) -> dict[str, str]:
     }
 
 
-def kwok_flags(layout: Layout, server_port: int, cidr: str = "10.0.0.1/16") -> dict[str, str]:
+def kwok_flags(
+    layout: Layout, server_port: int, cidr: str = "10.0.0.1/16", *, heartbeats: bool = True
+) -> dict[str, str]:
     """Flags of the KWOK controller (sigs.k8s.io/kwok pkg/kwok/cmd/root.go): manage only
     nodes annotated ``kwok.x-k8s.io/node=fake``, health on ``server_port``, pod IPs from
     ``cidr`` (a /16 fits 65k pods), configuration from ``layout.kwok_config`` only (never
-    the user's ``~/.kwok/kwok.yaml``, kwok's default)."""
+    the user's ``~/.kwok/kwok.yaml``, kwok's default). Without ``heartbeats`` no node
+    Lease is kept (``--node-lease-duration-seconds=0``: kwok's node lease controller
+    starts only for a duration above 0, pkg/kwok/controllers/controller.go); the node
+    heartbeat Stage is left out of the stage files for the same run
+    (``find_kwok_stage_files``)."""
+    lease = {} if heartbeats else {"node-lease-duration-seconds": "0"}
     return {
+        **lease,
         "kubeconfig": str(layout.kubeconfig("admin")),
         "config": str(layout.kwok_config),
         "manage-all-nodes": "false",
@@ -525,8 +538,12 @@ def kwok_node_manifest(
     }
 
 
-def find_kwok_stage_files(kwok_binary: Path, kwok_version: str) -> list[Path]:
-    """The KWOK Stage files (``KWOK_STAGE_FILES``) for the kwok at ``kwok_binary``.
+def find_kwok_stage_files(
+    kwok_binary: Path, kwok_version: str, *, heartbeats: bool = True
+) -> list[Path]:
+    """The KWOK Stage files (``KWOK_STAGE_FILES``) for the kwok at ``kwok_binary``;
+    without ``heartbeats``, all but the node heartbeat (``KWOK_HEARTBEAT_STAGE``): the
+    nodes are made Ready once and never updated again.
 
     Looked up, in order: beside the binary (``<dir>/stages/<file name>``, where the
     binaries cache puts them), then in the ``sigs.k8s.io/kwok@<kwok_version>`` Go module
@@ -534,8 +551,9 @@ def find_kwok_stage_files(kwok_binary: Path, kwok_version: str) -> list[Path]:
     stages ("no stages found", pkg/kwok/cmd/root.go). Raises ``FileNotFoundError`` naming
     both places and the fix.
     """
+    wanted = [rel for rel in KWOK_STAGE_FILES if heartbeats or rel != KWOK_HEARTBEAT_STAGE]
     beside = kwok_binary.parent / "stages"
-    files = [beside / Path(rel).name for rel in KWOK_STAGE_FILES]
+    files = [beside / Path(rel).name for rel in wanted]
     if all(f.is_file() for f in files):
         return files
     modcache = os.environ.get("GOMODCACHE", "")
@@ -545,7 +563,7 @@ def find_kwok_stage_files(kwok_binary: Path, kwok_version: str) -> list[Path]:
                 ["go", "env", "GOMODCACHE"], capture_output=True, text=True, timeout=30
             ).stdout.strip()
     module = Path(modcache or Path.home() / "go/pkg/mod") / f"sigs.k8s.io/kwok@{kwok_version}"
-    files = [module / rel for rel in KWOK_STAGE_FILES]
+    files = [module / rel for rel in wanted]
     if all(f.is_file() for f in files):
         return files
     raise FileNotFoundError(

@@ -382,6 +382,8 @@ class ControlPlane:
     processes: dict[str, Process] = field(init=False, default_factory=dict)
     timings: dict[str, float] = field(init=False, default_factory=dict)
     kwok_nodes: list[str] = field(init=False, default_factory=list)
+    #: whether the running KWOK controller keeps node Leases and heartbeats
+    kwok_heartbeats: bool = field(init=False, default=True)
     _started: bool = field(init=False, default=False)
     _api_client: Any = field(init=False, default=None)
     _extra: dict[str, dict[str, str | None]] = field(init=False, default_factory=dict)
@@ -729,19 +731,28 @@ class ControlPlane:
         allocatable: Mapping[str, str] | None = None,
         taints: Sequence[Mapping[str, str]] = (),
         name_prefix: str = "kwok-node-",
+        heartbeats: bool = True,
     ) -> list[str]:
         """Start the KWOK controller (once) and create ``node_count`` Nodes for it.
 
         ``kubelet_version`` (default: this control plane's version) goes to
         ``status.nodeInfo.kubeletVersion``; ``labels``/``allocatable``/``taints`` as in
-        ``kwok_node_manifest``. Nodes are created concurrently without waiting; use
-        ``wait_nodes_ready``. Returns the new node names. Raises ``ControlPlaneError``
-        when kwok does not come up, ``ValueError`` when ``node_count`` < 0.
+        ``kwok_node_manifest``. Without ``heartbeats`` the controller is started to make
+        each node Ready once and keep no Lease and no heartbeat (``kwok_flags``): for a
+        fleet of thousands of nodes where no kube-controller-manager watches them.
+        Nodes are created concurrently without waiting; use ``wait_nodes_ready``. Returns
+        the new node names. Raises ``ControlPlaneError`` when kwok does not come up,
+        ``ValueError`` when ``node_count`` < 0 or the controller already runs with the
+        other ``heartbeats``.
         """
         if node_count < 0:
             raise ValueError(f"node_count={node_count} must be >= 0")
         if KWOK not in self.processes:
-            self._start_kwok_controller()
+            self._start_kwok_controller(heartbeats)
+        elif heartbeats != self.kwok_heartbeats:
+            raise ValueError(
+                f"the KWOK controller already runs with heartbeats={self.kwok_heartbeats}"
+            )
         first = len(self.kwok_nodes)
         names = [f"{name_prefix}{i}" for i in range(first, first + node_count)]
         manifests = [
@@ -758,18 +769,21 @@ class ControlPlane:
         self.kwok_nodes.extend(names)
         return names
 
-    def _start_kwok_controller(self) -> None:
+    def _start_kwok_controller(self, heartbeats: bool) -> None:
         assert self.binaries is not None
         kwok = self.binaries.for_component(KWOK)
         version = kwok.parent.name
-        # An empty file makes kwok <= 0.7 use its embedded default stages.
+        # An empty file makes kwok <= 0.7 use its embedded default stages (a heartbeat
+        # among them).
         config = ""
-        if kwok_needs_stage_files(version):
-            stage_files = find_kwok_stage_files(kwok, version)
+        if kwok_needs_stage_files(version) or not heartbeats:
+            stage_files = find_kwok_stage_files(kwok, version, heartbeats=heartbeats)
             config = "\n---\n".join(f.read_text().strip() for f in stage_files) + "\n"
         self.layout.kwok_config.write_text(config)
         (port,) = pick_free_ports(1)
-        proc = self._launch(KWOK, self._flags(KWOK, kwok_flags(self.layout, port)))
+        flags = kwok_flags(self.layout, port, heartbeats=heartbeats)
+        proc = self._launch(KWOK, self._flags(KWOK, flags))
+        self.kwok_heartbeats = heartbeats
         plain = ssl.create_default_context()
         self.timings[KWOK] = wait_until_healthy(
             proc,

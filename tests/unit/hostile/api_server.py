@@ -70,11 +70,19 @@ def serve(paths: dict[str, Any]) -> Iterator[tuple[str, list[str]]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with running(Handler) as url:
+        yield url, seen
+
+
+@contextmanager
+def running(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """The URL of a threaded HTTP server on a free local port answering with ``handler``,
+    shut down when the block ends."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()

@@ -217,6 +217,35 @@ def test_kwok_flags_select_annotated_nodes(layout: cf.Layout) -> None:
     assert flags["kubeconfig"] == str(layout.kubeconfigs / "admin.conf")
 
 
+def stage_files_beside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str) -> Path:
+    """A kwok binary's path with every stage file beside it (and an empty module cache)."""
+    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "modcache"))
+    binary = tmp_path / "bin" / "kwok" / version / "kwok"
+    (binary.parent / "stages").mkdir(parents=True)
+    for rel in cf.KWOK_STAGE_FILES:
+        (binary.parent / "stages" / Path(rel).name).write_text("kind: Stage\n")
+    return binary
+
+
+def test_kwok_without_heartbeats_keeps_no_lease(layout: cf.Layout) -> None:
+    assert "node-lease-duration-seconds" not in cf.kwok_flags(layout, 31000)
+    quiet = cf.kwok_flags(layout, 31000, heartbeats=False)
+    assert quiet["node-lease-duration-seconds"] == "0"
+    assert quiet["manage-nodes-with-annotation-selector"] == "kwok.x-k8s.io/node=fake"
+
+
+def test_kwok_stage_files_without_heartbeats_leave_out_only_the_heartbeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    binary = stage_files_beside(tmp_path, monkeypatch, "v0.7.0")
+    found = [f.name for f in cf.find_kwok_stage_files(binary, "v0.7.0", heartbeats=False)]
+    assert found == [
+        Path(rel).name for rel in cf.KWOK_STAGE_FILES if rel != cf.KWOK_HEARTBEAT_STAGE
+    ]
+    assert "node-initialize.yaml" in found and "pod-ready.yaml" in found
+    assert Path(cf.KWOK_HEARTBEAT_STAGE).name not in found
+
+
 @pytest.mark.parametrize(
     ("version", "needs"), [("v0.6.1", False), ("v0.7.0", False), ("v0.8.0", True), ("1.0.0", True)]
 )
@@ -227,11 +256,7 @@ def test_kwok_stage_files_needed_from_0_8(version: str, needs: bool) -> None:
 def test_find_kwok_stage_files_beside_the_binary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "modcache"))
-    binary = tmp_path / "bin" / "kwok" / "v0.8.0" / "kwok"
-    (binary.parent / "stages").mkdir(parents=True)
-    for rel in cf.KWOK_STAGE_FILES:
-        (binary.parent / "stages" / Path(rel).name).write_text("kind: Stage\n")
+    binary = stage_files_beside(tmp_path, monkeypatch, "v0.8.0")
     found = cf.find_kwok_stage_files(binary, "v0.8.0")
     assert [f.name for f in found] == [Path(rel).name for rel in cf.KWOK_STAGE_FILES]
 
