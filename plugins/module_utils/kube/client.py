@@ -284,21 +284,38 @@ class Kube:
         query: Sequence[tuple[str, Any]] = (),
         trim: Callable[[dict[str, Any]], Any] | None = None,
         schema: Any = None,
+        ahead: bool = True,
     ) -> Iterator[list[Any]]:
         """The items of a list path, one page at a time: ``page_size`` per request
         (``limit``/``continue``), each item passed through ``trim`` as it is decoded, so
         that only the page being read is ever held whole; ``schema``: the fields ``trim``
         reads (``decode_list``). Yields each page's trimmed items (a list). Raises
         KubeError for a failed request, a ``continue`` token that repeats or is not a
-        string, or more than ``MAX_PAGES`` pages."""
-        token = None
+        string, or more than ``MAX_PAGES`` pages.
+
+        The next page is asked for while this one is decoded: its ``continue`` token is
+        read from the answer's first bytes, where kube-apiserver writes the list's
+        metadata (``_continue_ahead``), and the request runs on a thread of its own while
+        the page is decoded and handed over. A token read ahead that is not the decoded
+        page's leaves its answer unused and the right page is asked for then; at most
+        two answers of one list are held at once. ``ahead=False``: one request at a time
+        (for lists already read side by side)."""
         seen: set[str] = set()
-        for _round in range(MAX_PAGES):
+
+        def fetch(token: str | None) -> Any:
             q = [*query, ("limit", page_size)] + ([("continue", token)] if token else [])
+            return self.request("GET", path, q, decode=_undecoded)
+
+        data = fetch(None)
+        for _round in range(MAX_PAGES):
+            guess = _continue_ahead(data) if ahead else None
+            asked = _Ahead(fetch, guess) if guess and guess not in seen else None
             items: list[Any] = []
-            page = self.request(
-                "GET", path, q, decode=functools.partial(_decode, items, trim, schema)
-            )
+            try:
+                page = _decode(items, trim, schema, data or b"{}")
+            except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError
+                raise KubeError(None, self.not_json("GET", path, err)) from None
+            data = None  # the answer's bytes let go before its items are handed over
             meta = page.get("metadata")
             token = meta.get("continue") if isinstance(meta, Mapping) else None
             yield items
@@ -314,6 +331,7 @@ class Kube:
                     ),
                 )
             seen.add(token)
+            data = asked.result() if asked is not None and asked.token == token else fetch(token)
         raise KubeError(
             None,
             f"the API server {self.server} answered GET {path} with more than {MAX_PAGES} "
@@ -340,11 +358,12 @@ class Kube:
         query: Sequence[tuple[str, Any]] = (),
         trim: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         schema: Any = None,
+        ahead: bool = True,
     ) -> PagedList:
         """Every item of a list path as a :class:`PagedList` (each page stored
-        compressed as it arrives)."""
+        compressed as it arrives); ``ahead`` as for :meth:`pages`."""
         out = PagedList()
-        for page in self.pages(path, page_size, query, trim, schema):
+        for page in self.pages(path, page_size, query, trim, schema, ahead):
             out.add_page(page)
         return out
 
@@ -862,6 +881,62 @@ def _trimmed(item: Any, trim: Callable[[dict[str, Any]], dict[str, Any]] | None)
         return trim(item)
     except (AttributeError, TypeError, ValueError):
         return item
+
+
+def _undecoded(data: Any) -> Any:
+    """A list answer's body as it came (``Kube.pages`` decodes it itself)."""
+    return data
+
+
+#: How much of a list answer ``_continue_ahead`` reads for the list's metadata.
+AHEAD_BYTES = 16384
+
+
+def _continue_ahead(data: Any) -> str | None:
+    """The list's ``metadata.continue`` read from the first ``AHEAD_BYTES`` of its
+    answer, where kube-apiserver writes ``kind``, ``apiVersion`` and ``metadata`` before
+    ``items``; None when there is none, or the metadata is not there (another order, a
+    longer head): then nothing is asked for ahead."""
+    if not isinstance(data, bytes):
+        return None
+    head = data[:AHEAD_BYTES].decode("utf-8", "ignore")
+    at = head.find('"metadata"')
+    items = head.find('"items"')
+    if at < 0 or 0 <= items < at:
+        return None
+    colon = _WS.match(head, at + len('"metadata"')).end()
+    if head[colon : colon + 1] != ":":
+        return None
+    try:
+        meta, _end = json.JSONDecoder().raw_decode(head, _WS.match(head, colon + 1).end())
+    except (ValueError, RecursionError):
+        return None
+    token = meta.get("continue") if isinstance(meta, dict) else None
+    return token if isinstance(token, str) and token else None
+
+
+class _Ahead:
+    """``fetch(token)`` on a thread of its own, started at once; ``result()`` waits for
+    it and returns its answer or raises its error."""
+
+    def __init__(self, fetch: Callable[[str], Any], token: str) -> None:
+        self.token = token
+        self._answer: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fetch,), daemon=True)
+        self._thread.start()
+
+    def _run(self, fetch: Callable[[str], Any]) -> None:
+        try:
+            self._answer = fetch(self.token)
+        except BaseException as exc:  # raised again by result(), on the caller's thread
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._answer
 
 
 def _decode(

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import gc as cgc
@@ -74,6 +76,153 @@ def test_a_continue_token_that_repeats_ends_the_listing(tmp_path: Path) -> None:
         with pytest.raises(vk.KubeError, match="repeats"):
             list(kube.pages("/api/v1/pods", 10))
         assert kube.requests == 2
+
+
+def pods_page(names: range, members: str) -> bytes:
+    """A PodList answer whose members are ``members`` (JSON text with ``{items}`` where
+    the items go), in that order."""
+    items = json.dumps([as_listed(pod(f"p{i}", uid=f"u{i}")) for i in names])
+    return ("{" + members.replace("{items}", items) + "}").encode()
+
+
+def test_the_next_page_is_asked_for_while_this_one_is_handed_over(tmp_path: Path) -> None:
+    asked = threading.Event()
+
+    def answer(query: str) -> tuple[int, bytes]:
+        if parse_qs(query).get("continue") == ["t1"]:
+            asked.set()
+        return three_pages(query)
+
+    with serve({"/api/v1/pods": answer}) as (url, seen):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
+        pages = kube.pages("/api/v1/pods", 2, trim=cluster_listing.trim_pod)
+        first = next(pages)
+        # page 2 is asked for while page 1 is held, before the listing is read on
+        assert asked.wait(10), seen
+        rest = list(pages)
+    assert [p["metadata"]["name"] for p in first] == ["p0", "p1"]
+    assert [len(p) for p in rest] == [2, 1]
+    assert kube.requests == 3 and len(seen) == 3
+
+
+def test_a_token_read_ahead_that_is_not_the_pages_is_not_used(tmp_path: Path) -> None:
+    # a member named twice: the page's metadata is the last one (json's reading), the
+    # first bytes carry another token
+    def answer(query: str) -> tuple[int, bytes]:
+        token = (parse_qs(query).get("continue") or [""])[0]
+        if token == "":
+            head = '"kind":"PodList","metadata":{"continue":"wrong"},"items":{items},'
+            return 200, pods_page(range(2), head + '"metadata":{"continue":"t1"}')
+        if token == "wrong":
+            return 200, pods_page(range(90, 92), '"kind":"PodList","metadata":{},"items":{items}')
+        return three_pages(query)
+
+    with serve({"/api/v1/pods": answer}) as (url, seen):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
+        pages = list(kube.pages("/api/v1/pods", 2))
+    names = [p["metadata"]["name"] for page in pages for p in page]
+    assert names == [f"p{i}" for i in range(5)]
+    asked = [parse_qs(urlsplit(s).query).get("continue", [""])[0] for s in seen]
+    assert sorted(asked) == ["", "t1", "t2", "wrong"]
+
+
+def test_metadata_after_the_items_is_not_read_ahead(tmp_path: Path) -> None:
+    def answer(query: str) -> tuple[int, bytes]:
+        token = (parse_qs(query).get("continue") or [""])[0]
+        if token == "":
+            return 200, pods_page(
+                range(2), '"kind":"PodList","items":{items},"metadata":{"continue":"t1"}'
+            )
+        return three_pages(query)
+
+    with serve({"/api/v1/pods": answer}) as (url, seen):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
+        pages = kube.pages("/api/v1/pods", 2)
+        next(pages)
+        time.sleep(0.5)
+        assert len(seen) == 1  # nothing asked for ahead
+        rest = list(pages)
+    assert [len(p) for p in rest] == [2, 1]
+    assert kube.requests == 3
+
+
+def test_a_page_not_read_ahead_does_not_stop_the_next_from_being(tmp_path: Path) -> None:
+    asked = threading.Event()
+
+    def answer(query: str) -> tuple[int, bytes]:
+        token = (parse_qs(query).get("continue") or [""])[0]
+        after, nxt = {"": (False, "t1"), "t1": (True, "t2"), "t2": (False, "t3")}.get(
+            token, (False, "")
+        )
+        if token == "t3":
+            asked.set()
+        meta = json.dumps({"continue": nxt} if nxt else {})
+        members = (
+            f'"kind":"PodList","items":{{items}},"metadata":{meta}'
+            if after
+            else f'"kind":"PodList","metadata":{meta},"items":{{items}}'
+        )
+        start = {"": 0, "t1": 2, "t2": 4, "t3": 6}[token]
+        return 200, pods_page(range(start, min(start + 2, 7)), members)
+
+    with serve({"/api/v1/pods": answer}) as (url, _):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
+        pages = kube.pages("/api/v1/pods", 2)
+        first, second = next(pages), next(pages)  # the second's metadata follows its items
+        third = next(pages)
+        assert asked.wait(10)  # the third answer's head is read ahead again
+        rest = list(pages)
+    names = [p["metadata"]["name"] for page in (first, second, third, *rest) for p in page]
+    assert names == [f"p{i}" for i in range(7)]
+    assert kube.requests == 4
+
+
+def test_lists_read_side_by_side_ask_for_one_page_at_a_time(tmp_path: Path) -> None:
+    with serve({"/api/v1/pods": three_pages}) as (url, seen):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
+        pages = kube.pages("/api/v1/pods", 2, ahead=False)
+        next(pages)
+        time.sleep(0.5)
+        assert len(seen) == 1  # the next page waits for the listing to be read on
+        assert [len(p) for p in pages] == [2, 1]
+        assert len(kube.paged("/api/v1/pods", 2, ahead=False)) == 5
+    assert kube.requests == 6
+
+
+def test_a_page_read_ahead_that_fails_fails_the_listing_when_it_is_reached(
+    tmp_path: Path,
+) -> None:
+    def answer(query: str) -> tuple[int, bytes]:
+        if parse_qs(query).get("continue") == ["t1"]:
+            return 500, b'{"kind":"Status","code":500,"message":"etcdserver: overloaded"}'
+        return three_pages(query)
+
+    with serve({"/api/v1/pods": answer}) as (url, _):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
+        pages = kube.pages("/api/v1/pods", 2)
+        assert len(next(pages)) == 2  # the first page is handed over whole
+        with pytest.raises(vk.KubeError, match="etcdserver: overloaded"):
+            next(pages)
+
+
+@pytest.mark.parametrize(
+    ("body", "token"),
+    [
+        (
+            b'{"kind":"PodList","metadata":{"continue":"abc","remainingItemCount":3},"items":[]}',
+            "abc",
+        ),
+        (b'{"kind":"PodList","metadata":{"resourceVersion":"9"},"items":[]}', None),
+        (b'{"kind":"PodList","items":[],"metadata":{"continue":"abc"}}', None),
+        (b'{"kind":"PodList","metadata" : {"continue":"a\\u00e9"},"items":[]}', "a\u00e9"),
+        (b'{"kind":"PodList","metadata":{"continue":7},"items":[]}', None),
+        (b'{"kind":"PodList","metadata":"x","items":[]}', None),
+        (b'{"kind":"PodList","metadata":{"continue":"abc"', None),  # cut before its end
+        (b"", None),
+    ],
+)
+def test_the_continue_token_read_from_the_first_bytes(body: bytes, token: str | None) -> None:
+    assert vk._continue_ahead(body) == token
 
 
 # ------------------------------------------------------------------ PagedList

@@ -153,6 +153,7 @@ class FakeKube:
         self.events = events
         self.requests = 0
         self.lists: list[tuple[str, tuple]] = []
+        self.ahead: set[bool] = set()
 
     def get(self, path: str, query: Any = ()) -> Any:
         self.requests += 1
@@ -167,9 +168,11 @@ class FakeKube:
         query: Any = (),
         trim: Any = None,
         schema: Any = None,
+        ahead: bool = True,
     ) -> vk.PagedList:
         self.requests += 1
         self.lists.append((path, tuple(query)))
+        self.ahead.add(ahead)
         items = [dict(e, managedFields=[1]) for e in self.events] if path.endswith("events") else []
         return vk.PagedList(trim(i) if trim else i for i in items)
 
@@ -177,6 +180,8 @@ class FakeKube:
 def test_list_cluster_lists_events_once_selected_by_reason() -> None:
     kube = FakeKube([event("job-1")])
     listing = vli.list_cluster(kube)  # type: ignore[arg-type]
+    # the kinds are read side by side, none with a page read ahead as well
+    assert kube.ahead == {False}
     events = [q for path, q in kube.lists if path == "/api/v1/events"]
     assert events == [(("fieldSelector", "reason=FailedPrepareDynamicResources"),)]
     assert listing.sources["events"] == (
