@@ -14,8 +14,8 @@ per decoder (``msgspec``, and the standard library's ``json`` that runs without 
 seconds of one page's decoding and trimming, of storing it (``PagedList``) and of one
 walk of it, the total with as many walks as validate and the report make, the stored
 bytes and the most memory allocated while the page is decoded. ``--judge NODES`` times
-validate's checks and the report instead, on the stored listing of a fleet of that many
-nodes (about 10 s of CPU for 1,000). No API server, no I/O.
+validate's checks, the report and the MIG advice instead, on the stored listing of a
+fleet of that many nodes (about 10 s of CPU for 1,000). No API server, no I/O.
 """
 
 from __future__ import annotations
@@ -493,11 +493,13 @@ def _rss_kib(field: str) -> int:
 
 
 def judge(nodes: int) -> None:
-    """Seconds and peak memory (resident, above the stored listing) of validate's checks
-    and of the report on the stored listing of ``nodes`` GPU nodes, the garbage
-    collector paused as ``dra_validate`` and ``gpufleet report`` pause it."""
+    """Seconds and peak memory (resident, above the stored listing) of validate's checks,
+    the report and the MIG advice (no claim pending) on the stored listing of ``nodes``
+    GPU nodes, the garbage collector paused as ``dra_validate``, ``gpufleet report`` and
+    ``gpufleet mig advise`` pause it."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart
     from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as report
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.report import mig_advice
     from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster
 
     fleet_of = fleet_listing(nodes)
@@ -510,6 +512,9 @@ def judge(nodes: int) -> None:
     runs = {
         "validate checks": lambda: cluster.all_checks(fleet_of, settings),
         "report": lambda: report.build_report(
+            fleet_of.slices, fleet_of.claims, fleet_of.pods, fleet_of.nodes
+        ),
+        "mig advise": lambda: mig_advice.advise(
             fleet_of.slices, fleet_of.claims, fleet_of.pods, fleet_of.nodes
         ),
     }

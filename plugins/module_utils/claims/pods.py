@@ -11,7 +11,7 @@ is done as kube-controller-manager's resource claim controller judges it
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 _TERMINAL = ("Succeeded", "Failed")
@@ -35,6 +35,19 @@ def pod_done(pod: Mapping[str, Any]) -> bool:
     return status.get("phase") in _TERMINAL or (
         bool(metadata(pod).get("deletionTimestamp")) and not spec.get("nodeName")
     )
+
+
+def _claim_names(pod: Mapping[str, Any]) -> set[Any]:
+    """The names of the claims ``pod`` uses: those its ``spec.resourceClaims`` name and
+    those generated for it (``status.resourceClaimStatuses``)."""
+    names = {
+        rc.get("resourceClaimName") for rc in (pod.get("spec") or {}).get("resourceClaims") or []
+    }
+    names |= {
+        s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    return names - {None}
 
 
 class _Users(Mapping[tuple[str, str], list[Mapping[str, Any]]]):
@@ -67,15 +80,27 @@ class PodIndex:
     0.3 KiB a pod whatever the pod's size; ``get`` and ``users`` give each as a small
     pod object with those fields only (``metadata.name``, ``metadata.namespace``,
     ``metadata.uid``, ``metadata.deletionTimestamp``, ``spec.nodeName``,
-    ``status.phase``, ``status.conditions``)."""
+    ``status.phase``, ``status.conditions``).
 
-    def __init__(self, pods: Iterable[Mapping[str, Any]]) -> None:
+    With ``claims`` (``(namespace, claim name)`` pairs) only the live pods that use one
+    of them are kept: ``users`` of those claims, and ``get`` of no other pod."""
+
+    def __init__(
+        self,
+        pods: Iterable[Mapping[str, Any]],
+        claims: Collection[tuple[str, str]] | None = None,
+    ) -> None:
         self._pods: dict[tuple[str, str], tuple[Any, ...]] = {}
         self.users = _Users(self)
         for pod in pods:
             m = metadata(pod)
             # a namespace is shared by many pods: one string object each
             ns, name = sys.intern(str(m.get("namespace", ""))), str(m.get("name", ""))
+            if claims is not None:
+                if pod_done(pod):
+                    continue
+                if {(ns, str(n)) for n in _claim_names(pod)}.isdisjoint(claims):
+                    continue
             status = pod.get("status") or {}
             phase = status.get("phase")
             unscheduled = [
@@ -94,15 +119,7 @@ class PodIndex:
             )
             if pod_done(pod):
                 continue
-            names = {
-                rc.get("resourceClaimName")
-                for rc in (pod.get("spec") or {}).get("resourceClaims") or []
-            }
-            names |= {
-                s.get("resourceClaimName")
-                for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-            }
-            for n in names - {None}:
+            for n in _claim_names(pod):
                 self.users.add(ns, str(n), name)
 
     def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:

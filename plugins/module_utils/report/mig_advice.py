@@ -99,7 +99,7 @@ _MIG_NAME = re.compile(r"^gpu-(\d+)-mig-[0-9a-z+.-]+?-(\d+)-(\d+)$")
 _SLICE_KEY = re.compile(rf"^(?:{re.escape(NVIDIA_DRIVER)}/)?memorySlice(\d+)$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Instance:
     """One published GPU instance: MIG ``profile``, GI ``profile_id``, placement
     ``start``/``size`` (memory slices), ``devices`` (``driver/pool/device``) and
@@ -135,7 +135,7 @@ class Instance:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gpu:
     """One GPU as its node publishes it: ``node``, ``index`` (device name minor),
     ``uuid``, ``model`` (productName), ``mig`` (published as MIG devices), its
@@ -289,7 +289,8 @@ def gpus_of(
     skipped: list[dict[str, Any]] = []
     bad: set[tuple[str, str]] = set()
     dynamic: set[tuple[str, str]] = set()
-    for pub in cslices.published_devices(slices):
+    # one slice's devices at a time: a GPU keeps strings and counts, not the device
+    for pub in cslices.iter_published_devices(slices):
         if pub.driver != driver:
             continue
         if _dynamic(pub, dynamic, skipped):
@@ -354,7 +355,14 @@ def demands_of(
 ) -> tuple[list[Demand], list[dict[str, Any]]]:
     """Pending claims (``report.fleet.pending_claims``) a MIG layout can serve
     (``Demand``, by claim name) and the others (claim, why)."""
-    raw = {cpods.key(c): c for c in claims}
+    # the pending claims only: the others are walked past, a stored page at a time
+    keys = {p.claim for p in pending}
+    raw = {}
+    if keys:
+        for c in claims:
+            key = cpods.key(c)
+            if key in keys:
+                raw[key] = c
     out, others = [], []
     for p in sorted(pending, key=lambda p: p.claim):
         wanted: Counter[str] = Counter()
@@ -553,14 +561,17 @@ def advise(
     pods, _unused = fr.readable_objects("pods", pods)
     nodes, _unused = fr.readable_objects("nodes", nodes)
     devices = fr.devices_of(slices, claims, {}, driver)
+    # the pods of the pending claims only: their users are all the advice names
+    users = cpods.PodIndex(pods, claims=_unallocated(claims))
+    pending, shapes = fr.pending_claims(claims, users, devices, driver)
+    whole_wanted = _whole_gpu_wanted(shapes, devices)
+    del devices  # a record per device: let go before a record per GPU is made
     gpus, skipped = gpus_of(slices, claims, driver)
-    pending, shapes = fr.pending_claims(claims, pods, devices, driver)
     demands, others = demands_of(pending, claims, driver)
     advice = Advice(not_considered=others, gpus_skipped=skipped, gpus_seen=len(gpus))
     advice.pending_mig = len(demands)
     advice.dynamic, advice.drain = dynamic_advice(slices, claims, demands, driver)
     advice.servable_now, waiting, gpus = _serve_idle(demands, gpus)
-    whole_wanted = _whole_gpu_wanted(shapes, devices)
     groups: dict[tuple, list[Gpu]] = defaultdict(list)
     models: dict[str, mpr.GpuModel] = {}
     for g in gpus:
@@ -572,8 +583,8 @@ def advise(
         if not models[g.model].profiles or (not g.mig and g.model in whole_wanted):
             continue  # no MIG table, or a pending claim waits for this whole GPU
         groups[g.signature()].append(g)
-    reservers = _reservers(claims)
-    while waiting and (max_gpus is None or len(advice.changes) < max_gpus):
+    chosen: list[tuple[Gpu, str, _Layout, list[str]]] = []
+    while waiting and (max_gpus is None or len(chosen) < max_gpus):
         best: tuple | None = None
         for sig, members in groups.items():
             if not members:
@@ -603,7 +614,10 @@ def advise(
         gpu = groups[sig].pop(0)
         served = {d.claim for d in layout.serves}
         waiting = [d for d in waiting if d.claim not in served]
-        advice.changes.append(_change(gpu, tier, layout, lost, reservers))
+        chosen.append((gpu, tier, layout, lost))
+    # the pods reserving a disturbed claim, read for those claims only
+    reservers = _reservers(claims, {c for _gpu, _tier, _layout, lost in chosen for c in lost})
+    advice.changes = [_change(*change, reservers) for change in chosen]
     advice.unserved = [
         {
             "claim": d.claim,
@@ -645,6 +659,18 @@ def dynamic_advice(
     return out, cm.drain_order(sets)
 
 
+def _unallocated(claims: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """``(namespace, name)`` of the claims ``report.fleet.pending_claims`` takes as
+    pending: not allocated, not being deleted."""
+    out = set()
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        if (claim.get("status") or {}).get("allocation") or meta.get("deletionTimestamp"):
+            continue
+        out.add((str(meta.get("namespace", "")), str(meta.get("name", ""))))
+    return out
+
+
 def _whole_gpu_wanted(
     shapes: Sequence[Sequence[fr.Shape]], devices: Sequence[fr.Device]
 ) -> set[str]:
@@ -658,9 +684,14 @@ def _whole_gpu_wanted(
     return out
 
 
-def _reservers(claims: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
-    out = {}
+def _reservers(claims: Iterable[Mapping[str, Any]], wanted: set[str]) -> dict[str, list[str]]:
+    """The pods (``namespace/name``) reserving each claim of ``wanted``."""
+    out: dict[str, list[str]] = {}
+    if not wanted:
+        return out
     for c in claims:
+        if cpods.key(c) not in wanted:
+            continue
         ns = (c.get("metadata") or {}).get("namespace", "")
         refs = (c.get("status") or {}).get("reservedFor") or []
         out[cpods.key(c)] = [f"{ns}/{r.get('name')}" for r in refs if r.get("resource") == "pods"]

@@ -19,6 +19,31 @@ def test_a_claim_is_used_only_by_live_pods() -> None:
     assert ("default", "missing") not in index.users
 
 
+def test_an_index_of_some_claims_keeps_only_their_live_pods() -> None:
+    trainer = pod("trainer", claims=["train"])
+    done = pod("old", phase="Failed", claims=["train"])
+    other = pod("serve", claims=["serve"])
+    generated = pod("gen")
+    generated["status"]["resourceClaimStatuses"] = [
+        {"name": "gpu", "resourceClaimName": "gen-gpu-x1"}
+    ]
+    pods = [trainer, done, other, generated]
+
+    index = cpods.PodIndex(pods, claims={("default", "train"), ("default", "gen-gpu-x1")})
+
+    assert len(index) == 2  # trainer and gen; the done pod and the other claim's are left out
+    assert [cpods.key(p) for p in index.users[("default", "train")]] == ["default/trainer"]
+    assert [cpods.key(p) for p in index.users[("default", "gen-gpu-x1")]] == ["default/gen"]
+    assert ("default", "serve") not in index.users
+    assert index.get("default", "serve") is None
+    # the whole index knows all four pods and the same users of the claims asked for
+    whole = cpods.PodIndex(pods)
+    assert len(whole) == 4
+    for key in (("default", "train"), ("default", "gen-gpu-x1")):
+        assert index.users[key] == whole.users[key]
+    assert cpods.PodIndex(pods, claims=set()).users == {}
+
+
 def test_a_pod_deleted_before_it_was_scheduled_is_done() -> None:
     deleted = pod("w", phase="Pending")
     deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
