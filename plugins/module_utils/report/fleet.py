@@ -768,6 +768,13 @@ class Pending:
         }
 
 
+def awaits_allocation(claim: Mapping[str, Any]) -> bool:
+    """Whether ``claim`` is one :func:`pending_claims` judges: not allocated, not being
+    deleted."""
+    meta = claim.get("metadata") or {}
+    return not ((claim.get("status") or {}).get("allocation") or meta.get("deletionTimestamp"))
+
+
 def pending_claims(
     claims: Sequence[Mapping[str, Any]],
     pods: Sequence[Mapping[str, Any]] | cpods.PodIndex,
@@ -780,9 +787,9 @@ def pending_claims(
     inventory = Inventory(devices)
     out, shapes_of = [], []
     for claim in claims:
-        meta = claim.get("metadata") or {}
-        if (claim.get("status") or {}).get("allocation") or meta.get("deletionTimestamp"):
+        if not awaits_allocation(claim):
             continue
+        meta = claim.get("metadata") or {}
         per_request = request_shapes(claim, driver)
         reqs, verdicts = [], []
         names = [

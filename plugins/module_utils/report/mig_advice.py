@@ -660,14 +660,13 @@ def dynamic_advice(
 
 
 def _unallocated(claims: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """``(namespace, name)`` of the claims ``report.fleet.pending_claims`` takes as
-    pending: not allocated, not being deleted."""
+    """``(namespace, name)`` of the claims ``report.fleet.pending_claims`` judges
+    (``report.fleet.awaits_allocation``)."""
     out = set()
     for claim in claims:
-        meta = claim.get("metadata") or {}
-        if (claim.get("status") or {}).get("allocation") or meta.get("deletionTimestamp"):
-            continue
-        out.add((str(meta.get("namespace", "")), str(meta.get("name", ""))))
+        if fr.awaits_allocation(claim):
+            meta = claim.get("metadata") or {}
+            out.add((str(meta.get("namespace", "")), str(meta.get("name", ""))))
     return out
 
 
