@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,6 +313,13 @@ def run_playbook(
         return _finish(result, progress, console, Path(artifacts))
     finally:
         shutil.rmtree(private, ignore_errors=True)
+        try:
+            prune_runs(Path(artifacts), ARTIFACTS_KEPT)
+        except OSError as err:
+            console.print(
+                f"warning: old run logs under {artifacts} were not removed: {err}",
+                markup=False, highlight=False, style="yellow",
+            )  # fmt: skip
 
 
 def check_run_inventories(
@@ -420,8 +428,50 @@ def _runner_kwargs(
         envvars=envvars,
         cmdline=cmdline or None,
         project_dir=str(book.parent),
-        rotate_artifacts=ARTIFACTS_KEPT,
     )
+
+
+#: A run directory without an ``rc`` file (ansible-runner writes it when the run ends) is
+#: taken for a run in progress of another command, and kept, for this many seconds.
+RUN_IN_PROGRESS_S = 24 * 3600
+
+
+def prune_runs(root: Path, keep: int, now: float | None = None) -> None:
+    """Remove all but the ``keep`` runs under ``root`` that ended last.
+
+    Several commands of this tool can run at once on one machine and share ``root``:
+    - a run still in progress (no ``rc`` file yet, the directory modified within
+      ``RUN_IN_PROGRESS_S``) is never removed, however many runs ended after it began;
+    - when a run ended is read from its ``rc`` file, not from its directory, whose time
+      changes while another command is removing it;
+    - another command may remove a directory (or a file in it) between the listing and its
+      removal: that directory is left to it. Any other error is raised.
+    ansible-runner's own rotation (``rotate_artifacts``) is not used: it does none of it."""
+    now = time.time() if now is None else now
+    ended: list[tuple[float, str, Path]] = []
+    try:
+        with os.scandir(root) as listing:
+            entries = list(listing)
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                ended.append((os.stat(path / "rc").st_mtime, entry.name, path))
+            except FileNotFoundError:
+                if now - entry.stat(follow_symlinks=False).st_mtime >= RUN_IN_PROGRESS_S:
+                    ended.append((0.0, entry.name, path))  # abandoned: first to go
+        except FileNotFoundError:
+            continue
+    ended.sort(reverse=True)
+    for _, _, path in ended[keep:]:
+        try:
+            shutil.rmtree(path)
+        except FileNotFoundError:
+            continue  # another command is removing it
 
 
 def write_extravars(private: Path, extravars: Mapping[str, Any]) -> Path:
