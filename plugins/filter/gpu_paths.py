@@ -17,14 +17,22 @@ description:
   - Filter C(gpu_path_labels) takes the same pairs, with Kubernetes node names, and returns
     the label each node gets (node name to C(gpufleet.io/gpu-path=PATH)), for the
     C(node_labels) option of the C(gpu_node_labels) module.
+  - Filter C(gpu_path_groups) takes inventory hosts and Ansible's C(groups) and returns the
+    C(gpu_path_*) groups of each host, the part of its C(group_names) these filters read,
+    without asking Ansible for each host's variables (seconds at 10,000 hosts).
 options:
   _input:
     description:
       - Pairs C([name, group_names]), an inventory host (or its node name) and the host's
-        inventory groups.
+        inventory groups (C(gpu_path_groups) gives them); for C(gpu_path_groups), the
+        inventory hosts.
     type: list
-    elements: list
+    elements: raw
     required: true
+  groups:
+    description:
+      - C(gpu_path_groups) only, its one argument; Ansible's C(groups), group to hosts.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -32,7 +40,7 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     dra_driver_pools: >-
       {{ groups['gpu_nodes']
-         | zip(groups['gpu_nodes'] | map('extract', hostvars, 'group_names'))
+         | zip(groups['gpu_nodes'] | gpufleet.cluster.gpu_path_groups(groups))
          | gpufleet.cluster.gpu_path_pools }}
 """
 
@@ -41,8 +49,9 @@ _value:
   description:
     - C(gpu_path_pools) gives path to names, with both paths as keys (C(device-plugin) and
       C(dra)); C(gpu_path_labels) gives node name to the mapping of the label
-      C(gpufleet.io/gpu-path) to the node's path.
-  type: dict
+      C(gpufleet.io/gpu-path) to the node's path; C(gpu_path_groups) gives a list of group
+      names per host, in the order of the hosts.
+  type: raw
 """
 
 from collections.abc import Mapping
@@ -90,9 +99,20 @@ def gpu_path_labels(pairs):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def gpu_path_groups(hosts, groups):
+    """``[[group, ...], ...]``: the ``gpu_path_*`` groups of each host (see
+    gpu_paths.path_groups_of); AnsibleFilterError for another shape."""
+    if not _is_list(hosts):
+        raise AnsibleFilterError(f"gpu_path_groups takes a list of inventory hosts, not {hosts!r}")
+    if not isinstance(groups, Mapping) or not all(_is_list(m) for m in groups.values()):
+        raise AnsibleFilterError("gpu_path_groups takes Ansible's groups: group -> list of hosts")
+    return gp.path_groups_of(hosts, groups)
+
+
 class FilterModule:
     def filters(self):
         return {
             "gpu_path_pools": gpu_path_pools,
             "gpu_path_labels": gpu_path_labels,
+            "gpu_path_groups": gpu_path_groups,
         }

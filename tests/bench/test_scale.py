@@ -632,8 +632,12 @@ def check_report(b: Bench, report: dict[str, Any]) -> dict[str, Any]:
 
 def test_validate_the_fleet(bench: Bench) -> None:
     b, nodes = bench, bench.fleet.nodes
-    assert cluster.labelled(b.cp) == set(nodes)
     inventory = write_inventory(b.workdir / "validate.ini", nodes, b.cp.kubeconfig)
+    if cluster.labelled(b.cp) != set(nodes):
+        # validate judges a labelled fleet: what the labels benchmark leaves, made here by
+        # the role itself (not measured) when that benchmark did not run (``-k``)
+        playbook(b, REPO / "playbooks" / "gpu_node_labels.yml", inventory, {})
+    assert cluster.labelled(b.cp) == set(nodes)
     runs: list[Measured] = []
     reports: dict[int, dict[str, Any]] = {}
     for i in range(REPEAT):

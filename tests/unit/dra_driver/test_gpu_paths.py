@@ -130,3 +130,66 @@ def test_the_filters_take_the_pairs_a_role_zips_and_refuse_in_ansibles_terms() -
         fgp.gpu_path_labels([["h1", "gpu_path_dra"]])
     with pytest.raises(AnsibleFilterError, match=r"pairs, not \['h1'\]"):
         fgp.gpu_path_pools([["h1"]])
+
+
+INVENTORY = """
+[gpu_h200]
+h1
+h2
+[gpu_a100]
+h3
+[gpu_other]
+h4
+h5
+[gpu_nodes:children]
+gpu_h200
+gpu_a100
+gpu_other
+[gpu_path_dra:children]
+gpu_h200
+[gpu_path_device_plugin]
+h3
+h5
+[gpu_path_x]
+h5
+"""
+
+
+def test_path_groups_of_reads_from_groups_what_group_names_says(tmp_path) -> None:
+    """Ansible's own inventory: each host's gpu_path_* groups read from ``groups`` are those
+    of its ``group_names`` (child groups included), in the order of the hosts given."""
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
+    from ansible_collections.gpufleet.cluster.plugins.filter import gpu_paths as fgp
+
+    source = tmp_path / "hosts.ini"
+    source.write_text(INVENTORY)
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(source)])
+    variables = VariableManager(loader=loader, inventory=inventory)
+    groups = inventory.get_groups_dict()
+    hosts = ["h5", *groups["gpu_nodes"], "absent"]
+    expected = []
+    for name in hosts:
+        host = inventory.get_host(name)
+        names = variables.get_vars(host=host)["group_names"] if host else []
+        expected.append(sorted(g for g in names if g.startswith(gp.PATH_GROUP_PREFIX)))
+
+    assert gp.path_groups_of(hosts, groups) == expected
+    assert expected[0] == ["gpu_path_device_plugin", "gpu_path_x"]
+    assert expected[1:3] == [["gpu_path_dra"], ["gpu_path_dra"]]
+    assert expected[-1] == []
+    assert fgp.gpu_path_groups(hosts, groups) == expected
+
+
+def test_gpu_path_groups_refuses_what_is_not_hosts_and_groups() -> None:
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.cluster.plugins.filter import gpu_paths as fgp
+
+    with pytest.raises(AnsibleFilterError, match="a list of inventory hosts, not 'h1'"):
+        fgp.gpu_path_groups("h1", {"gpu_path_dra": ["h1"]})
+    with pytest.raises(AnsibleFilterError, match="group -> list of hosts"):
+        fgp.gpu_path_groups(["h1"], {"gpu_path_dra": "h1"})
+    with pytest.raises(AnsibleFilterError, match="group -> list of hosts"):
+        fgp.gpu_path_groups(["h1"], ["gpu_path_dra"])
