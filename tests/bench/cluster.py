@@ -50,12 +50,13 @@ _LABEL_RE = re.compile(r'(\w+)="([^"]*)"')
 APISERVER_USER = "system:apiserver"
 
 #: Audit policy of the benchmark's kube-apiserver: every request of kube-apiserver
-#: itself, every watch and every list at level Metadata, nothing else. The measured
-#: programs' lists are logged so that their floor pages through the same lists
+#: itself, every watch and every list at level Metadata, node patches at level Request
+#: (with their bodies), nothing else. The measured programs' lists and node patches are
+#: logged so that their floor pages through the same lists and sends the same patches
 #: (``tests.bench.floor``): one event per page, about a hundred for validate at 10,000
-#: nodes; their other requests cost no audit work. No measured program opens a watch; a
-#: watch that ends during a run is KWOK's (its controller is paused, its watches time
-#: out) or kube-apiserver's own.
+#: nodes, and one per node patch; their other requests cost no audit work. No measured
+#: program opens a watch; a watch that ends during a run is KWOK's (its controller is
+#: paused, its watches time out) or kube-apiserver's own.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -63,6 +64,12 @@ AUDIT_POLICY = {
     "rules": [
         {"level": "Metadata", "users": [APISERVER_USER]},
         {"level": "Metadata", "verbs": ["watch", "list"]},
+        # the bodies of node patches (not of nodes/status: KWOK's), which a floor sends again
+        {
+            "level": "Request",
+            "verbs": ["patch"],
+            "resources": [{"group": "", "resources": ["nodes"]}],
+        },
         {"level": "None"},
     ],
 }
@@ -152,17 +159,19 @@ class AuditLog:
                 event = json.loads(raw)
             except ValueError:
                 continue  # a line still being written
-                user = (event.get("user") or {}).get("username")
-                if user != APISERVER_USER and event.get("verb") != "watch":
-                    continue
-                ref = event.get("objectRef") or {}
-                verb = _AUDIT_VERBS.get(event.get("verb", ""), event.get("verb", "").upper())
-                if ref.get("resource"):
-                    key = _kind(verb, ref["resource"], ref.get("subresource", ""))
-                else:
-                    path = urllib.parse.urlsplit(event.get("requestURI", "")).path
-                    key = _kind(verb, "", path.lstrip("/"))
-                out[key] += 1
+            if not isinstance(event, dict):
+                continue
+            user = (event.get("user") or {}).get("username")
+            if user != APISERVER_USER and event.get("verb") != "watch":
+                continue
+            ref = event.get("objectRef") or {}
+            verb = _AUDIT_VERBS.get(event.get("verb", ""), event.get("verb", "").upper())
+            if ref.get("resource"):
+                key = _kind(verb, ref["resource"], ref.get("subresource", ""))
+            else:
+                path = urllib.parse.urlsplit(event.get("requestURI", "")).path
+                key = _kind(verb, "", path.lstrip("/"))
+            out[key] += 1
         return out
 
 
@@ -227,6 +236,8 @@ class Measured:
     lists: list[floor_client.ListRequest] = field(default_factory=list)
     #: the floor measured right after this run (``measure_floor``), when asked for
     floor: FloorRun | None = None
+    #: the node patches it sent, with their bodies (from the audit log)
+    patches: list[floor_client.PatchRequest] = field(default_factory=list)
 
     def check(self) -> Measured:
         if self.rc != 0:
@@ -361,6 +372,7 @@ def run_measured(
             lines = audit.lines_since_mark()
             background = audit.since_mark(lines)
             lists = floor_client.lists_from_audit(lines, (APISERVER_USER,))
+            patches = floor_client.patches_from_audit(lines, (APISERVER_USER,))
         usage = json.loads(rss_path.read_text())
         return Measured(
             list(argv),
@@ -374,6 +386,7 @@ def run_measured(
             server_cpu,
             (load_before, _load()),
             lists,
+            patches=patches,
         )
 
 
@@ -393,14 +406,26 @@ def measure_floor(
     *,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    reset: Callable[[], None] | None = None,
 ) -> FloorRun | None:
-    """Page through the lists ``command`` read (``command.lists``) with
-    ``tests.bench.floor``'s client, as a child process measured like the command (KWOK
-    paused, the servers settled), with the admin credentials of ``cp`` (those of the
-    kubeconfig the commands are given) and as many connections as the command had
-    lists in flight (``floor.concurrency``). None when the command read no list."""
-    if not command.lists:
+    """Page through the lists ``command`` read (``command.lists``), then send the node
+    patches it sent (``command.patches``), with ``tests.bench.floor``'s client, as a
+    child process measured like the command (KWOK paused, the servers settled), with the
+    admin credentials of ``cp`` (those of the kubeconfig the commands are given) and as
+    many connections as the command had lists, and patches, in flight
+    (``floor.concurrency``). None when the command read no list and sent no patch.
+
+    ``reset`` puts the objects back as they were before the command (the patches would
+    change nothing otherwise); a command that sent patches needs it (``ValueError``)."""
+    if not command.lists and not command.patches:
         return None
+    if command.patches:
+        if reset is None:
+            raise ValueError(
+                f"the command sent {len(command.patches)} node patches: its floor sends them "
+                "again, so the nodes must be put back first (pass reset)"
+            )
+        reset()
     with tempfile.TemporaryDirectory(prefix="gpufleet-floor-") as tmp:
         spec = Path(tmp) / "floor.json"
         spec.write_text(
@@ -412,6 +437,8 @@ def measure_floor(
                     "key": str(cp.layout.root / "admin.key"),
                     "workers": floor_client.concurrency(command.lists),
                     "lists": [r.to_dict() for r in command.lists],
+                    "patch_workers": floor_client.concurrency(command.patches),
+                    "patches": [r.to_dict() for r in command.patches],
                 }
             )
         )
@@ -420,7 +447,14 @@ def measure_floor(
         ).check()
     doc = json.loads(run.stdout)
     got = floor_client.Floor(
-        doc["seconds"], doc["pages"], doc["bytes"], doc["workers"], command.lists
+        doc["seconds"],
+        doc["pages"],
+        doc["bytes"],
+        doc["workers"],
+        command.lists,
+        doc["patches"],
+        doc["patch_workers"],
+        doc["patch_seconds"],
     )
     return FloorRun(got, run)
 

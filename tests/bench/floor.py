@@ -9,8 +9,18 @@ kube-apiserver with the same credentials, each answer read to its end and droppe
 only thing decoded is the list's ``metadata`` at the start of each answer, for its
 ``continue`` token (kube-apiserver writes ``kind``, ``apiVersion`` and ``metadata``
 before ``items``). ``wall / floor`` is then what the command costs beyond reading its
-answers off the wire: its decoding, trimming, checks, process start, and whatever it
-does besides listing (``gpu_node_labels`` patches nodes).
+answers off the wire and sending its writes: its decoding, trimming, checks and process
+start.
+
+Writes: a command that patches nodes (``gpu_node_labels``) must make those writes
+whatever it is written in, so its floor also sends them, after the lists, as the
+command does: the same patch bodies (from the audit log, where
+``tests.bench.cluster.AUDIT_POLICY`` keeps the request body of node patches) to the same
+request URIs, as a JSON merge patch (an object) or a JSON patch (an array; the audit log
+does not keep the content type), on as many connections as the command had patches in
+flight, with ``tests.bench.writes.send_all``. The objects must be as they were before the
+command ran, or the patches change nothing: the benchmark puts them back first
+(``tests.bench.cluster.measure_floor``'s ``reset``).
 
 The lists are not written down here: ``lists_from_audit`` reads them from the audit log
 of the command's run (``LIST`` requests at level Metadata, see
@@ -25,8 +35,9 @@ connection. So the floor is no slower than the command could be with the paralle
 chose.
 
 Run as ``python -m tests.bench.floor SPEC.json`` (a child process, measured like the
-command): ``SPEC`` holds ``server``, ``ca``, ``cert``, ``key``, ``workers`` and
-``lists`` (``ListRequest.to_dict``); prints one JSON object, ``Floor.to_dict``.
+command): ``SPEC`` holds ``server``, ``ca``, ``cert``, ``key``, ``workers``, ``lists``
+(``ListRequest.to_dict``) and, optionally, ``patches`` (``PatchRequest.to_dict``) and
+``patch_workers``; prints one JSON object, ``Floor.to_dict``.
 """
 
 from __future__ import annotations
@@ -44,6 +55,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from tests.bench import writes as bench_writes
 
 #: Bytes read per ``readinto`` of an answer.
 CHUNK = 1 << 20
@@ -96,6 +109,43 @@ class ListRequest:
             doc["path"],
             tuple((str(k), str(v)) for k, v in doc["query"]),
             int(doc.get("pages", 1)),
+            str(doc.get("user", "")),
+            float(doc.get("start", 0.0)),
+            float(doc.get("end", 0.0)),
+        )
+
+
+@dataclass
+class PatchRequest:
+    """One patch a command sent: its request URI, the patch ``body`` as sent (decoded
+    JSON: an object for a merge patch, an array for a JSON patch), the user, and when it
+    arrived and was answered (``start``, ``end``: seconds since the epoch)."""
+
+    uri: str
+    body: dict[str, Any] | list[Any]
+    user: str = ""
+    start: float = 0.0
+    end: float = 0.0
+
+    def write(self) -> bench_writes.Write:
+        """The request that sends it again (``tests.bench.writes.send_all``)."""
+        kind = bench_writes.JSON_PATCH if isinstance(self.body, list) else bench_writes.MERGE_PATCH
+        return bench_writes.Write("PATCH", self.uri, self.body, kind)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "uri": self.uri,
+            "body": self.body,
+            "user": self.user,
+            "start": self.start,
+            "end": self.end,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> PatchRequest:
+        return cls(
+            str(doc["uri"]),
+            doc["body"],
             str(doc.get("user", "")),
             float(doc.get("start", 0.0)),
             float(doc.get("end", 0.0)),
@@ -157,10 +207,46 @@ def lists_from_audit(
     return sorted(out, key=lambda r: r.start)
 
 
-def concurrency(lists: Sequence[ListRequest]) -> int:
-    """The most lists in flight at once (``start`` to ``end`` of each; one that ends as
-    another starts does not overlap it); 1 for none."""
-    edges = sorted([(r.start, 1) for r in lists] + [(r.end, -1) for r in lists])
+def patches_from_audit(
+    lines: Iterable[bytes | str], exclude_users: Sequence[str] = ()
+) -> list[PatchRequest]:
+    """The patches of a run that the audit log kept with their body (``requestObject``),
+    in the order they arrived: ``patch`` events at stage ``ResponseComplete`` with a 2xx
+    answer, by none of ``exclude_users``. A patch logged without its body (a resource the
+    audit policy logs at level Metadata) is not one of them."""
+    out: list[PatchRequest] = []
+    for raw in lines:
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(event, dict) or event.get("verb") != "patch":
+            continue
+        if event.get("stage", "ResponseComplete") != "ResponseComplete":
+            continue
+        code = (event.get("responseStatus") or {}).get("code", 200)
+        body = event.get("requestObject")
+        if not 200 <= int(code) < 300 or not isinstance(body, dict | list):
+            continue
+        user = str((event.get("user") or {}).get("username", ""))
+        if user in exclude_users:
+            continue
+        out.append(
+            PatchRequest(
+                str(event.get("requestURI", "")),
+                body,
+                user,
+                _epoch(event.get("requestReceivedTimestamp")),
+                _epoch(event.get("stageTimestamp")),
+            )
+        )
+    return sorted(out, key=lambda r: r.start)
+
+
+def concurrency(requests: Sequence[ListRequest | PatchRequest]) -> int:
+    """The most requests (lists, or patches) in flight at once (``start`` to ``end`` of
+    each; one that ends as another starts does not overlap it); 1 for none."""
+    edges = sorted([(r.start, 1) for r in requests] + [(r.end, -1) for r in requests])
     most = now = 0
     for _at, step in edges:  # at equal times -1 sorts first
         now += step
@@ -209,15 +295,19 @@ def continue_token(head: bytes) -> str | None:
 
 @dataclass
 class Floor:
-    """What paging through the lists took: ``seconds`` from the first request to the last
-    byte, the ``pages`` (requests) and ``bytes`` received, the ``workers`` (connections)
-    used, the lists paged."""
+    """What paging through the lists and sending the patches took: ``seconds`` from the
+    first request to the last answer (both), the ``pages`` (requests) and ``bytes``
+    received, the ``workers`` (connections) used, the lists paged; the ``patches`` sent,
+    on ``patch_workers`` connections, in ``patch_seconds`` of the ``seconds``."""
 
     seconds: float
     pages: int
     bytes: int
     workers: int
     lists: list[ListRequest] = field(default_factory=list)
+    patches: int = 0
+    patch_workers: int = 0
+    patch_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -226,6 +316,9 @@ class Floor:
             "bytes": self.bytes,
             "workers": self.workers,
             "lists": [r.to_dict() for r in self.lists],
+            "patches": self.patches,
+            "patch_workers": self.patch_workers,
+            "patch_seconds": self.patch_seconds,
         }
 
 
@@ -324,6 +417,36 @@ def page_through(
     return Floor(seconds, totals[0], totals[1], workers, list(lists))
 
 
+def send_patches(
+    server: str, ctx: ssl.SSLContext, patches: Sequence[PatchRequest], workers: int
+) -> float:
+    """Send ``patches`` again on ``workers`` connections (``tests.bench.writes.send_all``):
+    the seconds they took. Raises ``tests.bench.writes.WriteFailed`` for an answer outside
+    2xx."""
+    start = time.monotonic()
+    bench_writes.send_all(server, ctx, (p.write() for p in patches), workers=max(1, workers))
+    return time.monotonic() - start
+
+
+def floor_of(
+    server: str,
+    ctx: ssl.SSLContext,
+    lists: Sequence[ListRequest],
+    workers: int,
+    patches: Sequence[PatchRequest] = (),
+    patch_workers: int = 1,
+) -> Floor:
+    """The lists paged through (``page_through``), then the patches sent (``send_patches``),
+    as a command lists before it patches."""
+    floor = page_through(server, ctx, lists, workers) if lists else Floor(0.0, 0, 0, 0, [])
+    if patches:
+        floor.patch_seconds = send_patches(server, ctx, patches, patch_workers)
+        floor.patches = len(patches)
+        floor.patch_workers = max(1, patch_workers)
+        floor.seconds += floor.patch_seconds
+    return floor
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m tests.bench.floor SPEC.json", file=sys.stderr)
@@ -332,7 +455,15 @@ def main(argv: list[str]) -> int:
     ctx = ssl.create_default_context(cafile=spec["ca"])
     ctx.load_cert_chain(spec["cert"], spec["key"])
     lists = [ListRequest.from_dict(d) for d in spec["lists"]]
-    floor = page_through(spec["server"], ctx, lists, int(spec["workers"]))
+    patches = [PatchRequest.from_dict(d) for d in spec.get("patches", [])]
+    floor = floor_of(
+        spec["server"],
+        ctx,
+        lists,
+        int(spec["workers"]),
+        patches,
+        int(spec.get("patch_workers", 1)),
+    )
     print(json.dumps(floor.to_dict()))
     return 0
 

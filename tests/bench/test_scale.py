@@ -77,7 +77,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,6 +183,9 @@ def floor_details(run: FloorRun | None) -> dict[str, Any] | None:
         "pages": f.pages,
         "bytes": f.bytes,
         "lists": [{"uri": r.name, "pages": r.pages} for r in f.lists],
+        "patches": f.patches,
+        "patch_workers": f.patch_workers,
+        "patch_seconds": round(f.patch_seconds, 3),
         "client": {
             "wall_s": round(run.run.wall_s, 3),
             "cpu_s": round(run.run.cpu_s, 3),
@@ -266,6 +269,11 @@ def show_floor(out: Out, run: FloorRun | None) -> None:
     )
     for r in f.lists:
         out(f"    LIST {r.name} ({r.pages} pages)")
+    if f.patches:
+        out(
+            f"    then {f.patches} node patches (the command's bodies) on {f.patch_workers} "
+            f"connection(s) in {f.patch_seconds:.3f} s"
+        )
 
 
 def show(out: Out, fig: Figure) -> None:
@@ -311,12 +319,19 @@ class Bench:
     def cp(self) -> ControlPlane:
         return self.fleet.cp
 
-    def run(self, argv: list[str], timeout_s: float = 3600.0, floor: bool = False) -> Measured:
+    def run(
+        self,
+        argv: list[str],
+        timeout_s: float = 3600.0,
+        floor: bool = False,
+        reset: Callable[[], None] | None = None,
+    ) -> Measured:
         """Run ``argv`` measured; with ``floor``, measure the floor of the lists it read
-        right after it (``Measured.floor``)."""
+        and the node patches it sent right after it (``Measured.floor``; ``reset`` puts
+        the nodes back as they were before the run, for the patches to change them)."""
         run = cluster.run_measured(self.cp, argv, env=self.env, cwd=REPO, timeout_s=timeout_s)
         if floor:
-            run.floor = cluster.measure_floor(self.cp, run, env=self.env, cwd=REPO)
+            run.floor = cluster.measure_floor(self.cp, run, env=self.env, cwd=REPO, reset=reset)
         return run
 
 
@@ -454,14 +469,19 @@ def write_inventory(path: Path, nodes: list[str], kubeconfig: Path) -> Path:
 
 
 def playbook(
-    b: Bench, book: Path, inventory: Path | None, extra: dict[str, Any], floor: bool = False
+    b: Bench,
+    book: Path,
+    inventory: Path | None,
+    extra: dict[str, Any],
+    floor: bool = False,
+    reset: Callable[[], None] | None = None,
 ) -> Measured:
     vars_file = b.workdir / f"vars-{time.monotonic_ns()}.json"
     vars_file.write_text(json.dumps(extra))
     argv = [str(BIN / "ansible-playbook"), "-e", f"@{vars_file}", str(book)]
     if inventory is not None:
         argv[1:1] = ["-i", str(inventory)]
-    return b.run(argv, floor=floor).check()
+    return b.run(argv, floor=floor, reset=reset).check()
 
 
 def sampled(nodes: list[str]) -> list[str]:
@@ -558,12 +578,18 @@ def test_label_every_gpu_node(bench: Bench) -> None:
     inventory = write_inventory(b.workdir / "gpu_nodes.ini", nodes, b.cp.kubeconfig)
     book = REPO / "playbooks" / "gpu_node_labels.yml"
 
-    runs = []
-    for _ in range(REPEAT):
+    def unlabel() -> None:
         cluster.set_gpu_label(b.cp, nodes, None)
         assert cluster.labelled(b.cp) == set()
-        runs.append(playbook(b, book, inventory, {}, floor=True))
-        assert cluster.labelled(b.cp) == set(nodes), "the role left GPU nodes unlabelled"
+
+    runs = []
+    for _ in range(REPEAT):
+        unlabel()
+        # the floor sends the role's patches again, to the nodes unlabelled once more
+        runs.append(playbook(b, book, inventory, {}, floor=True, reset=unlabel))
+        assert cluster.labelled(b.cp) == set(nodes), "the floor's patches left nodes unlabelled"
+        floor = runs[-1].floor
+        assert floor is not None and floor.floor.patches == len(nodes), "a patch not replayed"
     project = median_run(runs)
     again = playbook(b, book, inventory, {})
 

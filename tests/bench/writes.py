@@ -17,11 +17,14 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tests.harness.controlplane import ControlPlane
+if TYPE_CHECKING:  # the floor's client imports this module, and nothing of the harness
+    from tests.harness.controlplane import ControlPlane
+
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 #: An answer of 429 (the API server's max-in-flight limit) is asked again, this many
 #: times, a second apart at most; a dropped connection is opened again and the request
 #: sent again once.
@@ -35,7 +38,7 @@ class Write:
 
     method: str
     path: str
-    body: Mapping[str, Any]
+    body: Mapping[str, Any] | list[Any]
     content_type: str = "application/json"
 
 

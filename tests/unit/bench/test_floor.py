@@ -186,3 +186,82 @@ def test_the_paging_loop_stops_on_an_answer_other_than_200() -> None:
     conn = FakeConnection([(200, PAGE), (410, b'{"kind":"Status","reason":"Expired"}')])
     with pytest.raises(RuntimeError, match="410"):
         floor.Pager(conn).walk(ListRequest("/api/v1/pods", ()))  # type: ignore[arg-type]
+
+
+def patch_event(
+    uri: str,
+    body: Any,
+    user: str = ADMIN,
+    code: int = 200,
+    at: str = "10:00:00.000000",
+    level: str = "Request",
+) -> str:
+    """One patch's audit event as its log line: with its body at level Request."""
+    doc = json.loads(event(uri, verb="patch", user=user, code=code, at=at, done=at))
+    doc["level"] = level
+    if level == "Request":
+        doc["requestObject"] = body
+    return json.dumps(doc)
+
+
+def test_the_patches_of_a_run_are_read_with_their_bodies() -> None:
+    merge = {"metadata": {"labels": {"nvidia.com/gpu.present": "true"}}}
+    ops = [{"op": "add", "path": "/metadata/labels/a", "value": "b"}]
+    lines = [
+        patch_event("/api/v1/nodes/n2", merge, at="10:00:02.000000"),
+        patch_event("/api/v1/nodes/n1", ops, at="10:00:01.000000"),
+        patch_event("/api/v1/nodes/n3", merge, user=APISERVER),  # kube-apiserver's own
+        patch_event("/api/v1/nodes/n4", merge, code=409),
+        patch_event("/api/v1/nodes/n5/status", merge, level="Metadata"),  # no body kept
+        event("/api/v1/nodes?limit=500"),
+        '{"kind":"Event","verb":"pa',  # a line still being written
+    ]
+    got = floor.patches_from_audit(lines, (APISERVER,))
+
+    assert [(p.uri, p.body, p.user) for p in got] == [
+        ("/api/v1/nodes/n1", ops, ADMIN),
+        ("/api/v1/nodes/n2", merge, ADMIN),
+    ]
+    assert got[0].write().content_type == "application/json-patch+json"
+    assert got[1].write() == floor.bench_writes.Write(
+        "PATCH", "/api/v1/nodes/n2", merge, "application/merge-patch+json"
+    )
+    assert [floor.PatchRequest.from_dict(p.to_dict()) for p in got] == got
+    assert floor.concurrency(got) == 1
+
+
+def test_the_floor_sends_the_patches_after_paging_the_lists() -> None:
+    import http.server
+
+    from tests.unit.hostile.api_server import running
+
+    seen: list[tuple[str, str, str, Any]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_PATCH(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.command, self.path, self.headers["Content-Type"], body))
+            data = b"{}"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    patches = [
+        floor.PatchRequest(f"/api/v1/nodes/n{i}", {"metadata": {"labels": {"x": str(i)}}})
+        for i in range(12)
+    ]
+    with running(Handler) as url:
+        got = floor.floor_of(url, None, [], 1, patches, 3)  # type: ignore[arg-type]
+
+    assert (got.patches, got.patch_workers, got.pages) == (12, 3, 0)
+    assert got.seconds == got.patch_seconds > 0
+    assert sorted(seen, key=lambda s: int(s[1].rsplit("n", 1)[1])) == [
+        ("PATCH", p.uri, "application/merge-patch+json", p.body) for p in patches
+    ]
+    assert floor.Floor(**{**got.to_dict(), "lists": []}) == got
