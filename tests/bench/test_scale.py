@@ -35,7 +35,8 @@ peak RSS of its process tree, the API requests it issued (kube-apiserver's
 program talks to the API server) and its floor: right after each run of a project way,
 the lists that run read (its ``LIST`` requests in kube-apiserver's audit log: path,
 selectors, ``limit``) are paged through again by a client that only receives the bytes
-(``tests.bench.floor``, as many lists at once as the command had in flight), and
+(``tests.bench.floor``, as many lists at once as the command had in flight), then the
+node patches it sent are sent again with the same bodies (the nodes put back first), and
 ``wall / floor`` is its ratio. Goals are printed as PASS/MISS with each figure; then a
 missed goal fails the test, naming the figure and the goal, and is listed again when the
 results are written (``goals_missed`` in the JSON). A wrong result (a leak not found, a
