@@ -50,7 +50,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -161,6 +161,29 @@ def _epoch(stamp: Any) -> float:
         return 0.0
 
 
+def _answered(
+    lines: Iterable[bytes | str], verb: str, exclude_users: Sequence[str]
+) -> Iterator[tuple[dict[str, Any], str]]:
+    """The audit events of ``verb`` among ``lines`` at stage ``ResponseComplete`` with a
+    2xx answer, by none of ``exclude_users``, each with its user; lines that are not JSON
+    (one still being written) are skipped."""
+    for raw in lines:
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(event, dict) or event.get("verb") != verb:
+            continue
+        if event.get("stage", "ResponseComplete") != "ResponseComplete":
+            continue
+        code = (event.get("responseStatus") or {}).get("code", 200)
+        if not 200 <= int(code) < 300:
+            continue
+        user = str((event.get("user") or {}).get("username", ""))
+        if user not in exclude_users:
+            yield event, user
+
+
 def lists_from_audit(
     lines: Iterable[bytes | str], exclude_users: Sequence[str] = ()
 ) -> list[ListRequest]:
@@ -175,21 +198,7 @@ def lists_from_audit(
     """
     out: list[ListRequest] = []
     open_lists: dict[tuple[str, str, tuple[tuple[str, str], ...]], ListRequest] = {}
-    for raw in lines:
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(event, dict) or event.get("verb") != "list":
-            continue
-        if event.get("stage", "ResponseComplete") != "ResponseComplete":
-            continue
-        code = (event.get("responseStatus") or {}).get("code", 200)
-        if not 200 <= int(code) < 300:
-            continue
-        user = str((event.get("user") or {}).get("username", ""))
-        if user in exclude_users:
-            continue
+    for event, user in _answered(lines, "list", exclude_users):
         parts = urllib.parse.urlsplit(str(event.get("requestURI", "")))
         pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
         query = tuple((k, v) for k, v in pairs if k != "continue")
@@ -215,21 +224,9 @@ def patches_from_audit(
     answer, by none of ``exclude_users``. A patch logged without its body (a resource the
     audit policy logs at level Metadata) is not one of them."""
     out: list[PatchRequest] = []
-    for raw in lines:
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(event, dict) or event.get("verb") != "patch":
-            continue
-        if event.get("stage", "ResponseComplete") != "ResponseComplete":
-            continue
-        code = (event.get("responseStatus") or {}).get("code", 200)
+    for event, user in _answered(lines, "patch", exclude_users):
         body = event.get("requestObject")
-        if not 200 <= int(code) < 300 or not isinstance(body, dict | list):
-            continue
-        user = str((event.get("user") or {}).get("username", ""))
-        if user in exclude_users:
+        if not isinstance(body, dict | list):
             continue
         out.append(
             PatchRequest(

@@ -161,7 +161,14 @@ def test_the_role_hands_the_moves_and_the_moved_gpu_group_to_the_module(tmp_path
     the module knows once a move names it, so ``gpufleet migrate --pool gpu_nodes`` is
     judged too."""
     tasks = yaml.safe_load((ROOT / "roles" / "validate" / "tasks" / "main.yml").read_text())
-    args = tasks[0]["gpufleet.cluster.dra_validate"]
+    names = next(
+        t["ansible.builtin.set_fact"]["validate__node_names"]
+        for t in tasks
+        if "validate__node_names" in t.get("ansible.builtin.set_fact", {})
+    )
+    args = next(t for t in tasks if "gpufleet.cluster.dra_validate" in t)[
+        "gpufleet.cluster.dra_validate"
+    ]
     groups = {
         "all": ["cp-1", "gpu-1", "gpu-2"],
         "ungrouped": [],
@@ -175,6 +182,9 @@ def test_the_role_hands_the_moves_and_the_moved_gpu_group_to_the_module(tmp_path
         runner.write_extravars(tmp_path, {"validate_gpu_path_moves": moves})
         loaded = load_extra_vars(tmp_path / "env" / "extravars")
         variables = {**loaded, "groups": groups, "hostvars": hostvars}
+        variables["validate__node_names"] = Templar(
+            loader=DataLoader(), variables=variables
+        ).template(trust_as_template(names))
         templar = Templar(loader=DataLoader(), variables=variables)
         return {
             key: templar.template(trust_as_template(args[key]))

@@ -114,7 +114,10 @@ def _role_yaml(name: str) -> Any:
 
 
 ROLE_SPEC = _role_yaml("meta/argument_specs.yml")["argument_specs"]["main"]["options"]
-TASK = _role_yaml("tasks/main.yml")[0]
+TASKS = _role_yaml("tasks/main.yml")
+#: The set_fact that reads each GPU host's node name once, then the module's task.
+NAMES = next(t for t in TASKS if "validate__node_names" in t.get("ansible.builtin.set_fact", {}))
+TASK = next(t for t in TASKS if "gpufleet.cluster.dra_validate" in t)
 MODULE_TASK = TASK["name"]
 #: The groups of the hostile inventory (conftest ``hostile``).
 GROUPS = {
@@ -142,15 +145,17 @@ def _play(variables: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         return "Validating arguments against arg spec 'main'", {"failed": True, "msg": msg}
     defaults = _role_yaml("defaults/main.yml")
     hostvars = {h: {} for h in GROUPS["all"]}
-    templar = Templar(
-        loader=DataLoader(),
-        variables={
-            "validate_gpu_path_moves": defaults["validate_gpu_path_moves"],
-            **variables,
-            "groups": GROUPS,
-            "hostvars": hostvars,
-        },
+    known = {
+        "validate_gpu_path_moves": defaults["validate_gpu_path_moves"],
+        **variables,
+        "groups": GROUPS,
+        "hostvars": hostvars,
+    }
+    names = NAMES["ansible.builtin.set_fact"]["validate__node_names"]
+    known["validate__node_names"] = Templar(loader=DataLoader(), variables=known).template(
+        trust_as_template(names)
     )
+    templar = Templar(loader=DataLoader(), variables=known)
     args = TASK["gpufleet.cluster.dra_validate"]
     module_args = {
         key: templar.template(trust_as_template(args[key]))
