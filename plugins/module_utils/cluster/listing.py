@@ -346,13 +346,20 @@ def _share_values(values: Any, shared: dict[tuple[str, type, Any], Any]) -> None
     thousands of times. The shared values are never modified (the checks only read
     devices). The member's type is part of the key: ``1``, ``1.0`` and ``true`` are
     equal in Python but not the same value."""
-    if not isinstance(values, dict):
+    if type(values) is not dict:  # pylint: disable=unidiomatic-typecheck
         return
+    keep = shared.setdefault
     for name, value in values.items():
         if type(value) is dict and len(value) == 1:  # pylint: disable=unidiomatic-typecheck
-            ((key, member),) = value.items()
-            if not isinstance(member, dict | list):
-                values[name] = shared.setdefault((key, type(member), member), value)
+            for key, member in value.items():
+                kind = type(member)
+                if kind in _SCALARS:
+                    values[name] = keep((key, kind, member), value)
+
+
+#: The types of a JSON scalar as decoded (the exact types: this runs for every value of
+#: every device).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def trim_slices() -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -122,6 +122,12 @@ def arm(sock: Any) -> Any:
     return sock
 
 
+def armed(sock: Any) -> bool:
+    """Whether ``sock`` was made to obey :func:`budget` by :func:`arm`: each wait of a
+    read on it ends by the budget's deadline, so a read may wait more than once."""
+    return isinstance(sock, _BoundedSocket | _BoundedSSLSocket)
+
+
 class HttpError(Exception):
     """The exchange failed or ran past its deadline; ``str()`` says why (the URL shown
     without credentials). ``status`` is the HTTP status when the server answered one."""

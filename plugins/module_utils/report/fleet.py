@@ -312,6 +312,11 @@ class _Field:
 
     types: tuple[type, ...] | None = None
     below: dict[str, _Field] = field(default_factory=dict)
+    #: the concrete types of ``types`` that pass without the slower ``isinstance``
+    exact: tuple[type, ...] = ()
+    #: ``below`` without ``*``, as pairs; the item of a list (``*``)
+    fields: tuple[tuple[str, _Field], ...] = ()
+    item: _Field | None = None
 
     @classmethod
     def tree(cls, kind: str) -> _Field:
@@ -321,7 +326,15 @@ class _Field:
             for name in path.split("."):
                 node = node.below.setdefault(name, cls())
             node.types = types
+        root._freeze()
         return root
+
+    def _freeze(self) -> None:
+        self.exact = _EXACT.get(self.types, ()) if self.types is not None else ()
+        self.fields = tuple((k, v) for k, v in self.below.items() if k != "*")
+        self.item = self.below.get("*")
+        for sub in self.below.values():
+            sub._freeze()
 
     def error(self, value: Any) -> bool:
         """Whether a field at or below ``value`` is present and of another type."""
@@ -330,25 +343,28 @@ class _Field:
         t = self.types
         if (
             t is not None
-            and type(value) not in _EXACT.get(t, ())
+            and type(value) not in self.exact
             and (not isinstance(value, t) or (t == _INT and isinstance(value, bool)))
         ):
             return True
-        below = self.below
-        if not below:  # most fields end here
+        if not self.below:  # most fields end here
             return False
-        if type(value) is dict or isinstance(value, Mapping):  # pylint: disable=unidiomatic-typecheck
+        # the exact types first: the abstract check of Mapping is slow, and a list is none
+        kind = type(value)
+        if kind is dict or (kind is not list and isinstance(value, Mapping)):
             # loops, not any() over a generator: this runs for every field of every object,
             # and a generator per call doubled the time
-            for name, sub in below.items():  # noqa: SIM110
-                if name != "*" and sub.error(value.get(name)):
+            get = value.get
+            for name, sub in self.fields:  # noqa: SIM110
+                if sub.error(get(name)):
                     return True
             return False
-        sub = below.get("*")
+        sub = self.item
         if sub is None or not isinstance(value, list):
             return False
+        typed = sub.types is not None
         for item in value:  # noqa: SIM110
-            if (item is None and sub.types is not None) or sub.error(item):
+            if (item is None and typed) or sub.error(item):
                 return True
         return False
 
@@ -462,16 +478,25 @@ class Shape:
 def _value(device: Mapping[str, Any], field_name: str, name: str) -> Any:
     """Attribute or capacity ``name`` of a device (bare or under NVIDIA's driver name);
     None when absent or when ``field_name`` is not a mapping."""
-    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    # the exact dict first, and None before the abstract check: this runs for every
+    # attribute the report reads of every device
+    basic = device.get("basic")
+    body = basic if basic is not None and _is_map(basic) else device
     values = body.get(field_name)
-    if not isinstance(values, Mapping):
+    if values is None or not _is_map(values):
         return None
     v = values.get(name)
     if v is None:
         v = values.get(f"{NVIDIA_DRIVER}/{name}")
-    if isinstance(v, Mapping):
+    if v is not None and _is_map(v):
         return v.get("value") if field_name == "capacity" else next(iter(v.values()), None)
     return v
+
+
+def _is_map(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, a decoded object (a dict) told without the slower
+    abstract check."""
+    return type(value) is dict or isinstance(value, Mapping)  # pylint: disable=unidiomatic-typecheck
 
 
 def memory_bytes(value: Any) -> int:

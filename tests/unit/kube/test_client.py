@@ -210,3 +210,9 @@ def test_without_msgspec_the_json_path_decodes_alone(monkeypatch: pytest.MonkeyP
 def test_numbers_and_strings_decode_as_json_decodes_them(value: Any) -> None:
     data = page({"v": value, "w": [value, {"x": value}]})
     assert vk.fast_page(data, None, None) == by_json(data)
+
+
+def test_the_blanks_around_an_answer_are_counted_from_both_ends() -> None:
+    assert vk._edge_blanks(b'\r\n {"a": 1} \n') == 5
+    assert vk._edge_blanks(b'{"a":1}') == 0
+    assert vk._edge_blanks(b" \t\n") == 3
