@@ -497,13 +497,15 @@ def extrapolate(
 ) -> tuple[dict[str, float], str]:
     """The per-node way's figures for ``total`` items, from a run over ``n`` items and,
     when sampled, a run over none (``fixed``): ``a + (T_n - a) * total / n`` for wall time,
-    requests and CPU; peak RSS as measured. Returns (figures, note)."""
+    requests and CPU; peak RSS as measured. None of them shrinks with more items: one the
+    sample measured below the run on none (the API server's CPU, a few seconds of noise
+    against a few items' work) is taken as not growing, ``a``. Returns (figures, note)."""
     measured = figures(run)
     if fixed is None or n >= total:
         return measured, f"measured on all {total} {unit}"
     base = figures(fixed)
     out = {
-        k: base[k] + (measured[k] - base[k]) * total / n
+        k: base[k] + max(0.0, measured[k] - base[k]) * total / n
         for k in ("wall_s", "requests", "cpu_s", "server_cpu_s")
     }
     out["peak_rss_mib"] = max(measured["peak_rss_mib"], base["peak_rss_mib"])

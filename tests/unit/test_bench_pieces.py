@@ -57,6 +57,15 @@ def test_the_per_node_way_is_extrapolated_from_its_fixed_cost() -> None:
     assert whole["wall_s"] == 22.0 and note == "measured on all 20 nodes"
 
 
+def test_a_figure_the_sample_measured_below_the_fixed_cost_is_not_extrapolated_negative() -> None:
+    # the API server's CPU while 20 nodes ran came out below its CPU while none ran
+    fixed = Measured([], 0, 2.0, 60, Requests(2, {}, 0), "", "", 1.0, 9.0, (0.0, 0.0))
+    run = Measured([], 0, 22.0, 70, Requests(42, {}, 0), "", "", 21.0, 5.0, (0.0, 0.0))
+    out, _ = extrapolate(fixed, run, 20, 10_000)
+    assert out["server_cpu_s"] == 9.0
+    assert out["wall_s"] == pytest.approx(2.0 + 20.0 * 500)
+
+
 def result(nodes: int, walls: dict[str, float], rss: float) -> dict[str, Any]:
     return {
         "nodes": nodes,
