@@ -15,12 +15,16 @@ from dataclasses import dataclass, field
 @dataclass
 class Script:
     """What the server sends: ``raw`` bytes, ``drip`` seconds between single bytes (0:
-    all at once), ``hold`` seconds to keep the connection open after sending."""
+    all at once), ``hold`` seconds to keep the connection open after sending; with
+    ``pause_at`` (a byte offset), ``raw`` up to it, a pause of ``pause`` seconds, then the
+    rest."""
 
     raw: bytes = b""
     drip: float = 0.0
     hold: float = 0.0
     requests: list[bytes] = field(default_factory=list)
+    pause_at: int | None = None
+    pause: float = 0.0
 
 
 def http_answer(body: bytes, content_type: str = "application/json", status: int = 200) -> bytes:
@@ -39,6 +43,11 @@ def _serve_one(conn: socket.socket, script: Script, stop: threading.Event) -> No
                     if stop.wait(script.drip):
                         return
                     conn.sendall(script.raw[i : i + 1])
+            elif script.pause_at is not None:
+                conn.sendall(script.raw[: script.pause_at])
+                if stop.wait(script.pause):
+                    return
+                conn.sendall(script.raw[script.pause_at :])
             else:
                 conn.sendall(script.raw)
             stop.wait(script.hold)

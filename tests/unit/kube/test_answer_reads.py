@@ -6,11 +6,8 @@ deadline is given up with the deadline's message."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +15,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common import (
     http_exchange as web,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+
+from tests.unit.hostile.raw_server import Script, serve
 
 pytestmark = pytest.mark.unit
 
@@ -32,45 +31,15 @@ def chunked(body: bytes, size: int) -> list[bytes]:
     return [b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces] + [b"0\r\n\r\n"]
 
 
-@contextlib.contextmanager
-def server(pause_after: int, pause_s: float) -> Iterator[str]:
-    """``http://127.0.0.1:PORT`` answering every request with ``BODY`` in chunks of
-    ``CHUNK`` bytes, pausing ``pause_s`` seconds after ``pause_after`` chunks."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-    listener.settimeout(0.1)
-    stop = threading.Event()
-
-    def answer(conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            conn.recv(65536)
-            conn.sendall(
-                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                b"Transfer-Encoding: chunked\r\n\r\n"
-            )
-            for i, piece in enumerate(chunked(BODY, CHUNK)):
-                if i == pause_after and stop.wait(pause_s):
-                    return
-                conn.sendall(piece)
-            stop.wait(1)
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                continue
-            threading.Thread(target=answer, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(timeout=2)
-        listener.close()
+def script(pause_after: int = 0, pause_s: float = 0.0) -> Script:
+    """``BODY`` in chunks of ``CHUNK`` bytes, a pause of ``pause_s`` seconds after
+    ``pause_after`` chunks."""
+    head = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    pieces = chunked(BODY, CHUNK)
+    at = len(head) + sum(len(p) for p in pieces[:pause_after])
+    return Script(head + b"".join(pieces), hold=1, pause_at=at, pause=pause_s)
 
 
 def kube(tmp_path: Path, url: str, read_timeout: float) -> vk.Kube:
@@ -103,7 +72,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_an_answer_in_small_chunks_is_read_in_few_reads(tmp_path: Path, reads: list[int]) -> None:
-    with server(pause_after=-1, pause_s=0) as url:
+    with serve(script()) as url:
         got = kube(tmp_path, url, 5.0).list("/api/v1/pods")
     assert got == ITEMS
     chunks = len(chunked(BODY, CHUNK)) - 1
@@ -116,7 +85,7 @@ def test_a_pause_longer_than_one_wait_but_within_the_deadline_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list[int]
 ) -> None:
     monkeypatch.setattr(vk, "REQUEST_DEADLINE", 5)
-    with server(pause_after=40, pause_s=1.0) as url:
+    with serve(script(40, 1.0)) as url:
         got = kube(tmp_path, url, 0.3).list("/api/v1/pods")
     assert got == ITEMS
     assert sum(reads) == len(BODY)
@@ -126,7 +95,7 @@ def test_a_server_that_stops_mid_answer_is_given_up_at_the_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(vk, "REQUEST_DEADLINE", 1)
-    with server(pause_after=40, pause_s=30) as url, pytest.raises(vk.KubeError) as err:
+    with serve(script(40, 30)) as url, pytest.raises(vk.KubeError) as err:
         kube(tmp_path, url, 0.3).list("/api/v1/pods")
     assert "did not finish its answer within 1 s" in str(err.value)
 
