@@ -192,6 +192,7 @@ def floor_details(run: FloorRun | None) -> dict[str, Any] | None:
             "cpu_s": round(run.run.cpu_s, 3),
             "peak_rss_mib": round(run.run.peak_rss_mib, 1),
             "requests": run.run.requests.total,
+            "server_cpu_s": round(run.run.server_cpu_s, 3),
         },
     }
 
@@ -266,7 +267,8 @@ def show_floor(out: Out, run: FloorRun | None) -> None:
         f"  floor: {len(f.lists)} lists, {f.pages} pages, {f.bytes / 2**20:.1f} MiB on "
         f"{f.workers} connection(s) in {f.seconds:.3f} s (its client: {c.wall_s:.2f} s "
         f"with its start, {c.cpu_s:.2f} CPU s, {c.peak_rss_mib:.0f} MiB, "
-        f"{c.requests.total} requests)"
+        f"{c.requests.total} requests; kube-apiserver and etcd meanwhile "
+        f"{c.server_cpu_s:.2f} CPU s)"
     )
     for r in f.lists:
         out(f"    LIST {r.name} ({r.pages} pages)")
@@ -275,6 +277,30 @@ def show_floor(out: Out, run: FloorRun | None) -> None:
             f"    then {f.patches} node patches (the command's bodies) on {f.patch_workers} "
             f"connection(s) in {f.patch_seconds:.3f} s"
         )
+
+
+def cores_bound(cpu_s: float, server_cpu_s: float, cores: int) -> float:
+    """The least wall time the machine's ``cores`` allow for a run whose own tree used
+    ``cpu_s`` and kube-apiserver and etcd ``server_cpu_s`` CPU seconds: both share the
+    cores (on this benchmark's machine, 2), so a command's decoding takes CPU the API
+    server would otherwise have had."""
+    return (cpu_s + server_cpu_s) / max(1, cores)
+
+
+def show_cores_bound(out: Out, project: Measured) -> None:
+    """The least wall time the cores allow for the command and for its floor, beside
+    their wall times: how far each is from what the machine can do at all."""
+    run = project.floor
+    if run is None:
+        return
+    cores = os.cpu_count() or 1
+    mine = cores_bound(project.cpu_s, project.server_cpu_s, cores)
+    floor = cores_bound(run.run.cpu_s, run.run.server_cpu_s, cores)
+    out(
+        f"  CPU of command and servers over {cores} cores: {mine:.2f} s of its "
+        f"{project.wall_s:.2f} s; of the floor's client and servers: {floor:.2f} s of "
+        f"{run.run.wall_s:.2f} s"
+    )
 
 
 def show(out: Out, fig: Figure) -> None:
@@ -294,6 +320,7 @@ def show(out: Out, fig: Figure) -> None:
         out(f"  {'ratio':<14}" + ratios)
         out(f"  {fig.baseline_name}: {fig.baseline_note}")
     show_floor(out, fig.project.floor)
+    show_cores_bound(out, fig.project)
     if len(fig.project_walls) > 1:
         walls = ", ".join(f"{w:.2f}" for w in fig.project_walls)
         out(f"  project wall s of {len(fig.project_walls)} runs: {walls} (the median run shown)")

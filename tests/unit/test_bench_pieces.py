@@ -17,6 +17,7 @@ from tests.bench.cluster import FloorRun, Measured, Requests
 from tests.bench.floor import Floor, ListRequest
 from tests.bench.test_scale import (
     Figure,
+    cores_bound,
     extrapolate,
     figures,
     floor_goal,
@@ -64,6 +65,11 @@ def test_a_figure_the_sample_measured_below_the_fixed_cost_is_not_extrapolated_n
     out, _ = extrapolate(fixed, run, 20, 10_000)
     assert out["server_cpu_s"] == 9.0
     assert out["wall_s"] == pytest.approx(2.0 + 20.0 * 500)
+
+
+def test_the_cores_bound_shares_the_cpu_of_command_and_servers_over_the_cores() -> None:
+    assert cores_bound(9.0, 19.0, 2) == 14.0
+    assert cores_bound(3.0, 1.0, 0) == 4.0
 
 
 def result(nodes: int, walls: dict[str, float], rss: float) -> dict[str, Any]:
