@@ -777,9 +777,9 @@ def _body(resp: Any, deadline: float, server: str) -> Any:
     # On an armed socket each wait ends by the deadline, so one read may gather many of
     # the server's chunks (kube-apiserver writes a list in chunks of about 2 KiB, and a
     # read per chunk through urllib3 cost about a tenth of the CPU of listing pods); on
-    # another socket each read takes what one wait brings. A wait that times out ends the answer: urllib3
-    # closes the connection then (and a gathering read loses what it had), so the waits
-    # of the body run to the deadline, not to the read timeout.
+    # another socket each read takes what one wait brings. A wait that times out ends the
+    # answer: urllib3 closes the connection then (and a gathering read loses what it
+    # had), so the waits of the body run to the deadline, not to the read timeout.
     gather = web.armed(sock)
     shown = f"the API server {server}"
 
