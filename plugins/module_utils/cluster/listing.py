@@ -39,6 +39,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client impor
 __all__ = [
     "Listing",
     "Settings",
+    "is_map",
     "label_selector_matches",
     "parse_label_selector",
 ]
@@ -204,14 +205,14 @@ def label_selector_matches(
     return True
 
 
-def _is_map(obj: Any) -> bool:
+def is_map(obj: Any) -> bool:
     """``isinstance(obj, Mapping)``, a decoded object (a dict) told without the slower
     abstract check: the trims ask it about every field they keep."""
     return type(obj) is dict or isinstance(obj, Mapping)  # pylint: disable=unidiomatic-typecheck
 
 
 def _pick(obj: Any, keys: Sequence[str]) -> dict[str, Any]:
-    return {k: obj[k] for k in keys if k in obj} if _is_map(obj) else {}
+    return {k: obj[k] for k in keys if k in obj} if is_map(obj) else {}
 
 
 #: The pod fields the checks read (``validate.cluster``: apiserver versions, plugin pods;
@@ -280,8 +281,8 @@ def _extended_resources(resources: Any) -> dict[str, Any]:
     counts per node; ``{}`` when it lists none."""
     out = {}
     for member in ("requests", "limits"):
-        values = resources.get(member) if _is_map(resources) else None
-        if _is_map(values):
+        values = resources.get(member) if is_map(resources) else None
+        if is_map(values):
             kept = {k: v for k, v in values.items() if "/" in str(k)}
             if kept:
                 out[member] = kept
@@ -290,7 +291,7 @@ def _extended_resources(resources: Any) -> dict[str, Any]:
 
 def _container(container: Any, keys: Sequence[str]) -> dict[str, Any]:
     out = _pick(container, keys)
-    resources = _extended_resources(container.get("resources") if _is_map(container) else None)
+    resources = _extended_resources(container.get("resources") if is_map(container) else None)
     if resources:
         out["resources"] = resources
     return out
@@ -316,7 +317,7 @@ def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
         out_status["conditions"] = [
             _pick(c, fields)
             for c in status.get("conditions") or []
-            if _is_map(c) and c.get("type") == kind
+            if is_map(c) and c.get("type") == kind
         ]
     if "containerStatuses" in status:
         out_status["containerStatuses"] = [

@@ -93,6 +93,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import exp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import leaks as cleaks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import is_map
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     GPU_CLASS,
     MIG_CLASS,
@@ -481,22 +482,16 @@ def _value(device: Mapping[str, Any], field_name: str, name: str) -> Any:
     # the exact dict first, and None before the abstract check: this runs for every
     # attribute the report reads of every device
     basic = device.get("basic")
-    body = basic if basic is not None and _is_map(basic) else device
+    body = basic if basic is not None and is_map(basic) else device
     values = body.get(field_name)
-    if values is None or not _is_map(values):
+    if values is None or not is_map(values):
         return None
     v = values.get(name)
     if v is None:
         v = values.get(f"{NVIDIA_DRIVER}/{name}")
-    if v is not None and _is_map(v):
+    if v is not None and is_map(v):
         return v.get("value") if field_name == "capacity" else next(iter(v.values()), None)
     return v
-
-
-def _is_map(value: Any) -> bool:
-    """``isinstance(value, Mapping)``, a decoded object (a dict) told without the slower
-    abstract check."""
-    return type(value) is dict or isinstance(value, Mapping)  # pylint: disable=unidiomatic-typecheck
 
 
 def memory_bytes(value: Any) -> int:
