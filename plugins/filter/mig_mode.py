@@ -63,20 +63,16 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_list
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     mig_mode as mm,
 )
 
 
-def _items(value):
-    """``value`` when it is a list (k8s_info ``resources``), else empty."""
-    return value if isinstance(value, list) else []
-
-
 def mig_mode_node(pods, node, slices, driver, target):
     """See dra_driver.mig_mode.node_state; AnsibleFilterError for a bad target."""
     try:
-        return mm.node_state(str(node), _items(pods), _items(slices), str(driver), target)
+        return mm.node_state(str(node), as_list(pods), as_list(slices), str(driver), target)
     except mm.MigModeError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 
@@ -84,7 +80,7 @@ def mig_mode_node(pods, node, slices, driver, target):
 def mig_mode_nodes_behind(pods, target):
     """See dra_driver.mig_mode.nodes_behind; AnsibleFilterError for a bad target."""
     try:
-        return mm.nodes_behind(_items(pods), target)
+        return mm.nodes_behind(as_list(pods), target)
     except mm.MigModeError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 
@@ -100,7 +96,7 @@ def mig_mode_batch_problem(value):
 
 def mig_mode_claims_on_node(claims, node, driver):
     """See dra_driver.mig_mode.claims_on_node."""
-    return mm.claims_on_node(_items(claims), str(node), str(driver))
+    return mm.claims_on_node(as_list(claims), str(node), str(driver))
 
 
 class FilterModule:

@@ -46,6 +46,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.pods import key
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_list, as_map
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import (
     QuantityError,
     parse_quantity,
@@ -172,17 +173,6 @@ def amount_json(value: Fraction) -> int | float:
     return int(value) if value.denominator == 1 else float(value)
 
 
-def _list(value: Any) -> list[Any]:
-    """``value`` when it is a list, else empty: a field of another type than the API's
-    (a hand-made or hostile object) is not read."""
-    return value if isinstance(value, list) else []
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    """``value`` when it is a mapping, else empty."""
-    return value if isinstance(value, Mapping) else {}
-
-
 def _body(device: Mapping[str, Any]) -> Mapping[str, Any]:
     """The fields of a device: itself (v1, v1beta2) or its ``basic`` (v1beta1)."""
     basic = device.get("basic")
@@ -221,7 +211,7 @@ def consumption(device: Mapping[str, Any]) -> dict[str, dict[str, Fraction]]:
     """CounterSet name -> counter -> value of what ``device`` (an entry of
     ``spec.devices``) consumes; empty for a device that consumes no counters."""
     out: dict[str, dict[str, Fraction]] = {}
-    for entry in _list(_body(device).get("consumesCounters")):
+    for entry in as_list(_body(device).get("consumesCounters")):
         if isinstance(entry, Mapping) and isinstance(entry.get("counterSet"), str):
             out[entry["counterSet"]] = _amounts(entry.get("counters"))
     return out
@@ -230,9 +220,9 @@ def consumption(device: Mapping[str, Any]) -> dict[str, dict[str, Fraction]]:
 def _add_published_sets(s: Mapping[str, Any], sets: dict[str, CounterSet]) -> None:
     """Every CounterSet of the slice ``s`` added to ``sets`` by ``CounterSet.id`` (the
     first of an id kept)."""
-    spec = _map(s.get("spec"))
-    driver, pool = spec.get("driver", ""), _map(spec.get("pool")).get("name", "")
-    for entry in _list(spec.get("sharedCounters")):
+    spec = as_map(s.get("spec"))
+    driver, pool = spec.get("driver", ""), as_map(spec.get("pool")).get("name", "")
+    for entry in as_list(spec.get("sharedCounters")):
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             continue
         cs = CounterSet(driver, pool, cslices.node_of(spec), entry["name"])
@@ -287,9 +277,9 @@ def counter_sets(
 def _counted_results(claim: Mapping[str, Any]) -> list[str]:
     """``driver/pool/device`` of the results of a claim that consume counters: each
     device once, results with ``adminAccess`` left out."""
-    alloc = _map(_map(claim.get("status")).get("allocation"))
+    alloc = as_map(as_map(claim.get("status")).get("allocation"))
     out: dict[str, None] = {}
-    for r in _list(_map(alloc.get("devices")).get("results")):
+    for r in as_list(as_map(alloc.get("devices")).get("results")):
         if not isinstance(r, Mapping) or r.get("adminAccess") is True:
             continue
         out[f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}"] = None
@@ -376,7 +366,7 @@ def slice_memory(cs: CounterSet) -> Fraction:
 
 def _profile(device: Mapping[str, Any]) -> str:
     """The ``profile`` attribute of a device (NVIDIA's MIG profile), ``gpu`` without one."""
-    value = _map(_body(device).get("attributes")).get("profile")
+    value = as_map(_body(device).get("attributes")).get("profile")
     if isinstance(value, Mapping):
         value = value.get("string")
     return str(value) if value else "gpu"

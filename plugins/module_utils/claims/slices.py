@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_map
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 
 
@@ -39,17 +40,11 @@ def _generation(pool: Mapping[str, Any]) -> int:
     return 0
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    """``value`` when it is a mapping, else empty: a field of another type than the API's
-    (a hand-made or hostile object) is not read."""
-    return value if isinstance(value, Mapping) else {}
-
-
 def _pool_key(s: Any) -> tuple[Mapping[str, Any], tuple[str, str], Mapping[str, Any]]:
     """``(spec, (driver, pool name), pool)`` of a ResourceSlice; a driver or pool name that
     is not text reads as ""."""
-    spec = _map(_map(s).get("spec"))
-    pool = _map(spec.get("pool"))
+    spec = as_map(as_map(s).get("spec"))
+    pool = as_map(spec.get("pool"))
     driver, name = spec.get("driver", ""), pool.get("name", "")
     return (
         spec,

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypedDict
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import is_map
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     OBJECT_RESOURCE_VERSIONS,
 )
@@ -39,7 +40,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client impor
 __all__ = [
     "Listing",
     "Settings",
-    "is_map",
     "label_selector_matches",
     "parse_label_selector",
 ]
@@ -203,12 +203,6 @@ def label_selector_matches(
         ):
             return False
     return True
-
-
-def is_map(obj: Any) -> bool:
-    """``isinstance(obj, Mapping)``, a decoded object (a dict) told without the slower
-    abstract check: the trims ask it about every field they keep."""
-    return type(obj) is dict or isinstance(obj, Mapping)  # pylint: disable=unidiomatic-typecheck
 
 
 def _pick(obj: Any, keys: Sequence[str]) -> dict[str, Any]:

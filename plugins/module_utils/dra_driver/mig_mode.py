@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_list, as_map
+
 __all__ = [
     "DYNAMIC",
     "MODES",
@@ -89,17 +91,6 @@ def check_batch(value: Any, variable: str = "mig_mode_batch") -> int | str:
     )
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    """``value`` when it is a mapping, else empty: a field of another type than the API's
-    (a hand-made or hostile object) is not read."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    """``value`` when it is a list, else empty."""
-    return value if isinstance(value, list) else []
-
-
 def _truthy(text: Any) -> bool:
     return str(text).strip().lower() in ("true", "1", "yes")
 
@@ -117,14 +108,14 @@ def _gates(text: str) -> dict[str, bool]:
 def _container_dynamic(container: Mapping[str, Any]) -> bool:
     env = {
         str(e.get("name")): e.get("value", "")
-        for e in _list(container.get("env"))
+        for e in as_list(container.get("env"))
         if isinstance(e, Mapping)
     }
     if _gates(str(env.get("FEATURE_GATES") or "")).get("DynamicMIG"):
         return True
     if _truthy(env.get(SIMULATOR_ENV, "")):
         return True
-    argv = [str(a) for a in _list(container.get("command")) + _list(container.get("args"))]
+    argv = [str(a) for a in as_list(container.get("command")) + as_list(container.get("args"))]
     return any(a == SIMULATOR_FLAG or a == f"{SIMULATOR_FLAG}=true" for a in argv)
 
 
@@ -133,8 +124,8 @@ def pod_mode(pod_spec: Mapping[str, Any] | None) -> str:
     its plugin in: ``dynamic`` when a container has ``DynamicMIG=true`` in
     ``FEATURE_GATES`` (NVIDIA's chart), ``GPUFLEET_GPUSIM_DYNAMIC_MIG=true`` or
     ``--dynamic-mig`` (the lab's simulator); else ``static``."""
-    containers = _list(_map(pod_spec).get("containers"))
-    return DYNAMIC if any(_container_dynamic(_map(c)) for c in containers) else STATIC
+    containers = as_list(as_map(pod_spec).get("containers"))
+    return DYNAMIC if any(_container_dynamic(as_map(c)) for c in containers) else STATIC
 
 
 def _spec(obj: Any) -> Mapping[str, Any]:
@@ -152,13 +143,13 @@ def slices_mode(slices: Iterable[Any], node: str, driver: str) -> str:
         spec = _spec(s)
         if spec.get("nodeName") != node or spec.get("driver") != driver:
             continue
-        if any(isinstance(c, Mapping) for c in _list(spec.get("sharedCounters"))):
+        if any(isinstance(c, Mapping) for c in as_list(spec.get("sharedCounters"))):
             counters = True
-        for d in _list(spec.get("devices")):
+        for d in as_list(spec.get("devices")):
             if not isinstance(d, Mapping) or not isinstance(d.get("name"), str):
                 continue
             devices = True
-            if any(isinstance(c, Mapping) for c in _list(d.get("consumesCounters"))):
+            if any(isinstance(c, Mapping) for c in as_list(d.get("consumesCounters"))):
                 counters = True
     if counters:
         return DYNAMIC
@@ -166,8 +157,8 @@ def slices_mode(slices: Iterable[Any], node: str, driver: str) -> str:
 
 
 def _on_node(claim: Mapping[str, Any], node: str, driver: str) -> bool:
-    allocation = _map(_map(claim.get("status")).get("allocation"))
-    results = _list(_map(allocation.get("devices")).get("results"))
+    allocation = as_map(as_map(claim.get("status")).get("allocation"))
+    results = as_list(as_map(allocation.get("devices")).get("results"))
     return any(
         isinstance(r, Mapping) and r.get("driver") == driver and r.get("pool") == node
         for r in results
@@ -182,8 +173,8 @@ def claims_on_node(claims: Iterable[Any], node: str, driver: str) -> list[str]:
     for c in claims:
         if not isinstance(c, Mapping) or not _on_node(c, node, driver):
             continue
-        if _map(c.get("status")).get("reservedFor"):
-            meta = _map(c.get("metadata"))
+        if as_map(c.get("status")).get("reservedFor"):
+            meta = as_map(c.get("metadata"))
             out.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
     return sorted(out)
 
@@ -201,7 +192,7 @@ def node_state(
         for p in pods
         if isinstance(p, Mapping)
         and _spec(p).get("nodeName") == node
-        and not _map(p.get("metadata")).get("deletionTimestamp")
+        and not as_map(p.get("metadata")).get("deletionTimestamp")
     ]
     modes = {pod_mode(_spec(p)) for p in live}
     plugin = modes.pop() if len(modes) == 1 else ("mixed" if modes else NONE)
@@ -209,7 +200,7 @@ def node_state(
     return {
         "node": node,
         "plugin": plugin,
-        "pods": sorted(str(_map(p.get("metadata")).get("name", "")) for p in live),
+        "pods": sorted(str(as_map(p.get("metadata")).get("name", "")) for p in live),
         "slices": published,
         "done": plugin == target and published == target,
     }
@@ -224,7 +215,7 @@ def nodes_behind(pods: Iterable[Any], target: str) -> list[str]:
         if not isinstance(p, Mapping):
             continue
         node = str(_spec(p).get("nodeName") or "")
-        deleting = bool(_map(p.get("metadata")).get("deletionTimestamp"))
+        deleting = bool(as_map(p.get("metadata")).get("deletionTimestamp"))
         if node and (deleting or pod_mode(_spec(p)) != target):
             out.add(node)
     return sorted(out)

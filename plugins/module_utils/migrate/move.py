@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import node_state as ns
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_map
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
 )
@@ -137,18 +138,13 @@ def _items(answer: Any, path: str) -> list[Mapping[str, Any]]:
     )
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    """``value`` when it is an object, else an empty one."""
-    return value if isinstance(value, Mapping) else {}
-
-
 def _gpu_pods_on(request: Request, node: str) -> list[tuple[str, str]]:
     query = [("fieldSelector", f"spec.nodeName={node}")]
     answer = request("GET", "/api/v1/pods", query=query)
     out = []
     for pod in _items(answer, "/api/v1/pods"):
-        meta, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
-        phase = _map(pod.get("status")).get("phase")
+        meta, spec = as_map(pod.get("metadata")), as_map(pod.get("spec"))
+        phase = as_map(pod.get("status")).get("phase")
         if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
             continue
         if not (rpaths.pod_requests(pod) or spec.get("resourceClaims")):

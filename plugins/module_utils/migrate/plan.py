@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_list, as_map
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
@@ -147,41 +148,31 @@ class PoolMove:
         }
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    """``value`` when it is an object, else an empty one."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    """``value`` when it is a list, else an empty one."""
-    return value if isinstance(value, list) else []
-
-
 def _objects(items: Iterable[Any]) -> list[Mapping[str, Any]]:
     """The items that are objects."""
     return [i for i in items if isinstance(i, Mapping)]
 
 
 def _name(obj: Mapping[str, Any]) -> str:
-    name = _map(obj.get("metadata")).get("name")
+    name = as_map(obj.get("metadata")).get("name")
     return name if isinstance(name, str) else ""
 
 
 def _pod_claims(pod: Mapping[str, Any]) -> list[str]:
     return [
         str(c.get("name"))
-        for c in _list(_map(pod.get("spec")).get("resourceClaims"))
+        for c in as_list(as_map(pod.get("spec")).get("resourceClaims"))
         if isinstance(c, Mapping) and c.get("name")
     ]
 
 
 def _running(pod: Mapping[str, Any]) -> bool:
-    status, meta = _map(pod.get("status")), _map(pod.get("metadata"))
+    status, meta = as_map(pod.get("status")), as_map(pod.get("metadata"))
     return status.get("phase") not in ("Succeeded", "Failed") and not meta.get("deletionTimestamp")
 
 
 def _owner(pod: Mapping[str, Any]) -> str:
-    for ref in _list(_map(pod.get("metadata")).get("ownerReferences")):
+    for ref in as_list(as_map(pod.get("metadata")).get("ownerReferences")):
         if isinstance(ref, Mapping) and ref.get("controller"):
             return f"{ref.get('kind')}/{ref.get('name')}"
     return ""
@@ -190,13 +181,13 @@ def _owner(pod: Mapping[str, Any]) -> str:
 def _gpu_pods(pods: Iterable[Mapping[str, Any]], node: str) -> list[dict[str, Any]]:
     out = []
     for pod in _objects(pods):
-        if _map(pod.get("spec")).get("nodeName") != node or not _running(pod):
+        if as_map(pod.get("spec")).get("nodeName") != node or not _running(pod):
             continue
         requests = rpaths.pod_requests(pod)
         claims = _pod_claims(pod)
         if not requests and not claims:
             continue
-        meta = _map(pod.get("metadata"))
+        meta = as_map(pod.get("metadata"))
         out.append(
             {
                 "namespace": str(meta.get("namespace") or ""),
@@ -232,13 +223,13 @@ def _advertises(node: Mapping[str, Any] | None, slice_nodes: set[str]) -> str:
     if node is None:
         return gp.NONE
     devices = 1 if _name(node) in slice_nodes else 0
-    return advertises(_map(node.get("status")).get("allocatable"), devices)
+    return advertises(as_map(node.get("status")).get("allocatable"), devices)
 
 
 def _slice_nodes(slices: Iterable[Mapping[str, Any]], drivers: Sequence[str]) -> set[str]:
     out = set()
     for rslice in _objects(slices):
-        spec = _map(rslice.get("spec"))
+        spec = as_map(rslice.get("spec"))
         if spec.get("driver") in drivers and spec.get("nodeName") and spec.get("devices"):
             out.add(str(spec["nodeName"]))
     return out
@@ -252,7 +243,7 @@ def _class_map(device_classes: Iterable[Mapping[str, Any]]) -> tuple[dict[str, s
     for dc in sorted(_objects(device_classes), key=_name):
         name = _name(dc)
         names.add(name)
-        resource = _map(dc.get("spec")).get("extendedResourceName")
+        resource = as_map(dc.get("spec")).get("extendedResourceName")
         if isinstance(resource, str) and resource and resource not in served:
             served[resource] = name
     return served, ddc.GPU_CLASS in names
@@ -367,15 +358,15 @@ def _selected_paths(daemonsets: Iterable[Mapping[str, Any]]) -> set[str]:
     ``nodeSelector``, or a required node-affinity term ``In`` one value."""
     out = set()
     for ds in _objects(daemonsets):
-        spec = _map(_map(_map(ds.get("spec")).get("template")).get("spec"))
-        selected = _map(spec.get("nodeSelector")).get(gp.PATH_LABEL)
+        spec = as_map(as_map(as_map(ds.get("spec")).get("template")).get("spec"))
+        selected = as_map(spec.get("nodeSelector")).get(gp.PATH_LABEL)
         if isinstance(selected, str) and selected:
             out.add(selected)
-        affinity = _map(_map(spec.get("affinity")).get("nodeAffinity"))
-        required = _map(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
-        for term in _objects(_list(required.get("nodeSelectorTerms"))):
-            for expr in _objects(_list(term.get("matchExpressions"))):
-                values = _list(expr.get("values"))
+        affinity = as_map(as_map(spec.get("affinity")).get("nodeAffinity"))
+        required = as_map(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+        for term in _objects(as_list(required.get("nodeSelectorTerms"))):
+            for expr in _objects(as_list(term.get("matchExpressions"))):
+                values = as_list(expr.get("values"))
                 ours = expr.get("key") == gp.PATH_LABEL and expr.get("operator") == "In"
                 if ours and len(values) == 1 and isinstance(values[0], str):
                     out.add(values[0])

@@ -93,7 +93,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import exp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import leaks as cleaks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import is_map
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import is_map
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     GPU_CLASS,
     MIG_CLASS,

@@ -47,6 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_list
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
 )
@@ -132,21 +133,16 @@ def _add(total: dict[str, int], more: Mapping[str, int]) -> None:
         total[name] = total.get(name, 0) + count
 
 
-def _listed(value: Any) -> list[Any]:
-    """``value`` when it is a list, else none (a field of another type than the API's)."""
-    return value if isinstance(value, list) else []
-
-
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
     """Device plugin resource -> whole count the pod requests, as the scheduler counts it
     (module docstring: ``PodRequests``)."""
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     total: dict[str, int] = {}
-    for c in _listed(spec.get("containers")):
+    for c in as_list(spec.get("containers")):
         _add(total, _container_requests(c))
     sidecars: dict[str, int] = {}
     init_max: dict[str, int] = {}
-    for c in _listed(spec.get("initContainers")):
+    for c in as_list(spec.get("initContainers")):
         wants = _container_requests(c)
         if isinstance(c, Mapping) and c.get("restartPolicy") == SIDECAR:
             _add(total, wants)

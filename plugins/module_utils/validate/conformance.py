@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_list, as_map
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import report as vr
 
@@ -102,32 +103,23 @@ class Summary:
     failures: list[dict[str, str]] = field(default_factory=list)
 
 
-def _list(value: Any) -> list[Any]:
-    """A list of the report as written; anything else (a report edited or cut) as none."""
-    return value if isinstance(value, list) else []
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def spec_name(spec: Mapping[str, Any]) -> str:
     """The spec's full text as Ginkgo matches focus and skip against it: the container
     texts and the leaf text joined by spaces (the leaf node type for a suite node)."""
-    texts = [*_list(spec.get("ContainerHierarchyTexts")), spec.get("LeafNodeText", "")]
+    texts = [*as_list(spec.get("ContainerHierarchyTexts")), spec.get("LeafNodeText", "")]
     return " ".join(str(t) for t in texts if t) or str(spec.get("LeafNodeType", ""))
 
 
 def spec_labels(spec: Mapping[str, Any]) -> list[str]:
     """Every label of the spec: its containers' and its own, in order, once each."""
     out: dict[str, None] = {}
-    for labels in [*_list(spec.get("ContainerHierarchyLabels")), spec.get("LeafNodeLabels")]:
-        out.update((str(x), None) for x in _list(labels))
+    for labels in [*as_list(spec.get("ContainerHierarchyLabels")), spec.get("LeafNodeLabels")]:
+        out.update((str(x), None) for x in as_list(labels))
     return list(out)
 
 
 def _location(spec: Mapping[str, Any]) -> str:
-    where = _mapping(_mapping(spec.get("Failure")).get("Location")) or _mapping(
+    where = as_map(as_map(spec.get("Failure")).get("Location")) or as_map(
         spec.get("LeafNodeLocation")
     )
     name = str(where.get("FileName", "")).rsplit("/", 1)[-1]
@@ -136,7 +128,7 @@ def _location(spec: Mapping[str, Any]) -> str:
 
 def _specs(report: Sequence[Mapping[str, Any]]) -> Iterable[Mapping[str, Any]]:
     for suite in report:
-        yield from (s for s in _list(_mapping(suite).get("SpecReports")) if isinstance(s, Mapping))
+        yield from (s for s in as_list(as_map(suite).get("SpecReports")) if isinstance(s, Mapping))
 
 
 def summarise(report: Sequence[Mapping[str, Any]]) -> Summary:
@@ -155,7 +147,7 @@ def summarise(report: Sequence[Mapping[str, Any]]) -> Summary:
         elif state not in ("passed", "skipped", "pending"):
             out.run += int(is_it)
             out.failed += 1
-            failure = _mapping(spec.get("Failure"))
+            failure = as_map(spec.get("Failure"))
             out.failures.append(
                 {
                     "name": spec_name(spec),
@@ -178,7 +170,7 @@ def skip_reason(
     time (``e2eskipper``: too few nodes, a provider), the first label term it fails (with
     the gates it names), the skip expression, the focus expression, or a run that ended
     before it."""
-    message = str(_mapping(spec.get("Failure")).get("Message") or "").strip()
+    message = str(as_map(spec.get("Failure")).get("Message") or "").strip()
     if message:
         return f"skipped by the spec at run time: {message.splitlines()[0][:300]}"
     labels = spec_labels(spec)
@@ -238,7 +230,7 @@ def spec_checks(
             why = skip_reason(spec, terms=terms, skip=skip, focus=focus)
             out.append(vr.Check(check_id, name, vr.SKIP, f"skipped: {why}", reason=why, data=data))
         else:
-            message = str(_mapping(spec.get("Failure")).get("Message") or state).strip()
+            message = str(as_map(spec.get("Failure")).get("Message") or state).strip()
             where = _location(spec)
             check = vr.Check(check_id, name, vr.FAIL, data=data, fix=f"read {output}")
             check.summary = f"{state}" + (f" at {where}" if where else "")
@@ -307,8 +299,8 @@ def suite_namespaces(items: Iterable[Mapping[str, Any]]) -> set[str]:
     label of :data:`NAMESPACE_LABELS`."""
     out = set()
     for item in items:
-        meta = _mapping(_mapping(item).get("metadata"))
-        name, labels = meta.get("name"), _mapping(meta.get("labels"))
+        meta = as_map(as_map(item).get("metadata"))
+        name, labels = meta.get("name"), as_map(meta.get("labels"))
         # only a namespace's name as the API server allows one reaches a DELETE's path
         named = isinstance(name, str) and NAMESPACE_NAME.fullmatch(name)
         if named and all(k in labels for k in NAMESPACE_LABELS):
@@ -332,9 +324,9 @@ def list_suite_namespaces(kube: vk.Kube) -> list[dict[str, Any]]:
 
 def _terminating(items: Iterable[Mapping[str, Any]]) -> set[str]:
     return {
-        str(_mapping(_mapping(i).get("metadata")).get("name"))
+        str(as_map(as_map(i).get("metadata")).get("name"))
         for i in items
-        if _mapping(_mapping(i).get("metadata")).get("deletionTimestamp")
+        if as_map(as_map(i).get("metadata")).get("deletionTimestamp")
     }
 
 
@@ -346,7 +338,7 @@ def _force_delete_pods(kube: vk.Kube, namespaces: Sequence[str], check: vr.Check
         try:
             pods = kube.list(f"/api/v1/namespaces/{ns}/pods")
             for pod in pods:
-                name = _mapping(_mapping(pod).get("metadata")).get("name")
+                name = as_map(as_map(pod).get("metadata")).get("name")
                 if not (isinstance(name, str) and POD_NAME.fullmatch(name)):
                     continue
                 kube.request(
