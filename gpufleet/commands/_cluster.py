@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
@@ -11,6 +12,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import resource_versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
 from rich.console import Console
 from rich.markup import escape
 
@@ -18,6 +20,13 @@ from gpufleet.exit import EXIT_CANNOT_RUN, exit_with
 
 #: The kinds the report reads; a failure to list any of them stops it (exit 2).
 KINDS = ("nodes", "pods", "resourceslices", "resourceclaims")
+
+
+def readable_kinds(kinds: tuple[str, ...]) -> dict[str, Callable[[Any], bool]]:
+    """Kind -> the report's judgement of its objects (``report.fleet.readable``), for the
+    listing to judge each page as it decodes it: the report, ``mig advise`` and ``mig
+    apply`` then read the stored pages without judging them again."""
+    return {kind: fr.readable(kind) for kind in kinds if kind in fr.OBJECT_SHAPES}
 
 
 def _fail(message: str) -> NoReturn:
@@ -43,7 +52,9 @@ def read_cluster(
     is not served or a kind of ``KINDS`` cannot be listed."""
     try:
         kube = vk.Kube(kubeconfig, context)
-        listing = cluster_listing.list_cluster(kube, kinds=KINDS + optional)
+        listing = cluster_listing.list_cluster(
+            kube, kinds=KINDS + optional, keep=readable_kinds(KINDS + optional)
+        )
     except vk.KubeError as err:
         _fail(err.message if err.status is None else f"{err.status}: {err.message}")
     if not listing.resource_version:

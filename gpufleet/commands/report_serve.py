@@ -33,7 +33,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fle
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import metrics as fm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import teams as ft
 
-from gpufleet.commands._cluster import KINDS
+from gpufleet.commands._cluster import KINDS, readable_kinds
 from gpufleet.render import fleet_report as rp
 from gpufleet.render.text import printable
 
@@ -102,7 +102,8 @@ def read_report(source: Source) -> tuple[dict[str, Any], list[dict[str, Any]], s
     ``KINDS`` or serves no resource.k8s.io version the report reads."""
     try:
         kube = vk.Kube(source.kubeconfig, source.context)
-        listing = cluster_listing.list_cluster(kube, kinds=(*KINDS, "namespaces"))
+        kinds = (*KINDS, "namespaces")
+        listing = cluster_listing.list_cluster(kube, kinds=kinds, keep=readable_kinds(kinds))
     except vk.KubeError as err:
         raise ListingFailed(_line(err.message)) from None
     failed = {k: v for k, v in listing.errors.items() if k in KINDS}

@@ -477,6 +477,17 @@ PAGE_LIMITS = {"resourceslices": 500, "nodes": 1000}
 LIST_THREADS = 3
 
 
+#: The kinds ``list_cluster`` lists unless told others: those validate reads.
+DEFAULT_KINDS = (
+    "nodes",
+    "pods",
+    "resourceslices",
+    "resourceclaims",
+    "deviceclasses",
+    "daemonsets",
+    "events",
+)
+
 #: Listing attribute of each kind whose name differs.
 _ATTRS = {"resourceslices": "slices", "resourceclaims": "claims", "deviceclasses": "classes"}
 
@@ -485,18 +496,13 @@ def list_cluster(
     kube: Kube,
     plugin_namespace: str = "",
     page_size: int = PAGE_SIZE,
-    kinds: Sequence[str] = (
-        "nodes",
-        "pods",
-        "resourceslices",
-        "resourceclaims",
-        "deviceclasses",
-        "daemonsets",
-        "events",
-    ),
+    kinds: Sequence[str] = DEFAULT_KINDS,
+    keep: Mapping[str, Callable[[Any], bool]] | None = None,
 ) -> Listing:
     """List each kind once (paged by ``page_size``, at most ``PAGE_LIMITS`` for the kinds
-    named there, each page trimmed by ``TRIMS`` and
+    named there, each page trimmed by ``TRIMS``, its items judged by ``keep``'s
+    predicate of the kind where it names one (``Kube.paged``: an item it refuses is not
+    stored, ``PagedList.vetted`` counts them) and
     stored as a ``PagedList``; the kinds concurrently) into a Listing; a kind that fails
     is recorded in ``errors`` and left empty. ``/version`` and ``/apis/resource.k8s.io``
     are read first; Events only with the reason
@@ -541,6 +547,7 @@ def list_cluster(
                 query=queries.get(kind, ()),
                 trim=TRIMS[kind](),
                 schema=SCHEMAS.get(kind),
+                keep=(keep or {}).get(kind),
                 # side by side already; a page read ahead for each as well held up to six
                 # answers at once (report and mig advise peaked above 300 MiB at 10,000
                 # GPU nodes)

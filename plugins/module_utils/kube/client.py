@@ -359,13 +359,14 @@ class Kube:
         trim: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         schema: Any = None,
         ahead: bool = True,
+        keep: Callable[[Any], bool] | None = None,
     ) -> PagedList:
         """Every item of a list path as a :class:`PagedList` (each page stored
-        compressed as it arrives); ``ahead`` as for :meth:`pages`."""
-        out = PagedList()
-        for page in self.pages(path, page_size, query, trim, schema, ahead):
-            out.add_page(page)
-        return out
+        compressed as it arrives); ``ahead`` as for :meth:`pages`. With ``keep``, only
+        the trimmed items it accepts are stored, judged while their page is decoded
+        anyway (``PagedList.vetted`` tells how many it refused), so that a reader that
+        must judge every item does not walk the stored pages for it."""
+        return PagedList.of_pages(self.pages(path, page_size, query, trim, schema, ahead), keep)
 
 
 class PagedList:
@@ -380,13 +381,15 @@ class PagedList:
     anew: items are fresh objects, changes to them are not kept), ``bool``, equality
     with a list and indexing (which decodes the page holding the item)."""
 
-    __slots__ = ("_derived", "_len", "_pages", "_sizes")
+    __slots__ = ("_derived", "_len", "_pages", "_sizes", "_vetted")
 
     def __init__(self, items: Iterable[Any] = (), page_size: int = 1000) -> None:
         self._pages: list[bytes] = []
         self._sizes: list[int] = []
         self._len = 0
         self._derived: dict[str, Any] = {}
+        #: (the predicate every item was kept by, the items it refused): ``of_pages``
+        self._vetted: tuple[Callable[[Any], bool], int] | None = None
         page: list[Any] = []
         for item in items:
             page.append(item)
@@ -395,6 +398,25 @@ class PagedList:
                 page = []
         self.add_page(page)
 
+    @classmethod
+    def of_pages(
+        cls, pages: Iterable[Sequence[Any]], keep: Callable[[Any], bool] | None = None
+    ) -> PagedList:
+        """The items of ``pages``, each page stored as it comes; with ``keep``, only the
+        items it accepts, judged page by page (``vetted`` then tells how many it
+        refused)."""
+        out = cls()
+        refused = 0
+        for page in pages:
+            if keep is not None:
+                kept = [item for item in page if keep(item)]
+                refused += len(page) - len(kept)
+                page = kept
+            out.add_page(page)
+        if keep is not None:
+            out._vetted = (keep, refused)
+        return out
+
     def add_page(self, items: Sequence[Any]) -> None:
         if not items:
             return
@@ -402,6 +424,7 @@ class PagedList:
         self._sizes.append(len(items))
         self._len += len(items)
         self._derived.clear()
+        self._vetted = None  # a page added later was not judged
 
     def derived(self, key: str, compute: Callable[[PagedList], Any]) -> Any:
         """``compute(self)``, kept under ``key`` until a page is added: a fact of all the
@@ -411,6 +434,14 @@ class PagedList:
         if key not in self._derived:
             self._derived[key] = compute(self)
         return self._derived[key]
+
+    def vetted(self, keep: Callable[[Any], bool]) -> int | None:
+        """How many items ``keep`` (that very function) refused when this list was built
+        with it (``of_pages``, ``Kube.paged``): every item stored is one it accepted.
+        None when the list was not built that way, or pages were added since."""
+        if self._vetted is not None and self._vetted[0] is keep:
+            return self._vetted[1]
+        return None
 
     def filtered(self, keep: Callable[[Any], bool]) -> PagedList:
         """A PagedList of the items ``keep`` accepts, page by page; a page whose items

@@ -84,7 +84,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +120,7 @@ __all__ = [
     "build_report",
     "counter_shares",
     "fragmentation",
+    "readable",
     "readable_objects",
     "request_shapes",
 ]
@@ -370,21 +371,35 @@ class _Field:
         return False
 
 
-def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[str, Any]], int]:
-    """The objects of ``kind`` (a key of ``OBJECT_SHAPES``) whose fields the report reads
-    have the API's types, and how many were skipped (not a mapping, or a field of
-    another type). A ``kube.client.PagedList`` is read and kept page by page (a
-    ``PagedList`` of the readable ones), anything else as a list."""
+@functools.cache
+def readable(kind: str) -> Callable[[Any], bool]:
+    """Whether an object of ``kind`` (a key of ``OBJECT_SHAPES``) is a mapping whose
+    fields the report reads have the API's types; one function per kind, so that a
+    listing judged by it (``cluster.listing.list_cluster``'s ``keep``) is known to be
+    (``kube.client.PagedList.vetted``)."""
     tree = _Field.tree(kind)
 
-    def readable(obj: Any) -> bool:
+    def check(obj: Any) -> bool:
         return isinstance(obj, Mapping) and not tree.error(obj)
 
+    return check
+
+
+def readable_objects(kind: str, objects: Iterable[Any]) -> tuple[list[Mapping[str, Any]], int]:
+    """The objects of ``kind`` (a key of ``OBJECT_SHAPES``) that are ``readable``, and how
+    many were skipped (not a mapping, or a field of another type). A
+    ``kube.client.PagedList`` is read and kept page by page (a ``PagedList`` of the
+    readable ones); one listed with ``keep=readable(kind)`` is taken as it is, with the
+    count refused then; anything else is read as a list."""
+    check = readable(kind)
     if isinstance(objects, vk.PagedList):  # kept page by page, as listed
-        kept = objects.filtered(readable)
+        refused = objects.vetted(check)
+        if refused is not None:
+            return objects, refused  # type: ignore[return-value]
+        kept = objects.filtered(check)
         return kept, len(objects) - len(kept)  # type: ignore[return-value]
     objects = list(objects)
-    keep = [obj for obj in objects if readable(obj)]
+    keep = [obj for obj in objects if check(obj)]
     return keep, len(objects) - len(keep)
 
 

@@ -207,7 +207,10 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(s, Mapping) and s and not s.get("skipped"):
                 scheduler.append({**s, "host": h.get("host")})
     listing = cluster_listing.list_cluster(
-        kube, options.get("plugin_namespace") or "", int(options.get("page_size") or vk.PAGE_SIZE)
+        kube,
+        options.get("plugin_namespace") or "",
+        int(options.get("page_size") or vk.PAGE_SIZE),
+        keep=_KEEP,
     )
     timings["list"] = time.monotonic() - t0
     settings = settings_from(options, hosts)
@@ -371,13 +374,25 @@ def _readable(item: Any) -> bool:
     return all(isinstance(meta.get(k) or {}, Mapping) for k in ("labels", "annotations"))
 
 
+#: Listed kind -> ``_readable``: the listing judges each page as it decodes it
+#: (``cluster.listing.list_cluster``'s ``keep``), so that ``_drop_unreadable`` need not
+#: walk the stored pages.
+_KEEP = dict.fromkeys(cluster_listing.DEFAULT_KINDS, _readable)
+
+
 def _drop_unreadable(listing: Any) -> dict[str, int]:
     """Drop from ``listing``'s object lists the items that are not ``_readable`` (an API
     server answers none such; a proxy might), so that no check meets them; returns kind
-    -> items dropped (kinds with none left out)."""
+    -> items dropped (kinds with none left out). A list already judged by ``_readable``
+    as it was listed (``kube.client.PagedList.vetted``) is kept as it is."""
     dropped: dict[str, int] = {}
     for kind in _LISTED_KINDS:
         objects = getattr(listing, kind)
+        refused = objects.vetted(_readable) if isinstance(objects, vk.PagedList) else None
+        if refused is not None:
+            if refused:
+                dropped[kind] = refused
+            continue
         if isinstance(objects, vk.PagedList):
             kept: Any = objects.filtered(_readable)
         else:

@@ -23,6 +23,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import run as vrun
 from ansible_collections.gpufleet.cluster.plugins.modules import gpu_node_labels
 
 from tests.integration.test_hostile_input_servers import write_kubeconfig
@@ -268,6 +269,64 @@ def test_a_filtered_paged_list_shares_the_pages_it_keeps_whole() -> None:
     assert list(odd) == [{"n": i} for i in (0, 1, 2, 3, 5)] and len(odd) == 5
     assert [len(page) for page in odd.iter_pages()] == [3, 2]
     assert odd._pages[0] is p._pages[0] and odd._pages[1] is not p._pages[1]
+
+
+def odd_pods(query: str) -> tuple[int, bytes]:
+    """One page of pods: two with the API's types, and between them a pod whose name is a
+    number and an item that is not an object."""
+    items = [as_listed(pod("p0")), {"metadata": {"name": 7}}, "text", as_listed(pod("p1"))]
+    return 200, json.dumps({"kind": "PodList", "metadata": {}, "items": items}).encode()
+
+
+def test_a_list_judged_as_it_is_listed_keeps_what_its_judge_accepts(tmp_path: Path) -> None:
+    def named(item: Any) -> bool:
+        return isinstance(item, dict) and isinstance(item["metadata"].get("name"), str)
+
+    with serve({"/api/v1/pods": odd_pods}) as (url, _seen):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
+        judged = kube.paged("/api/v1/pods", trim=cluster_listing.trim_pod, keep=named)
+        plain = kube.paged("/api/v1/pods", trim=cluster_listing.trim_pod)
+    assert [p["metadata"]["name"] for p in judged] == ["p0", "p1"]
+    assert judged.vetted(named) == 2
+    # another judge, even one that does the same, is not taken for this one
+    assert judged.vetted(lambda item: named(item)) is None
+    assert len(plain) == 4 and plain.vetted(named) is None
+    judged.add_page([{"metadata": {"name": 8}}])  # a page added since was not judged
+    assert judged.vetted(named) is None
+
+
+def test_the_report_takes_a_list_listed_with_its_judge_as_it_is(tmp_path: Path) -> None:
+    with serve({"/api/v1/pods": odd_pods}) as (url, _seen):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
+        judged = kube.paged("/api/v1/pods", trim=cluster_listing.trim_pod, keep=fr.readable("pods"))
+        plain = kube.paged("/api/v1/pods", trim=cluster_listing.trim_pod)
+        other = kube.paged("/api/v1/pods", trim=cluster_listing.trim_pod, keep=bool)
+    assert fr.readable("pods") is fr.readable("pods")
+    kept, skipped = fr.readable_objects("pods", judged)
+    assert kept is judged and skipped == 2
+    # listed without the report's judge (or with another): judged here, page by page
+    for listed, before in ((plain, 4), (other, 4)):
+        kept, skipped = fr.readable_objects("pods", listed)
+        assert kept is not listed and skipped == before - 2
+        assert list(kept) == list(judged)
+    assert (
+        fr.build_report([], [], judged, [])["cluster"]
+        == (fr.build_report([], [], plain, [])["cluster"])
+    )
+
+
+def test_validate_takes_the_counts_of_a_listing_judged_as_it_was_listed(
+    tmp_path: Path,
+) -> None:
+    with serve({"/api/v1/pods": odd_pods}) as (url, _seen):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
+        judged = kube.paged("/api/v1/pods", trim=cluster_listing.trim_pod, keep=vrun._readable)
+        plain = kube.paged("/api/v1/pods", trim=cluster_listing.trim_pod)
+    listing, unjudged = cluster_listing.Listing(pods=judged), cluster_listing.Listing(pods=plain)
+    assert vrun._KEEP["pods"] is vrun._readable
+    assert vrun._drop_unreadable(listing) == {"pods": 2} == vrun._drop_unreadable(unjudged)
+    assert listing.pods is judged
+    assert list(unjudged.pods) == list(judged)
 
 
 def test_a_paged_list_stores_repeated_objects_compressed() -> None:

@@ -169,12 +169,14 @@ class FakeKube:
         trim: Any = None,
         schema: Any = None,
         ahead: bool = True,
+        keep: Any = None,
     ) -> vk.PagedList:
         self.requests += 1
         self.lists.append((path, tuple(query)))
         self.ahead.add(ahead)
         items = [dict(e, managedFields=[1]) for e in self.events] if path.endswith("events") else []
-        return vk.PagedList(trim(i) if trim else i for i in items)
+        trimmed = [trim(i) if trim else i for i in items]
+        return vk.PagedList(i for i in trimmed if keep is None or keep(i))
 
 
 def test_list_cluster_lists_events_once_selected_by_reason() -> None:
