@@ -52,6 +52,7 @@ __all__ = [
     "SelectorResult",
     "Semver",
     "device_activation",
+    "device_values_convert",
     "functions",
     "parse",
 ]
@@ -403,6 +404,35 @@ def _attribute_value(value: Mapping[str, Any], ct: Any) -> Any:
 def _split_name(name: str, driver: str) -> tuple[str, str]:
     domain, sep, ident = name.partition("/")
     return (domain, ident) if sep else (driver, name)
+
+
+def device_values_convert(device: Mapping[str, Any], seen: dict[Any, bool]) -> bool:
+    """Whether :func:`device_activation` would convert every attribute and capacity value
+    of ``device`` (it raises for one it cannot), judged value by value: ``seen`` keeps
+    each value's verdict by its text, for a caller that asks about many devices of the
+    same few values. False for anything device_activation would not read as usual."""
+    ct = _celpy().celtypes
+    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    for member in ("attributes", "capacity"):
+        values = body.get(member) or {}
+        if not isinstance(values, Mapping):
+            return False
+        for value in values.values():
+            text = (member, repr(value))
+            ok = seen.get(text)
+            if ok is None:
+                try:
+                    if member == "attributes":
+                        ok = isinstance(value, Mapping) and _attribute_value(value, ct) is not None
+                    else:
+                        raw = value.get("value") if isinstance(value, Mapping) else value
+                        ok = Quantity(str(raw)) is not None
+                except Exception:  # device_activation raises it: not convertible
+                    ok = False
+                seen[text] = ok
+            if not ok:
+                return False
+    return True
 
 
 def device_activation(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:

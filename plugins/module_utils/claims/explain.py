@@ -16,6 +16,7 @@ Pods, ResourceSlices, DeviceClasses, Nodes); no I/O.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -138,12 +139,19 @@ def explain_claim(
     pods: Sequence[Mapping[str, Any]] | PodIndex = (),
     judge: Callable[[str], Any] | None = None,
     counter_sets: Mapping[str, ccounters.CounterSet] | None = None,
+    shared: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Why ``claim`` is (or would be) not allocated.
 
     ``counter_sets``: the CounterSets with what the other claims' devices consume
     (``claims.counters.counter_sets``), computed once by a caller that explains many
     unallocated claims; None: computed here from ``slices`` and ``claims`` but ``claim``.
+
+    ``shared``: a dict a caller keeps while it explains many claims of one listing with
+    the same other arguments (``claims.pending.find_pending``): the DeviceClasses, the
+    published devices and the nodes' readiness are read once, and an unallocated claim
+    whose device requests equal an earlier one's takes that claim's evaluation of them
+    (the request entries are then the same objects: read them, do not change them).
 
     ``judge`` gives the compile verdict (``cel.verdicts.Verdict``) on each selector: the one of
     the cluster's release (``gpufleet.build.celcheck.judge_for``); default ``cel.verdicts.judge``,
@@ -175,30 +183,24 @@ def explain_claim(
     lacks) is listed in ``errors``: kube-scheduler then fails the whole claim.
     """
     m = metadata(claim)
-    classes = {metadata(c).get("name"): c for c in device_classes}
-    devices = published_devices(slices)
-    in_use = _in_use(claim, claims)
-    uid = metadata(claim).get("uid")
-    sets = counter_sets
-    if sets is None:
-        sets = ccounters.counter_sets(slices, (c for c in claims if metadata(c).get("uid") != uid))
-    node_ready = {metadata(n).get("name"): _node_ready(n) for n in nodes}
-    compiled = _Compiled(judge)
-    requests_out: list[dict[str, Any]] = []
-    verdicts: list[str] = []
-    candidates: dict[str, dict[str, list[Published]]] = {}
+    if shared is None:
+        shared = {}
+    if "devices" not in shared:
+        shared["classes"] = {metadata(c).get("name"): c for c in device_classes}
+        shared["devices"] = published_devices(slices)
+        shared["node_ready"] = {metadata(n).get("name"): _node_ready(n) for n in nodes}
+        shared["compiled"] = _Compiled(judge)
+        shared["requests"] = {}
     spec_devices = (claim.get("spec") or {}).get("devices") or {}
-    for request in spec_devices.get("requests") or []:
-        for alt in request_alternatives(request):
-            out, free_by_node, verdict = _explain_alternative(
-                alt, classes, devices, (in_use, sets), node_ready, compiled
-            )
-            candidates[alt["name"]] = free_by_node
-            requests_out.append(out)
-            verdicts.append(verdict)
-    constraints_out = _explain_constraints(
-        spec_devices.get("constraints") or [], requests_out, candidates
-    )
+    # an unallocated claim's own devices are in no one's way: with the CounterSets given,
+    # its evaluation is that of every other unallocated claim with the same requests
+    same = repr(spec_devices) if counter_sets is not None and not allocated_devices(claim) else None
+    evaluated = shared["requests"].get(same) if same is not None else None
+    if evaluated is None:
+        evaluated = _explain_requests(claim, spec_devices, claims, slices, counter_sets, shared)
+        if same is not None:
+            shared["requests"][same] = evaluated
+    requests_out, constraints_out, verdicts = evaluated
     pods_out = _waiting_pods(claim, pods)
     verdict, summary = _claim_verdict(requests_out, verdicts, constraints_out)
     for p in pods_out:
@@ -212,6 +214,44 @@ def explain_claim(
         "constraints": constraints_out,
         "pods": pods_out,
     }
+
+
+def _explain_requests(
+    claim: Mapping[str, Any],
+    spec_devices: Mapping[str, Any],
+    claims: Sequence[Mapping[str, Any]],
+    slices: Sequence[Mapping[str, Any]],
+    counter_sets: Mapping[str, ccounters.CounterSet] | None,
+    shared: Mapping[str, Any],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """``(request entries, constraint entries, verdicts)`` of ``claim``'s device requests
+    (``spec_devices``) against the devices and allocations of ``shared``
+    (``explain_claim``)."""
+    in_use = _in_use(claim, claims)
+    sets = counter_sets
+    if sets is None:
+        uid = metadata(claim).get("uid")
+        sets = ccounters.counter_sets(slices, (c for c in claims if metadata(c).get("uid") != uid))
+    requests_out: list[dict[str, Any]] = []
+    verdicts: list[str] = []
+    candidates: dict[str, dict[str, list[Published]]] = {}
+    for request in spec_devices.get("requests") or []:
+        for alt in request_alternatives(request):
+            out, free_by_node, verdict = _explain_alternative(
+                alt,
+                shared["classes"],
+                shared["devices"],
+                (in_use, sets),
+                shared["node_ready"],
+                shared["compiled"],
+            )
+            candidates[alt["name"]] = free_by_node
+            requests_out.append(out)
+            verdicts.append(verdict)
+    constraints_out = _explain_constraints(
+        spec_devices.get("constraints") or [], requests_out, candidates
+    )
+    return requests_out, constraints_out, verdicts
 
 
 def _in_use(claim: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -308,39 +348,121 @@ def _selector_stages(
     return stages
 
 
+#: What the selectors made of one device: why they reject it (None: all match) and the
+#: tally it counts in (``unjudged``, ``errors`` or ``rejected``) under which key.
+_Judged = tuple[str | None, str | None, str | None]
+
+
+def _judge(
+    act: Mapping[str, Any],
+    stages: Sequence[tuple[str, str]],
+    compiled: _Compiled,
+    class_name: str,
+) -> _Judged:
+    """The selectors of ``stages`` on the CEL activation of one device, in order: the
+    first failing stage's reason, or None when all match."""
+    for stage, expr in stages:
+        sel = compiled.get(expr)
+        if isinstance(sel, Unjudged):
+            why = f"{stage}: {sel}"
+            return why, "unjudged", why
+        if isinstance(sel, str):
+            why = f"{stage} does not compile: {sel}"
+            return why, "errors", why
+        res = sel.evaluate(act)
+        if res.error:
+            why = f"{stage}: CEL runtime error: {res.error}"
+            return why, "errors", why
+        if not res.matched:
+            prefix = f"class {class_name}: " if stage.startswith("class") else ""
+            return prefix + (res.reason or f"{stage} is false"), "rejected", stage
+    return None, None, None
+
+
+#: ``_rejection``'s ``shared``: the sharing function (``_sharing``), the verdicts by what
+#: it gives, and ``cel.evaluate.device_values_convert``'s verdicts by value.
+_Shared = tuple[Callable[[Published], Any] | None, dict[Any, _Judged], dict[Any, bool]]
+
+#: A word of a selector after which its verdict may read every entry of a map of the
+#: device (a macro, or ``size``): devices then share no verdict (``_sharing``).
+_WHOLE_MAP_RE = re.compile(r"\b(?:all|exists|exists_one|map|filter|size)\b")
+_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: The reads of a device whose entry a selector names in its text: an attribute or a
+#: capacity by a literal domain and name, the driver, ``allowMultipleAllocations``. A
+#: selector that reads ``device`` any other way (a map whole, a computed key) shares no
+#: verdict.
+_NAMED_READ_RE = re.compile(
+    r"""\bdevice\s*\.\s*(?:(?:attributes|capacity)\s*\[\s*(['"])[^'"\\]*\1\s*\]\s*"""
+    r"""(?:\.\s*[A-Za-z_]\w*|\[\s*(['"])[^'"\\]*\2\s*\])|driver\b|allowMultipleAllocations\b)"""
+)
+
+
+def _sharing(stages: Sequence[tuple[str, str]]) -> Callable[[Published], Any] | None:
+    """A function of a device that gives all the selectors of ``stages`` can read of it:
+    its driver, ``allowMultipleAllocations`` and each attribute and capacity whose name
+    is a word of a selector. Devices it gives the same value get the same verdict, so
+    the selectors run once for them: a fleet publishes a few kinds of device many times,
+    each with its own ``uuid`` and ``index`` that no selector names. None when a selector
+    may read more of the device than the entries it names (``_WHOLE_MAP_RE``,
+    ``_NAMED_READ_RE``)."""
+    text = " ".join(expr for _stage, expr in stages)
+    if _WHOLE_MAP_RE.search(text) or re.search(r"\bdevice\b", _NAMED_READ_RE.sub(" ", text)):
+        return None
+    words = frozenset(_WORD_RE.findall(text))
+
+    def read(values: Any) -> Any:
+        if not isinstance(values, Mapping):
+            return repr(values)
+        return tuple(
+            sorted(
+                (str(name), repr(value))
+                for name, value in values.items()
+                if str(name).rpartition("/")[2] in words
+            )
+        )
+
+    def sharing(dev: Published) -> Any:
+        device = dev.device
+        body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+        return (
+            dev.driver,
+            repr(body.get("allowMultipleAllocations")),
+            read(body.get("attributes")),
+            read(body.get("capacity")),
+        )
+
+    return sharing
+
+
 def _rejection(
     dev: Published,
     stages: Sequence[tuple[str, str]],
     compiled: _Compiled,
     class_name: str,
     tally: _Tally,
+    shared: _Shared | None = None,
 ) -> str | None:
     """Why the selectors reject ``dev`` (the first failing stage), or None when all
-    match; counts CEL errors, unjudged selectors and rejections in ``tally``."""
-    try:
-        act = vcel.device_activation(dev.driver, dev.device)
-    except vcel.CelError as err:
-        return f"device not usable by CEL: {err}"
-    for stage, expr in stages:
-        sel = compiled.get(expr)
-        if isinstance(sel, Unjudged):
-            why = f"{stage}: {sel}"
-            tally.unjudged[why] += 1
-            return why
-        if isinstance(sel, str):
-            why = f"{stage} does not compile: {sel}"
-            tally.errors[why] += 1
-            return why
-        res = sel.evaluate(act)
-        if res.error:
-            why = f"{stage}: CEL runtime error: {res.error}"
-            tally.errors[why] += 1
-            return why
-        if not res.matched:
-            tally.rejected[stage] += 1
-            prefix = f"class {class_name}: " if stage.startswith("class") else ""
-            return prefix + (res.reason or f"{stage} is false")
-    return None
+    match; counts CEL errors, unjudged selectors and rejections in ``tally``. ``shared``:
+    ``_sharing``'s function for ``stages``, the verdicts it has given so far, and the
+    verdicts of ``cel.evaluate.device_values_convert`` on the values seen: a device whose
+    verdict is known is still judged usable value by value, so that a value CEL cannot
+    hold is found on every device, as kube-scheduler finds it."""
+    sharing, verdicts, converted = shared or (None, {}, {})
+    seen = sharing(dev) if sharing is not None else None
+    judged = verdicts.get(seen) if seen is not None else None
+    if judged is None or not vcel.device_values_convert(dev.device, converted):
+        try:
+            act = vcel.device_activation(dev.driver, dev.device)
+        except vcel.CelError as err:
+            return f"device not usable by CEL: {err}"
+        judged = _judge(act, stages, compiled, class_name)
+        if seen is not None:
+            verdicts[seen] = judged
+    why, counted, under = judged
+    if counted is not None:
+        getattr(tally, counted)[under] += 1
+    return why
 
 
 def _tally_devices(
@@ -355,12 +477,13 @@ def _tally_devices(
     the CounterSets by id with what those claims consume)."""
     in_use, sets = taken
     tally = _Tally()
+    shared: _Shared = (_sharing(stages), {}, {})
     for dev in devices:
         n = tally.per_node.setdefault(
             dev.node, {"total": 0, "matching": 0, "free": 0, "reasons": Counter()}
         )
         n["total"] += 1
-        why = _rejection(dev, stages, compiled, class_name, tally)
+        why = _rejection(dev, stages, compiled, class_name, tally, shared)
         if why is None:
             n["matching"] += 1
             tally.matching += 1

@@ -78,6 +78,7 @@ def find_pending(
     (seconds since the epoch), each explained. ``pods`` may be a ``PodIndex``."""
     index = pods if isinstance(pods, PodIndex) else PodIndex(pods)
     sets = None  # the claims explained are not allocated: one accounting serves them all
+    shared: dict[str, Any] = {}  # and one reading of the devices (explain_claim's shared)
     out: list[PendingClaim] = []
     for claim in claims:
         if (claim.get("status") or {}).get("allocation"):
@@ -105,7 +106,9 @@ def find_pending(
             continue
         if sets is None:
             sets = counter_sets(slices, claims)
-        ex = explain_claim(claim, device_classes, slices, claims, nodes, index, counter_sets=sets)
+        ex = explain_claim(
+            claim, device_classes, slices, claims, nodes, index, counter_sets=sets, shared=shared
+        )
         out.append(
             PendingClaim(
                 f"{ns}/{name}",

@@ -19,7 +19,7 @@ took 460 MiB as whole objects, about 110 MiB trimmed; as compressed pages a few 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypedDict
@@ -135,6 +135,18 @@ def name_of(obj: Mapping[str, Any]) -> str:
 
 def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _names(objects: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    return frozenset(name_of(obj) for obj in objects)
+
+
+def node_names(listing: Listing) -> frozenset[str]:
+    """The names of the listed Nodes: stored pages are walked for them once
+    (``PagedList.derived``), however many checks ask."""
+    if isinstance(listing.nodes, PagedList):
+        return listing.nodes.derived("names", _names)
+    return _names(listing.nodes)
 
 
 def cluster_version(listing: Listing, settings: Settings) -> str | None:

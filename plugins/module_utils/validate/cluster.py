@@ -123,6 +123,9 @@ MAX_PREPARE_FINDINGS = 20
 #: counted (``data.leaks_total``), so that the report of a fleet with thousands of leaks
 #: stays a few hundred KB.
 MAX_CLAIM_FINDINGS = 200
+#: Nodes, and reasons, each request of a pending claim's explanation names in
+#: ``data.pending`` (``gpufleet claims explain`` lists every one).
+MAX_EXPLAINED_NODES = 10
 #: Characters of the kubelet's message kept in a finding.
 MAX_MESSAGE = 600
 #: The plugin's text when the CDI spec of a claim has no device node: its driver root has a
@@ -191,9 +194,24 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
         settings.now,
         settings.pending_threshold_s,
     )
-    for p in pend:
+    # fails first, then warnings, so that the named ones are the worst
+    pend.sort(key=lambda x: x.status != "fail")
+    for p in pend[:MAX_CLAIM_FINDINGS]:
         c.problem(p.claim, p.status, p.reason)
-    c.data["pending"] = [p.to_dict() for p in pend]
+    more = pend[MAX_CLAIM_FINDINGS:]
+    if more:
+        worst = "fail" if any(x.status == "fail" for x in more) else "warn"
+        c.problem(
+            None,
+            worst,
+            f"{len(more)} more pending claim(s), not listed here (gpufleet report lists every one)",
+        )
+    compact: dict[int, list[dict[str, Any]]] = {}
+    c.data["pending"] = [
+        {**p.to_dict(), "explain": _compact_explanation(p.explain, compact)}
+        for p in pend[:MAX_CLAIM_FINDINGS]
+    ]
+    c.data["pending_total"] = len(pend)
     c.fix = (
         "gpufleet claims explain NAMESPACE/CLAIM shows per node and device which selector fails; "
         "fix the selector, the DeviceClass or the MIG layout"
@@ -201,6 +219,50 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
     out.append(finish(c, "no claim pending longer than the threshold"))
     out.append(prepare_failed_check(listing))
     return out
+
+
+def _compact_explanation(
+    explanation: Mapping[str, Any] | None, done: dict[int, list[dict[str, Any]]]
+) -> dict[str, Any] | None:
+    """A pending claim's explanation (``claims.explain.explain_claim``) with each request's
+    nodes cut to ``MAX_EXPLAINED_NODES`` (those it fits on first, then those with the most
+    free matching devices) and their count in ``nodes_total``, and its reasons (most
+    devices first; ``allocated to claim X`` is one reason per claim holding a device) and
+    each named node's to as many, their count in ``reasons_total``: whole, an explanation
+    at 1,000 GPU nodes was about 0.5 MB. ``done`` keeps the cut request entries of explanations
+    shared by several claims (``explain_claim``'s ``shared``), by identity."""
+    if not explanation:
+        return None
+    requests = explanation.get("requests") or []
+    cut = done.get(id(requests))
+    if cut is None:
+        cut = []
+        for r in requests:
+            nodes = r.get("nodes") or []
+            shown = sorted(
+                nodes,
+                key=lambda n: (
+                    not (n.get("fits") and n.get("ready")),
+                    -int(n.get("free") or 0),
+                    -int(n.get("matching") or 0),
+                    str(n.get("node")),
+                ),
+            )[:MAX_EXPLAINED_NODES]
+            reasons = r.get("reasons") or []
+            cut.append(
+                {
+                    **r,
+                    "reasons": reasons[:MAX_EXPLAINED_NODES],
+                    "reasons_total": len(reasons),
+                    "nodes": [
+                        {**n, "reasons": (n.get("reasons") or [])[:MAX_EXPLAINED_NODES]}
+                        for n in shown
+                    ],
+                    "nodes_total": len(nodes),
+                }
+            )
+        done[id(requests)] = cut
+    return {**explanation, "requests": cut}
 
 
 def _event_time(event: Mapping[str, Any]) -> str:
@@ -254,8 +316,8 @@ def prepare_failed_check(listing: Listing) -> Check:
         key = (str(obj.get("namespace") or ""), str(obj.get("name") or "?"))
         per_pod.setdefault(key, []).append(e)
     named = set(list(per_pod)[:MAX_PREPARE_FINDINGS])
-    pods = {}  # only the pods a finding names: the pod list is walked, not held
-    for p in listing.pods:
+    pods = {}  # only the pods a finding names: the pod list is walked (when one does), not held
+    for p in listing.pods if named else ():
         meta = p.get("metadata") or {}
         if (meta.get("namespace"), meta.get("name")) in named:
             pods[(meta.get("namespace"), meta.get("name"))] = p

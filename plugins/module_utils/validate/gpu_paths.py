@@ -55,6 +55,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
     cluster_version,
     labels_of,
     name_of,
+    node_names,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import gates as dra_gates
@@ -276,7 +277,7 @@ def advertisers(listing: Listing, settings: Settings) -> dict[str, NodeGpus]:
         if info.gpu_node or info.plugin or info.stopped:
             out[name] = info
     drivers = gp.gpu_drivers(settings.driver)
-    listed = {name_of(n) for n in listing.nodes}
+    listed = node_names(listing)
     for s in cslices.iter_latest_slices(listing.slices):
         spec = s.get("spec") or {}
         node, driver, devices = spec.get("nodeName"), spec.get("driver"), spec.get("devices")

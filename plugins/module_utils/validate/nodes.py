@@ -31,6 +31,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
     label_selector_matches,
     labels_of,
     name_of,
+    node_names,
     parse_label_selector,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
@@ -66,7 +67,7 @@ __all__ = [
 
 def _gpu_nodes(listing: Listing, settings: Settings) -> tuple[list[str], list[str]]:
     """(GPU nodes of the inventory that have a Node object, those that do not)."""
-    names = {name_of(n) for n in listing.nodes}
+    names = node_names(listing)
     return [n for n in settings.gpu_nodes if n in names], [
         n for n in settings.gpu_nodes if n not in names
     ]
@@ -489,7 +490,7 @@ def _slices_check(
 def _orphans_check(
     listing: Listing, settings: Settings, pods: Mapping[str, list[Mapping[str, Any]]]
 ) -> Check:
-    node_names = {name_of(n) for n in listing.nodes}
+    listed = node_names(listing)
     c = Check(
         "nodes.orphan-slices",
         "no ResourceSlice left by a driver without its plugin pod",
@@ -517,7 +518,7 @@ def _orphans_check(
             continue
         if (node, driver) in seen:
             continue
-        if node not in node_names:
+        if node not in listed:
             seen.add((node, driver))
             c.problem(
                 node,

@@ -79,11 +79,7 @@ def _norm(version: str) -> str:
 
 def versions_checks(listing: Listing, settings: Settings) -> list[Check]:
     apis, api_source = apiserver_versions(listing)
-    kubelets = {
-        name_of(n): str((n.get("status") or {}).get("nodeInfo", {}).get("kubeletVersion", ""))
-        for n in listing.nodes
-    }
-    kubelets = {k: _norm(v) for k, v in kubelets.items() if v}
+    kubelets, runtimes = _node_versions(listing)
     ev_api = Evidence(api_source, ", ".join(f"{h}={v}" for h, v in sorted(apis.items())) or "none")
     ev_kl = Evidence(
         f"{listing.src('nodes')} status.nodeInfo.kubeletVersion",
@@ -131,19 +127,30 @@ def versions_checks(listing: Listing, settings: Settings) -> list[Check]:
     out.append(finish(c, f"{len(kubelets)} kubelet(s) within the skew policy of kube-apiserver"))
     out.append(_lockstep(kubelets, settings, ev_kl))
     out.append(_known_bad(apis, kubelets, ev_api, ev_kl))
-    out.append(_container_runtime(listing, kubelets))
+    out.append(_container_runtime(listing, kubelets, runtimes))
     return out
 
 
-def _container_runtime(listing: Listing, kubelets: Mapping[str, str]) -> Check:
+def _node_versions(listing: Listing) -> tuple[dict[str, str], dict[str, str]]:
+    """(node -> its kubelet's version, normalized, where it reports one; node -> its
+    container runtime's version as reported), from ``status.nodeInfo`` in one walk."""
+    kubelets: dict[str, str] = {}
+    runtimes: dict[str, str] = {}
+    for n in listing.nodes:
+        info = (n.get("status") or {}).get("nodeInfo", {})
+        name = name_of(n)
+        kubelet = str(info.get("kubeletVersion", ""))
+        if kubelet:
+            kubelets[name] = _norm(kubelet)
+        runtimes[name] = str(info.get("containerRuntimeVersion", ""))
+    return kubelets, runtimes
+
+
+def _container_runtime(
+    listing: Listing, kubelets: Mapping[str, str], runtimes: Mapping[str, str]
+) -> Check:
     """Each node's container runtime (status.nodeInfo.containerRuntimeVersion) fit for its
     kubelet (``dra.container_runtime_problem``: containerd 2.0+ for 1.38)."""
-    runtimes = {
-        name_of(n): str(
-            (n.get("status") or {}).get("nodeInfo", {}).get("containerRuntimeVersion", "")
-        )
-        for n in listing.nodes
-    }
     c = Check(
         "versions.container-runtime",
         "container runtime fit for each kubelet",

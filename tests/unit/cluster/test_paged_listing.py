@@ -435,6 +435,35 @@ def test_readers_of_the_newest_slices_walk_the_pages_for_the_generations_once() 
     assert list(cslices.iter_latest_slices(pages)) == [newer]
 
 
+def test_validate_walks_the_stored_nodes_and_pods_once_per_fact() -> None:
+    """The node names (four readers), the kubelet and runtime versions (two) are each read
+    in one walk of the stored nodes; the pods are not walked for a prepare failure when no
+    Event reports one."""
+    listing, settings = fleet()
+    walks: dict[str, int] = {}
+
+    def counted(kind: str, items: list[Any]) -> vk.PagedList:
+        class Counted(vk.PagedList):
+            __slots__ = ()
+
+            def __iter__(self) -> Any:
+                walks[kind] = walks.get(kind, 0) + 1
+                return super().__iter__()
+
+        return Counted(items, page_size=1)
+
+    assert not listing.events
+    whole = [c.to_dict() for c in vc.all_checks(listing, settings)]
+    stored = copy.copy(listing)
+    stored.nodes, stored.pods = counted("nodes", listing.nodes), counted("pods", listing.pods)
+    assert [c.to_dict() for c in vc.all_checks(stored, settings)] == whole
+    # names, the GPU nodes' labels, the GPU paths' advertisers, the versions, and the
+    # nodes' readiness for the explanation of the pending claims (once for all of them)
+    assert walks["nodes"] == 5
+    # the plugin pods, the kube-apiserver pods, the pod index
+    assert walks["pods"] == 3
+
+
 def test_a_derived_value_is_computed_once_until_a_page_is_added() -> None:
     pages = paged([1, 2, 3], 2)
     calls = []

@@ -1,0 +1,246 @@
+"""Explaining many devices and many claims: devices the selectors cannot tell apart share
+one evaluation (``claims.explain._sharing``), and unallocated claims with the same requests
+share one explanation of them (``explain_claim``'s ``shared``, ``find_pending``). Every
+figure must be the one each device and each claim gets alone."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pending as cpending
+
+from tests.unit.validate_objects import (
+    GPU_CLASS,
+    MIG_CLASS,
+    claim,
+    gpu_device,
+    mig_device,
+    mig_request,
+    node,
+    pod,
+    resource_slice,
+)
+
+pytestmark = pytest.mark.unit
+
+NOW = 1767225600.0 + 3600  # 2026-01-01T01:00:00Z
+
+
+def fleet() -> list[dict[str, Any]]:
+    """Two nodes of whole GPUs (two driver versions, two memory sizes) and two of MIG
+    devices (two profiles), each device with its own uuid."""
+    slices = [
+        resource_slice("gpu-1", [gpu_device(i, f"GPU-1-{i}") for i in range(4)]),
+        resource_slice(
+            "gpu-2",
+            [gpu_device(i, f"GPU-2-{i}", "570.1.0", memory_mib=81559) for i in range(4)],
+        ),
+    ]
+    for n, profile in (("gpu-3", "1g.18gb"), ("gpu-4", "3g.71gb")):
+        devices = [
+            mig_device(g, f"GPU-{n}-{g}", f"MIG-{n}-{g}-{s}", profile, s)
+            for g in range(2)
+            for s in range(3)
+        ]
+        slices.append(resource_slice(n, devices))
+    return slices
+
+
+def request(expression: str, device_class: str = "gpu.nvidia.com") -> dict[str, Any]:
+    return {
+        "name": "r",
+        "exactly": {
+            "deviceClassName": device_class,
+            "selectors": [{"cel": {"expression": expression}}],
+        },
+    }
+
+
+SELECTORS = [
+    "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'",
+    "device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('575.0.0'))",
+    "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('100Gi')) >= 0",
+    "device.attributes['gpu.nvidia.com'].uuid == 'GPU-1-2'",
+    "device.attributes['gpu.nvidia.com']['uuid'].startsWith('GPU-2')",
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].profile == 'x'",
+    "device.attributes['gpu.nvidia.com'].exists(k, k == 'profile')",
+    "size(device.attributes['gpu.nvidia.com']) > 6",
+    "device.attributes['gpu.nvidia.com'].?profile.orValue('') == '3g.71gb'",
+    "'profile' in device.attributes['gpu.nvidia.com']",
+]
+
+
+@pytest.mark.parametrize("expression", SELECTORS)
+@pytest.mark.parametrize("device_class", ["gpu.nvidia.com", "mig.nvidia.com"])
+def test_shared_verdicts_are_each_devices_own(
+    expression: str, device_class: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slices = fleet()
+    c = claim("c", requests=[request(expression, device_class)])
+    nodes = [node(f"gpu-{i}") for i in range(1, 5)]
+    shared = cexplain.explain_claim(c, [GPU_CLASS, MIG_CLASS], slices, [c], nodes)
+    monkeypatch.setattr(cexplain, "_sharing", lambda stages: None)
+    alone = cexplain.explain_claim(c, [GPU_CLASS, MIG_CLASS], slices, [c], nodes)
+    assert shared == alone
+
+
+def test_devices_told_apart_by_no_selector_are_evaluated_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    evaluate = vcel.Selector.evaluate
+
+    def counted(self: vcel.Selector, activation: Any) -> Any:
+        calls.append(self.expression)
+        return evaluate(self, activation)
+
+    monkeypatch.setattr(vcel.Selector, "evaluate", counted)
+    slices = fleet()
+    c = claim("c", requests=[mig_request("1g.10gb")])
+    ex = cexplain.explain_claim(
+        c, [GPU_CLASS, MIG_CLASS], slices, [c], [node(f"gpu-{i}") for i in range(1, 5)]
+    )
+    (req,) = ex["requests"]
+    assert (req["total"], req["matching"]) == (20, 0)
+    assert req["reasons"] == [
+        ["class mig.nvidia.com: type is gpu, wanted mig", 8],
+        ["profile is 1g.18gb, wanted 1g.10gb", 6],
+        ["profile is 3g.71gb, wanted 1g.10gb", 6],
+    ]
+    # whole GPUs: two kinds for the class selector (driver versions and memory are
+    # named by no selector, so one); MIG devices: two profiles, each through both stages
+    assert len(calls) == 1 + 2 * 2, calls
+
+
+def test_pending_claims_with_the_same_requests_are_explained_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slices = fleet()
+    claims = [
+        claim(f"c{i}", requests=[mig_request("1g.10gb")], created="2026-01-01T00:00:00Z")
+        for i in range(3)
+    ]
+    other = claim("d", requests=[mig_request("3g.71gb")], created="2026-01-01T00:00:00Z")
+    claims.append(other)
+    pods = [pod(f"p{i}", phase="Pending", claims=[c["metadata"]["name"]]) for i, c in
+            enumerate(claims)]  # fmt: skip
+    nodes = [node(f"gpu-{i}") for i in range(1, 5)]
+    args = ([MIG_CLASS], nodes, NOW, 300)
+    calls: list[str] = []
+    explain = cexplain._explain_requests
+
+    def counted(claim: Any, *rest: Any) -> Any:
+        calls.append(claim["metadata"]["name"])
+        return explain(claim, *rest)
+
+    monkeypatch.setattr(cexplain, "_explain_requests", counted)
+    found = cpending.find_pending(claims, pods, slices, args[0], args[1], args[2], args[3])
+    assert calls == ["c0", "d"]
+    monkeypatch.setattr(cexplain, "_explain_requests", explain)
+    for p, c in zip(found, claims, strict=True):
+        (alone,) = cpending.find_pending([c], pods, slices, *args)
+        assert p.to_dict() == alone.to_dict()
+    assert [p.claim for p in found] == [f"default/{c['metadata']['name']}" for c in claims]
+    assert found[0].explain["pods"] == [{"pod": "default/p0", "scheduler": ""}]
+    assert found[2].explain["pods"] == [{"pod": "default/p2", "scheduler": ""}]
+    # the same requests: one evaluation, shared; other requests: their own
+    assert found[1].explain["requests"] is found[0].explain["requests"]
+    assert found[3].explain["requests"] is not found[0].explain["requests"]
+
+
+def test_an_allocated_claim_is_not_taken_for_another_with_the_same_requests() -> None:
+    slices = fleet()
+    held = claim("held", requests=[mig_request("1g.18gb")])
+    held["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "r", "driver": "gpu.nvidia.com", "pool": "gpu-3",
+                     "device": "gpu-0-mig-1g18gb-19-0"}
+                ]
+            }
+        }
+    }  # fmt: skip
+    twin = copy.deepcopy(held)
+    twin["metadata"].update(name="twin", uid="uid-twin")
+    twin["status"] = {}
+    shared: dict[str, Any] = {}
+    nodes = [node(f"gpu-{i}") for i in range(1, 5)]
+    everyone = [held, twin]
+    a = cexplain.explain_claim(held, [MIG_CLASS], slices, everyone, nodes, shared=shared)
+    b = cexplain.explain_claim(twin, [MIG_CLASS], slices, everyone, nodes, shared=shared)
+    assert a == cexplain.explain_claim(held, [MIG_CLASS], slices, everyone, nodes)
+    assert b == cexplain.explain_claim(twin, [MIG_CLASS], slices, everyone, nodes)
+    assert a["requests"][0]["free"] == b["requests"][0]["free"] + 1
+
+
+def test_a_device_with_a_value_cel_cannot_hold_is_found_after_its_twins() -> None:
+    """Three devices the selectors cannot tell apart; the last has a version no selector
+    names that CEL cannot hold: it is still not usable, as kube-scheduler finds it."""
+    devices = [gpu_device(i, f"GPU-1-{i}") for i in range(3)]
+    devices[2]["attributes"]["cudaComputeCapability"] = {"version": "nine"}
+    slices = [resource_slice("gpu-1", devices)]
+    c = claim("c", requests=[request("device.attributes['gpu.nvidia.com'].type == 'gpu'")])
+    ex = cexplain.explain_claim(c, [GPU_CLASS], slices, [c], [node("gpu-1")])
+    (req,) = ex["requests"]
+    assert (req["total"], req["matching"], req["free"]) == (3, 2, 2)
+    ((reason, count),) = req["reasons"]
+    assert count == 1 and reason.startswith("device not usable by CEL: device gpu-2")
+
+
+def test_values_are_judged_convertible_one_by_one() -> None:
+    seen: dict[Any, bool] = {}
+    good = gpu_device(0, "GPU-a")
+    assert vcel.device_values_convert(good, seen)
+    vcel.device_activation("gpu.nvidia.com", good)  # and so it does
+    assert all(seen.values()) and len(seen) == 8
+    for bad in (
+        {"attributes": {"x": {"version": "nine"}}},
+        {"attributes": {"x": {"float": 1.5}}},
+        {"attributes": {"x": "text"}},
+        {"attributes": ["x"]},
+        {"capacity": {"memory": {"value": "lots"}}},
+    ):
+        assert not vcel.device_values_convert(bad, seen), bad
+        with pytest.raises((vcel.CelError, TypeError, AttributeError, ValueError)):
+            vcel.device_activation("gpu.nvidia.com", bad)
+
+
+def test_validate_keeps_a_bounded_explanation_of_each_pending_claim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as cl
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
+
+    monkeypatch.setattr(vc, "MAX_CLAIM_FINDINGS", 2)
+    monkeypatch.setattr(vc, "MAX_EXPLAINED_NODES", 3)
+    claims = [
+        claim(f"c{i}", requests=[mig_request("1g.18gb")], created="2026-01-01T00:00:00Z")
+        for i in range(3)
+    ]
+    pods = [pod(f"p{i}", phase="Pending", claims=[f"c{i}"]) for i in range(3)]
+    listing = cl.Listing(
+        pods=pods,
+        claims=claims,
+        slices=fleet(),
+        classes=[GPU_CLASS, MIG_CLASS],
+        nodes=[node(f"gpu-{i}") for i in range(1, 5)],
+    )
+    settings = cl.Settings(driver="gpu.nvidia.com", device_classes=[], now=NOW)
+    check = next(c for c in vc.claims_checks(listing, settings) if c.id == "claims.pending")
+    assert check.status == "fail"
+    assert [p.subject for p in check.problems] == ["default/c0", "default/c1", None]
+    assert "1 more pending claim(s)" in check.problems[-1].message
+    assert check.data["pending_total"] == 3 and len(check.data["pending"]) == 2
+    (req,) = check.data["pending"][0]["explain"]["requests"]
+    assert req["nodes_total"] == 4
+    # the nodes it fits on first: gpu-3 publishes six free 1g.18gb devices
+    assert [n["node"] for n in req["nodes"]][:1] == ["gpu-3"] and len(req["nodes"]) == 3
+    whole = cexplain.explain_claim(
+        claims[0], listing.classes, listing.slices, claims, listing.nodes, pods
+    )["requests"][0]["reasons"]
+    assert req["reasons"] == whole[:3] and req["reasons_total"] == len(whole) > 0
