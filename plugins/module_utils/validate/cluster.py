@@ -67,7 +67,7 @@ rules in ``claims.leaks.find_leaks`` and ``claims.pending.find_pending``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import leaks as cleaks
@@ -160,20 +160,13 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
     c = Check("claims.leaked", "no leaked ResourceClaims", evidence=list(ev))
     index = cpods.PodIndex(listing.pods)  # one walk over the pods for both checks
     leaks = cleaks.find_leaks(listing.claims, index)
-    # fails first, then warnings, so that the named ones are the worst
-    leaks.sort(key=lambda x: x.status != "fail")
-    for leak in leaks[:MAX_CLAIM_FINDINGS]:
-        c.problem(leak.claim, leak.status, f"[{leak.kind}] {leak.reason}")
-    more = leaks[MAX_CLAIM_FINDINGS:]
-    if more:
-        worst = "fail" if any(x.status == "fail" for x in more) else "warn"
-        c.problem(
-            None,
-            worst,
-            f"{len(more)} more leaked claim(s), not listed here "
-            "(gpufleet claims gc lists every one)",
-        )
-    c.data["leaks"] = [x.to_dict() for x in leaks[:MAX_CLAIM_FINDINGS]]
+    named = _name_the_worst(
+        c,
+        leaks,
+        lambda leak: f"[{leak.kind}] {leak.reason}",
+        "leaked claim(s), not listed here (gpufleet claims gc lists every one)",
+    )
+    c.data["leaks"] = [x.to_dict() for x in named]
     c.data["leaks_total"] = len(leaks)
     c.fix = (
         "release them: gpufleet claims gc --apply (dry run without --apply); then find out why "
@@ -194,22 +187,15 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
         settings.now,
         settings.pending_threshold_s,
     )
-    # fails first, then warnings, so that the named ones are the worst
-    pend.sort(key=lambda x: x.status != "fail")
-    for p in pend[:MAX_CLAIM_FINDINGS]:
-        c.problem(p.claim, p.status, p.reason)
-    more = pend[MAX_CLAIM_FINDINGS:]
-    if more:
-        worst = "fail" if any(x.status == "fail" for x in more) else "warn"
-        c.problem(
-            None,
-            worst,
-            f"{len(more)} more pending claim(s), not listed here (gpufleet report lists every one)",
-        )
+    named = _name_the_worst(
+        c,
+        pend,
+        lambda p: p.reason,
+        "pending claim(s), not listed here (gpufleet report lists every one)",
+    )
     compact: dict[int, list[dict[str, Any]]] = {}
     c.data["pending"] = [
-        {**p.to_dict(), "explain": _compact_explanation(p.explain, compact)}
-        for p in pend[:MAX_CLAIM_FINDINGS]
+        {**p.to_dict(), "explain": _compact_explanation(p.explain, compact)} for p in named
     ]
     c.data["pending_total"] = len(pend)
     c.fix = (
@@ -219,6 +205,22 @@ def claims_checks(listing: Listing, settings: Settings) -> list[Check]:
     out.append(finish(c, "no claim pending longer than the threshold"))
     out.append(prepare_failed_check(listing))
     return out
+
+
+def _name_the_worst(
+    c: Check, found: list[Any], message: Callable[[Any], str], more: str
+) -> list[Any]:
+    """One problem of ``c`` per claim of ``found`` (each with ``claim`` and ``status``), at
+    most ``MAX_CLAIM_FINDINGS`` of them, fails first so that the named ones are the worst;
+    the rest in one problem, ``N more`` followed by ``more``. Returns those named."""
+    found.sort(key=lambda x: x.status != "fail")
+    for x in found[:MAX_CLAIM_FINDINGS]:
+        c.problem(x.claim, x.status, message(x))
+    rest = found[MAX_CLAIM_FINDINGS:]
+    if rest:
+        worst = "fail" if any(x.status == "fail" for x in rest) else "warn"
+        c.problem(None, worst, f"{len(rest)} more {more}")
+    return found[:MAX_CLAIM_FINDINGS]
 
 
 def _compact_explanation(
