@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Optional
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import verdicts as dra_cel
@@ -350,7 +350,8 @@ def _selector_stages(
 
 #: What the selectors made of one device: why they reject it (None: all match) and the
 #: tally it counts in (``unjudged``, ``errors`` or ``rejected``) under which key.
-_Judged = tuple[str | None, str | None, str | None]
+#: (pylint of ansible-test sanity cannot type "X | None" outside an annotation)
+_Judged = tuple[Optional[str], Optional[str], Optional[str]]  # noqa: UP045
 
 
 def _judge(
@@ -381,7 +382,11 @@ def _judge(
 
 #: ``_rejection``'s ``shared``: the sharing function (``_sharing``), the verdicts by what
 #: it gives, and ``cel.evaluate.device_values_convert``'s verdicts by value.
-_Shared = tuple[Callable[[Published], Any] | None, dict[Any, _Judged], dict[Any, bool]]
+_Shared = tuple[
+    Optional[Callable[[Published], Any]],  # noqa: UP045 - as _Judged
+    dict[Any, _Judged],
+    dict[Any, bool],
+]
 
 #: A word of a selector after which its verdict may read every entry of a map of the
 #: device (a macro, or ``size``): devices then share no verdict (``_sharing``).
