@@ -381,7 +381,18 @@ def _string_functions(ct: Any) -> dict[str, Callable[..., Any]]:
 
 def _attribute_value(value: Mapping[str, Any], ct: Any) -> Any:
     """A ResourceSlice attribute (``{"string": "x"}``, ``{"version": "1.2.3"}``, ...) as a
-    CEL value; raises CelError for one without a supported value (``getAttributeValue``)."""
+    CEL value; raises CelError for one without a supported value (``getAttributeValue``),
+    or whose value is not of its member's type (``{"int": "many"}``, which kube-apiserver
+    refuses and a hand-made object may hold)."""
+    try:
+        return _typed_attribute_value(value, ct)
+    except (TypeError, ValueError) as err:
+        if isinstance(err, CelError):
+            raise
+        raise CelError(f"attribute value {value!r} is not of its type: {err}") from None
+
+
+def _typed_attribute_value(value: Mapping[str, Any], ct: Any) -> Any:
     if "string" in value:
         return ct.StringType(value["string"])
     if "int" in value:

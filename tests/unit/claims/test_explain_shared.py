@@ -244,3 +244,17 @@ def test_validate_keeps_a_bounded_explanation_of_each_pending_claim(
         claims[0], listing.classes, listing.slices, claims, listing.nodes, pods
     )["requests"][0]["reasons"]
     assert req["reasons"] == whole[:3] and req["reasons_total"] == len(whole) > 0
+
+
+def test_an_attribute_not_of_its_type_makes_its_device_unusable_not_the_explanation_fail() -> None:
+    devices = [gpu_device(0, "GPU-a"), gpu_device(1, "GPU-b")]
+    devices[1]["attributes"]["index"] = {"int": "many"}
+    slices = [resource_slice("gpu-1", devices)]
+    c = claim("c", requests=[request("device.attributes['gpu.nvidia.com'].type == 'gpu'")])
+    ex = cexplain.explain_claim(c, [GPU_CLASS], slices, [c], [node("gpu-1")])
+    (req,) = ex["requests"]
+    assert (req["total"], req["matching"]) == (2, 1)
+    ((reason, count),) = req["reasons"]
+    assert count == 1 and "attribute index" in reason and "is not of its type" in reason
+    with pytest.raises(vcel.CelError):
+        vcel.device_activation("gpu.nvidia.com", devices[1])
