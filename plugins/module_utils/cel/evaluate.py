@@ -417,13 +417,25 @@ def _split_name(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
+def _device_body(device: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A device's fields: itself (v1, v1beta2) or its ``basic`` (v1beta1)."""
+    return device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+
+
+def _capacity_value(value: Any) -> Quantity:
+    """A capacity (``{"value": "80Gi"}``, or the quantity itself) as a CEL Quantity;
+    raises CelError for one that is not a quantity."""
+    raw = value.get("value") if isinstance(value, Mapping) else value
+    return Quantity(str(raw))
+
+
 def device_values_convert(device: Mapping[str, Any], seen: dict[Any, bool]) -> bool:
     """Whether :func:`device_activation` would convert every attribute and capacity value
     of ``device`` (it raises for one it cannot), judged value by value: ``seen`` keeps
     each value's verdict by its text, for a caller that asks about many devices of the
     same few values. False for anything device_activation would not read as usual."""
     ct = _celpy().celtypes
-    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    body = _device_body(device)
     for member in ("attributes", "capacity"):
         values = body.get(member) or {}
         if not isinstance(values, Mapping):
@@ -436,8 +448,7 @@ def device_values_convert(device: Mapping[str, Any], seen: dict[Any, bool]) -> b
                     if member == "attributes":
                         ok = isinstance(value, Mapping) and _attribute_value(value, ct) is not None
                     else:
-                        raw = value.get("value") if isinstance(value, Mapping) else value
-                        ok = Quantity(str(raw)) is not None
+                        ok = _capacity_value(value) is not None
                 except Exception:  # device_activation raises it: not convertible
                     ok = False
                 seen[text] = ok
@@ -462,7 +473,7 @@ def device_activation(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
             except KeyError:
                 return ct.MapType()
 
-    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    body = _device_body(device)
     attributes: dict[str, dict[Any, Any]] = {}
     for name, value in (body.get("attributes") or {}).items():
         domain, ident = _split_name(str(name), driver)
@@ -473,8 +484,7 @@ def device_activation(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
     capacity: dict[str, dict[Any, Any]] = {}
     for name, value in (body.get("capacity") or {}).items():
         domain, ident = _split_name(str(name), driver)
-        raw = value.get("value") if isinstance(value, Mapping) else value
-        capacity.setdefault(domain, {})[ct.StringType(ident)] = Quantity(str(raw))
+        capacity.setdefault(domain, {})[ct.StringType(ident)] = _capacity_value(value)
     return {
         "device": ct.MapType(
             {
