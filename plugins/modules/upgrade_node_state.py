@@ -16,6 +16,12 @@ description:
     C(spec.nodeName) and C(spec.driver), in the most stable C(resource.k8s.io) version the
     server serves, v1 first). The upgrade uncordons the node afterwards unless it was
     cordoned before, and waits for as many devices as it published before.
+  - With O(record), the devices it returns are those the node published before the
+    upgrade to the record's target began on it, kept in the node's entry of the report
+    until the node is at the target - the most any read of a run of that target found. A
+    run that resumes a node whose kubelet was down (the kubelet withdraws the node's
+    ResourceSlices until its plugin registers again) so waits for the devices the node
+    had, not for none.
   - An API server that does not answer (it may be restarting after the control-plane
     step), or a Node not yet found, is asked again every O(interval) seconds until
     O(timeout); then the module fails naming the server and the cause. So is a refusal
@@ -73,7 +79,12 @@ unschedulable:
   returned: success
   type: bool
 devices:
-  description: Devices in the node's ResourceSlices of O(driver) (0 when O(driver) is empty).
+  description: Devices in the node's ResourceSlices of O(driver) before the upgrade began
+    on it (with O(record)), else now; 0 when O(driver) is empty.
+  returned: success
+  type: int
+devices_now:
+  description: Devices in the node's ResourceSlices of O(driver) now.
   returned: success
   type: int
 slices:
@@ -128,6 +139,15 @@ def main() -> None:
         )
     # the report is the run's own bookkeeping, not a change to the node or the cluster
     read = {k: state[k] for k in ("unschedulable", "devices", "slices")}
+    read["devices_now"] = state["devices"]
+    if p["record"] and not module.check_mode:
+        record = p["record"]
+        try:
+            read["devices"] = upgrade_record.devices_before(
+                record["path"], record["host"], record["target"], state["devices"]
+            )
+        except OSError as err:
+            module.fail_json(msg=f"cannot write the upgrade report {record['path']}: {err}")
     module.exit_json(changed=False, attempts=attempts, **read)
 
 

@@ -4,20 +4,22 @@ for the modules that record a node's state in it: ``upgrade_report`` (any state)
 done). ``gpufleet upgrade`` and a rerun read it.
 
 Shape: ``{target, previous_target?, updated, nodes: {<host>: {node, state, phase,
-version, cause, cordoned, cordoned_by_upgrade, timings_s, updated}}, events: [{time,
-host, state, phase}]}``; timestamps are UTC ISO 8601 (``%Y-%m-%dT%H:%M:%SZ``), timings
-seconds rounded to 0.1.
+version, cause, cordoned, cordoned_by_upgrade, timings_s, updated, devices_before?}},
+events: [{time, host, state, phase}]}``; timestamps are UTC ISO 8601
+(``%Y-%m-%dT%H:%M:%SZ``), timings seconds rounded to 0.1. ``devices_before`` (``{target,
+devices}``) is what :func:`devices_before` keeps for a node not yet at the target.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import fcntl
 import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 #: Where a node stands (``state``).
@@ -54,6 +56,8 @@ def merge(report: dict[str, Any], params: Mapping[str, Any], stamp: str) -> dict
             "updated": stamp,
         }
     )
+    if params["state"] in ("upgraded", "skipped"):
+        entry.pop("devices_before", None)  # kept only while the node is not at the target
     if params.get("cordoned") is not None:
         entry["cordoned"] = params["cordoned"]
     if params.get("cordoned_by_upgrade") is not None:
@@ -74,6 +78,42 @@ def write(path: str, records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     ``node_total_s`` to the time up to this write, so that what the writing module run did
     before (an uncordon) counts in it. Returns the last entry written. Raises OSError as
     the file system does."""
+    entry: dict[str, Any] = {}
+    with _locked(path) as report:
+        stamp = now()
+        for record in records:
+            if record.get("started") is not None:
+                total = time.time() - float(record["started"])
+                record = {**record, "timings": {**(record.get("timings") or {}),
+                                                "node_total_s": total}}  # fmt: skip
+            entry = merge(report, record, stamp)
+    return entry
+
+
+def devices_before(path: str, host: str, target: str, devices: int) -> int:
+    """The devices ``host``'s node published before the upgrade to ``target`` began on it:
+    the most that any read of a run of this target found (``devices`` now), kept in its
+    entry of the report at ``path`` as ``devices_before`` until the node is at the target.
+    A run that resumes a node whose kubelet was down (its ResourceSlices withdrawn) so
+    waits for the devices the node had, not for none. Raises OSError as :func:`write`."""
+    with _locked(path) as report:
+        entry = report.setdefault("nodes", {}).setdefault(host, {})
+        kept = entry.get("devices_before")
+        before = 0
+        if isinstance(kept, dict) and kept.get("target") == target:
+            with contextlib.suppress(TypeError, ValueError):
+                before = max(0, int(kept.get("devices") or 0))
+        most = max(before, int(devices))
+        entry["devices_before"] = {"target": target, "devices": most}
+    return most
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[dict[str, Any]]:
+    """The report at ``path``, read under an exclusive lock (``path + '.lock'``) and
+    written back atomically when the block ends without an error; its directory is
+    created. A file that is not JSON, or parts of it of the wrong type (a hand-edited or
+    foreign file), start afresh."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     with open(path + ".lock", "a") as lock:
@@ -87,26 +127,17 @@ def write(path: str, records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                 report = {}
         if not isinstance(report, dict):
             report = {}
-        # a hand-edited or foreign file: parts of the wrong type start afresh
         for key, kind in (("nodes", dict), ("events", list)):
             if not isinstance(report.get(key, kind()), kind):
                 report[key] = kind()
         for host in [h for h, e in report.get("nodes", {}).items() if not isinstance(e, dict)]:
             report["nodes"][host] = {}
-        stamp = now()
-        entry: dict[str, Any] = {}
-        for record in records:
-            if record.get("started") is not None:
-                total = time.time() - float(record["started"])
-                record = {**record, "timings": {**(record.get("timings") or {}),
-                                                "node_total_s": total}}  # fmt: skip
-            entry = merge(report, record, stamp)
+        yield report
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".upgrade-report-")
         with os.fdopen(fd, "w") as fh:
             json.dump(report, fh, indent=2, sort_keys=True)
             fh.write("\n")
         os.replace(tmp, path)
-    return entry
 
 
 def record_argspec() -> dict[str, Any]:

@@ -47,3 +47,31 @@ def test_report_write_measures_the_node_total_up_to_the_write(tmp_path: Path) ->
     assert entry["timings_s"]["drain_s"] == 3.0
     assert 12.0 <= entry["timings_s"]["node_total_s"] < 14.0
     assert "started" not in entry
+
+
+def test_devices_before_keeps_the_most_a_run_of_the_target_saw_until_the_node_is_there(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "report.json")
+    base = {"target": "1.38.0", "host": "gpu-1", "node": "n1", "phase": "prepare"}
+    ur.write(path, [{**base, "state": "in-progress"}])
+    assert ur.devices_before(path, "gpu-1", "1.38.0", 8) == 8
+    ur.write(path, [{**base, "state": "failed", "phase": "kubelet-restart", "cause": "x"}])
+    # resumed while its kubelet plugin has not published again: the 8 it had are waited for
+    ur.write(path, [{**base, "state": "in-progress"}])
+    assert ur.devices_before(path, "gpu-1", "1.38.0", 0) == 8
+    assert ur.devices_before(path, "gpu-1", "1.38.0", 9) == 9
+    entry = json.loads(Path(path).read_text())["nodes"]["gpu-1"]
+    assert entry["devices_before"] == {"target": "1.38.0", "devices": 9}
+    assert entry["state"] == "in-progress"  # the entry's own fields are left as they were
+    # another target counts afresh; a node at the target keeps none
+    assert ur.devices_before(path, "gpu-1", "1.39.0", 2) == 2
+    ur.write(path, [{**base, "target": "1.39.0", "state": "upgraded", "phase": "done"}])
+    assert "devices_before" not in json.loads(Path(path).read_text())["nodes"]["gpu-1"]
+    assert ur.devices_before(path, "gpu-1", "1.39.0", 0) == 0
+    # a hand-edited value is not trusted beyond a count
+    report = json.loads(Path(path).read_text())
+    report["nodes"]["gpu-1"]["devices_before"] = {"target": "1.39.0", "devices": "many"}
+    Path(path).write_text(json.dumps(report))
+    assert ur.devices_before(path, "gpu-1", "1.39.0", 3) == 3
+    assert ur.devices_before(path, "gpu-2", "1.39.0", 1) == 1  # a host not yet in the report
