@@ -39,6 +39,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
+    device_fields,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import (
     QuantityError,
     parse_quantity,
@@ -417,11 +420,6 @@ def _split_name(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
-def _device_body(device: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A device's fields: itself (v1, v1beta2) or its ``basic`` (v1beta1)."""
-    return device.get("basic") if isinstance(device.get("basic"), Mapping) else device
-
-
 def _capacity_value(value: Any) -> Quantity:
     """A capacity (``{"value": "80Gi"}``, or the quantity itself) as a CEL Quantity;
     raises CelError for one that is not a quantity."""
@@ -435,7 +433,7 @@ def device_values_convert(device: Mapping[str, Any], seen: dict[Any, bool]) -> b
     each value's verdict by its text, for a caller that asks about many devices of the
     same few values. False for anything device_activation would not read as usual."""
     ct = _celpy().celtypes
-    body = _device_body(device)
+    body = device_fields(device)
     for member in ("attributes", "capacity"):
         values = body.get(member) or {}
         if not isinstance(values, Mapping):
@@ -473,7 +471,7 @@ def device_activation(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
             except KeyError:
                 return ct.MapType()
 
-    body = _device_body(device)
+    body = device_fields(device)
     attributes: dict[str, dict[Any, Any]] = {}
     for name, value in (body.get("attributes") or {}).items():
         domain, ident = _split_name(str(name), driver)

@@ -46,6 +46,9 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import cel_env as env
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
+    device_fields,
+)
 
 __all__ = [
     "CANNOT_JUDGE",
@@ -668,7 +671,7 @@ def evaluate(
         return Outcome(None, message=verdict.message, judged=False)
     if verdict.verdict != OK:
         return Outcome(None, "not_compiled", verdict.message)
-    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    body = device_fields(device)
     if not list_attributes:
         for name, value in (body.get("attributes") or {}).items():
             if isinstance(value, Mapping) and set(value) & {"strings", "ints", "bools", "versions"}:

@@ -37,6 +37,9 @@ from fractions import Fraction
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as cc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
+    device_fields,
+)
 
 #: Claims beyond the memory slices' holders tried in every combination; above it the
 #: others are added smallest first (a GPU has at most 7 MIG devices allocated).
@@ -83,7 +86,7 @@ class Move:
 
 
 def _attribute(device: Mapping[str, Any], name: str) -> str | None:
-    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    body = device_fields(device)
     attrs = body.get("attributes") if isinstance(body.get("attributes"), Mapping) else {}
     value = attrs.get(name)
     if isinstance(value, Mapping):

@@ -47,6 +47,9 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.pods import key
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_list, as_map
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
+    device_fields,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import (
     QuantityError,
     parse_quantity,
@@ -173,12 +176,6 @@ def amount_json(value: Fraction) -> int | float:
     return int(value) if value.denominator == 1 else float(value)
 
 
-def _body(device: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The fields of a device: itself (v1, v1beta2) or its ``basic`` (v1beta1)."""
-    basic = device.get("basic")
-    return basic if isinstance(basic, Mapping) else device
-
-
 @functools.lru_cache(maxsize=4096)
 def _quantity(text: str) -> Fraction:
     """``parse_quantity`` of a text, remembered: a fleet repeats a few counter values
@@ -211,7 +208,7 @@ def consumption(device: Mapping[str, Any]) -> dict[str, dict[str, Fraction]]:
     """CounterSet name -> counter -> value of what ``device`` (an entry of
     ``spec.devices``) consumes; empty for a device that consumes no counters."""
     out: dict[str, dict[str, Fraction]] = {}
-    for entry in as_list(_body(device).get("consumesCounters")):
+    for entry in as_list(device_fields(device).get("consumesCounters")):
         if isinstance(entry, Mapping) and isinstance(entry.get("counterSet"), str):
             out[entry["counterSet"]] = _amounts(entry.get("counters"))
     return out
@@ -366,7 +363,7 @@ def slice_memory(cs: CounterSet) -> Fraction:
 
 def _profile(device: Mapping[str, Any]) -> str:
     """The ``profile`` attribute of a device (NVIDIA's MIG profile), ``gpu`` without one."""
-    value = as_map(_body(device).get("attributes")).get("profile")
+    value = as_map(device_fields(device).get("attributes")).get("profile")
     if isinstance(value, Mapping):
         value = value.get("string")
     return str(value) if value else "gpu"

@@ -34,6 +34,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.slices imp
     allocated_devices,
     published_devices,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
+    device_fields,
+)
 
 
 def request_alternatives(request: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -67,7 +70,7 @@ def _node_ready(node: Mapping[str, Any]) -> bool:
 
 
 def _attr(device: Mapping[str, Any], driver: str, qualified: str) -> Any:
-    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    body = device_fields(device)
     domain, _sep, ident = qualified.partition("/")
     for name, value in (body.get("attributes") or {}).items():
         d, sep, i = str(name).partition("/")
@@ -428,7 +431,7 @@ def _sharing(stages: Sequence[tuple[str, str]]) -> Callable[[Published], Any] | 
 
     def sharing(dev: Published) -> Any:
         device = dev.device
-        body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+        body = device_fields(device)
         return (
             dev.driver,
             repr(body.get("allowMultipleAllocations")),

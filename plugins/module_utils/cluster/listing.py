@@ -27,6 +27,7 @@ from typing import Any, Optional, TypedDict
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import is_map
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     OBJECT_RESOURCE_VERSIONS,
+    device_fields,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client import (
     PAGE_SIZE,
@@ -379,7 +380,7 @@ def trim_slices() -> Callable[[dict[str, Any]], dict[str, Any]]:
         strip_managed_fields(rslice)
         spec = rslice.get("spec") or {}
         for device in spec.get("devices") or []:
-            body = device.get("basic") if isinstance(device.get("basic"), dict) else device
+            body = device_fields(device)
             for member in ("attributes", "capacity"):
                 _share_values(body.get(member), shared)
             consumes = body.get("consumesCounters")

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     OBJECT_RESOURCE_VERSIONS,
+    device_fields,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 
@@ -87,10 +88,7 @@ def device_driver_version(device: Any) -> str:
     ``basic.attributes`` in v1beta1); empty when it has none."""
     if not isinstance(device, Mapping):
         return ""
-    basic = device.get("basic")
-    attrs = device.get(
-        "attributes", basic.get("attributes") if isinstance(basic, Mapping) else None
-    )
+    attrs = device_fields(device).get("attributes")
     value = attrs.get("driverVersion") if isinstance(attrs, Mapping) else None
     return str(value.get("version") or "") if isinstance(value, Mapping) else ""
 

@@ -94,6 +94,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import lea
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import is_map
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
+    device_fields,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     GPU_CLASS,
     MIG_CLASS,
@@ -494,11 +497,9 @@ class Shape:
 def _value(device: Mapping[str, Any], field_name: str, name: str) -> Any:
     """Attribute or capacity ``name`` of a device (bare or under NVIDIA's driver name);
     None when absent or when ``field_name`` is not a mapping."""
-    # the exact dict first, and None before the abstract check: this runs for every
-    # attribute the report reads of every device
-    basic = device.get("basic")
-    body = basic if basic is not None and is_map(basic) else device
-    values = body.get(field_name)
+    # this runs for every attribute the report reads of every device: dicts are taken
+    # without the abstract check, here and in device_fields
+    values = device_fields(device).get(field_name)
     if values is None or not is_map(values):
         return None
     v = values.get(name)

@@ -57,6 +57,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import cou
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as ccounters
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
+    device_fields,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     NVIDIA_DRIVER,
 )
@@ -243,7 +246,7 @@ def _attr(device: Mapping[str, Any], name: str) -> Any:
 
 
 def _slices(device: Mapping[str, Any]) -> list[int]:
-    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    body = device_fields(device)
     out = []
     for k in body.get("capacity") or {}:
         m = _SLICE_KEY.match(str(k))

@@ -52,6 +52,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
     Listing,
     Settings,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
+    device_fields,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mprof
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
     FAIL,
@@ -126,7 +129,7 @@ class DynamicGpu:
 def _attr(device: Mapping[str, Any], name: str) -> str:
     """A device attribute's value as text (``""`` when absent, or when ``attributes`` is
     no object)."""
-    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    body = device_fields(device)
     attributes = body.get("attributes")
     value = attributes.get(name) if isinstance(attributes, Mapping) else None
     if isinstance(value, Mapping) and value:

@@ -34,6 +34,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
     node_names,
     parse_label_selector,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
+    device_fields,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
@@ -268,7 +271,7 @@ def _plugin_check(
 
 
 def attr_value(device: Mapping[str, Any], name: str) -> Any:
-    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    body = device_fields(device)
     v = (body.get("attributes") or {}).get(name)
     if isinstance(v, Mapping) and v:
         return next(iter(v.values()))
@@ -276,7 +279,7 @@ def attr_value(device: Mapping[str, Any], name: str) -> Any:
 
 
 def _capacity(device: Mapping[str, Any], name: str) -> Any:
-    body = device.get("basic") if isinstance(device.get("basic"), Mapping) else device
+    body = device_fields(device)
     v = (body.get("capacity") or {}).get(name)
     return v.get("value") if isinstance(v, Mapping) else v
 

@@ -13,6 +13,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import (
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     OBJECT_RESOURCE_VERSIONS,
+    device_fields,
 )
 
 pytestmark = pytest.mark.unit
@@ -41,3 +42,12 @@ def test_the_versions_are_the_beta_and_ga_ones_the_releases_serve_objects_in() -
 def test_the_versions_are_the_models_in_its_order() -> None:
     model = tuple(v for v in dra_api.ALL_RESOURCE_VERSIONS if "alpha" not in v)
     assert model == OBJECT_RESOURCE_VERSIONS
+
+
+def test_a_device_s_fields_are_read_in_each_version_s_shape() -> None:
+    fields = {"attributes": {"uuid": {"string": "GPU-1"}}, "capacity": {}}
+    assert device_fields({"name": "gpu-0", **fields}) == {"name": "gpu-0", **fields}  # v1
+    assert device_fields({"name": "gpu-0", "basic": fields}) is fields  # v1beta1
+    # a basic that is no mapping (no server sends one) leaves the device as it is
+    odd = {"name": "gpu-0", "basic": ["x"], **fields}
+    assert device_fields(odd) is odd
