@@ -82,8 +82,7 @@ def versions_checks(listing: Listing, settings: Settings) -> list[Check]:
     kubelets, runtimes = _node_versions(listing)
     ev_api = Evidence(api_source, ", ".join(f"{h}={v}" for h, v in sorted(apis.items())) or "none")
     ev_kl = Evidence(
-        f"{listing.src('nodes')} status.nodeInfo.kubeletVersion",
-        ", ".join(f"{h}={v}" for h, v in sorted(kubelets.items())) or "none",
+        f"{listing.src('nodes')} status.nodeInfo.kubeletVersion", _per_version(kubelets)
     )
     out: list[Check] = []
     if not apis:
@@ -131,6 +130,27 @@ def versions_checks(listing: Listing, settings: Settings) -> list[Check]:
     return out
 
 
+#: Nodes a version's evidence names; more are counted.
+MAX_NAMED_NODES = 20
+
+
+def _per_version(versions: Mapping[str, str]) -> str:
+    """Node -> version as evidence: each version with its nodes (``v1.38.0: a, b``), the
+    most common first; a version on more than ``MAX_NAMED_NODES`` nodes names the first of
+    them and counts the rest (a fleet's evidence stays short: one entry per node was
+    about 250 KB at 10,000 nodes)."""
+    by_version: dict[str, list[str]] = {}
+    for node, v in versions.items():
+        by_version.setdefault(v, []).append(node)
+    parts = []
+    for v, nodes in sorted(by_version.items(), key=lambda x: (-len(x[1]), x[0])):
+        nodes.sort()
+        named = ", ".join(nodes[:MAX_NAMED_NODES])
+        more = len(nodes) - MAX_NAMED_NODES
+        parts.append(f"{v}: {named}" + (f" and {more} more" if more > 0 else ""))
+    return "; ".join(parts) or "none"
+
+
 def _node_versions(listing: Listing) -> tuple[dict[str, str], dict[str, str]]:
     """(node -> its kubelet's version, normalized, where it reports one; node -> its
     container runtime's version as reported), from ``status.nodeInfo`` in one walk."""
@@ -157,7 +177,7 @@ def _container_runtime(
         evidence=[
             Evidence(
                 f"{listing.src('nodes')} status.nodeInfo.containerRuntimeVersion",
-                ", ".join(f"{n}={r}" for n, r in sorted(runtimes.items()) if r) or "none",
+                _per_version({n: r for n, r in runtimes.items() if r}),
             )
         ],
     )

@@ -72,3 +72,15 @@ def test_a_138_kubelet_on_containerd_17_fails_naming_the_node() -> None:
     assert by_id(vver.versions_checks(listing, settings))["versions.container-runtime"].status == (
         "pass"
     )
+
+
+def test_version_evidence_groups_nodes_by_version_and_counts_past_a_few() -> None:
+    many = {f"gpu-{i:05d}": "v1.38.0" for i in range(10_000)}
+    many.update({"gpu-b": "v1.37.2", "gpu-a": "v1.37.2"})
+    text = vver._per_version(many)
+    top, old = text.split("; ")
+    assert top.startswith("v1.38.0: gpu-00000, gpu-00001, ")
+    assert top.endswith(f"gpu-{vver.MAX_NAMED_NODES - 1:05d} and 9980 more")
+    assert old == "v1.37.2: gpu-a, gpu-b"
+    assert len(text) < 1000
+    assert vver._per_version({}) == "none"
