@@ -3,7 +3,7 @@
 """The DRA version model, part: the resource.k8s.io versions the collection reads and
 writes DRA objects (DeviceClass, ResourceClaim(Template), ResourceSlice) in.
 
-No imports but the standard library's: the per-node modules that list ResourceSlices
+No imports but ``common.fields``: the per-node modules that list ResourceSlices
 (``upgrade_node_state`` through ``cluster/node_state.py``) ship this file and not the
 release tables the rest of the model reads. ``tests/unit/dra/test_resource_versions.py``
 holds it to the model: the beta and GA versions of ``dra.api.ALL_RESOURCE_VERSIONS``, which
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import is_map
 
 #: resource.k8s.io versions, most stable first: the beta and GA ones any release of the
 #: model serves (the alpha shapes differ, and no release the roles provision serves DRA only
@@ -35,8 +37,6 @@ def device_fields(device: Mapping[str, Any]) -> Mapping[str, Any]:
     device itself in v1 and v1beta2, its ``basic`` in v1beta1 (k8s.io/api
     ``resource/v1beta1/types.go``, ``Device.Basic``); the device itself when ``basic`` is
     not a mapping. Called for every device of a fleet: a dict is taken without the
-    abstract check."""
+    abstract check (``common.fields.is_map``)."""
     basic = device.get("basic")
-    if basic is None:
-        return device
-    return basic if type(basic) is dict or isinstance(basic, Mapping) else device
+    return basic if basic is not None and is_map(basic) else device

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.unit
 NODE_PAYLOADS: dict[str, set[str]] = {
     "upgrade_node_state": {
         "modules/upgrade_node_state.py",
+        "module_utils/common/fields.py",  # a device's fields (dra.resource_versions)
         "module_utils/common/http_exchange.py",  # one deadline per API request (kube.client)
         "module_utils/common/limits.py",
         "module_utils/dra/resource_versions.py",
