@@ -101,7 +101,7 @@ def devices_before(path: str, host: str, target: str, devices: int) -> int:
         kept = entry.get("devices_before")
         before = 0
         if isinstance(kept, dict) and kept.get("target") == target:
-            with contextlib.suppress(TypeError, ValueError):
+            with contextlib.suppress(TypeError, ValueError, OverflowError):
                 before = max(0, int(kept.get("devices") or 0))
         most = max(before, int(devices))
         entry["devices_before"] = {"target": target, "devices": most}

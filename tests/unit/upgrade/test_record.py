@@ -74,4 +74,8 @@ def test_devices_before_keeps_the_most_a_run_of_the_target_saw_until_the_node_is
     report["nodes"]["gpu-1"]["devices_before"] = {"target": "1.39.0", "devices": "many"}
     Path(path).write_text(json.dumps(report))
     assert ur.devices_before(path, "gpu-1", "1.39.0", 3) == 3
+    for odd in ("Infinity", "NaN", "-5", "[1]", "true"):  # JSON as a hand may write it
+        text = Path(path).read_text().replace('"devices": 3', f'"devices": {odd}')
+        Path(path).write_text(text)
+        assert ur.devices_before(path, "gpu-1", "1.39.0", 3) == 3, odd
     assert ur.devices_before(path, "gpu-2", "1.39.0", 1) == 1  # a host not yet in the report
