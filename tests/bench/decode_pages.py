@@ -468,9 +468,18 @@ def stored_kind(kind: str, count: int, make: Callable[[int], Any]) -> client.Pag
     return out
 
 
-def fleet_listing(nodes: int) -> listing.Listing:
+def pending_claim(i: int) -> dict[str, Any]:
+    """``claim(i)`` not allocated: its pod ``pod(i)`` waits for it (the claim was made long
+    before the judges' ``now``)."""
+    out = claim(i)
+    out["status"] = {}
+    return out
+
+
+def fleet_listing(nodes: int, pending: int = 0) -> listing.Listing:
     """The listing of a fleet of ``nodes`` GPU nodes: 10 claims and pods a node, one
-    slice a node (plugin pods left out)."""
+    slice a node (plugin pods left out); the first ``pending`` claims not allocated, each
+    with its pod waiting (validate's ``claims.pending`` explains each)."""
     devices = json.dumps(fleet.devices(fleet.node_state("gpu-node-0")))
     with client.gc_paused():
         return listing.Listing(
@@ -478,7 +487,11 @@ def fleet_listing(nodes: int) -> listing.Listing:
             resource_group={"versions": [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]},
             resource_version="v1",
             pods=stored_kind("pods", nodes * 10, pod),
-            claims=stored_kind("resourceclaims", nodes * 10, claim),
+            claims=stored_kind(
+                "resourceclaims",
+                nodes * 10,
+                lambda i: pending_claim(i) if i < pending else claim(i),
+            ),
             slices=stored_kind(
                 "resourceslices", nodes, lambda i: resource_slice(i, json.loads(devices))
             ),
@@ -492,17 +505,17 @@ def _rss_kib(field: str) -> int:
         return next(int(line.split()[1]) for line in status if line.startswith(field))
 
 
-def judge(nodes: int) -> None:
+def judge(nodes: int, pending: int = 0) -> None:
     """Seconds and peak memory (resident, above the stored listing) of validate's checks,
-    the report and the MIG advice (no claim pending) on the stored listing of ``nodes``
-    GPU nodes, the garbage collector paused as ``dra_validate``, ``gpufleet report`` and
-    ``gpufleet mig advise`` pause it."""
+    the report and the MIG advice on the stored listing of ``nodes`` GPU nodes with
+    ``pending`` claims a pod waits for (``fleet_listing``), the garbage collector paused as
+    ``dra_validate``, ``gpufleet report`` and ``gpufleet mig advise`` pause it."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart
     from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as report
     from ansible_collections.gpufleet.cluster.plugins.module_utils.report import mig_advice
     from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster
 
-    fleet_of = fleet_listing(nodes)
+    fleet_of = fleet_listing(nodes, pending)
     settings = listing.Settings(
         driver=chart.NVIDIA_DRIVER,
         device_classes=[*chart.GPU_DEVICE_CLASSES],
@@ -525,10 +538,18 @@ def judge(nodes: int) -> None:
         before = _rss_kib("VmRSS")
         with client.gc_paused():
             t, cpu = time.perf_counter(), time.process_time()
-            run()
+            result = run()
             seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
         peak = (_rss_kib("VmHWM") - before) / 1024
-        print(f"{name:16} {nodes:6} nodes {seconds:7.2f} s ({cpu:.2f} s CPU)  peak +{peak:.0f} MiB")
+        shown = ""
+        if name == "validate checks":
+            check = next(c for c in result if c.id == "claims.pending")
+            shown = f"  claims.pending {check.status}: {str(check.evidence)[:100]}"
+        print(
+            f"{name:16} {nodes:6} nodes {seconds:7.2f} s ({cpu:.2f} s CPU)  "
+            f"peak +{peak:.0f} MiB{shown}"
+        )
+        del result
 
 
 def main() -> None:
@@ -536,11 +557,14 @@ def main() -> None:
     parser.add_argument("--profile", choices=sorted(PAGE_ITEMS))
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--judge", type=int, metavar="NODES", help="time the checks instead")
+    parser.add_argument(
+        "--pending", type=int, default=0, metavar="N", help="with --judge: N claims a pod waits for"
+    )
     args = parser.parse_args()
     if client.msgspec is None:
         parser.error("msgspec is not installed: pip install msgspec")
     if args.judge:
-        judge(args.judge)
+        judge(args.judge, args.pending)
         return
     print(
         f"{'kind':15} {'items':>5} {'MB':>5} {'decoder':8} {'decode+trim':>11} {'store':>6} "

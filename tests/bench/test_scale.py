@@ -661,9 +661,79 @@ def test_label_every_gpu_node(bench: Bench) -> None:
     judge([fig])
 
 
+#: Claims a pod waits for, added for the validate benchmark: each explained by
+#: ``claims.pending`` (every published device through its selectors), the explanations'
+#: memory part of the figure. Each asks for a 1g.18gb MIG device, which no GPU of the
+#: fleet has; the pods are not bound to a node (no kube-scheduler runs here).
+VALIDATE_PENDING = 100
+VALIDATE_NAMESPACE = "validate-waiting"
+
+
+def _waiting_pods(n: int) -> list[dict[str, Any]]:
+    """A pod for each of the first ``n`` claims of ``_pending_claims``, waiting for it."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"waits-{i:04d}", "namespace": VALIDATE_NAMESPACE},
+            "spec": {
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": f"small-{i:04d}"}],
+                "containers": [
+                    {"name": "main", "image": "pause", "resources": {"claims": [{"name": "gpu"}]}}
+                ],
+            },
+        }
+        for i in range(n)
+    ]
+
+
+def add_waiting(b: Bench) -> Callable[[], None]:
+    """``VALIDATE_PENDING`` claims in ``VALIDATE_NAMESPACE``, each with a pod waiting for
+    it; returns what deletes them again (the namespace stays: without
+    kube-controller-manager nothing would empty it)."""
+    kubectl = [str(b.cp.binaries.kubectl), f"--kubeconfig={b.cp.kubeconfig}"]
+    claims = _pending_claims(VALIDATE_PENDING)
+    for item in claims["items"]:
+        item["metadata"]["namespace"] = VALIDATE_NAMESPACE
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": VALIDATE_NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": VALIDATE_NAMESPACE},
+        },
+        *claims["items"],
+        *_waiting_pods(VALIDATE_PENDING),
+    ]
+    made = subprocess.run(
+        [*kubectl, "create", "-f", "-"],
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr[-2000:]
+
+    def remove() -> None:
+        for kind in ("pods", "resourceclaims"):
+            gone = subprocess.run(
+                [*kubectl, "delete", kind, "--all", "-n", VALIDATE_NAMESPACE, "--wait=false"],
+                capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+            assert gone.returncode == 0, gone.stderr[-2000:]
+
+    return remove
+
+
 def check_report(b: Bench, report: dict[str, Any]) -> dict[str, Any]:
     """Assert that validate judged the fleet right; return the report."""
     checks = {c["id"]: c for c in report["checks"]}
+    pending = checks["claims.pending"]
+    assert pending["status"] == "fail", pending
+    assert pending["data"]["pending_total"] == VALIDATE_PENDING, pending["data"]["pending_total"]
+    for p in pending["data"]["pending"]:
+        assert p["claim"].startswith(f"{VALIDATE_NAMESPACE}/small-"), p["claim"]
+        assert p["explain"]["verdict"] == "no-device", p["explain"]["summary"]
+        (req,) = p["explain"]["requests"]
+        assert req["total"] == b.fleet.devices, req["total"]  # every device judged
     for cid in (
         "nodes.gpu-labels",
         "nodes.resourceslices",
@@ -682,7 +752,7 @@ def check_report(b: Bench, report: dict[str, Any]) -> dict[str, Any]:
     assert {x["claim"] for x in leaked["data"]["leaks"]} == named
     assert leaked["data"]["leaks_total"] == len(b.fleet.leaked)
     assert report["meta"]["objects"]["nodes"] == len(b.fleet.nodes)
-    assert report["meta"]["objects"]["resourceclaims"] == len(b.fleet.claims)
+    assert report["meta"]["objects"]["resourceclaims"] == len(b.fleet.claims) + VALIDATE_PENDING
     return report
 
 
@@ -696,25 +766,32 @@ def test_validate_the_fleet(bench: Bench) -> None:
     assert cluster.labelled(b.cp) == set(nodes)
     runs: list[Measured] = []
     reports: dict[int, dict[str, Any]] = {}
-    for i in range(REPEAT):
-        report_file = b.workdir / f"validate-{i}.json"
-        run = b.run(
-            [
-                str(BIN / "gpufleet"),
-                "validate",
-                "-i",
-                str(inventory),
-                "--kubeconfig",
-                str(b.cp.kubeconfig),
-                "--json",
-                str(report_file),
-            ],
-            floor=True,
-        )
-        # exit 1: claims.leaked fails, as it must
-        assert run.rc == 1, run.stdout[-4000:] + run.stderr[-2000:]
-        reports[id(run)] = check_report(b, json.loads(report_file.read_text()))
-        runs.append(run)
+    remove_waiting = add_waiting(b)
+    try:
+        for i in range(REPEAT):
+            report_file = b.workdir / f"validate-{i}.json"
+            run = b.run(
+                [
+                    str(BIN / "gpufleet"),
+                    "validate",
+                    "-i",
+                    str(inventory),
+                    "--kubeconfig",
+                    str(b.cp.kubeconfig),
+                    "--json",
+                    str(report_file),
+                    # the waiting pods' claims were made just now: pending at once
+                    "-e",
+                    "validate_pending_threshold=0",
+                ],
+                floor=True,
+            )
+            # exit 1: claims.leaked and claims.pending fail, as they must
+            assert run.rc == 1, run.stdout[-4000:] + run.stderr[-2000:]
+            reports[id(run)] = check_report(b, json.loads(report_file.read_text()))
+            runs.append(run)
+    finally:
+        remove_waiting()
     project = median_run(runs)
     report = reports[id(project)]
     meta = report["meta"]

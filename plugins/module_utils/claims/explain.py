@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
@@ -31,8 +31,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.pods impor
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.slices import (
     Published,
+    PublishedDevices,
     allocated_devices,
-    published_devices,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     device_fields,
@@ -151,8 +151,9 @@ def explain_claim(
     unallocated claims; None: computed here from ``slices`` and ``claims`` but ``claim``.
 
     ``shared``: a dict a caller keeps while it explains many claims of one listing with
-    the same other arguments (``claims.pending.find_pending``): the DeviceClasses, the
-    published devices and the nodes' readiness are read once, and an unallocated claim
+    the same other arguments (``claims.pending.find_pending``): the DeviceClasses and the
+    nodes' readiness are read once (the published devices are read from ``slices`` again
+    for each request evaluated, one page at a time: none is held), and an unallocated claim
     whose device requests equal an earlier one's takes that claim's evaluation of them
     (the request entries are then the same objects: read them, do not change them).
 
@@ -190,7 +191,7 @@ def explain_claim(
         shared = {}
     if "devices" not in shared:
         shared["classes"] = {metadata(c).get("name"): c for c in device_classes}
-        shared["devices"] = published_devices(slices)
+        shared["devices"] = PublishedDevices(slices)
         shared["node_ready"] = {metadata(n).get("name"): _node_ready(n) for n in nodes}
         shared["compiled"] = _Compiled(judge)
         shared["requests"] = {}
@@ -237,7 +238,9 @@ def _explain_requests(
         sets = ccounters.counter_sets(slices, (c for c in claims if metadata(c).get("uid") != uid))
     requests_out: list[dict[str, Any]] = []
     verdicts: list[str] = []
-    candidates: dict[str, dict[str, list[Published]]] = {}
+    constraints = spec_devices.get("constraints") or []
+    matched = _constraint_attributes(constraints)
+    candidates: dict[str, dict[str, list[tuple[str, ...]]]] = {}
     for request in spec_devices.get("requests") or []:
         for alt in request_alternatives(request):
             out, free_by_node, verdict = _explain_alternative(
@@ -245,16 +248,25 @@ def _explain_requests(
                 shared["classes"],
                 shared["devices"],
                 (in_use, sets),
-                shared["node_ready"],
+                (shared["node_ready"], matched),
                 shared["compiled"],
             )
             candidates[alt["name"]] = free_by_node
             requests_out.append(out)
             verdicts.append(verdict)
-    constraints_out = _explain_constraints(
-        spec_devices.get("constraints") or [], requests_out, candidates
-    )
+    constraints_out = _explain_constraints(constraints, requests_out, candidates, matched)
     return requests_out, constraints_out, verdicts
+
+
+def _constraint_attributes(constraints: Any) -> list[str]:
+    """The attributes ``matchAttribute`` constraints compare, each once: of the free
+    matching devices only their values are kept (``_Tally.free_by_node``)."""
+    out: list[str] = []
+    for c in constraints if isinstance(constraints, list) else []:
+        attr = c.get("matchAttribute") if isinstance(c, Mapping) else None
+        if attr and isinstance(attr, str) and attr not in out:
+            out.append(attr)
+    return out
 
 
 def _in_use(claim: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -311,15 +323,18 @@ def _claim_verdict(
 class _Tally:
     """How the devices of one request alternative fare: reasons a device is not free,
     CEL errors, selectors that cannot be judged, rejections per selector, per node
-    counts and the free matching devices of each node."""
+    counts and, per node, the values of the constrained attributes (``matched``) of each
+    free matching device."""
 
-    def __init__(self) -> None:
+    def __init__(self, matched: Sequence[str] = ()) -> None:
+        self.matched = matched
+        self.total = 0
         self.reasons: Counter = Counter()
         self.errors: Counter = Counter()
         self.unjudged: Counter = Counter()
         self.rejected: Counter = Counter()
         self.per_node: dict[str, dict[str, Any]] = {}
-        self.free_by_node: dict[str, list[Published]] = {}
+        self.free_by_node: dict[str, list[tuple[str, ...]]] = {}
         self.matching = 0
         self.free = 0
         #: devices free of claims but short of shared counters, and per (CounterSet id,
@@ -474,19 +489,22 @@ def _rejection(
 
 
 def _tally_devices(
-    devices: Sequence[Published],
+    devices: Iterable[Published],
     stages: Sequence[tuple[str, str]],
     compiled: _Compiled,
     class_name: str,
     taken: tuple[Mapping[str, str], Mapping[str, ccounters.CounterSet]],
+    matched: Sequence[str] = (),
 ) -> _Tally:
     """Every published device judged against the selectors, then against the other
     claims' allocations: ``taken`` is (``driver/pool/device`` -> the claim holding it,
-    the CounterSets by id with what those claims consume)."""
+    the CounterSets by id with what those claims consume). Of a free matching device the
+    values of the attributes ``matched`` are kept, for the constraints."""
     in_use, sets = taken
-    tally = _Tally()
+    tally = _Tally(matched)
     shared: _Shared = (_sharing(stages), {}, {})
     for dev in devices:
+        tally.total += 1
         n = tally.per_node.setdefault(
             dev.node, {"total": 0, "matching": 0, "free": 0, "reasons": Counter()}
         )
@@ -503,7 +521,9 @@ def _tally_devices(
             else:
                 n["free"] += 1
                 tally.free += 1
-                tally.free_by_node.setdefault(dev.node, []).append(dev)
+                tally.free_by_node.setdefault(dev.node, []).append(
+                    tuple(str(_attr(dev.device, dev.driver, a)) for a in matched)
+                )
                 continue
         tally.reasons[why] += 1
         n["reasons"][why] += 1
@@ -538,13 +558,15 @@ def _nodes_out(
 def _explain_alternative(
     alt: Mapping[str, Any],
     classes: Mapping[str, Mapping[str, Any]],
-    devices: Sequence[Published],
+    devices: Iterable[Published],
     taken: tuple[Mapping[str, str], Mapping[str, ccounters.CounterSet]],
-    node_ready: Mapping[str, bool],
+    nodes: tuple[Mapping[str, bool], Sequence[str]],
     compiled: _Compiled,
-) -> tuple[dict[str, Any], dict[str, list[Published]], str]:
-    """One request alternative explained: ``(request entry of explain_claim, free
-    matching devices by node, verdict)``."""
+) -> tuple[dict[str, Any], dict[str, list[tuple[str, ...]]], str]:
+    """One request alternative explained: ``(request entry of explain_claim, per node the
+    constrained attributes' values of each free matching device, verdict)``. ``nodes``:
+    the nodes' readiness and the attributes the claim's constraints compare."""
+    node_ready, matched = nodes
     class_name = alt.get("deviceClassName", "")
     mode = alt.get("allocationMode") or "ExactCount"
     count = int(alt.get("count") or 1) if mode == "ExactCount" else 0
@@ -553,7 +575,7 @@ def _explain_alternative(
         "device_class": class_name,
         "count": count,
         "mode": mode,
-        "total": len(devices),
+        "total": 0,
         "matching": 0,
         "free": 0,
         "reasons": [],
@@ -564,14 +586,16 @@ def _explain_alternative(
     }
     cls = classes.get(class_name)
     if cls is None:
+        base["total"] = sum(1 for _ in devices)
         base["summary"] = (
             f"request {alt.get('name')}: DeviceClass {class_name!r} does not exist "
             f"(classes: {', '.join(sorted(classes)) or 'none'})"
         )
         return base, {}, "class-missing"
     stages = _selector_stages(class_name, cls, alt)
-    tally = _tally_devices(devices, stages, compiled, class_name, taken)
+    tally = _tally_devices(devices, stages, compiled, class_name, taken, matched)
     need = max(count, 1)
+    base["total"] = tally.total
     base["matching"] = tally.matching
     base["free"] = tally.free
     base["reasons"] = [[r, c] for r, c in tally.reasons.most_common()]
@@ -587,9 +611,7 @@ def _explain_alternative(
         f"request {alt.get('name')} ({class_name}, "
         f"{mode}{'' if mode != 'ExactCount' else f' {count}'})"
     )
-    verdict, base["summary"] = _alternative_verdict(
-        label, base, len(devices), tally, need, taken[1]
-    )
+    verdict, base["summary"] = _alternative_verdict(label, base, tally.total, tally, need, taken[1])
     return base, tally.free_by_node, verdict
 
 
@@ -720,17 +742,21 @@ def _amounts_held(sf: ccounters.Shortfall, shown: int = 3) -> str:
 def _explain_constraints(
     constraints: Sequence[Mapping[str, Any]],
     requests_out: Sequence[Mapping[str, Any]],
-    candidates: Mapping[str, Mapping[str, list[Published]]],
+    candidates: Mapping[str, Mapping[str, list[tuple[str, ...]]]],
+    matched: Sequence[str],
 ) -> list[dict[str, Any]]:
     """``matchAttribute`` constraints: is there a node where each constrained request has
-    its count of free matching devices that all share one value of the attribute?"""
+    its count of free matching devices that all share one value of the attribute?
+    ``candidates``: per request and node, the values of the attributes ``matched``
+    (``_constraint_attributes``) of each free matching device."""
     out = []
     counts = {r["request"]: max(int(r["count"]), 1) for r in requests_out}
     for c in constraints:
         attr = c.get("matchAttribute")
-        if not attr:
+        if not attr or attr not in matched:  # none, or not a name (no API server serves it)
             out.append({"constraint": dict(c), "fits": None, "summary": "not evaluated"})
             continue
+        at = matched.index(attr)
         names = c.get("requests") or list(counts)
         names = [n for n in names if n in candidates]
         nodes = set.intersection(*(set(candidates[n]) for n in names)) if names else set()
@@ -740,7 +766,7 @@ def _explain_constraints(
             values_ok = None
             per_req = []
             for n in names:
-                vals = Counter(str(_attr(d.device, d.driver, attr)) for d in candidates[n][node])
+                vals = Counter(values[at] for values in candidates[n][node])
                 seen_values.update(vals)
                 per_req.append({v for v, k in vals.items() if k >= counts[n] and v != "None"})
             values_ok = set.intersection(*per_req) if per_req else set()

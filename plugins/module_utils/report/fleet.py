@@ -10,7 +10,7 @@ ResourceClaims, Pods, Nodes, listed once by ``kube.client.list_cluster``); no I/
 Facts and their sources:
 
 - A device is one entry of ``spec.devices`` of the newest generation of each pool
-  (``claims.slices.published_devices``); only devices of ``driver`` (default
+  (``claims.slices.iter_published_devices``); only devices of ``driver`` (default
   ``gpu.nvidia.com``) are counted. Its GPU model is the ``productName`` attribute, its
   MIG profile the ``profile`` attribute (``1g.18gb``; a device without one is a whole
   GPU, profile ``gpu``), its memory the capacity ``memory`` (a Kubernetes quantity,

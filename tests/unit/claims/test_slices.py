@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 
 from tests.unit.validate_objects import (
     gpu_device,
@@ -17,8 +18,20 @@ def test_only_the_newest_pool_generation_counts() -> None:
     old = resource_slice("gpu-1", [gpu_device(0, "GPU-old")], generation=1, name="old")
     new = resource_slice("gpu-1", [gpu_device(0, "GPU-new")], generation=2, name="new")
     assert [
-        d.device["attributes"]["uuid"]["string"] for d in cslices.published_devices([old, new])
+        d.device["attributes"]["uuid"]["string"] for d in cslices.PublishedDevices([old, new])
     ] == ["GPU-new"]
+
+
+def test_published_devices_are_read_again_on_each_walk() -> None:
+    """The view holds no device between walks; slices that can be walked once (an
+    iterator) are kept, so that a second walk sees the same devices."""
+    slices = [resource_slice(f"gpu-{n}", [gpu_device(i, f"GPU-{n}-{i}") for i in range(2)],
+                             name=f"s{n}") for n in range(3)]  # fmt: skip
+    for given in (slices, iter(slices), vk.PagedList(slices, page_size=1)):
+        view = cslices.PublishedDevices(given)
+        first = [d.id for d in view]
+        assert first == [f"gpu.nvidia.com/gpu-{n}/gpu-{i}" for n in range(3) for i in range(2)]
+        assert [d.id for d in view] == first
 
 
 @pytest.mark.parametrize("odd", ["two", "1.5", -3, True, None, [], {"n": 1}, "٣"])
