@@ -1,0 +1,80 @@
+"""playbooks/validate.yml hands module ``dra_validate`` the node name of each GPU host:
+``kubernetes_node_name`` where the host has one (a host variable, or a group variable that
+is a template), else the inventory name; in the order of group ``gpu_nodes``, and per
+group that holds GPU hosts. The API server named refuses connections: the module fails at
+once, with the arguments it was given in its result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.ansible_cli import ROOT, ansible
+
+pytestmark = pytest.mark.ansible
+
+INVENTORY = """\
+[gpu_nodes]
+gpu-b kubernetes_node_name=node-b.example
+gpu-a
+gpu-c
+
+[gpu_h200]
+gpu-c
+gpu-b
+
+[gpu_h200:vars]
+kubernetes_node_name="{{ inventory_hostname }}.h200"
+
+[all:vars]
+ansible_connection=local
+"""
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+- name: refusing
+  cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+users:
+- name: u
+  user: {token: not-a-secret}
+contexts:
+- name: refusing
+  context: {cluster: refusing, user: u}
+current-context: refusing
+"""
+
+
+def module_args(tmp_path: Path) -> dict[str, Any]:
+    (tmp_path / "hosts.ini").write_text(INVENTORY)
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    out = ansible(
+        "ansible-playbook",
+        "-i",
+        str(tmp_path / "hosts.ini"),
+        "-e",
+        f"validate_kubeconfig={tmp_path / 'kubeconfig'}",
+        str(ROOT / "playbooks" / "validate.yml"),
+        env_extra={"ANSIBLE_STDOUT_CALLBACK": "json"},
+    )
+    assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+    run = json.loads(out.stdout)
+    (result,) = [
+        t["hosts"]["localhost"]
+        for play in run["plays"]
+        for t in play["tasks"]
+        if t["task"]["name"].endswith("Validate | Run the checks")
+    ]
+    assert result["failed"] and "cannot be reached" in result["msg"], result["msg"]
+    return result["invocation"]["module_args"]
+
+
+def test_each_gpu_host_is_named_as_its_node(tmp_path: Path) -> None:
+    args = module_args(tmp_path)
+    # host variable over group variable; a group variable's template of the host; none
+    assert args["gpu_nodes"] == ["node-b.example", "gpu-a", "gpu-c.h200"]
+    assert args["node_groups"] == {"gpu_h200": ["gpu-c.h200", "node-b.example"]}
