@@ -67,3 +67,25 @@ def test_the_index_keeps_the_fields_the_checks_read() -> None:
 
 def test_key_of_a_cluster_scoped_object_is_its_name() -> None:
     assert cpods.key({"metadata": {"name": "gpu.nvidia.com"}}) == "gpu.nvidia.com"
+
+
+def test_pods_share_their_phase_and_node_strings_and_a_claim_may_have_several_users() -> None:
+    """Pods decoded from one answer each hold their own strings: the index keeps one
+    object per phase and per node name, whatever text or value a pod has there."""
+    first = pod("a", node_name="".join(["gpu-", "1"]), claims=["shared"])
+    second = pod("b", node_name="".join(["gpu-", "1"]), claims=["shared"])
+    third = pod("c", claims=["own"])
+    second["status"]["phase"] = "".join(["Run", "ning"])
+    odd = pod("d", node_name="gpu-2")
+    odd["status"]["phase"] = 3  # not text: kept as it is
+    index = cpods.PodIndex([first, second, third, odd])
+    a, b = index.get("default", "a"), index.get("default", "b")
+    assert a["spec"]["nodeName"] is b["spec"]["nodeName"]
+    assert a["status"]["phase"] is b["status"]["phase"] == "Running"
+    assert index.get("default", "d")["status"]["phase"] == 3
+    assert [cpods.key(p) for p in index.users[("default", "shared")]] == [
+        "default/a",
+        "default/b",
+    ]
+    assert [cpods.key(p) for p in index.users[("default", "own")]] == ["default/c"]
+    assert len(index.users) == 2
