@@ -201,7 +201,14 @@ def explain_claim(
     same = repr(spec_devices) if counter_sets is not None and not allocated_devices(claim) else None
     evaluated = shared["requests"].get(same) if same is not None else None
     if evaluated is None:
-        evaluated = _explain_requests(claim, spec_devices, claims, slices, counter_sets, shared)
+        in_use = None
+        if same is not None:  # and so are the other claims' allocations: read them once
+            in_use = shared.get("in_use")
+            if in_use is None:
+                in_use = shared["in_use"] = _in_use(claim, claims)
+        evaluated = _explain_requests(
+            claim, spec_devices, claims, slices, counter_sets, shared, in_use
+        )
         if same is not None:
             shared["requests"][same] = evaluated
     requests_out, constraints_out, verdicts = evaluated
@@ -227,11 +234,14 @@ def _explain_requests(
     slices: Sequence[Mapping[str, Any]],
     counter_sets: Mapping[str, ccounters.CounterSet] | None,
     shared: Mapping[str, Any],
+    in_use: Mapping[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
     """``(request entries, constraint entries, verdicts)`` of ``claim``'s device requests
     (``spec_devices``) against the devices and allocations of ``shared``
-    (``explain_claim``)."""
-    in_use = _in_use(claim, claims)
+    (``explain_claim``); ``in_use``: the other claims' allocations (``_in_use``) when the
+    caller has them."""
+    if in_use is None:
+        in_use = _in_use(claim, claims)
     sets = counter_sets
     if sets is None:
         uid = metadata(claim).get("uid")

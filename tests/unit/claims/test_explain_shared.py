@@ -142,8 +142,17 @@ def test_pending_claims_with_the_same_requests_are_explained_once(
         return explain(claim, *rest)
 
     monkeypatch.setattr(cexplain, "_explain_requests", counted)
+    in_use = cexplain._in_use
+    reads: list[str] = []
+
+    def read(claim: Any, *rest: Any) -> Any:
+        reads.append(claim["metadata"]["name"])
+        return in_use(claim, *rest)
+
+    monkeypatch.setattr(cexplain, "_in_use", read)
     found = cpending.find_pending(claims, pods, slices, args[0], args[1], args[2], args[3])
     assert calls == ["c0", "d"]
+    assert reads == ["c0"]  # the other claims' allocations: read once for both evaluations
     monkeypatch.setattr(cexplain, "_explain_requests", explain)
     for p, c in zip(found, claims, strict=True):
         (alone,) = cpending.find_pending([c], pods, slices, *args)
