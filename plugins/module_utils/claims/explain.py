@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cel import evaluate as vcel
@@ -187,6 +187,8 @@ def explain_claim(
     lacks) is listed in ``errors``: kube-scheduler then fails the whole claim.
     """
     m = metadata(claim)
+    if isinstance(slices, Iterator):  # read more than once: for the devices, the counters
+        slices = list(slices)
     if shared is None:
         shared = {}
     if "devices" not in shared:
@@ -201,11 +203,7 @@ def explain_claim(
     same = repr(spec_devices) if counter_sets is not None and not allocated_devices(claim) else None
     evaluated = shared["requests"].get(same) if same is not None else None
     if evaluated is None:
-        in_use = None
-        if same is not None:  # and so are the other claims' allocations: read them once
-            in_use = shared.get("in_use")
-            if in_use is None:
-                in_use = shared["in_use"] = _in_use(claim, claims)
+        in_use = _shared_in_use(claim, claims, shared) if same is not None else None
         evaluated = _explain_requests(
             claim, spec_devices, claims, slices, counter_sets, shared, in_use
         )
@@ -268,15 +266,45 @@ def _explain_requests(
     return requests_out, constraints_out, verdicts
 
 
-def _constraint_attributes(constraints: Any) -> list[str]:
-    """The attributes ``matchAttribute`` constraints compare, each once: of the free
-    matching devices only their values are kept (``_Tally.free_by_node``)."""
-    out: list[str] = []
-    for c in constraints if isinstance(constraints, list) else []:
+def _constraint_attributes(constraints: Any) -> dict[str, int]:
+    """The attributes ``matchAttribute`` constraints compare, each once, with its place in
+    the values kept of each free matching device (``_Tally.free_by_node``)."""
+    out: dict[str, int] = {}
+    for c in constraints if isinstance(constraints, (list, tuple)) else []:
         attr = c.get("matchAttribute") if isinstance(c, Mapping) else None
         if attr and isinstance(attr, str) and attr not in out:
-            out.append(attr)
+            out[attr] = len(out)
     return out
+
+
+def _shared_in_use(
+    claim: Mapping[str, Any], claims: Sequence[Mapping[str, Any]], shared: dict[str, Any]
+) -> Mapping[str, str] | None:
+    """``_in_use`` of ``claim``, an unallocated claim, from one reading of the claims'
+    allocations kept in ``shared`` for all the claims explained with it. It is every
+    allocation when ``claim``'s uid is the uid of no claim that holds a device (an API
+    server gives each claim its own); otherwise (a uid shared or missing, as in a
+    hand-made listing) None, and ``_in_use`` reads the claims for ``claim`` alone."""
+    if "in_use" not in shared:
+        in_use: dict[str, str] = {}
+        holders: set[Any] | None = set()
+        for other in claims:
+            devices = allocated_devices(other)
+            if not devices:
+                continue
+            for d in devices:
+                in_use[d] = key(other)
+            if holders is not None:
+                try:
+                    holders.add(metadata(other).get("uid"))
+                except TypeError:  # a uid no API server gives (a list): each claim alone
+                    holders = None
+        shared["in_use"] = (in_use, holders)
+    in_use, holders = shared["in_use"]
+    try:
+        return in_use if holders is not None and metadata(claim).get("uid") not in holders else None
+    except TypeError:  # the claim's own uid cannot be looked up
+        return None
 
 
 def _in_use(claim: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -333,11 +361,10 @@ def _claim_verdict(
 class _Tally:
     """How the devices of one request alternative fare: reasons a device is not free,
     CEL errors, selectors that cannot be judged, rejections per selector, per node
-    counts and, per node, the values of the constrained attributes (``matched``) of each
-    free matching device."""
+    counts and, per node, the values of the constrained attributes of each free matching
+    device (``_constraint_attributes``)."""
 
-    def __init__(self, matched: Sequence[str] = ()) -> None:
-        self.matched = matched
+    def __init__(self) -> None:
         self.total = 0
         self.reasons: Counter = Counter()
         self.errors: Counter = Counter()
@@ -504,14 +531,14 @@ def _tally_devices(
     compiled: _Compiled,
     class_name: str,
     taken: tuple[Mapping[str, str], Mapping[str, ccounters.CounterSet]],
-    matched: Sequence[str] = (),
+    matched: Iterable[str] = (),
 ) -> _Tally:
     """Every published device judged against the selectors, then against the other
     claims' allocations: ``taken`` is (``driver/pool/device`` -> the claim holding it,
     the CounterSets by id with what those claims consume). Of a free matching device the
     values of the attributes ``matched`` are kept, for the constraints."""
     in_use, sets = taken
-    tally = _Tally(matched)
+    tally = _Tally()
     shared: _Shared = (_sharing(stages), {}, {})
     for dev in devices:
         tally.total += 1
@@ -570,7 +597,7 @@ def _explain_alternative(
     classes: Mapping[str, Mapping[str, Any]],
     devices: Iterable[Published],
     taken: tuple[Mapping[str, str], Mapping[str, ccounters.CounterSet]],
-    nodes: tuple[Mapping[str, bool], Sequence[str]],
+    nodes: tuple[Mapping[str, bool], Mapping[str, int]],
     compiled: _Compiled,
 ) -> tuple[dict[str, Any], dict[str, list[tuple[str, ...]]], str]:
     """One request alternative explained: ``(request entry of explain_claim, per node the
@@ -753,7 +780,7 @@ def _explain_constraints(
     constraints: Sequence[Mapping[str, Any]],
     requests_out: Sequence[Mapping[str, Any]],
     candidates: Mapping[str, Mapping[str, list[tuple[str, ...]]]],
-    matched: Sequence[str],
+    matched: Mapping[str, int],
 ) -> list[dict[str, Any]]:
     """``matchAttribute`` constraints: is there a node where each constrained request has
     its count of free matching devices that all share one value of the attribute?
@@ -766,7 +793,7 @@ def _explain_constraints(
         if not attr or attr not in matched:  # none, or not a name (no API server serves it)
             out.append({"constraint": dict(c), "fits": None, "summary": "not evaluated"})
             continue
-        at = matched.index(attr)
+        at = matched[attr]
         names = c.get("requests") or list(counts)
         names = [n for n in names if n in candidates]
         nodes = set.intersection(*(set(candidates[n]) for n in names)) if names else set()

@@ -9,7 +9,7 @@ Pure functions over listed objects (JSON dicts as the API returns them); no I/O.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +77,8 @@ def find_pending(
     """Claims without allocation created more than ``threshold_s`` seconds before ``now``
     (seconds since the epoch), each explained. ``pods`` may be a ``PodIndex``."""
     index = pods if isinstance(pods, PodIndex) else PodIndex(pods)
+    if isinstance(slices, Iterator):  # read more than once: for the counters, the devices
+        slices = list(slices)
     sets = None  # the claims explained are not allocated: one accounting serves them all
     shared: dict[str, Any] = {}  # and one reading of the devices (explain_claim's shared)
     out: list[PendingClaim] = []

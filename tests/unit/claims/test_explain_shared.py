@@ -120,6 +120,16 @@ def test_devices_told_apart_by_no_selector_are_evaluated_once(
     assert len(calls) == 1 + 2 * 2, calls
 
 
+class _Walked(list):  # type: ignore[type-arg]
+    """A list that counts the walks over it."""
+
+    walks = 0
+
+    def __iter__(self) -> Any:
+        self.walks += 1
+        return super().__iter__()
+
+
 def test_pending_claims_with_the_same_requests_are_explained_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -142,17 +152,14 @@ def test_pending_claims_with_the_same_requests_are_explained_once(
         return explain(claim, *rest)
 
     monkeypatch.setattr(cexplain, "_explain_requests", counted)
-    in_use = cexplain._in_use
-    reads: list[str] = []
-
-    def read(claim: Any, *rest: Any) -> Any:
-        reads.append(claim["metadata"]["name"])
-        return in_use(claim, *rest)
-
-    monkeypatch.setattr(cexplain, "_in_use", read)
     found = cpending.find_pending(claims, pods, slices, args[0], args[1], args[2], args[3])
     assert calls == ["c0", "d"]
-    assert reads == ["c0"]  # the other claims' allocations: read once for both evaluations
+    # the other claims' allocations are read once for both evaluations: the claims are
+    # walked as often as for one evaluation
+    walks = [_Walked(claims), _Walked(claims[:3])]
+    for walked in walks:
+        cpending.find_pending(walked, pods, slices, *args)
+    assert walks[0].walks == walks[1].walks
     monkeypatch.setattr(cexplain, "_explain_requests", explain)
     for p, c in zip(found, claims, strict=True):
         (alone,) = cpending.find_pending([c], pods, slices, *args)
@@ -324,3 +331,53 @@ def test_explaining_many_claims_holds_no_device_between_them() -> None:
     assert constraint["summary"].startswith(
         "constraint matchAttribute gpu.nvidia.com/driverVersion: satisfied on gpu-1"
     )
+
+
+@pytest.mark.parametrize("uids", ["missing", "shared"])
+def test_claims_whose_uids_an_api_server_would_not_give_are_explained_as_alone(
+    uids: str,
+) -> None:
+    """The allocations read once for all the pending claims leave out no claim's devices:
+    where a pending claim's uid is missing or also a holder's (a hand-made listing), that
+    claim's allocations are read for it alone, as ``explain_claim`` reads them."""
+    slices = [resource_slice("n1", [gpu_device(i, f"GPU-{i}") for i in range(2)])]
+    first = claim("a", created="2026-01-01T00:00:00Z")
+    holder = claim("h", allocated=[("n1", "gpu-0")])
+    pair = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}}
+    second = claim("c", requests=[pair], created="2026-01-01T00:00:00Z")
+    for c in (first, holder):
+        if uids == "missing":
+            del c["metadata"]["uid"]
+        else:
+            c["metadata"]["uid"] = "same"
+    claims = [first, holder, second]
+    pods = [pod("pa", claims=["a"], phase="Pending"), pod("pc", claims=["c"], phase="Pending")]
+    found = cpending.find_pending(claims, pods, slices, [GPU_CLASS], [node("n1")], NOW, 300)
+    assert [p.claim for p in found] == ["default/a", "default/c"]
+    for p, c in zip(found, (first, second), strict=True):
+        (alone,) = cpending.find_pending([c, holder], pods, slices, [GPU_CLASS], [node("n1")],
+                                         NOW, 300)  # fmt: skip
+        assert p.explain["verdict"] == alone.explain["verdict"], p.explain["summary"]
+    assert found[1].explain["verdict"] == "in-use", found[1].explain["summary"]
+
+
+def test_constraints_given_as_a_tuple_and_slices_as_an_iterator_are_read_as_lists() -> None:
+    slices = fleet()
+    pair = claim(
+        "pair",
+        requests=[{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}}],
+        constraints=[{"requests": ["gpus"], "matchAttribute": "gpu.nvidia.com/driverVersion"}],
+        created="2026-01-01T00:00:00Z",
+    )
+    as_tuple = copy.deepcopy(pair)
+    as_tuple["spec"]["devices"]["constraints"] = tuple(as_tuple["spec"]["devices"]["constraints"])
+    nodes = [node(f"gpu-{i}") for i in range(1, 5)]
+    listed = cexplain.explain_claim(pair, [GPU_CLASS], slices, [pair], nodes)
+    assert listed["constraints"][0]["fits"] is True
+    assert cexplain.explain_claim(as_tuple, [GPU_CLASS], slices, [as_tuple], nodes) == listed
+    assert cexplain.explain_claim(pair, [GPU_CLASS], iter(slices), [pair], nodes) == listed
+    waiting = [pod("p", claims=["pair"], phase="Pending")]
+    (once,) = cpending.find_pending([pair], waiting, slices, [GPU_CLASS], nodes, NOW, 300)
+    (again,) = cpending.find_pending([pair], waiting, iter(slices), [GPU_CLASS], nodes, NOW, 300)
+    assert once.to_dict() == again.to_dict()
+    assert once.explain["constraints"][0]["fits"] is True
