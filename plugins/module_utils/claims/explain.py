@@ -790,7 +790,8 @@ def _explain_constraints(
     counts = {r["request"]: max(int(r["count"]), 1) for r in requests_out}
     for c in constraints:
         attr = c.get("matchAttribute")
-        if not attr or attr not in matched:  # none, or not a name (no API server serves it)
+        if not isinstance(attr, str) or attr not in matched:  # none, or no name (a hand-made
+            # object's list or number: no API server serves one)
             out.append({"constraint": dict(c), "fits": None, "summary": "not evaluated"})
             continue
         at = matched[attr]

@@ -381,3 +381,8 @@ def test_constraints_given_as_a_tuple_and_slices_as_an_iterator_are_read_as_list
     (again,) = cpending.find_pending([pair], waiting, iter(slices), [GPU_CLASS], nodes, NOW, 300)
     assert once.to_dict() == again.to_dict()
     assert once.explain["constraints"][0]["fits"] is True
+    for odd in (["gpu.nvidia.com/driverVersion"], {"a": 1}, 5, "", None):
+        unnamed = copy.deepcopy(pair)
+        unnamed["spec"]["devices"]["constraints"][0]["matchAttribute"] = odd
+        (c,) = cexplain.explain_claim(unnamed, [GPU_CLASS], slices, [unnamed], nodes)["constraints"]
+        assert (c["fits"], c["summary"]) == (None, "not evaluated"), odd
