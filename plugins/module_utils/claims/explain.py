@@ -623,7 +623,7 @@ def _explain_alternative(
     }
     cls = classes.get(class_name)
     if cls is None:
-        base["total"] = sum(1 for _ in devices)
+        base["total"] = sum(1 for _device in devices)
         base["summary"] = (
             f"request {alt.get('name')}: DeviceClass {class_name!r} does not exist "
             f"(classes: {', '.join(sorted(classes)) or 'none'})"
