@@ -286,20 +286,7 @@ def _shared_in_use(
     server gives each claim its own); otherwise (a uid shared or missing, as in a
     hand-made listing) None, and ``_in_use`` reads the claims for ``claim`` alone."""
     if "in_use" not in shared:
-        in_use: dict[str, str] = {}
-        holders: set[Any] | None = set()
-        for other in claims:
-            devices = allocated_devices(other)
-            if not devices:
-                continue
-            for d in devices:
-                in_use[d] = key(other)
-            if holders is not None:
-                try:
-                    holders.add(metadata(other).get("uid"))
-                except TypeError:  # a uid no API server gives (a list): each claim alone
-                    holders = None
-        shared["in_use"] = (in_use, holders)
+        shared["in_use"] = _allocations(claims)
     in_use, holders = shared["in_use"]
     try:
         return in_use if holders is not None and metadata(claim).get("uid") not in holders else None
@@ -310,13 +297,28 @@ def _shared_in_use(
 def _in_use(claim: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """``driver/pool/device`` -> ``namespace/name`` of the other claim (not ``claim``)
     that has it allocated."""
+    uid = metadata(claim).get("uid")
+    return _allocations(c for c in claims if metadata(c).get("uid") != uid)[0]
+
+
+def _allocations(claims: Iterable[Mapping[str, Any]]) -> tuple[dict[str, str], set[Any] | None]:
+    """``driver/pool/device`` -> ``namespace/name`` of the claim of ``claims`` that has it
+    allocated, and the uids of the claims that hold a device (None when one is no key of
+    a set: a list, which no API server gives)."""
     in_use: dict[str, str] = {}
+    holders: set[Any] | None = set()
     for other in claims:
-        if metadata(other).get("uid") == metadata(claim).get("uid"):
+        devices = allocated_devices(other)
+        if not devices:
             continue
-        for d in allocated_devices(other):
+        for d in devices:
             in_use[d] = key(other)
-    return in_use
+        if holders is not None:
+            try:
+                holders.add(metadata(other).get("uid"))
+            except TypeError:
+                holders = None
+    return in_use, holders
 
 
 def _waiting_pods(
