@@ -130,7 +130,7 @@ class PublishedDevices:
     """Every device of the newest generation of every pool of ``slices``, read again on
     each walk (:func:`iter_published_devices`), for a reader that walks the devices several
     times: no device is held between walks, and a walk of a ``PagedList`` holds one decoded
-    page. At 10,000 nodes of 16 devices a list of them all held about 230 MiB. ``slices``
+    page. At 10,000 nodes of 16 devices a list of them all held about 180 MiB. ``slices``
     that can be walked once only (an iterator) are kept as a list."""
 
     def __init__(self, slices: Iterable[Mapping[str, Any]]) -> None:
