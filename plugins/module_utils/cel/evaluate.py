@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import is_map
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     device_fields,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "device_values_convert",
     "functions",
     "parse",
+    "value_key",
 ]
 
 
@@ -427,19 +429,49 @@ def _capacity_value(value: Any) -> Quantity:
     return Quantity(str(raw))
 
 
+#: The types of a value that ``value_key`` keys by the value itself.
+_SCALARS = (str, int, bool, float)
+#: The attribute fields whose value of this very type always converts.
+_PLAIN = {"string": str, "bool": bool}
+
+
+def value_key(member: str, value: Any) -> tuple[Any, ...]:
+    """A key of an attribute or capacity value (``{"string": "x"}``, ``{"value": "80Gi"}``)
+    under ``member`` that two values share only when they are the same: ``(member, field,
+    type, value)`` for a map of one scalar field (the shape of every value an API server
+    gives), else ``(member, repr(value))``. The type tells ``1`` from ``True`` and ``1.0``;
+    the scalar's own hash is cheaper than its ``repr``, which a fleet's devices would pay
+    for each of their values."""
+    if is_map(value) and len(value) == 1:
+        for field, scalar in value.items():
+            kind = type(scalar)
+            if kind in _SCALARS:
+                return (member, field, kind, scalar)
+    return (member, repr(value))
+
+
 def device_values_convert(device: Mapping[str, Any], seen: dict[Any, bool]) -> bool:
     """Whether :func:`device_activation` would convert every attribute and capacity value
     of ``device`` (it raises for one it cannot), judged value by value: ``seen`` keeps
-    each value's verdict by its text, for a caller that asks about many devices of the
-    same few values. False for anything device_activation would not read as usual."""
+    each value's verdict by its ``value_key``, for a caller that asks about many devices
+    of the same few values. False for anything device_activation would not read as usual.
+
+    An attribute ``{"string": <str>}`` or ``{"bool": <bool>}`` always converts
+    (``_typed_attribute_value``) and is taken without a key: each device has its own
+    ``uuid`` and PCI bus id, which no other device shares."""
     ct = _celpy().celtypes
     body = device_fields(device)
     for member in ("attributes", "capacity"):
         values = body.get(member) or {}
         if not isinstance(values, Mapping):
             return False
+        plain = member == "attributes"
         for value in values.values():
-            text = (member, repr(value))
+            if plain and is_map(value) and len(value) == 1:
+                ((field, scalar),) = value.items()
+                if _PLAIN.get(field) is type(scalar):
+                    continue
+            text = value_key(member, value)
             ok = seen.get(text)
             if ok is None:
                 try:

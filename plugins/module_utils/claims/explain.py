@@ -459,6 +459,10 @@ _NAMED_READ_RE = re.compile(
 )
 
 
+def _first(entry: tuple[str, Any]) -> str:
+    return entry[0]
+
+
 def _sharing(stages: Sequence[tuple[str, str]]) -> Callable[[Published], Any] | None:
     """A function of a device that gives all the selectors of ``stages`` can read of it:
     its driver, ``allowMultipleAllocations`` and each attribute and capacity whose name
@@ -471,17 +475,20 @@ def _sharing(stages: Sequence[tuple[str, str]]) -> Callable[[Published], Any] | 
     if _WHOLE_MAP_RE.search(text) or re.search(r"\bdevice\b", _NAMED_READ_RE.sub(" ", text)):
         return None
     words = frozenset(_WORD_RE.findall(text))
+    named: dict[Any, bool] = {}  # name of an attribute or capacity -> a selector names it
 
-    def read(values: Any) -> Any:
+    def read(member: str, values: Any) -> Any:
         if not isinstance(values, Mapping):
             return repr(values)
-        return tuple(
-            sorted(
-                (str(name), repr(value))
-                for name, value in values.items()
-                if str(name).rpartition("/")[2] in words
-            )
-        )
+        out = []
+        for name, value in values.items():
+            wanted = named.get(name)
+            if wanted is None:
+                wanted = named[name] = str(name).rpartition("/")[2] in words
+            if wanted:
+                out.append((str(name), vcel.value_key(member, value)))
+        # by name only: a value key holds types, which do not order
+        return tuple(sorted(out, key=_first)) if len(out) > 1 else tuple(out)
 
     def sharing(dev: Published) -> Any:
         device = dev.device
@@ -489,8 +496,8 @@ def _sharing(stages: Sequence[tuple[str, str]]) -> Callable[[Published], Any] | 
         return (
             dev.driver,
             repr(body.get("allowMultipleAllocations")),
-            read(body.get("attributes")),
-            read(body.get("capacity")),
+            read("attributes", body.get("attributes")),
+            read("capacity", body.get("capacity")),
         )
 
     return sharing
@@ -542,11 +549,12 @@ def _tally_devices(
     in_use, sets = taken
     tally = _Tally()
     shared: _Shared = (_sharing(stages), {}, {})
+    per_node = tally.per_node
     for dev in devices:
         tally.total += 1
-        n = tally.per_node.setdefault(
-            dev.node, {"total": 0, "matching": 0, "free": 0, "reasons": Counter()}
-        )
+        n = per_node.get(dev.node)
+        if n is None:
+            n = per_node[dev.node] = {"total": 0, "matching": 0, "free": 0, "reasons": Counter()}
         n["total"] += 1
         why = _rejection(dev, stages, compiled, class_name, tally, shared)
         if why is None:

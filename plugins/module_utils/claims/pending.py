@@ -13,7 +13,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.counters import counter_sets
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.counters import (
+    CounterSet,
+    counter_sets,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.explain import explain_claim
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.pods import (
     PodIndex,
@@ -73,13 +76,16 @@ def find_pending(
     nodes: Sequence[Mapping[str, Any]],
     now: float,
     threshold_s: float,
+    sets: Mapping[str, CounterSet] | None = None,
 ) -> list[PendingClaim]:
     """Claims without allocation created more than ``threshold_s`` seconds before ``now``
-    (seconds since the epoch), each explained. ``pods`` may be a ``PodIndex``."""
+    (seconds since the epoch), each explained. ``pods`` may be a ``PodIndex``; ``sets``:
+    ``counter_sets(slices, claims)`` when the caller has it (read here when a claim needs
+    it)."""
     index = pods if isinstance(pods, PodIndex) else PodIndex(pods)
     if isinstance(slices, Iterator):  # read more than once: for the counters, the devices
         slices = list(slices)
-    sets = None  # the claims explained are not allocated: one accounting serves them all
+    # the claims explained are not allocated: one accounting serves them all
     shared: dict[str, Any] = {}  # and one reading of the devices (explain_claim's shared)
     out: list[PendingClaim] = []
     for claim in claims:

@@ -554,8 +554,14 @@ def compare_published_gpus(
         )
 
 
-def dynamic_mig_checks(listing: Listing, settings: Settings) -> list[Check]:
-    """Both checks, from one accounting of the CounterSets (``claims.counters``)."""
-    sets = ccounters.counter_sets(listing.slices, listing.claims)
+def dynamic_mig_checks(
+    listing: Listing,
+    settings: Settings,
+    sets: Mapping[str, ccounters.CounterSet] | None = None,
+) -> list[Check]:
+    """Both checks, from one accounting of the CounterSets (``claims.counters``):
+    ``sets`` when the caller has it."""
+    if sets is None:
+        sets = ccounters.counter_sets(listing.slices, listing.claims)
     gpus = dynamic_gpus(listing, settings.driver, sets)
     return [counters_check(listing, settings, gpus), leftover_check(listing, settings, gpus)]

@@ -217,7 +217,9 @@ def test_values_are_judged_convertible_one_by_one() -> None:
     good = gpu_device(0, "GPU-a")
     assert vcel.device_values_convert(good, seen)
     vcel.device_activation("gpu.nvidia.com", good)  # and so it does
-    assert all(seen.values()) and len(seen) == 8
+    # the strings always convert and are not kept: the versions and the capacities are
+    kept = {k[1] for k in seen}
+    assert all(seen.values()) and kept == {"version", "value"} and len(seen) == 3, seen
     for bad in (
         {"attributes": {"x": {"version": "nine"}}},
         {"attributes": {"x": {"float": 1.5}}},
@@ -386,3 +388,66 @@ def test_constraints_given_as_a_tuple_and_slices_as_an_iterator_are_read_as_list
         unnamed["spec"]["devices"]["constraints"][0]["matchAttribute"] = odd
         (c,) = cexplain.explain_claim(unnamed, [GPU_CLASS], slices, [unnamed], nodes)["constraints"]
         assert (c["fits"], c["summary"]) == (None, "not evaluated"), odd
+
+
+@pytest.mark.parametrize(
+    ("member", "value"),
+    [
+        ("attributes", {"string": "x"}),
+        ("attributes", {"string": 5}),
+        ("attributes", {"string": None}),
+        ("attributes", {"string": ["a"]}),
+        ("attributes", {"bool": True}),
+        ("attributes", {"bool": 1}),
+        ("attributes", {"bool": "yes"}),
+        ("attributes", {"int": 3}),
+        ("attributes", {"int": True}),
+        ("attributes", {"int": 2**70}),
+        ("attributes", {"int": "7"}),
+        ("attributes", {"int": "many"}),
+        ("attributes", {"int": 1.5}),
+        ("attributes", {"version": "1.2.3"}),
+        ("attributes", {"version": "nine"}),
+        ("attributes", {"version": 1}),
+        ("attributes", {"strings": ["a"]}),
+        ("attributes", {"ints": [1, "x"]}),
+        ("attributes", {"string": "a", "int": "b"}),
+        ("attributes", {}),
+        ("attributes", {"float": 1.5}),
+        ("attributes", "text"),
+        ("attributes", None),
+        ("attributes", [1]),
+        ("capacity", {"value": "80Gi"}),
+        ("capacity", {"value": "lots"}),
+        ("capacity", {"value": 5}),
+        ("capacity", {"value": None}),
+        ("capacity", "80Gi"),
+        ("capacity", {"other": "1"}),
+    ],
+)
+def test_a_value_is_judged_convertible_exactly_when_cel_takes_it(member: str, value: Any) -> None:
+    """``device_values_convert`` (with the values seen, and with none) against what
+    ``device_activation`` does with the same device: a shortcut for a kind of value may
+    not judge it otherwise."""
+    device = {member: {"x": value}}
+    try:
+        vcel.device_activation("gpu.nvidia.com", device)
+        converts = True
+    except Exception:  # whatever it raises, the device is not usable
+        converts = False
+    seen: dict[Any, bool] = {}
+    assert vcel.device_values_convert(device, seen) is converts
+    assert vcel.device_values_convert(device, seen) is converts  # from what it kept
+
+
+def test_a_value_key_tells_apart_values_equal_in_python() -> None:
+    keys = {
+        vcel.value_key("attributes", v)
+        for v in ({"int": 1}, {"int": True}, {"int": 1.0}, {"int": "1"}, {"bool": 1})
+    }
+    assert len(keys) == 5
+    assert vcel.value_key("attributes", {"int": 1}) == vcel.value_key("attributes", {"int": 1})
+    one = {"value": "1"}
+    assert vcel.value_key("capacity", one) != vcel.value_key("attributes", one)
+    # not a map of one scalar: by its text
+    assert vcel.value_key("attributes", {"strings": ["a"]})[1] == "{'strings': ['a']}"

@@ -10,6 +10,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import c
 from tests.unit.validate.listed_cluster import by_id, healthy
 from tests.unit.validate_objects import (
     claim,
+    pod,
 )
 
 pytestmark = pytest.mark.unit
@@ -33,3 +34,32 @@ def test_leaked_and_pending_claims_become_checks() -> None:
     assert c["claims.leaked"].status == "fail"
     assert c["claims.leaked"].problems[0].subject == "default/train"
     assert c["claims.pending"].status == "pass"
+
+
+def test_pending_claims_judged_in_a_child_process_are_judged_as_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``all_checks`` runs ``claims.pending`` in a child process from
+    ``PARALLEL_MIN_CLAIMS`` claims: the report is the one made in this process."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common import forked
+
+    listing, settings = healthy()
+    listing.claims = [
+        claim("train", allocated=[("gpu-1", "gpu-0")], reserved_for=[("gone", "u-gone")]),
+        claim("wait", created="2025-12-31T00:00:00Z"),
+    ]
+    listing.pods = [*listing.pods, pod("waiter", phase="Pending", claims=["wait"])]
+    here = [c.to_dict() for c in vc.all_checks(listing, settings)]
+    assert by_id(vc.all_checks(listing, settings))["claims.pending"].status == "fail"
+    made_in: list[bool] = []
+    real = forked.Forked
+
+    def recorded(*args: object) -> forked.Forked:
+        job = real(*args)  # type: ignore[arg-type]
+        made_in.append(job.forked)
+        return job
+
+    monkeypatch.setattr(vc, "PARALLEL_MIN_CLAIMS", 1)
+    monkeypatch.setattr(vc, "Forked", recorded)
+    assert [c.to_dict() for c in vc.all_checks(listing, settings)] == here
+    assert made_in == [forked.spare_cpus() > 0]

@@ -1,0 +1,107 @@
+# Copyright: gpufleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Work done in a forked child process while this one goes on: a computation over data
+this process already holds (a listing of the cluster), on a second CPU.
+
+``Forked(fn, *args)`` forks at once; the child computes ``fn(*args)``, whose value must
+be JSON data, and sends it back through a pipe. ``result()`` gives that value. Where a
+child cannot help or did not finish, ``result()`` computes ``fn(*args)`` here, so the
+value (or the exception) is the same as without a child:
+
+- no ``os.fork`` (not Linux or another Unix), one CPU for this process, or threads
+  running besides this one (a child of a threaded process may hold a lock forever);
+- the child raised, died, or sent what is not JSON.
+
+The child shares this process's memory until either writes it (copy-on-write): it reads
+the listing without a copy. It ends with ``os._exit``: no ``atexit`` handler, no flush of
+buffers it inherited (a module's output is written once, by the parent). Standard
+library only: ``module_utils`` run on the control host and managed hosts alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Forked", "spare_cpus"]
+
+#: The child's first byte: the value follows; any other (or none), the child failed.
+_OK = b"1"
+
+
+def spare_cpus() -> int:
+    """CPUs this process may run on besides the one it runs on (0 where unknown)."""
+    try:
+        return max(len(os.sched_getaffinity(0)) - 1, 0)
+    except (AttributeError, OSError):
+        return max((os.cpu_count() or 1) - 1, 0)
+
+
+class Forked:
+    """``fn(*args)`` computed in a child process forked now (see the module's text)."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._fn = fn
+        self._args = args
+        self._pid = 0
+        self._read = -1
+        if not hasattr(os, "fork") or spare_cpus() < 1 or threading.active_count() > 1:
+            return
+        read, write = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read)
+            os.close(write)
+            return
+        if pid == 0:  # the child: never returns
+            os.close(read)
+            _child(write, fn, args)
+        os.close(write)
+        self._pid, self._read = pid, read
+
+    @property
+    def forked(self) -> bool:
+        """Whether a child computes the value."""
+        return self._pid > 0
+
+    def result(self) -> Any:
+        """The value: the child's, or computed here (see the module's text)."""
+        if self._pid > 0:
+            data = _read_all(self._read)
+            os.close(self._read)
+            status = os.waitpid(self._pid, 0)[1]
+            self._pid, self._read = 0, -1
+            if status == 0 and data[:1] == _OK:
+                try:
+                    return json.loads(data[1:])
+                except ValueError:
+                    pass
+        return self._fn(*self._args)
+
+
+def _child(write: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """Compute, send and end the child (``os._exit``: 0 when the value was sent)."""
+    code = 1
+    try:
+        data = _OK + json.dumps(fn(*args), separators=(",", ":")).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write, view) :]
+        code = 0
+    except BaseException:  # whatever it is, the parent computes the value and meets it
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
