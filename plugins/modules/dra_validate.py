@@ -155,6 +155,20 @@ options:
       - Items per list request (ResourceSlices at most 500, Nodes at most 1000).
     type: int
     default: 2000
+  listing_file:
+    description:
+      - Judge the listing M(gpufleet.cluster.dra_validate_listing) writes to this file on
+        the control host instead of listing the cluster here. The playbook C(validate.yml)
+        starts that module in the background before it reads the nodes, so that the
+        cluster is listed while the nodes are read; this module waits for the file (up to
+        O(listing_timeout) seconds), and fails at once when the listing process ended
+        without writing it.
+      - The file must be this user's own and not writable by others.
+    type: path
+  listing_timeout:
+    description: Seconds to wait at most for O(listing_file).
+    type: int
+    default: 1800
   smoke:
     description: Run the smoke test (creates and deletes objects).
     type: bool
@@ -271,6 +285,7 @@ import json
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing_file
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import files
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import RefusedValue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
@@ -304,6 +319,8 @@ def main() -> None:
             pending_threshold=dict(type="int", default=300),
             min_driver_version=dict(type="str", default="565.0.0"),
             page_size=dict(type="int", default=2000),
+            listing_file=dict(type="path"),
+            listing_timeout=dict(type="int", default=1800),
             smoke=dict(type="bool", default=False),
             smoke_image=dict(type="str", default="busybox:1"),
             smoke_image_pull_policy=dict(type="str", default="IfNotPresent"),
@@ -342,6 +359,8 @@ def main() -> None:
             report = validate_run.run(kube, params)
     except vk.KubeError as err:
         module.fail_json(msg=f"cannot validate: the API server could not be read: {err}")
+    except listing_file.ListingFileError as err:
+        module.fail_json(msg=f"cannot validate: {err}")
     except Exception as err:  # a defect: report it with the trace instead of a bare crash
         module.fail_json(msg=f"validation crashed: {err}", exception=traceback.format_exc())
     for key, text in (

@@ -23,6 +23,7 @@ GROUP = "group/gpufleet.cluster.kube_auth"
 ARGS: dict[str, dict[str, Any]] = {
     "dra_gate_audit": {"facts": {}},
     "dra_validate": {},
+    "dra_validate_listing": {"listing_file": "/nonexistent-dir/listing"},
     "gpu_node_labels": {"nodes": []},
     "gpu_path_move": {"nodes": ["gpu-1"], "to": "dra"},
     "gpu_path_plan": {"pool": "gpu_a", "to": "dra", "hosts": [{"host": "gpu-1", "node": "gpu-1"}]},

@@ -273,10 +273,19 @@ def kwok_paused(cp: ControlPlane) -> Iterator[None]:
 #: ``argv[1]`` (JSON: peak RSS in KiB, CPU seconds). A small intermediate process: a
 #: child's ``ru_maxrss`` also counts the memory of the process it was forked from
 #: (``exec`` keeps the old image's high-water mark, ``fs/exec.c`` ``exec_mmap``), which
-#: would be the benchmark's own.
+#: would be the benchmark's own. It is the subreaper of the tree (``PR_SET_CHILD_SUBREAPER``)
+#: and waits for every orphan: a process that left its parent (an Ansible ``async`` task
+#: detaches itself) is counted too.
 _WRAPPER = """
-import json, resource, subprocess, sys
+import ctypes, json, os, resource, subprocess, sys
+if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:
+    sys.exit("prctl(PR_SET_CHILD_SUBREAPER) failed: errno %d" % ctypes.get_errno())
 rc = subprocess.call(sys.argv[2:])
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 with open(sys.argv[1], "w") as fh:
     json.dump({"maxrss_kib": ru.ru_maxrss, "cpu_s": ru.ru_utime + ru.ru_stime}, fh)

@@ -109,6 +109,13 @@ def test_cli_and_awx_runs_give_the_same_report(
     assert result.exit_code in (0, 1), result.output
     cli_report = json.loads(cli_json.read_text())
     assert cli_report["meta"]["objects"]["nodes"] == 1
+    # the checks judged the listing the playbook made in the background (tasks/list.yml),
+    # whose requests are counted with the module's own
+    timings = cli_report["meta"]["timings_s"]
+    assert "list_wait" in timings and timings["list"] > 0, timings
+    log = cli_report["meta"]["api_request_log"]
+    assert any("/api/v1/pods" in line for line in log), log
+    assert cli_report["meta"]["api_requests"] == len(log)
 
     # AWX's layout: project/ (the SCM project), inventory/, env/extravars (the job
     # template's extra variables); the collection comes from the execution environment,

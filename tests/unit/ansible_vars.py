@@ -52,3 +52,14 @@ def as_ansible_sees_it(path: Path) -> dict[str, Any]:
 def pipe_template(marker: Path | str) -> str:
     """A template that, templated, runs ``touch marker`` on the control host."""
     return "{{ lookup('pipe', 'touch " + str(marker) + "') }}"
+
+
+def flat_tasks(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A task file's ``tasks`` with the tasks of each block (``block``, ``rescue``,
+    ``always``) after it, as a reader looking for one task by its module wants them."""
+    out = []
+    for task in tasks:
+        out.append(task)
+        for part in ("block", "rescue", "always"):
+            out += flat_tasks(task.get(part) or [])
+    return out

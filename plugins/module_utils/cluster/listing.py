@@ -39,10 +39,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client impor
 )
 
 __all__ = [
+    "READABLE",
     "Listing",
     "Settings",
     "label_selector_matches",
+    "list_for_checks",
     "parse_label_selector",
+    "readable",
 ]
 
 
@@ -583,3 +586,31 @@ def list_cluster(
             setattr(listing, _ATTRS.get(kind, kind), result)
     listing.requests = kube.requests
     return listing
+
+
+def readable(item: Any) -> bool:
+    """An object whose envelope has the API's types: ``metadata``, ``spec`` and
+    ``status`` objects when present, ``metadata.name``/``namespace`` strings, its
+    ``labels``/``annotations`` objects."""
+    if not isinstance(item, Mapping):
+        return False
+    meta = item.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        return False
+    if any(not isinstance(item.get(k) or {}, Mapping) for k in ("spec", "status")):
+        return False
+    if any(not isinstance(meta.get(k) or "", str) for k in ("name", "namespace")):
+        return False
+    return all(isinstance(meta.get(k) or {}, Mapping) for k in ("labels", "annotations"))
+
+
+#: Listed kind -> ``readable``: ``list_for_checks`` judges each page as it decodes it
+#: (``list_cluster``'s ``keep``), so that a reader that drops what is not readable need
+#: not walk the stored pages (``PagedList.vetted``).
+READABLE = dict.fromkeys(DEFAULT_KINDS, readable)
+
+
+def list_for_checks(kube: Kube, plugin_namespace: str = "", page_size: int = PAGE_SIZE) -> Listing:
+    """The cluster listed as validate's checks read it: ``list_cluster`` of the default
+    kinds, each item judged ``readable`` as its page is decoded."""
+    return list_cluster(kube, plugin_namespace, page_size, keep=READABLE)

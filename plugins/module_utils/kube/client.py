@@ -426,6 +426,36 @@ class PagedList:
         self._derived.clear()
         self._vetted = None  # a page added later was not judged
 
+    def stored(self) -> tuple[list[bytes], list[int], int | None]:
+        """The compressed pages, their item counts, and how many items the predicate the
+        list was built with refused (None: not built with one, ``vetted``): what
+        ``restored`` takes to make the same list again in another process."""
+        return list(self._pages), list(self._sizes), self._vetted[1] if self._vetted else None
+
+    @classmethod
+    def restored(
+        cls,
+        pages: Sequence[bytes],
+        sizes: Sequence[int],
+        keep: Callable[[Any], bool] | None = None,
+        refused: int | None = None,
+    ) -> PagedList:
+        """The list ``stored`` gave; with ``keep`` and ``refused``, built with ``keep``
+        (``vetted(keep)`` is ``refused``). Raises ValueError for pages and counts that do
+        not pair up."""
+        if len(pages) != len(sizes) or any(
+            not isinstance(b, bytes) or not isinstance(n, int) or isinstance(n, bool) or n < 1
+            for b, n in zip(pages, sizes, strict=True)
+        ):
+            raise ValueError("stored pages and their item counts do not pair up")
+        out = cls()
+        out._pages = list(pages)
+        out._sizes = list(sizes)
+        out._len = sum(sizes)
+        if keep is not None and refused is not None:
+            out._vetted = (keep, refused)
+        return out
+
     def derived(self, key: str, compute: Callable[[PagedList], Any]) -> Any:
         """``compute(self)``, kept under ``key`` until a page is added: a fact of all the
         items that several readers need (the newest generation of each pool of

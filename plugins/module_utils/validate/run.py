@@ -17,6 +17,7 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
     listing as cluster_listing,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing_file
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.messages import RefusedValue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
@@ -41,10 +42,20 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report i
     finish,
 )
 
-__all__ = ["MOVES_VARIABLE", "gpu_path_moves", "run", "run_smoke_only", "settings_from"]
+__all__ = [
+    "LISTING_TIMEOUT_S",
+    "MOVES_VARIABLE",
+    "gpu_path_moves",
+    "run",
+    "run_smoke_only",
+    "settings_from",
+]
 
 #: The role variable of the module option ``gpu_path_moves``, which its refusals name.
 MOVES_VARIABLE = "validate_gpu_path_moves"
+#: Seconds ``run`` waits at most for the listing of option ``listing_file`` (the role's
+#: ``validate_listing_timeout``, which the background listing runs under).
+LISTING_TIMEOUT_S = 1800
 #: Characters of a value a refusal quotes (the values come from a command line).
 QUOTED = 80
 
@@ -206,13 +217,12 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
             s = h.get("scheduler")
             if isinstance(s, Mapping) and s and not s.get("skipped"):
                 scheduler.append({**s, "host": h.get("host")})
-    listing = cluster_listing.list_cluster(
-        kube,
-        options.get("plugin_namespace") or "",
-        int(options.get("page_size") or vk.PAGE_SIZE),
-        keep=_KEEP,
-    )
-    timings["list"] = time.monotonic() - t0
+    listing, listed_log, listed_s = _listed(kube, options)
+    if options.get("listing_file"):  # listed by another process while the nodes were read
+        timings["list"] = listed_s
+        timings["list_wait"] = time.monotonic() - t0
+    else:
+        timings["list"] = time.monotonic() - t0
     settings = settings_from(options, hosts)
     version = cluster_listing.cluster_version(listing, settings) or ""
     t1 = time.monotonic()
@@ -270,8 +280,8 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
     meta = {
         "kubernetes_version": version,
         "resource_api": listing.resource_version,
-        "api_requests": kube.requests,
-        "api_request_log": list(kube.log),
+        "api_requests": kube.requests + (listing.requests if options.get("listing_file") else 0),
+        "api_request_log": [*listed_log, *kube.log],
         "objects": {
             "nodes": len(listing.nodes),
             "pods": len(listing.pods),
@@ -286,6 +296,27 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
         "smoke": bool(options.get("smoke") or options.get("smoke_results")),
     }
     return Report(checks, meta).to_dict()
+
+
+def _listed(
+    kube: vk.Kube, options: Mapping[str, Any]
+) -> tuple[cluster_listing.Listing, list[str], float]:
+    """The listing the checks judge, the request log of the process that listed it (empty
+    when it is this one: ``kube.log``) and the seconds its listing took: read from option
+    ``listing_file`` (``cluster.listing_file.list_to_file`` wrote it) once it is there,
+    else listed now. Raises KubeError when the listing failed, ListingFileError when there
+    is none to read."""
+    path = options.get("listing_file")
+    if not path:
+        t0 = time.monotonic()
+        listing = cluster_listing.list_for_checks(
+            kube,
+            options.get("plugin_namespace") or "",
+            int(options.get("page_size") or vk.PAGE_SIZE),
+        )
+        return listing, [], time.monotonic() - t0
+    listing_file.wait_for_listing(path, float(options.get("listing_timeout") or LISTING_TIMEOUT_S))
+    return listing_file.read_listing(path, cluster_listing.READABLE)
 
 
 def _smoke_checks(
@@ -358,45 +389,26 @@ def _kubeadm_known_bad(checks: list[Check], hosts: Sequence[Mapping[str, Any]]) 
 _LISTED_KINDS = ("nodes", "pods", "slices", "claims", "classes", "daemonsets", "events")
 
 
-def _readable(item: Any) -> bool:
-    """An object whose envelope has the API's types: ``metadata``, ``spec`` and
-    ``status`` objects when present, ``metadata.name``/``namespace`` strings, its
-    ``labels``/``annotations`` objects."""
-    if not isinstance(item, Mapping):
-        return False
-    meta = item.get("metadata") or {}
-    if not isinstance(meta, Mapping):
-        return False
-    if any(not isinstance(item.get(k) or {}, Mapping) for k in ("spec", "status")):
-        return False
-    if any(not isinstance(meta.get(k) or "", str) for k in ("name", "namespace")):
-        return False
-    return all(isinstance(meta.get(k) or {}, Mapping) for k in ("labels", "annotations"))
-
-
-#: Listed kind -> ``_readable``: the listing judges each page as it decodes it
-#: (``cluster.listing.list_cluster``'s ``keep``), so that ``_drop_unreadable`` need not
-#: walk the stored pages.
-_KEEP = dict.fromkeys(cluster_listing.DEFAULT_KINDS, _readable)
-
-
 def _drop_unreadable(listing: Any) -> dict[str, int]:
-    """Drop from ``listing``'s object lists the items that are not ``_readable`` (an API
+    """Drop from ``listing``'s object lists the items that are not readable
+    (``cluster.listing.readable``: an API
     server answers none such; a proxy might), so that no check meets them; returns kind
-    -> items dropped (kinds with none left out). A list already judged by ``_readable``
+    -> items dropped (kinds with none left out). A list already judged by it
     as it was listed (``kube.client.PagedList.vetted``) is kept as it is."""
     dropped: dict[str, int] = {}
     for kind in _LISTED_KINDS:
         objects = getattr(listing, kind)
-        refused = objects.vetted(_readable) if isinstance(objects, vk.PagedList) else None
+        refused = (
+            objects.vetted(cluster_listing.readable) if isinstance(objects, vk.PagedList) else None
+        )
         if refused is not None:
             if refused:
                 dropped[kind] = refused
             continue
         if isinstance(objects, vk.PagedList):
-            kept: Any = objects.filtered(_readable)
+            kept: Any = objects.filtered(cluster_listing.readable)
         else:
-            kept = [item for item in objects if _readable(item)]
+            kept = [item for item in objects if cluster_listing.readable(item)]
         if len(kept) != len(objects):
             dropped[kind] = len(objects) - len(kept)
             setattr(listing, kind, kept)

@@ -23,7 +23,7 @@ from gpufleet import runner
 from gpufleet.cli import main
 from gpufleet.commands import _validate as validate_cmd
 from gpufleet.commands import migrate as migrate_cmd
-from tests.unit.ansible_vars import load_extra_vars, trust_as_template
+from tests.unit.ansible_vars import flat_tasks, load_extra_vars, trust_as_template
 
 pytestmark = pytest.mark.unit
 
@@ -160,7 +160,9 @@ def test_the_role_hands_the_moves_and_the_moved_gpu_group_to_the_module(tmp_path
     """The GPU group itself (``gpu_nodes``, left out of node_groups otherwise) is a group
     the module knows once a move names it, so ``gpufleet migrate --pool gpu_nodes`` is
     judged too."""
-    tasks = yaml.safe_load((ROOT / "roles" / "validate" / "tasks" / "main.yml").read_text())
+    tasks = flat_tasks(
+        yaml.safe_load((ROOT / "roles" / "validate" / "tasks" / "main.yml").read_text())
+    )
     names = next(
         t["ansible.builtin.set_fact"]["validate__node_names"]
         for t in tasks

@@ -320,10 +320,12 @@ def test_validate_takes_the_counts_of_a_listing_judged_as_it_was_listed(
 ) -> None:
     with serve({"/api/v1/pods": odd_pods}) as (url, _seen):
         kube = vk.Kube(str(write_kubeconfig(tmp_path / "kc", url)))
-        judged = kube.paged("/api/v1/pods", trim=cluster_listing.trim_pod, keep=vrun._readable)
+        judged = kube.paged(
+            "/api/v1/pods", trim=cluster_listing.trim_pod, keep=cluster_listing.readable
+        )
         plain = kube.paged("/api/v1/pods", trim=cluster_listing.trim_pod)
     listing, unjudged = cluster_listing.Listing(pods=judged), cluster_listing.Listing(pods=plain)
-    assert vrun._KEEP["pods"] is vrun._readable
+    assert cluster_listing.READABLE["pods"] is cluster_listing.readable
     assert vrun._drop_unreadable(listing) == {"pods": 2} == vrun._drop_unreadable(unjudged)
     assert listing.pods is judged
     assert list(unjudged.pods) == list(judged)

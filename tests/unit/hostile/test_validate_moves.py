@@ -17,7 +17,7 @@ import yaml
 from ansible_collections.gpufleet.cluster.plugins.modules import dra_validate
 
 from tests.harness.ansible_module import run_module
-from tests.unit.ansible_vars import load_extra_vars, trust_as_template
+from tests.unit.ansible_vars import flat_tasks, load_extra_vars, trust_as_template
 from tests.unit.hostile.inputs import assert_refused, invoke
 
 pytestmark = pytest.mark.unit
@@ -114,7 +114,7 @@ def _role_yaml(name: str) -> Any:
 
 
 ROLE_SPEC = _role_yaml("meta/argument_specs.yml")["argument_specs"]["main"]["options"]
-TASKS = _role_yaml("tasks/main.yml")
+TASKS = flat_tasks(_role_yaml("tasks/main.yml"))
 #: The set_fact that reads each GPU host's node name once, then the module's task.
 NAMES = next(t for t in TASKS if "validate__node_names" in t.get("ansible.builtin.set_fact", {}))
 TASK = next(t for t in TASKS if "gpufleet.cluster.dra_validate" in t)

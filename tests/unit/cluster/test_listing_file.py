@@ -1,0 +1,158 @@
+"""A ``Listing`` through a file and back (``plugins/module_utils/cluster/listing_file.py``):
+the checks judge the listing read back as the one listed, a failed listing reads back as
+its error, and a file that is not a private listing of ours is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as vli
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing_file as lf
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import Listing
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client import (
+    KubeError,
+    PagedList,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
+
+from tests.unit.cluster.test_listing import fleet
+
+pytestmark = pytest.mark.unit
+
+#: The kind of each object list of a Listing whose name is not its kind.
+KINDS = {"slices": "resourceslices", "claims": "resourceclaims", "classes": "deviceclasses"}
+
+
+def _paged(listing: Listing) -> Listing:
+    """The listing as list_cluster stores it: PagedLists, each judged by validate's keep."""
+    for name in lf.LISTS:
+        keep = vli.READABLE.get(KINDS.get(name, name))
+        objects = list(getattr(listing, name))
+        setattr(listing, name, PagedList.of_pages([objects[:2], objects[2:]], keep))
+    return listing
+
+
+def test_the_checks_judge_the_listing_read_back_as_the_one_listed(tmp_path: Path) -> None:
+    listing, settings = fleet()
+    listing = _paged(listing)
+    listing.requests, listing.sources = 7, {"pods": "GET /api/v1/pods"}
+    listing.errors = {"events": "403: forbidden"}
+    path = str(tmp_path / "listing")
+    lf.write_listing(path, listing, log=["GET /version 200"], duration_s=1.25)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    back, log, seconds = lf.read_listing(path, vli.READABLE)
+    assert (log, seconds) == (["GET /version 200"], 1.25)
+    assert (back.requests, back.sources, back.errors) == (7, listing.sources, listing.errors)
+    assert back.version == listing.version and back.resource_version == listing.resource_version
+    for name in lf.LISTS:
+        assert list(getattr(back, name)) == list(getattr(listing, name)), name
+    # each list is known as judged by validate's predicate, as it was listed
+    assert back.pods.vetted(vli.READABLE["pods"]) == listing.pods.vetted(vli.READABLE["pods"]) == 0
+    assert [c.to_dict() for c in vc.all_checks(back, settings)] == [
+        c.to_dict() for c in vc.all_checks(listing, settings)
+    ]
+
+
+def test_a_failed_listing_reads_back_as_its_error(tmp_path: Path) -> None:
+    path = str(tmp_path / "listing")
+    lf.write_listing(path, None, error=KubeError(401, "Unauthorized"))
+    with pytest.raises(KubeError) as err:
+        lf.read_listing(path)
+    assert (err.value.status, err.value.message) == (401, "Unauthorized")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"not a listing at all",
+        lf.FORMAT + (10**9).to_bytes(8, "big") + b"{}",
+        lf.FORMAT + (2).to_bytes(8, "big") + b"[]",
+        lf.FORMAT + (3).to_bytes(8, "big") + b"{x}",
+        lf.FORMAT + (2).to_bytes(8, "big") + b"{}",
+    ],
+)
+def test_a_file_that_is_not_a_listing_is_refused(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "listing"
+    path.write_bytes(content)
+    path.chmod(0o600)
+    with pytest.raises(lf.ListingFileError):
+        lf.read_listing(str(path))
+
+
+def test_pages_that_do_not_add_up_are_refused(tmp_path: Path) -> None:
+    listing, _ = fleet()
+    path = str(tmp_path / "listing")
+    lf.write_listing(path, _paged(listing))
+    data = Path(path).read_bytes()
+    for bad in (data[:-5], data + b"tail"):
+        Path(path).write_bytes(bad)
+        with pytest.raises(lf.ListingFileError, match="does not hold together"):
+            lf.read_listing(path)
+
+
+def test_a_file_others_may_write_or_a_link_is_refused(tmp_path: Path) -> None:
+    listing, _ = fleet()
+    path = tmp_path / "listing"
+    lf.write_listing(str(path), listing)
+    path.chmod(0o622)
+    with pytest.raises(lf.ListingFileError, match="not this user's own file"):
+        lf.read_listing(str(path))
+    path.chmod(0o600)
+    link = tmp_path / "link"
+    link.symlink_to(path)
+    with pytest.raises(lf.ListingFileError, match="cannot read"):
+        lf.read_listing(str(link))
+    with pytest.raises(lf.ListingFileError, match="cannot read"):
+        lf.read_listing(str(tmp_path / "missing"))
+
+
+def test_the_wait_ends_with_the_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "listing")
+    lf.mark_started(path)  # this process lists
+    lf.write_listing(path, None, error=KubeError(None, "x"))
+    lf.wait_for_listing(path, 5)
+
+
+def test_the_wait_ends_when_the_lister_ended_without_the_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "listing")
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                           capture_output=True, text=True)  # fmt: skip
+    Path(f"{path}.pid").write_text(ended.stdout.strip())
+    with pytest.raises(lf.ListingFileError, match="ended without writing"):
+        lf.wait_for_listing(path, 60)
+
+
+def test_the_wait_ends_when_no_lister_started_or_the_time_is_up(tmp_path: Path) -> None:
+    path = str(tmp_path / "listing")
+    clock = iter(range(0, 10_000, 10))
+    with pytest.raises(lf.ListingFileError, match="no cluster listing was started"):
+        lf.wait_for_listing(path, 600, now=lambda: float(next(clock)))
+    lf.mark_started(path)  # alive: this process
+    clock = iter(range(0, 10_000, 10))
+    with pytest.raises(lf.ListingFileError, match="did not finish within 30 s"):
+        lf.wait_for_listing(path, 30, now=lambda: float(next(clock)))
+
+
+def test_the_module_result_of_a_listing_names_what_it_wrote(tmp_path: Path) -> None:
+    """``list_to_file`` with a Kube whose listing fails: the error in the file, and a
+    failed result naming it."""
+
+    class Refusing:
+        requests, log, server = 0, [], "https://192.0.2.1"
+
+        def get(self, path: str) -> None:
+            raise KubeError(None, "the API server https://192.0.2.1 cannot be reached")
+
+    path = str(tmp_path / "listing")
+    result = lf.list_to_file(Refusing(), path)  # type: ignore[arg-type]
+    assert result["failed"] and "cannot be reached" in result["msg"]
+    assert Path(f"{path}.pid").read_text() == str(os.getpid())
+    with pytest.raises(KubeError, match="cannot be reached"):
+        lf.read_listing(path)
+    assert json.loads(Path(path).read_bytes()[len(lf.FORMAT) + 8 :])["error"]["status"] is None
