@@ -505,6 +505,9 @@ def device_activation(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
 
     body = device_fields(device)
     attributes: dict[str, dict[Any, Any]] = {}
+    for member in ("attributes", "capacity"):
+        if not is_map(body.get(member) or {}):
+            raise CelError(f"the device's {member} are not a map")
     for name, value in (body.get("attributes") or {}).items():
         domain, ident = _split_name(str(name), driver)
         try:

@@ -34,6 +34,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.slices imp
     PublishedDevices,
     allocated_devices,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import (
+    as_list,
+    is_map,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     device_fields,
 )
@@ -46,7 +50,9 @@ def request_alternatives(request: Mapping[str, Any]) -> list[dict[str, Any]]:
     name = request.get("name", "")
     if isinstance(request.get("firstAvailable"), list):
         return [
-            {**sub, "name": f"{name}/{sub.get('name', '')}"} for sub in request["firstAvailable"]
+            {**sub, "name": f"{name}/{sub.get('name', '')}"}
+            for sub in request["firstAvailable"]
+            if is_map(sub)
         ]
     body = request.get("exactly") if isinstance(request.get("exactly"), Mapping) else request
     return [{**body, "name": name}]
@@ -56,9 +62,9 @@ def cel_selectors(obj: Mapping[str, Any]) -> list[str]:
     """The CEL expressions of ``obj``'s ``selectors`` (a DeviceClass spec or a device
     request), in order; selectors without ``cel`` are left out."""
     return [
-        str((s.get("cel") or {}).get("expression", ""))
-        for s in obj.get("selectors") or []
-        if isinstance(s, Mapping) and s.get("cel")
+        str(s["cel"].get("expression", ""))
+        for s in as_list(obj.get("selectors"))
+        if is_map(s) and is_map(s.get("cel")) and s["cel"]
     ]
 
 
@@ -246,10 +252,12 @@ def _explain_requests(
         sets = ccounters.counter_sets(slices, (c for c in claims if metadata(c).get("uid") != uid))
     requests_out: list[dict[str, Any]] = []
     verdicts: list[str] = []
-    constraints = spec_devices.get("constraints") or []
+    # a hand-made claim may hold anything where the API has lists of objects: the entries
+    # that are no objects are left out, as of no meaning
+    constraints = _objects(spec_devices.get("constraints"))
     matched = _constraint_attributes(constraints)
     candidates: dict[str, dict[str, list[tuple[str, ...]]]] = {}
-    for request in spec_devices.get("requests") or []:
+    for request in _objects(spec_devices.get("requests")):
         for alt in request_alternatives(request):
             out, free_by_node, verdict = _explain_alternative(
                 alt,
@@ -264,6 +272,11 @@ def _explain_requests(
             verdicts.append(verdict)
     constraints_out = _explain_constraints(constraints, requests_out, candidates, matched)
     return requests_out, constraints_out, verdicts
+
+
+def _objects(value: Any) -> list[Mapping[str, Any]]:
+    """The objects of a list (or tuple) of a claim's spec; anything else is none."""
+    return [v for v in value if is_map(v)] if isinstance(value, (list, tuple)) else []
 
 
 def _constraint_attributes(constraints: Any) -> dict[str, int]:
@@ -602,6 +615,17 @@ def _nodes_out(
     return nodes_out
 
 
+def _count(value: Any) -> int:
+    """A request's ``count``: the number given (an int, or its text), else 1, the API's
+    default (an API server refuses any other count)."""
+    if isinstance(value, bool):
+        return 1
+    try:
+        return int(value) if value else 1
+    except (TypeError, ValueError):
+        return 1
+
+
 def _explain_alternative(
     alt: Mapping[str, Any],
     classes: Mapping[str, Mapping[str, Any]],
@@ -616,7 +640,7 @@ def _explain_alternative(
     node_ready, matched = nodes
     class_name = alt.get("deviceClassName", "")
     mode = alt.get("allocationMode") or "ExactCount"
-    count = int(alt.get("count") or 1) if mode == "ExactCount" else 0
+    count = _count(alt.get("count")) if mode == "ExactCount" else 0
     base = {
         "request": alt.get("name", ""),
         "device_class": class_name,
@@ -805,8 +829,12 @@ def _explain_constraints(
             out.append({"constraint": dict(c), "fits": None, "summary": "not evaluated"})
             continue
         at = matched[attr]
-        names = c.get("requests") or list(counts)
-        names = [n for n in names if n in candidates]
+        named = c.get("requests")
+        names = [
+            n
+            for n in (as_list(named) if named else list(counts))
+            if isinstance(n, str) and n in candidates
+        ]
         nodes = set.intersection(*(set(candidates[n]) for n in names)) if names else set()
         ok_nodes = []
         seen_values: Counter = Counter()

@@ -25,7 +25,7 @@ def metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def key(obj: Mapping[str, Any]) -> str:
     """``namespace/name`` of an object (``name`` for cluster-scoped ones)."""
     m = metadata(obj)
-    return f"{m['namespace']}/{m['name']}" if m.get("namespace") else str(m.get("name"))
+    return f"{m['namespace']}/{m.get('name')}" if m.get("namespace") else str(m.get("name"))
 
 
 def pod_done(pod: Mapping[str, Any]) -> bool:

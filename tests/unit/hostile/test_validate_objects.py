@@ -43,3 +43,75 @@ def test_a_clean_listing_has_no_unreadable_warning(tmp_path: Path) -> None:
         kube = vk.Kube(str(write_kubeconfig(tmp_path / "kubeconfig", url)), None)
         report = vr.run(kube, {})
     assert "api.objects-unreadable" not in {c["id"] for c in report["checks"]}
+
+
+#: Claims a pod waits for, whose device requests hold what no API server serves where it
+#: has lists of objects and numbers.
+ODD_DEVICES: list[dict[str, Any]] = [
+    {"constraints": {"matchAttribute": "gpu.nvidia.com/uuid"}},
+    {"constraints": "text"},
+    {"constraints": [{"requests": [{"a": 1}], "matchAttribute": "gpu.nvidia.com/uuid"}, 7]},
+    {"requests": "gpu"},
+    {"requests": ["gpu", 5]},
+    {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": "x"}}]},
+    {"requests": [{"name": "gpu", "firstAvailable": ["x", {"name": "a", "count": [1]}]}]},
+    {
+        "requests": [
+            {
+                "name": "gpu",
+                "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": "x"}, 3]},
+            }
+        ]
+    },
+]
+
+
+def test_pending_claims_of_odd_requests_on_odd_devices_are_explained(tmp_path: Path) -> None:
+    claims, pods = [], []
+    for i, devices in enumerate(ODD_DEVICES):
+        meta = {"name": f"c{i}", "namespace": "default", "uid": f"u-c{i}"}
+        meta["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        claims.append({"metadata": meta, "spec": {"devices": devices}, "status": {}})
+        pods.append(
+            {
+                "metadata": {"name": f"p{i}", "namespace": "default", "uid": f"u-p{i}"},
+                "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": f"c{i}"}]},
+                "status": {"phase": "Pending"},
+            }
+        )
+    # the devices' attributes and capacity: a list and a text, not maps
+    devices = [
+        {"name": "gpu-0", "attributes": ["x"]},
+        {"name": "gpu-1", "capacity": "80Gi"},
+        {"name": "gpu-2", "attributes": {"type": {"string": "gpu"}}},
+    ]
+    rslice = {
+        "metadata": {"name": "gpu-1-slice"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": "gpu-1",
+            "pool": {"name": "gpu-1", "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+    dc = {"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [{"cel": {"expression": (
+        "device.driver == 'gpu.nvidia.com'")}}]}}  # fmt: skip
+    paths = answers(
+        nodes=listing([NODE]),
+        pods=listing(pods),
+        resourceclaims=listing(claims),
+        resourceslices=listing([rslice]),
+    )
+    paths["/apis/resource.k8s.io/v1/deviceclasses"] = listing([dc])
+    with serve(paths) as (url, _):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kubeconfig", url)), None)
+        report = vr.run(kube, {"pending_threshold": 0, "gpu_nodes": ["gpu-1"]})
+    pending = {c["id"]: c for c in report["checks"]}["claims.pending"]
+    assert pending["status"] == "fail", pending
+    assert pending["data"]["pending_total"] == len(ODD_DEVICES)
+    explained = {p["claim"]: p["explain"] for p in pending["data"]["pending"]}
+    assert set(explained) == {f"default/c{i}" for i in range(len(ODD_DEVICES))}
+    # the devices whose attributes or capacity are no map are not usable, by name
+    (request,) = explained["default/c5"]["requests"]
+    reasons = " ".join(r for r, _count in request["reasons"])
+    assert "attributes are not a map" in reasons and "capacity are not a map" in reasons
