@@ -32,6 +32,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
     Listing,
     list_for_checks,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.files import (
+    read_fd,
+    write_fd,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client import (
     PAGE_SIZE,
     Kube,
@@ -242,9 +246,7 @@ def _write_private(path: str, data: bytes) -> None:
     part = f"{path}.part"
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_fd(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -265,12 +267,7 @@ def _read_private(path: str) -> bytes:
                 f"{path} is not this user's own file (owner {st.st_uid}, mode "
                 f"{stat.S_IMODE(st.st_mode):o}): a listing is read only from a private file"
             )
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 22)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
+        return read_fd(fd, 1 << 22)
     finally:
         os.close(fd)
 

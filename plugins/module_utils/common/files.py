@@ -28,6 +28,23 @@ def not_a_regular_file(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
+def read_fd(fd: int, chunk: int = 1 << 20) -> bytes:
+    """Every byte left to read from the file descriptor ``fd`` (a file, a pipe)."""
+    chunks = []
+    while True:
+        data = os.read(fd, chunk)
+        if not data:
+            return b"".join(chunks)
+        chunks.append(data)
+
+
+def write_fd(fd: int, data: bytes) -> None:
+    """All of ``data`` to the file descriptor ``fd``, however many writes it takes."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def write_output(module, option: str, path: str, text: str) -> None:
     """Write a report the run produced (``text``) to ``path``, the value of ``option``:
     through a temporary file of its own directory (a reader never sees half a report; the

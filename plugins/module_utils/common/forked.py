@@ -26,6 +26,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.files import (
+    read_fd,
+    write_fd,
+)
+
 __all__ = ["Forked", "spare_cpus"]
 
 #: The child's first byte: the value follows; any other (or none), the child failed.
@@ -71,7 +76,7 @@ class Forked:
     def result(self) -> Any:
         """The value: the child's, or computed here (see the module's text)."""
         if self._pid > 0:
-            data = _read_all(self._read)
+            data = read_fd(self._read)
             os.close(self._read)
             status = os.waitpid(self._pid, 0)[1]
             self._pid, self._read = 0, -1
@@ -87,21 +92,9 @@ def _child(write: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """Compute, send and end the child (``os._exit``: 0 when the value was sent)."""
     code = 1
     try:
-        data = _OK + json.dumps(fn(*args), separators=(",", ":")).encode()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write, view) :]
+        write_fd(write, _OK + json.dumps(fn(*args), separators=(",", ":")).encode())
         code = 0
     except BaseException:  # whatever it is, the parent computes the value and meets it
         code = 1
     finally:
         os._exit(code)
-
-
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
