@@ -20,8 +20,10 @@ library only: ``module_utils`` run on the control host and managed hosts alike.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -86,6 +88,15 @@ class Forked:
                 except ValueError:
                     pass
         return self._fn(*self._args)
+
+    def close(self) -> None:
+        """End the child if its value was not taken (``result``): killed and waited for."""
+        if self._pid > 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pid, signal.SIGKILL)
+            os.waitpid(self._pid, 0)
+            os.close(self._read)
+            self._pid, self._read = 0, -1
 
 
 def _child(write: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:

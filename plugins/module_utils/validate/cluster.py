@@ -448,20 +448,24 @@ def all_checks(
     pending = None
     if index is not None and len(listing.claims) >= PARALLEL_MIN_CLAIMS:
         pending = Forked(_pending_check_dict, listing, settings, index, sets)
-    out = [
-        *versions_checks(listing, settings),
-        *gates_checks(audit, audit_reason),
-        *api_checks(listing, settings, scheduler, audit),
-        *nodes_checks(listing, settings),
-        *dynamic_mig_checks(listing, settings, sets),
-        *gpu_paths_checks(listing, settings, audit),
-    ]
-    if index is None:
-        return [*out, *(unlisted or [])]
-    out.append(leaked_check(listing, index))
-    if pending is not None:
-        out.append(check_from_dict(pending.result()))
-    else:
-        out.append(pending_check(listing, settings, index, sets))
+    try:
+        out = [
+            *versions_checks(listing, settings),
+            *gates_checks(audit, audit_reason),
+            *api_checks(listing, settings, scheduler, audit),
+            *nodes_checks(listing, settings),
+            *dynamic_mig_checks(listing, settings, sets),
+            *gpu_paths_checks(listing, settings, audit),
+        ]
+        if index is None:
+            return [*out, *(unlisted or [])]
+        out.append(leaked_check(listing, index))
+        if pending is not None:
+            out.append(check_from_dict(pending.result()))
+        else:
+            out.append(pending_check(listing, settings, index, sets))
+    finally:  # a check that raised: the child is ended, not left behind
+        if pending is not None:
+            pending.close()
     out.append(prepare_failed_check(listing))
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from fractions import Fraction
 from typing import Any
 
@@ -88,3 +89,21 @@ def test_no_child_with_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     job = forked.Forked(_pid_and, 2)
     assert not job.forked
     assert job.result() == {"pid": os.getpid(), "value": 2}
+
+
+def _sleeps() -> int:
+    time.sleep(60)
+    return 1
+
+
+@needs_two_cpus
+def test_a_value_not_taken_ends_its_child() -> None:
+    job = forked.Forked(_sleeps)
+    assert job.forked
+    pid = job._pid
+    started = time.monotonic()
+    job.close()
+    assert time.monotonic() - started < 5
+    with pytest.raises(ProcessLookupError):  # killed and waited for
+        os.kill(pid, 0)
+    job.close()  # once is enough; again does nothing
