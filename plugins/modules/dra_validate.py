@@ -347,6 +347,11 @@ def main() -> None:
         module.fail_json(
             msg=f"page_size={params['page_size']}: give a number of items >= 1 (validate_page_size)"
         )
+    if params["listing_timeout"] < 1:
+        module.fail_json(
+            msg=f"listing_timeout={params['listing_timeout']}: give the seconds to wait for "
+            "the cluster listing, 1 or more (validate_listing_timeout)"
+        )
     try:
         validate_run.gpu_path_moves(params)
     except RefusedValue as err:

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import run as vr
+from ansible_collections.gpufleet.cluster.plugins.modules import dra_validate
 
+from tests.harness.ansible_module import run_module
 from tests.integration.test_hostile_input_servers import write_kubeconfig
 from tests.unit.hostile.api_server import answers, listing, serve
 
@@ -115,3 +117,32 @@ def test_pending_claims_of_odd_requests_on_odd_devices_are_explained(tmp_path: P
     (request,) = explained["default/c5"]["requests"]
     reasons = " ".join(r for r, _count in request["reasons"])
     assert "attributes are not a map" in reasons and "capacity are not a map" in reasons
+
+
+@pytest.mark.parametrize("value", [0, -1, "-5", "x"])
+def test_the_module_refuses_a_listing_wait_that_is_no_time(value: Any, tmp_path: Path) -> None:
+    result = run_module(
+        dra_validate,
+        {
+            "kubeconfig": "/nonexistent/kubeconfig",
+            "listing_file": str(tmp_path / "listing"),
+            "listing_timeout": value,
+        },
+    )
+    assert result["failed"] and "listing_timeout" in result["msg"], result
+    assert "Traceback" not in result["msg"] and "kubeconfig /nonexistent" not in result["msg"]
+
+
+def test_the_module_names_a_listing_that_is_not_there(tmp_path: Path) -> None:
+    """No lister started (no ``<file>.pid``) and nothing to read: the module says so
+    within ``listing_timeout``, naming the file."""
+    with serve(answers()) as (url, _):
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", url)
+        path = tmp_path / "listing"
+        result = run_module(
+            dra_validate,
+            {"kubeconfig": str(kubeconfig), "listing_file": str(path), "listing_timeout": 1},
+        )
+    assert result["failed"], result
+    assert result["msg"].startswith("cannot validate: no cluster listing was started"), result
+    assert str(path) in result["msg"]
