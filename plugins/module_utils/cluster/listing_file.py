@@ -26,6 +26,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
@@ -55,8 +56,8 @@ __all__ = [
 
 #: The first line of a listing file.
 FORMAT = b"gpufleet-listing/1\n"
-#: The object lists of a ``Listing`` (its attribute names), in the file's order.
-LISTS = ("nodes", "pods", "slices", "claims", "classes", "daemonsets", "events", "namespaces")
+#: The object lists of a ``Listing`` (its fields made as lists), in the file's order.
+LISTS = tuple(f.name for f in fields(Listing) if f.default_factory is list)
 #: Bytes of the header at most (its request log is one line per request).
 MAX_HEADER_BYTES = 64 * 2**20
 #: Seconds a reader waits for the lister's process id file before it takes the lister for

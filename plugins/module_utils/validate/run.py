@@ -391,10 +391,10 @@ _LISTED_KINDS = ("nodes", "pods", "slices", "claims", "classes", "daemonsets", "
 
 def _drop_unreadable(listing: Any) -> dict[str, int]:
     """Drop from ``listing``'s object lists the items that are not readable
-    (``cluster.listing.readable``: an API
-    server answers none such; a proxy might), so that no check meets them; returns kind
-    -> items dropped (kinds with none left out). A list already judged by it
-    as it was listed (``kube.client.PagedList.vetted``) is kept as it is."""
+    (``cluster.listing.readable``: an API server answers none such; a proxy might), so
+    that no check meets them; returns kind -> items dropped (kinds with none left out). A
+    list already judged by it as it was listed (``kube.client.PagedList.vetted``) is kept
+    as it is."""
     dropped: dict[str, int] = {}
     for kind in _LISTED_KINDS:
         objects = getattr(listing, kind)
