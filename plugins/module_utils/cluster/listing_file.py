@@ -256,7 +256,8 @@ def _write_private(path: str, data: bytes) -> None:
 
 def _read_private(path: str) -> bytes:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # not blocked by a named pipe put in its place: refused below as no regular file
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as err:
         raise ListingFileError(f"cannot read the cluster listing {path}: {err.strerror}") from None
     try:
@@ -274,10 +275,11 @@ def _read_private(path: str) -> bytes:
 
 
 def _pid(path: str) -> int | None:
+    """The process id in ``path`` (``mark_started``), None while there is none to read."""
     try:
-        with open(path, "rb") as fh:
-            return int(fh.read(32).strip() or b"0") or None
-    except (OSError, ValueError):
+        text = _read_private(path)[:32]
+        return int(text.strip() or b"0") or None
+    except (ListingFileError, ValueError):
         return None
 
 

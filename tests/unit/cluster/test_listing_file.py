@@ -156,3 +156,15 @@ def test_the_module_result_of_a_listing_names_what_it_wrote(tmp_path: Path) -> N
     with pytest.raises(KubeError, match="cannot be reached"):
         lf.read_listing(path)
     assert json.loads(Path(path).read_bytes()[len(lf.FORMAT) + 8 :])["error"]["status"] is None
+
+
+def test_a_named_pipe_in_place_of_the_file_is_refused_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "listing"
+    os.mkfifo(path, 0o600)
+    with pytest.raises(lf.ListingFileError, match="not a regular file"):
+        lf.read_listing(str(path))
+    other = tmp_path / "other"
+    os.mkfifo(f"{other}.pid", 0o600)  # no lister's id to read: taken for none started
+    clock = iter(range(0, 10_000, 10))
+    with pytest.raises(lf.ListingFileError, match="no cluster listing was started"):
+        lf.wait_for_listing(str(other), 600, now=lambda: float(next(clock)))
