@@ -391,7 +391,7 @@ def _attribute_value(value: Mapping[str, Any], ct: Any) -> Any:
     refuses and a hand-made object may hold)."""
     try:
         return _typed_attribute_value(value, ct)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:  # OverflowError: int(inf)
         if isinstance(err, CelError):
             raise
         raise CelError(f"attribute value {value!r} is not of its type: {err}") from None

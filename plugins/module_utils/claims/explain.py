@@ -472,10 +472,6 @@ _NAMED_READ_RE = re.compile(
 )
 
 
-def _first(entry: tuple[str, Any]) -> str:
-    return entry[0]
-
-
 def _sharing(stages: Sequence[tuple[str, str]]) -> Callable[[Published], Any] | None:
     """A function of a device that gives all the selectors of ``stages`` can read of it:
     its driver, ``allowMultipleAllocations`` and each attribute and capacity whose name
@@ -500,8 +496,9 @@ def _sharing(stages: Sequence[tuple[str, str]]) -> Callable[[Published], Any] | 
                 wanted = named[name] = str(name).rpartition("/")[2] in words
             if wanted:
                 out.append((str(name), vcel.value_key(member, value)))
-        # by name only: a value key holds types, which do not order
-        return tuple(sorted(out, key=_first)) if len(out) > 1 else tuple(out)
+        # in the device's own order: of two entries that name one attribute (``productName``
+        # and ``gpu.nvidia.com/productName``, which no API server takes) CEL reads the last
+        return tuple(out)
 
     def sharing(dev: Published) -> Any:
         device = dev.device

@@ -9,14 +9,17 @@ The file: the line ``FORMAT``, an 8-byte big-endian length, a JSON header of tha
 (the listing's version, errors, sources, requests, request log and, per object list, the
 byte length and item count of each stored page), then the pages: each the compressed
 bytes a ``kube.client.PagedList`` stores, as it stored them. A listing that failed is a
-header with ``error`` only. It is written to ``<path>.part`` (mode 0600) and renamed to
-``path`` once whole, so that a reader never sees half of it; the lister writes its process
-id to ``<path>.pid`` first (``mark_started``), so that a reader waiting for the file knows
-a lister that ended without writing it (``wait_for_listing``).
+header with ``error`` only. It is written to ``<path>.part`` (made new, mode 0600) and
+renamed to ``path`` once whole, so that a reader never sees half of it; the lister writes
+its process id to ``<path>.pid`` first (``mark_started``), so that a reader waiting for the
+file knows a lister that ended without writing it (``wait_for_listing``), and the header
+names that process, so that a reader takes no file of another run. The lister refuses a
+``path`` (or ``.pid``, ``.part``) that exists already: it makes files, it replaces none.
 
-``read_listing`` takes a file only of this user, not writable by others and no link: it
-decodes the stored pages as its own (``marshal``), so the file must be as trusted as this
-process's memory. Standard library only.
+Both sides take a directory only of this user that no one else may write, and files only
+of this user, not writable by others, no link and no special file: the pages are decoded
+as this process's own (``marshal``); each page's CRC-32 is in the header, so a page that
+is not the one written is refused before any check reads it. Standard library only.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import json
 import os
 import stat
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
@@ -60,6 +64,8 @@ FORMAT = b"gpufleet-listing/1\n"
 LISTS = tuple(f.name for f in fields(Listing) if f.default_factory is list)
 #: Bytes of the header at most (its request log is one line per request).
 MAX_HEADER_BYTES = 64 * 2**20
+#: Items a stored page holds at most (pages are of ``PAGE_SIZE`` items and a few more).
+MAX_PAGE_ITEMS = 1_000_000
 #: Seconds a reader waits for the lister's process id file before it takes the lister for
 #: one that never started.
 START_WAIT_S = 60.0
@@ -72,7 +78,16 @@ class ListingFileError(Exception):
 
 
 def mark_started(path: str) -> None:
-    """Write this process's id to ``<path>.pid``: the lister has started."""
+    """Write this process's id to ``<path>.pid``: the lister has started. Raises
+    ListingFileError for a directory others may write, or a ``path`` or ``<path>.pid``
+    that exists already (a listing is written to a new path)."""
+    _private_dir(path)
+    for existing in (path, f"{path}.pid"):
+        if os.path.lexists(existing):
+            raise ListingFileError(
+                f"{existing} exists already; fix: give the listing a path that does not exist "
+                "(the playbook makes a new directory for each run)"
+            )
     _write_private(f"{path}.pid", str(os.getpid()).encode())
 
 
@@ -87,9 +102,11 @@ def write_listing(
     """``listing`` (or, with ``error``, the failure to list) written to ``path`` whole."""
     if listing is None:
         err = error or KubeError(None, "the cluster could not be listed")
-        _write_private(path, _framed({"error": {"status": err.status, "message": err.message}}, []))
+        error_header = {"error": {"status": err.status, "message": err.message}}
+        _write_private(path, _framed({**error_header, "pid": os.getpid()}, []))
         return
     header: dict[str, Any] = {
+        "pid": os.getpid(),
         "version": listing.version,
         "resource_group": listing.resource_group,
         "resource_version": listing.resource_version,
@@ -107,6 +124,7 @@ def write_listing(
         pages, sizes, refused = paged.stored()
         header["lists"][name] = {
             "bytes": [len(b) for b in pages],
+            "crc32": [zlib.crc32(b) for b in pages],
             "sizes": sizes,
             "refused": refused,
         }
@@ -121,7 +139,10 @@ def list_to_file(
     write it to ``path``, for a reader in another process; a listing that fails is written
     as its error, which ``read_listing`` raises. Returns what the module
     ``dra_validate_listing`` returns (``failed`` and ``msg`` when the listing failed)."""
-    mark_started(path)
+    try:
+        mark_started(path)
+    except (ListingFileError, OSError) as err:
+        return {"failed": True, "msg": f"the cluster listing cannot be written: {err}"}
     t0 = time.monotonic()
     try:
         listing = list_for_checks(kube, plugin_namespace, page_size)
@@ -174,6 +195,7 @@ def read_listing(
     object list built with ``keep``'s predicate of its kind (``DEFAULT_KINDS`` names) when
     its lister judged it so. Raises ListingFileError for a file that is not such a
     listing, and the lister's KubeError for a listing that failed."""
+    _private_dir(path)
     data = _read_private(path)
     if not data.startswith(FORMAT) or len(data) < len(FORMAT) + 8:
         raise ListingFileError(f"{path} is not a cluster listing of this version")
@@ -184,11 +206,17 @@ def read_listing(
         raise ListingFileError(f"{path}: the listing's header is cut or too large")
     try:
         header = json.loads(data[at : at + size])
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:
         raise ListingFileError(f"{path}: the listing's header is not JSON: {err}") from None
     at += size
     if not isinstance(header, dict):
         raise ListingFileError(f"{path}: the listing's header is not an object")
+    lister = _pid(f"{path}.pid")
+    if lister is not None and header.get("pid") != lister:
+        raise ListingFileError(
+            f"{path} was written by process {str(header.get('pid'))[:20]}, not by the listing "
+            f"started for this run (process {lister}); fix: remove it, or give a new path"
+        )
     if "error" in header:
         error = header["error"] if isinstance(header["error"], dict) else {}
         status = error.get("status")
@@ -198,9 +226,14 @@ def read_listing(
         )
     try:
         listing = _listing(header, data, at, keep or {})
-        log = [str(line) for line in header.get("log") or []]
-        return listing, log, float(header.get("duration_s") or 0.0)
-    except (KeyError, TypeError, ValueError) as err:
+        log = header.get("log", [])
+        seconds = header.get("duration_s", 0.0)
+        if not isinstance(log, list) or not all(isinstance(line, str) for line in log):
+            raise ValueError("its request log is no list of lines")
+        if not _number(seconds, float) or not 0 <= seconds < 1e9:
+            raise ValueError("its duration is no number of seconds")
+        return listing, log, float(seconds)
+    except (KeyError, TypeError, ValueError, OverflowError) as err:
         raise ListingFileError(f"{path}: the listing does not hold together: {err}") from None
 
 
@@ -210,23 +243,44 @@ _KINDS = {"slices": "resourceslices", "claims": "resourceclaims", "classes": "de
 def _listing(
     header: Mapping[str, Any], data: bytes, at: int, keep: Mapping[str, Callable[[Any], bool]]
 ) -> Listing:
+    for key, kind in (("version", dict), ("resource_group", dict), ("resource_version", str)):
+        if header[key] is not None and not isinstance(header[key], kind):
+            raise ValueError(f"{key} is no {kind.__name__}")
+    for key in ("errors", "sources"):
+        texts = header[key]
+        if not isinstance(texts, dict) or not all(isinstance(v, str) for v in texts.values()):
+            raise ValueError(f"{key} is no map of kinds to text")
+    if not _number(header["requests"], int) or header["requests"] < 0:
+        raise ValueError("requests is no count")
     out = Listing(
         version=header["version"],
         resource_group=header["resource_group"],
         resource_version=header["resource_version"],
         errors=dict(header["errors"]),
-        requests=int(header["requests"]),
+        requests=header["requests"],
         sources=dict(header["sources"]),
     )
     for name in LISTS:
         entry = header["lists"][name]
         pages = []
-        for length in entry["bytes"]:
-            if not isinstance(length, int) or length < 0 or at + length > len(data):
+        sizes, sums = entry["sizes"], entry["crc32"]
+        if not isinstance(sizes, list) or not isinstance(sums, list):
+            raise ValueError(f"the pages of {name} are not listed")
+        if len(sums) != len(entry["bytes"]) or any(
+            not _number(n, int) or n > MAX_PAGE_ITEMS for n in sizes
+        ):
+            raise ValueError(f"the pages of {name} are not counted as they are")
+        for length, crc in zip(entry["bytes"], sums, strict=True):
+            if not _number(length, int) or length < 0 or at + length > len(data):
                 raise ValueError(f"the pages of {name} are cut")
-            pages.append(data[at : at + length])
+            page = data[at : at + length]
+            if zlib.crc32(page) != crc:
+                raise ValueError(f"a page of {name} is not the one written (CRC-32)")
+            pages.append(page)
             at += length
         refused = entry["refused"]
+        if refused is not None and (not _number(refused, int) or refused < 0):
+            raise ValueError(f"the items refused of {name} are no count")
         setattr(
             out,
             name,
@@ -243,9 +297,18 @@ def _framed(header: Mapping[str, Any], blobs: list[bytes]) -> bytes:
 
 
 def _write_private(path: str, data: bytes) -> None:
-    """``data`` in ``path`` (mode 0600), through ``<path>.part`` and a rename."""
+    """``data`` in ``path`` (mode 0600), through ``<path>.part``, made new (no file of that
+    name is taken over: a link, a pipe, another's file), and a rename."""
+    _private_dir(path)
     part = f"{path}.part"
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    if os.path.isdir(path):
+        raise ListingFileError(f"{path} is a directory; fix: give the listing a file's path")
+    try:
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        raise ListingFileError(
+            f"{part} exists already; fix: remove it, or give the listing a new path"
+        ) from None
     try:
         write_fd(fd, data)
         os.fsync(fd)
@@ -258,8 +321,9 @@ def _read_private(path: str) -> bytes:
     try:
         # not blocked by a named pipe put in its place: refused below as no regular file
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as err:
-        raise ListingFileError(f"cannot read the cluster listing {path}: {err.strerror}") from None
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
+        why = getattr(err, "strerror", None) or str(err)
+        raise ListingFileError(f"cannot read the cluster listing {path}: {why}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -269,7 +333,10 @@ def _read_private(path: str) -> bytes:
                 f"{path} is not this user's own file (owner {st.st_uid}, mode "
                 f"{stat.S_IMODE(st.st_mode):o}): a listing is read only from a private file"
             )
-        return read_fd(fd, 1 << 22)
+        try:
+            return read_fd(fd, 1 << 22)
+        except OSError as err:
+            raise ListingFileError(f"cannot read {path}: {err.strerror}") from None
     finally:
         os.close(fd)
 
@@ -277,16 +344,40 @@ def _read_private(path: str) -> bytes:
 def _pid(path: str) -> int | None:
     """The process id in ``path`` (``mark_started``), None while there is none to read."""
     try:
-        text = _read_private(path)[:32]
-        return int(text.strip() or b"0") or None
-    except (ListingFileError, ValueError):
+        text = _read_private(path)[:32].strip()
+    except ListingFileError:
         return None
+    # digits only (int() takes "_", signs and blanks); a process id is at least 1
+    return int(text) if text.isdigit() and 0 < int(text) < 2**22 else None
+
+
+def _number(value: Any, kind: type) -> bool:
+    """``value`` is a finite number of ``kind`` (an int is a float's too), never a bool."""
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
+        return False
+    return kind is int or abs(value) < float("inf")
+
+
+def _private_dir(path: str) -> None:
+    """Refuse (ListingFileError) a directory of ``path`` that another user owns or may
+    write: a file there could be replaced between its writing and its reading."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        st = os.stat(folder)
+    except (OSError, ValueError) as err:
+        raise ListingFileError(f"cannot use the directory {folder}: {err}") from None
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise ListingFileError(
+            f"the directory {folder} of the cluster listing is not this user's own (owner "
+            f"{st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}); fix: give a path in a directory "
+            "only this user can write"
+        )
 
 
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:  # another user's process of that id: alive
         return True

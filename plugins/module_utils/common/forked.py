@@ -14,8 +14,9 @@ value (or the exception) is the same as without a child:
 
 The child shares this process's memory until either writes it (copy-on-write): it reads
 the listing without a copy. It ends with ``os._exit``: no ``atexit`` handler, no flush of
-buffers it inherited (a module's output is written once, by the parent). Standard
-library only: ``module_utils`` run on the control host and managed hosts alike.
+buffers it inherited, and its standard output and error go nowhere (a module's output is
+written once, by the parent). Standard library only: ``module_utils`` run on the control
+host and managed hosts alike.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -80,7 +82,10 @@ class Forked:
         if self._pid > 0:
             data = read_fd(self._read)
             os.close(self._read)
-            status = os.waitpid(self._pid, 0)[1]
+            try:
+                status = os.waitpid(self._pid, 0)[1]
+            except ChildProcessError:  # SIGCHLD ignored: the system reaped it, status unknown
+                status = -1
             self._pid, self._read = 0, -1
             if status == 0 and data[:1] == _OK:
                 try:
@@ -94,7 +99,8 @@ class Forked:
         if self._pid > 0:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self._pid, signal.SIGKILL)
-            os.waitpid(self._pid, 0)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._pid, 0)
             os.close(self._read)
             self._pid, self._read = 0, -1
 
@@ -103,6 +109,11 @@ def _child(write: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """Compute, send and end the child (``os._exit``: 0 when the value was sent)."""
     code = 1
     try:
+        # the parent's output is its own (a module's stdout holds its result alone)
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 1)
+        os.dup2(quiet, 2)
+        sys.stdout = sys.stderr = os.fdopen(quiet, "w")  # and Python's, wherever they wrote
         write_fd(write, _OK + json.dumps(fn(*args), separators=(",", ":")).encode())
         code = 0
     except BaseException:  # whatever it is, the parent computes the value and meets it

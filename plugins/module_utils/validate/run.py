@@ -315,7 +315,8 @@ def _listed(
             int(options.get("page_size") or vk.PAGE_SIZE),
         )
         return listing, [], time.monotonic() - t0
-    listing_file.wait_for_listing(path, float(options.get("listing_timeout") or LISTING_TIMEOUT_S))
+    timeout = float(_given(options.get("listing_timeout"), LISTING_TIMEOUT_S))
+    listing_file.wait_for_listing(path, timeout)
     return listing_file.read_listing(path, cluster_listing.READABLE)
 
 

@@ -451,3 +451,36 @@ def test_a_value_key_tells_apart_values_equal_in_python() -> None:
     assert vcel.value_key("capacity", one) != vcel.value_key("attributes", one)
     # not a map of one scalar: by its text
     assert vcel.value_key("attributes", {"strings": ["a"]})[1] == "{'strings': ['a']}"
+
+
+def test_a_number_cel_cannot_hold_makes_its_device_unusable_not_the_explanation_fail() -> None:
+    devices = [gpu_device(0, "GPU-a"), gpu_device(1, "GPU-b")]
+    devices[1]["attributes"]["index"] = {"int": float("inf")}  # a decoder that takes Infinity
+    slices = [resource_slice("gpu-1", devices)]
+    c = claim("c", requests=[request("device.attributes['gpu.nvidia.com'].type == 'gpu'")])
+    (req,) = cexplain.explain_claim(c, [GPU_CLASS], slices, [c], [node("gpu-1")])["requests"]
+    assert (req["total"], req["matching"]) == (2, 1)
+    ((reason, count),) = req["reasons"]
+    assert count == 1 and reason.startswith("device not usable by CEL"), reason
+
+
+def test_devices_that_name_one_attribute_twice_share_no_verdict_across_orders() -> None:
+    """``productName`` and ``gpu.nvidia.com/productName`` are one attribute to CEL, which
+    reads the last; two devices with both in other orders are judged each as CEL does."""
+    a, b = gpu_device(0, "GPU-a"), gpu_device(1, "GPU-b")
+    short = {"productName": {"string": "NVIDIA A100"}}
+    qualified = {"gpu.nvidia.com/productName": {"string": "NVIDIA H200"}}
+    for device, entries in ((a, {**short, **qualified}), (b, {**qualified, **short})):
+        attrs = {k: v for k, v in device["attributes"].items() if k != "productName"}
+        device["attributes"] = {**entries, **attrs}
+    slices = [resource_slice("gpu-1", [a, b])]
+    wanted = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'"
+    c = claim("c", requests=[request(wanted)])
+    (req,) = cexplain.explain_claim(c, [GPU_CLASS], slices, [c], [node("gpu-1")])["requests"]
+    alone = [
+        cexplain.explain_claim(
+            c, [GPU_CLASS], [resource_slice("gpu-1", [d])], [c], [node("gpu-1")]
+        )["requests"][0]["matching"]
+        for d in (a, b)
+    ]
+    assert req["matching"] == sum(alone) == 1, (req["matching"], alone)

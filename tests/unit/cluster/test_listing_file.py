@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing as vli
@@ -168,3 +169,118 @@ def test_a_named_pipe_in_place_of_the_file_is_refused_at_once(tmp_path: Path) ->
     clock = iter(range(0, 10_000, 10))
     with pytest.raises(lf.ListingFileError, match="no cluster listing was started"):
         lf.wait_for_listing(str(other), 600, now=lambda: float(next(clock)))
+
+
+def _header(path: Path) -> tuple[dict[str, Any], bytes]:
+    data = path.read_bytes()
+    size = int.from_bytes(data[len(lf.FORMAT) : len(lf.FORMAT) + 8], "big")
+    start = len(lf.FORMAT) + 8
+    return json.loads(data[start : start + size]), data[start + size :]
+
+
+def _framed(path: Path, header: dict[str, Any], pages: bytes) -> None:
+    text = json.dumps(header).encode()
+    path.write_bytes(lf.FORMAT + len(text).to_bytes(8, "big") + text + pages)
+    path.chmod(0o600)
+
+
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        (lambda h: h.update(requests="12"), "requests is no count"),
+        (lambda h: h.update(requests=True), "requests is no count"),
+        (lambda h: h.update(requests=-5), "requests is no count"),
+        (lambda h: h.update(errors=[["pods", 5]]), "errors is no map"),
+        (lambda h: h.update(errors={"pods": {"x": 1}}), "errors is no map"),
+        (lambda h: h.update(sources=["ab"]), "sources is no map"),
+        (lambda h: h.update(version="v1.37"), "version is no dict"),
+        (lambda h: h.update(resource_version=7), "resource_version is no str"),
+        (lambda h: h.update(log="abc"), "request log"),
+        (lambda h: h.update(duration_s=10**400), "duration"),
+        (lambda h: h.update(duration_s="nan"), "duration"),
+        (lambda h: h["lists"]["pods"].update(sizes=[10**30]), "not counted as they are"),
+        (lambda h: h["lists"]["pods"].update(refused="lots"), "no count"),
+        (lambda h: h["lists"]["pods"].update(refused=-7), "no count"),
+        (lambda h: h["lists"]["pods"].update(crc32=[]), "not counted as they are"),
+    ],
+)
+def test_a_header_field_of_another_type_is_refused(tmp_path: Path, edit: Any, why: str) -> None:
+    listing, _ = fleet()
+    path = tmp_path / "listing"
+    lf.write_listing(str(path), _paged(listing))
+    header, pages = _header(path)
+    edit(header)
+    path.unlink()
+    _framed(path, header, pages)
+    with pytest.raises(lf.ListingFileError, match=why):
+        lf.read_listing(str(path))
+
+
+def test_a_page_that_is_not_the_one_written_is_refused(tmp_path: Path) -> None:
+    listing, _ = fleet()
+    path = tmp_path / "listing"
+    lf.write_listing(str(path), _paged(listing))
+    header, pages = _header(path)
+    path.unlink()
+    _framed(path, header, bytes(len(pages)))  # as long, other bytes
+    with pytest.raises(lf.ListingFileError, match="CRC-32"):
+        lf.read_listing(str(path))
+
+
+def test_a_header_nested_beyond_reason_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "listing"
+    text = b"[" * 200_000 + b"]" * 200_000
+    path.write_bytes(lf.FORMAT + len(text).to_bytes(8, "big") + text)
+    path.chmod(0o600)
+    with pytest.raises(lf.ListingFileError, match="not JSON"):
+        lf.read_listing(str(path))
+
+
+def test_the_lister_makes_files_and_replaces_none(tmp_path: Path) -> None:
+    for existing in ("listing", "listing.pid"):
+        folder = tmp_path / existing.replace(".", "-")
+        folder.mkdir(mode=0o700)
+        (folder / existing).write_text("precious\n")
+        with pytest.raises(lf.ListingFileError, match="exists already"):
+            lf.mark_started(str(folder / "listing"))
+        assert (folder / existing).read_text() == "precious\n"
+    folder = tmp_path / "part"
+    folder.mkdir(mode=0o700)
+    os.mkfifo(folder / "listing.part", 0o600)  # taken over, it would block the writer
+    with pytest.raises(lf.ListingFileError, match="exists already"):
+        lf.write_listing(str(folder / "listing"), None, error=KubeError(None, "x"))
+    (tmp_path / "adir").mkdir(mode=0o700)
+    with pytest.raises(lf.ListingFileError, match="is a directory"):
+        lf.write_listing(str(tmp_path / "adir"), None, error=KubeError(None, "x"))
+
+
+def test_a_directory_others_may_write_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    for call in (
+        lambda: lf.mark_started(str(shared / "listing")),
+        lambda: lf.write_listing(str(shared / "listing"), None, error=KubeError(None, "x")),
+        lambda: lf.read_listing(str(shared / "listing")),
+    ):
+        with pytest.raises(lf.ListingFileError, match="not this user's own"):
+            call()
+    assert list(shared.iterdir()) == []
+
+
+def test_a_listing_of_another_run_is_refused(tmp_path: Path) -> None:
+    listing, _ = fleet()
+    path = tmp_path / "listing"
+    lf.write_listing(str(path), listing)  # an earlier run's, this process's id in it
+    Path(f"{path}.pid").write_text(str(os.getpid() + 1))  # the lister of this run
+    with pytest.raises(lf.ListingFileError, match="not by the listing started for this run"):
+        lf.read_listing(str(path))
+
+
+@pytest.mark.parametrize("text", ["9" * 40, str(2**63), "-1", "-99999", "4_194_303", "12.5", "x"])
+def test_a_process_id_that_is_none_is_taken_for_none(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "listing"
+    Path(f"{path}.pid").write_text(text)
+    clock = iter(range(0, 10_000, 10))
+    with pytest.raises(lf.ListingFileError, match="no cluster listing was started"):
+        lf.wait_for_listing(str(path), 600, now=lambda: float(next(clock)))

@@ -107,3 +107,17 @@ def test_a_value_not_taken_ends_its_child() -> None:
     with pytest.raises(ProcessLookupError):  # killed and waited for
         os.kill(pid, 0)
     job.close()  # once is enough; again does nothing
+
+
+def _prints() -> str:
+    print("from the child " * 1000)  # more than a buffer: flushed to fd 1 in the child
+    os.write(1, b"raw from the child\n")
+    return "value"
+
+
+@needs_two_cpus
+def test_the_child_writes_nothing_to_the_output(capfd: pytest.CaptureFixture[str]) -> None:
+    job = forked.Forked(_prints)
+    assert job.forked and job.result() == "value"
+    out, err = capfd.readouterr()
+    assert "child" not in out and "child" not in err
