@@ -619,7 +619,7 @@ def _count(value: Any) -> int:
         return 1
     try:
         return int(value) if value else 1
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite count
         return 1
 
 

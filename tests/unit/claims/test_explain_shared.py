@@ -484,3 +484,12 @@ def test_devices_that_name_one_attribute_twice_share_no_verdict_across_orders() 
         for d in (a, b)
     ]
     assert req["matching"] == sum(alone) == 1, (req["matching"], alone)
+
+
+@pytest.mark.parametrize("count", ["many", float("inf"), float("nan"), [2], True])
+def test_a_count_that_is_no_number_is_read_as_the_default(count: Any) -> None:
+    slices = [resource_slice("gpu-1", [gpu_device(0, "GPU-a")])]
+    req = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}}
+    c = claim("c", requests=[req])
+    (out,) = cexplain.explain_claim(c, [GPU_CLASS], slices, [c], [node("gpu-1")])["requests"]
+    assert out["count"] == 1
