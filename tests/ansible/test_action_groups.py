@@ -23,7 +23,8 @@ GROUP = "group/gpufleet.cluster.kube_auth"
 ARGS: dict[str, dict[str, Any]] = {
     "dra_gate_audit": {"facts": {}},
     "dra_validate": {},
-    "dra_validate_listing": {"listing_file": "/nonexistent-dir/listing"},
+    # a private directory of the test's own: the module judges it before the kubeconfig
+    "dra_validate_listing": {"listing_file": "{tmp}/listing-dir/listing"},
     "gpu_node_labels": {"nodes": []},
     "gpu_path_move": {"nodes": ["gpu-1"], "to": "dra"},
     "gpu_path_plan": {"pool": "gpu_a", "to": "dra", "hosts": [{"host": "gpu-1", "node": "gpu-1"}]},
@@ -56,11 +57,15 @@ def test_the_group_is_every_module_with_the_kube_auth_options() -> None:
 def test_module_defaults_of_the_group_reach_every_module(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "empty-kubeconfig"
     kubeconfig.write_text("")
+    (tmp_path / "listing-dir").mkdir(mode=0o700)
     tasks = [
         {
             "name": name,
             "module_defaults": {GROUP: {"kubeconfig": str(kubeconfig)}},
-            f"gpufleet.cluster.{name}": args,
+            f"gpufleet.cluster.{name}": {
+                key: value.replace("{tmp}", str(tmp_path)) if isinstance(value, str) else value
+                for key, value in args.items()
+            },
             "ignore_errors": True,
         }
         for name, args in ARGS.items()
