@@ -124,7 +124,10 @@ def test_a_token_read_ahead_that_is_not_the_pages_is_not_used(tmp_path: Path) ->
     names = [p["metadata"]["name"] for page in pages for p in page]
     assert names == [f"p{i}" for i in range(5)]
     asked = [parse_qs(urlsplit(s).query).get("continue", [""])[0] for s in seen]
-    assert sorted(asked) == ["", "t1", "t2", "wrong"]
+    # the read ahead of "wrong" runs on a thread of its own: whether its request reached the
+    # server before the listing ended is a race; the pages' own tokens are each asked once
+    assert sorted(t for t in asked if t != "wrong") == ["", "t1", "t2"]
+    assert asked.count("wrong") <= 1
 
 
 def test_metadata_after_the_items_is_not_read_ahead(tmp_path: Path) -> None:
