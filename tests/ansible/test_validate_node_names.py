@@ -49,7 +49,8 @@ current-context: refusing
 """
 
 
-def module_args(tmp_path: Path) -> dict[str, Any]:
+def module_args(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The arguments the judge's task gave the module; ``argv`` more for ansible-playbook."""
     (tmp_path / "hosts.ini").write_text(INVENTORY)
     (tmp_path / "kubeconfig").write_text(KUBECONFIG)
     out = ansible(
@@ -58,8 +59,9 @@ def module_args(tmp_path: Path) -> dict[str, Any]:
         str(tmp_path / "hosts.ini"),
         "-e",
         f"validate_kubeconfig={tmp_path / 'kubeconfig'}",
+        *argv,
         str(ROOT / "playbooks" / "validate.yml"),
-        env_extra={"ANSIBLE_STDOUT_CALLBACK": "json"},
+        env_extra={"ANSIBLE_STDOUT_CALLBACK": "json", **(env or {})},
     )
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
     run = json.loads(out.stdout)
@@ -78,3 +80,17 @@ def test_each_gpu_host_is_named_as_its_node(tmp_path: Path) -> None:
     # host variable over group variable; a group variable's template of the host; none
     assert args["gpu_nodes"] == ["node-b.example", "gpu-a", "gpu-c.h200"]
     assert args["node_groups"] == {"gpu_h200": ["gpu-c.h200", "node-b.example"]}
+
+
+def test_check_mode_judges_the_background_listing_and_removes_its_directory(
+    tmp_path: Path,
+) -> None:
+    # validate is read-only, so --check runs it whole: the listing's private directory is
+    # made (and removed) in check mode too, or the listing's task has no path to write to
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    args = module_args(tmp_path, "--check", env={"TMPDIR": str(scratch)})
+    listing = Path(args["listing_file"])
+    assert listing.name == "listing" and listing.parent.parent == scratch, listing
+    assert args["gpu_nodes"] == ["node-b.example", "gpu-a", "gpu-c.h200"]
+    assert list(scratch.iterdir()) == []
