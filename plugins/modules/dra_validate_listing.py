@@ -51,6 +51,16 @@ options:
       - Items per list request (ResourceSlices at most 500, Nodes at most 1000).
     type: int
     default: 2000
+  keep_for:
+    description:
+      - Seconds, from this module's start, that a listing written waits for its reader to
+        take it (to remove O(listing_file) or its directory); the module ends when it is
+        taken. A listing not taken by then is replaced with a listing that failed, naming
+        the time it was kept, so that no copy of the cluster's objects outlives a run
+        stopped before its checks. Give C(async) more seconds than this.
+      - C(0) ends the module as soon as the listing is written; its caller removes it.
+    type: int
+    default: 0
 
 attributes:
   check_mode:
@@ -66,7 +76,8 @@ EXAMPLES = r"""
 - name: Validate | List the cluster in the background
   gpufleet.cluster.dra_validate_listing:
     listing_file: "{{ listing_dir.path }}/listing"
-  async: 1800
+    keep_for: 1800  # ends once the directory below is removed
+  async: 1860
   poll: 0
   register: listing_job
 
@@ -74,6 +85,11 @@ EXAMPLES = r"""
   gpufleet.cluster.dra_validate:
     listing_file: "{{ listing_dir.path }}/listing"
     gpu_nodes: [gpu-1]
+
+- name: Validate | Remove the listing (the listing's job ends)
+  ansible.builtin.file:
+    path: "{{ listing_dir.path }}"
+    state: absent
 """
 
 RETURN = r"""
@@ -97,9 +113,16 @@ objects:
   description: Objects listed per list (nodes, pods, slices, claims, classes, ...).
   returned: success
   type: dict
+taken:
+  description:
+    - Whether a reader took the listing within O(keep_for); false when it was replaced
+      with the record of its expiry.
+  returned: success and O(keep_for) above 0
+  type: bool
 """
 
 import contextlib
+import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -110,7 +133,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import clien
 def _write_error(path: str, error: vk.KubeError) -> None:
     """The failure in the listing file, for the judge to report; where the file cannot be
     written, the judge finds this process ended without it."""
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, listing_file.ListingFileError):
         listing_file.write_listing(path, None, error=error)
 
 
@@ -121,15 +144,21 @@ def main() -> None:
             listing_file=dict(type="path", required=True),
             plugin_namespace=dict(type="str", default=""),
             page_size=dict(type="int", default=2000),
+            keep_for=dict(type="int", default=0),
         ),
         supports_check_mode=True,
     )
+    started = time.monotonic()
     params = dict(module.params)
     path = params["listing_file"]
-    if params["page_size"] < 1:
-        error = vk.KubeError(None, f"page_size={params['page_size']}: give a number >= 1")
-        _write_error(path, error)
-        module.fail_json(msg=f"{error.message} (validate_page_size)")
+    for name, least, variable in (
+        ("page_size", 1, "validate_page_size"),
+        ("keep_for", 0, "validate_listing_timeout"),
+    ):
+        if params[name] < least:
+            error = vk.KubeError(None, f"{name}={params[name]}: give a number >= {least}")
+            _write_error(path, error)
+            module.fail_json(msg=f"{error.message} ({variable})")
     try:
         kube = vk.Kube(params["kubeconfig"], params["context"])
         result = listing_file.list_to_file(
@@ -143,6 +172,8 @@ def main() -> None:
         module.fail_json(msg=f"listing crashed: {err}", exception=traceback.format_exc())
     if result.pop("failed", False):
         module.fail_json(**result)
+    if params["keep_for"] > 0:
+        result["taken"] = listing_file.keep_until_taken(path, params["keep_for"], started)
     module.exit_json(changed=False, **result)
 
 

@@ -136,6 +136,16 @@ def test_cli_and_awx_runs_give_the_same_report(
         )
     )
     stats: list[dict[str, Any]] = []
+    done: dict[str, Any] = {}  # task name -> its result on the control host
+
+    def event(ev: dict[str, Any]) -> bool:
+        data = ev.get("event_data") or {}
+        if ev.get("event") == "playbook_on_stats":
+            stats.append(data)
+        elif ev.get("event") == "runner_on_ok":
+            done[str(data.get("task"))] = data.get("res")
+        return True
+
     run = ansible_runner.run(
         private_data_dir=str(private),
         playbook="validate.yml",
@@ -144,12 +154,13 @@ def test_cli_and_awx_runs_give_the_same_report(
             "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "True",
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
         },
-        event_handler=lambda ev: (
-            (stats.append(ev["event_data"]) if ev.get("event") == "playbook_on_stats" else None)
-            or True
-        ),
+        event_handler=event,
     )
     assert run.status == "successful", run.stdout.read()[-3000:]
+    # the background listing was taken by the checks, and its process ended with the
+    # removal of its directory (not at the end of validate_listing_timeout)
+    (job,) = [res for task, res in done.items() if task.endswith("background listing's job to end")]
+    assert job["finished"] and job["taken"] is True, job
 
     awx_report = json.loads(awx_json.read_text())
     assert comparable(awx_report) == comparable(cli_report)

@@ -15,6 +15,9 @@ its process id to ``<path>.pid`` first (``mark_started``), so that a reader wait
 file knows a lister that ended without writing it (``wait_for_listing``), and the header
 names that process, so that a reader takes no file of another run. The lister refuses a
 ``path`` (or ``.pid``, ``.part``) that exists already: it makes files, it replaces none.
+A lister given time to keep its listing (``keep_until_taken``) waits for a reader to take
+it (to remove it) and, when none has by then, replaces it with a record of its expiry:
+no copy of the cluster outlives a run that stopped before its judge.
 
 Both sides take a directory only of this user that no one else may write, and files only
 of this user, not writable by others, no link and no special file: the pages are decoded
@@ -51,6 +54,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client impor
 __all__ = [
     "FORMAT",
     "ListingFileError",
+    "keep_until_taken",
     "list_to_file",
     "mark_started",
     "read_listing",
@@ -71,6 +75,8 @@ MAX_PAGE_ITEMS = 1_000_000
 START_WAIT_S = 60.0
 #: Seconds between two looks for the file.
 POLL_S = 0.05
+#: Seconds between two looks of the lister for a reader that took its listing.
+TAKEN_POLL_S = 0.25
 
 
 class ListingFileError(Exception):
@@ -158,6 +164,35 @@ def list_to_file(
         "errors": dict(listing.errors),
         "objects": {name: len(getattr(listing, name)) for name in LISTS},
     }
+
+
+def keep_until_taken(
+    path: str,
+    keep_s: float,
+    started: float,
+    now: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Wait until a reader took the listing written to ``path`` (removed it, or its
+    directory) or ``keep_s`` seconds since ``started`` (``now``'s clock) have passed; then
+    the listing left is replaced with a listing that failed, naming the time it was kept
+    (``read_listing`` raises it), so that the cluster's objects are not left behind. True
+    when a reader took it."""
+    while os.path.lexists(path):
+        if now() - started >= keep_s:
+            expired = KubeError(
+                None,
+                f"the cluster listing was kept {keep_s:.0f} s for the checks and not read in "
+                "that time, so it was removed; fix: give the seconds the nodes take to read "
+                "and more (validate_listing_timeout)",
+            )
+            try:
+                write_listing(path, None, error=expired)
+            except (ListingFileError, OSError):  # taken meanwhile: its directory is gone
+                return True
+            return False
+        sleep(TAKEN_POLL_S)
+    return True
 
 
 def wait_for_listing(

@@ -284,3 +284,58 @@ def test_a_process_id_that_is_none_is_taken_for_none(tmp_path: Path, text: str) 
     clock = iter(range(0, 10_000, 10))
     with pytest.raises(lf.ListingFileError, match="no cluster listing was started"):
         lf.wait_for_listing(str(path), 600, now=lambda: float(next(clock)))
+
+
+def test_a_listing_taken_ends_the_lister_s_wait(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    path = str(folder / "listing")
+    lf.mark_started(path)
+    lf.write_listing(path, _paged(fleet()[0]))
+    looks: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the reader takes it while the lister waits
+        looks.append(seconds)
+        if len(looks) == 3:
+            lf.read_listing(path)
+            for name in os.listdir(folder):
+                os.unlink(folder / name)
+            folder.rmdir()
+
+    assert lf.keep_until_taken(path, 600, 0.0, now=lambda: 1.0, sleep=sleep) is True
+    assert len(looks) == 3 and not folder.exists()
+
+
+def test_a_listing_not_taken_in_time_leaves_no_object_behind(tmp_path: Path) -> None:
+    path = str(tmp_path / "listing")
+    lf.mark_started(path)
+    listing = _paged(fleet()[0])
+    lf.write_listing(path, listing)
+    assert list(lf.read_listing(path)[0].nodes) == list(listing.nodes)
+    clock = iter(range(0, 10_000, 10))
+    taken = lf.keep_until_taken(path, 30, 0.0, now=lambda: float(next(clock)), sleep=lambda s: None)
+    assert taken is False
+    header, pages = _header(Path(path))
+    assert set(header) == {"error", "pid"} and pages == b""  # no page, no object left
+    # a reader that comes after is told why, and what to change
+    with pytest.raises(KubeError, match=r"kept 30 s .*validate_listing_timeout"):
+        lf.read_listing(path)
+    assert sorted(os.listdir(tmp_path)) == ["listing", "listing.pid"]
+
+
+def test_a_directory_removed_while_the_time_ran_out_is_taken(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    path = str(folder / "listing")
+    lf.write_listing(path, None, error=KubeError(None, "x"))
+    ticks = iter([0.0, 60.0])
+
+    def now() -> float:  # the directory goes between the look and the replacing
+        value = next(ticks)
+        if value == 60.0:
+            os.unlink(path)
+            folder.rmdir()
+        return value
+
+    assert lf.keep_until_taken(path, 30, 0.0, now=now, sleep=lambda s: None) is True
+    assert not folder.exists()
