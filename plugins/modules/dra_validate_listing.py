@@ -53,11 +53,12 @@ options:
     default: 2000
   keep_for:
     description:
-      - Seconds, from this module's start, that a listing written waits for its reader to
-        take it (to remove O(listing_file) or its directory); the module ends when it is
-        taken. A listing not taken by then is replaced with a listing that failed, naming
-        the time it was kept, so that no copy of the cluster's objects outlives a run
-        stopped before its checks. Give C(async) more seconds than this.
+      - Seconds that the listing, once written, waits for its reader to take it (to
+        remove O(listing_file) or its directory); the module ends when it is taken. A
+        listing not taken by then is replaced with the record of its expiry (removed where
+        that cannot be written), so that no copy of the cluster's objects outlives a run
+        stopped before its checks; M(gpufleet.cluster.dra_validate) then lists the cluster
+        itself. Give C(async) the seconds of the listing and these.
       - C(0) ends the module as soon as the listing is written; its caller removes it.
     type: int
     default: 0
@@ -77,7 +78,7 @@ EXAMPLES = r"""
   gpufleet.cluster.dra_validate_listing:
     listing_file: "{{ listing_dir.path }}/listing"
     keep_for: 1800  # ends once the directory below is removed
-  async: 1860
+  async: 3660  # the listing's time and keep_for
   poll: 0
   register: listing_job
 
@@ -116,13 +117,13 @@ objects:
 taken:
   description:
     - Whether a reader took the listing within O(keep_for); false when it was replaced
-      with the record of its expiry.
+      with the record of its expiry or removed.
   returned: success and O(keep_for) above 0
   type: bool
 """
 
 import contextlib
-import time
+import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -132,7 +133,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import clien
 
 def _write_error(path: str, error: vk.KubeError) -> None:
     """The failure in the listing file, for the judge to report; where the file cannot be
-    written, the judge finds this process ended without it."""
+    written, the judge finds this process ended without it. A file that is there already is
+    not replaced (the lister makes files, it replaces none)."""
+    if os.path.lexists(path):
+        return
     with contextlib.suppress(OSError, listing_file.ListingFileError):
         listing_file.write_listing(path, None, error=error)
 
@@ -148,7 +152,6 @@ def main() -> None:
         ),
         supports_check_mode=True,
     )
-    started = time.monotonic()
     params = dict(module.params)
     path = params["listing_file"]
     for name, least, variable in (
@@ -173,7 +176,7 @@ def main() -> None:
     if result.pop("failed", False):
         module.fail_json(**result)
     if params["keep_for"] > 0:
-        result["taken"] = listing_file.keep_until_taken(path, params["keep_for"], started)
+        result["taken"] = listing_file.keep_until_taken(path, params["keep_for"])
     module.exit_json(changed=False, **result)
 
 

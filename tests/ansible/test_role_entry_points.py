@@ -1,7 +1,8 @@
 """Every role refuses a bad variable on entry, at the entry point of the task file a play
 enters (``tasks_from: X`` is judged by entry point ``X`` of the role's
-``meta/argument_specs.yml``), before any of its tasks runs: the validate role's two entry
-points (playbooks/validate.yml) and a ``tasks_from`` entry of another role."""
+``meta/argument_specs.yml``), before any of its tasks runs: the validate role's entry
+points (playbooks/validate.yml: smoke, list, read_node) and a ``tasks_from`` entry of
+another role."""
 
 from __future__ import annotations
 
@@ -64,13 +65,16 @@ def test_validate_refuses_a_bad_variable_before_it_reads_the_cluster(tmp_path: P
 def test_validate_node_read_refuses_a_bad_variable_before_it_reads_the_node(
     tmp_path: Path,
 ) -> None:
+    # a host variable of the node: the control host's plays (whose list entry point judges
+    # every option of the checks, the extra variables among them) have none to refuse
+    inventory = INVENTORY.replace("node-1 ansible_connection=local", "node-1 "
+                                  "ansible_connection=local validate_become=perhaps")  # fmt: skip
     out = ansible(
         "ansible-playbook",
         "-i",
-        _inventory(tmp_path),
+        _inventory(tmp_path, inventory),
         "playbooks/validate.yml",
-        "-e",
-        "validate_become=perhaps",
+        env_extra={"TMPDIR": str(tmp_path)},  # the background listing's directory
     )
     assert out.returncode == 2, out.stdout[-3000:]
     text = _flat(out.stdout)

@@ -94,3 +94,38 @@ def test_check_mode_judges_the_background_listing_and_removes_its_directory(
     assert listing.name == "listing" and listing.parent.parent == scratch, listing
     assert args["gpu_nodes"] == ["node-b.example", "gpu-a", "gpu-c.h200"]
     assert list(scratch.iterdir()) == []
+
+
+def test_a_bad_variable_of_the_checks_stops_the_run_before_the_listing(tmp_path: Path) -> None:
+    # judged by the list entry point, before the listing starts and any node is read: no
+    # listing to remove, no background process left
+    (tmp_path / "hosts.ini").write_text(INVENTORY)
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    out = ansible(
+        "ansible-playbook",
+        "-i",
+        str(tmp_path / "hosts.ini"),
+        "-e",
+        f"validate_kubeconfig={tmp_path / 'kubeconfig'}",
+        "-e",
+        "validate_pending_threshold=abc",
+        str(ROOT / "playbooks" / "validate.yml"),
+        env_extra={"ANSIBLE_STDOUT_CALLBACK": "json", "TMPDIR": str(scratch)},
+    )
+    assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+    run = json.loads(out.stdout)
+    failed = [
+        (t["task"]["name"], res.get("msg", ""))
+        for play in run["plays"]
+        for t in play["tasks"]
+        for res in t["hosts"].values()
+        if res.get("failed")
+    ]
+    ((task, msg),) = failed
+    assert "Validating arguments against arg spec 'list'" in task, failed
+    assert "validate_pending_threshold" in str(msg), msg
+    ran = [t["task"]["name"] for play in run["plays"] for t in play["tasks"]]
+    assert not any("Validate | List the cluster in the background" in name for name in ran), ran
+    assert list(scratch.iterdir()) == []

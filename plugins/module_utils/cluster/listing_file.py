@@ -16,8 +16,10 @@ file knows a lister that ended without writing it (``wait_for_listing``), and th
 names that process, so that a reader takes no file of another run. The lister refuses a
 ``path`` (or ``.pid``, ``.part``) that exists already: it makes files, it replaces none.
 A lister given time to keep its listing (``keep_until_taken``) waits for a reader to take
-it (to remove it) and, when none has by then, replaces it with a record of its expiry:
-no copy of the cluster outlives a run that stopped before its judge.
+it (to remove it) and, when none has by then, replaces it with a record of its expiry
+(or, where that cannot be written, removes it): no copy of the cluster outlives a run that
+stopped before its judge. A reader that finds the record (``ListingExpired``) lists the
+cluster itself.
 
 Both sides take a directory only of this user that no one else may write, and files only
 of this user, not writable by others, no link and no special file: the pages are decoded
@@ -27,6 +29,7 @@ is not the one written is refused before any check reads it. Standard library on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -53,6 +56,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.client impor
 
 __all__ = [
     "FORMAT",
+    "ListingExpired",
     "ListingFileError",
     "keep_until_taken",
     "list_to_file",
@@ -83,6 +87,11 @@ class ListingFileError(Exception):
     """The listing file is missing, unreadable or not one of ours."""
 
 
+class ListingExpired(ListingFileError):
+    """The listing was kept its time unread and removed (``keep_until_taken``): the
+    reader lists the cluster itself."""
+
+
 def mark_started(path: str) -> None:
     """Write this process's id to ``<path>.pid``: the lister has started. Raises
     ListingFileError for a directory others may write, or a ``path`` or ``<path>.pid``
@@ -104,8 +113,13 @@ def write_listing(
     log: list[str] | None = None,
     duration_s: float = 0.0,
     error: KubeError | None = None,
+    expired_s: float | None = None,
 ) -> None:
-    """``listing`` (or, with ``error``, the failure to list) written to ``path`` whole."""
+    """``listing`` (or, with ``error``, the failure to list; with ``expired_s``, the record
+    that a listing kept that many seconds unread was removed) written to ``path`` whole."""
+    if expired_s is not None:
+        _write_private(path, _framed({"expired_s": round(expired_s, 3), "pid": os.getpid()}, []))
+        return
     if listing is None:
         err = error or KubeError(None, "the cluster could not be listed")
         error_header = {"error": {"status": err.status, "message": err.message}}
@@ -153,10 +167,15 @@ def list_to_file(
     try:
         listing = list_for_checks(kube, plugin_namespace, page_size)
     except KubeError as err:
-        write_listing(path, None, error=err)
+        with contextlib.suppress(ListingFileError, OSError):  # the reader sees none: named
+            write_listing(path, None, error=err)
         return {"failed": True, "msg": f"the API server could not be read: {err}"}
     seconds = time.monotonic() - t0
-    write_listing(path, listing, log=list(kube.log), duration_s=seconds)
+    try:
+        write_listing(path, listing, log=list(kube.log), duration_s=seconds)
+    except (ListingFileError, OSError) as err:  # its directory removed: the checks ended
+        why = getattr(err, "strerror", None) or str(err)
+        return {"failed": True, "msg": f"the cluster listing cannot be written: {why}"}
     return {
         "listing_file": path,
         "api_requests": kube.requests,
@@ -169,27 +188,31 @@ def list_to_file(
 def keep_until_taken(
     path: str,
     keep_s: float,
-    started: float,
     now: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> bool:
-    """Wait until a reader took the listing written to ``path`` (removed it, or its
-    directory) or ``keep_s`` seconds since ``started`` (``now``'s clock) have passed; then
-    the listing left is replaced with a listing that failed, naming the time it was kept
-    (``read_listing`` raises it), so that the cluster's objects are not left behind. True
+    """Wait, from now on, until a reader took the listing just written to ``path``
+    (removed it, or its directory) or ``keep_s`` seconds have passed; then the listing
+    left is replaced with the record of its expiry (``read_listing`` raises
+    ListingExpired), or removed where the record cannot be written (a full disk, a
+    directory no longer private), so that the cluster's objects are not left behind. True
     when a reader took it."""
+    started = now()
     while os.path.lexists(path):
         if now() - started >= keep_s:
-            expired = KubeError(
-                None,
-                f"the cluster listing was kept {keep_s:.0f} s for the checks and not read in "
-                "that time, so it was removed; fix: give the seconds the nodes take to read "
-                "and more (validate_listing_timeout)",
-            )
             try:
-                write_listing(path, None, error=expired)
-            except (ListingFileError, OSError):  # taken meanwhile: its directory is gone
+                write_listing(path, None, expired_s=keep_s)
+                return False
+            except (ListingFileError, OSError):
+                pass
+            try:
+                if stat.S_ISDIR(os.lstat(path).st_mode):  # not the listing written
+                    return False
+                os.unlink(path)
+            except FileNotFoundError:  # taken meanwhile
                 return True
+            except OSError:
+                pass
             return False
         sleep(TAKEN_POLL_S)
     return True
@@ -251,6 +274,13 @@ def read_listing(
         raise ListingFileError(
             f"{path} was written by process {str(header.get('pid'))[:20]}, not by the listing "
             f"started for this run (process {lister}); fix: remove it, or give a new path"
+        )
+    if "expired_s" in header:
+        kept = header["expired_s"]
+        kept_s = f"{kept:.0f} s" if _number(kept, float) else "its time"
+        raise ListingExpired(
+            f"{path}: the cluster listing was kept {kept_s} after it was written and not read "
+            "in that time, so it was removed"
         )
     if "error" in header:
         error = header["error"] if isinstance(header["error"], dict) else {}
@@ -345,11 +375,16 @@ def _write_private(path: str, data: bytes) -> None:
             f"{part} exists already; fix: remove it, or give the listing a new path"
         ) from None
     try:
-        write_fd(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(part, path)
+        try:
+            write_fd(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(part, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # made here (O_EXCL): no half file left
+            os.unlink(part)
+        raise
 
 
 def _read_private(path: str) -> bytes:

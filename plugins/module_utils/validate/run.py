@@ -218,7 +218,8 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(s, Mapping) and s and not s.get("skipped"):
                 scheduler.append({**s, "host": h.get("host")})
     listing, listed_log, listed_s = _listed(kube, options)
-    if options.get("listing_file"):  # listed by another process while the nodes were read
+    background = listed_log is not None  # listed by another process while the nodes were read
+    if background:
         timings["list"] = listed_s
         timings["list_wait"] = time.monotonic() - t0
     else:
@@ -280,8 +281,8 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
     meta = {
         "kubernetes_version": version,
         "resource_api": listing.resource_version,
-        "api_requests": kube.requests + (listing.requests if options.get("listing_file") else 0),
-        "api_request_log": [*listed_log, *kube.log],
+        "api_requests": kube.requests + (listing.requests if background else 0),
+        "api_request_log": [*(listed_log or []), *kube.log],
         "objects": {
             "nodes": len(listing.nodes),
             "pods": len(listing.pods),
@@ -300,24 +301,28 @@ def run(kube: vk.Kube, options: Mapping[str, Any]) -> dict[str, Any]:
 
 def _listed(
     kube: vk.Kube, options: Mapping[str, Any]
-) -> tuple[cluster_listing.Listing, list[str], float]:
-    """The listing the checks judge, the request log of the process that listed it (empty
+) -> tuple[cluster_listing.Listing, list[str] | None, float]:
+    """The listing the checks judge, the request log of the process that listed it (None
     when it is this one: ``kube.log``) and the seconds its listing took: read from option
     ``listing_file`` (``cluster.listing_file.list_to_file`` wrote it) once it is there,
-    else listed now. Raises KubeError when the listing failed, ListingFileError when there
-    is none to read."""
+    else listed now; listed now too when the file's listing expired unread (the nodes took
+    longer to read than its lister kept it). Raises KubeError when the listing failed,
+    ListingFileError when there is none to read."""
     path = options.get("listing_file")
-    if not path:
-        t0 = time.monotonic()
-        listing = cluster_listing.list_for_checks(
-            kube,
-            options.get("plugin_namespace") or "",
-            int(options.get("page_size") or vk.PAGE_SIZE),
-        )
-        return listing, [], time.monotonic() - t0
-    timeout = float(_given(options.get("listing_timeout"), LISTING_TIMEOUT_S))
-    listing_file.wait_for_listing(path, timeout)
-    return listing_file.read_listing(path, cluster_listing.READABLE)
+    if path:
+        timeout = float(_given(options.get("listing_timeout"), LISTING_TIMEOUT_S))
+        listing_file.wait_for_listing(path, timeout)
+        try:
+            return listing_file.read_listing(path, cluster_listing.READABLE)
+        except listing_file.ListingExpired:
+            pass
+    t0 = time.monotonic()
+    listing = cluster_listing.list_for_checks(
+        kube,
+        options.get("plugin_namespace") or "",
+        int(options.get("page_size") or vk.PAGE_SIZE),
+    )
+    return listing, None, time.monotonic() - t0
 
 
 def _smoke_checks(

@@ -302,8 +302,13 @@ def test_a_listing_taken_ends_the_lister_s_wait(tmp_path: Path) -> None:
                 os.unlink(folder / name)
             folder.rmdir()
 
-    assert lf.keep_until_taken(path, 600, 0.0, now=lambda: 1.0, sleep=sleep) is True
+    assert lf.keep_until_taken(path, 600, now=lambda: 1.0, sleep=sleep) is True
     assert len(looks) == 3 and not folder.exists()
+
+
+def _clock(step: int = 10) -> Any:
+    ticks = iter(range(0, 10_000, step))
+    return lambda: float(next(ticks))
 
 
 def test_a_listing_not_taken_in_time_leaves_no_object_behind(tmp_path: Path) -> None:
@@ -312,15 +317,48 @@ def test_a_listing_not_taken_in_time_leaves_no_object_behind(tmp_path: Path) -> 
     listing = _paged(fleet()[0])
     lf.write_listing(path, listing)
     assert list(lf.read_listing(path)[0].nodes) == list(listing.nodes)
-    clock = iter(range(0, 10_000, 10))
-    taken = lf.keep_until_taken(path, 30, 0.0, now=lambda: float(next(clock)), sleep=lambda s: None)
+    taken = lf.keep_until_taken(path, 30, now=_clock(), sleep=lambda s: None)
     assert taken is False
     header, pages = _header(Path(path))
-    assert set(header) == {"error", "pid"} and pages == b""  # no page, no object left
-    # a reader that comes after is told why, and what to change
-    with pytest.raises(KubeError, match=r"kept 30 s .*validate_listing_timeout"):
+    assert header == {"expired_s": 30, "pid": os.getpid()} and pages == b""  # no object left
+    # a reader that comes after is told, and lists the cluster itself (validate.run)
+    with pytest.raises(lf.ListingExpired, match="kept 30 s after it was written and not read"):
         lf.read_listing(path)
     assert sorted(os.listdir(tmp_path)) == ["listing", "listing.pid"]
+
+
+def test_the_keep_is_counted_from_the_listing_written(tmp_path: Path) -> None:
+    # a listing that took longer than the time it is kept is kept that time all the same
+    path = str(tmp_path / "listing")
+    lf.write_listing(path, _paged(fleet()[0]))
+    clock = iter([100.0, 100.0, 120.0, 131.0])
+    naps: list[float] = []
+    taken = lf.keep_until_taken(path, 30, now=lambda: next(clock), sleep=naps.append)
+    assert taken is False and len(naps) == 2
+
+
+@pytest.mark.parametrize("why", ["no space", "stale part", "directory others may write"])
+def test_a_listing_whose_expiry_cannot_be_written_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    path = str(folder / "listing")
+    lf.write_listing(path, _paged(fleet()[0]))
+    if why == "no space":
+
+        def full(fd: int, data: bytes) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(lf, "write_fd", full)
+    elif why == "stale part":
+        Path(f"{path}.part").write_bytes(b"")
+    else:
+        folder.chmod(0o770)
+    assert lf.keep_until_taken(path, 30, now=_clock(), sleep=lambda s: None) is False
+    assert not os.path.lexists(path)
+    # no half record: a part this process made is removed with its failure
+    assert os.path.lexists(f"{path}.part") == (why == "stale part")
 
 
 def test_a_directory_removed_while_the_time_ran_out_is_taken(tmp_path: Path) -> None:
@@ -328,7 +366,7 @@ def test_a_directory_removed_while_the_time_ran_out_is_taken(tmp_path: Path) -> 
     folder.mkdir(mode=0o700)
     path = str(folder / "listing")
     lf.write_listing(path, None, error=KubeError(None, "x"))
-    ticks = iter([0.0, 60.0])
+    ticks = iter([0.0, 0.0, 60.0])
 
     def now() -> float:  # the directory goes between the look and the replacing
         value = next(ticks)
@@ -337,5 +375,30 @@ def test_a_directory_removed_while_the_time_ran_out_is_taken(tmp_path: Path) -> 
             folder.rmdir()
         return value
 
-    assert lf.keep_until_taken(path, 30, 0.0, now=now, sleep=lambda s: None) is True
+    assert lf.keep_until_taken(path, 30, now=now, sleep=lambda s: None) is True
+    assert not folder.exists()
+
+
+def test_a_directory_removed_while_listing_fails_the_lister_with_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    path = str(folder / "listing")
+
+    def listed(kube: Any, namespace: str, page_size: int) -> Listing:  # the checks ended
+        os.unlink(f"{path}.pid")
+        folder.rmdir()
+        return fleet()[0]
+
+    class Kube:
+        requests, log = 7, ["GET /version 200"]
+
+    monkeypatch.setattr(lf, "list_for_checks", listed)
+    result = lf.list_to_file(Kube(), path)  # type: ignore[arg-type]
+    assert result == {
+        "failed": True,
+        "msg": "the cluster listing cannot be written: cannot use the directory "
+        f"{folder}: [Errno 2] No such file or directory: '{folder}'",
+    }
     assert not folder.exists()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import listing_file as lf
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import run as vr
 from ansible_collections.gpufleet.cluster.plugins.modules import dra_validate
@@ -146,3 +147,21 @@ def test_the_module_names_a_listing_that_is_not_there(tmp_path: Path) -> None:
     assert result["failed"], result
     assert result["msg"].startswith("cannot validate: no cluster listing was started"), result
     assert str(path) in result["msg"]
+
+
+def test_a_listing_that_expired_unread_is_listed_again_by_the_checks(tmp_path: Path) -> None:
+    """The lister kept its listing until its time ran out (the nodes took longer to read)
+    and replaced it with the record of its expiry: the checks list the cluster themselves,
+    and the report counts their own requests only."""
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    path = str(folder / "listing")
+    lf.mark_started(path)
+    lf.write_listing(path, None, expired_s=1800)
+    with serve(answers(nodes=listing([NODE]))) as (url, seen):
+        kube = vk.Kube(str(write_kubeconfig(tmp_path / "kubeconfig", url)), None)
+        report = vr.run(kube, {"listing_file": path, "listing_timeout": 5})
+    assert report["meta"]["objects"]["nodes"] == 1
+    assert "list_wait" not in report["meta"]["timings_s"]
+    assert report["meta"]["api_requests"] == len(report["meta"]["api_request_log"]) == len(seen)
+    assert any(line.startswith("GET /api/v1/nodes") for line in report["meta"]["api_request_log"])
