@@ -97,7 +97,7 @@ def mark_started(path: str) -> None:
     ListingFileError for a directory others may write, or a ``path`` or ``<path>.pid``
     that exists already (a listing is written to a new path)."""
     _private_dir(path)
-    for existing in (path, f"{path}.pid"):
+    for existing in (path, f"{path}.pid", f"{path}.expired"):
         if os.path.lexists(existing):
             raise ListingFileError(
                 f"{existing} exists already; fix: give the listing a path that does not exist "
@@ -213,6 +213,10 @@ def keep_until_taken(
                 return True
             except OSError:
                 pass
+            # the mark of the expiry where its record could not be written: a rename needs
+            # no space (a reader lists the cluster itself, not waiting for this process)
+            with contextlib.suppress(OSError):
+                os.replace(f"{path}.pid", f"{path}.expired")
             return False
         sleep(TAKEN_POLL_S)
     return True
@@ -223,9 +227,15 @@ def wait_for_listing(
 ) -> None:
     """Return once ``path`` exists; raise ListingFileError when ``timeout_s`` pass first,
     when the lister's process (``<path>.pid``) ended without writing it, or when no lister
-    started within ``START_WAIT_S``."""
+    started within ``START_WAIT_S``; ListingExpired when the lister removed its listing
+    unread (``<path>.expired``, ``keep_until_taken``)."""
     start = now()
     while not os.path.exists(path):
+        if os.path.lexists(f"{path}.expired"):
+            raise ListingExpired(
+                f"{path}: the cluster listing was kept its time after it was written and not "
+                "read in that time, so it was removed"
+            )
         waited = now() - start
         pid = _pid(f"{path}.pid")
         if pid is None and waited > min(START_WAIT_S, timeout_s):
@@ -277,7 +287,7 @@ def read_listing(
         )
     if "expired_s" in header:
         kept = header["expired_s"]
-        kept_s = f"{kept:.0f} s" if _number(kept, float) else "its time"
+        kept_s = f"{kept:.0f} s" if _number(kept, float) and 0 <= kept < 1e9 else "its time"
         raise ListingExpired(
             f"{path}: the cluster listing was kept {kept_s} after it was written and not read "
             "in that time, so it was removed"

@@ -311,8 +311,8 @@ def _listed(
     path = options.get("listing_file")
     if path:
         timeout = float(_given(options.get("listing_timeout"), LISTING_TIMEOUT_S))
-        listing_file.wait_for_listing(path, timeout)
         try:
+            listing_file.wait_for_listing(path, timeout)
             return listing_file.read_listing(path, cluster_listing.READABLE)
         except listing_file.ListingExpired:
             pass

@@ -344,6 +344,7 @@ def test_a_listing_whose_expiry_cannot_be_written_is_removed(
     folder = tmp_path / "run"
     folder.mkdir(mode=0o700)
     path = str(folder / "listing")
+    lf.mark_started(path)
     lf.write_listing(path, _paged(fleet()[0]))
     if why == "no space":
 
@@ -359,6 +360,21 @@ def test_a_listing_whose_expiry_cannot_be_written_is_removed(
     assert not os.path.lexists(path)
     # no half record: a part this process made is removed with its failure
     assert os.path.lexists(f"{path}.part") == (why == "stale part")
+    # the process id file renamed marks the expiry: a reader lists the cluster itself
+    assert os.path.lexists(f"{path}.expired") and not os.path.lexists(f"{path}.pid")
+    if why != "directory others may write":  # refused as such first
+        with pytest.raises(lf.ListingExpired, match="kept its time"):
+            lf.wait_for_listing(path, 60)
+
+
+@pytest.mark.parametrize("kept", ["10" + "0" * 400, "-5", "1e308", '"x"', "NaN"])
+def test_an_expiry_record_of_an_odd_time_is_still_an_expiry(tmp_path: Path, kept: str) -> None:
+    path = tmp_path / "listing"
+    text = f'{{"expired_s":{kept},"pid":{os.getpid()}}}'.encode()
+    path.write_bytes(lf.FORMAT + len(text).to_bytes(8, "big") + text)
+    path.chmod(0o600)
+    with pytest.raises(lf.ListingExpired, match="kept its time after"):
+        lf.read_listing(str(path))
 
 
 def test_a_directory_removed_while_the_time_ran_out_is_taken(tmp_path: Path) -> None:
