@@ -94,8 +94,8 @@ class ListingExpired(ListingFileError):
 
 def mark_started(path: str) -> None:
     """Write this process's id to ``<path>.pid``: the lister has started. Raises
-    ListingFileError for a directory others may write, or a ``path`` or ``<path>.pid``
-    that exists already (a listing is written to a new path)."""
+    ListingFileError for a directory others may write, or a ``path``, ``<path>.pid`` or
+    ``<path>.expired`` that exists already (a listing is written to a new path)."""
     _private_dir(path)
     for existing in (path, f"{path}.pid", f"{path}.expired"):
         if os.path.lexists(existing):
