@@ -49,8 +49,9 @@ current-context: refusing
 """
 
 
-def module_args(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The arguments the judge's task gave the module; ``argv`` more for ansible-playbook."""
+def validate(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """playbooks/validate.yml on ``INVENTORY`` against the refusing server, ``argv`` more
+    for ansible-playbook: its JSON output (it exits 2: the checks cannot read the cluster)."""
     (tmp_path / "hosts.ini").write_text(INVENTORY)
     (tmp_path / "kubeconfig").write_text(KUBECONFIG)
     out = ansible(
@@ -64,7 +65,12 @@ def module_args(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -
         env_extra={"ANSIBLE_STDOUT_CALLBACK": "json", **(env or {})},
     )
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
-    run = json.loads(out.stdout)
+    return json.loads(out.stdout)
+
+
+def module_args(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The arguments the judge's task gave the module; ``argv`` more for ansible-playbook."""
+    run = validate(tmp_path, *argv, env=env)
     (result,) = [
         t["hosts"]["localhost"]
         for play in run["plays"]
@@ -99,23 +105,9 @@ def test_check_mode_judges_the_background_listing_and_removes_its_directory(
 def test_a_bad_variable_of_the_checks_stops_the_run_before_the_listing(tmp_path: Path) -> None:
     # judged by the list entry point, before the listing starts and any node is read: no
     # listing to remove, no background process left
-    (tmp_path / "hosts.ini").write_text(INVENTORY)
-    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    out = ansible(
-        "ansible-playbook",
-        "-i",
-        str(tmp_path / "hosts.ini"),
-        "-e",
-        f"validate_kubeconfig={tmp_path / 'kubeconfig'}",
-        "-e",
-        "validate_pending_threshold=abc",
-        str(ROOT / "playbooks" / "validate.yml"),
-        env_extra={"ANSIBLE_STDOUT_CALLBACK": "json", "TMPDIR": str(scratch)},
-    )
-    assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
-    run = json.loads(out.stdout)
+    run = validate(tmp_path, "-e", "validate_pending_threshold=abc", env={"TMPDIR": str(scratch)})
     failed = [
         (t["task"]["name"], res.get("msg", ""))
         for play in run["plays"]
