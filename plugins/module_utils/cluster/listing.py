@@ -591,17 +591,26 @@ def list_cluster(
 def readable(item: Any) -> bool:
     """An object whose envelope has the API's types: ``metadata``, ``spec`` and
     ``status`` objects when present, ``metadata.name``/``namespace`` strings, its
-    ``labels``/``annotations`` objects."""
-    if not isinstance(item, Mapping):
+    ``labels``/``annotations`` objects. An empty value (``None``, ``""``, ``[]``...) counts
+    as absent. Every listed item is judged as its page is decoded: the decoded dicts are
+    told by ``is_map`` without the abstract check."""
+    if not is_map(item):
         return False
-    meta = item.get("metadata") or {}
-    if not isinstance(meta, Mapping):
-        return False
-    if any(not isinstance(item.get(k) or {}, Mapping) for k in ("spec", "status")):
-        return False
-    if any(not isinstance(meta.get(k) or "", str) for k in ("name", "namespace")):
-        return False
-    return all(isinstance(meta.get(k) or {}, Mapping) for k in ("labels", "annotations"))
+    meta = item.get("metadata")
+    for value in (meta, item.get("spec"), item.get("status")):
+        if value and not is_map(value):
+            return False
+    if not meta:
+        return True
+    for key in ("name", "namespace"):
+        value = meta.get(key)
+        if value and not isinstance(value, str):
+            return False
+    for key in ("labels", "annotations"):
+        value = meta.get(key)
+        if value and not is_map(value):
+            return False
+    return True
 
 
 #: Listed kind -> ``readable``: ``list_for_checks`` judges each page as it decodes it

@@ -334,6 +334,35 @@ def test_validate_takes_the_counts_of_a_listing_judged_as_it_was_listed(
     assert list(unjudged.pods) == list(judged)
 
 
+class _Labels(dict):
+    """A mapping that is not a dict: judged by the abstract check."""
+
+
+@pytest.mark.parametrize(
+    ("item", "kept"),
+    [
+        ({"metadata": {"name": "a", "namespace": "n", "labels": {"k": "v"}}}, True),
+        ({"metadata": {"name": "a", "labels": _Labels(k="v")}, "spec": {}}, True),
+        # empty values count as absent
+        ({}, True),
+        ({"metadata": None, "spec": [], "status": ""}, True),
+        ({"metadata": {"name": "", "namespace": None, "labels": [], "annotations": 0}}, True),
+        # a present value of another type refuses the object
+        ("a string", False),
+        ([{"metadata": {}}], False),
+        ({"metadata": ["a"]}, False),
+        ({"metadata": {}, "spec": "x"}, False),
+        ({"metadata": {}, "status": [1]}, False),
+        ({"metadata": {"name": 7}}, False),
+        ({"metadata": {"namespace": ["n"]}}, False),
+        ({"metadata": {"labels": "k=v"}}, False),
+        ({"metadata": {"annotations": ["a"]}}, False),
+    ],
+)
+def test_readable_judges_the_envelope_types(item: Any, kept: bool) -> None:
+    assert cluster_listing.readable(item) is kept
+
+
 def test_a_paged_list_stores_repeated_objects_compressed() -> None:
     listing, _ = fleet()
     slices = [copy.deepcopy(listing.slices[0]) for _ in range(500)]
