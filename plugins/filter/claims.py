@@ -44,14 +44,6 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import api as capi
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import check as cchk
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
-    metadata as claims_metadata,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import problems as cprob
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import templates as ct
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 
 
 def claim_templates(items, kubernetes_version):
@@ -60,6 +52,14 @@ def claim_templates(items, kubernetes_version):
     Raises AnsibleFilterError naming the item for a bad item, and for a built template the
     checker finds an error in (which would be a defect of the builders).
     """
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import check as cchk
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
+        metadata as claims_metadata,
+    )
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import problems as cprob
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import templates as ct
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+
     if not isinstance(items, list):
         raise AnsibleFilterError(
             f"claim_templates_items={items!r} is not a list; fix: give a list of "
@@ -90,6 +90,12 @@ def claim_templates(items, kubernetes_version):
 def claim_api_version(kubernetes_version):
     """The resource.k8s.io group-version for ResourceClaimTemplates at a release, and the
     --runtime-config entry it needs (empty when on by default): {api_version, runtime_config}."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import api as capi
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import (
+        metadata as claims_metadata,
+    )
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+
     try:
         choice = capi.api_choice_for(str(kubernetes_version))
     except (claims_metadata.ClaimTemplateError, dra_core.VersionModelError) as exc:

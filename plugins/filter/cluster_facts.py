@@ -43,13 +43,14 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import facts as cf
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import (
-    plain_value as _plain,
-)
 
 
 def _hosts(hosts, name):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import facts as cf
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import (
+        plain_value as _plain,
+    )
+
     if not hasattr(hosts, "items"):
         raise AnsibleFilterError(
             f"{name} takes a mapping of inventory host to {{variables, cluster}}, got "
@@ -67,6 +68,8 @@ def _hosts(hosts, name):
 
 def cluster_facts_check(hosts):
     """``{"ok", "errors", "report"}`` for the hosts' role and cluster-wide variables."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import facts as cf
+
     data = _hosts(hosts, "cluster_facts_check")
     return cf.check_hosts(
         {h: {"variables": {**e["variables"], **e["cluster"]}} for h, e in data.items()}
@@ -75,6 +78,8 @@ def cluster_facts_check(hosts):
 
 def cluster_facts_effective(hosts):
     """The hosts with ``variables`` as the roles see them (see module_utils cluster_facts)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import facts as cf
+
     data = _hosts(hosts, "cluster_facts_effective")
     out = {}
     for host, entry in data.items():

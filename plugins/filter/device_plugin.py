@@ -47,14 +47,15 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin import chart as dpc
-from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin import health as dph
-from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin import nodes as dpn
-from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin import values as dpv
 
 
 def device_plugin_plan(inputs):
     """The plan dict described in RETURN; AnsibleFilterError with the refusal otherwise."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin import chart as dpc
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin import (
+        values as dpv,
+    )
+
     if not isinstance(inputs, dict):
         raise AnsibleFilterError(f"device_plugin_plan takes a dict, not {type(inputs).__name__}")
     try:
@@ -65,6 +66,10 @@ def device_plugin_plan(inputs):
 
 def device_plugin_decision(pools, group):
     """``{run, message}`` from the GPU hosts by path (``gpu_path_pools``)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin import (
+        values as dpv,
+    )
+
     if not isinstance(pools, dict):
         raise AnsibleFilterError(
             f"device_plugin_decision takes the dict of gpu_path_pools, not {type(pools).__name__}"
@@ -74,6 +79,8 @@ def device_plugin_decision(pools, group):
 
 def device_plugin_node_problems(nodes, plugin_nodes, dra_nodes, values, stand_in=False):
     """List of problems of the GPU nodes (see device_plugin.nodes.node_problems)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin import nodes as dpn
+
     return dpn.node_problems(
         list(nodes or []),
         list(plugin_nodes or []),
@@ -85,6 +92,10 @@ def device_plugin_node_problems(nodes, plugin_nodes, dra_nodes, values, stand_in
 
 def device_plugin_daemonset_verdict(daemonsets, release, namespace, plugin_nodes, nodes, name=""):
     """``{ok, final, message}`` for the release's device-plugin DaemonSet."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin import (
+        health as dph,
+    )
+
     ds = dph.find_daemonset(list(daemonsets or []), str(release), str(name or ""))
     return dph.daemonset_verdict(
         ds,
@@ -97,6 +108,10 @@ def device_plugin_daemonset_verdict(daemonsets, release, namespace, plugin_nodes
 
 def device_plugin_advertised_verdict(nodes, plugin_nodes, dra_nodes, mig_strategy="none"):
     """``{ok, gpus, problems}`` of what the GPU nodes advertise."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.device_plugin import (
+        health as dph,
+    )
+
     return dph.advertised_verdict(
         list(nodes or []), list(plugin_nodes or []), list(dra_nodes or []), str(mig_strategy)
     )

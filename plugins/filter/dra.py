@@ -46,7 +46,6 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
 
 # module option names of each component, as the modules of this collection take them
 MODULE_KEYS = {
@@ -63,6 +62,8 @@ def dra_component_settings(version, features=None, gates=None):
     Raises AnsibleFilterError carrying the version model's message for an impossible
     request or a malformed version.
     """
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import plan as dra_plan
+
     if isinstance(features, str):
         # the reading Ansible's argument spec gives a list option: comma-separated
         features = [f.strip() for f in features.split(",") if f.strip()]

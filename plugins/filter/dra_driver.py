@@ -47,13 +47,6 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
-    driver_root as ddr,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import health as ddh
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import nodes as ddn
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import values as ddv
 
 
 def _fail(exc):
@@ -62,6 +55,9 @@ def _fail(exc):
 
 def dra_driver_plan(inputs):
     """The plan dict described in RETURN; AnsibleFilterError with the refusal otherwise."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import values as ddv
+
     if not isinstance(inputs, dict):
         raise AnsibleFilterError(f"dra_driver_plan takes a dict, not {type(inputs).__name__}")
     try:
@@ -73,6 +69,9 @@ def dra_driver_plan(inputs):
 def dra_driver_root(inputs):
     """``nvidiaDriverRoot`` for ``{gpu_operator, nvidia_driver_root}`` (see
     dra_driver_values.driver_root); AnsibleFilterError with the refusal otherwise."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import values as ddv
+
     if not isinstance(inputs, dict):
         raise AnsibleFilterError(f"dra_driver_root takes a dict, not {type(inputs).__name__}")
     try:
@@ -85,6 +84,10 @@ def dra_driver_root_search_items(names):
     """Paths relative to the driver root where the kubelet plugin looks for each of
     ``names`` (``libnvidia-ml.so.1``, ``nvidia-smi``), in its order; AnsibleFilterError for
     another name."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
+        driver_root as ddr,
+    )
+
     if not isinstance(names, (list, tuple)):
         raise AnsibleFilterError(
             f"dra_driver_root_search_items takes a list, not {type(names).__name__}"
@@ -98,6 +101,8 @@ def dra_driver_root_search_items(names):
 def dra_driver_chart_drivers(driver):
     """The DRA drivers whose kubelet plugins run with ``driver``'s (dra_driver.chart
     .chart_drivers), as a list."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import chart as ddc
+
     return list(ddc.chart_drivers(str(driver or "")))
 
 
@@ -107,6 +112,8 @@ def dra_driver_node_problems(
     """List of problems of the GPU nodes: ``gpu_nodes`` those of the DRA pools,
     ``device_plugin_nodes`` those of the device-plugin pools (see
     dra_driver.nodes.node_problems)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import nodes as ddn
+
     return ddn.node_problems(
         list(nodes or []),
         list(gpu_nodes or []),
@@ -119,6 +126,8 @@ def dra_driver_node_problems(
 
 def dra_driver_daemonset_verdict(daemonsets, release, namespace, gpu_nodes, nodes, name=""):
     """``{ok, final, message}`` for the release's kubelet-plugin DaemonSet."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import health as ddh
+
     ds = ddh.find_kubelet_plugin_daemonset(list(daemonsets or []), str(release), str(name or ""))
     return ddh.daemonset_verdict(
         ds, list(gpu_nodes or []), list(nodes or []), release=str(release), namespace=str(namespace)
@@ -127,6 +136,8 @@ def dra_driver_daemonset_verdict(daemonsets, release, namespace, gpu_nodes, node
 
 def dra_driver_expected_devices(pairs):
     """``[[node, gpufleet_gpus or None], ...]`` -> ``{node: count or None}``."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import health as ddh
+
     out = {}
     for pair in pairs or []:
         node, gpus = pair[0], pair[1] if len(pair) > 1 else None
@@ -136,6 +147,8 @@ def dra_driver_expected_devices(pairs):
 
 def dra_driver_slice_verdict(slices, expected, dynamic_mig=False):
     """``{ok, devices, problems}`` for the ResourceSlices of gpu.nvidia.com."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import health as ddh
+
     return ddh.slice_verdict(
         list(slices or []), dict(expected or {}), dynamic_mig=bool(dynamic_mig)
     )

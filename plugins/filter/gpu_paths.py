@@ -57,7 +57,6 @@ _value:
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import gpu_paths as gp
 
 
 def _is_list(value):
@@ -85,6 +84,8 @@ def _pairs(value, name):
 
 def gpu_path_pools(pairs):
     """``{path: [names]}`` (see gpu_paths.pools); AnsibleFilterError with the refusal."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import gpu_paths as gp
+
     try:
         return gp.pools(_pairs(pairs, "gpu_path_pools"))
     except gp.GpuPathError as exc:
@@ -93,6 +94,8 @@ def gpu_path_pools(pairs):
 
 def gpu_path_labels(pairs):
     """``{node: {PATH_LABEL: path}}`` (see gpu_paths.path_labels)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import gpu_paths as gp
+
     try:
         return gp.path_labels(_pairs(pairs, "gpu_path_labels"))
     except gp.GpuPathError as exc:
@@ -102,6 +105,8 @@ def gpu_path_labels(pairs):
 def gpu_path_groups(hosts, groups):
     """``[[group, ...], ...]``: the ``gpu_path_*`` groups of each host (see
     gpu_paths.path_groups_of); AnsibleFilterError for another shape."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import gpu_paths as gp
+
     if not _is_list(hosts):
         raise AnsibleFilterError(f"gpu_path_groups takes a list of inventory hosts, not {hosts!r}")
     if not isinstance(groups, Mapping) or not all(_is_list(m) for m in groups.values()):

@@ -41,14 +41,15 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import gpu_stack as gs
-from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.input import (
-    UpgradePlanError,
-)
 
 
 def gpu_stack_plan(inputs):
     """The plan's dict (RETURN); AnsibleFilterError with the reason and the fix otherwise."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import gpu_stack as gs
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade.input import (
+        UpgradePlanError,
+    )
+
     if not isinstance(inputs, dict):
         raise AnsibleFilterError(f"gpu_stack_plan takes a dict, not {type(inputs).__name__}")
     try:
@@ -59,6 +60,8 @@ def gpu_stack_plan(inputs):
 
 def gpu_stack_state(hosts, kubernetes_version, release=None, nodes=None):
     """The stack state from what the playbook read (upgrade.gpu_stack.state_from_facts)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.upgrade import gpu_stack as gs
+
     return gs.state_from_facts(
         str(kubernetes_version or ""), release or None, list(hosts or []), list(nodes or [])
     )

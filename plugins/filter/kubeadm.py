@@ -39,11 +39,11 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import bootstrap as kb
 
 
 def _spec(settings):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import bootstrap as kb
+
     if not isinstance(settings, dict):
         raise AnsibleFilterError(f"kubeadm settings must be a dict, got {type(settings).__name__}")
     known = set(kb.BootstrapSpec.__dataclass_fields__)
@@ -58,6 +58,9 @@ def _spec(settings):
 
 
 def kubeadm_init_documents(settings, node_name):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import bootstrap as kb
+
     try:
         return kb.init_documents(_spec(settings), node_name)
     except (kb.BootstrapConfigError, dra_core.VersionModelError) as e:
@@ -65,6 +68,9 @@ def kubeadm_init_documents(settings, node_name):
 
 
 def kubeadm_join_documents(settings, node_name, join, control_plane=False, certificate_key=""):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import bootstrap as kb
+
     try:
         return kb.join_documents(
             _spec(settings),
@@ -79,6 +85,8 @@ def kubeadm_join_documents(settings, node_name, join, control_plane=False, certi
 
 
 def kubeadm_join_command(text):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import bootstrap as kb
+
     try:
         return kb.parse_join_command(text)
     except kb.BootstrapConfigError as e:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
-
 DOCUMENTATION = r"""
 name: kueue_plan
 short_description: Kueue's manifests, per-profile DeviceClasses and quota objects to apply
@@ -44,12 +42,14 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import install as ki
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import versions as kv
 
 
 def kueue_plan(manifests, settings):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common import limits as ig
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import install as ki
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import queues as kq
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kueue import versions as kv
+
     try:
         docs = ig.load_yaml_documents(str(manifests), "kueue_manifests")
     except ig.InputError as exc:

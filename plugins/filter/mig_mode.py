@@ -63,14 +63,13 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_list
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
-    mig_mode as mm,
-)
 
 
 def mig_mode_node(pods, node, slices, driver, target):
     """See dra_driver.mig_mode.node_state; AnsibleFilterError for a bad target."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_list
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import mig_mode as mm
+
     try:
         return mm.node_state(str(node), as_list(pods), as_list(slices), str(driver), target)
     except mm.MigModeError as exc:
@@ -79,6 +78,9 @@ def mig_mode_node(pods, node, slices, driver, target):
 
 def mig_mode_nodes_behind(pods, target):
     """See dra_driver.mig_mode.nodes_behind; AnsibleFilterError for a bad target."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_list
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import mig_mode as mm
+
     try:
         return mm.nodes_behind(as_list(pods), target)
     except mm.MigModeError as exc:
@@ -87,6 +89,8 @@ def mig_mode_nodes_behind(pods, target):
 
 def mig_mode_batch_problem(value):
     """See dra_driver.mig_mode.check_batch: its message, or '' for a batch it takes."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import mig_mode as mm
+
     try:
         mm.check_batch(value)
     except mm.MigModeError as exc:
@@ -96,6 +100,9 @@ def mig_mode_batch_problem(value):
 
 def mig_mode_claims_on_node(claims, node, driver):
     """See dra_driver.mig_mode.claims_on_node."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import as_list
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import mig_mode as mm
+
     return mm.claims_on_node(as_list(claims), str(node), str(driver))
 
 

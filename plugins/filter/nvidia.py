@@ -45,9 +45,6 @@ _value:
 import dataclasses
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import cdi_spec
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import driver as nd
 
 #: Every refusal starts with this, so that a role can show the reason alone.
 REFUSED = "refused: "
@@ -55,6 +52,8 @@ REFUSED = "refused: "
 
 def nvidia_driver_plan(settings: dict) -> dict:
     """Plan of the nvidia_driver role (see DOCUMENTATION); AnsibleFilterError on refusal."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import driver as nd
+
     try:
         pinned = nd.check_pin(
             settings["branch"], settings["version"], bool(settings.get("for_dra", True))
@@ -88,6 +87,8 @@ def nvidia_driver_plan(settings: dict) -> dict:
 
 def nvidia_driver_hold_list(installed: dict, version: str, prefixes: list | None = None) -> list:
     """Installed driver packages at ``version`` (input: ``ansible_facts.packages``)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import driver as nd
+
     return nd.packages_to_hold(
         {
             name: [str(p.get("version", "")) for p in entries]
@@ -100,6 +101,8 @@ def nvidia_driver_hold_list(installed: dict, version: str, prefixes: list | None
 
 def nvidia_driver_problems(facts: dict, version: str) -> list:
     """Problems of a node (``nvidia_driver_facts`` result) whose driver should be ``version``."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import driver as nd
+
     gpus = [
         nd.SmiGpu(int(g["index"]), str(g["name"]), str(g["uuid"]))
         for g in facts.get("smi_gpus", [])
@@ -115,6 +118,8 @@ def nvidia_driver_problems(facts: dict, version: str) -> list:
 
 def nvidia_driver_load_action(facts: dict, version: str) -> str:
     """``none``, ``modprobe`` or ``reboot`` (see nvidia_driver_plan.load_action)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import driver as nd
+
     return nd.load_action(
         facts.get("loaded_version"), str(version), bool(facts.get("nouveau_loaded"))
     )
@@ -122,6 +127,8 @@ def nvidia_driver_load_action(facts: dict, version: str) -> str:
 
 def nvidia_toolkit_check(containerd: str, toolkit_version: str, enable_cdi: bool = True) -> dict:
     """Refuse a toolkit older than 1.17.4 on containerd 2.x or CDI on containerd < 1.7."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
+
     try:
         return cc.check_toolkit(str(toolkit_version or ""), str(containerd), bool(enable_cdi))
     except cc.ConfigError as err:
@@ -137,6 +144,8 @@ def containerd_effective_problems(
     expect: dict | None = None,
 ) -> list:
     """Problems of ``containerd config dump`` output (parsed here, on the control host)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import containerd as cc
+
     try:
         dump = cc.loads(str(dump_text), "containerd config dump")
         return cc.effective_problems(
@@ -154,6 +163,8 @@ def containerd_effective_problems(
 def nvidia_cdi_generate_argv(output: str, driver_root: str = "/", dev_root: str = "/") -> list:
     """``nvidia-ctk cdi generate`` argv writing to ``output`` (nvidia.cdi_spec.generate_argv);
     AnsibleFilterError naming the value for a relative path."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvidia import cdi_spec
+
     try:
         return cdi_spec.generate_argv(str(driver_root or "/"), str(dev_root or "/"), str(output))
     except ValueError as exc:

@@ -77,24 +77,22 @@ import importlib.util
 import sys
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import (
-    plain_value as _plain,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
-    config_values as preflight_config_values,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
-    libraries as preflight_libraries,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
-    problem as preflight_problem,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import rules as pf
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import specs as ps
 
 
 def preflight_check(hosts, removed=None, known_variables=None, roles_dir=None, roles=None):
     """Return ``{"ok", "errors", "warnings", "report"}`` for the hosts' variables."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import (
+        plain_value as _plain,
+    )
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
+        libraries as preflight_libraries,
+    )
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
+        problem as preflight_problem,
+    )
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import rules as pf
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import specs as ps
+
     if not hasattr(hosts, "items"):
         raise AnsibleFilterError(
             f"preflight_check takes a mapping of inventory host to its variables, got "
@@ -129,6 +127,13 @@ def preflight_check(hosts, removed=None, known_variables=None, roles_dir=None, r
 def config_value_problems(variables):
     """One line per value of ``variables`` that cannot be written where its role writes it
     (``preflight.config_values``): a role's check on entry."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.limits import (
+        plain_value as _plain,
+    )
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import (
+        config_values as preflight_config_values,
+    )
+
     if not hasattr(variables, "items"):
         raise AnsibleFilterError(
             f"config_value_problems takes a mapping of variables, got {type(variables).__name__}"

@@ -39,10 +39,11 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common import systemd
 
 
 def systemd_exec_word(value, what="value"):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common import systemd
+
     try:
         return systemd.exec_word(value, what)
     except systemd.UnitValueError as err:
@@ -50,6 +51,8 @@ def systemd_exec_word(value, what="value"):
 
 
 def systemd_environment(value, name, what="value"):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common import systemd
+
     try:
         return systemd.environment(name, value, what)
     except systemd.UnitValueError as err:
