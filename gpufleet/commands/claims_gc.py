@@ -130,7 +130,9 @@ def gc(
         # fit in memory; the judging walks them again page by page
         with vk.gc_paused():
             claim_list = kube.paged(
-                f"/apis/resource.k8s.io/{rv}{prefix}/resourceclaims", trim=vk.strip_managed_fields
+                f"/apis/resource.k8s.io/{rv}{prefix}/resourceclaims",
+                trim=cluster_listing.trim_whole,
+                schema=cluster_listing.SCHEMAS["resourceclaims"],
             )
             pods = kube.paged(
                 f"/api/v1{prefix}/pods",

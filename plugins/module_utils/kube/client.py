@@ -41,7 +41,6 @@ __all__ = [
     "fast_page",
     "gc_paused",
     "kube_auth_argspec",
-    "strip_managed_fields",
 ]
 
 
@@ -1166,16 +1165,3 @@ def fast_page(
     except (ValueError, RecursionError, msgspec.DecodeError):  # JSONDecodeError is a ValueError
         return None
     return out, items
-
-
-# ------------------------------------------------------------------ trimming
-
-
-def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` without ``metadata.managedFields`` (server-side apply bookkeeping, which no
-    check reads and which makes up to half of a pod's bytes; client-go's informers drop it
-    the same way, ``cache.TransformStripManagedFields``)."""
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
-    return obj

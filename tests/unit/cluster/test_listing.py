@@ -437,6 +437,33 @@ def test_the_pod_schema_skips_what_trim_pod_does_not_read() -> None:
     assert all("volumes" not in p["spec"] and "podIP" not in p["status"] for p in untrimmed)
 
 
+def test_trim_whole_keeps_all_but_the_bookkeeping() -> None:
+    claim_listed = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            **dict.fromkeys(vli.OBJECT_METADATA, "v"),
+            "managedFields": [{"manager": "kube-scheduler"}],
+        },
+        "spec": {"devices": {"requests": [{"name": "gpu"}]}},
+        "status": {"reservedFor": [{"name": "p"}]},
+    }
+    kept = vli.trim_whole(copy.deepcopy(claim_listed))
+    del claim_listed["metadata"]["managedFields"]
+    assert kept == claim_listed
+    node = vli.trim_node({"metadata": None, "status": {"images": [{}], "phase": "Running"}})
+    assert node == {"metadata": None, "status": {"phase": "Running"}}
+
+
+@pytest.mark.parametrize("kind", ["nodes", "resourceslices", "resourceclaims", "daemonsets"])
+def test_the_whole_kinds_skip_their_managed_fields_as_they_decode(kind: str) -> None:
+    objects = [o for o in listed_objects()[kind] if o not in ODD.NOT_A_MAPPING][:3]
+    assert any("managedFields" in (o.get("metadata") or {}) for o in objects)
+    _, untrimmed = vk.fast_page(list_page(objects), None, vli.SCHEMAS[kind])
+    assert all("managedFields" not in (o.get("metadata") or {}) for o in untrimmed)
+    assert [o.get("spec") for o in untrimmed] == [o.get("spec") for o in objects]
+
+
 SCALARS = (
     st.none()
     | st.booleans()

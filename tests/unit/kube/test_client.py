@@ -54,10 +54,10 @@ def test_decode_list_hands_over_each_trimmed_item_and_returns_the_rest() -> None
         b'{"kind": "PodList", "metadata": {"resourceVersion": "5"},'
         b' "items": [{"metadata": {"name": "p", "managedFields": [{}]}}]}',
         items.append,
-        vk.strip_managed_fields,
+        lambda item: {"trimmed": item["metadata"]["name"]},
     )
     assert rest == {"kind": "PodList", "metadata": {"resourceVersion": "5"}}
-    assert items == [{"metadata": {"name": "p"}}]
+    assert items == [{"trimmed": "p"}]
 
 
 def test_decode_list_refuses_what_is_no_list_response() -> None:
@@ -65,14 +65,6 @@ def test_decode_list_refuses_what_is_no_list_response() -> None:
         vk.decode_list(b"[1]", lambda item: None)
     with pytest.raises(ValueError):
         vk.decode_list(b'{"items": [1,', lambda item: None)
-
-
-def test_strip_managed_fields_keeps_everything_else() -> None:
-    obj = {"metadata": {"name": "x", "labels": {"a": "b"}, "managedFields": [{}]}, "spec": {}}
-    assert vk.strip_managed_fields(obj) == {
-        "metadata": {"name": "x", "labels": {"a": "b"}},
-        "spec": {},
-    }
 
 
 def test_gc_paused_restores_the_collector() -> None:
