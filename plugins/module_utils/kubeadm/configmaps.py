@@ -102,13 +102,15 @@ def read_kubeadm_configmaps(
 ) -> KubeadmConfigMaps:
     """``kubeadm-config`` and (unless ``kubelet`` is false) ``kubelet-config``, else
     ``kubelet-config-1.X`` for the minor of ``version`` or, without it, of the
-    ClusterConfiguration's ``kubernetesVersion``. Raises KubeError."""
+    ClusterConfiguration's ``kubernetesVersion`` (the name kubeadm gave it before 1.24;
+    not looked for on a cluster without ``kubeadm-config``, which kubeadm did not make).
+    Raises KubeError."""
     kubeadm = read_configmap(kube, KUBEADM_CONFIG)
     found = KubeadmConfigMaps(kubeadm, None)
     if not kubelet:
         return found
     found.kubelet = read_configmap(kube, KUBELET_CONFIG)
-    if found.kubelet is None:
+    if found.kubelet is None and kubeadm is not None:
         try:
             minor = dra_core.parse_version(
                 version or kubernetes_version_of(found.cluster_configuration) or ""

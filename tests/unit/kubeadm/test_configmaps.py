@@ -63,6 +63,14 @@ def test_a_missing_configmap_is_none_and_other_failures_raise() -> None:
         kcm.read_configmap(Refusing(), "kubeadm-config")
 
 
+def test_a_cluster_without_kubeadm_config_is_not_asked_for_the_old_kubelet_name() -> None:
+    kube = FakeKube()
+    found = kcm.read_kubeadm_configmaps(kube, "1.37.2")
+    assert found.kubeadm is None and found.kubelet is None
+    asked = [kcm.configmap_path(name) for name in ("kubeadm-config", "kubelet-config")]
+    assert kube.asked == asked
+
+
 def test_kubelet_config_falls_back_to_the_old_name_of_the_cluster_minor() -> None:
     kube = FakeKube(
         kubeadm_config=configmap("kubeadm-config", ClusterConfiguration=CLUSTER_CONFIGURATION),
