@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -50,6 +50,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields imp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     device_fields,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import (
     QuantityError,
     parse_quantity,
@@ -227,15 +228,55 @@ def _add_published_sets(s: Mapping[str, Any], sets: dict[str, CounterSet]) -> No
         sets.setdefault(cs.id, cs)
 
 
+class _Consumed:
+    """The fold (``kube.client.PagedList.derive``) of what the devices allocated to the
+    claims consume, added to ``sets``: ``consumers`` is ``driver/pool/device`` -> CounterSet
+    name -> counter -> value of every device that consumes counters."""
+
+    def __init__(
+        self,
+        sets: dict[str, CounterSet],
+        consumers: Mapping[str, Mapping[str, Mapping[str, Fraction]]],
+    ) -> None:
+        self.sets = sets
+        self.consumers = consumers
+        self.seen: set[tuple[str, str, str]] = set()  # (set id, counter, holder): each holder once
+
+    def add(self, claim: Mapping[str, Any]) -> None:
+        sets, seen = self.sets, self.seen
+        for device_id in _counted_results(claim):
+            driver, pool, name = device_id.split("/", 2)
+            for set_name, counters in self.consumers.get(device_id, {}).items():
+                cs = sets.get(f"{driver}/{pool}/{set_name}")
+                if cs is None:
+                    continue
+                holder = key(claim)
+                cs.allocated.setdefault(name, []).append(holder)
+                for counter, value in counters.items():
+                    cs.consumed[counter] = cs.consumed.get(counter, Fraction(0)) + value
+                    if (cs.id, counter, holder) not in seen:
+                        seen.add((cs.id, counter, holder))
+                        cs.holders.setdefault(counter, []).append(holder)
+
+    def result(self) -> dict[str, CounterSet]:
+        return self.sets
+
+
 def counter_sets(
-    slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]
+    slices: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+    claims_folds: Mapping[str, Callable[[], Any]] | None = None,
 ) -> dict[str, CounterSet]:
     """Every CounterSet that the newest generation of each pool publishes, by
     ``CounterSet.id`` (``driver/pool/name``), with the devices that consume it and what
     the devices allocated to ``claims`` consume. A device consuming a CounterSet that its
     pool does not publish is left out (:func:`shortfalls` reports it). The slices are read
     in one pass of :func:`claims.slices.iter_latest_slices` (a ``PagedList`` page by page),
-    keeping only the CounterSets and the devices that consume counters."""
+    keeping only the CounterSets and the devices that consume counters.
+
+    ``claims_folds``: other folds of the claims (``kube.client.folded``) computed in the
+    same walk of them, and kept in a ``PagedList`` of claims for the readers that ask for
+    them (the allocations that explaining the unallocated claims reads)."""
     sets: dict[str, CounterSet] = {}
     consumers: dict[str, dict[str, dict[str, Fraction]]] = {}
     consuming: list[tuple[cslices.Published, dict[str, dict[str, Fraction]]]] = []
@@ -253,21 +294,9 @@ def counter_sets(
             if cs is not None:
                 cs.devices[pub.name] = counters
                 cs.objects[pub.name] = pub.device
-    seen: set[tuple[str, str, str]] = set()  # (set id, counter, holder): each holder once
-    for claim in claims:
-        for device_id in _counted_results(claim):
-            driver, pool, name = device_id.split("/", 2)
-            for set_name, counters in consumers.get(device_id, {}).items():
-                cs = sets.get(f"{driver}/{pool}/{set_name}")
-                if cs is None:
-                    continue
-                holder = key(claim)
-                cs.allocated.setdefault(name, []).append(holder)
-                for counter, value in counters.items():
-                    cs.consumed[counter] = cs.consumed.get(counter, Fraction(0)) + value
-                    if (cs.id, counter, holder) not in seen:
-                        seen.add((cs.id, counter, holder))
-                        cs.holders.setdefault(counter, []).append(holder)
+    # without a device that consumes counters no allocation takes any: the claims are
+    # walked only for ``claims_folds``
+    vk.folded(claims, claims_folds or {}, [_Consumed(sets, consumers)] if consumers else [])
     return sets
 
 

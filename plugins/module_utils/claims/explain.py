@@ -41,6 +41,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields imp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     device_fields,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 
 
 def request_alternatives(request: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -314,24 +315,47 @@ def _in_use(claim: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> di
     return _allocations(c for c in claims if metadata(c).get("uid") != uid)[0]
 
 
+class _Allocations:
+    """The fold (``kube.client.PagedList.derive``) of ``_allocations``."""
+
+    def __init__(self) -> None:
+        self.in_use: dict[str, str] = {}
+        self.holders: set[Any] | None = set()
+
+    def add(self, claim: Mapping[str, Any]) -> None:
+        devices = allocated_devices(claim)
+        if not devices:
+            return
+        holder = key(claim)
+        for d in devices:
+            self.in_use[d] = holder
+        if self.holders is not None:
+            try:
+                self.holders.add(metadata(claim).get("uid"))
+            except TypeError:
+                self.holders = None
+
+    def result(self) -> tuple[dict[str, str], set[Any] | None]:
+        return self.in_use, self.holders
+
+
+def allocations_fold() -> tuple[str, Callable[[], _Allocations]]:
+    """The key and the fold of the claims' allocations that explaining unallocated claims
+    reads, for a caller that walks the claims for more (``validate.cluster.all_checks``
+    with the CounterSets' walk): a child process that explains them then finds them
+    kept in the listing it was forked with."""
+    return "claim-allocations", _Allocations
+
+
 def _allocations(claims: Iterable[Mapping[str, Any]]) -> tuple[dict[str, str], set[Any] | None]:
     """``driver/pool/device`` -> ``namespace/name`` of the claim of ``claims`` that has it
     allocated, and the uids of the claims that hold a device (None when one is no key of
-    a set: a list, which no API server gives)."""
-    in_use: dict[str, str] = {}
-    holders: set[Any] | None = set()
-    for other in claims:
-        devices = allocated_devices(other)
-        if not devices:
-            continue
-        for d in devices:
-            in_use[d] = key(other)
-        if holders is not None:
-            try:
-                holders.add(metadata(other).get("uid"))
-            except TypeError:
-                holders = None
-    return in_use, holders
+    a set: a list, which no API server gives). Of a ``PagedList``, the value kept there
+    (shared: read it, do not change it)."""
+    allocations: tuple[dict[str, str], set[Any] | None] = vk.folded(
+        claims, dict([allocations_fold()])
+    )[0]
+    return allocations
 
 
 def _waiting_pods(

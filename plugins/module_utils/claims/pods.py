@@ -11,8 +11,10 @@ is done as kube-controller-manager's resource claim controller judges it
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 
 _TERMINAL = ("Succeeded", "Failed")
 
@@ -106,44 +108,56 @@ class PodIndex:
     ``status.phase``, ``status.conditions``).
 
     With ``claims`` (``(namespace, claim name)`` pairs) only the live pods that use one
-    of them are kept: ``users`` of those claims, and ``get`` of no other pod."""
+    of them are kept: ``users`` of those claims, and ``get`` of no other pod.
+
+    An index is also a fold (``kube.client.PagedList.derive``): ``PodIndex()`` is empty,
+    ``add`` indexes one more pod, ``result`` is the index itself (``index_of``)."""
 
     def __init__(
         self,
-        pods: Iterable[Mapping[str, Any]],
+        pods: Iterable[Mapping[str, Any]] = (),
         claims: Collection[tuple[str, str]] | None = None,
     ) -> None:
         self._pods: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self._claims = claims
         self.users = _Users(self)
         for pod in pods:
-            m = metadata(pod)
-            # a namespace is shared by many pods: one string object each
-            ns, name = _shared(str(m.get("namespace", ""))), str(m.get("name", ""))
-            if claims is not None:
-                if pod_done(pod):
-                    continue
-                if {(ns, str(n)) for n in _claim_names(pod)}.isdisjoint(claims):
-                    continue
-            status = pod.get("status") or {}
-            phase = status.get("phase")
-            unscheduled = [
-                c
-                for c in status.get("conditions") or []
-                if isinstance(c, Mapping)
-                and c.get("type") == "PodScheduled"
-                and c.get("status") != "True"
-            ]
-            self._pods[(ns, name)] = (
-                m.get("uid"),
-                _shared(phase),
-                m.get("deletionTimestamp"),
-                _shared((pod.get("spec") or {}).get("nodeName")),
-                tuple(dict(c) for c in unscheduled) or None,
-            )
+            self.add(pod)
+
+    def add(self, pod: Mapping[str, Any]) -> None:
+        """Index one more pod (a later pod of the same namespace and name replaces it in
+        ``get``)."""
+        m = metadata(pod)
+        # a namespace is shared by many pods: one string object each
+        ns, name = _shared(str(m.get("namespace", ""))), str(m.get("name", ""))
+        if self._claims is not None:
             if pod_done(pod):
-                continue
-            for n in _claim_names(pod):
-                self.users.add(ns, str(n), name)
+                return
+            if {(ns, str(n)) for n in _claim_names(pod)}.isdisjoint(self._claims):
+                return
+        status = pod.get("status") or {}
+        phase = status.get("phase")
+        unscheduled = [
+            c
+            for c in status.get("conditions") or []
+            if isinstance(c, Mapping)
+            and c.get("type") == "PodScheduled"
+            and c.get("status") != "True"
+        ]
+        self._pods[(ns, name)] = (
+            m.get("uid"),
+            _shared(phase),
+            m.get("deletionTimestamp"),
+            _shared((pod.get("spec") or {}).get("nodeName")),
+            tuple(dict(c) for c in unscheduled) or None,
+        )
+        if pod_done(pod):
+            return
+        for n in _claim_names(pod):
+            self.users.add(ns, str(n), name)
+
+    def result(self) -> PodIndex:
+        return self
 
     def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         rec = self._pods.get((namespace, name))
@@ -160,3 +174,16 @@ class PodIndex:
 
     def __len__(self) -> int:
         return len(self._pods)
+
+
+def index_fold() -> tuple[str, Callable[[], PodIndex]]:
+    """The key and the fold of the pods' ``PodIndex`` (``kube.client.PagedList.derive``):
+    a reader that walks the pods for more than the index asks for it in the same walk."""
+    return "pod-index", PodIndex
+
+
+def index_of(pods: Iterable[Mapping[str, Any]]) -> PodIndex:
+    """The ``PodIndex`` of ``pods``; of a ``PagedList``, the one kept there when a walk
+    made it (``kube.client.folded``)."""
+    index: PodIndex = vk.folded(pods, dict([index_fold()]))[0]
+    return index

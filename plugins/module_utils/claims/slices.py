@@ -10,7 +10,8 @@ counts, as in the scheduler (``pool.generation``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,45 @@ def iter_latest_slices(slices: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[
         _spec, k, pool = _pool_key(s)
         if isinstance(s, Mapping) and _generation(pool) == newest.get(k, 0):
             yield s
+
+
+class _Newest:
+    """A fold given only the slices :func:`iter_latest_slices` yields (``newest``: the
+    newest generation of each pool)."""
+
+    def __init__(self, fold: Any, newest: Mapping[tuple[str, str], int]) -> None:
+        self.fold = fold
+        self.newest = newest
+
+    def add(self, s: Any) -> None:
+        _spec, k, pool = _pool_key(s)
+        if isinstance(s, Mapping) and _generation(pool) == self.newest.get(k, 0):
+            self.fold.add(s)
+
+    def result(self) -> Any:
+        return self.fold.result()
+
+
+def latest_folds(
+    slices: Iterable[Mapping[str, Any]], folds: Mapping[str, Callable[[], Any]]
+) -> dict[str, Callable[[], Any]]:
+    """``folds`` (key -> a function making a fresh fold, ``kube.client.PagedList.derive``)
+    made to read only the slices of the newest generation of each pool, under keys of
+    their own: for ``kube.client.folded`` of ``slices``, alone or in one walk with folds
+    of every slice. ``slices`` must be a list or a ``PagedList`` (walked once more for the
+    newest generations unless a ``PagedList`` keeps them)."""
+    if isinstance(slices, vk.PagedList):
+        newest = slices.derived("newest-generations", _newest_generations)
+    else:
+        newest = _newest_generations(slices)
+    return {
+        f"newest generation: {key}": functools.partial(_newest_fold, make, newest)
+        for key, make in folds.items()
+    }
+
+
+def _newest_fold(make: Callable[[], Any], newest: Mapping[tuple[str, str], int]) -> _Newest:
+    return _Newest(make(), newest)
 
 
 def latest_slices(slices: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

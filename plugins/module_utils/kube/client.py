@@ -39,6 +39,7 @@ __all__ = [
     "PagedList",
     "decode_list",
     "fast_page",
+    "folded",
     "gc_paused",
     "kube_auth_argspec",
 ]
@@ -464,6 +465,22 @@ class PagedList:
             self._derived[key] = compute(self)
         return self._derived[key]
 
+    def derive(self, folds: Mapping[str, Callable[[], Any]], once: Sequence[Any] = ()) -> list[Any]:
+        """The results of several folds of the items, in the order of ``folds``, each kept
+        under its key as ``derived`` keeps a value, then those of the folds ``once`` (kept
+        nowhere). ``folds`` maps a key to a function that makes a fresh fold: an object
+        with ``add(item)``, called for every item in order, and ``result()``. The folds
+        whose key holds no value yet and those of ``once`` are computed together, in one
+        walk: what several checks read from one list (the pods: the claims' users, the
+        kube-apiserver pods, the DRA plugin pods) is decoded once, not once per check. A
+        fold must not change the items it is given (the next fold of the walk is given
+        the same objects)."""
+        missing = {k: make() for k, make in folds.items() if k not in self._derived}
+        _walk(self, [*missing.values(), *once])
+        for k, fold in missing.items():
+            self._derived[k] = fold.result()
+        return [*(self._derived[k] for k in folds), *(fold.result() for fold in once)]
+
     def vetted(self, keep: Callable[[Any], bool]) -> int | None:
         """How many items ``keep`` (that very function) refused when this list was built
         with it (``of_pages``, ``Kube.paged``): every item stored is one it accepted.
@@ -527,6 +544,30 @@ class PagedList:
     def stored_bytes(self) -> int:
         """Bytes of the compressed pages."""
         return sum(len(b) for b in self._pages)
+
+
+def _walk(items: Iterable[Any], folds: Sequence[Any]) -> None:
+    """Every item of ``items`` added to each of ``folds``, in one walk (none without
+    folds)."""
+    if not folds:
+        return
+    adds = [fold.add for fold in folds]
+    for item in items:
+        for add in adds:
+            add(item)
+
+
+def folded(
+    items: Iterable[Any], folds: Mapping[str, Callable[[], Any]], once: Sequence[Any] = ()
+) -> list[Any]:
+    """``PagedList.derive`` of ``items`` when it is a ``PagedList`` (the results of
+    ``folds`` kept there, for the next reader); of any other iterable, the folds (those
+    ``folds`` makes, then ``once``) computed in one walk of it and kept nowhere."""
+    if isinstance(items, PagedList):
+        return items.derive(folds, once)
+    made = [*(make() for make in folds.values()), *once]
+    _walk(items, made)
+    return [fold.result() for fold in made]
 
 
 def kube_auth_argspec() -> dict[str, dict[str, str]]:

@@ -71,6 +71,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as ccounters
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import leaks as cleaks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pending as cpending
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
@@ -81,6 +82,14 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
     cluster_version,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.forked import Forked
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import (
+    dynamic_mig as vdynamic,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import (
+    gpu_paths as vgpu_paths,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import nodes as vnodes
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.api import (
     api_checks,
 )
@@ -95,6 +104,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.gpu_path
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.nodes import (
     nodes_checks,
+    plugin_pods_fold,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
     FAIL,
@@ -106,6 +116,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report i
     skipped,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.versions import (
+    apiserver_fold,
     versions_checks,
 )
 
@@ -437,18 +448,41 @@ def all_checks(
     """Every cluster-side check (versions, gates, api, nodes, claims).
 
     The CounterSets are accounted once, for the dynamic-MIG checks and the pending
-    claims (a walk of every slice and claim: about 1 s at 10,000 nodes), and the pods
-    indexed once, for both claims checks. With ``PARALLEL_MIN_CLAIMS`` claims or more,
-    ``claims.pending`` runs in a child process (``common.forked``) beside the other
-    checks: explaining the claims pods wait for puts every published device through
-    their selectors (about 3 s of the 8 s of checks at 10,000 nodes, on one CPU)."""
-    sets = ccounters.counter_sets(listing.slices, listing.claims)
+    claims, in a walk of the slices and one of the claims that also reads the claims'
+    allocations for the pending claims' explanations; the pods are walked once, for the
+    claims' users (both claims checks), the kube-apiserver pods and the DRA plugin pods
+    (``kube.client.PagedList.derive`` keeps each for the check that reads it). With
+    ``PARALLEL_MIN_CLAIMS`` claims or more, ``claims.pending`` runs in a child process
+    (``common.forked``) beside the other checks: explaining the claims pods wait for puts
+    every published device through their selectors (about 3 s of the 8 s of checks at
+    10,000 nodes, on one CPU)."""
     unlisted = _claims_unlisted(listing)
-    index = cpods.PodIndex(listing.pods) if unlisted is None else None
+    # the claims' allocations, which explaining the pending claims reads, in the same walk
+    sets = ccounters.counter_sets(
+        listing.slices,
+        listing.claims,
+        dict([cexplain.allocations_fold()]) if unlisted is None else None,
+    )
+    # one walk of the pods for the claims' users, the kube-apiserver pods and the plugin
+    # pods (each kept in the listing for the check that reads it)
+    readers: list[tuple[str, Callable[[], Any]]] = [apiserver_fold(), plugin_pods_fold(settings)]
+    if unlisted is None:
+        readers.append(cpods.index_fold())
+    walked = vk.folded(listing.pods, dict(readers))
+    index = walked[2] if unlisted is None else None
     pending = None
     if index is not None and len(listing.claims) >= PARALLEL_MIN_CLAIMS:
         pending = Forked(_pending_check_dict, listing, settings, index, sets)
     try:
+        # one walk of the slices for the nodes', the dynamic-MIG and the GPU paths' checks
+        vk.folded(
+            listing.slices,
+            {
+                **vnodes.slice_folds(listing, settings),
+                **vdynamic.slice_folds(listing, settings),
+                **vgpu_paths.slice_folds(listing, settings),
+            },
+        )
         out = [
             *versions_checks(listing, settings),
             *gates_checks(audit, audit_reason),

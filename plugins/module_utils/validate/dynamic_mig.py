@@ -39,7 +39,7 @@ unprepared it, shows its GPU instance as a leftover until the plugin does.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -55,6 +55,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
     device_fields,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mprof
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
     FAIL,
@@ -143,6 +144,36 @@ def _minor(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+class _ConsumingPools:
+    """The fold (``kube.client.PagedList.derive``) of the pools of ``driver`` that publish a
+    device that consumes counters (read on the newest generation)."""
+
+    def __init__(self, driver: str) -> None:
+        self.driver = driver
+        self.pools: set[str] = set()
+
+    def add(self, s: Mapping[str, Any]) -> None:
+        for pub in cslices.slice_devices(s):
+            if pub.driver != self.driver or pub.pool in self.pools:
+                return  # the devices of a slice are of one driver and pool
+            if ccounters.consumption(pub.device):
+                self.pools.add(pub.pool)
+                return
+
+    def result(self) -> set[str]:
+        return self.pools
+
+
+def _consuming_fold(driver: str) -> tuple[str, Callable[[], _ConsumingPools]]:
+    return f"pools of {driver!r} consuming counters", lambda: _ConsumingPools(driver)
+
+
+def slice_folds(listing: Listing, settings: Settings) -> dict[str, Callable[[], Any]]:
+    """The folds of the slices ``dynamic_mig_checks`` reads, for a caller that walks the
+    slices once for several checks (``validate.cluster.all_checks``)."""
+    return cslices.latest_folds(listing.slices, dict([_consuming_fold(settings.driver)]))
+
+
 def dynamic_gpus(
     listing: Listing, driver: str, sets: Mapping[str, ccounters.CounterSet]
 ) -> dict[str, list[DynamicGpu]]:
@@ -153,11 +184,8 @@ def dynamic_gpus(
     # two walks of the slices, keeping only the devices of dynamic-MIG pools: a list of
     # every published device would hold all of a fleet's devices (160,000 at 10,000 nodes)
     pools = {cs.pool for cs in mine}
-    pools |= {
-        p.pool
-        for p in cslices.iter_published_devices(listing.slices)
-        if p.driver == driver and p.pool not in pools and ccounters.consumption(p.device)
-    }
+    folds = cslices.latest_folds(listing.slices, dict([_consuming_fold(driver)]))
+    pools |= vk.folded(listing.slices, folds)[0]
     gpus: dict[tuple[str, str, int], DynamicGpu] = {}
     for pub in cslices.iter_published_devices(listing.slices) if pools else ():
         minor = _minor(pub.name)

@@ -44,7 +44,7 @@ call under the client's one deadline (``cluster.listing.list_cluster``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import (
     QuantityError,
     parse_quantity,
@@ -276,20 +277,58 @@ def advertisers(listing: Listing, settings: Settings) -> dict[str, NodeGpus]:
                 info.plugin[resource] = (member, str(qty))
         if info.gpu_node or info.plugin or info.stopped:
             out[name] = info
-    drivers = gp.gpu_drivers(settings.driver)
     listed = node_names(listing)
-    for s in cslices.iter_latest_slices(listing.slices):
-        spec = s.get("spec") or {}
-        node, driver, devices = spec.get("nodeName"), spec.get("driver"), spec.get("devices")
-        if driver not in drivers or not isinstance(node, str) or node not in listed:
-            continue
-        if not isinstance(devices, list) or not devices:
+    folds = cslices.latest_folds(listing.slices, dict([_advertising_fold(settings)]))
+    by_node: dict[str, _Advertised] = vk.folded(listing.slices, folds)[0]
+    for node, (slices, drivers, devices) in by_node.items():
+        if node not in listed:
             continue
         info = out.setdefault(node, NodeGpus(node))
-        info.slices.append(name_of(s) or "(unnamed)")
-        info.drivers.add(str(driver))
-        info.devices += len(devices)
+        info.slices.extend(slices)
+        info.drivers.update(drivers)
+        info.devices += devices[0]
     return out
+
+
+#: What a node's slices of GPU drivers advertise: the slices' names, the drivers, the
+#: number of devices (a list of one, counted up in place).
+_Advertised = tuple[list[str], set[str], list[int]]
+
+
+class _AdvertisingSlices:
+    """The fold (``kube.client.PagedList.derive``) of ``advertisers``' walk of the newest
+    generation: per node (of a slice of a GPU driver, ``drivers``, with devices) what its
+    slices advertise."""
+
+    def __init__(self, drivers: tuple[str, ...]) -> None:
+        self.drivers = drivers
+        self.out: dict[str, _Advertised] = {}
+
+    def add(self, s: Mapping[str, Any]) -> None:
+        spec = s.get("spec") or {}
+        node, driver, devices = spec.get("nodeName"), spec.get("driver"), spec.get("devices")
+        if driver not in self.drivers or not isinstance(node, str):
+            return
+        if not isinstance(devices, list) or not devices:
+            return
+        slices, drivers, count = self.out.setdefault(node, ([], set(), [0]))
+        slices.append(name_of(s) or "(unnamed)")
+        drivers.add(str(driver))
+        count[0] += len(devices)
+
+    def result(self) -> dict[str, _Advertised]:
+        return self.out
+
+
+def _advertising_fold(settings: Settings) -> tuple[str, Callable[[], _AdvertisingSlices]]:
+    drivers = gp.gpu_drivers(settings.driver)
+    return f"slices of the GPU drivers {drivers!r}", lambda: _AdvertisingSlices(drivers)
+
+
+def slice_folds(listing: Listing, settings: Settings) -> dict[str, Callable[[], Any]]:
+    """The folds of the slices ``gpu_paths_checks`` reads, for a caller that walks the
+    slices once for several checks (``validate.cluster.all_checks``)."""
+    return cslices.latest_folds(listing.slices, dict([_advertising_fold(settings)]))
 
 
 def gpu_paths_checks(

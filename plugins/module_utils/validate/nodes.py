@@ -18,9 +18,10 @@ Source of the ResourceSlice fields: ``spec.nodeName``,
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
@@ -41,6 +42,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver import (
     gpu_paths as gp,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity import (
     QuantityError,
     parse_quantity,
@@ -82,7 +84,8 @@ def _dra_nodes(listing: Listing, settings: Settings) -> tuple[list[str], list[st
     present, _missing = _gpu_nodes(listing, settings)
     declared = declared_paths(settings)
     plugin = [n for n in present if declared[n].path == gp.DEVICE_PLUGIN]
-    return [n for n in present if n not in plugin], plugin
+    on_plugin = set(plugin)
+    return [n for n in present if n not in on_plugin], plugin
 
 
 def _left_out(plugin: list[str]) -> Evidence:
@@ -109,21 +112,43 @@ def _all_on_device_plugin(plugin: list[str]) -> str:
     )
 
 
-def plugin_pods(listing: Listing, settings: Settings) -> dict[str, list[Mapping[str, Any]]]:
-    """Node -> the driver's kubelet plugin pods on it (``plugin_namespace``,
-    ``plugin_selector``)."""
-    sel = parse_label_selector(settings.plugin_selector)
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for pod in listing.pods:
+class _PluginPods:
+    """The fold (``kube.client.PagedList.derive``) of ``plugin_pods``."""
+
+    def __init__(self, namespace: str, selector: str) -> None:
+        self.namespace = namespace
+        self.selector = parse_label_selector(selector)
+        self.out: dict[str, list[Mapping[str, Any]]] = {}
+
+    def add(self, pod: Mapping[str, Any]) -> None:
         meta = pod.get("metadata") or {}
-        if settings.plugin_namespace and meta.get("namespace") != settings.plugin_namespace:
-            continue
-        if not label_selector_matches(sel, labels_of(pod)):
-            continue
+        if self.namespace and meta.get("namespace") != self.namespace:
+            return
+        if not label_selector_matches(self.selector, labels_of(pod)):
+            return
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
-            out.setdefault(node, []).append(pod)
-    return out
+            self.out.setdefault(node, []).append(pod)
+
+    def result(self) -> dict[str, list[Mapping[str, Any]]]:
+        return self.out
+
+
+def plugin_pods_fold(settings: Settings) -> tuple[str, Callable[[], _PluginPods]]:
+    """The key and the fold of ``plugin_pods``' walk of the pods, for a caller that walks
+    them once for several readers (``validate.cluster.all_checks``)."""
+    ns, selector = settings.plugin_namespace, settings.plugin_selector
+    return f"dra-plugin-pods {ns!r} {selector!r}", lambda: _PluginPods(ns, selector)
+
+
+def plugin_pods(listing: Listing, settings: Settings) -> dict[str, list[Mapping[str, Any]]]:
+    """Node -> the driver's kubelet plugin pods on it (``plugin_namespace``,
+    ``plugin_selector``). Of a ``PagedList`` of pods, the value is kept there and shared:
+    read it, do not change it."""
+    pods: dict[str, list[Mapping[str, Any]]] = vk.folded(
+        listing.pods, dict([plugin_pods_fold(settings)])
+    )[0]
+    return pods
 
 
 def _pod_running(pod: Mapping[str, Any]) -> bool:
@@ -411,28 +436,87 @@ def _compare_mig_layout(
             )
 
 
+class _NodeDevices:
+    """The fold (``kube.client.PagedList.derive``) of ``nodes.resourceslices``' walk of the
+    newest generation: the devices of ``driver`` counted per node, kept only for the
+    nodes of ``compare`` (those whose GPU facts they are compared with), and the slices
+    of ``driver``."""
+
+    def __init__(self, driver: str, compare: frozenset[str]) -> None:
+        self.driver = driver
+        self.compare = compare
+        self.count: dict[str, int] = {}
+        self.kept: dict[str, list[Mapping[str, Any]]] = {}
+        self.latest = 0
+
+    def add(self, s: Mapping[str, Any]) -> None:
+        spec = s.get("spec") or {}
+        if spec.get("driver") != self.driver:
+            return
+        self.latest += 1
+        node = spec.get("nodeName")
+        if node:
+            devs = spec.get("devices") or []
+            self.count[node] = self.count.get(node, 0) + len(devs)
+            if node in self.compare:
+                self.kept.setdefault(node, []).extend(devs)
+
+    def result(self) -> tuple[dict[str, int], dict[str, list[Mapping[str, Any]]], int]:
+        return self.count, self.kept, self.latest
+
+
+def _devices_fold(settings: Settings, present: list[str]) -> tuple[str, Callable[[], _NodeDevices]]:
+    """The key and the fold of ``_slices_check``'s walk: the key names the driver and the
+    nodes whose devices are kept."""
+    compare = frozenset(
+        n for n in present if (settings.gpu_facts.get(n) or {}).get("gpufleet_gpus")
+    )
+    kept = hashlib.sha256("\0".join(sorted(compare)).encode()).hexdigest()
+    driver = settings.driver
+    return f"devices per node of {driver!r}, kept on {kept}", lambda: _NodeDevices(driver, compare)
+
+
+class _SliceNodes:
+    """The fold (``kube.client.PagedList.derive``) of ``nodes.orphan-slices``' walk of every
+    slice: ``(node, driver)`` of each slice that names a node, in the order first seen,
+    and the name of the first slice of each."""
+
+    def __init__(self) -> None:
+        self.first: dict[tuple[Any, Any], str] = {}
+
+    def add(self, s: Mapping[str, Any]) -> None:
+        spec = s.get("spec") or {}
+        node, driver = spec.get("nodeName"), spec.get("driver", "")
+        if node and (node, driver) not in self.first:
+            self.first[(node, driver)] = name_of(s)
+
+    def result(self) -> dict[tuple[Any, Any], str]:
+        return self.first
+
+
+def _slice_nodes_fold() -> tuple[str, Callable[[], _SliceNodes]]:
+    return "node and driver of the slices", _SliceNodes
+
+
+def slice_folds(listing: Listing, settings: Settings) -> dict[str, Callable[[], Any]]:
+    """The folds of the slices the checks of ``nodes_checks`` read, for a caller that
+    walks the slices once for several checks (``validate.cluster.all_checks``)."""
+    present, _plugin = _dra_nodes(listing, settings)
+    return {
+        **cslices.latest_folds(listing.slices, dict([_devices_fold(settings, present)])),
+        **dict([_slice_nodes_fold()]),
+    }
+
+
 def _slices_check(
     listing: Listing, settings: Settings, paths: tuple[list[str], list[str]]
 ) -> Check:
     """``nodes.resourceslices`` on the GPU nodes of DRA pools (``paths``: ``_dra_nodes``)."""
     present, plugin = paths
-    # one pass over the slices: devices counted per node, kept only for the nodes
-    # whose GPU facts they are compared with
-    compare = {n for n in present if (settings.gpu_facts.get(n) or {}).get("gpufleet_gpus")}
-    count: dict[str, int] = {}
-    kept: dict[str, list[Mapping[str, Any]]] = {}
-    latest = 0
-    for s in cslices.iter_latest_slices(listing.slices):
-        spec = s.get("spec") or {}
-        if spec.get("driver") != settings.driver:
-            continue
-        latest += 1
-        node = spec.get("nodeName")
-        if node:
-            devs = spec.get("devices") or []
-            count[node] = count.get(node, 0) + len(devs)
-            if node in compare:
-                kept.setdefault(node, []).extend(devs)
+    count, kept, latest = vk.folded(
+        listing.slices,
+        cslices.latest_folds(listing.slices, dict([_devices_fold(settings, present)])),
+    )[0]
     c = Check(
         "nodes.resourceslices",
         "each GPU node publishes ResourceSlices that match its GPUs",
@@ -509,31 +593,24 @@ def _orphans_check(
         return skipped(
             c.id, c.title, f"ResourceSlices could not be listed: {listing.errors['resourceslices']}"
         )
-    seen: set[tuple[str, str]] = set()
     other_drivers: set[str] = set()
     # the chart's other driver (ComputeDomains) runs in the same kubelet plugin pods
     judged = set(ddc.chart_drivers(settings.driver))
     stale: set[str] = set()
-    for s in listing.slices:
-        spec = s.get("spec") or {}
-        node, driver = spec.get("nodeName"), spec.get("driver", "")
-        if not node:
-            continue
-        if (node, driver) in seen:
-            continue
+    # each node and driver once: what is judged of a slice is its node's and driver's
+    first: dict[tuple[Any, Any], str] = vk.folded(listing.slices, dict([_slice_nodes_fold()]))[0]
+    for (node, driver), name in first.items():
         if node not in listed:
-            seen.add((node, driver))
             c.problem(
                 node,
                 FAIL,
                 f"ResourceSlice(s) of driver {driver} name node {node}, which no longer exists",
             )
         elif driver in judged and not any(_serves(p, driver) for p in pods.get(node, [])):
-            seen.add((node, driver))
             c.problem(
                 node,
                 FAIL,
-                f"ResourceSlice {name_of(s)} of driver {driver} is published but no plugin pod "
+                f"ResourceSlice {name} of driver {driver} is published but no plugin pod "
                 + ("" if driver == settings.driver else f"of {settings.driver}'s chart ")
                 + "runs here"
                 + (

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing import (
     Listing,
@@ -21,6 +22,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster.listing i
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import core as dra_core
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra import skew as dra_skew
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate.report import (
     FAIL,
     Check,
@@ -39,18 +41,20 @@ __all__ = [
 _TAG_RE = re.compile(r":(v?\d+\.\d+\.\d+[^@]*)(?:@.*)?$")
 
 
-def apiserver_versions(listing: Listing) -> tuple[dict[str, str], str]:
-    """kube-apiserver versions by where they run, and the source: the image tags of the
-    kube-apiserver static pods (kube-system, label ``component=kube-apiserver``), else the
-    one ``/version`` answered."""
-    out: dict[str, str] = {}
-    for pod in listing.pods:
+class _ApiserverTags:
+    """The fold (``kube.client.PagedList.derive``) of the kube-apiserver versions by
+    where they run, read from the image tags of the kube-apiserver static pods."""
+
+    def __init__(self) -> None:
+        self.out: dict[str, str] = {}
+
+    def add(self, pod: Mapping[str, Any]) -> None:
         meta = pod.get("metadata") or {}
         if (
             meta.get("namespace") != "kube-system"
             or labels_of(pod).get("component") != "kube-apiserver"
         ):
-            continue
+            return
         for c in (pod.get("spec") or {}).get("containers") or []:
             m = _TAG_RE.search(str(c.get("image", "")))
             if c.get("name") == "kube-apiserver" and m:
@@ -58,7 +62,23 @@ def apiserver_versions(listing: Listing) -> tuple[dict[str, str], str]:
                     v = dra_core.parse_version(m.group(1))
                 except dra_core.VersionParseError:
                     continue
-                out[(pod.get("spec") or {}).get("nodeName") or meta.get("name", "")] = str(v)
+                self.out[(pod.get("spec") or {}).get("nodeName") or meta.get("name", "")] = str(v)
+
+    def result(self) -> dict[str, str]:
+        return self.out
+
+
+def apiserver_fold() -> tuple[str, Callable[[], _ApiserverTags]]:
+    """The key and the fold of ``apiserver_versions``' walk of the pods, for a caller
+    that walks them once for several readers (``validate.cluster.all_checks``)."""
+    return "kube-apiserver-image-tags", _ApiserverTags
+
+
+def apiserver_versions(listing: Listing) -> tuple[dict[str, str], str]:
+    """kube-apiserver versions by where they run, and the source: the image tags of the
+    kube-apiserver static pods (kube-system, label ``component=kube-apiserver``), else the
+    one ``/version`` answered."""
+    out = dict(vk.folded(listing.pods, dict([apiserver_fold()]))[0])
     if out:
         return out, f"image tags of the kube-apiserver pods ({listing.src('pods')})"
     git = (listing.version or {}).get("gitVersion")

@@ -64,6 +64,36 @@ def test_allocated_claims_consume_and_hold_counters() -> None:
     assert h200.allocated["gpu-0-mig-1g18gb-19-6"] == ["default/c6"]
 
 
+def test_counter_sets_claims_walk_serves_other_folds_and_is_skipped_without_consumers() -> None:
+    claims = vk.PagedList(seven_1g(), page_size=3)
+
+    class Holders:
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def add(self, claim: dict) -> None:
+            self.names.append(claim["metadata"]["name"])
+
+        def result(self) -> list[str]:
+            return self.names
+
+    sets = cc.counter_sets(slices(H200_NODE), claims, {"holders": Holders})
+    # the same accounting as without the other fold, which is kept in the claims' list
+    alone = cc.counter_sets(slices(H200_NODE), seven_1g())
+    assert sets[H200_SET].consumed == alone[H200_SET].consumed
+    assert sets[H200_SET].holders == alone[H200_SET].holders
+    assert claims.derived("holders", lambda _: []) == [f"c{i}" for i in range(7)]
+
+    def unread():
+        raise AssertionError("claims walked with no device consuming counters")
+        yield  # pragma: no cover
+
+    no_counters = [
+        {**s, "spec": {**s["spec"], "sharedCounters": [], "devices": []}} for s in slices(H200_NODE)
+    ]
+    assert all(not cs.consumed for cs in cc.counter_sets(no_counters, unread()).values())
+
+
 def test_an_eighth_1g_is_short_of_the_memory_slice_its_placement_needs() -> None:
     sets = cc.counter_sets(slices(H200_NODE), seven_1g())
     me = device(H200_NODE, "gpu-0-mig-1g18gb-me-20-3")

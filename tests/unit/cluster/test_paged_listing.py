@@ -469,10 +469,29 @@ def test_readers_of_the_newest_slices_walk_the_pages_for_the_generations_once() 
     assert list(cslices.iter_latest_slices(pages)) == [newer]
 
 
+def test_folds_of_the_newest_slices_read_what_iter_latest_slices_reads() -> None:
+    old = resource_slice("gpu-1", [gpu_device(0, "GPU-old")])
+    new = copy.deepcopy(resource_slice("gpu-1", [gpu_device(0, "GPU-new")]))
+    new["spec"]["pool"]["generation"] = int(old["spec"]["pool"].get("generation") or 0) + 1
+    other = resource_slice("gpu-2", [gpu_device(0, "GPU-2")])
+    items = [old, new, other, "not an object"]
+    for slices in (items, paged(items, 2)):
+        newest, every = vk.folded(
+            slices, {**cslices.latest_folds(slices, {"seen": _Seen}), "every": _Seen}
+        )
+        assert newest == list(cslices.iter_latest_slices(slices)) == [new, other]
+        assert every == items
+    # kept under a key of its own: not the value of a fold of every slice of that name
+    pages = paged(items, 2)
+    assert vk.folded(pages, {"seen": _Seen})[0] == items
+    assert vk.folded(pages, cslices.latest_folds(pages, {"seen": _Seen}))[0] == [new, other]
+
+
 def test_validate_walks_the_stored_nodes_and_pods_once_per_fact() -> None:
     """The node names (four readers), the kubelet and runtime versions (two) are each read
-    in one walk of the stored nodes; the pods are not walked for a prepare failure when no
-    Event reports one."""
+    in one walk of the stored nodes; the pods once for all their readers, and not for a
+    prepare failure when no Event reports one; the claims' allocations in the walk of the
+    CounterSets."""
     listing, settings = fleet()
     walks: dict[str, int] = {}
 
@@ -490,12 +509,21 @@ def test_validate_walks_the_stored_nodes_and_pods_once_per_fact() -> None:
     whole = [c.to_dict() for c in vc.all_checks(listing, settings)]
     stored = copy.copy(listing)
     stored.nodes, stored.pods = counted("nodes", listing.nodes), counted("pods", listing.pods)
+    stored.claims = counted("claims", listing.claims)
+    stored.slices = counted("slices", listing.slices)
     assert [c.to_dict() for c in vc.all_checks(stored, settings)] == whole
     # names, the GPU nodes' labels, the GPU paths' advertisers, the versions, and the
     # nodes' readiness for the explanation of the pending claims (once for all of them)
     assert walks["nodes"] == 5
-    # the plugin pods, the kube-apiserver pods, the pod index
-    assert walks["pods"] == 3
+    # the plugin pods, the kube-apiserver pods and the pod index in one walk
+    assert walks["pods"] == 1
+    # the CounterSets with the allocations the pending claims' explanations read; the
+    # leaked claims; the pending claims
+    assert walks["claims"] == 3
+    # the newest generations; the CounterSets; the nodes', the GPU paths' and the
+    # dynamic-MIG checks in one walk (four before); the devices of the pending claims'
+    # explanation
+    assert walks["slices"] == 4
 
 
 def test_a_derived_value_is_computed_once_until_a_page_is_added() -> None:
@@ -509,6 +537,66 @@ def test_a_derived_value_is_computed_once_until_a_page_is_added() -> None:
     assert [pages.derived("sum", total) for _ in range(2)] == [6, 6] and len(calls) == 1
     pages.add_page([4])
     assert pages.derived("sum", total) == 10 and len(calls) == 2
+
+
+class _Sum:
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, item: int) -> None:
+        self.total += item
+
+    def result(self) -> int:
+        return self.total
+
+
+class _Seen:
+    def __init__(self) -> None:
+        self.items: list[int] = []
+
+    def add(self, item: int) -> None:
+        self.items.append(item)
+
+    def result(self) -> list[int]:
+        return self.items
+
+
+def test_folds_of_a_paged_list_share_one_walk_and_keep_their_results() -> None:
+    walks = []
+
+    class Counted(vk.PagedList):
+        __slots__ = ()
+
+        def __iter__(self) -> Any:
+            walks.append(1)
+            return super().__iter__()
+
+    pages = Counted([1, 2, 3, 4, 5], page_size=2)
+    once = _Seen()
+    assert vk.folded(pages, {"sum": _Sum, "seen": _Seen}, [once]) == [
+        15,
+        [1, 2, 3, 4, 5],
+        [1, 2, 3, 4, 5],
+    ]
+    assert len(walks) == 1
+    # kept: no walk for the keys already derived, the same objects given back
+    kept = vk.folded(pages, {"seen": _Seen, "sum": _Sum})
+    assert kept == [[1, 2, 3, 4, 5], 15] and len(walks) == 1
+    assert kept[0] is vk.folded(pages, {"seen": _Seen})[0]
+    # a fold not kept walks again, alone; a key derived the other way is the same value
+    again = _Sum()
+    assert vk.folded(pages, {"sum": _Sum}, [again]) == [15, 15] and len(walks) == 2
+    assert pages.derived("sum", lambda p: -1) == 15
+    # a page added: every kept value is computed anew
+    pages.add_page([10])
+    assert vk.folded(pages, {"sum": _Sum}) == [25] and len(walks) == 3
+
+
+def test_folds_of_a_plain_iterable_walk_it_once_and_keep_nothing() -> None:
+    items = iter([3, 4])  # an iterator: one walk is all it has
+    assert vk.folded(items, {"sum": _Sum, "seen": _Seen}, [_Sum()]) == [7, [3, 4], 7]
+    assert vk.folded([], {"sum": _Sum}) == [0]
+    assert vk.folded([1], {}) == []
 
 
 def test_node_labels_keep_only_what_the_plan_reads() -> None:
