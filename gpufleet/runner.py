@@ -428,6 +428,11 @@ def _runner_kwargs(
         envvars=envvars,
         cmdline=cmdline or None,
         project_dir=str(book.parent),
+        # ansible-runner's default keeps facts in a jsonfile cache under each run's own
+        # artifacts, which no later run reads; it costs a file lookup per host each time a
+        # host's variables are read (a pass over 10,000 hosts: about 1.5 s more). Not
+        # "jsonfile": the fact cache Ansible is configured with (in memory by default).
+        fact_cache_type="memory",
     )
 
 

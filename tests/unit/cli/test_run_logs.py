@@ -132,3 +132,47 @@ def test_a_playbook_run_prunes_the_logs_it_shares(tmp_path: Path) -> None:
     assert "in-progress" in kept
     ended = [f"ended-{i:02}" for i in range(runner.ARTIFACTS_KEPT - 1)]
     assert kept == sorted([*ended, "in-progress", result.artifact_dir.name])
+
+
+def _runner_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache: str | None) -> dict:
+    """The environment ansible-runner gives ansible-playbook for gpufleet's arguments."""
+    from ansible_runner.config.runner import RunnerConfig
+
+    if cache is None:
+        monkeypatch.delenv("ANSIBLE_CACHE_PLUGIN", raising=False)
+    else:
+        monkeypatch.setenv("ANSIBLE_CACHE_PLUGIN", cache)
+    book = tmp_path / "project" / "site.yml"
+    book.parent.mkdir(exist_ok=True)
+    book.write_text("[]\n")
+    kwargs = runner._runner_kwargs(
+        book,
+        [],
+        tmp_path / "private",
+        tmp_path / "artifacts",
+        extravars=None,
+        limit=None,
+        tags=None,
+        check=False,
+        diff=False,
+        verbosity=0,
+        event_handler=lambda _event: True,
+    )
+    config = RunnerConfig(
+        **{k: v for k, v in kwargs.items() if k not in ("quiet", "event_handler", "cmdline")}
+    )
+    config.prepare()
+    return dict(config.env)
+
+
+def test_runs_keep_facts_in_the_configured_cache_not_a_file_per_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ansible-runner's default fact cache (jsonfile, under each run's own artifacts, which
+    no later run reads) looks up a file per host whenever a host's variables are read: a
+    run leaves the cache to Ansible's configuration, the user's own plugin included."""
+    env = _runner_env(tmp_path, monkeypatch, None)
+    assert "ANSIBLE_CACHE_PLUGIN" not in env
+    assert "ANSIBLE_CACHE_PLUGIN_CONNECTION" not in env
+    assert not (tmp_path / "artifacts" / "fact_cache").exists()
+    assert _runner_env(tmp_path, monkeypatch, "redis")["ANSIBLE_CACHE_PLUGIN"] == "redis"
