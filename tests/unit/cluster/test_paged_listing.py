@@ -5,10 +5,12 @@ plain list, without keeping the whole list."""
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -447,20 +449,25 @@ def test_latest_slices_walk_pages_twice_and_keep_the_newest_generation() -> None
     assert list(cslices.iter_latest_slices(iter([old, new, other]))) == [new, other]
 
 
-def test_readers_of_the_newest_slices_walk_the_pages_for_the_generations_once() -> None:
-    old = resource_slice("gpu-1", [gpu_device(0, "GPU-old")])
-    new = copy.deepcopy(resource_slice("gpu-1", [gpu_device(0, "GPU-new")]))
-    new["spec"]["pool"]["generation"] = int(old["spec"]["pool"].get("generation") or 0) + 1
-    walks = []
+def counted(items: list[Any], page_size: int, on_walk: Callable[[], Any]) -> vk.PagedList:
+    """A PagedList of ``items`` that calls ``on_walk`` each time it is walked."""
 
     class Counted(vk.PagedList):
         __slots__ = ()
 
         def __iter__(self) -> Any:
-            walks.append(1)
+            on_walk()
             return super().__iter__()
 
-    pages = Counted([old, new], page_size=1)
+    return Counted(items, page_size=page_size)
+
+
+def test_readers_of_the_newest_slices_walk_the_pages_for_the_generations_once() -> None:
+    old = resource_slice("gpu-1", [gpu_device(0, "GPU-old")])
+    new = copy.deepcopy(resource_slice("gpu-1", [gpu_device(0, "GPU-new")]))
+    new["spec"]["pool"]["generation"] = int(old["spec"]["pool"].get("generation") or 0) + 1
+    walks: list[int] = []
+    pages = counted([old, new], 1, lambda: walks.append(1))
     assert [list(cslices.iter_latest_slices(pages)) for _ in range(3)] == [[new]] * 3
     assert len(walks) == 4  # the generations once, then one walk per reader
     newer = copy.deepcopy(new)
@@ -493,24 +500,17 @@ def test_validate_walks_the_stored_nodes_and_pods_once_per_fact() -> None:
     prepare failure when no Event reports one; the claims' allocations in the walk of the
     CounterSets."""
     listing, settings = fleet()
-    walks: dict[str, int] = {}
+    walks: collections.Counter[str] = collections.Counter()
 
-    def counted(kind: str, items: list[Any]) -> vk.PagedList:
-        class Counted(vk.PagedList):
-            __slots__ = ()
-
-            def __iter__(self) -> Any:
-                walks[kind] = walks.get(kind, 0) + 1
-                return super().__iter__()
-
-        return Counted(items, page_size=1)
+    def walked(kind: str, items: list[Any]) -> vk.PagedList:
+        return counted(items, 1, lambda: walks.update([kind]))
 
     assert not listing.events
     whole = [c.to_dict() for c in vc.all_checks(listing, settings)]
     stored = copy.copy(listing)
-    stored.nodes, stored.pods = counted("nodes", listing.nodes), counted("pods", listing.pods)
-    stored.claims = counted("claims", listing.claims)
-    stored.slices = counted("slices", listing.slices)
+    stored.nodes, stored.pods = walked("nodes", listing.nodes), walked("pods", listing.pods)
+    stored.claims = walked("claims", listing.claims)
+    stored.slices = walked("slices", listing.slices)
     assert [c.to_dict() for c in vc.all_checks(stored, settings)] == whole
     # names, the GPU nodes' labels, the GPU paths' advertisers, the versions, and the
     # nodes' readiness for the explanation of the pending claims (once for all of them)
@@ -562,16 +562,8 @@ class _Seen:
 
 
 def test_folds_of_a_paged_list_share_one_walk_and_keep_their_results() -> None:
-    walks = []
-
-    class Counted(vk.PagedList):
-        __slots__ = ()
-
-        def __iter__(self) -> Any:
-            walks.append(1)
-            return super().__iter__()
-
-    pages = Counted([1, 2, 3, 4, 5], page_size=2)
+    walks: list[int] = []
+    pages = counted([1, 2, 3, 4, 5], 2, lambda: walks.append(1))
     once = _Seen()
     assert vk.folded(pages, {"sum": _Sum, "seen": _Seen}, [once]) == [
         15,
