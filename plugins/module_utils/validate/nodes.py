@@ -18,7 +18,6 @@ Source of the ResourceSlice fields: ``spec.nodeName``,
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -438,15 +437,12 @@ def _compare_mig_layout(
 
 class _NodeDevices:
     """The fold (``kube.client.PagedList.derive``) of ``nodes.resourceslices``' walk of the
-    newest generation: the devices of ``driver`` counted per node, kept only for the
-    nodes of ``compare`` (those whose GPU facts they are compared with), and the slices
-    of ``driver``."""
+    newest generation: the devices of ``driver`` counted per node, and the slices of
+    ``driver``."""
 
-    def __init__(self, driver: str, compare: frozenset[str]) -> None:
+    def __init__(self, driver: str) -> None:
         self.driver = driver
-        self.compare = compare
         self.count: dict[str, int] = {}
-        self.kept: dict[str, list[Mapping[str, Any]]] = {}
         self.latest = 0
 
     def add(self, s: Mapping[str, Any]) -> None:
@@ -456,24 +452,30 @@ class _NodeDevices:
         self.latest += 1
         node = spec.get("nodeName")
         if node:
-            devs = spec.get("devices") or []
-            self.count[node] = self.count.get(node, 0) + len(devs)
-            if node in self.compare:
-                self.kept.setdefault(node, []).extend(devs)
+            self.count[node] = self.count.get(node, 0) + len(spec.get("devices") or [])
 
-    def result(self) -> tuple[dict[str, int], dict[str, list[Mapping[str, Any]]], int]:
-        return self.count, self.kept, self.latest
+    def result(self) -> tuple[dict[str, int], int]:
+        return self.count, self.latest
 
 
-def _devices_fold(settings: Settings, present: list[str]) -> tuple[str, Callable[[], _NodeDevices]]:
-    """The key and the fold of ``_slices_check``'s walk: the key names the driver and the
-    nodes whose devices are kept."""
-    compare = frozenset(
-        n for n in present if (settings.gpu_facts.get(n) or {}).get("gpufleet_gpus")
-    )
-    kept = hashlib.sha256("\0".join(sorted(compare)).encode()).hexdigest()
+def _devices_fold(settings: Settings) -> tuple[str, Callable[[], _NodeDevices]]:
     driver = settings.driver
-    return f"devices per node of {driver!r}, kept on {kept}", lambda: _NodeDevices(driver, compare)
+    return f"devices per node of {driver!r}", lambda: _NodeDevices(driver)
+
+
+def _compared_devices(
+    listing: Listing, driver: str, compare: set[str]
+) -> dict[str, list[Mapping[str, Any]]]:
+    """The devices of ``driver`` on the nodes of ``compare`` (the newest generation): one
+    walk, only when a node's GPU facts are compared (held for ``nodes.resourceslices``
+    alone, not kept in the listing)."""
+    kept: dict[str, list[Mapping[str, Any]]] = {}
+    for s in cslices.iter_latest_slices(listing.slices) if compare else ():
+        spec = s.get("spec") or {}
+        node = spec.get("nodeName")
+        if spec.get("driver") == driver and node and node in compare:
+            kept.setdefault(node, []).extend(spec.get("devices") or [])
+    return kept
 
 
 class _SliceNodes:
@@ -501,9 +503,8 @@ def _slice_nodes_fold() -> tuple[str, Callable[[], _SliceNodes]]:
 def slice_folds(listing: Listing, settings: Settings) -> dict[str, Callable[[], Any]]:
     """The folds of the slices the checks of ``nodes_checks`` read, for a caller that
     walks the slices once for several checks (``validate.cluster.all_checks``)."""
-    present, _plugin = _dra_nodes(listing, settings)
     return {
-        **cslices.latest_folds(listing.slices, dict([_devices_fold(settings, present)])),
+        **cslices.latest_folds(listing.slices, dict([_devices_fold(settings)])),
         **dict([_slice_nodes_fold()]),
     }
 
@@ -513,10 +514,11 @@ def _slices_check(
 ) -> Check:
     """``nodes.resourceslices`` on the GPU nodes of DRA pools (``paths``: ``_dra_nodes``)."""
     present, plugin = paths
-    count, kept, latest = vk.folded(
-        listing.slices,
-        cslices.latest_folds(listing.slices, dict([_devices_fold(settings, present)])),
-    )[0]
+    folds = cslices.latest_folds(listing.slices, dict([_devices_fold(settings)]))
+    count, latest = vk.folded(listing.slices, folds)[0]
+    # devices kept only for the nodes whose GPU facts they are compared with
+    compare = {n for n in present if (settings.gpu_facts.get(n) or {}).get("gpufleet_gpus")}
+    kept = _compared_devices(listing, settings.driver, compare)
     c = Check(
         "nodes.resourceslices",
         "each GPU node publishes ResourceSlices that match its GPUs",
