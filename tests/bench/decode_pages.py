@@ -532,6 +532,8 @@ def judge(nodes: int, pending: int = 0) -> None:
         ),
     }
     for name, run in runs.items():
+        for kind in (fleet_of.pods, fleet_of.claims, fleet_of.slices, fleet_of.nodes):
+            kind.forget()  # each command as in a process of its own: nothing derived kept
         gc.collect()
         with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
             refs.write("5")  # the peak resident size starts again from here

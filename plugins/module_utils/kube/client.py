@@ -481,6 +481,12 @@ class PagedList:
             self._derived[k] = fold.result()
         return [*(self._derived[k] for k in folds), *(fold.result() for fold in once)]
 
+    def forget(self, *keys: str) -> None:
+        """Drop the values kept under ``keys`` (``derived``, ``derive``); all of them when
+        no key is given. A reader that asks again computes its value anew."""
+        for key in keys or list(self._derived):
+            self._derived.pop(key, None)
+
     def vetted(self, keep: Callable[[Any], bool]) -> int | None:
         """How many items ``keep`` (that very function) refused when this list was built
         with it (``of_pages``, ``Kube.paged``): every item stored is one it accepted.

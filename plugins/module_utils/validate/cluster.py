@@ -473,6 +473,10 @@ def all_checks(
     pending = None
     if index is not None and len(listing.claims) >= PARALLEL_MIN_CLAIMS:
         pending = Forked(_pending_check_dict, listing, settings, index, sets)
+        if pending.forked and isinstance(listing.claims, vk.PagedList):
+            # the child reads the claims' allocations, the module's own checks do not
+            # (about 40 MiB at 100,000 claims; computed again should the child fail)
+            listing.claims.forget(cexplain.allocations_fold()[0])
     try:
         # one walk of the slices for the nodes', the dynamic-MIG and the GPU paths' checks
         vk.folded(
