@@ -582,6 +582,13 @@ def test_folds_of_a_paged_list_share_one_walk_and_keep_their_results() -> None:
     # a page added: every kept value is computed anew
     pages.add_page([10])
     assert vk.folded(pages, {"sum": _Sum}) == [25] and len(walks) == 3
+    # forgotten: computed anew by the next reader; the others stay kept
+    vk.folded(pages, {"seen": _Seen})
+    pages.forget("sum")
+    assert vk.folded(pages, {"seen": _Seen})[0] == [1, 2, 3, 4, 5, 10] and len(walks) == 4
+    assert vk.folded(pages, {"sum": _Sum}) == [25] and len(walks) == 5
+    pages.forget()
+    assert vk.folded(pages, {"sum": _Sum, "seen": _Seen})[0] == 25 and len(walks) == 6
 
 
 def test_folds_of_a_plain_iterable_walk_it_once_and_keep_nothing() -> None:
