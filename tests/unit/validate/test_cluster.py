@@ -5,6 +5,8 @@ module (``test_versions.py``, ``test_gates.py``, ``test_api.py``, ``test_nodes.p
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
 
 from tests.unit.validate.listed_cluster import by_id, healthy
@@ -63,3 +65,9 @@ def test_pending_claims_judged_in_a_child_process_are_judged_as_here(
     monkeypatch.setattr(vc, "Forked", recorded)
     assert [c.to_dict() for c in vc.all_checks(listing, settings)] == here
     assert made_in == [forked.spare_cpus() > 0]
+    # stored as the module stores them: the same report, and once the child that reads
+    # the claims' allocations is forked, the module holds them no more
+    listing.claims, listing.pods = vk.PagedList(listing.claims), vk.PagedList(listing.pods)
+    assert [c.to_dict() for c in vc.all_checks(listing, settings)] == here
+    kept = listing.claims.derived(cexplain.allocations_fold()[0], lambda _: None)
+    assert (kept is None) == made_in[-1]
