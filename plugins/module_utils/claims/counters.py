@@ -275,8 +275,9 @@ def counter_sets(
     keeping only the CounterSets and the devices that consume counters.
 
     ``claims_folds``: other folds of the claims (``kube.client.folded``) computed in the
-    same walk of them, and kept in a ``PagedList`` of claims for the readers that ask for
-    them (the allocations that explaining the unallocated claims reads)."""
+    same walk of them, when a device consumes counters (without one the claims are not
+    walked here), and kept in a ``PagedList`` of claims for the readers that ask for them
+    (the allocations that explaining the unallocated claims reads)."""
     sets: dict[str, CounterSet] = {}
     consumers: dict[str, dict[str, dict[str, Fraction]]] = {}
     consuming: list[tuple[cslices.Published, dict[str, dict[str, Fraction]]]] = []
@@ -294,9 +295,10 @@ def counter_sets(
             if cs is not None:
                 cs.devices[pub.name] = counters
                 cs.objects[pub.name] = pub.device
-    # without a device that consumes counters no allocation takes any: the claims are
-    # walked only for ``claims_folds``
-    vk.folded(claims, claims_folds or {}, [_Consumed(sets, consumers)] if consumers else [])
+    # without a device that consumes counters no allocation takes any: the claims are not
+    # walked, and ``claims_folds`` are left to their readers
+    if consumers:
+        vk.folded(claims, claims_folds or {}, [_Consumed(sets, consumers)])
     return sets
 
 

@@ -448,8 +448,9 @@ def all_checks(
     """Every cluster-side check (versions, gates, api, nodes, claims).
 
     The CounterSets are accounted once, for the dynamic-MIG checks and the pending
-    claims, in a walk of the slices and one of the claims that also reads the claims'
-    allocations for the pending claims' explanations; the pods are walked once, for the
+    claims, in a walk of the slices and, where a device consumes counters, one of the
+    claims that also reads the claims' allocations for the pending claims' explanations
+    (else the explanations read them, in the child process); the pods are walked once, for the
     claims' users (both claims checks), the kube-apiserver pods and the DRA plugin pods
     (``kube.client.PagedList.derive`` keeps each for the check that reads it). With
     ``PARALLEL_MIN_CLAIMS`` claims or more, ``claims.pending`` runs in a child process
@@ -458,6 +459,7 @@ def all_checks(
     10,000 nodes, on one CPU)."""
     unlisted = _claims_unlisted(listing)
     # the claims' allocations, which explaining the pending claims reads, in the same walk
+    # where the claims are walked for the CounterSets (else the explanations read them)
     sets = ccounters.counter_sets(
         listing.slices,
         listing.claims,

@@ -91,7 +91,8 @@ def test_counter_sets_claims_walk_serves_other_folds_and_is_skipped_without_cons
     no_counters = [
         {**s, "spec": {**s["spec"], "sharedCounters": [], "devices": []}} for s in slices(H200_NODE)
     ]
-    assert all(not cs.consumed for cs in cc.counter_sets(no_counters, unread()).values())
+    sets = cc.counter_sets(no_counters, unread(), {"holders": Holders})
+    assert all(not cs.consumed for cs in sets.values())
 
 
 def test_an_eighth_1g_is_short_of_the_memory_slice_its_placement_needs() -> None:
