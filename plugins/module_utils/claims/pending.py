@@ -9,7 +9,7 @@ Pure functions over listed objects (JSON dicts as the API returns them); no I/O.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,12 +17,16 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.counters i
     CounterSet,
     counter_sets,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.explain import explain_claim
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.explain import (
+    allocations_fold,
+    explain_claim,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims.pods import (
     PodIndex,
     key,
     metadata,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 
 
 def parse_time(text: str | None) -> float | None:
@@ -68,6 +72,38 @@ class PendingClaim:
         }
 
 
+#: Claims not allocated that ``find_pending`` keeps from the walk that reads the claims'
+#: allocations (``unallocated_fold``); with more, it walks the claims again rather than
+#: hold them all.
+MAX_KEPT_UNALLOCATED = 1000
+
+
+def _unallocated(claim: Mapping[str, Any]) -> bool:
+    """A claim ``find_pending`` judges: not allocated and not being deleted."""
+    if (claim.get("status") or {}).get("allocation"):
+        return False
+    return not metadata(claim).get("deletionTimestamp")
+
+
+class _Unallocated:
+    """The fold (``kube.client.PagedList.derive``) of the claims ``find_pending`` judges,
+    in their order; None when there are more than ``MAX_KEPT_UNALLOCATED``."""
+
+    def __init__(self) -> None:
+        self.claims: list[Mapping[str, Any]] | None = []
+
+    def add(self, claim: Mapping[str, Any]) -> None:
+        if self.claims is None or not _unallocated(claim):
+            return
+        if len(self.claims) >= MAX_KEPT_UNALLOCATED:
+            self.claims = None
+            return
+        self.claims.append(claim)
+
+    def result(self) -> list[Mapping[str, Any]] | None:
+        return self.claims
+
+
 def find_pending(
     claims: Sequence[Mapping[str, Any]],
     pods: Sequence[Mapping[str, Any]] | PodIndex,
@@ -87,11 +123,17 @@ def find_pending(
         slices = list(slices)
     # the claims explained are not allocated: one accounting serves them all
     shared: dict[str, Any] = {}  # and one reading of the devices (explain_claim's shared)
+    judged: Iterable[Mapping[str, Any]] = claims
+    if isinstance(claims, vk.PagedList):
+        # one walk of the stored claims for the claims judged here and the allocations
+        # their explanations read (the allocations are read whether a claim needs them or
+        # not: the second walk they would cost is the longer)
+        folds = dict([allocations_fold(), ("claims not allocated", _Unallocated)])
+        unallocated = vk.folded(claims, folds)[1]
+        judged = claims if unallocated is None else unallocated
     out: list[PendingClaim] = []
-    for claim in claims:
-        if (claim.get("status") or {}).get("allocation"):
-            continue
-        if metadata(claim).get("deletionTimestamp"):
+    for claim in judged:
+        if not _unallocated(claim):
             continue
         created = parse_time(metadata(claim).get("creationTimestamp"))
         age = now - created if created is not None else 0.0

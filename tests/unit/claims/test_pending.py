@@ -71,3 +71,38 @@ def test_pending_claims_short_of_shared_counters_are_explained_in_counters() -> 
     ]
     assert "memory-slice-3 1 of 1 consumed, needs 1 (held by default/c3)" in found[0].reason
     assert "memory-slice-4 1 of 1 consumed, needs 1 (held by default/c4)" in found[1].reason
+
+
+@pytest.mark.parametrize("kept", [1000, 2])
+def test_stored_claims_are_judged_in_one_walk_as_a_list_is(
+    monkeypatch: pytest.MonkeyPatch, kept: int
+) -> None:
+    """Of a PagedList, the claims judged and the allocations their explanations read come
+    from one walk; past ``MAX_KEPT_UNALLOCATED`` claims not allocated, the claims are
+    walked again instead of kept. Either way the claims found are those of a list."""
+
+    from tests.unit.cluster.test_paged_listing import counted
+
+    monkeypatch.setattr(cpending, "MAX_KEPT_UNALLOCATED", kept)
+    held = claim("held", requests=[mig_request("1g.18gb")], created="2026-01-01T00:00:00Z")
+    held["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [{"driver": "gpu.nvidia.com", "pool": "gpu-1", "device": "gpu-0-mig-0"}]
+            }
+        },
+        "reservedFor": [{"resource": "pods", "name": "run", "uid": "u-run"}],
+    }
+    waiting = [
+        claim(f"wait-{i}", requests=[mig_request("1g.18gb")], created="2026-01-01T00:00:00Z")
+        for i in range(3)
+    ]
+    items = [waiting[0], held, *waiting[1:], claim("young", created="2026-01-01T00:59:00Z")]
+    pods = [pod(f"server-{i}", phase="Pending", claims=[f"wait-{i}"]) for i in range(3)]
+    args = ([mig_node("gpu-1")], [MIG_CLASS], [node("gpu-1")], NOW, 300)
+    as_list = [p.to_dict() for p in cpending.find_pending(items, pods, *args)]
+    walks: list[int] = []
+    stored = counted(items, 2, lambda: walks.append(1))
+    assert [p.to_dict() for p in cpending.find_pending(stored, pods, *args)] == as_list
+    assert [p["claim"] for p in as_list] == [f"default/wait-{i}" for i in range(3)]
+    assert len(walks) == (1 if kept > 4 else 2)
