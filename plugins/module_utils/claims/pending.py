@@ -73,8 +73,8 @@ class PendingClaim:
 
 
 #: Claims not allocated that ``find_pending`` keeps from the walk that reads the claims'
-#: allocations (``unallocated_fold``); with more, it walks the claims again rather than
-#: hold them all.
+#: allocations (``_Unallocated``); with more, it walks the claims again rather than hold
+#: them all.
 MAX_KEPT_UNALLOCATED = 1000
 
 
@@ -126,8 +126,8 @@ def find_pending(
     judged: Iterable[Mapping[str, Any]] = claims
     if isinstance(claims, vk.PagedList):
         # one walk of the stored claims for the claims judged here and the allocations
-        # their explanations read (the allocations are read whether a claim needs them or
-        # not: the second walk they would cost is the longer)
+        # their explanations read (read whether or not a claim needs them: where one does,
+        # a walk of their own would cost more than reading them here)
         folds = dict([allocations_fold(), ("claims not allocated", _Unallocated)])
         unallocated = vk.folded(claims, folds)[1]
         judged = claims if unallocated is None else unallocated

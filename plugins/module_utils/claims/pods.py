@@ -14,8 +14,6 @@ import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
-
 _TERMINAL = ("Succeeded", "Failed")
 
 
@@ -111,7 +109,7 @@ class PodIndex:
     of them are kept: ``users`` of those claims, and ``get`` of no other pod.
 
     An index is also a fold (``kube.client.PagedList.derive``): ``PodIndex()`` is empty,
-    ``add`` indexes one more pod, ``result`` is the index itself (``index_of``)."""
+    ``add`` indexes one more pod, ``result`` is the index itself (``index_fold``)."""
 
     def __init__(
         self,
@@ -180,10 +178,3 @@ def index_fold() -> tuple[str, Callable[[], PodIndex]]:
     """The key and the fold of the pods' ``PodIndex`` (``kube.client.PagedList.derive``):
     a reader that walks the pods for more than the index asks for it in the same walk."""
     return "pod-index", PodIndex
-
-
-def index_of(pods: Iterable[Mapping[str, Any]]) -> PodIndex:
-    """The ``PodIndex`` of ``pods``; of a ``PagedList``, the one kept there when a walk
-    made it (``kube.client.folded``)."""
-    index: PodIndex = vk.folded(pods, dict([index_fold()]))[0]
-    return index

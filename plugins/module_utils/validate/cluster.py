@@ -455,8 +455,8 @@ def all_checks(
     (``kube.client.PagedList.derive`` keeps each for the check that reads it). With
     ``PARALLEL_MIN_CLAIMS`` claims or more, ``claims.pending`` runs in a child process
     (``common.forked``) beside the other checks: explaining the claims pods wait for puts
-    every published device through their selectors (about 3 s of the 8 s of checks at
-    10,000 nodes, on one CPU)."""
+    every published device through their selectors (at 10,000 nodes with claims pending,
+    the longer of the two processes' work)."""
     unlisted = _claims_unlisted(listing)
     # the claims' allocations, which explaining the pending claims reads, in the same walk
     # where the claims are walked for the CounterSets (else the explanations read them)
