@@ -300,7 +300,7 @@ def _shared_in_use(
     server gives each claim its own); otherwise (a uid shared or missing, as in a
     hand-made listing) None, and ``_in_use`` reads the claims for ``claim`` alone."""
     if "in_use" not in shared:
-        shared["in_use"] = _allocations(claims)
+        shared["in_use"] = allocations(claims)
     in_use, holders = shared["in_use"]
     try:
         return in_use if holders is not None and metadata(claim).get("uid") not in holders else None
@@ -312,11 +312,11 @@ def _in_use(claim: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> di
     """``driver/pool/device`` -> ``namespace/name`` of the other claim (not ``claim``)
     that has it allocated."""
     uid = metadata(claim).get("uid")
-    return _allocations(c for c in claims if metadata(c).get("uid") != uid)[0]
+    return allocations(c for c in claims if metadata(c).get("uid") != uid)[0]
 
 
 class _Allocations:
-    """The fold (``kube.client.PagedList.derive``) of ``_allocations``."""
+    """The fold (``kube.client.PagedList.derive``) of :func:`allocations`."""
 
     def __init__(self) -> None:
         self.in_use: dict[str, str] = {}
@@ -347,15 +347,20 @@ def allocations_fold() -> tuple[str, Callable[[], _Allocations]]:
     return "claim-allocations", _Allocations
 
 
-def _allocations(claims: Iterable[Mapping[str, Any]]) -> tuple[dict[str, str], set[Any] | None]:
+def allocations(
+    claims: Iterable[Mapping[str, Any]], keep: bool = True
+) -> tuple[dict[str, str], set[Any] | None]:
     """``driver/pool/device`` -> ``namespace/name`` of the claim of ``claims`` that has it
     allocated, and the uids of the claims that hold a device (None when one is no key of
     a set: a list, which no API server gives). Of a ``PagedList``, the value kept there
-    (shared: read it, do not change it)."""
-    allocations: tuple[dict[str, str], set[Any] | None] = vk.folded(
-        claims, dict([allocations_fold()])
-    )[0]
-    return allocations
+    (shared: read it, do not change it); with ``keep`` False, computed for this caller
+    and kept nowhere."""
+    if keep:
+        found: tuple[dict[str, str], set[Any] | None] = vk.folded(
+            claims, dict([allocations_fold()])
+        )[0]
+        return found
+    return vk.folded(claims, {}, [_Allocations()])[0]
 
 
 def _waiting_pods(

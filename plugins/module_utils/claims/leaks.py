@@ -17,7 +17,7 @@ uses: the controller is not running, is failing, or something else keeps it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,6 +204,30 @@ def _leak_of(claim: Mapping[str, Any], index: PodIndex) -> Leak | None:
             "stay taken until a pod uses the claim or the allocation is cleared",
         )
     return None
+
+
+class _Leaks:
+    """The fold (``kube.client.PagedList.derive``) of :func:`find_leaks` against one
+    ``PodIndex``."""
+
+    def __init__(self, index: PodIndex) -> None:
+        self.index = index
+        self.leaks: list[Leak] = []
+
+    def add(self, claim: Mapping[str, Any]) -> None:
+        leak = _leak_of(claim, self.index)
+        if leak is not None:
+            self.leaks.append(leak)
+
+    def result(self) -> list[Leak]:
+        return self.leaks
+
+
+def leaks_fold(index: PodIndex) -> tuple[str, Callable[[], _Leaks]]:
+    """The key and the fold of the claims that leaked, judged against ``index`` (the pods
+    listed with the claims), for a reader that walks the claims for more (the report, in
+    the walk that reads the allocations): its value is that of :func:`find_leaks`."""
+    return "claim-leaks", lambda: _Leaks(index)
 
 
 def find_leaks(

@@ -120,6 +120,7 @@ __all__ = [
     "Device",
     "Inventory",
     "Shape",
+    "awaiting_fold",
     "build_report",
     "counter_shares",
     "fragmentation",
@@ -552,22 +553,23 @@ def devices_of(
     pools: Mapping[str, str],
     driver: str = NVIDIA_DRIVER,
     sets: Mapping[str, ccounters.CounterSet] | None = None,
+    owner: Mapping[str, str] | None = None,
 ) -> list[Device]:
     """Every published device of ``driver`` with its node pool (``pools``: node ->
     pool, :func:`node_pools`), the claim it is allocated to, and for a device consuming
     shared counters its CounterSet and whether it is blocked (``claims.counters.shortfalls``
     over ``sets``, the ``claims.counters.counter_sets`` of ``slices`` and ``claims``,
-    computed here when not given). ``slices`` and ``claims`` are walked twice."""
+    computed here when not given). ``owner``: ``driver/pool/device`` -> the claim that
+    holds it (``claims.explain.allocations`` of ``claims``), read from ``claims`` when not
+    given. ``slices`` and ``claims`` are each walked at most twice."""
     if isinstance(slices, Iterator):
         slices = list(slices)
     if isinstance(claims, Iterator):
         claims = list(claims)
     if sets is None:
         sets = ccounters.counter_sets(slices, claims)
-    owner: dict[str, str] = {}
-    for claim in claims:
-        for dev in cslices.allocated_devices(claim):
-            owner[dev] = cpods.key(claim)
+    if owner is None:
+        owner = cexplain.allocations(claims, keep=False)[0]
     out = []
     for pub in cslices.iter_published_devices(slices):
         if pub.driver != driver:
@@ -811,6 +813,36 @@ def awaits_allocation(claim: Mapping[str, Any]) -> bool:
     return not ((claim.get("status") or {}).get("allocation") or meta.get("deletionTimestamp"))
 
 
+#: The most claims awaiting allocation that ``awaiting_fold`` keeps from its walk; with
+#: more its readers walk the claims again rather than hold them all.
+MAX_KEPT_AWAITING = 10_000
+
+
+class _Awaiting:
+    """The fold (``kube.client.PagedList.derive``) of the claims that await allocation
+    (:func:`awaits_allocation`), in their order; None past ``MAX_KEPT_AWAITING``."""
+
+    def __init__(self) -> None:
+        self.claims: list[Mapping[str, Any]] | None = []
+
+    def add(self, claim: Mapping[str, Any]) -> None:
+        if self.claims is not None and awaits_allocation(claim):
+            if len(self.claims) >= MAX_KEPT_AWAITING:
+                self.claims = None
+            else:
+                self.claims.append(claim)
+
+    def result(self) -> list[Mapping[str, Any]] | None:
+        return self.claims
+
+
+def awaiting_fold() -> tuple[str, Callable[[], _Awaiting]]:
+    """The key and the fold of the claims :func:`pending_claims` judges, for a reader that
+    walks the claims for more (the report, ``mig advise``); its value is None when more
+    than ``MAX_KEPT_AWAITING`` await allocation (then read them from the claims)."""
+    return "claims-awaiting-allocation", _Awaiting
+
+
 def pending_claims(
     claims: Sequence[Mapping[str, Any]],
     pods: Sequence[Mapping[str, Any]] | cpods.PodIndex,
@@ -852,18 +884,14 @@ def pending_claims(
     return out, shapes_of
 
 
-def leaked_claims(
-    claims: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]] | cpods.PodIndex,
-    devices: Sequence[Device],
-) -> list[dict[str, Any]]:
-    """Allocated claims that no live pod uses (``claims.leaks.find_leaks`` kinds
-    ``dead-reservation``, ``orphaned``, ``owner-done``, ``unreserved``), each with the
-    devices it holds and their memory (bytes, devices of the reported driver only).
-    ``pods`` may be a ``claims.pods.PodIndex``."""
+def leaked_claims(leaks: Iterable[cleaks.Leak], devices: Sequence[Device]) -> list[dict[str, Any]]:
+    """The allocated claims of ``leaks`` (``claims.leaks.find_leaks``) that no live pod
+    uses (kinds ``dead-reservation``, ``orphaned``, ``owner-done``, ``unreserved``), each
+    with the devices it holds and their memory (bytes, devices of the reported driver
+    only)."""
     memory = {d.id: d.memory for d in devices}
     out = []
-    for leak in cleaks.find_leaks(claims, pods):
+    for leak in leaks:
         if not leak.allocated or leak.live or leak.users:
             continue
         out.append(
@@ -945,16 +973,28 @@ def build_report(
     if namespaces is not None:
         namespaces, skipped["namespaces"] = readable_objects("namespaces", namespaces)
     pools = node_pools(nodes, pool_label)
-    sets = ccounters.counter_sets(slices, claims)
-    devices = devices_of(slices, claims, pools, driver, sets)
+    capacity = rpaths.device_plugin_capacity_of(nodes)
+    # one walk of the pods: the claims' users (the pending and the leaked claims) and the
+    # device plugin's allocations
+    index, plugin_use = vk.folded(pods, {}, [cpods.PodIndex(), rpaths.DevicePluginUse(capacity)])
+    # one walk of the claims: what their allocations consume of the CounterSets (where a
+    # device consumes counters), who holds each device, the claims not allocated, the leaks
+    folds = dict([cexplain.allocations_fold(), awaiting_fold(), cleaks.leaks_fold(index)])
+    sets = ccounters.counter_sets(slices, claims, folds)
+    (owner, _holders), awaiting, leaks = vk.folded(claims, folds)
+    if isinstance(claims, vk.PagedList):
+        claims.forget(*folds)  # held here while the report needs them, not in the list
+    devices = devices_of(slices, claims, pools, driver, sets, owner)
+    del owner
     per_set = _counter_figures(sets, pools, driver)
     gpus, counter_sums = _counter_sums([fig for _cs, fig in per_set])
-    index = cpods.PodIndex(pods)  # one walk of the pods serves the pending and the leaked
-    pending, shapes = pending_claims(claims, index, devices, driver)
+    pending, shapes = pending_claims(
+        claims if awaiting is None else awaiting, index, devices, driver
+    )
     wanted = [s for group in shapes for s in group]
     stranded = Inventory(devices).stranded(wanted)
     items = [*devices, *counter_shares(per_set, devices, wanted)]
-    leaked = leaked_claims(claims, index, devices)
+    leaked = leaked_claims(leaks, devices)
     totals = Totals()
     for d in items:
         totals.add(d, (d.model, d.profile) in stranded)
@@ -996,7 +1036,9 @@ def build_report(
         "gpus": gpus,
         "pending": [p.to_dict() for p in pending],
         "leaked": leaked,
-        "paths": rpaths.path_figures(nodes, pods, devices, pools, WHOLE_GPU, NO_POOL),
+        "paths": rpaths.path_figures(
+            nodes, capacity, plugin_use, devices, pools, WHOLE_GPU, NO_POOL
+        ),
         "pool_label": pool_label,
         "driver": driver,
         **figures,

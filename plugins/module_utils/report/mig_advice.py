@@ -55,6 +55,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counter_moves as cm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as ccounters
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
@@ -63,6 +64,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_vers
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra_driver.chart import (
     NVIDIA_DRIVER,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import planner as mpl
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import profiles as mpr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig.placement import (
@@ -279,14 +281,14 @@ def gpus_of(
     slices: Sequence[Mapping[str, Any]],
     claims: Sequence[Mapping[str, Any]],
     driver: str = NVIDIA_DRIVER,
+    owner: Mapping[str, str] | None = None,
 ) -> tuple[list[Gpu], list[dict[str, Any]]]:
     """The GPUs the devices of ``driver`` describe, sorted by node and index, and the
     GPUs skipped (node, device, why: an unknown GPU model, a MIG profile the model lacks,
-    a device name of another form, no placement)."""
-    owner: dict[str, str] = {}
-    for claim in claims:
-        for dev in cslices.allocated_devices(claim):
-            owner[dev] = cpods.key(claim)
+    a device name of another form, no placement). ``owner``: who holds each device
+    (``claims.explain.allocations`` of ``claims``), read from ``claims`` when not given."""
+    if owner is None:
+        owner = cexplain.allocations(claims, keep=False)[0]
     whole: dict[tuple[str, str], Gpu] = {}
     parts: dict[tuple[str, str], dict[str, Any]] = {}
     skipped: list[dict[str, Any]] = []
@@ -563,17 +565,27 @@ def advise(
     claims, _unused = fr.readable_objects("resourceclaims", claims)
     pods, _unused = fr.readable_objects("pods", pods)
     nodes, _unused = fr.readable_objects("nodes", nodes)
-    devices = fr.devices_of(slices, claims, {}, driver)
+    # one walk of the claims (the CounterSets' where a device consumes counters): who
+    # holds each device, and the claims not allocated
+    folds = dict([cexplain.allocations_fold(), fr.awaiting_fold()])
+    sets = ccounters.counter_sets(slices, claims, folds)
+    (owner, _holders), awaiting = vk.folded(claims, folds)
+    if isinstance(claims, vk.PagedList):
+        claims.forget(*folds)  # held here while the advice needs them, not in the list
+    if awaiting is None:  # too many to hold: read from the claims
+        awaiting = claims
+    devices = fr.devices_of(slices, claims, {}, driver, sets, owner)
     # the pods of the pending claims only: their users are all the advice names
-    users = cpods.PodIndex(pods, claims=_unallocated(claims))
-    pending, shapes = fr.pending_claims(claims, users, devices, driver)
+    users = cpods.PodIndex(pods, claims=_unallocated(awaiting))
+    pending, shapes = fr.pending_claims(awaiting, users, devices, driver)
     whole_wanted = _whole_gpu_wanted(shapes, devices)
     del devices  # a record per device: let go before a record per GPU is made
-    gpus, skipped = gpus_of(slices, claims, driver)
-    demands, others = demands_of(pending, claims, driver)
+    gpus, skipped = gpus_of(slices, claims, driver, owner)
+    del owner
+    demands, others = demands_of(pending, awaiting, driver)
     advice = Advice(not_considered=others, gpus_skipped=skipped, gpus_seen=len(gpus))
     advice.pending_mig = len(demands)
-    advice.dynamic, advice.drain = dynamic_advice(slices, claims, demands, driver)
+    advice.dynamic, advice.drain = dynamic_advice(slices, claims, demands, driver, sets)
     advice.servable_now, waiting, gpus = _serve_idle(demands, gpus)
     groups: dict[tuple, list[Gpu]] = defaultdict(list)
     models: dict[str, mpr.GpuModel] = {}
@@ -640,15 +652,16 @@ def dynamic_advice(
     claims: Sequence[Mapping[str, Any]],
     demands: Sequence[Demand],
     driver: str = NVIDIA_DRIVER,
+    counter_sets: Mapping[str, ccounters.CounterSet] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per GPU of ``driver`` published with shared counters and MIG placements, by node
     and GPU, ``claims.counter_moves.advice`` for the profiles that ``demands`` (pending
-    MIG claims) ask of its model; and ``claims.counter_moves.drain_order`` of those GPUs."""
-    sets = [
-        cs
-        for cs in ccounters.counter_sets(slices, claims).values()
-        if cs.driver == driver and cm.placements(cs)
-    ]
+    MIG claims) ask of its model; and ``claims.counter_moves.drain_order`` of those GPUs.
+    ``counter_sets``: ``claims.counters.counter_sets`` of ``slices`` and ``claims``,
+    computed here when not given."""
+    if counter_sets is None:
+        counter_sets = ccounters.counter_sets(slices, claims)
+    sets = [cs for cs in counter_sets.values() if cs.driver == driver and cm.placements(cs)]
     sets.sort(key=lambda cs: (cs.node, cs.gpu, cs.name))
     out = []
     for cs in sets:

@@ -58,8 +58,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.quantity imp
 
 __all__ = [
     "DONE_PHASES",
+    "DevicePluginUse",
     "PathTotals",
     "device_plugin_capacity",
+    "device_plugin_capacity_of",
     "path_figures",
     "pod_requests",
     "profile_of",
@@ -189,28 +191,47 @@ class PathTotals:
         }
 
 
-def _device_plugin_allocations(
-    pods: Iterable[Mapping[str, Any]], capacity: Mapping[str, Mapping[str, int]]
-) -> dict[str, dict[str, int]]:
-    """Node -> device plugin resource -> count requested by the unfinished pods bound to
-    it, for the nodes (``capacity``) and resources each advertises."""
-    out: dict[str, dict[str, int]] = {}
-    for pod in pods:
+def device_plugin_capacity_of(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Node -> :func:`device_plugin_capacity` of each node of ``nodes`` that advertises a
+    device plugin resource."""
+    out = {}
+    for n in nodes:
+        offered = device_plugin_capacity(n)
+        if offered:
+            out[str((n.get("metadata") or {}).get("name", ""))] = offered
+    return out
+
+
+class DevicePluginUse:
+    """The fold (``kube.client.folded``) of the pods: node -> device plugin resource ->
+    count requested by the unfinished pods bound to it, for the nodes (``capacity``, of
+    :func:`device_plugin_capacity_of`) and resources each advertises."""
+
+    def __init__(self, capacity: Mapping[str, Mapping[str, int]]) -> None:
+        self.capacity = capacity
+        self.used: dict[str, dict[str, int]] = {}
+
+    def add(self, pod: Mapping[str, Any]) -> None:
         spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
         node = spec.get("nodeName")
-        if node not in capacity or status.get("phase") in DONE_PHASES:
-            continue
-        offered = capacity[node]
+        if node not in self.capacity:
+            return
+        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        if status.get("phase") in DONE_PHASES:
+            return
+        offered, used = self.capacity[node], self.used
         for name, count in pod_requests(pod).items():
             if name in offered:
-                out.setdefault(node, {})[name] = out.get(node, {}).get(name, 0) + count
-    return out
+                used.setdefault(node, {})[name] = used.get(node, {}).get(name, 0) + count
+
+    def result(self) -> dict[str, dict[str, int]]:
+        return self.used
 
 
 def path_figures(
     nodes: Sequence[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
+    capacity: Mapping[str, Mapping[str, int]],
+    used: Mapping[str, Mapping[str, int]],
     devices: Iterable[Any],
     pools: Mapping[str, str],
     gpu_profile: str,
@@ -220,17 +241,12 @@ def path_figures(
     ``gp.PATHS``: ``path``, ``nodes``, ``devices``, ``allocated``, ``free``,
     ``utilization``, ``profiles``), ``pools`` (the same per pool and path with devices or
     nodes on it), ``nodes`` (nodes per advertised path: ``device-plugin``, ``dra``,
-    ``both``, ``none``) and ``nodes_both`` (names). ``devices``: ``report.fleet.Device``
+    ``both``, ``none``) and ``nodes_both`` (names). ``capacity``: the device plugin's
+    resources per node (:func:`device_plugin_capacity_of` of ``nodes``); ``used``: what
+    the pods request of them (``DevicePluginUse``); ``devices``: ``report.fleet.Device``
     (``node``, ``pool``, ``profile``, ``allocated``, ``blocked``); ``pools``: node -> pool
     (``report.fleet.node_pools``); ``gpu_profile``: the profile of a whole GPU among the
     devices; ``no_pool``: the pool of a device on no listed node."""
-    capacity = {}
-    for n in nodes:
-        name = str((n.get("metadata") or {}).get("name", ""))
-        offered = device_plugin_capacity(n)
-        if offered:
-            capacity[name] = offered
-    used = _device_plugin_allocations(pods, capacity)
     cluster = {p: PathTotals() for p in gp.PATHS}
     by_pool: dict[tuple[str, str], PathTotals] = {}
 

@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cluster import (
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import client as vk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import fleet as fr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import mig_advice
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import cluster as vc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validate import run as vrun
 from ansible_collections.gpufleet.cluster.plugins.modules import gpu_node_labels
@@ -524,6 +525,75 @@ def test_validate_walks_the_stored_nodes_and_pods_once_per_fact() -> None:
     # dynamic-MIG checks in one walk (four before); the devices of the pending claims'
     # explanation
     assert walks["slices"] == 4
+
+
+def _report_walks(
+    kinds: dict[str, list[Any]], run: Callable[..., Any] = fr.build_report
+) -> collections.Counter[str]:
+    """The walks of each kind's stored pages by ``run`` (the report, the MIG advice),
+    which gives the same result as on the plain lists; each listed with the report's
+    judge, as ``gpufleet report`` lists them (``readable_objects`` takes them as they
+    are)."""
+    walks: collections.Counter[str] = collections.Counter()
+    order = {
+        "slices": "resourceslices",
+        "claims": "resourceclaims",
+        "pods": "pods",
+        "nodes": "nodes",
+    }
+    want = run(*(kinds[k] for k in order))
+    stored = {k: counted(kinds[k], 1, lambda k=k: walks.update([k])) for k in order}
+    for k, kind in order.items():
+        stored[k]._vetted = (fr.readable(kind), 0)  # as ``of_pages`` with ``keep`` leaves it
+    assert run(*(stored[k] for k in order)) == want
+    assert not stored["claims"]._derived and not stored["pods"]._derived  # nothing kept
+    return walks
+
+
+def _fleet_kinds() -> dict[str, list[Any]]:
+    listing, _ = fleet()
+    return {
+        "slices": listing.slices,
+        "claims": listing.claims,
+        "pods": listing.pods,
+        "nodes": listing.nodes,
+    }
+
+
+def test_the_report_walks_the_stored_pods_and_claims_once() -> None:
+    """The pods once for the claims' users and the device plugin's allocations; the claims
+    once for who holds each device, the claims not allocated and the leaks."""
+    walks = _report_walks(_fleet_kinds())
+    assert walks["pods"] == 1 and walks["claims"] == 1
+
+
+def test_the_mig_advice_walks_the_stored_claims_once() -> None:
+    """Who holds each device (the devices' and the GPUs' readers) and the claims not
+    allocated (the pods' index, the pending claims and their demands) in one walk."""
+    walks = _report_walks(_fleet_kinds(), mig_advice.advise)
+    assert walks["pods"] == 1 and walks["claims"] == 1
+
+
+def test_past_the_bound_the_claims_not_allocated_are_read_again_not_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kinds = _fleet_kinds()
+    assert sum(map(fr.awaits_allocation, kinds["claims"])) == 1
+    monkeypatch.setattr(fr, "MAX_KEPT_AWAITING", 0)
+    assert _report_walks(kinds)["claims"] == 2
+    # the pods' index, the pending claims and their demands each read them again
+    assert _report_walks(kinds, mig_advice.advise)["claims"] == 4
+
+
+def test_the_report_reads_the_claims_in_the_walk_of_the_counter_sets() -> None:
+    """Where devices consume shared counters, the claims' one walk is the CounterSets'."""
+    from tests.unit.dynamic_mig_slices import H200_NODE, allocated_claim, slices
+
+    claims = [allocated_claim(f"c{i}", H200_NODE, f"gpu-0-mig-1g18gb-19-{i}") for i in range(3)]
+    node = {"metadata": {"name": H200_NODE, "labels": {}}, "status": {}}
+    kinds = {"slices": slices(H200_NODE), "claims": claims, "pods": [], "nodes": [node]}
+    assert _report_walks(kinds)["claims"] == 1
+    assert _report_walks(kinds, mig_advice.advise)["claims"] == 1
 
 
 def test_a_derived_value_is_computed_once_until_a_page_is_added() -> None:

@@ -604,9 +604,9 @@ def test_one_pod_index_serves_the_pending_and_the_leaked_claims(
     built = []
 
     class Counted(cpods.PodIndex):
-        def __init__(self, pods: Any) -> None:
+        def __init__(self, *pods: Any) -> None:
             built.append(1)
-            super().__init__(pods)
+            super().__init__(*pods)
 
     whole = fr.build_report(SLICES, CLAIMS, PODS, NODES)
     monkeypatch.setattr(cpods, "PodIndex", Counted)
