@@ -316,11 +316,12 @@ def _in_use(claim: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> di
 
 
 class _Allocations:
-    """The fold (``kube.client.PagedList.derive``) of :func:`allocations`."""
+    """The fold (``kube.client.PagedList.derive``) of :func:`allocations`; without
+    ``holders`` the claims' uids are not collected (None)."""
 
-    def __init__(self) -> None:
+    def __init__(self, holders: bool = True) -> None:
         self.in_use: dict[str, str] = {}
-        self.holders: set[Any] | None = set()
+        self.holders: set[Any] | None = set() if holders else None
 
     def add(self, claim: Mapping[str, Any]) -> None:
         devices = allocated_devices(claim)
@@ -339,12 +340,16 @@ class _Allocations:
         return self.in_use, self.holders
 
 
-def allocations_fold() -> tuple[str, Callable[[], _Allocations]]:
+def allocations_fold(holders: bool = True) -> tuple[str, Callable[[], _Allocations]]:
     """The key and the fold of the claims' allocations that explaining unallocated claims
     reads, for a caller that walks the claims for more (``validate.cluster.all_checks``
     with the CounterSets' walk): a child process that explains them then finds them
-    kept in the listing it was forked with."""
-    return "claim-allocations", _Allocations
+    kept in the listing it was forked with. Without ``holders``, who holds each device
+    only (the uids of :func:`allocations` None), under a key of its own: what the report
+    reads (about 12 MiB less at 100,000 claims)."""
+    if holders:
+        return "claim-allocations", _Allocations
+    return "claim-allocations-without-holders", lambda: _Allocations(holders=False)
 
 
 def allocations(
@@ -354,13 +359,13 @@ def allocations(
     allocated, and the uids of the claims that hold a device (None when one is no key of
     a set: a list, which no API server gives). Of a ``PagedList``, the value kept there
     (shared: read it, do not change it); with ``keep`` False, computed for this caller
-    and kept nowhere."""
+    and kept nowhere, without the uids (None)."""
     if keep:
         found: tuple[dict[str, str], set[Any] | None] = vk.folded(
             claims, dict([allocations_fold()])
         )[0]
         return found
-    return vk.folded(claims, {}, [_Allocations()])[0]
+    return vk.folded(claims, {}, [_Allocations(holders=False)])[0]
 
 
 def _waiting_pods(

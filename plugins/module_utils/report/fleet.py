@@ -937,6 +937,28 @@ class _Key:
         return values if len(values) > 1 else values[0]
 
 
+def _walk_pods_and_claims(
+    slices: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    capacity: Mapping[str, Mapping[str, int]],
+) -> tuple[Any, ...]:
+    """What the report reads of the pods and the claims, in one walk of each: the pods'
+    ``PodIndex`` and the device plugin's allocations (``capacity``: per node, its
+    resources); the CounterSets, who holds each device, the claims awaiting allocation
+    (None: more than ``MAX_KEPT_AWAITING``) and the leaks, in the CounterSets' walk of the
+    claims where a device consumes counters. Nothing is kept in a ``PagedList``."""
+    index, plugin_use = vk.folded(pods, {}, [cpods.PodIndex(), rpaths.DevicePluginUse(capacity)])
+    folds = dict(
+        [cexplain.allocations_fold(holders=False), awaiting_fold(), cleaks.leaks_fold(index)]
+    )
+    sets = ccounters.counter_sets(slices, claims, folds)
+    (owner, _holders), awaiting, leaks = vk.folded(claims, folds)
+    if isinstance(claims, vk.PagedList):
+        claims.forget(*folds)  # held by the report while it needs them, not in the list
+    return index, plugin_use, sets, owner, awaiting, leaks
+
+
 def build_report(
     slices: Sequence[Mapping[str, Any]],
     claims: Sequence[Mapping[str, Any]],
@@ -974,16 +996,9 @@ def build_report(
         namespaces, skipped["namespaces"] = readable_objects("namespaces", namespaces)
     pools = node_pools(nodes, pool_label)
     capacity = rpaths.device_plugin_capacity_of(nodes)
-    # one walk of the pods: the claims' users (the pending and the leaked claims) and the
-    # device plugin's allocations
-    index, plugin_use = vk.folded(pods, {}, [cpods.PodIndex(), rpaths.DevicePluginUse(capacity)])
-    # one walk of the claims: what their allocations consume of the CounterSets (where a
-    # device consumes counters), who holds each device, the claims not allocated, the leaks
-    folds = dict([cexplain.allocations_fold(), awaiting_fold(), cleaks.leaks_fold(index)])
-    sets = ccounters.counter_sets(slices, claims, folds)
-    (owner, _holders), awaiting, leaks = vk.folded(claims, folds)
-    if isinstance(claims, vk.PagedList):
-        claims.forget(*folds)  # held here while the report needs them, not in the list
+    walked = _walk_pods_and_claims(slices, claims, pods, capacity)
+    index, plugin_use, sets, owner, awaiting, leaks = walked
+    del walked
     devices = devices_of(slices, claims, pools, driver, sets, owner)
     del owner
     per_set = _counter_figures(sets, pools, driver)

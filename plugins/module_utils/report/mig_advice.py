@@ -567,7 +567,7 @@ def advise(
     nodes, _unused = fr.readable_objects("nodes", nodes)
     # one walk of the claims (the CounterSets' where a device consumes counters): who
     # holds each device, and the claims not allocated
-    folds = dict([cexplain.allocations_fold(), fr.awaiting_fold()])
+    folds = dict([cexplain.allocations_fold(holders=False), fr.awaiting_fold()])
     sets = ccounters.counter_sets(slices, claims, folds)
     (owner, _holders), awaiting = vk.folded(claims, folds)
     if isinstance(claims, vk.PagedList):

@@ -493,3 +493,24 @@ def test_a_count_that_is_no_number_is_read_as_the_default(count: Any) -> None:
     c = claim("c", requests=[req])
     (out,) = cexplain.explain_claim(c, [GPU_CLASS], slices, [c], [node("gpu-1")])["requests"]
     assert out["count"] == 1
+
+
+def test_the_allocations_without_holders_name_the_same_holder_of_each_device() -> None:
+    claims = [
+        claim("a", allocated=[("gpu-1", "gpu-0"), ("gpu-1", "gpu-1")]),
+        claim("b", namespace="ml", allocated=[("gpu-2", "gpu-0")]),
+        claim("waits"),
+    ]
+    in_use, holders = cexplain.allocations(claims)
+    assert in_use == {
+        "gpu.nvidia.com/gpu-1/gpu-0": "default/a",
+        "gpu.nvidia.com/gpu-1/gpu-1": "default/a",
+        "gpu.nvidia.com/gpu-2/gpu-0": "ml/b",
+    }
+    assert holders == {claims[0]["metadata"]["uid"], claims[1]["metadata"]["uid"]}
+    assert cexplain.allocations(claims, keep=False) == (in_use, None)
+    pages = vk.PagedList(claims, page_size=1)
+    key, make = cexplain.allocations_fold(holders=False)
+    assert key != cexplain.allocations_fold()[0]  # not read as the value with the uids
+    assert vk.folded(pages, {key: make}) == [(in_use, None)]
+    assert cexplain.allocations(pages, keep=False) == (in_use, None)
