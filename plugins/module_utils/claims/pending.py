@@ -9,7 +9,7 @@ Pure functions over listed objects (JSON dicts as the API returns them); no I/O.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,22 +86,32 @@ def _unallocated(claim: Mapping[str, Any]) -> bool:
 
 
 class _Unallocated:
-    """The fold (``kube.client.PagedList.derive``) of the claims ``find_pending`` judges,
-    in their order; None when there are more than ``MAX_KEPT_UNALLOCATED``."""
+    """The fold (``kube.client.PagedList.derive``) of the claims not allocated and not
+    being deleted, in their order; None when there are more than ``limit``."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
         self.claims: list[Mapping[str, Any]] | None = []
 
     def add(self, claim: Mapping[str, Any]) -> None:
         if self.claims is None or not _unallocated(claim):
             return
-        if len(self.claims) >= MAX_KEPT_UNALLOCATED:
+        if len(self.claims) >= self.limit:
             self.claims = None
             return
         self.claims.append(claim)
 
     def result(self) -> list[Mapping[str, Any]] | None:
         return self.claims
+
+
+def unallocated_fold(limit: int | None = None) -> tuple[str, Callable[[], _Unallocated]]:
+    """The key and the fold of the claims not allocated and not being deleted (those
+    ``find_pending`` and the report's pending claims judge), for a reader that walks the
+    claims for more: at most ``limit`` kept (``MAX_KEPT_UNALLOCATED`` when not given),
+    its value None past it (then read them from the claims)."""
+    kept = MAX_KEPT_UNALLOCATED if limit is None else limit
+    return f"claims not allocated (at most {kept})", lambda: _Unallocated(kept)
 
 
 def find_pending(
@@ -128,7 +138,7 @@ def find_pending(
         # one walk of the stored claims for the claims judged here and the allocations
         # their explanations read (read whether or not a claim needs them: where one does,
         # a walk of their own would cost more than reading them here)
-        folds = dict([allocations_fold(), ("claims not allocated", _Unallocated)])
+        folds = dict([allocations_fold(), unallocated_fold()])
         unallocated = vk.folded(claims, folds)[1]
         judged = claims if unallocated is None else unallocated
     out: list[PendingClaim] = []

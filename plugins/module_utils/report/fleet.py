@@ -91,6 +91,7 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as ccounters
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import leaks as cleaks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pending as cpending
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.fields import is_map
@@ -120,7 +121,6 @@ __all__ = [
     "Device",
     "Inventory",
     "Shape",
-    "awaiting_fold",
     "build_report",
     "counter_shares",
     "fragmentation",
@@ -813,34 +813,10 @@ def awaits_allocation(claim: Mapping[str, Any]) -> bool:
     return not ((claim.get("status") or {}).get("allocation") or meta.get("deletionTimestamp"))
 
 
-#: The most claims awaiting allocation that ``awaiting_fold`` keeps from its walk; with
-#: more its readers walk the claims again rather than hold them all.
+#: The most claims awaiting allocation that the report and ``mig advise`` keep from their
+#: walk of the claims (``claims.pending.unallocated_fold``); with more they walk the claims
+#: again rather than hold them all.
 MAX_KEPT_AWAITING = 10_000
-
-
-class _Awaiting:
-    """The fold (``kube.client.PagedList.derive``) of the claims that await allocation
-    (:func:`awaits_allocation`), in their order; None past ``MAX_KEPT_AWAITING``."""
-
-    def __init__(self) -> None:
-        self.claims: list[Mapping[str, Any]] | None = []
-
-    def add(self, claim: Mapping[str, Any]) -> None:
-        if self.claims is not None and awaits_allocation(claim):
-            if len(self.claims) >= MAX_KEPT_AWAITING:
-                self.claims = None
-            else:
-                self.claims.append(claim)
-
-    def result(self) -> list[Mapping[str, Any]] | None:
-        return self.claims
-
-
-def awaiting_fold() -> tuple[str, Callable[[], _Awaiting]]:
-    """The key and the fold of the claims :func:`pending_claims` judges, for a reader that
-    walks the claims for more (the report, ``mig advise``); its value is None when more
-    than ``MAX_KEPT_AWAITING`` await allocation (then read them from the claims)."""
-    return "claims-awaiting-allocation", _Awaiting
 
 
 def pending_claims(
@@ -950,7 +926,11 @@ def _walk_pods_and_claims(
     claims where a device consumes counters. Nothing is kept in a ``PagedList``."""
     index, plugin_use = vk.folded(pods, {}, [cpods.PodIndex(), rpaths.DevicePluginUse(capacity)])
     folds = dict(
-        [cexplain.allocations_fold(holders=False), awaiting_fold(), cleaks.leaks_fold(index)]
+        [
+            cexplain.allocations_fold(holders=False),
+            cpending.unallocated_fold(MAX_KEPT_AWAITING),
+            cleaks.leaks_fold(index),
+        ]
     )
     sets = ccounters.counter_sets(slices, claims, folds)
     (owner, _holders), awaiting, leaks = vk.folded(claims, folds)

@@ -56,6 +56,7 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counter_moves as cm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import counters as ccounters
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import explain as cexplain
+from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pending as cpending
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import pods as cpods
 from ansible_collections.gpufleet.cluster.plugins.module_utils.claims import slices as cslices
 from ansible_collections.gpufleet.cluster.plugins.module_utils.dra.resource_versions import (
@@ -565,9 +566,10 @@ def advise(
     claims, _unused = fr.readable_objects("resourceclaims", claims)
     pods, _unused = fr.readable_objects("pods", pods)
     nodes, _unused = fr.readable_objects("nodes", nodes)
-    # one walk of the claims (the CounterSets' where a device consumes counters): who
-    # holds each device, and the claims not allocated
-    folds = dict([cexplain.allocations_fold(holders=False), fr.awaiting_fold()])
+    # one walk of the claims (the CounterSets' where one is needed): holders, claims waiting
+    folds = dict(
+        [cexplain.allocations_fold(holders=False), cpending.unallocated_fold(fr.MAX_KEPT_AWAITING)]
+    )
     sets = ccounters.counter_sets(slices, claims, folds)
     (owner, _holders), awaiting = vk.folded(claims, folds)
     if isinstance(claims, vk.PagedList):
